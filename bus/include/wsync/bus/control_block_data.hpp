@@ -1,0 +1,116 @@
+#pragma once
+// The layout of a bus's shared-memory control block (docs/control-block.md). Plain data only: fixed capacity,
+// no pointers, every field an address-free lock-free atomic, so any process can map it at any address and read
+// it without a lock or a syscall. Each field has exactly one writer, named beside it. Behaviour lives in
+// control_block.hpp.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace wsync::bus {
+
+inline constexpr std::uint64_t kControlBlockMagic = 0x3142432d434e5957ULL;  // "WYNC-CB1" read little-endian
+// Bumped on any change to the structs below; a block of another layout is refused, never misread.
+inline constexpr std::uint32_t kControlBlockLayoutVersion = 1;
+inline constexpr std::size_t kMaxAgents = 256;
+inline constexpr std::size_t kMaxPlanBuffers = 16;
+inline constexpr std::size_t kCacheLineBytes = 64;
+
+// Fixed-size bytes (an agent id, a CUDA IPC handle) as atomic words: a reader racing the writer gets a torn
+// value that the surrounding sequence check rejects, never undefined behaviour.
+template <std::size_t Bytes>
+struct AtomicBytesData {
+  static_assert(Bytes % sizeof(std::uint64_t) == 0);
+  std::atomic<std::uint64_t> words[Bytes / sizeof(std::uint64_t)];
+};
+
+// Written once by the creating coordinator before `magic`, which publishes the block (release store); read-only
+// afterwards except the heartbeat.
+struct alignas(kCacheLineBytes) ControlHeaderData {
+  std::atomic<std::uint64_t> magic;           // 0 while the creator initialises
+  std::uint32_t layoutVersion;
+  std::uint32_t maxAgents;
+  std::uint64_t segmentBytes;
+  std::uint64_t epoch;                        // random, new for every coordinator start
+  std::uint64_t creatorStartTicks;            // creator's start time (/proc/PID/stat), so pid reuse is told apart
+  std::uint32_t creatorPid;
+  std::uint32_t reserved;
+  std::atomic<std::uint64_t> coordinatorHeartbeatMs;  // writer: coordinator (CLOCK_MONOTONIC milliseconds)
+};
+
+// Bus-wide state. Writer: coordinator.
+struct alignas(kCacheLineBytes) BusStateData {
+  std::atomic<std::uint64_t> committedVersion;  // the version every worker switches to; never goes back
+  std::atomic<std::uint64_t> committedRound;
+  std::atomic<std::uint64_t> pauseWord;         // packed PauseState: one load gives a consistent triple
+  std::atomic<std::uint64_t> roundWord;         // packed RoundState
+  std::atomic<std::uint64_t> eventSequence;     // last event published
+  std::atomic<std::uint32_t> activeAgents;
+  std::uint32_t reserved;
+};
+
+// One agent. The first half is written by the coordinator under `sequence` (odd while it rewrites the slot);
+// the second half, on its own cache line, by the agent that holds the slot.
+struct alignas(kCacheLineBytes) AgentSlotData {
+  std::atomic<std::uint64_t> sequence;       // writer: coordinator
+  std::atomic<std::uint64_t> generation;     // writer: coordinator; bumped whenever the slot is (re)assigned
+  std::atomic<std::uint32_t> occupancy;      // writer: coordinator; SlotOccupancy
+  std::atomic<std::uint32_t> role;           // writer: coordinator; msg::Role
+  std::atomic<std::int32_t> rank;            // writer: coordinator
+  std::atomic<std::uint32_t> pid;            // writer: coordinator
+  AtomicBytesData<64> agentId;               // writer: coordinator; NUL-padded
+
+  alignas(kCacheLineBytes) std::atomic<std::uint64_t> appliedVersion;  // writer: agent
+  std::atomic<std::uint64_t> heartbeatMs;        // writer: agent (CLOCK_MONOTONIC milliseconds)
+  std::atomic<std::uint64_t> claimedGeneration;  // writer: agent; its fields are valid when this == generation
+  std::atomic<std::uint32_t> phase;              // writer: agent; AgentPhase
+  std::uint32_t reserved;
+};
+
+// Where a round's payload buffers are. Writer: coordinator, under PlanData::sequence.
+struct PlanBufferData {
+  std::atomic<std::uint32_t> kind;    // PlanBufferKind
+  std::atomic<std::int32_t> device;   // CUDA device ordinal, -1 for host memory
+  std::atomic<std::uint64_t> offset;  // within the arena
+  std::atomic<std::uint64_t> bytes;
+  AtomicBytesData<64> ipcHandle;      // cudaIpcMemHandle_t is 64 bytes
+};
+
+struct alignas(kCacheLineBytes) PlanData {
+  std::atomic<std::uint64_t> sequence;  // odd while the coordinator rewrites the plan
+  std::atomic<std::uint64_t> round;
+  std::atomic<std::uint64_t> version;
+  std::atomic<std::uint64_t> bucketBytes;
+  std::atomic<std::uint32_t> channel;   // msg::ChannelKind
+  std::atomic<std::uint32_t> bufferCount;
+  AtomicBytesData<64> arenaName;        // host arena segment name, NUL-padded
+  PlanBufferData buffers[kMaxPlanBuffers];
+};
+
+struct ControlBlockData {
+  ControlHeaderData header;
+  BusStateData bus;
+  PlanData plan;
+  AgentSlotData agents[kMaxAgents];
+};
+
+// Shared across processes, these must be lock-free without any per-process state, and laid out identically
+// by every build that agrees on kControlBlockLayoutVersion.
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+static_assert(std::atomic<std::int32_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<std::uint64_t>) == 8 && sizeof(std::atomic<std::uint32_t>) == 4);
+static_assert(std::is_standard_layout_v<ControlBlockData>);
+static_assert(sizeof(ControlHeaderData) == 64);
+static_assert(sizeof(BusStateData) == 64);
+static_assert(sizeof(PlanBufferData) == 88);
+static_assert(sizeof(PlanData) == 1536);
+static_assert(sizeof(AgentSlotData) == 192);
+static_assert(offsetof(AgentSlotData, appliedVersion) == 128);
+static_assert(offsetof(ControlBlockData, bus) == 64);
+static_assert(offsetof(ControlBlockData, plan) == 128);
+static_assert(offsetof(ControlBlockData, agents) == 1664);
+static_assert(sizeof(ControlBlockData) == 1664 + kMaxAgents * 192);
+
+}  // namespace wsync::bus

@@ -1,0 +1,21 @@
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+namespace wsync::bus {
+
+// Why a received buffer was rejected. Decoding is on the hot path and fuzzed, so this is a plain enum.
+enum class MessageError : std::uint8_t {
+  Empty,             // zero bytes
+  TooLarge,          // over kMaxMessageBytes
+  NotWsync,          // no "WSYN" file identifier: not one of our messages
+  Unverifiable,      // the FlatBuffers Verifier refused it (truncated, corrupted, too deep, too many tables)
+  ProtocolMismatch,  // verified, but written for another protocol version
+  MissingBody,       // an envelope without a body
+  BadFraming,        // the ZeroMQ frames around it were not what the socket pattern sends
+};
+inline constexpr std::size_t kMessageErrorCount = 7;
+
+std::string_view toString(MessageError error);
+
+}  // namespace wsync::bus

@@ -1,0 +1,41 @@
+#pragma once
+#include <chrono>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <tl/expected.hpp>
+#include <zmq.hpp>
+
+#include "wsync/bus/received.hpp"
+#include "wsync/bus/rejection_counters.hpp"
+#include "wsync/bus/transport_error.hpp"
+
+namespace wsync::bus {
+
+// The coordinator's side of addressed requests: a ROUTER socket with ROUTER_MANDATORY, so that a reply to a peer
+// that is gone fails with PeerUnreachable instead of vanishing. Sends never block.
+class RouterEndpoint {
+ public:
+  static tl::expected<RouterEndpoint, TransportFailure> bind(zmq::context_t& context, const std::string& endpoint);
+
+  // Waits up to `timeout` (0: just look) for one request; empty when none arrived.
+  tl::expected<std::optional<Received>, TransportFailure> receive(std::chrono::milliseconds timeout);
+  tl::expected<void, TransportFailure> send(std::string_view peer, std::span<const std::uint8_t> bytes);
+
+  const RejectionCounters& rejections() const { return rejections_; }
+  // The bound address; for tcp://HOST:0 it carries the port the system chose.
+  const std::string& endpoint() const { return endpoint_; }
+  zmq::socket_ref handle() { return socket_; }
+
+ private:
+  RouterEndpoint(zmq::socket_t&& socket, std::string endpoint)
+      : socket_(std::move(socket)), endpoint_(std::move(endpoint)) {}
+
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  RejectionCounters rejections_;
+};
+
+}  // namespace wsync::bus

@@ -1,0 +1,412 @@
+#include "wsync/bus/control_block.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include <boost/interprocess/shared_memory_object.hpp>
+
+#include "wsync/bus/bus_address.hpp"
+#include "wsync/bus/clock.hpp"
+#include "wsync/bus/process_identity.hpp"
+#include "wsync/bus/protocol.hpp"
+
+namespace wsync::bus {
+namespace bip = boost::interprocess;
+namespace {
+
+// A writer keeps a sequence odd for well under a microsecond; a reader that still sees it odd after this many
+// tries is looking at a writer that died mid-update, and gives up rather than spin.
+constexpr int kSequenceReadAttempts = 100'000;
+
+constexpr std::size_t kBlockBytes = sizeof(ControlBlockData);
+
+// Writes under a sequence counter: odd while writing. The writer is the only one, so no compare-exchange.
+template <typename Write>
+void writeSequenced(std::atomic<std::uint64_t>& sequence, Write&& write) {
+  const std::uint64_t start = sequence.load(std::memory_order_relaxed);
+  sequence.store(start + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  write();
+  sequence.store(start + 2, std::memory_order_release);
+}
+
+// Reads under a sequence counter; `read` must be safe on torn values (they are discarded).
+template <typename Read>
+bool readSequenced(const std::atomic<std::uint64_t>& sequence, Read&& read) {
+  for (int attempt = 0; attempt < kSequenceReadAttempts; ++attempt) {
+    const std::uint64_t before = sequence.load(std::memory_order_acquire);
+    if ((before & 1U) != 0) continue;
+    read();
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (sequence.load(std::memory_order_relaxed) == before) return true;
+  }
+  return false;
+}
+
+template <std::size_t Bytes>
+void storeBytes(AtomicBytesData<Bytes>& target, std::span<const std::uint8_t> bytes) {
+  std::array<std::uint8_t, Bytes> padded{};
+  std::memcpy(padded.data(), bytes.data(), std::min(bytes.size(), Bytes));
+  for (std::size_t word = 0; word < Bytes / 8; ++word) {
+    std::uint64_t value = 0;
+    std::memcpy(&value, padded.data() + word * 8, 8);
+    target.words[word].store(value, std::memory_order_relaxed);
+  }
+}
+
+template <std::size_t Bytes>
+std::array<std::uint8_t, Bytes> loadBytes(const AtomicBytesData<Bytes>& source) {
+  std::array<std::uint8_t, Bytes> bytes{};
+  for (std::size_t word = 0; word < Bytes / 8; ++word) {
+    const std::uint64_t value = source.words[word].load(std::memory_order_relaxed);
+    std::memcpy(bytes.data() + word * 8, &value, 8);
+  }
+  return bytes;
+}
+
+template <std::size_t Bytes>
+void storeText(AtomicBytesData<Bytes>& target, std::string_view text) {
+  storeBytes(target, {reinterpret_cast<const std::uint8_t*>(text.data()), std::min(text.size(), Bytes - 1)});
+}
+
+template <std::size_t Bytes>
+std::string loadText(const AtomicBytesData<Bytes>& source) {
+  const auto bytes = loadBytes(source);
+  const auto end = std::find(bytes.begin(), bytes.end() - 1, std::uint8_t{0});
+  return std::string(bytes.begin(), end);
+}
+
+std::uint64_t packPause(const PauseState& state) {
+  return (state.round << 16) | (std::uint64_t{static_cast<std::uint8_t>(state.mode)} << 8) |
+         std::uint64_t{state.paused};
+}
+
+PauseState unpackPause(std::uint64_t word) {
+  return PauseState{(word & 0xFFU) != 0, static_cast<msg::PauseMode>((word >> 8) & 0xFFU), word >> 16};
+}
+
+std::uint64_t packRound(const RoundState& state) {
+  return (state.round << 8) | std::uint64_t{static_cast<std::uint8_t>(state.phase)};
+}
+
+RoundState unpackRound(std::uint64_t word) {
+  return RoundState{static_cast<msg::RoundPhase>(word & 0xFFU), word >> 8};
+}
+
+std::uint64_t newEpoch() {
+  std::random_device entropy;
+  const std::uint64_t epoch = (std::uint64_t{entropy()} << 32) ^ entropy() ^ monotonicMillis();
+  return epoch == 0 ? 1 : epoch;
+}
+
+tl::unexpected<ControlBlockFailure> systemFailure(const std::string& what, const bip::interprocess_exception& e) {
+  return fail(ControlBlockError::SystemError, what + ": " + e.what());
+}
+
+// The segment must be ours and closed to everyone else: any process that can map it can stop a bus.
+tl::expected<void, ControlBlockFailure> checkPrivate(const bip::shared_memory_object& shm, const std::string& name) {
+  struct stat info{};
+  if (::fstat(shm.get_mapping_handle().handle, &info) != 0) {
+    return fail(ControlBlockError::SystemError, name + ": fstat: " + std::strerror(errno));
+  }
+  if (info.st_uid != ::geteuid()) {
+    return fail(ControlBlockError::Unsafe, name + " belongs to uid " + std::to_string(info.st_uid));
+  }
+  if ((info.st_mode & 077) != 0) return fail(ControlBlockError::Unsafe, name + " is open to other users");
+  if (info.st_size == 0) return fail(ControlBlockError::NotInitialized, name + " is still being created");
+  if (static_cast<std::size_t>(info.st_size) < kBlockBytes) {
+    return fail(ControlBlockError::LayoutMismatch, name + " is " + std::to_string(info.st_size) + " bytes, expected " +
+                                                       std::to_string(kBlockBytes));
+  }
+  return {};
+}
+
+tl::expected<void, ControlBlockFailure> checkHeader(const ControlHeaderData& header, const std::string& name) {
+  const std::uint64_t magic = header.magic.load(std::memory_order_acquire);
+  if (magic == 0) return fail(ControlBlockError::NotInitialized, name + " is still being initialised");
+  if (magic != kControlBlockMagic || header.layoutVersion != kControlBlockLayoutVersion ||
+      header.maxAgents != kMaxAgents || header.segmentBytes != kBlockBytes) {
+    return fail(ControlBlockError::LayoutMismatch,
+                name + " has layout " + std::to_string(header.layoutVersion) + ", this build reads " +
+                    std::to_string(kControlBlockLayoutVersion));
+  }
+  return {};
+}
+
+// The coordinator that created an existing segment, if it still runs.
+std::optional<std::uint32_t> liveCreatorOf(const std::string& segment) {
+  try {
+    bip::shared_memory_object shm(bip::open_only, segment.c_str(), bip::read_only);
+    if (!checkPrivate(shm, segment)) return std::nullopt;
+    bip::mapped_region region(shm, bip::read_only, 0, kBlockBytes);
+    const auto& header = static_cast<const ControlBlockData*>(region.get_address())->header;
+    if (!checkHeader(header, segment)) return std::nullopt;
+    const ProcessIdentity creator{header.creatorPid, header.creatorStartTicks};
+    if (isAlive(creator)) return creator.pid;
+  } catch (const bip::interprocess_exception&) {
+    // Missing or unreadable: nobody we could clobber.
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string controlBlockSegmentName(std::string_view busName) {
+  return "wsync-" + std::to_string(::geteuid()) + "-" + std::string(busName);
+}
+
+tl::expected<ControlBlockView, ControlBlockFailure> ControlBlockView::map(std::string_view busName, bool writable) {
+  auto name = validateBusName(busName);
+  if (!name) return fail(ControlBlockError::InvalidBusName, name.error().detail);
+  const std::string segment = controlBlockSegmentName(*name);
+  const bip::mode_t mode = writable ? bip::read_write : bip::read_only;
+  try {
+    bip::shared_memory_object shm(bip::open_only, segment.c_str(), mode);
+    if (auto safe = checkPrivate(shm, segment); !safe) return tl::unexpected(safe.error());
+    bip::mapped_region region(shm, mode, 0, kBlockBytes);
+    const auto& header = static_cast<const ControlBlockData*>(region.get_address())->header;
+    if (auto valid = checkHeader(header, segment); !valid) return tl::unexpected(valid.error());
+    return ControlBlockView(std::move(region), segment);
+  } catch (const bip::interprocess_exception& e) {
+    if (e.get_error_code() == bip::not_found_error) {
+      return fail(ControlBlockError::NoCoordinator, "no control block " + segment + " for bus '" + *name + "'");
+    }
+    return systemFailure(segment, e);
+  }
+}
+
+tl::expected<ControlBlockView, ControlBlockFailure> ControlBlockView::open(std::string_view busName) {
+  return map(busName, false);
+}
+
+PauseState ControlBlockView::pauseState() const {
+  return unpackPause(data().bus.pauseWord.load(std::memory_order_acquire));
+}
+
+RoundState ControlBlockView::roundState() const {
+  return unpackRound(data().bus.roundWord.load(std::memory_order_acquire));
+}
+
+std::optional<AgentSlotSnapshot> ControlBlockView::agentSlot(std::uint32_t slot) const {
+  if (slot >= kMaxAgents) return std::nullopt;
+  const AgentSlotData& source = data().agents[slot];
+  AgentSlotSnapshot snapshot;
+  snapshot.slot = slot;
+  const bool consistent = readSequenced(source.sequence, [&] {
+    snapshot.generation = source.generation.load(std::memory_order_relaxed);
+    snapshot.occupancy = static_cast<SlotOccupancy>(source.occupancy.load(std::memory_order_relaxed));
+    snapshot.role = static_cast<msg::Role>(source.role.load(std::memory_order_relaxed));
+    snapshot.rank = source.rank.load(std::memory_order_relaxed);
+    snapshot.pid = source.pid.load(std::memory_order_relaxed);
+    snapshot.agentId = loadText(source.agentId);
+  });
+  if (!consistent) return std::nullopt;
+  // The agent publishes its fields with claimedGeneration last (release), so the acquire here covers them.
+  snapshot.agentAttached = snapshot.generation != 0 &&
+                           source.claimedGeneration.load(std::memory_order_acquire) == snapshot.generation;
+  snapshot.appliedVersion = source.appliedVersion.load(std::memory_order_acquire);
+  snapshot.heartbeatMs = source.heartbeatMs.load(std::memory_order_acquire);
+  snapshot.phase = static_cast<AgentPhase>(source.phase.load(std::memory_order_acquire));
+  return snapshot;
+}
+
+std::optional<PlanSnapshot> ControlBlockView::plan() const {
+  const PlanData& source = data().plan;
+  PlanSnapshot snapshot;
+  const bool consistent = readSequenced(source.sequence, [&] {
+    snapshot.round = source.round.load(std::memory_order_relaxed);
+    snapshot.version = source.version.load(std::memory_order_relaxed);
+    snapshot.bucketBytes = source.bucketBytes.load(std::memory_order_relaxed);
+    snapshot.channel = static_cast<msg::ChannelKind>(source.channel.load(std::memory_order_relaxed));
+    snapshot.arenaName = loadText(source.arenaName);
+    // Clamped: a torn count must not index past the array before the sequence check discards it.
+    const std::size_t count = std::min<std::size_t>(source.bufferCount.load(std::memory_order_relaxed),
+                                                    kMaxPlanBuffers);
+    snapshot.buffers.resize(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      const PlanBufferData& buffer = source.buffers[i];
+      snapshot.buffers[i].kind = static_cast<PlanBufferKind>(buffer.kind.load(std::memory_order_relaxed));
+      snapshot.buffers[i].device = buffer.device.load(std::memory_order_relaxed);
+      snapshot.buffers[i].offset = buffer.offset.load(std::memory_order_relaxed);
+      snapshot.buffers[i].bytes = buffer.bytes.load(std::memory_order_relaxed);
+      snapshot.buffers[i].ipcHandle = loadBytes(buffer.ipcHandle);
+    }
+  });
+  if (!consistent) return std::nullopt;
+  return snapshot;
+}
+
+tl::expected<AgentSlotWriter, ControlBlockFailure> AgentSlotWriter::attach(std::string_view busName,
+                                                                           std::uint32_t slot,
+                                                                           std::string_view agentId,
+                                                                           std::uint64_t appliedVersion) {
+  if (slot >= kMaxAgents) {
+    return fail(ControlBlockError::SlotOutOfRange, "slot " + std::to_string(slot) + " of " + std::to_string(kMaxAgents));
+  }
+  auto view = map(busName, true);
+  if (!view) return tl::unexpected(view.error());
+  auto snapshot = view->agentSlot(slot);
+  if (!snapshot || snapshot->occupancy != SlotOccupancy::Active || snapshot->agentId != agentId) {
+    return fail(ControlBlockError::SlotMismatch,
+                "slot " + std::to_string(slot) + " holds '" + (snapshot ? snapshot->agentId : "?") + "', not '" +
+                    std::string(agentId) + "'");
+  }
+  AgentSlotWriter writer(std::move(*view), slot);
+  AgentSlotData& mine = writer.mine();
+  mine.appliedVersion.store(appliedVersion, std::memory_order_relaxed);
+  mine.phase.store(static_cast<std::uint32_t>(AgentPhase::Idle), std::memory_order_relaxed);
+  mine.heartbeatMs.store(monotonicMillis(), std::memory_order_relaxed);
+  mine.claimedGeneration.store(snapshot->generation, std::memory_order_release);
+  return writer;
+}
+
+tl::expected<ControlBlockOwner, ControlBlockFailure> ControlBlockOwner::create(std::string_view busName) {
+  auto name = validateBusName(busName);
+  if (!name) return fail(ControlBlockError::InvalidBusName, name.error().detail);
+  auto dir = runtimeDirectory();
+  if (!dir) return fail(ControlBlockError::Unsafe, dir.error().describe());
+  const std::string segment = controlBlockSegmentName(*name);
+
+  auto lock = BusLock::acquire(*dir + "/" + *name + ".lock");
+  if (!lock) {
+    if (lock.error().code == ControlBlockError::BusInUse) {
+      const auto pid = liveCreatorOf(segment);
+      return fail(ControlBlockError::BusInUse, "bus '" + *name + "' is run by coordinator pid " +
+                                                   (pid ? std::to_string(*pid) : std::string("(unknown)")) + " (" +
+                                                   lock.error().detail + ")");
+    }
+    return tl::unexpected(lock.error());
+  }
+  // Holding the lock, only a coordinator started under another runtime folder could still own the segment.
+  if (const auto pid = liveCreatorOf(segment)) {
+    return fail(ControlBlockError::BusInUse,
+                "bus '" + *name + "' is run by coordinator pid " + std::to_string(*pid) + " (segment " + segment + ")");
+  }
+  // Whatever is left under the name belonged to a coordinator that died: replace it.
+  bip::shared_memory_object::remove(segment.c_str());
+
+  try {
+    bip::permissions privateToUser(0600);
+    bip::shared_memory_object shm(bip::create_only, segment.c_str(), bip::read_write, privateToUser);
+    shm.truncate(static_cast<bip::offset_t>(kBlockBytes));  // new pages read as zero: every field starts at 0
+    bip::mapped_region region(shm, bip::read_write, 0, kBlockBytes);
+    auto& header = static_cast<ControlBlockData*>(region.get_address())->header;
+    const ProcessIdentity self = currentProcess();
+    header.layoutVersion = kControlBlockLayoutVersion;
+    header.maxAgents = kMaxAgents;
+    header.segmentBytes = kBlockBytes;
+    header.epoch = newEpoch();
+    header.creatorPid = self.pid;
+    header.creatorStartTicks = self.startTicks;
+    header.coordinatorHeartbeatMs.store(monotonicMillis(), std::memory_order_relaxed);
+    header.magic.store(kControlBlockMagic, std::memory_order_release);  // publishes the block
+    return ControlBlockOwner(std::move(region), segment, std::move(*lock));
+  } catch (const bip::interprocess_exception& e) {
+    bip::shared_memory_object::remove(segment.c_str());
+    return systemFailure(segment, e);
+  }
+}
+
+ControlBlockOwner::~ControlBlockOwner() {
+  if (removeOnDestroy_) bip::shared_memory_object::remove(segmentName().c_str());
+}
+
+void ControlBlockOwner::setCommitted(std::uint64_t version, std::uint64_t round) {
+  data().bus.committedRound.store(round, std::memory_order_release);
+  data().bus.committedVersion.store(version, std::memory_order_release);
+}
+
+void ControlBlockOwner::setPauseState(const PauseState& state) {
+  data().bus.pauseWord.store(packPause(state), std::memory_order_release);
+}
+
+void ControlBlockOwner::setRoundState(const RoundState& state) {
+  data().bus.roundWord.store(packRound(state), std::memory_order_release);
+}
+
+std::optional<std::uint32_t> ControlBlockOwner::findFreeSlot() const {
+  for (std::uint32_t slot = 0; slot < kMaxAgents; ++slot) {
+    if (data().agents[slot].occupancy.load(std::memory_order_relaxed) ==
+        static_cast<std::uint32_t>(SlotOccupancy::Free)) {
+      return slot;
+    }
+  }
+  return std::nullopt;
+}
+
+tl::expected<void, ControlBlockFailure> ControlBlockOwner::assignSlot(std::uint32_t slot,
+                                                                     const SlotAssignment& assignment) {
+  if (slot >= kMaxAgents) return fail(ControlBlockError::SlotOutOfRange, "slot " + std::to_string(slot));
+  if (assignment.agentId.empty() || assignment.agentId.size() > kMaxAgentIdBytes) {
+    return fail(ControlBlockError::SlotMismatch, "agent id must be 1 to " + std::to_string(kMaxAgentIdBytes) + " bytes");
+  }
+  AgentSlotData& target = data().agents[slot];
+  writeSequenced(target.sequence, [&] {
+    target.generation.store(target.generation.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    target.occupancy.store(static_cast<std::uint32_t>(SlotOccupancy::Active), std::memory_order_relaxed);
+    target.role.store(static_cast<std::uint32_t>(assignment.role), std::memory_order_relaxed);
+    target.rank.store(assignment.rank, std::memory_order_relaxed);
+    target.pid.store(assignment.pid, std::memory_order_relaxed);
+    storeText(target.agentId, assignment.agentId);
+  });
+  updateActiveAgents();
+  return {};
+}
+
+tl::expected<void, ControlBlockFailure> ControlBlockOwner::setOccupancy(std::uint32_t slot, SlotOccupancy occupancy) {
+  if (slot >= kMaxAgents) return fail(ControlBlockError::SlotOutOfRange, "slot " + std::to_string(slot));
+  AgentSlotData& target = data().agents[slot];
+  writeSequenced(target.sequence, [&] {
+    target.occupancy.store(static_cast<std::uint32_t>(occupancy), std::memory_order_relaxed);
+    if (occupancy == SlotOccupancy::Free) {
+      target.role.store(static_cast<std::uint32_t>(msg::Role::Unknown), std::memory_order_relaxed);
+      target.rank.store(-1, std::memory_order_relaxed);
+      target.pid.store(0, std::memory_order_relaxed);
+      storeText(target.agentId, {});
+    }
+  });
+  updateActiveAgents();
+  return {};
+}
+
+void ControlBlockOwner::updateActiveAgents() {
+  std::uint32_t active = 0;
+  for (const AgentSlotData& slot : data().agents) {
+    active += slot.occupancy.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(SlotOccupancy::Active);
+  }
+  data().bus.activeAgents.store(active, std::memory_order_release);
+}
+
+tl::expected<void, ControlBlockFailure> ControlBlockOwner::publishPlan(const PlanSnapshot& plan) {
+  if (plan.buffers.size() > kMaxPlanBuffers) {
+    return fail(ControlBlockError::PlanTooLarge, std::to_string(plan.buffers.size()) + " buffers, at most " +
+                                                     std::to_string(kMaxPlanBuffers));
+  }
+  if (plan.arenaName.size() >= sizeof(PlanData::arenaName)) {
+    return fail(ControlBlockError::PlanTooLarge, "arena name '" + plan.arenaName + "' is over 63 bytes");
+  }
+  PlanData& target = data().plan;
+  writeSequenced(target.sequence, [&] {
+    target.round.store(plan.round, std::memory_order_relaxed);
+    target.version.store(plan.version, std::memory_order_relaxed);
+    target.bucketBytes.store(plan.bucketBytes, std::memory_order_relaxed);
+    target.channel.store(static_cast<std::uint32_t>(plan.channel), std::memory_order_relaxed);
+    target.bufferCount.store(static_cast<std::uint32_t>(plan.buffers.size()), std::memory_order_relaxed);
+    storeText(target.arenaName, plan.arenaName);
+    for (std::size_t i = 0; i < plan.buffers.size(); ++i) {
+      PlanBufferData& buffer = target.buffers[i];
+      buffer.kind.store(static_cast<std::uint32_t>(plan.buffers[i].kind), std::memory_order_relaxed);
+      buffer.device.store(plan.buffers[i].device, std::memory_order_relaxed);
+      buffer.offset.store(plan.buffers[i].offset, std::memory_order_relaxed);
+      buffer.bytes.store(plan.buffers[i].bytes, std::memory_order_relaxed);
+      storeBytes(buffer.ipcHandle, plan.buffers[i].ipcHandle);
+    }
+  });
+  return {};
+}
+
+}  // namespace wsync::bus

@@ -1,0 +1,31 @@
+#include "wsync/bus/router_endpoint.hpp"
+
+#include "frames.hpp"
+#include "wsync/bus/socket_options.hpp"
+
+namespace wsync::bus {
+
+tl::expected<RouterEndpoint, TransportFailure> RouterEndpoint::bind(zmq::context_t& context,
+                                                                    const std::string& endpoint) {
+  try {
+    zmq::socket_t socket(context, zmq::socket_type::router);
+    applyCommonOptions(socket);
+    socket.set(zmq::sockopt::router_mandatory, 1);
+    socket.bind(endpoint);
+    std::string bound = socket.get(zmq::sockopt::last_endpoint);
+    return RouterEndpoint(std::move(socket), std::move(bound));
+  } catch (const zmq::error_t& error) {
+    return tl::unexpected(detail::toFailure(error, TransportError::BindFailed, endpoint));
+  }
+}
+
+tl::expected<std::optional<Received>, TransportFailure> RouterEndpoint::receive(std::chrono::milliseconds timeout) {
+  return detail::receiveMessage(socket_, timeout, 2, rejections_);
+}
+
+tl::expected<void, TransportFailure> RouterEndpoint::send(std::string_view peer,
+                                                          std::span<const std::uint8_t> bytes) {
+  return detail::sendMessage(socket_, true, peer, bytes);
+}
+
+}  // namespace wsync::bus

@@ -1,0 +1,14 @@
+# Warnings and sanitizers, applied per target so that generated and third-party code keeps its own flags.
+function(wsync_target_defaults target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion
+                                           -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Woverloaded-virtual
+                                           -Wnull-dereference -Wimplicit-fallthrough)
+  if(WSYNC_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+if(WSYNC_SANITIZE)
+  add_compile_options(-fsanitize=${WSYNC_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${WSYNC_SANITIZE})
+endif()
