@@ -13,6 +13,13 @@ set(WSYNC_CUDA_ROOT "/usr/local/cuda" CACHE PATH "Where the CUDA Toolkit and NCC
 if(NOT WSYNC_SANITIZE MATCHES "^(|address,undefined|address|undefined|thread)$")
   message(FATAL_ERROR "WSYNC_SANITIZE='${WSYNC_SANITIZE}': use '', 'address,undefined' or 'thread'")
 endif()
+if(WSYNC_FUZZ AND NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  message(FATAL_ERROR "WSYNC_FUZZ=ON needs clang (libFuzzer), not ${CMAKE_CXX_COMPILER_ID}: configure a separate "
+                      "build folder with CC=clang CXX=clang++, or leave WSYNC_FUZZ off (the corpora still run as tests)")
+endif()
+if(WSYNC_FUZZ AND NOT WSYNC_TESTS)
+  message(FATAL_ERROR "WSYNC_FUZZ=ON needs WSYNC_TESTS=ON: the fuzz targets live in tests/fuzz")
+endif()
 if(NOT WSYNC_CUDA MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "WSYNC_CUDA='${WSYNC_CUDA}': use AUTO, ON or OFF")
 endif()

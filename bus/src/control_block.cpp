@@ -50,7 +50,8 @@ bool readSequenced(const std::atomic<std::uint64_t>& sequence, Read&& read) {
 template <std::size_t Bytes>
 void storeBytes(AtomicBytesData<Bytes>& target, std::span<const std::uint8_t> bytes) {
   std::array<std::uint8_t, Bytes> padded{};
-  std::memcpy(padded.data(), bytes.data(), std::min(bytes.size(), Bytes));
+  // An empty span may carry a null pointer, which memcpy must not get even for zero bytes.
+  if (!bytes.empty()) std::memcpy(padded.data(), bytes.data(), std::min(bytes.size(), Bytes));
   for (std::size_t word = 0; word < Bytes / 8; ++word) {
     std::uint64_t value = 0;
     std::memcpy(&value, padded.data() + word * 8, 8);

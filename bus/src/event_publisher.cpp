@@ -18,6 +18,17 @@ tl::expected<EventPublisher, TransportFailure> EventPublisher::bind(zmq::context
   }
 }
 
+std::uint64_t EventPublisher::lastSequence(std::string_view family) const {
+  const auto found = sequences_.find(family);
+  return found == sequences_.end() ? 0 : found->second;
+}
+
+std::uint64_t& EventPublisher::sequenceOf(std::string_view family) {
+  auto found = sequences_.find(family);
+  if (found == sequences_.end()) found = sequences_.emplace(std::string(family), 0).first;
+  return found->second;
+}
+
 tl::expected<void, TransportFailure> EventPublisher::sendEvent(std::string_view topic,
                                                                std::span<const std::uint8_t> bytes) {
   return detail::sendMessage(socket_, true, topic, bytes);

@@ -33,10 +33,13 @@ tl::expected<std::optional<Received>, TransportFailure> receiveMessage(zmq::sock
     }
     if (!socket.recv(frames[0], zmq::recv_flags::dontwait)) return std::nullopt;
     received = 1;
-    // A multipart message arrives whole, so the remaining frames are already here.
-    while (socket.get(zmq::sockopt::rcvmore) != 0) {
+    // A multipart message arrives whole, so the remaining frames are already here. The "more" flag is read from
+    // the frame itself: cheaper than asking the socket (ZMQ_RCVMORE) each time.
+    bool more = frames[0].more();
+    while (more) {
       zmq::message_t& target = received < frameCount ? frames[received] : overflow;
       (void)socket.recv(target, zmq::recv_flags::none);
+      more = target.more();
       ++received;
     }
   } catch (const zmq::error_t& error) {

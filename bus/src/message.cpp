@@ -20,6 +20,24 @@ std::uint64_t realtimeNanoseconds() {
 
 bool isAligned(const void* data) { return reinterpret_cast<std::uintptr_t>(data) % kBufferAlignment == 0; }
 
+// The Verifier checks that a vector's length field is aligned, not its elements (google/flatbuffers#8397), so a
+// hostile [long] 4 bytes off passes it. TensorInfo.shape is the schema's only vector of 8-byte elements. Empty
+// vectors are exempt: FlatBufferBuilder 2.0.8 does not align them, and nothing is read from them.
+bool tensorShapesAligned(const msg::Manifest* manifest) {
+  if (manifest == nullptr || manifest->tensors() == nullptr) return true;
+  for (const msg::TensorInfo* tensor : *manifest->tensors()) {
+    const auto* shape = tensor->shape();
+    if (shape != nullptr && shape->size() > 0 && !isAligned(shape->data())) return false;
+  }
+  return true;
+}
+
+const msg::Manifest* manifestOf(const msg::Envelope& envelope) {
+  if (const auto* manifest = envelope.body_as_Manifest()) return manifest;
+  if (const auto* begin = envelope.body_as_BeginUpdate()) return begin->manifest();
+  return nullptr;
+}
+
 }  // namespace
 
 std::string_view toString(MessageError error) {
@@ -31,6 +49,7 @@ std::string_view toString(MessageError error) {
     case MessageError::ProtocolMismatch: return "message of another protocol version";
     case MessageError::MissingBody: return "message without a body";
     case MessageError::BadFraming: return "unexpected ZeroMQ framing";
+    case MessageError::Misaligned: return "buffer not 8-byte aligned (Message::decode realigns)";
   }
   return "unknown message error";
 }
@@ -43,6 +62,8 @@ tl::expected<const msg::Envelope*, MessageError> verifyMessage(std::span<const s
       !msg::EnvelopeBufferHasIdentifier(bytes.data())) {
     return tl::unexpected(MessageError::NotWsync);
   }
+  // The Verifier checks alignment relative to the buffer's start; fields are read in place at absolute addresses.
+  if (!isAligned(bytes.data())) return tl::unexpected(MessageError::Misaligned);
   flatbuffers::Verifier::Options options;
   options.max_depth = kMaxVerifierDepth;
   options.max_tables = kMaxVerifierTables;
@@ -55,6 +76,7 @@ tl::expected<const msg::Envelope*, MessageError> verifyMessage(std::span<const s
   if (envelope->body_type() == msg::Body::NONE || envelope->body() == nullptr) {
     return tl::unexpected(MessageError::MissingBody);
   }
+  if (!tensorShapesAligned(manifestOf(*envelope))) return tl::unexpected(MessageError::Unverifiable);
   return envelope;
 }
 
@@ -73,7 +95,9 @@ std::span<const std::uint8_t> MessageBuilder::finishUnion(msg::Body type, flatbu
 
 tl::expected<Message, MessageError> Message::decode(zmq::message_t&& frame) {
   if (!isAligned(frame.data())) {
-    // Rare (ZeroMQ allocates frames with malloc), but reading FlatBuffers scalars in place needs alignment.
+    // Common: libzmq hands out received frames at arbitrary offsets inside its receive buffer. FlatBuffers reads
+    // scalars in place, which needs alignment, so the frame is copied (tens of nanoseconds for control messages;
+    // a multi-megabyte manifest is sent once per change).
     zmq::message_t aligned(frame.data(), frame.size());
     frame = std::move(aligned);
     if (!isAligned(frame.data())) return tl::unexpected(MessageError::Unverifiable);

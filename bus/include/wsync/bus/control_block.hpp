@@ -110,7 +110,7 @@ class ControlBlockView {
   std::uint64_t committedRound() const { return data().bus.committedRound.load(std::memory_order_acquire); }
   PauseState pauseState() const;
   RoundState roundState() const;
-  std::uint64_t eventSequence() const { return data().bus.eventSequence.load(std::memory_order_acquire); }
+  std::uint64_t eventsPublished() const { return data().bus.eventsPublished.load(std::memory_order_acquire); }
   std::uint32_t activeAgents() const { return data().bus.activeAgents.load(std::memory_order_acquire); }
 
   // The hot path of output tagging: one acquire load. `slot` < kMaxAgents.
@@ -176,7 +176,9 @@ class ControlBlockOwner : public ControlBlockView {
   void setCommitted(std::uint64_t version, std::uint64_t round);
   void setPauseState(const PauseState& state);
   void setRoundState(const RoundState& state);
-  void setEventSequence(std::uint64_t seq) { data().bus.eventSequence.store(seq, std::memory_order_release); }
+  void setEventsPublished(std::uint64_t count) {
+    data().bus.eventsPublished.store(count, std::memory_order_release);
+  }
 
   // The lowest free slot, if any.
   std::optional<std::uint32_t> findFreeSlot() const;

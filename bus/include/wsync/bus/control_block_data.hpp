@@ -45,7 +45,7 @@ struct alignas(kCacheLineBytes) BusStateData {
   std::atomic<std::uint64_t> committedRound;
   std::atomic<std::uint64_t> pauseWord;         // packed PauseState: one load gives a consistent triple
   std::atomic<std::uint64_t> roundWord;         // packed RoundState
-  std::atomic<std::uint64_t> eventSequence;     // last event published
+  std::atomic<std::uint64_t> eventsPublished;   // events published so far, all topic families together
   std::atomic<std::uint32_t> activeAgents;
   std::uint32_t reserved;
 };

@@ -14,23 +14,33 @@
 
 namespace wsync::bus {
 
-// An agent's side of addressed requests: a DEALER socket whose routing id is the agent id, so the coordinator
-// can address replies and acks to it. ZeroMQ reconnects by itself when the coordinator restarts.
+// An agent's side of addressed requests: a DEALER socket. ZeroMQ reconnects by itself when the coordinator
+// restarts.
+//
+// Its routing id is "<label>#<8 random hex digits>": the label (the agent id) makes the coordinator's logs
+// readable, the suffix makes every connection's id unique. A ROUTER silently ignores a second connection under an
+// id it already has, so with plain agent ids a restarted agent whose old connection is still half-open would never
+// be heard, and the coordinator could not even tell it "duplicate agent". Agents identify themselves in AgentHello;
+// the coordinator maps agent id to routing id.
 class DealerEndpoint {
  public:
   static tl::expected<DealerEndpoint, TransportFailure> connect(zmq::context_t& context, const std::string& endpoint,
-                                                                std::string_view routingId);
+                                                                std::string_view label);
 
   tl::expected<void, TransportFailure> send(std::span<const std::uint8_t> bytes);
   tl::expected<std::optional<Received>, TransportFailure> receive(std::chrono::milliseconds timeout);
 
   const RejectionCounters& rejections() const { return rejections_; }
+  // What the coordinator sees as Received::source for this connection.
+  const std::string& routingId() const { return routingId_; }
   zmq::socket_ref handle() { return socket_; }
 
  private:
-  explicit DealerEndpoint(zmq::socket_t&& socket) : socket_(std::move(socket)) {}
+  DealerEndpoint(zmq::socket_t&& socket, std::string routingId)
+      : socket_(std::move(socket)), routingId_(std::move(routingId)) {}
 
   zmq::socket_t socket_;
+  std::string routingId_;
   RejectionCounters rejections_;
 };
 

@@ -1,5 +1,7 @@
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -8,28 +10,39 @@
 #include <zmq.hpp>
 
 #include "wsync/bus/message.hpp"
+#include "wsync/bus/topics.hpp"
 #include "wsync/bus/transport_error.hpp"
 
 namespace wsync::bus {
 
-// The coordinator's event stream: a PUB socket. Every event carries the next sequence number, so a subscriber
-// sees a gap when PUB dropped something at its high-water mark and recovers with a snapshot.
+// The coordinator's event stream: a PUB socket. Every event carries the next sequence number of its topic family
+// (topics::familyOf), so a subscriber sees a gap when PUB dropped something at its high-water mark and recovers
+// with a snapshot, which reports each family's last number.
 class EventPublisher {
  public:
+  using Sequences = std::map<std::string, std::uint64_t, std::less<>>;
+
   static tl::expected<EventPublisher, TransportFailure> bind(zmq::context_t& context, const std::string& endpoint);
 
-  // Stamps `body` with the next sequence number and `epoch`, publishes it under `topic`, and returns the number.
+  // Stamps `body` with its family's next sequence number and `epoch`, publishes it under `topic`, and returns
+  // the number.
   template <typename Body>
   tl::expected<std::uint64_t, TransportFailure> publish(std::string_view topic, MessageBuilder& builder,
                                                         flatbuffers::Offset<Body> body, std::uint64_t epoch) {
-    const std::uint64_t seq = lastSequence_ + 1;
+    std::uint64_t& last = sequenceOf(topics::familyOf(topic));
+    const std::uint64_t seq = last + 1;
     auto sent = sendEvent(topic, builder.finish(body, EnvelopeStamp{epoch, seq}));
     if (!sent) return tl::unexpected(sent.error());
-    lastSequence_ = seq;
+    last = seq;
+    ++published_;
     return seq;
   }
 
-  std::uint64_t lastSequence() const { return lastSequence_; }
+  // The last number published in `family` ("round/"), 0 before the first.
+  std::uint64_t lastSequence(std::string_view family) const;
+  const Sequences& sequences() const { return sequences_; }
+  // Events published in all families together.
+  std::uint64_t published() const { return published_; }
   const std::string& endpoint() const { return endpoint_; }
   zmq::socket_ref handle() { return socket_; }
 
@@ -37,10 +50,12 @@ class EventPublisher {
   EventPublisher(zmq::socket_t&& socket, std::string endpoint)
       : socket_(std::move(socket)), endpoint_(std::move(endpoint)) {}
   tl::expected<void, TransportFailure> sendEvent(std::string_view topic, std::span<const std::uint8_t> bytes);
+  std::uint64_t& sequenceOf(std::string_view family);
 
   zmq::socket_t socket_;
   std::string endpoint_;
-  std::uint64_t lastSequence_ = 0;
+  Sequences sequences_;
+  std::uint64_t published_ = 0;
 };
 
 }  // namespace wsync::bus

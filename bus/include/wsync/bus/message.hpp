@@ -15,7 +15,8 @@
 namespace wsync::bus {
 
 // Checks a buffer and returns its envelope. Nothing in `bytes` is read before the Verifier has passed it.
-// `bytes` must stay alive while the envelope is used. Misaligned input is accepted only through Message::decode.
+// `bytes` must stay alive while the envelope is used and be 8-byte aligned (else Misaligned); Message::decode
+// realigns what it is given.
 tl::expected<const msg::Envelope*, MessageError> verifyMessage(std::span<const std::uint8_t> bytes);
 
 // What the sender stamps on every envelope.
@@ -46,8 +47,9 @@ class MessageBuilder {
   flatbuffers::FlatBufferBuilder fbb_;
 };
 
-// A received, verified message. It owns its bytes (the ZeroMQ frame they arrived in, without a copy when the
-// frame is suitably aligned), so the accessors stay valid as long as the Message lives.
+// A received, verified message. It owns its bytes (the ZeroMQ frame they arrived in, or an aligned copy of it when
+// libzmq delivered it at an address FlatBuffers cannot read in place), so the accessors stay valid as long as the
+// Message lives.
 class Message {
  public:
   static tl::expected<Message, MessageError> decode(zmq::message_t&& frame);

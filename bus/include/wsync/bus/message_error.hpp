@@ -1,4 +1,5 @@
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -13,8 +14,9 @@ enum class MessageError : std::uint8_t {
   ProtocolMismatch,  // verified, but written for another protocol version
   MissingBody,       // an envelope without a body
   BadFraming,        // the ZeroMQ frames around it were not what the socket pattern sends
+  Misaligned,        // verifyMessage() got a buffer not aligned for in-place reads (a caller's mistake)
 };
-inline constexpr std::size_t kMessageErrorCount = 7;
+inline constexpr std::size_t kMessageErrorCount = 8;
 
 std::string_view toString(MessageError error);
 

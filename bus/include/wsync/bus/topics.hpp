@@ -5,6 +5,13 @@
 
 namespace wsync::bus::topics {
 
+// Events are numbered per family, the topic up to and including its first '/' ("round/" for "round/pause"), so a
+// subscriber filtering by family sees consecutive numbers and can tell a drop from a filtered-out event.
+constexpr std::string_view familyOf(std::string_view topic) {
+  const std::size_t slash = topic.find('/');
+  return slash == std::string_view::npos ? topic : topic.substr(0, slash + 1);
+}
+
 inline constexpr std::string_view kRound = "round/";  // begin, pause, plan, commit, abort, resume
 inline constexpr std::string_view kAgent = "agent/";  // joined, left, dead
 inline constexpr std::string_view kBus = "bus/";      // coordinator start and stop

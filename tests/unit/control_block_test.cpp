@@ -1,0 +1,365 @@
+// The shared-memory control block within one process: create/open, privacy, layout checks, every writer's
+// fields, the slot and plan protocols, and readers racing a writer thread.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <functional>
+#include <sys/wait.h>
+#include <thread>
+
+#include "test_environment.hpp"
+#include "wsync/bus/control_block.hpp"
+
+namespace wsync::bus {
+namespace {
+namespace bip = boost::interprocess;
+
+// Long enough for readers to meet the writer mid-update many times on a loaded 2-core machine.
+constexpr std::chrono::milliseconds kRaceDuration{500};
+
+struct ControlBlockTest : testing::Test {
+  std::string bus = test::uniqueBusName("cb");
+};
+
+// Writes a segment by hand, as a crashed or foreign process would have left it.
+void writeSegment(const std::string& bus, int mode, const std::function<void(ControlBlockData&)>& fill) {
+  const std::string name = controlBlockSegmentName(bus);
+  bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, bip::permissions(mode));
+  shm.truncate(sizeof(ControlBlockData));
+  bip::mapped_region region(shm, bip::read_write);
+  fill(*static_cast<ControlBlockData*>(region.get_address()));
+}
+
+void fillValidHeader(ControlBlockData& data, std::uint32_t pid) {
+  data.header.layoutVersion = kControlBlockLayoutVersion;
+  data.header.maxAgents = kMaxAgents;
+  data.header.segmentBytes = sizeof(ControlBlockData);
+  data.header.epoch = 1234;
+  data.header.creatorPid = pid;
+  data.header.magic.store(kControlBlockMagic);
+}
+
+TEST_F(ControlBlockTest, CreateThenOpenSeesTheHeader) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value()) << owner.error().describe();
+  auto view = ControlBlockView::open(bus);
+  ASSERT_TRUE(view.has_value()) << view.error().describe();
+  EXPECT_NE(view->epoch(), 0U);
+  EXPECT_EQ(view->epoch(), owner->epoch());
+  EXPECT_EQ(view->coordinatorPid(), static_cast<std::uint32_t>(::getpid()));
+  EXPECT_EQ(view->committedVersion(), 0U);
+  EXPECT_EQ(view->activeAgents(), 0U);
+}
+
+TEST_F(ControlBlockTest, SegmentIsPrivateToTheUser) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value());
+  struct stat info{};
+  ASSERT_EQ(::stat(("/dev/shm/" + owner->segmentName()).c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600U);
+  EXPECT_EQ(info.st_uid, ::geteuid());
+}
+
+TEST_F(ControlBlockTest, OpenWithoutCoordinatorSaysSo) {
+  auto view = ControlBlockView::open(bus);
+  ASSERT_FALSE(view.has_value());
+  EXPECT_EQ(view.error().code, ControlBlockError::NoCoordinator);
+  EXPECT_NE(view.error().detail.find(bus), std::string::npos);
+}
+
+TEST_F(ControlBlockTest, InvalidBusNameIsRefused) {
+  EXPECT_EQ(ControlBlockOwner::create("../x").error().code, ControlBlockError::InvalidBusName);
+  EXPECT_EQ(ControlBlockView::open("").error().code, ControlBlockError::InvalidBusName);
+}
+
+TEST_F(ControlBlockTest, SecondOwnerIsRefusedAndNamesTheFirst) {
+  auto first = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(first.has_value());
+  first->setCommitted(5, 1);
+  auto second = ControlBlockOwner::create(bus);
+  ASSERT_FALSE(second.has_value());
+  EXPECT_EQ(second.error().code, ControlBlockError::BusInUse);
+  EXPECT_NE(second.error().detail.find(std::to_string(::getpid())), std::string::npos) << second.error().detail;
+  EXPECT_EQ(first->committedVersion(), 5U);  // not clobbered
+}
+
+TEST_F(ControlBlockTest, DestroyingTheOwnerRemovesTheSegmentAndFreesTheBus) {
+  { auto owner = ControlBlockOwner::create(bus); ASSERT_TRUE(owner.has_value()); }
+  EXPECT_EQ(ControlBlockView::open(bus).error().code, ControlBlockError::NoCoordinator);
+  EXPECT_TRUE(ControlBlockOwner::create(bus).has_value());
+}
+
+TEST_F(ControlBlockTest, MovedOwnerKeepsTheSegment) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value());
+  {
+    ControlBlockOwner moved(std::move(*owner));
+    owner = tl::unexpected(ControlBlockFailure{ControlBlockError::SystemError, "moved away"});  // destroys the husk
+    EXPECT_TRUE(ControlBlockView::open(bus).has_value());
+  }
+  EXPECT_FALSE(ControlBlockView::open(bus).has_value());
+}
+
+TEST_F(ControlBlockTest, ViewKeepsItsMappingAfterTheOwnerLeaves) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value());
+  owner->setCommitted(9, 2);
+  auto view = ControlBlockView::open(bus);
+  ASSERT_TRUE(view.has_value());
+  owner = tl::unexpected(ControlBlockFailure{ControlBlockError::SystemError, "gone"});
+  EXPECT_EQ(view->committedVersion(), 9U);
+}
+
+TEST_F(ControlBlockTest, ForeignLayoutIsRefused) {
+  writeSegment(bus, 0600, [](ControlBlockData& data) {
+    fillValidHeader(data, 1);
+    data.header.layoutVersion = kControlBlockLayoutVersion + 1;
+  });
+  auto view = ControlBlockView::open(bus);
+  ASSERT_FALSE(view.has_value());
+  EXPECT_EQ(view.error().code, ControlBlockError::LayoutMismatch);
+  bip::shared_memory_object::remove(controlBlockSegmentName(bus).c_str());
+}
+
+TEST_F(ControlBlockTest, UninitialisedBlockIsNotReadYet) {
+  writeSegment(bus, 0600, [](ControlBlockData&) {});  // magic still 0: the creator has not finished
+  auto view = ControlBlockView::open(bus);
+  ASSERT_FALSE(view.has_value());
+  EXPECT_EQ(view.error().code, ControlBlockError::NotInitialized);
+  bip::shared_memory_object::remove(controlBlockSegmentName(bus).c_str());
+}
+
+TEST_F(ControlBlockTest, SegmentOpenToOthersIsRefused) {
+  writeSegment(bus, 0644, [](ControlBlockData& data) { fillValidHeader(data, 1); });
+  auto view = ControlBlockView::open(bus);
+  ASSERT_FALSE(view.has_value());
+  EXPECT_EQ(view.error().code, ControlBlockError::Unsafe);
+  bip::shared_memory_object::remove(controlBlockSegmentName(bus).c_str());
+}
+
+TEST_F(ControlBlockTest, StaleSegmentOfADeadCreatorIsReplaced) {
+  // A pid that surely exited: a child we reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  writeSegment(bus, 0600, [&](ControlBlockData& data) {
+    fillValidHeader(data, static_cast<std::uint32_t>(child));
+    data.bus.committedVersion.store(41);
+  });
+
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value()) << owner.error().describe();
+  EXPECT_NE(owner->epoch(), 1234U);
+  EXPECT_EQ(owner->committedVersion(), 0U);
+  EXPECT_EQ(owner->coordinatorPid(), static_cast<std::uint32_t>(::getpid()));
+}
+
+TEST_F(ControlBlockTest, BusStateRoundTrips) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value());
+  auto view = ControlBlockView::open(bus);
+  ASSERT_TRUE(view.has_value());
+
+  owner->setCommitted(17, 4);
+  EXPECT_EQ(view->committedVersion(), 17U);
+  EXPECT_EQ(view->committedRound(), 4U);
+
+  const PauseState paused{true, msg::PauseMode::Keep, (std::uint64_t{1} << 47) + 3};
+  owner->setPauseState(paused);
+  EXPECT_EQ(view->pauseState(), paused);
+  owner->setPauseState(PauseState{});
+  EXPECT_FALSE(view->pauseState().paused);
+
+  const RoundState round{msg::RoundPhase::Verify, (std::uint64_t{1} << 55) + 9};
+  owner->setRoundState(round);
+  EXPECT_EQ(view->roundState(), round);
+
+  owner->setEventsPublished(123);
+  EXPECT_EQ(view->eventsPublished(), 123U);
+  owner->beat(999);
+  EXPECT_EQ(view->coordinatorHeartbeatMs(), 999U);
+}
+
+TEST_F(ControlBlockTest, SlotAssignmentAndAgentAttach) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value());
+  ASSERT_EQ(owner->findFreeSlot(), 0U);
+  ASSERT_TRUE(owner->assignSlot(0, SlotAssignment{"worker-0", msg::Role::Worker, 3, 4242}).has_value());
+  EXPECT_EQ(owner->findFreeSlot(), 1U);
+  EXPECT_EQ(owner->activeAgents(), 1U);
+
+  auto before = owner->agentSlot(0);
+  ASSERT_TRUE(before.has_value());
+  EXPECT_EQ(before->agentId, "worker-0");
+  EXPECT_EQ(before->role, msg::Role::Worker);
+  EXPECT_EQ(before->rank, 3);
+  EXPECT_EQ(before->pid, 4242U);
+  EXPECT_EQ(before->occupancy, SlotOccupancy::Active);
+  EXPECT_FALSE(before->agentAttached);
+
+  auto agent = AgentSlotWriter::attach(bus, 0, "worker-0", 6);
+  ASSERT_TRUE(agent.has_value()) << agent.error().describe();
+  auto after = owner->agentSlot(0);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_TRUE(after->agentAttached);
+  EXPECT_EQ(after->appliedVersion, 6U);
+  EXPECT_EQ(after->phase, AgentPhase::Idle);
+  EXPECT_GT(after->heartbeatMs, 0U);
+
+  agent->setAppliedVersion(7);
+  agent->setPhase(AgentPhase::Receiving);
+  agent->beat(31337);
+  EXPECT_EQ(owner->appliedVersion(0), 7U);
+  EXPECT_EQ(owner->agentSlot(0)->phase, AgentPhase::Receiving);
+  EXPECT_EQ(owner->agentSlot(0)->heartbeatMs, 31337U);
+  // The agent reads the bus state through the same object.
+  owner->setCommitted(7, 1);
+  EXPECT_EQ(agent->committedVersion(), 7U);
+}
+
+TEST_F(ControlBlockTest, AttachToSomeoneElsesSlotIsRefused) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value());
+  ASSERT_TRUE(owner->assignSlot(2, SlotAssignment{"worker-2", msg::Role::Worker, 0, 1}).has_value());
+  auto wrong = AgentSlotWriter::attach(bus, 2, "impostor");
+  ASSERT_FALSE(wrong.has_value());
+  EXPECT_EQ(wrong.error().code, ControlBlockError::SlotMismatch);
+  EXPECT_NE(wrong.error().detail.find("worker-2"), std::string::npos);
+  EXPECT_EQ(AgentSlotWriter::attach(bus, 3, "worker-2").error().code, ControlBlockError::SlotMismatch);  // free
+  EXPECT_EQ(AgentSlotWriter::attach(bus, kMaxAgents, "x").error().code, ControlBlockError::SlotOutOfRange);
+}
+
+TEST_F(ControlBlockTest, ReusedSlotIsNotAttachedUntilTheNewAgentClaimsIt) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value());
+  ASSERT_TRUE(owner->assignSlot(0, SlotAssignment{"old", msg::Role::Worker, 0, 1}).has_value());
+  auto old = AgentSlotWriter::attach(bus, 0, "old", 3);
+  ASSERT_TRUE(old.has_value());
+  ASSERT_TRUE(owner->setOccupancy(0, SlotOccupancy::Dead).has_value());
+  EXPECT_EQ(owner->agentSlot(0)->occupancy, SlotOccupancy::Dead);
+  EXPECT_EQ(owner->activeAgents(), 0U);
+  EXPECT_EQ(owner->agentSlot(0)->agentId, "old");  // kept visible for monitors
+  ASSERT_TRUE(owner->setOccupancy(0, SlotOccupancy::Free).has_value());
+  EXPECT_EQ(owner->agentSlot(0)->agentId, "");
+  EXPECT_EQ(owner->findFreeSlot(), 0U);
+
+  ASSERT_TRUE(owner->assignSlot(0, SlotAssignment{"new", msg::Role::Worker, 0, 2}).has_value());
+  auto reassigned = owner->agentSlot(0);
+  EXPECT_GT(reassigned->generation, 1U);
+  EXPECT_FALSE(reassigned->agentAttached);  // version 3 still belongs to "old"
+  auto fresh = AgentSlotWriter::attach(bus, 0, "new", 0);
+  ASSERT_TRUE(fresh.has_value());
+  EXPECT_TRUE(owner->agentSlot(0)->agentAttached);
+  EXPECT_EQ(owner->agentSlot(0)->appliedVersion, 0U);
+}
+
+TEST_F(ControlBlockTest, SlotBoundsAndIdLengthAreChecked) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->assignSlot(kMaxAgents, SlotAssignment{"a"}).error().code, ControlBlockError::SlotOutOfRange);
+  EXPECT_FALSE(owner->assignSlot(0, SlotAssignment{std::string(64, 'x')}).has_value());
+  EXPECT_FALSE(owner->assignSlot(0, SlotAssignment{""}).has_value());
+  EXPECT_TRUE(owner->assignSlot(0, SlotAssignment{std::string(63, 'x')}).has_value());
+  EXPECT_EQ(owner->agentSlot(0)->agentId, std::string(63, 'x'));
+  EXPECT_FALSE(owner->agentSlot(kMaxAgents).has_value());
+  EXPECT_EQ(owner->setOccupancy(kMaxAgents, SlotOccupancy::Free).error().code, ControlBlockError::SlotOutOfRange);
+}
+
+TEST_F(ControlBlockTest, FullBusHasNoFreeSlot) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value());
+  for (std::uint32_t slot = 0; slot < kMaxAgents; ++slot) {
+    ASSERT_TRUE(owner->assignSlot(slot, SlotAssignment{"a" + std::to_string(slot)}).has_value());
+  }
+  EXPECT_FALSE(owner->findFreeSlot().has_value());
+  EXPECT_EQ(owner->activeAgents(), kMaxAgents);
+}
+
+TEST_F(ControlBlockTest, PlanRoundTrips) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value());
+  PlanSnapshot plan;
+  plan.round = 4;
+  plan.version = 8;
+  plan.bucketBytes = 1 << 26;
+  plan.channel = msg::ChannelKind::CudaIpc;
+  plan.arenaName = "wsync-0-bus-arena";
+  for (int i = 0; i < 3; ++i) {
+    PlanBuffer buffer{PlanBufferKind::CudaIpc, i, static_cast<std::uint64_t>(i) << 26, 1 << 26, {}};
+    buffer.ipcHandle.fill(static_cast<std::uint8_t>(0xA0 + i));
+    plan.buffers.push_back(buffer);
+  }
+  ASSERT_TRUE(owner->publishPlan(plan).has_value());
+  auto view = ControlBlockView::open(bus);
+  ASSERT_TRUE(view.has_value());
+  EXPECT_EQ(view->plan(), plan);
+
+  plan.buffers.resize(kMaxPlanBuffers + 1);
+  EXPECT_EQ(owner->publishPlan(plan).error().code, ControlBlockError::PlanTooLarge);
+  plan.buffers.resize(1);
+  plan.arenaName = std::string(64, 'n');
+  EXPECT_EQ(owner->publishPlan(plan).error().code, ControlBlockError::PlanTooLarge);
+}
+
+// Readers never see a slot or plan torn between two writes, and the committed version never goes back, while a
+// writer thread rewrites them as fast as it can.
+TEST_F(ControlBlockTest, ReadersSeeConsistentStateWhileTheWriterRuns) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value());
+  auto view = ControlBlockView::open(bus);
+  ASSERT_TRUE(view.has_value());
+
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (std::uint32_t n = 1; !stop.load(std::memory_order_relaxed); ++n) {
+      owner->setCommitted(n, n);
+      // Every field of the slot and the plan encodes n, so a mix of two writes is detectable.
+      (void)owner->assignSlot(0, SlotAssignment{"agent-" + std::to_string(n), msg::Role::Worker,
+                                                static_cast<std::int32_t>(n), n});
+      PlanSnapshot plan;
+      plan.round = n;
+      plan.version = n;
+      plan.arenaName = "arena-" + std::to_string(n);
+      plan.buffers.assign(1 + n % kMaxPlanBuffers, PlanBuffer{PlanBufferKind::HostArena, -1, n, n, {}});
+      (void)owner->publishPlan(plan);
+    }
+  });
+
+  auto reader = [&](std::atomic<std::uint64_t>& checks) {
+    std::uint64_t lastCommitted = 0;
+    const auto deadline = std::chrono::steady_clock::now() + kRaceDuration;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::uint64_t committed = view->committedVersion();
+      ASSERT_GE(committed, lastCommitted);
+      lastCommitted = committed;
+      if (auto slot = view->agentSlot(0); slot && slot->occupancy == SlotOccupancy::Active) {
+        ASSERT_EQ(slot->agentId, "agent-" + std::to_string(slot->rank));
+        ASSERT_EQ(slot->pid, static_cast<std::uint32_t>(slot->rank));
+      }
+      if (auto plan = view->plan(); plan && plan->round != 0) {
+        ASSERT_EQ(plan->version, plan->round);
+        ASSERT_EQ(plan->arenaName, "arena-" + std::to_string(plan->round));
+        ASSERT_EQ(plan->buffers.size(), 1 + plan->round % kMaxPlanBuffers);
+        for (const PlanBuffer& buffer : plan->buffers) ASSERT_EQ(buffer.offset, plan->round);
+      }
+      checks.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  std::atomic<std::uint64_t> checks{0};
+  std::thread readerA([&] { reader(checks); });
+  reader(checks);
+  readerA.join();
+  stop = true;
+  writer.join();
+  EXPECT_GT(checks.load(), 100U);
+  EXPECT_GT(view->committedVersion(), 100U);
+}
+
+}  // namespace
+}  // namespace wsync::bus

@@ -1,0 +1,346 @@
+// Control messages: every body type survives a round trip; corrupted, truncated, oversized, foreign and
+// wrong-protocol buffers are rejected with the right MessageError and never read out of bounds (the ASan run
+// checks the latter).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "wsync/bus/message.hpp"
+#include "wsync/bus/protocol.hpp"
+
+namespace wsync::bus {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+Bytes toBytes(std::span<const std::uint8_t> span) { return Bytes(span.begin(), span.end()); }
+
+// A message with strings, vectors and nested tables, so truncation and corruption hit every kind of field.
+Bytes beginUpdateWithManifest(std::size_t tensorCount = 3) {
+  MessageBuilder builder;
+  auto& fbb = builder.fbb();
+  std::vector<flatbuffers::Offset<msg::TensorInfo>> tensors;
+  for (std::size_t i = 0; i < tensorCount; ++i) {
+    const std::vector<std::int64_t> shape{768, static_cast<std::int64_t>(i + 1)};
+    tensors.push_back(msg::CreateTensorInfoDirect(fbb, ("model.layers." + std::to_string(i) + ".weight").c_str(),
+                                                  msg::DType::BF16, &shape));
+  }
+  const msg::Digest128 digest(0x1111, 0x2222);
+  auto manifest = msg::CreateManifestDirect(fbb, &digest, &tensors, 4096);
+  auto body = msg::CreateBeginUpdateDirect(fbb, 7, "step-7", &digest, manifest, msg::ChannelKind::Shm,
+                                           msg::PauseMode::Keep, 4096);
+  return toBytes(builder.finish(body, EnvelopeStamp{0xE, 42}));
+}
+
+// An envelope written by hand, to forge fields MessageBuilder always gets right.
+Bytes handmadeEnvelope(std::uint16_t protocolVersion, bool withBody, msg::Body bodyType = msg::Body::Resume) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto body = msg::CreateResume(fbb, 1, 2);
+  msg::EnvelopeBuilder envelope(fbb);
+  envelope.add_protocol_version(protocolVersion);
+  if (withBody) {
+    envelope.add_body_type(bodyType);
+    envelope.add_body(body.Union());
+  }
+  msg::FinishEnvelopeBuffer(fbb, envelope.Finish());
+  return Bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+TEST(Message, EnvelopeCarriesStampAndProtocol) {
+  const Bytes bytes = beginUpdateWithManifest();
+  auto message = Message::decode(bytes);
+  ASSERT_TRUE(message.has_value()) << toString(message.error());
+  EXPECT_EQ(message->envelope().protocol_version(), kProtocolVersion);
+  EXPECT_EQ(message->epoch(), 0xEU);
+  EXPECT_EQ(message->seq(), 42U);
+  EXPECT_GT(message->envelope().sent_at_ns(), 0U);
+  EXPECT_EQ(message->type(), msg::Body::BeginUpdate);
+  EXPECT_STREQ(bodyName(message->type()), "BeginUpdate");
+  EXPECT_EQ(message->as<msg::Pause>(), nullptr);
+}
+
+TEST(Message, BeginUpdateWithManifestRoundTrips) {
+  auto message = Message::decode(beginUpdateWithManifest());
+  ASSERT_TRUE(message.has_value());
+  const auto* begin = message->as<msg::BeginUpdate>();
+  ASSERT_NE(begin, nullptr);
+  EXPECT_EQ(begin->version(), 7U);
+  EXPECT_EQ(begin->label()->str(), "step-7");
+  EXPECT_EQ(begin->pause_mode(), msg::PauseMode::Keep);
+  EXPECT_EQ(begin->manifest_digest()->lo(), 0x1111U);
+  const auto* tensors = begin->manifest()->tensors();
+  ASSERT_EQ(tensors->size(), 3U);
+  EXPECT_EQ(tensors->Get(2)->name()->str(), "model.layers.2.weight");
+  EXPECT_EQ(tensors->Get(2)->dtype(), msg::DType::BF16);
+  EXPECT_EQ(tensors->Get(2)->shape()->Get(1), 3);
+}
+
+// One builder per body type, each checked after decoding: the whole vocabulary of a round.
+TEST(Message, EveryBodyTypeRoundTrips) {
+  MessageBuilder builder;
+  auto& fbb = builder.fbb();
+  const msg::Digest128 digest(5, 6);
+  const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm, msg::ChannelKind::Nccl};
+  const std::vector<std::uint8_t> ncclId(128, 0xAB);
+
+  auto check = [&](msg::Body expected, std::span<const std::uint8_t> bytes, auto&& inspect) {
+    auto message = Message::decode(bytes);
+    ASSERT_TRUE(message.has_value()) << bodyName(expected) << ": " << toString(message.error());
+    ASSERT_EQ(message->type(), expected);
+    inspect(*message);
+    builder.reset();
+  };
+
+  check(msg::Body::AgentHello,
+        builder.finish(msg::CreateAgentHelloDirect(fbb, "worker-3", msg::Role::Worker, kProtocolVersion, 2, 4, 1234,
+                                                   "node-a", &channels, 9)),
+        [](const Message& m) {
+          const auto* hello = m.as<msg::AgentHello>();
+          EXPECT_EQ(hello->agent_id()->str(), "worker-3");
+          EXPECT_EQ(hello->role(), msg::Role::Worker);
+          EXPECT_EQ(hello->requested_rank(), 2);
+          EXPECT_EQ(hello->group_size(), 4U);
+          EXPECT_EQ(hello->channels()->Get(1), msg::ChannelKind::Nccl);
+          EXPECT_EQ(hello->applied_version(), 9U);
+        });
+  check(msg::Body::Welcome,
+        builder.finish(msg::CreateWelcomeDirect(fbb, "worker-3", 5, 2, 4, 77, 9, 100, 3000, "wsync-0-bus")),
+        [](const Message& m) {
+          const auto* welcome = m.as<msg::Welcome>();
+          EXPECT_EQ(welcome->slot(), 5U);
+          EXPECT_EQ(welcome->epoch(), 77U);
+          EXPECT_EQ(welcome->heartbeat_timeout_ms(), 3000U);
+          EXPECT_EQ(welcome->control_block()->str(), "wsync-0-bus");
+        });
+  check(msg::Body::Heartbeat, builder.finish(msg::CreateHeartbeat(fbb, 11)),
+        [](const Message& m) { EXPECT_EQ(m.as<msg::Heartbeat>()->applied_version(), 11U); });
+  check(msg::Body::Manifest, builder.finish(msg::CreateManifest(fbb, &digest, 0, 0)),
+        [](const Message& m) { EXPECT_EQ(m.as<msg::Manifest>()->digest()->hi(), 6U); });
+  check(msg::Body::Pause, builder.finish(msg::CreatePause(fbb, 3, 8, msg::PauseMode::Wait, &digest)),
+        [](const Message& m) {
+          EXPECT_EQ(m.as<msg::Pause>()->mode(), msg::PauseMode::Wait);
+          EXPECT_EQ(m.as<msg::Pause>()->round(), 3U);
+        });
+  check(msg::Body::PauseAck,
+        builder.finish(msg::CreatePauseAckDirect(fbb, 3, false, 7, msg::AbortReason::ManifestMismatch,
+                                                 "tensor 'lm_head.weight': shape [10] != [12]")),
+        [](const Message& m) {
+          const auto* ack = m.as<msg::PauseAck>();
+          EXPECT_FALSE(ack->ok());
+          EXPECT_EQ(ack->reason(), msg::AbortReason::ManifestMismatch);
+          EXPECT_NE(ack->detail()->str().find("lm_head.weight"), std::string::npos);
+        });
+  check(msg::Body::TransferPlan,
+        builder.finish(msg::CreateTransferPlanDirect(fbb, 3, 8, msg::ChannelKind::Nccl, &digest, 1 << 20, 1 << 18,
+                                                     4, 2, 256, "arena", &ncclId, 2, 4)),
+        [](const Message& m) {
+          const auto* plan = m.as<msg::TransferPlan>();
+          EXPECT_EQ(plan->bucket_count(), 4U);
+          EXPECT_EQ(plan->buffer_count(), 2U);
+          EXPECT_EQ(plan->nccl_unique_id()->size(), 128U);
+          EXPECT_EQ(plan->nccl_rank(), 2);
+        });
+  check(msg::Body::UpdateDone,
+        builder.finish(msg::CreateUpdateDoneDirect(fbb, 3, 8, true, 1 << 20, &digest, msg::AbortReason::None, "")),
+        [](const Message& m) {
+          EXPECT_EQ(m.as<msg::UpdateDone>()->bytes(), 1U << 20);
+          EXPECT_EQ(m.as<msg::UpdateDone>()->digest()->lo(), 5U);
+        });
+  check(msg::Body::Commit, builder.finish(msg::CreateCommitDirect(fbb, 3, 8, "step-8", 1 << 20)),
+        [](const Message& m) { EXPECT_EQ(m.as<msg::Commit>()->label()->str(), "step-8"); });
+  check(msg::Body::Abort,
+        builder.finish(msg::CreateAbortDirect(fbb, 3, 8, msg::AbortReason::AgentDied, "no heartbeat", "worker-2")),
+        [](const Message& m) {
+          EXPECT_EQ(m.as<msg::Abort>()->reason(), msg::AbortReason::AgentDied);
+          EXPECT_EQ(m.as<msg::Abort>()->agent_id()->str(), "worker-2");
+        });
+  check(msg::Body::Resume, builder.finish(msg::CreateResume(fbb, 3, 8)),
+        [](const Message& m) { EXPECT_EQ(m.as<msg::Resume>()->version(), 8U); });
+  check(msg::Body::SnapshotRequest, builder.finish(msg::CreateSnapshotRequest(fbb)),
+        [](const Message& m) { EXPECT_NE(m.as<msg::SnapshotRequest>(), nullptr); });
+  {
+    std::vector<flatbuffers::Offset<msg::AgentInfo>> agents{
+        msg::CreateAgentInfoDirect(fbb, "trainer-0", msg::Role::Trainer, 0, 0, 8, 12)};
+    std::vector<flatbuffers::Offset<msg::TopicSequence>> sequences{
+        msg::CreateTopicSequenceDirect(fbb, "round/", 99), msg::CreateTopicSequenceDirect(fbb, "agent/", 4)};
+    check(msg::Body::SnapshotReply,
+          builder.finish(msg::CreateSnapshotReplyDirect(fbb, &sequences, 77, 8, "step-8", msg::RoundPhase::Transfer,
+                                                        4, 9, msg::PauseMode::Keep, true, &digest, &agents)),
+          [](const Message& m) {
+            const auto* reply = m.as<msg::SnapshotReply>();
+            EXPECT_EQ(reply->event_sequences()->Get(0)->family()->str(), "round/");
+            EXPECT_EQ(reply->event_sequences()->Get(0)->seq(), 99U);
+            EXPECT_EQ(reply->event_sequences()->Get(1)->seq(), 4U);
+            EXPECT_EQ(reply->phase(), msg::RoundPhase::Transfer);
+            EXPECT_TRUE(reply->paused());
+            EXPECT_EQ(reply->agents()->Get(0)->agent_id()->str(), "trainer-0");
+          });
+  }
+  check(msg::Body::Error, builder.finish(msg::CreateErrorDirect(fbb, msg::ErrorCode::DuplicateAgent, "taken", 4)),
+        [](const Message& m) {
+          EXPECT_EQ(m.as<msg::Error>()->code(), msg::ErrorCode::DuplicateAgent);
+          EXPECT_EQ(m.as<msg::Error>()->in_reply_to(), 4U);
+        });
+}
+
+TEST(Message, RejectsEmpty) {
+  EXPECT_EQ(Message::decode(Bytes{}).error(), MessageError::Empty);
+  EXPECT_EQ(verifyMessage({}).error(), MessageError::Empty);
+}
+
+TEST(Message, RejectsOversizedBeforeReadingIt) {
+  Bytes huge(kMaxMessageBytes + 1, 0);
+  const Bytes valid = beginUpdateWithManifest();
+  std::memcpy(huge.data(), valid.data(), valid.size());  // a valid prefix must not matter
+  EXPECT_EQ(Message::decode(huge).error(), MessageError::TooLarge);
+}
+
+TEST(Message, RejectsForeignBytes) {
+  const std::string text = "GET / HTTP/1.1\r\nHost: example\r\n\r\n";
+  EXPECT_EQ(Message::decode(Bytes(text.begin(), text.end())).error(), MessageError::NotWsync);
+  EXPECT_EQ(Message::decode(Bytes{1, 2, 3}).error(), MessageError::NotWsync);
+}
+
+// A truncated buffer is rejected, unless all it lost was the alignment padding after the last string (FlatBuffers
+// writes back to front, so the tail holds the first-written string): then every field must still read the same.
+TEST(Message, RejectsEveryTruncationThatLosesData) {
+  const Bytes valid = beginUpdateWithManifest();
+  const std::string firstName = "model.layers.0.weight";
+  for (std::size_t length = 1; length < valid.size(); ++length) {
+    auto result = Message::decode(std::span(valid.data(), length));
+    if (!result) {
+      EXPECT_TRUE(result.error() == MessageError::Unverifiable || result.error() == MessageError::NotWsync)
+          << toString(result.error());
+      continue;
+    }
+    const std::size_t lost = valid.size() - length;
+    ASSERT_LT(lost, alignof(std::uint64_t)) << "a " << length << "-byte prefix of " << valid.size() << " was accepted";
+    ASSERT_TRUE(std::all_of(valid.begin() + static_cast<std::ptrdiff_t>(length), valid.end(),
+                            [](std::uint8_t byte) { return byte == 0; }))
+        << "the accepted prefix dropped non-padding bytes";
+    EXPECT_EQ(result->as<msg::BeginUpdate>()->manifest()->tensors()->Get(0)->name()->str(), firstName);
+  }
+}
+
+TEST(Message, CorruptedIdentifierIsNotWsync) {
+  Bytes bytes = beginUpdateWithManifest();
+  bytes[4] ^= 0xFF;  // the file identifier sits right after the root offset
+  EXPECT_EQ(Message::decode(bytes).error(), MessageError::NotWsync);
+}
+
+// Every single-byte corruption and a few thousand random multi-byte ones either fail verification or decode to a
+// message whose fields are safe to read. The assertion that matters is ASan's: no read outside the buffer.
+TEST(Message, CorruptionNeverReadsOutOfBounds) {
+  const Bytes valid = beginUpdateWithManifest(8);
+  std::size_t rejected = 0;
+  auto touchAll = [](const Message& message) {
+    std::size_t sum = 0;
+    if (const auto* begin = message.as<msg::BeginUpdate>()) {
+      if (begin->label() != nullptr) sum += begin->label()->size();
+      if (begin->manifest() != nullptr && begin->manifest()->tensors() != nullptr) {
+        for (const auto* tensor : *begin->manifest()->tensors()) {
+          sum += tensor->name()->size();
+          if (tensor->shape() != nullptr) {
+            for (std::int64_t dim : *tensor->shape()) sum += static_cast<std::size_t>(dim);
+          }
+        }
+      }
+    }
+    return sum;
+  };
+  for (std::size_t at = 0; at < valid.size(); ++at) {
+    for (std::uint8_t flip : {std::uint8_t{0x01}, std::uint8_t{0x80}, std::uint8_t{0xFF}}) {
+      Bytes bytes = valid;
+      bytes[at] ^= flip;
+      auto result = Message::decode(bytes);
+      if (result) {
+        (void)touchAll(*result);
+      } else {
+        ++rejected;
+      }
+    }
+  }
+  std::mt19937 random(1234);
+  for (int trial = 0; trial < 5000; ++trial) {
+    Bytes bytes = valid;
+    for (int hit = 0; hit < 4; ++hit) bytes[random() % bytes.size()] = static_cast<std::uint8_t>(random());
+    auto result = Message::decode(bytes);
+    if (result) (void)touchAll(*result);
+  }
+  // Offsets, lengths and the identifier make up much of the buffer, so many flips must be caught.
+  EXPECT_GT(rejected, valid.size() / 2);
+}
+
+TEST(Message, RejectsOtherProtocolVersion) {
+  EXPECT_EQ(Message::decode(handmadeEnvelope(kProtocolVersion + 1, true)).error(), MessageError::ProtocolMismatch);
+  EXPECT_EQ(Message::decode(handmadeEnvelope(0, true)).error(), MessageError::ProtocolMismatch);
+  EXPECT_TRUE(Message::decode(handmadeEnvelope(kProtocolVersion, true)).has_value());
+}
+
+TEST(Message, RejectsMissingBody) {
+  EXPECT_EQ(Message::decode(handmadeEnvelope(kProtocolVersion, false)).error(), MessageError::MissingBody);
+}
+
+// Append-only evolution: a body type this build does not know still verifies, and reads as "Unknown".
+TEST(Message, AcceptsBodyTypeFromNewerProtocol) {
+  const auto future = static_cast<msg::Body>(static_cast<std::uint8_t>(msg::Body::MAX) + 1);
+  auto message = Message::decode(handmadeEnvelope(kProtocolVersion, true, future));
+  ASSERT_TRUE(message.has_value()) << toString(message.error());
+  EXPECT_STREQ(bodyName(message->type()), "Unknown");
+  EXPECT_EQ(message->as<msg::Resume>(), nullptr);
+}
+
+TEST(Message, RejectsTooManyTables) {
+  // One table per tensor: a manifest just over the verifier's table budget.
+  const Bytes bytes = beginUpdateWithManifest(kMaxVerifierTables + 1);
+  ASSERT_LT(bytes.size(), kMaxMessageBytes);
+  EXPECT_EQ(Message::decode(bytes).error(), MessageError::Unverifiable);
+}
+
+TEST(Message, LargeManifestWithinLimitsDecodes) {
+  // A Qwen3-30B-A3B-sized manifest (18,867 tensors) is well inside the limits.
+  const Bytes bytes = beginUpdateWithManifest(18'867);
+  auto message = Message::decode(bytes);
+  ASSERT_TRUE(message.has_value()) << toString(message.error());
+  EXPECT_EQ(message->as<msg::BeginUpdate>()->manifest()->tensors()->size(), 18'867U);
+}
+
+TEST(Message, MisalignedInputIsCopiedNotMisread) {
+  const Bytes valid = beginUpdateWithManifest();
+  Bytes shifted(valid.size() + 1);
+  std::memcpy(shifted.data() + 1, valid.data(), valid.size());
+  auto message = Message::decode(std::span(shifted.data() + 1, valid.size()));
+  ASSERT_TRUE(message.has_value());
+  EXPECT_EQ(message->as<msg::BeginUpdate>()->version(), 7U);
+}
+
+// ZeroMQ keeps messages of up to 33 bytes inside the message object; moving it must not strand the accessors.
+TEST(Message, SurvivesMoveOfASmallFrame) {
+  MessageBuilder builder(64);
+  const Bytes bytes = toBytes(builder.finish(msg::CreateSnapshotRequest(builder.fbb())));
+  auto decoded = Message::decode(zmq::message_t(bytes.data(), bytes.size()));
+  ASSERT_TRUE(decoded.has_value());
+  Message moved = std::move(*decoded);
+  std::vector<Message> elsewhere;
+  elsewhere.push_back(std::move(moved));
+  EXPECT_EQ(elsewhere.front().type(), msg::Body::SnapshotRequest);
+  EXPECT_EQ(elsewhere.front().envelope().protocol_version(), kProtocolVersion);
+}
+
+TEST(Message, BuilderIsReusable) {
+  MessageBuilder builder;
+  for (std::uint64_t round = 1; round <= 3; ++round) {
+    builder.reset();
+    auto bytes = builder.finish(msg::CreateResume(builder.fbb(), round, round * 10), EnvelopeStamp{1, round});
+    auto message = Message::decode(bytes);
+    ASSERT_TRUE(message.has_value());
+    EXPECT_EQ(message->as<msg::Resume>()->version(), round * 10);
+    EXPECT_EQ(message->seq(), round);
+  }
+}
+
+}  // namespace
+}  // namespace wsync::bus

@@ -1,0 +1,34 @@
+#pragma once
+// The latency half of `wsync-bench bus`: the request/reply round trip and "publish pause, collect N acks",
+// each through the bus library and through raw ZeroMQ in the same run, interleaved block by block.
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "bench_config.hpp"
+#include "bench_messages.hpp"
+#include "latency_stats.hpp"
+
+namespace wsync::bench {
+
+struct FanoutResult {
+  std::size_t agents = 0;
+  LatencyComparison latency;
+  double joinMs = 0;             // until every agent's SUB had delivered a probe, on both paths
+  std::uint64_t staleAcks = 0;   // acks to earlier rounds seen while measuring (expected 0 after the drain)
+};
+
+struct LatencyResults {
+  LatencyComparison roundTrip;
+  std::vector<FanoutResult> fanout;
+  MessageSizes sizes;
+  std::string busEndpoint;  // an example endpoint, to show the transport in the report
+  std::string rawEndpoint;
+};
+
+// Progress lines go to `progress`; failures throw BenchFailure after the agents are stopped.
+LatencyResults runLatencyBenchmarks(const BusBenchConfig& config, std::ostream& progress);
+
+}  // namespace wsync::bench

@@ -1,0 +1,144 @@
+#include "version_read.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <wsync/bus/bus_address.hpp>
+#include <wsync/bus/control_block.hpp>
+
+#include "bench_failure.hpp"
+#include "interruption.hpp"
+#include "run_files.hpp"
+
+namespace wsync::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Tells the compiler `value` is used and memory may have changed, so the read can be neither dropped nor
+// hoisted out of the loop; it emits no instruction.
+inline void keep(std::uint64_t value) { asm volatile("" : : "r"(value) : "memory"); }
+
+template <typename Read>
+double nanosecondsPerRead(Read&& read, std::uint64_t reads) {
+  const auto start = Clock::now();
+  for (std::uint64_t i = 0; i < reads; ++i) keep(read());
+  const auto elapsed = std::chrono::duration<double, std::nano>(Clock::now() - start);
+  return elapsed.count() / static_cast<double>(reads);
+}
+
+ReadCost summarise(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return ReadCost{values[values.size() / 2], values.front()};
+}
+
+// Alternates the two reads repetition by repetition, so that machine noise hits both alike.
+template <typename SharedRead, typename LocalRead>
+std::pair<ReadCost, ReadCost> timeBoth(const BusBenchConfig& config, SharedRead&& shared, LocalRead&& local) {
+  std::vector<double> sharedNs;
+  std::vector<double> localNs;
+  (void)nanosecondsPerRead(shared, config.versionReads / 10);  // warm-up: page-in, caches, clock frequency
+  (void)nanosecondsPerRead(local, config.versionReads / 10);
+  for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
+    throwIfInterrupted();
+    if (rep % 2 == 0) {
+      sharedNs.push_back(nanosecondsPerRead(shared, config.versionReads));
+      localNs.push_back(nanosecondsPerRead(local, config.versionReads));
+    } else {
+      localNs.push_back(nanosecondsPerRead(local, config.versionReads));
+      sharedNs.push_back(nanosecondsPerRead(shared, config.versionReads));
+    }
+  }
+  return {summarise(std::move(sharedNs)), summarise(std::move(localNs))};
+}
+
+template <typename Read>
+ReadCost timeOne(const BusBenchConfig& config, Read&& read) {
+  std::vector<double> ns;
+  (void)nanosecondsPerRead(read, config.versionReads / 10);
+  for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
+    throwIfInterrupted();
+    ns.push_back(nanosecondsPerRead(read, config.versionReads));
+  }
+  return summarise(std::move(ns));
+}
+
+// A thread that keeps writing new versions until destroyed: the worst case for a reader, whose cache line is
+// taken away on every write.
+class BusyWriter {
+ public:
+  template <typename Write>
+  explicit BusyWriter(Write write)
+      : thread_([this, write] {
+          for (std::uint64_t version = 1; !stop_.load(std::memory_order_relaxed); ++version) write(version);
+        }) {}
+  BusyWriter(const BusyWriter&) = delete;
+  BusyWriter& operator=(const BusyWriter&) = delete;
+  ~BusyWriter() {
+    stop_.store(true, std::memory_order_relaxed);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+VersionReadResult runVersionReadBenchmark(const BusBenchConfig& config, std::ostream& progress) {
+  progress << "version read: " << config.versionRepetitions << " x " << config.versionReads << " reads per kind\n";
+  const std::string busName = "wsync-bench-" + std::to_string(::getpid()) + "-cb";
+  const std::string agentId = "version-reader";
+
+  RunFiles runFiles;  // the bus's lock file, removed after the owner below has released it
+  auto dir = bus::runtimeDirectory();
+  if (!dir) throw BenchFailure("runtime folder: " + dir.error().describe());
+  runFiles.add(*dir + "/" + busName + ".lock");
+
+  // The coordinator's side creates the block and gives a slot; the agent attaches to it and owns its fields.
+  auto owner = bus::ControlBlockOwner::create(busName);
+  if (!owner) throw BenchFailure("control block: " + owner.error().describe());
+  const auto slot = owner->findFreeSlot();
+  if (!slot) throw BenchFailure("control block: no free slot");
+  auto assigned = owner->assignSlot(*slot, {agentId, msg::Role::Worker, 0, static_cast<std::uint32_t>(::getpid())});
+  if (!assigned) throw BenchFailure("control block: " + assigned.error().describe());
+  auto writer = bus::AgentSlotWriter::attach(busName, *slot, agentId, 1);
+  if (!writer) throw BenchFailure("control block: " + writer.error().describe());
+  // A separate read-only mapping, as a process tagging outputs would have.
+  auto view = bus::ControlBlockView::open(busName);
+  if (!view) throw BenchFailure("control block: " + view.error().describe());
+
+  // Process-local baseline, on a cache line of its own like the slot's field.
+  struct alignas(64) LocalVersion {
+    std::atomic<std::uint64_t> value{1};
+  };
+  auto local = std::make_unique<LocalVersion>();
+
+  VersionReadResult result;
+  result.slot = *slot;
+  const std::uint32_t slotIndex = *slot;
+  const auto readShared = [&view, slotIndex] { return view->appliedVersion(slotIndex); };
+  const auto readLocal = [&local] { return local->value.load(std::memory_order_acquire); };
+  std::tie(result.shared, result.local) = timeBoth(config, readShared, readLocal);
+  // Contended: one writer thread at a time, so that on a small machine the reader keeps a core to itself.
+  {
+    BusyWriter busy([&writer](std::uint64_t version) { writer->setAppliedVersion(version); });
+    result.sharedContended = timeOne(config, readShared);
+  }
+  {
+    BusyWriter busy([&local](std::uint64_t version) { local->value.store(version, std::memory_order_release); });
+    result.localContended = timeOne(config, readLocal);
+  }
+  return result;
+}
+
+}  // namespace wsync::bench
