@@ -24,12 +24,19 @@ constexpr int kSequenceReadAttempts = 100'000;
 
 constexpr std::size_t kBlockBytes = sizeof(ControlBlockData);
 
+// A sequence lock without fences (Boehm, "Can seqlocks get along with programming language memory models?"):
+// inside a section the writer stores with kStoreInSection (release) and readers load with kLoadInSection (acquire).
+// A reader that sees any value of an unfinished write then also sees the odd counter stored before it, and its
+// closing counter load cannot move above its data loads. On x86 these are plain moves, as relaxed ones would be,
+// and ThreadSanitizer, which does not model standalone fences, understands them.
+constexpr std::memory_order kStoreInSection = std::memory_order_release;
+constexpr std::memory_order kLoadInSection = std::memory_order_acquire;
+
 // Writes under a sequence counter: odd while writing. The writer is the only one, so no compare-exchange.
 template <typename Write>
 void writeSequenced(std::atomic<std::uint64_t>& sequence, Write&& write) {
   const std::uint64_t start = sequence.load(std::memory_order_relaxed);
   sequence.store(start + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
   write();
   sequence.store(start + 2, std::memory_order_release);
 }
@@ -41,7 +48,6 @@ bool readSequenced(const std::atomic<std::uint64_t>& sequence, Read&& read) {
     const std::uint64_t before = sequence.load(std::memory_order_acquire);
     if ((before & 1U) != 0) continue;
     read();
-    std::atomic_thread_fence(std::memory_order_acquire);
     if (sequence.load(std::memory_order_relaxed) == before) return true;
   }
   return false;
@@ -55,7 +61,7 @@ void storeBytes(AtomicBytesData<Bytes>& target, std::span<const std::uint8_t> by
   for (std::size_t word = 0; word < Bytes / 8; ++word) {
     std::uint64_t value = 0;
     std::memcpy(&value, padded.data() + word * 8, 8);
-    target.words[word].store(value, std::memory_order_relaxed);
+    target.words[word].store(value, kStoreInSection);
   }
 }
 
@@ -63,7 +69,7 @@ template <std::size_t Bytes>
 std::array<std::uint8_t, Bytes> loadBytes(const AtomicBytesData<Bytes>& source) {
   std::array<std::uint8_t, Bytes> bytes{};
   for (std::size_t word = 0; word < Bytes / 8; ++word) {
-    const std::uint64_t value = source.words[word].load(std::memory_order_relaxed);
+    const std::uint64_t value = source.words[word].load(kLoadInSection);
     std::memcpy(bytes.data() + word * 8, &value, 8);
   }
   return bytes;
@@ -198,11 +204,11 @@ std::optional<AgentSlotSnapshot> ControlBlockView::agentSlot(std::uint32_t slot)
   AgentSlotSnapshot snapshot;
   snapshot.slot = slot;
   const bool consistent = readSequenced(source.sequence, [&] {
-    snapshot.generation = source.generation.load(std::memory_order_relaxed);
-    snapshot.occupancy = static_cast<SlotOccupancy>(source.occupancy.load(std::memory_order_relaxed));
-    snapshot.role = static_cast<msg::Role>(source.role.load(std::memory_order_relaxed));
-    snapshot.rank = source.rank.load(std::memory_order_relaxed);
-    snapshot.pid = source.pid.load(std::memory_order_relaxed);
+    snapshot.generation = source.generation.load(kLoadInSection);
+    snapshot.occupancy = static_cast<SlotOccupancy>(source.occupancy.load(kLoadInSection));
+    snapshot.role = static_cast<msg::Role>(source.role.load(kLoadInSection));
+    snapshot.rank = source.rank.load(kLoadInSection);
+    snapshot.pid = source.pid.load(kLoadInSection);
     snapshot.agentId = loadText(source.agentId);
   });
   if (!consistent) return std::nullopt;
@@ -219,21 +225,21 @@ std::optional<PlanSnapshot> ControlBlockView::plan() const {
   const PlanData& source = data().plan;
   PlanSnapshot snapshot;
   const bool consistent = readSequenced(source.sequence, [&] {
-    snapshot.round = source.round.load(std::memory_order_relaxed);
-    snapshot.version = source.version.load(std::memory_order_relaxed);
-    snapshot.bucketBytes = source.bucketBytes.load(std::memory_order_relaxed);
-    snapshot.channel = static_cast<msg::ChannelKind>(source.channel.load(std::memory_order_relaxed));
+    snapshot.round = source.round.load(kLoadInSection);
+    snapshot.version = source.version.load(kLoadInSection);
+    snapshot.bucketBytes = source.bucketBytes.load(kLoadInSection);
+    snapshot.channel = static_cast<msg::ChannelKind>(source.channel.load(kLoadInSection));
     snapshot.arenaName = loadText(source.arenaName);
     // Clamped: a torn count must not index past the array before the sequence check discards it.
-    const std::size_t count = std::min<std::size_t>(source.bufferCount.load(std::memory_order_relaxed),
+    const std::size_t count = std::min<std::size_t>(source.bufferCount.load(kLoadInSection),
                                                     kMaxPlanBuffers);
     snapshot.buffers.resize(count);
     for (std::size_t i = 0; i < count; ++i) {
       const PlanBufferData& buffer = source.buffers[i];
-      snapshot.buffers[i].kind = static_cast<PlanBufferKind>(buffer.kind.load(std::memory_order_relaxed));
-      snapshot.buffers[i].device = buffer.device.load(std::memory_order_relaxed);
-      snapshot.buffers[i].offset = buffer.offset.load(std::memory_order_relaxed);
-      snapshot.buffers[i].bytes = buffer.bytes.load(std::memory_order_relaxed);
+      snapshot.buffers[i].kind = static_cast<PlanBufferKind>(buffer.kind.load(kLoadInSection));
+      snapshot.buffers[i].device = buffer.device.load(kLoadInSection);
+      snapshot.buffers[i].offset = buffer.offset.load(kLoadInSection);
+      snapshot.buffers[i].bytes = buffer.bytes.load(kLoadInSection);
       snapshot.buffers[i].ipcHandle = loadBytes(buffer.ipcHandle);
     }
   });
@@ -347,11 +353,11 @@ tl::expected<void, ControlBlockFailure> ControlBlockOwner::assignSlot(std::uint3
   }
   AgentSlotData& target = data().agents[slot];
   writeSequenced(target.sequence, [&] {
-    target.generation.store(target.generation.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    target.occupancy.store(static_cast<std::uint32_t>(SlotOccupancy::Active), std::memory_order_relaxed);
-    target.role.store(static_cast<std::uint32_t>(assignment.role), std::memory_order_relaxed);
-    target.rank.store(assignment.rank, std::memory_order_relaxed);
-    target.pid.store(assignment.pid, std::memory_order_relaxed);
+    target.generation.store(target.generation.load(kLoadInSection) + 1, kStoreInSection);
+    target.occupancy.store(static_cast<std::uint32_t>(SlotOccupancy::Active), kStoreInSection);
+    target.role.store(static_cast<std::uint32_t>(assignment.role), kStoreInSection);
+    target.rank.store(assignment.rank, kStoreInSection);
+    target.pid.store(assignment.pid, kStoreInSection);
     storeText(target.agentId, assignment.agentId);
   });
   updateActiveAgents();
@@ -362,11 +368,11 @@ tl::expected<void, ControlBlockFailure> ControlBlockOwner::setOccupancy(std::uin
   if (slot >= kMaxAgents) return fail(ControlBlockError::SlotOutOfRange, "slot " + std::to_string(slot));
   AgentSlotData& target = data().agents[slot];
   writeSequenced(target.sequence, [&] {
-    target.occupancy.store(static_cast<std::uint32_t>(occupancy), std::memory_order_relaxed);
+    target.occupancy.store(static_cast<std::uint32_t>(occupancy), kStoreInSection);
     if (occupancy == SlotOccupancy::Free) {
-      target.role.store(static_cast<std::uint32_t>(msg::Role::Unknown), std::memory_order_relaxed);
-      target.rank.store(-1, std::memory_order_relaxed);
-      target.pid.store(0, std::memory_order_relaxed);
+      target.role.store(static_cast<std::uint32_t>(msg::Role::Unknown), kStoreInSection);
+      target.rank.store(-1, kStoreInSection);
+      target.pid.store(0, kStoreInSection);
       storeText(target.agentId, {});
     }
   });
@@ -392,18 +398,18 @@ tl::expected<void, ControlBlockFailure> ControlBlockOwner::publishPlan(const Pla
   }
   PlanData& target = data().plan;
   writeSequenced(target.sequence, [&] {
-    target.round.store(plan.round, std::memory_order_relaxed);
-    target.version.store(plan.version, std::memory_order_relaxed);
-    target.bucketBytes.store(plan.bucketBytes, std::memory_order_relaxed);
-    target.channel.store(static_cast<std::uint32_t>(plan.channel), std::memory_order_relaxed);
-    target.bufferCount.store(static_cast<std::uint32_t>(plan.buffers.size()), std::memory_order_relaxed);
+    target.round.store(plan.round, kStoreInSection);
+    target.version.store(plan.version, kStoreInSection);
+    target.bucketBytes.store(plan.bucketBytes, kStoreInSection);
+    target.channel.store(static_cast<std::uint32_t>(plan.channel), kStoreInSection);
+    target.bufferCount.store(static_cast<std::uint32_t>(plan.buffers.size()), kStoreInSection);
     storeText(target.arenaName, plan.arenaName);
     for (std::size_t i = 0; i < plan.buffers.size(); ++i) {
       PlanBufferData& buffer = target.buffers[i];
-      buffer.kind.store(static_cast<std::uint32_t>(plan.buffers[i].kind), std::memory_order_relaxed);
-      buffer.device.store(plan.buffers[i].device, std::memory_order_relaxed);
-      buffer.offset.store(plan.buffers[i].offset, std::memory_order_relaxed);
-      buffer.bytes.store(plan.buffers[i].bytes, std::memory_order_relaxed);
+      buffer.kind.store(static_cast<std::uint32_t>(plan.buffers[i].kind), kStoreInSection);
+      buffer.device.store(plan.buffers[i].device, kStoreInSection);
+      buffer.offset.store(plan.buffers[i].offset, kStoreInSection);
+      buffer.bytes.store(plan.buffers[i].bytes, kStoreInSection);
       storeBytes(buffer.ipcHandle, plan.buffers[i].ipcHandle);
     }
   });
