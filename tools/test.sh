@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# The test command of the README and of CI (.ci/run): installs what is missing, builds with warnings as errors and
+# runs every test, then again under AddressSanitizer + UndefinedBehaviorSanitizer, optionally ThreadSanitizer and
+# libFuzzer. Stops at the first failure and exits non-zero; the last line says what passed or what failed.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+readonly REPO_ROOT
+cd "$REPO_ROOT"
+
+# No test may run longer than this (seconds): a hang fails the run instead of eating CI's 90 minutes.
+readonly TEST_TIMEOUT_SECONDS=600
+# A single fuzz input that takes longer than this (seconds) is reported as a hang.
+readonly FUZZ_INPUT_TIMEOUT_SECONDS=10
+# Sanitizer reports are fatal and come with a stack; callers' own *SAN_OPTIONS are appended and win.
+# tests/<asan|lsan|ubsan|tsan>.supp, where present, hold the suppressions (for code we do not build ourselves).
+suppressions() {
+  # Quoted, because the sanitizers' option parser splits on spaces and colons.
+  if [[ -f "$REPO_ROOT/tests/$1.supp" ]]; then echo ":suppressions=\"$REPO_ROOT/tests/$1.supp\""; fi
+}
+ASAN_DEFAULTS="halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=1"
+ASAN_DEFAULTS+=":strict_init_order=1:check_initialization_order=1$(suppressions asan)"
+LSAN_DEFAULTS="print_suppressions=0$(suppressions lsan)"
+UBSAN_DEFAULTS="print_stacktrace=1:halt_on_error=1$(suppressions ubsan)"
+TSAN_DEFAULTS="halt_on_error=1:second_deadlock_stack=1$(suppressions tsan)"
+readonly ASAN_DEFAULTS LSAN_DEFAULTS UBSAN_DEFAULTS TSAN_DEFAULTS
+
+usage() {
+  cat <<EOF
+Usage: tools/test.sh [options]
+
+Installs missing Debian packages (tools/install-deps.sh), builds build/ (RelWithDebInfo, WSYNC_WERROR=ON) and runs
+ctest; then builds build-asan/ (address,undefined) and runs ctest there too.
+
+Options:
+  --no-sanitizers      skip the AddressSanitizer/UndefinedBehaviorSanitizer build
+  --sanitize=thread    also build build-tsan/ and run ctest under ThreadSanitizer
+                       (with --no-sanitizers: ThreadSanitizer only); --sanitize=address,undefined is the default
+  --fuzz SECONDS       also build build-fuzz/ with clang (WSYNC_FUZZ=ON) and run every libFuzzer target
+                       wsync_fuzz_NAME for SECONDS on a copy of tests/fuzz/corpus/NAME
+  -L LABEL             run only the tests with this ctest label (unit, integration, fuzz, ...)
+  --build-only         install, configure and build build/, run nothing (used by tools/quickstart.sh)
+  -h, --help           this text
+EOF
+}
+
+die_usage() { usage >&2; echo "test.sh: $*" >&2; exit 2; }
+
+default_sanitizers=1
+extra_sanitizers=()
+fuzz_seconds=""
+ctest_label=()
+build_only=0
+while (($#)); do
+  case "$1" in
+    --no-sanitizers) default_sanitizers=0 ;;
+    --sanitize=*)
+      case "${1#*=}" in
+        thread | tsan) extra_sanitizers+=(thread) ;;
+        address,undefined | undefined,address | asan) default_sanitizers=1 ;;
+        *) die_usage "unknown sanitizer set '${1#*=}': use thread or address,undefined" ;;
+      esac ;;
+    --fuzz) [[ $# -ge 2 ]] || die_usage "--fuzz needs SECONDS"; fuzz_seconds="$2"; shift ;;
+    --fuzz=*) fuzz_seconds="${1#*=}" ;;
+    -L) [[ $# -ge 2 ]] || die_usage "-L needs a LABEL"; ctest_label=(-L "$2"); shift ;;
+    -L?*) ctest_label=(-L "${1#-L}") ;;
+    --label=*) ctest_label=(-L "${1#*=}") ;;
+    --build-only) build_only=1 ;;
+    -h | --help) usage; exit 0 ;;
+    *) die_usage "unknown option '$1'" ;;
+  esac
+  shift
+done
+if [[ -n "$fuzz_seconds" && ! "$fuzz_seconds" =~ ^[1-9][0-9]*$ ]]; then
+  die_usage "--fuzz takes a whole number of seconds, not '$fuzz_seconds'"
+fi
+
+sanitizer_builds=()
+((default_sanitizers)) && sanitizer_builds+=("address,undefined")
+((${#extra_sanitizers[@]})) && sanitizer_builds+=(thread)
+((build_only)) && sanitizer_builds=() && fuzz_seconds=""
+
+jobs="$(nproc)"
+run_started=$SECONDS
+stage_name=""
+stage_started=0
+passed=()
+
+# stage NAME: announces the next step; the time of the previous one goes into the summary.
+stage() {
+  end_stage
+  stage_name="$1"
+  stage_started=$SECONDS
+  printf '\n==> test.sh: %s\n' "$stage_name"
+}
+end_stage() {
+  if [[ -n "$stage_name" ]]; then
+    passed+=("$stage_name ($((SECONDS - stage_started)) s)")
+  fi
+  stage_name=""
+}
+joined_passed() {
+  local item out=""
+  for item in "${passed[@]}"; do out+="${out:+; }$item"; done
+  echo "${out:-none}"
+}
+summary() {
+  local rc=$?
+  if ((rc == 0)); then
+    end_stage
+    printf '\n==> test.sh: %s in %d s: %s\n' "$( ((build_only)) && echo BUILT || echo PASSED)" \
+      "$((SECONDS - run_started))" "$(joined_passed)"
+  else
+    printf '\n==> test.sh: FAILED (exit %d) at "%s" after %d s; passed before it: %s\n' "$rc" "${stage_name:-setup}" \
+      "$((SECONDS - run_started))" "$(joined_passed)" >&2
+  fi
+}
+trap summary EXIT
+
+# configure_and_build DIR CMAKE-ARGS...: configures DIR for this repository and builds it with every core.
+configure_and_build() {
+  local dir="$1"; shift
+  stage "configure $dir"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWSYNC_TESTS=ON "$@"
+  stage "build $dir ($jobs jobs)"
+  cmake --build "$dir" --parallel "$jobs"
+}
+
+# run_ctest DIR [COMMAND-PREFIX...]: every test of DIR (or those of -L LABEL); no tests at all is a failure.
+run_ctest() {
+  local dir="$1"; shift
+  stage "ctest $dir${ctest_label[*]:+ ${ctest_label[*]}}"
+  "$@" ctest --test-dir "$dir" --output-on-failure --no-tests=error --timeout "$TEST_TIMEOUT_SECONDS" \
+    --parallel "$jobs" "${ctest_label[@]}"
+}
+
+asan_options_exported=0
+export_asan_options() {
+  if ((asan_options_exported == 0)); then
+    export ASAN_OPTIONS="$ASAN_DEFAULTS${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+    export LSAN_OPTIONS="$LSAN_DEFAULTS${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+    export UBSAN_OPTIONS="$UBSAN_DEFAULTS${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+    asan_options_exported=1
+  fi
+}
+
+stage "dependencies (tools/install-deps.sh${fuzz_seconds:+ --fuzz})"
+if [[ -n "$fuzz_seconds" ]]; then
+  bash tools/install-deps.sh --fuzz
+else
+  bash tools/install-deps.sh
+fi
+echo "toolchain: $(g++ --version | head -n1); $(cmake --version | head -n1); $jobs cores"
+
+# build/ is shared with tools/quickstart.sh (same arguments), so neither reconfigures the other's tree.
+configure_and_build build -DWSYNC_WERROR=ON -DWSYNC_SANITIZE= -DWSYNC_FUZZ=OFF
+if ((build_only)); then
+  exit 0
+fi
+run_ctest build
+
+# The sanitizer runtimes of GCC 12 and clang 14 cannot lay out their shadow memory when the kernel randomises mmap
+# with more than 28 bits (newer kernels use 32): their tests then run without address-space randomisation.
+no_aslr=()
+if (($(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 0) > 28)) && setarch "$(uname -m)" -R true 2>/dev/null; then
+  no_aslr=(setarch "$(uname -m)" -R)
+fi
+
+for sanitizers in "${sanitizer_builds[@]}"; do
+  if [[ "$sanitizers" == thread ]]; then
+    dir=build-tsan
+    export TSAN_OPTIONS="$TSAN_DEFAULTS${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+  else
+    dir=build-asan
+    export_asan_options
+  fi
+  # Warnings are the plain build's job: GCC's sanitizer instrumentation brings false positives
+  # (-Wmaybe-uninitialized, -Wstringop-overflow) that must not fail the run.
+  configure_and_build "$dir" -DWSYNC_WERROR=OFF -DWSYNC_SANITIZE="$sanitizers" -DWSYNC_FUZZ=OFF
+  run_ctest "$dir" "${no_aslr[@]}"
+done
+
+if [[ -n "$fuzz_seconds" ]]; then
+  export_asan_options
+  CC=clang CXX=clang++ configure_and_build build-fuzz -DWSYNC_WERROR=OFF -DWSYNC_FUZZ=ON \
+    -DWSYNC_SANITIZE=address,undefined
+  # Only real libFuzzer binaries: wsync_fuzz_*_corpus are the plain corpus replayers that ctest runs. libFuzzer's
+  # flag table (print_final_stats, ...) is in every binary linked with -fsanitize=fuzzer, stripped or not.
+  fuzzers=()
+  while IFS= read -r candidate; do
+    if grep -qaF print_final_stats "$candidate"; then
+      fuzzers+=("$candidate")
+    fi
+  done < <(find build-fuzz/tests/fuzz -maxdepth 1 -type f -executable -name 'wsync_fuzz_*' 2>/dev/null | sort)
+  if ((${#fuzzers[@]} == 0)); then
+    stage "fuzz"
+    echo "test.sh: --fuzz: no wsync_fuzz_* target was built in build-fuzz/tests/fuzz/" >&2
+    exit 1
+  fi
+  for fuzzer in "${fuzzers[@]}"; do
+    name="$(basename "$fuzzer")"
+    name="${name#wsync_fuzz_}"
+    stage "fuzz $name for $fuzz_seconds s"
+    # A copy, so that what the fuzzer finds never lands in the committed corpus by accident.
+    corpus="build-fuzz/fuzz-corpus/$name"
+    artifacts="build-fuzz/fuzz-artifacts/$name"
+    rm -rf "$corpus"
+    mkdir -p "$corpus" "$artifacts"
+    if [[ -d "tests/fuzz/corpus/$name" ]]; then
+      cp -a "tests/fuzz/corpus/$name/." "$corpus/"
+    else
+      echo "test.sh: no tests/fuzz/corpus/$name; starting from an empty corpus"
+    fi
+    "${no_aslr[@]}" "$fuzzer" -max_total_time="$fuzz_seconds" -timeout="$FUZZ_INPUT_TIMEOUT_SECONDS" \
+      -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus"
+  done
+fi
