@@ -1,6 +1,7 @@
 # Every dependency comes from a Debian package (tools/install-deps.sh installs them); CUDA and NCCL are optional.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq>=4.3)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash>=0.8)     # libxxhash-dev: XXH3-128 digests
 find_path(CPPZMQ_INCLUDE_DIR zmq.hpp REQUIRED)                 # cppzmq-dev (header only)
 find_package(FlatBuffers REQUIRED CONFIG)                      # libflatbuffers-dev (headers only are used)
 find_program(FLATC_EXECUTABLE flatc REQUIRED)                  # flatbuffers-compiler

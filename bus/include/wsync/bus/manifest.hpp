@@ -1,0 +1,67 @@
+#pragma once
+// The ordered list of tensors a version consists of, with its digest. A trainer declares it; a worker checks every
+// entry against its bindings before any byte moves; on the wire it is sent once and referenced by digest after.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <tl/expected.hpp>
+#include <wsync/schemas/control_generated.h>
+
+#include "wsync/bus/manifest_error.hpp"
+
+namespace wsync::bus {
+
+// Limits that keep a hostile manifest from costing unbounded memory or time; each far above real models
+// (Qwen3-30B-A3B has 18,867 tensors, the longest names are under 100 bytes, ranks are at most 5).
+inline constexpr std::size_t kMaxTensors = 250'000;
+inline constexpr std::size_t kMaxTensorNameBytes = 1024;
+inline constexpr std::size_t kMaxTensorRank = 16;
+inline constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{1} << 46;  // 64 TiB
+
+struct TensorSpec {
+  std::string name;
+  msg::DType dtype = msg::DType::Unknown;
+  std::vector<std::int64_t> shape;
+
+  friend bool operator==(const TensorSpec&, const TensorSpec&) = default;
+};
+
+struct Digest {
+  std::uint64_t lo = 0;
+  std::uint64_t hi = 0;
+
+  friend bool operator==(const Digest&, const Digest&) = default;
+};
+
+// A validated manifest: every tensor has a unique non-empty name, a known dtype and a byte count that fits.
+class Manifest {
+ public:
+  static tl::expected<Manifest, ManifestFailure> create(std::vector<TensorSpec> tensors);
+  // From the wire: validated like create(), and the digest it carries must be the digest of its tensors.
+  static tl::expected<Manifest, ManifestFailure> fromMessage(const msg::Manifest& message);
+
+  const std::vector<TensorSpec>& tensors() const { return tensors_; }
+  std::size_t size() const { return tensors_.size(); }
+  // Bytes of tensor `index`, and of all of them.
+  std::uint64_t tensorBytes(std::size_t index) const { return tensorBytes_[index]; }
+  std::uint64_t totalBytes() const { return totalBytes_; }
+  // XXH3-128 of the ordered (name, dtype, shape) list: equal digests mean equal manifests.
+  const Digest& digest() const { return digest_; }
+
+  flatbuffers::Offset<msg::Manifest> toMessage(flatbuffers::FlatBufferBuilder& fbb) const;
+
+ private:
+  Manifest(std::vector<TensorSpec>&& tensors, std::vector<std::uint64_t>&& bytes, std::uint64_t total, Digest digest)
+      : tensors_(std::move(tensors)), tensorBytes_(std::move(bytes)), totalBytes_(total), digest_(digest) {}
+
+  std::vector<TensorSpec> tensors_;
+  std::vector<std::uint64_t> tensorBytes_;
+  std::uint64_t totalBytes_;
+  Digest digest_;
+};
+
+inline msg::Digest128 toMessage(const Digest& digest) { return msg::Digest128(digest.lo, digest.hi); }
+inline Digest fromMessage(const msg::Digest128& digest) { return Digest{digest.lo(), digest.hi()}; }
+
+}  // namespace wsync::bus
