@@ -1,6 +1,5 @@
 #include "wsync/bus/control_block.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 
 #include <boost/interprocess/shared_memory_object.hpp>
 
+#include "private_segment.hpp"
 #include "wsync/bus/bus_address.hpp"
 #include "wsync/bus/clock.hpp"
 #include "wsync/bus/process_identity.hpp"
@@ -114,20 +114,15 @@ tl::unexpected<ControlBlockFailure> systemFailure(const std::string& what, const
   return fail(ControlBlockError::SystemError, what + ": " + e.what());
 }
 
-// The segment must be ours and closed to everyone else: any process that can map it can stop a bus.
 tl::expected<void, ControlBlockFailure> checkPrivate(const bip::shared_memory_object& shm, const std::string& name) {
-  struct stat info{};
-  if (::fstat(shm.get_mapping_handle().handle, &info) != 0) {
-    return fail(ControlBlockError::SystemError, name + ": fstat: " + std::strerror(errno));
+  auto size = detail::privateSegmentSize(shm, name);
+  if (!size) {
+    return fail(size.error().unsafe ? ControlBlockError::Unsafe : ControlBlockError::SystemError, size.error().detail);
   }
-  if (info.st_uid != ::geteuid()) {
-    return fail(ControlBlockError::Unsafe, name + " belongs to uid " + std::to_string(info.st_uid));
-  }
-  if ((info.st_mode & 077) != 0) return fail(ControlBlockError::Unsafe, name + " is open to other users");
-  if (info.st_size == 0) return fail(ControlBlockError::NotInitialized, name + " is still being created");
-  if (static_cast<std::size_t>(info.st_size) < kBlockBytes) {
-    return fail(ControlBlockError::LayoutMismatch, name + " is " + std::to_string(info.st_size) + " bytes, expected " +
-                                                       std::to_string(kBlockBytes));
+  if (*size == 0) return fail(ControlBlockError::NotInitialized, name + " is still being created");
+  if (*size < kBlockBytes) {
+    return fail(ControlBlockError::LayoutMismatch,
+                name + " is " + std::to_string(*size) + " bytes, expected " + std::to_string(kBlockBytes));
   }
   return {};
 }

@@ -1,0 +1,26 @@
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+#include "wsync/bus/failure.hpp"
+
+namespace wsync::bus {
+
+// Failures of a payload channel. Any of them aborts the transfer; a receiver then drops what it staged.
+enum class ChannelError : std::uint8_t {
+  InvalidGeometry,  // bucket size, buffer or receiver count out of range
+  NoArena,          // the arena segment does not exist
+  LayoutMismatch,   // the arena was written by an incompatible build, or is not initialised
+  Unsafe,           // the arena belongs to another user or is open to others
+  PlanMismatch,     // the plan does not fit the arena or the bound buffers (nothing was moved)
+  Timeout,          // a peer did not fill or drain in time
+  Aborted,          // the transfer was aborted by the arena's owner
+  Overwritten,      // a bucket changed while it was being copied: this transfer was abandoned
+  SystemError,
+};
+
+std::string_view toString(ChannelError error);
+
+using ChannelFailure = Failure<ChannelError>;
+
+}  // namespace wsync::bus
