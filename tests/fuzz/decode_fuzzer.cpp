@@ -49,9 +49,9 @@ static_assert(fieldCount(&msg::CreateManifest) == 3);
 static_assert(fieldCount(&msg::CreateBeginUpdate) == 7);
 static_assert(fieldCount(&msg::CreatePause) == 4);
 static_assert(fieldCount(&msg::CreatePauseAck) == 5);
-static_assert(fieldCount(&msg::CreateTransferPlan) == 13);
+static_assert(fieldCount(&msg::CreateTransferPlan) == 15);
 static_assert(fieldCount(&msg::CreateUpdateDone) == 7);
-static_assert(fieldCount(&msg::CreateCommit) == 4);
+static_assert(fieldCount(&msg::CreateCommit) == 5);
 static_assert(fieldCount(&msg::CreateAbort) == 5);
 static_assert(fieldCount(&msg::CreateResume) == 2);
 static_assert(fieldCount(&msg::CreateSnapshotRequest) == 0);
@@ -59,7 +59,10 @@ static_assert(fieldCount(&msg::CreateAgentInfo) == 6);
 static_assert(fieldCount(&msg::CreateTopicSequence) == 2);
 static_assert(fieldCount(&msg::CreateSnapshotReply) == 11);
 static_assert(fieldCount(&msg::CreateError) == 3);
-static_assert(msg::Body::MAX == msg::Body::Error, "a new Body member needs a case in walkBody()");
+static_assert(fieldCount(&msg::CreateAgentEvent) == 3);
+static_assert(fieldCount(&msg::CreateRoundTransition) == 5);
+static_assert(fieldCount(&msg::CreateGoodbye) == 1);
+static_assert(msg::Body::MAX == msg::Body::Goodbye, "a new Body member needs a case in walkBody()");
 
 // Folds everything the walk reads into one value (FNV-1a over 64-bit words), so that no read can be optimised
 // away and two walks of the same message can be compared.
@@ -232,6 +235,8 @@ void walk(const msg::TransferPlan& plan, Fold& fold) {
   fold.add(plan.nccl_unique_id());
   fold.add(plan.nccl_rank());
   fold.add(plan.nccl_world_size());
+  fold.add(plan.receiver());
+  fold.add(plan.receiver_count());
 }
 
 void walk(const msg::UpdateDone& done, Fold& fold) {
@@ -249,6 +254,7 @@ void walk(const msg::Commit& commit, Fold& fold) {
   fold.add(commit.version());
   fold.add(commit.label());
   fold.add(commit.bytes());
+  fold.add(commit.digest());
 }
 
 void walk(const msg::Abort& abort, Fold& fold) {
@@ -305,6 +311,22 @@ void walk(const msg::SnapshotReply& snapshot, Fold& fold) {
   }
 }
 
+void walk(const msg::AgentEvent& event, Fold& fold) {
+  fold.add(event.kind(), msg::EnumNameAgentEventKind(event.kind()));
+  if (const msg::AgentInfo* agent = event.agent()) walk(*agent, fold);
+  fold.add(event.detail());
+}
+
+void walk(const msg::RoundTransition& transition, Fold& fold) {
+  fold.add(transition.round());
+  fold.add(transition.version());
+  fold.add(transition.phase(), msg::EnumNameRoundPhase(transition.phase()));
+  fold.add(transition.participants());
+  fold.add(transition.detail());
+}
+
+void walk(const msg::Goodbye& goodbye, Fold& fold) { fold.add(goodbye.reason()); }
+
 void walk(const msg::Error& error, Fold& fold) {
   fold.add(error.code(), msg::EnumNameErrorCode(error.code()));
   fold.add(error.detail());
@@ -336,6 +358,9 @@ void walkBody(const msg::Envelope& envelope, Fold& fold) {
     case msg::Body::SnapshotRequest: walkBodyAs<msg::SnapshotRequest>(envelope, fold); return;
     case msg::Body::SnapshotReply: walkBodyAs<msg::SnapshotReply>(envelope, fold); return;
     case msg::Body::Error: walkBodyAs<msg::Error>(envelope, fold); return;
+    case msg::Body::AgentEvent: walkBodyAs<msg::AgentEvent>(envelope, fold); return;
+    case msg::Body::RoundTransition: walkBodyAs<msg::RoundTransition>(envelope, fold); return;
+    case msg::Body::Goodbye: walkBodyAs<msg::Goodbye>(envelope, fold); return;
   }
   // A member added by a newer protocol: the Verifier does not look inside it, so neither may we.
 }
@@ -363,7 +388,8 @@ int typedBodiesOf(const Message& message) {
 int typedBodiesOf(const Message& message) {
   return typedBodiesOf<msg::AgentHello, msg::Welcome, msg::Heartbeat, msg::BeginUpdate, msg::Manifest, msg::Pause,
                        msg::PauseAck, msg::TransferPlan, msg::UpdateDone, msg::Commit, msg::Abort, msg::Resume,
-                       msg::SnapshotRequest, msg::SnapshotReply, msg::Error>(message);
+                       msg::SnapshotRequest, msg::SnapshotReply, msg::Error, msg::AgentEvent, msg::RoundTransition,
+                       msg::Goodbye>(message);
 }
 
 void checkRejected(MessageError error, std::span<const std::uint8_t> bytes) {

@@ -259,7 +259,7 @@ Bytes transferPlanShm() {
   flatbuffers::FlatBufferBuilder fbb;
   return finish(fbb, msg::CreateTransferPlanDirect(fbb, 8, 43, msg::ChannelKind::Shm, &kManifestDigest,
                                                    14'483'456'000, 64ULL << 20, 216, 3, 4'096,
-                                                   "/wsync-arena-1732000000-8"));
+                                                   "/wsync-arena-1732000000-8", nullptr, -1, 0, 2, 3));
 }
 
 Bytes updateDone() {
@@ -276,7 +276,25 @@ Bytes updateDoneDigestMismatch() {
 
 Bytes commit() {
   flatbuffers::FlatBufferBuilder fbb;
-  return finish(fbb, msg::CreateCommitDirect(fbb, 7, 42, "step-42000", 14'483'456'000), {.seq = 305});
+  return finish(fbb, msg::CreateCommitDirect(fbb, 7, 42, "step-42000", 14'483'456'000, &kPayloadDigest),
+                {.seq = 305});
+}
+
+Bytes agentEvent() {
+  flatbuffers::FlatBufferBuilder fbb;
+  const auto agent = msg::CreateAgentInfoDirect(fbb, "worker-3@gpu-node-07", msg::Role::Worker, 5, 3, 41, 3'100);
+  return finish(fbb, msg::CreateAgentEventDirect(fbb, msg::AgentEventKind::Dead, agent, "no heartbeat for 3100 ms"),
+                {.seq = 12});
+}
+
+Bytes roundTransition() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateRoundTransitionDirect(fbb, 7, 42, msg::RoundPhase::Verify, 3, ""), {.seq = 304});
+}
+
+Bytes goodbye() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateGoodbyeDirect(fbb, "generation finished"));
 }
 
 Bytes abortRound() {
@@ -450,6 +468,9 @@ std::vector<Seed> seeds() {
       {"update_done", updateDone()},
       {"update_done_digest_mismatch", updateDoneDigestMismatch()},
       {"commit", commit()},
+      {"agent_event", agentEvent()},
+      {"round_transition", roundTransition()},
+      {"goodbye", goodbye()},
       {"abort", abortRound()},
       {"resume", resume()},
       {"snapshot_request", snapshotRequest()},

@@ -34,7 +34,7 @@ std::string selfExecutable() {
 
 }  // namespace
 
-void AgentProcesses::spawn(const std::string& label, const std::vector<std::string>& args) {
+void AgentProcesses::spawn(const std::string& label, const std::vector<std::string>& args, int stdoutFd) {
   static const std::string executable = selfExecutable();
   std::vector<std::string> storage;
   storage.reserve(args.size() + 1);
@@ -44,8 +44,14 @@ void AgentProcesses::spawn(const std::string& label, const std::vector<std::stri
   for (std::string& arg : storage) argv.push_back(arg.data());
   argv.push_back(nullptr);
 
+  // dup2 in the child clears close-on-exec on the copy, so the agent keeps its stdout and no other descriptor of
+  // the benchmark's pipes (which are all close-on-exec).
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (stdoutFd >= 0) posix_spawn_file_actions_adddup2(&actions, stdoutFd, STDOUT_FILENO);
   pid_t pid = -1;
-  const int error = ::posix_spawn(&pid, executable.c_str(), nullptr, nullptr, argv.data(), environ);
+  const int error = ::posix_spawn(&pid, executable.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
   if (error != 0) throw BenchFailure("cannot start agent " + label + ": " + std::strerror(error));
   agents_.push_back(Agent{pid, label, false, 0});
 }

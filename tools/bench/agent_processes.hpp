@@ -17,8 +17,9 @@ class AgentProcesses {
   AgentProcesses& operator=(const AgentProcesses&) = delete;
   ~AgentProcesses() { stopAll(); }
 
-  // Starts this executable with `args`; `label` names the agent in errors. Throws BenchFailure.
-  void spawn(const std::string& label, const std::vector<std::string>& args);
+  // Starts this executable with `args`; `label` names the agent in errors. With `stdoutFd` >= 0 the agent's stdout
+  // is that descriptor (the write end of a pipe the benchmark reads), else the benchmark's. Throws BenchFailure.
+  void spawn(const std::string& label, const std::vector<std::string>& args, int stdoutFd = -1);
 
   // Throws BenchFailure naming every agent that has already exited; a measurement calls it when a wait runs out,
   // to report the cause (a dead agent) rather than the symptom (a timeout).

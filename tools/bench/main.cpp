@@ -1,8 +1,11 @@
 // wsync-bench: wsync measured against raw baselines in the same run, so that machine noise hits both alike.
 //
 //   wsync-bench bus [--quick] [--out FILE] [--json FILE] ...   control plane and version read (report on stdout)
+//   wsync-bench shm [--quick] [--out FILE] [--json FILE] ...   the shm payload channel against memcpy
 //
-// The agent-* subcommands are hidden: they are the agent processes that `bus` starts from this executable.
+// The agent-* subcommands are hidden: they are the agent processes that `bus` and `shm` start from this
+// executable.
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fstream>
@@ -17,6 +20,10 @@
 #include "latency_benchmark.hpp"
 #include "machine_info.hpp"
 #include "report.hpp"
+#include "shm_benchmark.hpp"
+#include "shm_config.hpp"
+#include "shm_receiver.hpp"
+#include "shm_report.hpp"
 #include "version_read.hpp"
 
 namespace wsync::bench {
@@ -29,6 +36,24 @@ void writeFile(const std::string& path, const std::string& text) {
   if (!out) throw BenchFailure("cannot write " + path);
 }
 
+// The markdown on stdout, and the copies the options ask for.
+void publish(const std::string& markdown, const std::string& json, const std::string& outPath,
+             const std::string& jsonPath) {
+  std::cout << markdown << std::flush;
+  if (!outPath.empty()) {
+    writeFile(outPath, markdown);
+    std::cerr << "report written to " << outPath << '\n';
+  }
+  if (!jsonPath.empty()) {
+    writeFile(jsonPath, json);
+    std::cerr << "JSON written to " << jsonPath << '\n';
+  }
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 int runBusMode(const BusBenchConfig& config) {
   installInterruptHandlers();
   const auto start = std::chrono::steady_clock::now();
@@ -37,19 +62,36 @@ int runBusMode(const BusBenchConfig& config) {
   report.machine = describeMachine(config.commit);
   report.versionRead = runVersionReadBenchmark(config, std::cerr);
   report.latency = runLatencyBenchmarks(config, std::cerr);
-  report.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  const std::string markdown = renderMarkdown(report);
-  std::cout << markdown << std::flush;
-  if (!config.outPath.empty()) {
-    writeFile(config.outPath, markdown);
-    std::cerr << "report written to " << config.outPath << '\n';
-  }
-  if (!config.jsonPath.empty()) {
-    writeFile(config.jsonPath, renderJson(report));
-    std::cerr << "JSON written to " << config.jsonPath << '\n';
-  }
+  report.wallSeconds = secondsSince(start);
+  publish(renderMarkdown(report), renderJson(report), config.outPath, config.jsonPath);
   return 0;
+}
+
+int runShmMode(const ShmBenchConfig& config) {
+  installInterruptHandlers();
+  const auto start = std::chrono::steady_clock::now();
+  ShmBenchReport report;
+  report.config = config;
+  report.machine = describeMachine(config.commit);
+  report.results = runShmBenchmarks(config, std::cerr);
+  report.wallSeconds = secondsSince(start);
+  publish(renderShmMarkdown(report), renderShmJson(report), config.outPath, config.jsonPath);
+  return 0;
+}
+
+// Runs a mode; a failure is reported on stderr with the mode's name, an interruption as such.
+template <typename Mode>
+int reportingFailures(const char* name, Mode&& mode) {
+  try {
+    return mode();
+  } catch (const std::exception& error) {
+    if (interrupted()) {
+      std::cerr << "wsync-bench " << name << ": interrupted; agents stopped, nothing written\n";
+      return 130;  // the shell's convention for a run ended by Ctrl-C
+    }
+    std::cerr << "wsync-bench " << name << ": " << error.what() << '\n';
+    return 1;
+  }
 }
 
 void addAgentOptions(CLI::App& command, AgentOptions& options) {
@@ -99,6 +141,42 @@ int main(int argc, char** argv) {
   busMode.add_option("--json", config.jsonPath, "Write the results as JSON to this file");
   busMode.add_option("--commit", config.commit, "Commit to name in the report (default: git describe)");
 
+  ShmBenchConfig shmConfig;
+  CLI::App& shmMode = *app.add_subcommand(
+      "shm", "The shm payload channel, one sender process to 1, 3 and 8 receiver processes, vs memcpy");
+  auto* models = shmMode.add_option("--models", shmConfig.models, "Models (names bus::modelTensors knows)")
+                     ->delimiter(',')
+                     ->capture_default_str();
+  auto* fanout = shmMode.add_option("--fanout", shmConfig.fanoutReceivers, "Receiver counts of the fan-out")
+                     ->delimiter(',')
+                     ->check(CLI::Range(std::size_t{2}, std::size_t{64}))
+                     ->capture_default_str();
+  bool noFanout = false;
+  shmMode.add_flag("--no-fanout", noFanout, "Only the one-receiver measurements")->excludes(fanout);
+  shmMode.add_option("--bucket-mib", shmConfig.bucketMiB, "Bucket size in MiB")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{4096}))
+      ->capture_default_str();
+  shmMode.add_option("--buffers", shmConfig.buffers, "Buffers in the arena's ring")
+      ->check(CLI::Range(std::uint32_t{2}, std::uint32_t{8}))
+      ->capture_default_str();
+  auto* repetitions = shmMode.add_option("--repetitions", shmConfig.repetitions, "Timed repetitions per path")
+                          ->check(CLI::PositiveNumber)
+                          ->capture_default_str();
+  shmMode.add_option("--sweep-buckets", shmConfig.sweepBucketMiB,
+                     "Also measure one receiver with these bucket sizes in MiB (with --sweep-buffers)")
+      ->delimiter(',')
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{4096}));
+  shmMode.add_option("--sweep-buffers", shmConfig.sweepBuffers, "... and these buffer counts (with --sweep-buckets)")
+      ->delimiter(',')
+      ->check(CLI::Range(std::uint32_t{2}, std::uint32_t{8}));
+  shmMode.add_option("--sweep-repetitions", shmConfig.sweepRepetitions, "Timed repetitions per sweep geometry")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  shmMode.add_flag("--quick", shmConfig.quick, "opt-125m only, 3 receivers at most, few repetitions: seconds");
+  shmMode.add_option("--out", shmConfig.outPath, "Also write the markdown report to this file");
+  shmMode.add_option("--json", shmConfig.jsonPath, "Write the results as JSON to this file");
+  shmMode.add_option("--commit", shmConfig.commit, "Commit to name in the report (default: git describe)");
+
   AgentOptions agent;
   // Hidden (empty group): started by `bus`, never by hand.
   CLI::App& roundTripAgent = *app.add_subcommand("agent-roundtrip", "internal: round-trip agent")->group("");
@@ -110,13 +188,33 @@ int main(int argc, char** argv) {
   CLI::App& pauseAgent = *app.add_subcommand("agent-pause", "internal: fan-out agent")->group("");
   addAgentOptions(pauseAgent, agent);
 
+  ShmReceiverOptions receiver;
+  CLI::App& shmReceiver = *app.add_subcommand("agent-shm-receive", "internal: shm receiver")->group("");
+  shmReceiver.add_option("--parent", receiver.parent)->required();
+  shmReceiver.add_option("--arena", receiver.arena)->required();
+  shmReceiver.add_option("--receiver", receiver.receiver)->required();
+  shmReceiver.add_option("--model", receiver.model)->required();
+  shmReceiver.add_option("--transfers", receiver.transfers)->required();
+
   CLI11_PARSE(app, argc, argv);
 
-  if (roundTripAgent.parsed() || pauseAgent.parsed()) {
+  if (roundTripAgent.parsed() || pauseAgent.parsed() || shmReceiver.parsed()) {
     // Ctrl-C reaches the whole process group: agents leave stopping to the benchmark, which reports the
     // interruption instead of a dead agent.
     std::signal(SIGINT, SIG_IGN);
+    if (shmReceiver.parsed()) return runShmReceiver(receiver);
     return roundTripAgent.parsed() ? runRoundTripAgent(agent) : runPauseAgent(agent);
+  }
+
+  if (shmMode.parsed()) {
+    if (shmConfig.quick) {
+      if (models->count() == 0) shmConfig.models = {"opt-125m"};
+      if (fanout->count() == 0) shmConfig.fanoutReceivers = {3};
+      if (repetitions->count() == 0) shmConfig.repetitions = kQuickShmRepetitions;
+      shmConfig.sweepRepetitions = std::min(shmConfig.sweepRepetitions, kQuickShmRepetitions);
+    }
+    if (noFanout) shmConfig.fanoutReceivers.clear();
+    return reportingFailures("shm", [&] { return runShmMode(shmConfig); });
   }
 
   if (config.quick) {
@@ -125,14 +223,5 @@ int main(int argc, char** argv) {
     if (versionReads->count() == 0) config.versionReads = kQuickVersionReads;
     config.versionRepetitions = kQuickVersionRepetitions;
   }
-  try {
-    return runBusMode(config);
-  } catch (const std::exception& error) {
-    if (interrupted()) {
-      std::cerr << "wsync-bench bus: interrupted; agents stopped, nothing written\n";
-      return 130;  // the shell's convention for a run ended by Ctrl-C
-    }
-    std::cerr << "wsync-bench bus: " << error.what() << '\n';
-    return 1;
-  }
+  return reportingFailures("bus", [&] { return runBusMode(config); });
 }

@@ -1,38 +1,17 @@
 #include "report.hpp"
 
-#include <array>
-#include <cstdio>
-#include <iomanip>
 #include <sstream>
+
+#include "report_format.hpp"
 
 namespace wsync::bench {
 namespace {
 
-std::string fixed(double value, int decimals) {
-  std::ostringstream out;
-  out << std::fixed << std::setprecision(decimals) << value;
-  return out.str();
-}
-
 std::string us(double value) { return fixed(value, value < 100 ? 1 : 0); }
-std::string ratio(double value) { return fixed(value, 2) + "x"; }
 bool ratioMet(const LatencyComparison& comparison) { return comparison.p50Ratio() <= kMaxBusToRawRatio; }
-std::string verdict(bool met) { return met ? "met" : "**missed**"; }
 
 std::string warmupLine(std::size_t iterations) {
   return std::to_string(iterations) + " per path (+" + std::to_string(warmupFor(iterations)) + " warm-up)";
-}
-
-void machineSection(std::ostringstream& out, const BusBenchReport& report) {
-  const MachineInfo& m = report.machine;
-  out << "## Machine\n\n"
-      << "| | |\n|---|---|\n"
-      << "| CPU | " << m.cpuModel << (m.virtualised ? " (virtual machine)" : "") << " |\n"
-      << "| CPUs | " << m.onlineCpus << " online, " << m.usableCpus << " usable by the benchmark |\n"
-      << "| Kernel | " << m.kernel << " |\n"
-      << "| Date | " << m.dateUtc << " |\n"
-      << "| Commit | " << m.commit << " |\n"
-      << "| Build | " << m.buildType << ", " << m.compiler << ", libzmq " << m.zmqVersion << " |\n\n";
 }
 
 void parameterSection(std::ostringstream& out, const BusBenchReport& report) {
@@ -123,28 +102,6 @@ void methodSection(std::ostringstream& out) {
       << "- Percentiles are nearest-rank over all measured samples of a path.\n";
 }
 
-std::string jsonString(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          std::array<char, 8> escaped{};
-          std::snprintf(escaped.data(), escaped.size(), "\\u%04x",
-                        static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += escaped.data();
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 std::string jsonLatency(const LatencySummary& s) {
   std::ostringstream out;
   out << "{\"samples\": " << s.samples << ", \"min_us\": " << fixed(s.minUs, 3) << ", \"p50_us\": "
@@ -167,7 +124,7 @@ std::string jsonReadCost(const ReadCost& cost) {
 std::string renderMarkdown(const BusBenchReport& report) {
   std::ostringstream out;
   out << "# wsync-bench bus: " << report.machine.dateUtc << "\n\n";
-  machineSection(out, report);
+  machineSection(out, report.machine);
   parameterSection(out, report);
   roundTripSection(out, report);
   fanoutSection(out, report);
@@ -177,17 +134,11 @@ std::string renderMarkdown(const BusBenchReport& report) {
 }
 
 std::string renderJson(const BusBenchReport& report) {
-  const MachineInfo& m = report.machine;
   const BusBenchConfig& c = report.config;
   const MessageSizes& s = report.latency.sizes;
   std::ostringstream out;
   out << "{\n  \"mode\": \"bus\",\n"
-      << "  \"machine\": {\"cpu\": " << jsonString(m.cpuModel) << ", \"virtualised\": "
-      << (m.virtualised ? "true" : "false") << ", \"online_cpus\": " << m.onlineCpus
-      << ", \"usable_cpus\": " << m.usableCpus << ", \"kernel\": " << jsonString(m.kernel)
-      << ", \"date\": " << jsonString(m.dateUtc) << ", \"commit\": " << jsonString(m.commit)
-      << ", \"build\": " << jsonString(m.buildType) << ", \"compiler\": " << jsonString(m.compiler)
-      << ", \"zmq\": " << jsonString(m.zmqVersion) << "},\n"
+      << "  \"machine\": " << machineJson(report.machine) << ",\n"
       << "  \"parameters\": {\"quick\": " << (c.quick ? "true" : "false") << ", \"round_trips\": " << c.roundTrips
       << ", \"pause_rounds\": " << c.pauseRounds << ", \"block\": " << c.block
       << ", \"version_reads\": " << c.versionReads << ", \"version_repetitions\": " << c.versionRepetitions

@@ -1,0 +1,75 @@
+// wsync-coordinator: runs one bus until SIGINT or SIGTERM.
+#include <csignal>
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "wsync/coordinator/coordinator.hpp"
+
+namespace {
+
+std::atomic<bool> stopRequested{false};
+
+void requestStop(int) { stopRequested.store(true, std::memory_order_release); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace wsync::coordinator;
+  CoordinatorOptions options;
+  CLI::App app{"wsync-coordinator: registers agents and runs update rounds on one bus"};
+  app.add_option("--bus", options.bus, "bus name ([A-Za-z0-9._-], up to 48 characters)")->required();
+  app.add_option("--transport", options.transport, "ipc (this user, this host) or tcp://HOST:PORT")
+      ->capture_default_str();
+  std::uint64_t bucketMiB = options.bucketBytes >> 20;
+  app.add_option("--bucket-mib", bucketMiB, "shm bucket size in MiB (memory: buffers x bucket)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--buffers", options.bufferCount, "shm buffers the buckets rotate through (2 to 8)")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 8));
+  std::int64_t heartbeatIntervalMs = options.heartbeatInterval.count();
+  std::int64_t heartbeatTimeoutMs = options.heartbeatTimeout.count();
+  std::int64_t pauseTimeoutMs = options.pauseTimeout.count();
+  std::int64_t transferTimeoutMs = options.transferTimeout.count();
+  app.add_option("--heartbeat-interval-ms", heartbeatIntervalMs, "how often agents beat")->capture_default_str();
+  app.add_option("--heartbeat-timeout-ms", heartbeatTimeoutMs, "silence after which an agent is dead")
+      ->capture_default_str();
+  app.add_option("--pause-timeout-ms", pauseTimeoutMs, "longest wait for every worker's pause ack")
+      ->capture_default_str();
+  app.add_option("--transfer-timeout-ms", transferTimeoutMs, "base allowance of a transfer (plus 1 s per GiB)")
+      ->capture_default_str();
+  app.add_flag("-v,--verbose", options.verbose, "a line per registration and per round");
+  CLI11_PARSE(app, argc, argv);
+  options.bucketBytes = bucketMiB << 20;
+  options.heartbeatInterval = std::chrono::milliseconds(heartbeatIntervalMs);
+  options.heartbeatTimeout = std::chrono::milliseconds(heartbeatTimeoutMs);
+  options.pauseTimeout = std::chrono::milliseconds(pauseTimeoutMs);
+  options.transferTimeout = std::chrono::milliseconds(transferTimeoutMs);
+
+  auto coordinator = Coordinator::start(options);
+  if (!coordinator) {
+    std::fprintf(stderr, "wsync-coordinator: cannot start bus '%s': %s\n", options.bus.c_str(),
+                 coordinator.error().describe().c_str());
+    return coordinator.error().code == CoordinatorError::BusInUse ? 3 : 1;
+  }
+  struct sigaction action {};
+  action.sa_handler = requestStop;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  std::printf("wsync-coordinator: bus '%s' ready (epoch %016llx, requests %s, events %s)\n", options.bus.c_str(),
+              static_cast<unsigned long long>((*coordinator)->epoch()), (*coordinator)->requestEndpoint().c_str(),
+              (*coordinator)->eventEndpoint().c_str());
+  std::fflush(stdout);
+  (*coordinator)->run(stopRequested);
+  const auto& stats = (*coordinator)->stats();
+  std::printf("wsync-coordinator: bus '%s' stopping: %llu rounds committed, %llu aborted, %llu agents joined, "
+              "%llu died, %llu requests rejected\n",
+              options.bus.c_str(), static_cast<unsigned long long>(stats.roundsCommitted),
+              static_cast<unsigned long long>(stats.roundsAborted), static_cast<unsigned long long>(stats.agentsJoined),
+              static_cast<unsigned long long>(stats.agentsDied),
+              static_cast<unsigned long long>(stats.requestsRejected));
+  return 0;
+}

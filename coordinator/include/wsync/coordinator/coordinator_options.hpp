@@ -1,0 +1,41 @@
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace wsync::coordinator {
+
+// Agents beat this often (shared-memory word and Heartbeat message).
+inline constexpr std::chrono::milliseconds kDefaultHeartbeatInterval{200};
+// Ten missed beats before an agent counts as dead, so a briefly overloaded host is not mistaken for a dead one.
+inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{2000};
+// Covers `wait` mode, where workers finish their in-flight generations before they acknowledge.
+inline constexpr std::chrono::milliseconds kDefaultPauseTimeout{30'000};
+// The payload's base allowance; kTransferTimeoutPerGiB is added per GiB of the manifest.
+inline constexpr std::chrono::milliseconds kDefaultTransferTimeout{120'000};
+// Generous for a slow shared host: the shm channel moves several GB/s.
+inline constexpr std::chrono::milliseconds kTransferTimeoutPerGiB{1'000};
+// How often the loop checks heartbeats and phase deadlines when nothing arrives.
+inline constexpr std::chrono::milliseconds kLivenessCheckInterval{20};
+// 64 MiB buckets: big enough that per-bucket hand-off costs vanish, small enough that two fit anywhere.
+inline constexpr std::uint64_t kDefaultBucketBytes = std::uint64_t{64} << 20;
+inline constexpr std::uint32_t kDefaultBufferCount = 2;
+// Every tensor starts at a multiple of this within its bucket: enough for any dtype and for vector copies.
+inline constexpr std::uint32_t kDefaultAlignment = 256;
+// Manifests kept by digest; a trainer re-declaring an older one resends it.
+inline constexpr std::size_t kMaxCachedManifests = 8;
+
+struct CoordinatorOptions {
+  std::string bus;
+  std::string transport = "ipc";  // or tcp://HOST:PORT
+  std::chrono::milliseconds heartbeatInterval = kDefaultHeartbeatInterval;
+  std::chrono::milliseconds heartbeatTimeout = kDefaultHeartbeatTimeout;
+  std::chrono::milliseconds pauseTimeout = kDefaultPauseTimeout;
+  std::chrono::milliseconds transferTimeout = kDefaultTransferTimeout;
+  std::uint64_t bucketBytes = kDefaultBucketBytes;
+  std::uint32_t bufferCount = kDefaultBufferCount;
+  std::uint32_t alignment = kDefaultAlignment;
+  bool verbose = false;  // one line per registration and per round on stdout
+};
+
+}  // namespace wsync::coordinator

@@ -1,0 +1,145 @@
+#pragma once
+// The coordinator's state. Private: everything here is touched by the coordinator's one thread only.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "wsync/bus/control_block.hpp"
+#include "wsync/bus/event_publisher.hpp"
+#include "wsync/bus/manifest.hpp"
+#include "wsync/bus/message.hpp"
+#include "wsync/bus/process_identity.hpp"
+#include "wsync/bus/router_endpoint.hpp"
+#include "wsync/bus/shm_arena.hpp"
+#include "wsync/coordinator/coordinator.hpp"
+
+namespace wsync::coordinator {
+
+using Clock = std::chrono::steady_clock;
+
+// One registered agent, keyed by the routing id of its connection.
+struct AgentRecord {
+  std::string routingId;
+  std::string agentId;
+  msg::Role role = msg::Role::Unknown;
+  std::int32_t rank = -1;
+  std::uint32_t slot = 0;
+  bus::ProcessIdentity process;  // startTicks known only for a process on this host
+  bool sameHost = false;
+  std::uint64_t lastMessageMs = 0;  // CLOCK_MONOTONIC, like the shared-memory heartbeat word
+  std::uint64_t appliedVersion = 0;
+  std::vector<bus::Digest> knownManifests;  // sent to this worker already
+};
+
+struct Participant {
+  std::string routingId;
+  std::string agentId;
+  bool acked = false;
+  bool done = false;
+  std::uint64_t bytes = 0;
+  bus::Digest digest;
+};
+
+struct ActiveRound {
+  std::uint64_t id = 0;
+  std::uint64_t version = 0;
+  std::string label;
+  bus::Digest manifestDigest;
+  std::uint64_t totalBytes = 0;
+  std::uint32_t bucketCount = 0;
+  msg::PauseMode mode = msg::PauseMode::Keep;
+  msg::ChannelKind channel = msg::ChannelKind::Shm;
+  std::string trainerRoutingId;
+  std::string trainerAgentId;
+  bool trainerDone = false;
+  std::uint64_t trainerBytes = 0;
+  bus::Digest trainerDigest;
+  std::vector<Participant> participants;
+  msg::RoundPhase phase = msg::RoundPhase::Idle;
+  Clock::time_point deadline{};
+  Clock::time_point begun{};
+  Clock::time_point transferStarted{};
+};
+
+struct DigestLess {
+  bool operator()(const bus::Digest& a, const bus::Digest& b) const {
+    return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
+  }
+};
+
+struct CachedManifest {
+  bus::Manifest manifest;
+  std::uint32_t bucketCount = 0;  // for the coordinator's bucket size and alignment, computed once
+  std::uint64_t lastUsedRound = 0;
+};
+
+struct Coordinator::Impl {
+  Impl(CoordinatorOptions options_, bus::ControlBlockOwner&& block_, bus::ShmArena&& arena_,
+       zmq::context_t&& context_, bus::RouterEndpoint&& router_, bus::EventPublisher&& events_)
+      : options(std::move(options_)),
+        block(std::move(block_)),
+        arena(std::move(arena_)),
+        context(std::move(context_)),
+        router(std::move(router_)),
+        events(std::move(events_)) {}
+
+  // coordinator.cpp: the loop, registration, liveness, snapshots.
+  void step(std::chrono::milliseconds maxWait);
+  void handle(const std::string& source, const bus::Message& message);
+  void handleHello(const std::string& source, const bus::Message& message, const msg::AgentHello& hello);
+  void handleSnapshotRequest(const std::string& source, const bus::Message& message);
+  void checkLiveness();
+  void removeAgent(const std::string& routingId, msg::AgentEventKind kind, const std::string& detail);
+  void publishAgentEvent(const AgentRecord& agent, msg::AgentEventKind kind, const std::string& detail);
+  void replyError(const std::string& peer, std::uint64_t inReplyTo, msg::ErrorCode code, const std::string& detail);
+  AgentRecord* findById(const std::string& agentId);
+  std::optional<std::uint32_t> freeSlot();
+  std::optional<std::int32_t> freeRank(msg::Role role, std::int32_t requested, std::string& why);
+  std::uint32_t workerCount() const;
+  bool isAlive(const AgentRecord& agent, std::uint64_t nowMs, std::string& why) const;
+  void shutdown();
+
+  // round.cpp: the state machine.
+  void handleBegin(const std::string& source, const bus::Message& message, const msg::BeginUpdate& begin);
+  void handlePauseAck(const AgentRecord& agent, const msg::PauseAck& ack);
+  void handleUpdateDone(const AgentRecord& agent, const msg::UpdateDone& done);
+  void handleTrainerAbort(const AgentRecord& agent, const msg::Abort& abort);
+  void startTransfer();
+  void verifyAndCommit();
+  void abortRound(msg::AbortReason reason, const std::string& detail, const std::string& agentId);
+  void resumeWorkers(bool committed);
+  void checkRoundDeadline();
+  void agentGone(const AgentRecord& agent, const std::string& why);
+  void setPhase(msg::RoundPhase phase, const std::string& detail = {});
+  Participant* findParticipant(const std::string& routingId);
+  const CachedManifest* cacheManifest(bus::Manifest&& manifest);
+  // Sends to one agent; a peer that is gone is left to the liveness check.
+  void sendTo(const std::string& peer, std::span<const std::uint8_t> bytes);
+  std::uint64_t nextSeq() { return ++sentSeq; }
+
+  CoordinatorOptions options;
+  bus::ControlBlockOwner block;
+  bus::ShmArena arena;
+  zmq::context_t context;
+  bus::RouterEndpoint router;
+  bus::EventPublisher events;
+  bus::MessageBuilder builder{4096};
+  std::string hostname;
+
+  std::map<std::string, AgentRecord, std::less<>> agents;  // by routing id
+  std::map<bus::Digest, CachedManifest, DigestLess> manifests;
+  std::optional<ActiveRound> round;
+  std::uint64_t roundCounter = 0;
+  std::uint64_t committedVersion = 0;
+  std::string committedLabel;
+  std::uint64_t sentSeq = 0;
+  Clock::time_point nextLivenessCheck{};
+  CoordinatorStats stats;
+};
+
+}  // namespace wsync::coordinator

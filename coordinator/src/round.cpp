@@ -1,0 +1,394 @@
+// The round state machine (docs/update-round.md): begin, pause, transfer, verify, commit, resume; abort on any
+// refusal, mismatch, timeout or death.
+#include <algorithm>
+#include <cctype>
+#include <cinttypes>
+#include <cstdio>
+
+#include "coordinator_impl.hpp"
+#include "wsync/bus/bucket_plan.hpp"
+#include "wsync/bus/topics.hpp"
+
+namespace wsync::coordinator {
+
+namespace {
+
+std::string hex(const bus::Digest& digest) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%016" PRIx64 "%016" PRIx64, digest.hi, digest.lo);
+  return text;
+}
+
+double millisSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+Participant* Coordinator::Impl::findParticipant(const std::string& routingId) {
+  if (!round) return nullptr;
+  for (auto& participant : round->participants) {
+    if (participant.routingId == routingId) return &participant;
+  }
+  return nullptr;
+}
+
+const CachedManifest* Coordinator::Impl::cacheManifest(bus::Manifest&& manifest) {
+  const bus::Digest digest = manifest.digest();
+  if (auto found = manifests.find(digest); found != manifests.end()) return &found->second;
+  auto plan = bus::BucketPlan::build(manifest, options.bucketBytes, options.alignment);
+  if (!plan) return nullptr;
+  if (manifests.size() >= kMaxCachedManifests) {
+    auto oldest = std::min_element(manifests.begin(), manifests.end(), [](const auto& a, const auto& b) {
+      return a.second.lastUsedRound < b.second.lastUsedRound;
+    });
+    manifests.erase(oldest);
+  }
+  return &manifests.emplace(digest, CachedManifest{std::move(manifest), plan->bucketCount(), roundCounter})
+              .first->second;
+}
+
+void Coordinator::Impl::setPhase(msg::RoundPhase phase, const std::string& detail) {
+  round->phase = phase;
+  block.setRoundState(bus::RoundState{phase, round->id});
+  builder.reset();
+  auto& fbb = builder.fbb();
+  const auto body = msg::CreateRoundTransition(fbb, round->id, round->version, phase,
+                                               static_cast<std::uint32_t>(round->participants.size()),
+                                               fbb.CreateString(detail));
+  std::string topic(bus::topics::kRound);
+  topic += msg::EnumNameRoundPhase(phase);
+  std::transform(topic.begin(), topic.end(), topic.begin(), [](unsigned char c) { return std::tolower(c); });
+  (void)events.publish(topic, builder, body, block.epoch());
+  block.setEventsPublished(events.published());
+}
+
+void Coordinator::Impl::handleBegin(const std::string& source, const bus::Message& message,
+                                    const msg::BeginUpdate& begin) {
+  const std::uint64_t seq = message.seq();
+  const AgentRecord& trainer = agents.at(source);
+  auto refuse = [&](msg::ErrorCode code, const std::string& detail) {
+    ++stats.requestsRejected;
+    replyError(source, seq, code, detail);
+  };
+  if (trainer.role != msg::Role::Trainer) {
+    refuse(msg::ErrorCode::NotAllowed, "only a trainer can begin an update");
+    return;
+  }
+  if (round) {
+    refuse(msg::ErrorCode::RoundInProgress, "round " + std::to_string(round->id) + " (version " +
+                                                std::to_string(round->version) + " from '" + round->trainerAgentId +
+                                                "') is in phase " + msg::EnumNameRoundPhase(round->phase));
+    return;
+  }
+  if (begin.version() <= committedVersion) {
+    refuse(msg::ErrorCode::VersionNotIncreasing, "version " + std::to_string(begin.version()) +
+                                                     " is not above the committed version " +
+                                                     std::to_string(committedVersion));
+    return;
+  }
+  if (begin.channel() != msg::ChannelKind::Shm) {
+    refuse(msg::ErrorCode::NotAllowed, std::string("channel ") + msg::EnumNameChannelKind(begin.channel()) +
+                                           " is not available; this coordinator runs the shm channel");
+    return;
+  }
+  if (begin.manifest_digest() == nullptr) {
+    refuse(msg::ErrorCode::Malformed, "BeginUpdate without a manifest digest");
+    return;
+  }
+  const bus::Digest digest = bus::fromMessage(*begin.manifest_digest());
+  if (begin.manifest() != nullptr) {
+    auto manifest = bus::Manifest::fromMessage(*begin.manifest());
+    if (!manifest) {
+      refuse(msg::ErrorCode::Malformed, "manifest: " + manifest.error().describe());
+      return;
+    }
+    if (manifest->digest() != digest) {
+      refuse(msg::ErrorCode::Malformed, "the manifest's digest " + hex(manifest->digest()) +
+                                            " differs from the round's " + hex(digest));
+      return;
+    }
+    if (cacheManifest(std::move(*manifest)) == nullptr) {
+      refuse(msg::ErrorCode::Malformed, "the manifest cannot be cut into buckets");
+      return;
+    }
+  }
+  const auto cached = manifests.find(digest);
+  if (cached == manifests.end()) {
+    refuse(msg::ErrorCode::UnknownManifest,
+           "manifest " + hex(digest) + " is unknown to this coordinator: send it with BeginUpdate");
+    return;
+  }
+  if (begin.total_bytes() != cached->second.manifest.totalBytes()) {
+    refuse(msg::ErrorCode::Malformed, "total_bytes " + std::to_string(begin.total_bytes()) + " but the manifest has " +
+                                          std::to_string(cached->second.manifest.totalBytes()));
+    return;
+  }
+
+  std::vector<const AgentRecord*> workers;
+  for (const auto& [routingId, agent] : agents) {
+    if (agent.role == msg::Role::Worker) workers.push_back(&agent);
+  }
+  if (workers.size() > arena.geometry().maxReceivers) {
+    refuse(msg::ErrorCode::NotAllowed, std::to_string(workers.size()) + " workers exceed the shm arena's " +
+                                           std::to_string(arena.geometry().maxReceivers) + " receivers");
+    return;
+  }
+  std::sort(workers.begin(), workers.end(), [](const AgentRecord* a, const AgentRecord* b) { return a->rank < b->rank; });
+
+  ActiveRound next;
+  next.id = ++roundCounter;
+  next.version = begin.version();
+  next.label = begin.label() ? begin.label()->str() : std::string();
+  next.manifestDigest = digest;
+  next.totalBytes = cached->second.manifest.totalBytes();
+  next.bucketCount = cached->second.bucketCount;
+  next.mode = begin.pause_mode();
+  next.channel = begin.channel();
+  next.trainerRoutingId = source;
+  next.trainerAgentId = trainer.agentId;
+  next.begun = Clock::now();
+  for (const AgentRecord* worker : workers) next.participants.push_back(Participant{worker->routingId, worker->agentId, false, false, 0, bus::Digest{}});
+  cached->second.lastUsedRound = next.id;
+  round = std::move(next);
+  setPhase(msg::RoundPhase::Begin);
+
+  // Pause: the word in shared memory first (engines polling it react without a message), then each worker.
+  block.setPauseState(bus::PauseState{true, round->mode, round->id});
+  setPhase(msg::RoundPhase::Pause);
+  round->deadline = Clock::now() + options.pauseTimeout;
+  const bus::Manifest& manifest = cached->second.manifest;
+  for (const Participant& participant : round->participants) {
+    AgentRecord& worker = agents.at(participant.routingId);
+    const bool known = std::find(worker.knownManifests.begin(), worker.knownManifests.end(), digest) !=
+                       worker.knownManifests.end();
+    if (!known) {
+      // Once per worker and manifest: later rounds refer to it by digest, whatever the number of tensors.
+      builder.reset();
+      sendTo(worker.routingId,
+             builder.finish(manifest.toMessage(builder.fbb()), bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+      worker.knownManifests.push_back(digest);
+      if (worker.knownManifests.size() > kMaxCachedManifests) worker.knownManifests.erase(worker.knownManifests.begin());
+    }
+  }
+  builder.reset();
+  const msg::Digest128 wireDigest = bus::toMessage(digest);
+  const auto pause = msg::CreatePause(builder.fbb(), round->id, round->version, round->mode, &wireDigest);
+  const auto bytes = builder.finish(pause, bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  for (const Participant& participant : round->participants) sendTo(participant.routingId, bytes);
+  if (round->participants.empty()) startTransfer();
+}
+
+void Coordinator::Impl::handlePauseAck(const AgentRecord& agent, const msg::PauseAck& ack) {
+  Participant* participant = findParticipant(agent.routingId);
+  if (participant == nullptr || ack.round() != round->id || round->phase != msg::RoundPhase::Pause) return;
+  if (!ack.ok()) {
+    const auto reason = ack.reason() == msg::AbortReason::None ? msg::AbortReason::AgentRefused : ack.reason();
+    abortRound(reason, "worker '" + agent.agentId + "' refused to pause: " +
+                           (ack.detail() ? ack.detail()->str() : std::string("no reason given")),
+               agent.agentId);
+    return;
+  }
+  participant->acked = true;
+  if (std::all_of(round->participants.begin(), round->participants.end(),
+                  [](const Participant& p) { return p.acked; })) {
+    startTransfer();
+  }
+}
+
+void Coordinator::Impl::startTransfer() {
+  bus::PlanSnapshot plan;
+  plan.round = round->id;
+  plan.version = round->version;
+  plan.bucketBytes = options.bucketBytes;
+  plan.channel = round->channel;
+  plan.arenaName = arena.name();
+  (void)block.publishPlan(plan);
+  setPhase(msg::RoundPhase::Transfer);
+  round->transferStarted = Clock::now();
+  const std::uint64_t gib = (round->totalBytes + (std::uint64_t{1} << 30) - 1) >> 30;
+  round->deadline = Clock::now() + options.transferTimeout + kTransferTimeoutPerGiB * static_cast<std::int64_t>(gib);
+
+  const auto receivers = static_cast<std::uint32_t>(round->participants.size());
+  auto sendPlan = [&](const std::string& peer, std::int32_t receiver) {
+    builder.reset();
+    auto& fbb = builder.fbb();
+    const msg::Digest128 digest = bus::toMessage(round->manifestDigest);
+    const auto body = msg::CreateTransferPlan(
+        fbb, round->id, round->version, round->channel, &digest, round->totalBytes, options.bucketBytes,
+        round->bucketCount, options.bufferCount, options.alignment, fbb.CreateString(arena.name()), 0, -1, 0,
+        receiver, receivers);
+    sendTo(peer, builder.finish(body, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+  };
+  // Receivers first: they are ready to drain before the trainer has filled the first bucket.
+  for (std::uint32_t index = 0; index < receivers; ++index) {
+    sendPlan(round->participants[index].routingId, static_cast<std::int32_t>(index));
+  }
+  sendPlan(round->trainerRoutingId, -1);
+}
+
+void Coordinator::Impl::handleUpdateDone(const AgentRecord& agent, const msg::UpdateDone& done) {
+  if (!round || done.round() != round->id || round->phase != msg::RoundPhase::Transfer) return;
+  const bool fromTrainer = agent.routingId == round->trainerRoutingId;
+  Participant* participant = fromTrainer ? nullptr : findParticipant(agent.routingId);
+  if (!fromTrainer && participant == nullptr) return;
+  if (!done.ok()) {
+    const auto reason = done.reason() == msg::AbortReason::None ? msg::AbortReason::ChannelFailure : done.reason();
+    abortRound(reason, std::string(fromTrainer ? "trainer '" : "worker '") + agent.agentId +
+                           "' failed the transfer: " + (done.detail() ? done.detail()->str() : std::string()),
+               agent.agentId);
+    return;
+  }
+  const bus::Digest digest = done.digest() ? bus::fromMessage(*done.digest()) : bus::Digest{};
+  if (fromTrainer) {
+    round->trainerDone = true;
+    round->trainerBytes = done.bytes();
+    round->trainerDigest = digest;
+  } else {
+    participant->done = true;
+    participant->bytes = done.bytes();
+    participant->digest = digest;
+  }
+  if (round->trainerDone && std::all_of(round->participants.begin(), round->participants.end(),
+                                        [](const Participant& p) { return p.done; })) {
+    verifyAndCommit();
+  }
+}
+
+void Coordinator::Impl::verifyAndCommit() {
+  setPhase(msg::RoundPhase::Verify);
+  if (round->trainerBytes != round->totalBytes) {
+    abortRound(msg::AbortReason::ByteCountMismatch,
+               "trainer '" + round->trainerAgentId + "' sent " + std::to_string(round->trainerBytes) +
+                   " bytes, the manifest has " + std::to_string(round->totalBytes),
+               round->trainerAgentId);
+    return;
+  }
+  for (const Participant& participant : round->participants) {
+    if (participant.bytes != round->trainerBytes) {
+      abortRound(msg::AbortReason::ByteCountMismatch,
+                 "worker '" + participant.agentId + "' received " + std::to_string(participant.bytes) +
+                     " bytes, the trainer sent " + std::to_string(round->trainerBytes),
+                 participant.agentId);
+      return;
+    }
+    if (participant.digest != round->trainerDigest) {
+      abortRound(msg::AbortReason::DigestMismatch,
+                 "worker '" + participant.agentId + "' received bytes with digest " + hex(participant.digest) +
+                     ", the trainer sent " + hex(round->trainerDigest),
+                 participant.agentId);
+      return;
+    }
+  }
+
+  committedVersion = round->version;
+  committedLabel = round->label;
+  block.setCommitted(round->version, round->id);
+  round->phase = msg::RoundPhase::Commit;
+  block.setRoundState(bus::RoundState{msg::RoundPhase::Commit, round->id});
+  auto buildCommit = [&] {
+    auto& fbb = builder.fbb();
+    const msg::Digest128 digest = bus::toMessage(round->trainerDigest);
+    return msg::CreateCommit(fbb, round->id, round->version, fbb.CreateString(round->label), round->trainerBytes,
+                             &digest);
+  };
+  builder.reset();
+  const auto bytes = builder.finish(buildCommit(), bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  for (const Participant& participant : round->participants) sendTo(participant.routingId, bytes);
+  sendTo(round->trainerRoutingId, bytes);
+  builder.reset();
+  (void)events.publish(std::string(bus::topics::kRound) + "commit", builder, buildCommit(), block.epoch());
+  block.setEventsPublished(events.published());
+  ++stats.roundsCommitted;
+  if (options.verbose) {
+    const double transferMs = millisSince(round->transferStarted);
+    std::printf("wsync-coordinator: round %" PRIu64 " committed version %" PRIu64 " (%" PRIu64
+                " bytes to %zu workers, %.1f ms in transfer, %.1f ms in all)\n",
+                round->id, round->version, round->trainerBytes, round->participants.size(), transferMs,
+                millisSince(round->begun));
+    std::fflush(stdout);
+  }
+  resumeWorkers(true);
+}
+
+void Coordinator::Impl::resumeWorkers(bool committed) {
+  block.setPauseState(bus::PauseState{false, round->mode, round->id});
+  setPhase(msg::RoundPhase::Resume, committed ? "committed" : "aborted");
+  builder.reset();
+  const auto resume = msg::CreateResume(builder.fbb(), round->id, committed ? round->version : committedVersion);
+  const auto bytes = builder.finish(resume, bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  for (const Participant& participant : round->participants) {
+    if (agents.contains(participant.routingId)) sendTo(participant.routingId, bytes);
+  }
+  setPhase(msg::RoundPhase::Idle, committed ? "committed" : "aborted");
+  round.reset();
+}
+
+void Coordinator::Impl::abortRound(msg::AbortReason reason, const std::string& detail, const std::string& agentId) {
+  if (!round) return;
+  // Wakes every sender and receiver of this transfer within one wait slice: nobody hangs on a dead peer.
+  arena.abortTransfer(round->id);
+  auto buildAbort = [&] {
+    auto& fbb = builder.fbb();
+    return msg::CreateAbort(fbb, round->id, round->version, reason, fbb.CreateString(detail),
+                            fbb.CreateString(agentId));
+  };
+  builder.reset();
+  const auto bytes = builder.finish(buildAbort(), bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  if (agents.contains(round->trainerRoutingId)) sendTo(round->trainerRoutingId, bytes);
+  for (const Participant& participant : round->participants) {
+    if (agents.contains(participant.routingId)) sendTo(participant.routingId, bytes);
+  }
+  builder.reset();
+  (void)events.publish(std::string(bus::topics::kRound) + "abort", builder, buildAbort(), block.epoch());
+  block.setEventsPublished(events.published());
+  ++stats.roundsAborted;
+  if (options.verbose) {
+    std::printf("wsync-coordinator: round %" PRIu64 " (version %" PRIu64 ") aborted: %s: %s\n", round->id,
+                round->version, msg::EnumNameAbortReason(reason), detail.c_str());
+    std::fflush(stdout);
+  }
+  if (round->phase >= msg::RoundPhase::Pause) {
+    resumeWorkers(false);
+  } else {
+    setPhase(msg::RoundPhase::Idle, "aborted");
+    round.reset();
+  }
+}
+
+void Coordinator::Impl::handleTrainerAbort(const AgentRecord& agent, const msg::Abort& abort) {
+  if (!round || agent.routingId != round->trainerRoutingId || abort.round() != round->id) return;
+  abortRound(msg::AbortReason::Requested,
+             "trainer '" + agent.agentId + "' cancelled: " + (abort.detail() ? abort.detail()->str() : std::string()),
+             agent.agentId);
+}
+
+void Coordinator::Impl::agentGone(const AgentRecord& agent, const std::string& why) {
+  if (!round) return;
+  if (agent.routingId == round->trainerRoutingId) {
+    abortRound(msg::AbortReason::AgentDied, "trainer '" + agent.agentId + "': " + why, agent.agentId);
+    return;
+  }
+  if (findParticipant(agent.routingId) != nullptr) {
+    abortRound(msg::AbortReason::AgentDied, "worker '" + agent.agentId + "': " + why, agent.agentId);
+  }
+}
+
+void Coordinator::Impl::checkRoundDeadline() {
+  if (!round || Clock::now() < round->deadline) return;
+  std::string missing;
+  auto add = [&](const std::string& name) { missing += (missing.empty() ? "" : ", ") + name; };
+  for (const Participant& participant : round->participants) {
+    if ((round->phase == msg::RoundPhase::Pause && !participant.acked) ||
+        (round->phase == msg::RoundPhase::Transfer && !participant.done)) {
+      add("'" + participant.agentId + "'");
+    }
+  }
+  if (round->phase == msg::RoundPhase::Transfer && !round->trainerDone) add("trainer '" + round->trainerAgentId + "'");
+  abortRound(msg::AbortReason::Timeout,
+             std::string("phase ") + msg::EnumNameRoundPhase(round->phase) + " ran past its timeout; waiting for " +
+                 (missing.empty() ? std::string("nobody") : missing),
+             {});
+}
+
+}  // namespace wsync::coordinator

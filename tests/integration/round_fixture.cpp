@@ -1,0 +1,134 @@
+#include "round_fixture.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "test_environment.hpp"
+#include "wsync/bus/bus_address.hpp"
+
+namespace wsync::test {
+
+void RoundFixture::SetUp() {
+  bus_ = uniqueBusName("round");
+  directory_ = ::testing::TempDir() + "/" + bus_;
+  std::filesystem::create_directories(directory_);
+}
+
+void RoundFixture::TearDown() {
+  events_.reset();
+  block_.reset();
+  if (coordinator_) {
+    coordinator_->signal(SIGTERM);
+    coordinator_->wait(std::chrono::seconds(10));
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(directory_, ignored);
+}
+
+void RoundFixture::startCoordinator(const std::vector<std::string>& extraArgs) {
+  std::vector<std::string> args{"--bus", bus_, "--bucket-mib", "1", "--heartbeat-interval-ms", "100",
+                                "--heartbeat-timeout-ms", std::to_string(kTestHeartbeatTimeout.count()), "-v"};
+  args.insert(args.end(), extraArgs.begin(), extraArgs.end());
+  coordinator_.reset();
+  block_.reset();
+  events_.reset();
+  coordinator_.emplace(ChildProcess::spawn(WSYNC_COORDINATOR_BIN, args));
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (true) {
+    auto view = bus::ControlBlockView::open(bus_);
+    if (view && view->coordinatorPid() == static_cast<std::uint32_t>(coordinator_->pid())) {
+      block_.emplace(std::move(*view));
+      break;
+    }
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the coordinator did not come up";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto endpoints = bus::resolveEndpoints(bus_);
+  ASSERT_TRUE(endpoints);
+  auto subscriber = bus::EventSubscriber::connect(context_, endpoints->events, {"round/"});
+  ASSERT_TRUE(subscriber) << subscriber.error().describe();
+  events_.emplace(std::move(*subscriber));
+  // A subscription reaches the publisher asynchronously; rounds start only after agents join, well after this.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+ChildProcess RoundFixture::startWorker(const std::string& id, const std::vector<std::string>& extraArgs) {
+  std::vector<std::string> args{"--bus", bus_, "--id", id, "--step-ms", "1", "-q"};
+  if (std::find(extraArgs.begin(), extraArgs.end(), "--model") == extraArgs.end()) {
+    args.insert(args.end(), {"--model", "tiny"});
+  }
+  args.insert(args.end(), extraArgs.begin(), extraArgs.end());
+  return ChildProcess::spawn(WSYNC_WORKER_BIN, args);
+}
+
+ChildProcess RoundFixture::startTrainer(const std::string& id, const std::vector<std::string>& extraArgs) {
+  std::vector<std::string> args{"--bus", bus_, "--id", id, "--model", "tiny"};
+  args.insert(args.end(), extraArgs.begin(), extraArgs.end());
+  return ChildProcess::spawn(WSYNC_TRAINER_BIN, args);
+}
+
+void RoundFixture::waitForAgents(std::uint32_t count) {
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (block_->activeAgents() < count) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "only " << block_->activeAgents() << " of " << count
+                                                          << " agents registered";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+RoundOutcome RoundFixture::nextOutcome(std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto received = events_->receive(std::chrono::milliseconds(50));
+    if (!received || !*received || !(*received)->message) continue;
+    const bus::Message& message = *(*received)->message;
+    if (const auto* transition = message.as<msg::RoundTransition>()) {
+      if (transition->phase() == msg::RoundPhase::Transfer) transferRound_ = transition->round();
+      continue;
+    }
+    RoundOutcome outcome;
+    outcome.at = std::chrono::steady_clock::now();
+    if (const auto* commit = message.as<msg::Commit>()) {
+      outcome.round = commit->round();
+      outcome.version = commit->version();
+      outcome.committed = true;
+    } else if (const auto* abort = message.as<msg::Abort>()) {
+      outcome.round = abort->round();
+      outcome.version = abort->version();
+      outcome.reason = abort->reason();
+      outcome.detail = abort->detail() ? abort->detail()->str() : std::string();
+      outcome.agentId = abort->agent_id() ? abort->agent_id()->str() : std::string();
+    } else {
+      continue;
+    }
+    outcome.reachedTransfer = transferRound_ == outcome.round;
+    return outcome;
+  }
+  ADD_FAILURE() << "no round outcome within " << timeout.count() << " s";
+  return {};
+}
+
+std::optional<std::uint64_t> RoundFixture::appliedVersion(const std::string& agentId) {
+  for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
+    const auto snapshot = block_->agentSlot(slot);
+    if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Active && snapshot->agentId == agentId &&
+        snapshot->agentAttached) {
+      return snapshot->appliedVersion;
+    }
+  }
+  return std::nullopt;
+}
+
+bool RoundFixture::waitForApplied(const std::string& agentId, std::uint64_t version, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (appliedVersion(agentId) == version) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+}  // namespace wsync::test

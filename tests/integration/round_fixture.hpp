@@ -1,0 +1,63 @@
+#pragma once
+// Integration fixture for update rounds: the real wsync-coordinator, wsync-trainer and wsync-worker binaries as
+// child processes on a private bus, plus an event subscriber that sees each round's outcome.
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <zmq.hpp>
+
+#include "child_process.hpp"
+#include "wsync/bus/control_block.hpp"
+#include "wsync/bus/event_subscriber.hpp"
+
+namespace wsync::test {
+
+// A test waits this long for something that normally takes milliseconds; only a hang should reach it.
+inline constexpr std::chrono::seconds kPatience{60};
+// Fast failure detection for tests: a dead agent is declared after this much silence.
+inline constexpr std::chrono::milliseconds kTestHeartbeatTimeout{1000};
+
+struct RoundOutcome {
+  std::uint64_t round = 0;
+  std::uint64_t version = 0;
+  bool committed = false;
+  msg::AbortReason reason = msg::AbortReason::None;
+  std::string detail;
+  std::string agentId;
+  bool reachedTransfer = false;  // a round/transfer event was seen for this round
+  std::chrono::steady_clock::time_point at{};
+};
+
+class RoundFixture : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  // Starts the coordinator and waits for its control block; subscribes to its events.
+  void startCoordinator(const std::vector<std::string>& extraArgs = {});
+  ChildProcess startWorker(const std::string& id, const std::vector<std::string>& extraArgs = {});
+  ChildProcess startTrainer(const std::string& id, const std::vector<std::string>& extraArgs = {});
+  // Waits until `count` agents hold slots.
+  void waitForAgents(std::uint32_t count);
+  // The next round outcome on the event stream (committed or aborted); fails the test on timeout.
+  RoundOutcome nextOutcome(std::chrono::seconds timeout = kPatience);
+  // The applied version in the control block of the agent registered as `agentId` (nothing if not registered).
+  std::optional<std::uint64_t> appliedVersion(const std::string& agentId);
+  bool waitForApplied(const std::string& agentId, std::uint64_t version, std::chrono::seconds timeout = kPatience);
+  std::string path(const std::string& name) const { return directory_ + "/" + name; }
+
+  std::string bus_;
+  std::string directory_;
+  std::optional<ChildProcess> coordinator_;
+  zmq::context_t context_{1};
+  std::optional<bus::EventSubscriber> events_;
+  std::optional<bus::ControlBlockView> block_;
+  bool sawTransfer_ = false;
+  std::uint64_t transferRound_ = 0;
+};
+
+}  // namespace wsync::test

@@ -1,0 +1,315 @@
+// Update rounds end to end with the real binaries: commits, and each way a round must fail without losing
+// anything (docs/update-round.md, "Aborts").
+#include <sys/socket.h>
+
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "round_fixture.hpp"
+#include "wsync/bus/agent_session.hpp"
+#include "wsync/bus/bus_address.hpp"
+#include "wsync/bus/message.hpp"
+#include "wsync/bus/model_catalog.hpp"
+#include "wsync/bus/protocol.hpp"
+#include "wsync/bus/safetensors.hpp"
+
+namespace wsync::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Writes the "tiny" model with `change` applied to its spec list, as a checkpoint a worker can be started with.
+template <typename Change>
+std::string writeTinyVariant(const std::string& path, Change change) {
+  auto specs = bus::modelTensors("tiny");
+  EXPECT_TRUE(specs);
+  change(*specs);
+  auto manifest = bus::Manifest::create(*specs);
+  EXPECT_TRUE(manifest) << manifest.error().describe();
+  std::vector<std::vector<std::byte>> buffers;
+  std::vector<std::span<const std::byte>> views;
+  for (std::size_t index = 0; index < specs->size(); ++index) buffers.emplace_back(manifest->tensorBytes(index));
+  for (const auto& buffer : buffers) views.emplace_back(buffer);
+  auto written = bus::writeSafetensors(path, *specs, views);
+  EXPECT_TRUE(written) << written.error().describe();
+  return "file:" + path;
+}
+
+TEST_F(RoundFixture, VersionsReachEveryWorkerByteForByte) {
+  startCoordinator();
+  auto first = startWorker("w0", {"--dump", path("w0.safetensors")});
+  auto second = startWorker("w1", {"--dump", path("w1.safetensors")});
+  waitForAgents(2);
+  auto trainer = startTrainer("t0", {"--steps", "3", "--dump", path("trainer.safetensors")});
+  for (std::uint64_t version = 1; version <= 3; ++version) {
+    const auto outcome = nextOutcome();
+    EXPECT_TRUE(outcome.committed) << outcome.detail;
+    EXPECT_EQ(outcome.version, version);
+  }
+  EXPECT_EQ(trainer.wait(kPatience), 0);
+  EXPECT_TRUE(waitForApplied("w0", 3));
+  EXPECT_TRUE(waitForApplied("w1", 3));
+  EXPECT_EQ(block_->committedVersion(), 3U);
+  first.signal(SIGTERM);
+  second.signal(SIGTERM);
+  ASSERT_EQ(first.wait(kPatience), 0);
+  ASSERT_EQ(second.wait(kPatience), 0);
+
+  auto expected = bus::SafetensorsFile::open(path("trainer.safetensors"));
+  ASSERT_TRUE(expected) << expected.error().describe();
+  for (const char* worker : {"w0.safetensors", "w1.safetensors"}) {
+    auto actual = bus::SafetensorsFile::open(path(worker));
+    ASSERT_TRUE(actual) << actual.error().describe();
+    ASSERT_EQ(actual->tensors(), expected->tensors());
+    for (std::size_t index = 0; index < expected->tensors().size(); ++index) {
+      const auto want = expected->bytes(index);
+      const auto have = actual->bytes(index);
+      ASSERT_EQ(want.size(), have.size());
+      EXPECT_EQ(std::memcmp(want.data(), have.data(), want.size()), 0) << expected->tensors()[index].name;
+    }
+    EXPECT_EQ(actual->metadata().at("wsync_version"), "3");
+  }
+}
+
+// A worker loaded with the wrong checkpoint: one kind of difference each; `change` returns the tensor the
+// refusal must name.
+struct MismatchCase {
+  const char* name;
+  std::string (*change)(std::vector<bus::TensorSpec>&);
+};
+
+class ManifestMismatch : public RoundFixture, public ::testing::WithParamInterface<MismatchCase> {};
+
+TEST_P(ManifestMismatch, FailsTheRoundBeforeAnyByteMovesAndNamesTheTensor) {
+  const MismatchCase& mismatch = GetParam();
+  startCoordinator();
+  std::string named;
+  const std::string variant = writeTinyVariant(path("variant.safetensors"), [&](std::vector<bus::TensorSpec>& specs) {
+    named = mismatch.change(specs);
+  });
+  auto good = startWorker("good");
+  auto bad = startWorker("bad", {"--model", variant});
+  waitForAgents(2);
+  auto trainer = startTrainer("t0", {"--steps", "1"});
+  const auto outcome = nextOutcome();
+  EXPECT_FALSE(outcome.committed);
+  EXPECT_EQ(outcome.reason, msg::AbortReason::ManifestMismatch);
+  EXPECT_EQ(outcome.agentId, "bad");
+  EXPECT_THAT(outcome.detail, HasSubstr("'" + named + "'"));
+  EXPECT_FALSE(outcome.reachedTransfer) << "the round must fail before the transfer phase";
+  EXPECT_EQ(trainer.wait(kPatience), 4) << "the trainer reports a version that was not committed";
+  EXPECT_EQ(appliedVersion("good"), 0U);
+  EXPECT_EQ(appliedVersion("bad"), 0U);
+  EXPECT_EQ(block_->committedVersion(), 0U);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachKind, ManifestMismatch,
+    ::testing::Values(MismatchCase{"Name",
+                                   [](std::vector<bus::TensorSpec>& specs) {
+                                     const std::string original = specs[1].name;
+                                     specs[1].name = "renamed.weight";
+                                     return original;  // the trainer's tensor that is not bound
+                                   }},
+                      MismatchCase{"Dtype",
+                                   [](std::vector<bus::TensorSpec>& specs) {
+                                     specs[0].dtype =
+                                         specs[0].dtype == msg::DType::F32 ? msg::DType::I32 : msg::DType::F32;
+                                     return specs[0].name;
+                                   }},
+                      MismatchCase{"Shape",
+                                   [](std::vector<bus::TensorSpec>& specs) {
+                                     specs[0].shape.push_back(1);
+                                     return specs[0].name;
+                                   }},
+                      MismatchCase{"Count",
+                                   [](std::vector<bus::TensorSpec>& specs) {
+                                     const std::string dropped = specs.back().name;
+                                     specs.pop_back();
+                                     return dropped;
+                                   }}),
+    [](const auto& testInfo) { return std::string(testInfo.param.name); });
+
+TEST_F(RoundFixture, AWorkerKilledMidRoundAbortsItTheOthersKeepTheirVersionAndTheRestartedOneCatchesUp) {
+  startCoordinator();
+  auto steady = startWorker("steady");
+  std::optional<ChildProcess> doomed = startWorker("doomed", {"--fault", "die-during-receive@2"});
+  waitForAgents(2);
+  // The pause between steps leaves the restarted worker time to register before the last rounds.
+  auto trainer = startTrainer("t0", {"--steps", "6", "--interval-ms", "500"});
+  EXPECT_TRUE(nextOutcome().committed);
+  const auto aborted = nextOutcome();
+  EXPECT_FALSE(aborted.committed);
+  EXPECT_EQ(aborted.version, 2U);
+  EXPECT_EQ(aborted.reason, msg::AbortReason::AgentDied);
+  EXPECT_EQ(aborted.agentId, "doomed");
+  EXPECT_EQ(appliedVersion("steady"), 1U) << "the surviving worker keeps the previous version";
+  EXPECT_EQ(block_->committedVersion(), 1U);
+  EXPECT_EQ(doomed->wait(kPatience), 128 + SIGKILL);
+  doomed.reset();
+  // Restarted under the same id: the old registration is replaced and the next round brings it up to date.
+  auto restarted = startWorker("doomed");
+  waitForAgents(3);  // steady, the trainer and the restarted worker
+  EXPECT_EQ(trainer.wait(kPatience), 4) << "one of the trainer's steps was aborted";
+  EXPECT_EQ(block_->committedVersion(), 5U) << "6 steps, one aborted and retried";
+  EXPECT_TRUE(waitForApplied("doomed", 5));
+  EXPECT_TRUE(waitForApplied("steady", 5));
+}
+
+TEST_F(RoundFixture, ATrainerKilledMidRoundAbortsItAndANewTrainerContinues) {
+  startCoordinator();
+  auto worker = startWorker("w0");
+  waitForAgents(1);
+  auto doomed = startTrainer("t0", {"--steps", "3", "--fault", "die-on-plan@2"});
+  EXPECT_TRUE(nextOutcome().committed);
+  const auto aborted = nextOutcome();
+  EXPECT_FALSE(aborted.committed);
+  EXPECT_EQ(aborted.reason, msg::AbortReason::AgentDied);
+  EXPECT_EQ(aborted.agentId, "t0");
+  EXPECT_EQ(doomed.wait(kPatience), 128 + SIGKILL);
+  EXPECT_EQ(appliedVersion("w0"), 1U);
+  auto successor = startTrainer("t0", {"--steps", "2"});
+  EXPECT_TRUE(nextOutcome().committed);
+  EXPECT_TRUE(nextOutcome().committed);
+  EXPECT_EQ(successor.wait(kPatience), 0);
+  EXPECT_TRUE(waitForApplied("w0", 3));
+}
+
+TEST_F(RoundFixture, APayloadWhoseDigestDiffersIsNeverApplied) {
+  startCoordinator();
+  auto honest = startWorker("honest");
+  auto corrupted = startWorker("corrupted", {"--fault", "corrupt-receive@2"});
+  waitForAgents(2);
+  auto trainer = startTrainer("t0", {"--steps", "2"});
+  EXPECT_TRUE(nextOutcome().committed);
+  const auto aborted = nextOutcome();
+  EXPECT_FALSE(aborted.committed);
+  EXPECT_EQ(aborted.reason, msg::AbortReason::DigestMismatch);
+  EXPECT_EQ(aborted.agentId, "corrupted");
+  EXPECT_EQ(trainer.wait(kPatience), 4);
+  EXPECT_EQ(appliedVersion("corrupted"), 1U);
+  EXPECT_EQ(appliedVersion("honest"), 1U);
+  EXPECT_EQ(block_->committedVersion(), 1U);
+}
+
+TEST_F(RoundFixture, AgentsReconnectToARestartedCoordinatorAndContinue) {
+  startCoordinator();
+  auto worker = startWorker("w0");
+  waitForAgents(1);
+  auto trainer = startTrainer("t0", {"--steps", "0", "--interval-ms", "50"});
+  EXPECT_TRUE(nextOutcome().committed);
+  const auto before = nextOutcome();
+  ASSERT_TRUE(before.committed);
+  coordinator_->signal(SIGKILL);
+  ASSERT_EQ(coordinator_->wait(kPatience), 128 + SIGKILL);
+  startCoordinator();
+  waitForAgents(2);
+  // The new coordinator learns the committed version from the agents and the rounds go on above it.
+  std::optional<RoundOutcome> committed;
+  for (int attempt = 0; attempt < 5 && !committed; ++attempt) {
+    auto outcome = nextOutcome();
+    if (outcome.committed) committed = outcome;
+  }
+  ASSERT_TRUE(committed);
+  EXPECT_GT(committed->version, before.version);
+  EXPECT_TRUE(waitForApplied("w0", committed->version) || appliedVersion("w0").value_or(0) > committed->version);
+  trainer.signal(SIGTERM);
+  EXPECT_THAT(trainer.wait(kPatience), ::testing::AnyOf(0, 4));
+}
+
+TEST_F(RoundFixture, ARogueClientLeavesTheCoordinatorUpAndHonestAgentsUnaffected) {
+  startCoordinator();
+  auto worker = startWorker("w0");
+  waitForAgents(1);
+  auto trainer = startTrainer("t0", {"--steps", "0", "--interval-ms", "20"});
+  EXPECT_TRUE(nextOutcome().committed);
+
+  auto endpoints = bus::resolveEndpoints(bus_);
+  ASSERT_TRUE(endpoints);
+  zmq::socket_t rogue(context_, zmq::socket_type::dealer);
+  rogue.set(zmq::sockopt::linger, 0);
+  rogue.connect(endpoints->requests);
+  // Garbage, an empty frame, a multipart message, a hello from another protocol, a BeginUpdate and a Commit from a
+  // connection that never registered, and a hello claiming the trainer's id.
+  rogue.send(zmq::buffer(std::string("not a flatbuffer at all")), zmq::send_flags::none);
+  rogue.send(zmq::message_t(), zmq::send_flags::none);
+  rogue.send(zmq::buffer(std::string("a")), zmq::send_flags::sndmore);
+  rogue.send(zmq::buffer(std::string("b")), zmq::send_flags::none);
+  auto sendSpan = [&](std::span<const std::uint8_t> bytes) {
+    rogue.send(zmq::const_buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
+  };
+  bus::MessageBuilder builder;
+  auto& fbb = builder.fbb();
+  sendSpan(builder.finish(msg::CreateAgentHello(fbb, fbb.CreateString("rogue"), msg::Role::Worker, 99)));
+  builder.reset();
+  const msg::Digest128 digest(1, 2);
+  sendSpan(builder.finish(msg::CreateBeginUpdate(fbb, 1'000'000, 0, &digest)));
+  builder.reset();
+  sendSpan(builder.finish(msg::CreateCommit(fbb, 1, 1'000'000)));
+  builder.reset();
+  sendSpan(builder.finish(msg::CreateAgentHello(fbb, fbb.CreateString("t0"), msg::Role::Trainer,
+                                                              bus::kProtocolVersion, -1, 1, static_cast<std::uint32_t>(::getpid()),
+                                                              fbb.CreateString("elsewhere"))));
+  // Each refusal comes back as an Error naming the problem.
+  std::vector<msg::ErrorCode> codes;
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (codes.size() < 7 && std::chrono::steady_clock::now() < deadline) {
+    zmq::message_t reply;
+    if (!rogue.recv(reply, zmq::recv_flags::dontwait)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    auto message = bus::Message::decode(std::move(reply));
+    ASSERT_TRUE(message);
+    ASSERT_NE(message->as<msg::Error>(), nullptr);
+    codes.push_back(message->as<msg::Error>()->code());
+  }
+  std::string seen;
+  for (const auto code : codes) seen += std::string(msg::EnumNameErrorCode(code)) + " ";
+  EXPECT_THAT(codes, ::testing::IsSupersetOf({msg::ErrorCode::Malformed, msg::ErrorCode::ProtocolMismatch,
+                                              msg::ErrorCode::UnknownAgent, msg::ErrorCode::DuplicateAgent}))
+      << "errors seen: " << seen;
+  // The coordinator is up, the rounds go on and the worker follows them.
+  EXPECT_FALSE(coordinator_->wait(std::chrono::milliseconds(0)));
+  std::uint64_t version = 0;
+  for (int round = 0; round < 3; ++round) {
+    const auto outcome = nextOutcome();
+    EXPECT_TRUE(outcome.committed) << outcome.detail;
+    version = outcome.version;
+  }
+  EXPECT_LT(version, 1'000'000U);
+  trainer.signal(SIGTERM);
+  EXPECT_EQ(trainer.wait(kPatience), 0);
+  EXPECT_TRUE(waitForApplied("w0", block_->committedVersion()));
+}
+
+TEST_F(RoundFixture, ASecondCoordinatorRefusesToStart) {
+  startCoordinator();
+  auto second = ChildProcess::spawn(WSYNC_COORDINATOR_BIN, {"--bus", bus_});
+  EXPECT_EQ(second.wait(kPatience), 3);
+  EXPECT_FALSE(coordinator_->wait(std::chrono::milliseconds(0))) << "the first coordinator must stay up";
+}
+
+TEST_F(RoundFixture, ALiveAgentIdIsNotTakenTwice) {
+  startCoordinator();
+  auto worker = startWorker("w0");
+  waitForAgents(1);
+  zmq::context_t context(1);
+  bus::SessionOptions options;
+  options.bus = bus_;
+  options.agentId = "w0";
+  options.role = msg::Role::Worker;
+  options.registrationTimeout = std::chrono::milliseconds(1000);
+  auto session = bus::AgentSession::open(context, options);
+  ASSERT_TRUE(session);
+  auto registration = (*session)->registerAgent(0);
+  ASSERT_FALSE(registration);
+  EXPECT_THAT(registration.error().detail, HasSubstr("held by a live agent"));
+}
+
+}  // namespace
+}  // namespace wsync::test

@@ -1,0 +1,245 @@
+// The model catalog: opt-125m as transformers lists it, the tiny and synthetic models, and the content contract of
+// fillTensor/perturbTensor (deterministic, history-free, and changing every run of a stride between versions).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "wsync/bus/bucket_plan.hpp"
+#include "wsync/bus/dtype.hpp"
+#include "wsync/bus/manifest.hpp"
+#include "wsync/bus/model_catalog.hpp"
+
+namespace wsync::bus {
+namespace {
+
+std::uint64_t bytesOf(const TensorSpec& tensor) {
+  std::uint64_t bytes = elementBytes(tensor.dtype);
+  for (std::int64_t dim : tensor.shape) bytes *= static_cast<std::uint64_t>(dim);
+  return bytes;
+}
+
+std::vector<std::byte> filled(std::size_t size, std::uint64_t seed, std::uint32_t index) {
+  std::vector<std::byte> bytes(size);
+  fillTensor(bytes, seed, index);
+  return bytes;
+}
+
+TEST(ModelCatalog, Opt125mMatchesTransformers) {
+  auto tensors = modelTensors("opt-125m");
+  ASSERT_TRUE(tensors.has_value()) << tensors.error().describe();
+  // 2 embeddings + final_layer_norm (2) + 12 layers x 16 (4 projections x 2, 2 norms x 2, fc1 x 2, fc2 x 2).
+  ASSERT_EQ(tensors->size(), 196U);
+  EXPECT_EQ(tensors->front(), (TensorSpec{"model.decoder.embed_tokens.weight", msg::DType::F16, {50272, 768}}));
+  EXPECT_EQ((*tensors)[1], (TensorSpec{"model.decoder.embed_positions.weight", msg::DType::F16, {2050, 768}}));
+  EXPECT_EQ((*tensors)[2].name, "model.decoder.final_layer_norm.weight");
+  EXPECT_EQ((*tensors)[3].name, "model.decoder.final_layer_norm.bias");
+  EXPECT_EQ((*tensors)[4], (TensorSpec{"model.decoder.layers.0.self_attn.k_proj.weight", msg::DType::F16, {768, 768}}));
+  EXPECT_EQ((*tensors)[10].name, "model.decoder.layers.0.self_attn.out_proj.weight");
+  EXPECT_EQ((*tensors)[14], (TensorSpec{"model.decoder.layers.0.fc1.weight", msg::DType::F16, {3072, 768}}));
+  EXPECT_EQ((*tensors)[16], (TensorSpec{"model.decoder.layers.0.fc2.weight", msg::DType::F16, {768, 3072}}));
+  EXPECT_EQ(tensors->back(), (TensorSpec{"model.decoder.layers.11.final_layer_norm.bias", msg::DType::F16, {768}}));
+  EXPECT_EQ(std::count_if(tensors->begin(), tensors->end(),
+                          [](const TensorSpec& tensor) { return tensor.name.find("lm_head") != std::string::npos; }),
+            0);
+
+  // Parameters: embed_tokens 50272*768 = 38,608,896; embed_positions 2050*768 = 1,574,400; final norm 1,536;
+  // per layer 4*(768*768 + 768) = 2,362,368 attention + 1,536 norm + (3072*768 + 3072) = 2,362,368 fc1
+  // + (768*3072 + 768) = 2,360,064 fc2 + 1,536 norm = 7,087,872, x12 = 85,054,464.
+  // Total 125,239,296 parameters (the published size of OPT-125m), 250,478,592 bytes in float16.
+  auto manifest = Manifest::create(*tensors);
+  ASSERT_TRUE(manifest.has_value()) << manifest.error().describe();
+  EXPECT_EQ(manifest->totalBytes(), 250'478'592U);
+}
+
+TEST(ModelCatalog, TinyMixesDTypesAndShapes) {
+  auto tensors = modelTensors("tiny");
+  ASSERT_TRUE(tensors.has_value());
+  EXPECT_EQ(tensors->size(), 8U);
+  std::vector<msg::DType> dtypes;
+  bool scalar = false;
+  bool empty = false;
+  for (const TensorSpec& tensor : *tensors) {
+    dtypes.push_back(tensor.dtype);
+    scalar = scalar || tensor.shape.empty();
+    empty = empty || bytesOf(tensor) == 0;
+  }
+  for (msg::DType dtype : {msg::DType::F32, msg::DType::BF16, msg::DType::F16, msg::DType::I64}) {
+    EXPECT_NE(std::find(dtypes.begin(), dtypes.end(), dtype), dtypes.end()) << safetensorsName(dtype);
+  }
+  EXPECT_TRUE(scalar);
+  EXPECT_TRUE(empty);
+  EXPECT_EQ(Manifest::create(*tensors)->totalBytes(), 4'322U);
+}
+
+TEST(ModelCatalog, EveryModelIsAValidManifest) {
+  for (const char* name : {"opt-125m", "tiny", "synthetic:1:1", "synthetic:9:1", "synthetic:1000:64",
+                           "synthetic:20000:2048", "synthetic:250000:65536", "synthetic:100:1048576"}) {
+    auto tensors = modelTensors(name);
+    ASSERT_TRUE(tensors.has_value()) << name << ": " << tensors.error().describe();
+    auto manifest = Manifest::create(*tensors);
+    EXPECT_TRUE(manifest.has_value()) << name << ": " << manifest.error().describe();
+  }
+}
+
+TEST(ModelCatalog, SyntheticHitsCountAndSize) {
+  struct Case {
+    std::uint64_t count;
+    std::uint64_t mebibytes;
+  };
+  for (const Case& c : {Case{1, 1}, Case{2, 1}, Case{7, 3}, Case{4096, 1}, Case{1000, 64}, Case{20000, 2048},
+                        Case{250000, 65536}, Case{18867, 61440}}) {
+    const std::string name = "synthetic:" + std::to_string(c.count) + ":" + std::to_string(c.mebibytes);
+    auto tensors = modelTensors(name);
+    ASSERT_TRUE(tensors.has_value()) << name << ": " << tensors.error().describe();
+    ASSERT_EQ(tensors->size(), c.count) << name;
+    std::uint64_t total = 0;
+    for (const TensorSpec& tensor : *tensors) {
+      EXPECT_EQ(tensor.dtype, msg::DType::BF16);
+      EXPECT_GT(bytesOf(tensor), 0U) << tensor.name;
+      total += bytesOf(tensor);
+    }
+    const double wanted = static_cast<double>(c.mebibytes << 20);
+    EXPECT_NEAR(static_cast<double>(total), wanted, wanted * 0.01) << name;
+  }
+}
+
+TEST(ModelCatalog, SyntheticLooksLikeAModel) {
+  auto tensors = modelTensors("synthetic:20000:2048");
+  ASSERT_TRUE(tensors.has_value());
+  EXPECT_EQ((*tensors)[0].name, "layers.0.attn_norm");
+  EXPECT_EQ((*tensors)[17].name, "layers.1.w3");
+  EXPECT_EQ((*tensors)[9 * 17 + 8].name, "layers.17.w3");
+  std::size_t vectors = 0;
+  std::size_t matrices = 0;
+  std::uint64_t smallest = UINT64_MAX;
+  std::uint64_t largest = 0;
+  for (const TensorSpec& tensor : *tensors) {
+    (tensor.shape.size() == 1 ? vectors : matrices) += 1;
+    smallest = std::min(smallest, bytesOf(tensor));
+    largest = std::max(largest, bytesOf(tensor));
+  }
+  EXPECT_GT(vectors, 1000U);
+  EXPECT_GT(matrices, 10000U);
+  EXPECT_GE(largest / smallest, 50U) << smallest << ".." << largest;   // about two orders of magnitude
+  EXPECT_LE(largest / smallest, 1000U) << smallest << ".." << largest;
+  EXPECT_EQ(*modelTensors("synthetic:20000:2048"), *tensors);  // deterministic
+  EXPECT_NE(*modelTensors("synthetic:20000:2049"), *tensors);
+}
+
+TEST(ModelCatalog, RefusesUnknownNamesAndBadSpecs) {
+  auto unknown = modelTensors("llama-405b");
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_EQ(unknown.error().code, ModelCatalogError::UnknownModel);
+  EXPECT_NE(unknown.error().detail.find("'llama-405b'"), std::string::npos) << unknown.error().describe();
+  for (std::string_view known : knownModels()) {
+    EXPECT_NE(unknown.error().detail.find(known), std::string::npos) << unknown.error().describe();
+  }
+  for (const char* spec : {"synthetic:", "synthetic:10", "synthetic:10:", "synthetic::10", "synthetic:0:10",
+                           "synthetic:10:0", "synthetic:250001:100000", "synthetic:-1:10", "synthetic:+1:10",
+                           "synthetic:10:10x", "synthetic:5000:1", "synthetic:1:99999999999",
+                           "synthetic:99999999999999999999999:1"}) {
+    auto tensors = modelTensors(spec);
+    ASSERT_FALSE(tensors.has_value()) << spec;
+    EXPECT_EQ(tensors.error().code, ModelCatalogError::InvalidSyntheticSpec) << spec;
+    EXPECT_NE(tensors.error().detail.find(spec), std::string::npos) << tensors.error().describe();
+  }
+}
+
+TEST(ModelCatalog, FillIsDeterministicAndVaries) {
+  for (std::size_t size : {0UL, 1UL, 7UL, 8UL, 13UL, 256UL, 1000UL, 4099UL}) {
+    EXPECT_EQ(filled(size, 42, 3), filled(size, 42, 3)) << size;
+  }
+  const auto base = filled(4096, 42, 3);
+  EXPECT_NE(filled(4096, 43, 3), base);  // another seed
+  EXPECT_NE(filled(4096, 42, 4), base);  // another tensor
+  // A shorter tensor is a prefix of the longer stream, except where the perturbed words sit.
+  const auto shorter = filled(1000, 42, 3);
+  EXPECT_TRUE(std::equal(shorter.begin() + 8, shorter.begin() + 256, base.begin() + 8));
+  // Not constant: no byte value takes over, as it would if a word were written twice or not at all.
+  std::vector<int> histogram(256);
+  for (std::byte byte : base) ++histogram[std::to_integer<std::size_t>(byte)];
+  EXPECT_LT(*std::max_element(histogram.begin(), histogram.end()), 64);
+}
+
+TEST(ModelCatalog, PerturbDependsOnlyOnTheVersion) {
+  for (std::size_t size : {1UL, 5UL, 8UL, 9UL, 255UL, 256UL, 257UL, 263UL, 264UL, 265UL, 1030UL, 70'001UL}) {
+    auto direct = filled(size, 7, 11);
+    perturbTensor(direct, 7, 11, 9);
+    auto stepped = filled(size, 7, 11);
+    for (std::uint64_t version : {1U, 2U, 300U, 5U, 9U}) perturbTensor(stepped, 7, 11, version);
+    EXPECT_EQ(stepped, direct) << size;
+    // Version 0 is what fillTensor writes.
+    perturbTensor(stepped, 7, 11, 0);
+    EXPECT_EQ(stepped, filled(size, 7, 11)) << size;
+  }
+}
+
+TEST(ModelCatalog, PerturbChangesEveryStrideAndBothEnds) {
+  for (std::size_t size : {1UL, 2UL, 5UL, 8UL, 9UL, 15UL, 255UL, 256UL, 257UL, 258UL, 263UL, 264UL, 265UL, 511UL,
+                           1030UL, 4096UL, 10'007UL}) {
+    auto previous = filled(size, 1, 2);
+    for (std::uint64_t version = 1; version <= 600; ++version) {
+      auto current = previous;
+      perturbTensor(current, 1, 2, version);
+      // changedBefore[i]: bytes that differ in [0, i).
+      std::vector<std::size_t> changedBefore(size + 1, 0);
+      std::size_t changedWords = 0;
+      for (std::size_t i = 0; i < size; ++i) {
+        changedBefore[i + 1] = changedBefore[i] + (current[i] != previous[i] ? 1 : 0);
+        if (i % 8 == 0) changedWords += std::memcmp(&current[i], &previous[i], std::min<std::size_t>(8, size - i)) != 0;
+      }
+      ASSERT_NE(current.front(), previous.front()) << "size " << size << " version " << version;
+      ASSERT_NE(current.back(), previous.back()) << "size " << size << " version " << version;
+      for (std::size_t begin = 0; begin + kPerturbStride <= size; ++begin) {
+        ASSERT_GT(changedBefore[begin + kPerturbStride] - changedBefore[begin], 0U)
+            << "size " << size << " version " << version << ": bytes [" << begin << ", " << begin + kPerturbStride
+            << ") did not change";
+      }
+      // About one word in 32 changes, plus the tail: the perturbation is cheap.
+      EXPECT_LE(changedWords, size / kPerturbStride + 3) << size;
+      previous = std::move(current);
+    }
+  }
+}
+
+TEST(ModelCatalog, PerturbChangesEveryBucketOfAPlan) {
+  struct Case {
+    std::vector<TensorSpec> tensors;
+    std::uint64_t bucketBytes;
+  };
+  // The last two leave a bucket holding only the end of a tensor, with no stride boundary in it.
+  const std::vector<Case> cases = {{*modelTensors("tiny"), 256},
+                                   {*modelTensors("tiny"), 296},
+                                   {{{"a", msg::DType::U8, {1000}}}, 296},
+                                   {{{"a", msg::DType::BF16, {700}}, {"b", msg::DType::U8, {1000}}}, 264}};
+  for (const Case& c : cases) {
+    auto manifest = Manifest::create(c.tensors);
+    ASSERT_TRUE(manifest.has_value());
+    auto plan = BucketPlan::build(*manifest, c.bucketBytes, 8);
+    ASSERT_TRUE(plan.has_value()) << plan.error().describe();
+    std::vector<std::vector<std::byte>> previous;
+    for (std::uint32_t i = 0; i < manifest->size(); ++i) previous.push_back(filled(manifest->tensorBytes(i), 5, i));
+    for (std::uint64_t version = 1; version <= 300; ++version) {
+      auto current = previous;
+      for (std::uint32_t i = 0; i < current.size(); ++i) perturbTensor(current[i], 5, i, version);
+      for (std::uint32_t bucket = 0; bucket < plan->bucketCount(); ++bucket) {
+        bool changed = false;
+        for (const Piece& piece : plan->piecesOfBucket(bucket)) {
+          const auto begin = static_cast<std::ptrdiff_t>(piece.tensorOffset);
+          const auto end = static_cast<std::ptrdiff_t>(piece.tensorOffset + piece.bytes);
+          changed = changed || !std::equal(current[piece.tensor].begin() + begin,
+                                           current[piece.tensor].begin() + end,
+                                           previous[piece.tensor].begin() + begin);
+        }
+        ASSERT_TRUE(changed) << "bucket " << bucket << " of " << c.bucketBytes << " bytes, version " << version;
+      }
+      previous = std::move(current);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace wsync::bus

@@ -1,0 +1,302 @@
+// WorkerAgent against a real coordinator in this process and a trainer made of a bare AgentSession: a committed
+// version lands in the bound buffers byte for byte, around one pause and one resume; a manifest that disagrees
+// with the bindings is refused before the engine is paused, naming the tensor; a corrupted receive is caught by
+// the coordinator's digest comparison and never applied.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <stdexcept>
+#include <mutex>
+#include <thread>
+
+#include "test_environment.hpp"
+#include "wsync/bus/agent_session.hpp"
+#include "wsync/bus/bucket_plan.hpp"
+#include "wsync/bus/dtype.hpp"
+#include "wsync/bus/model_catalog.hpp"
+#include "wsync/bus/shm_arena.hpp"
+#include "wsync/coordinator/coordinator.hpp"
+#include "wsync/worker_agent/worker_agent.hpp"
+
+namespace wsync::worker_agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Far above what any step takes here; only a broken agent or coordinator gets near it.
+constexpr auto kGenerous = 20s;
+constexpr std::uint64_t kSeed = 11;
+
+std::vector<bus::TensorSpec> tinyModel() { return *bus::modelTensors("tiny"); }
+
+// The content of `version` of every tiny tensor (version 0: zeros, as the worker starts).
+std::vector<std::vector<std::byte>> contentOf(std::uint64_t version) {
+  const auto manifest = bus::Manifest::create(tinyModel());
+  std::vector<std::vector<std::byte>> tensors(manifest->size());
+  for (std::size_t index = 0; index < tensors.size(); ++index) {
+    tensors[index].assign(manifest->tensorBytes(index), std::byte{0});
+    if (version == 0) continue;
+    bus::fillTensor(tensors[index], kSeed, static_cast<std::uint32_t>(index));
+    bus::perturbTensor(tensors[index], kSeed, static_cast<std::uint32_t>(index), version);
+  }
+  return tensors;
+}
+
+// The coordinator of the test's bus, stepped on its own thread.
+class CoordinatorThread {
+ public:
+  explicit CoordinatorThread(const std::string& bus) {
+    coordinator::CoordinatorOptions options;
+    options.bus = bus;
+    options.bucketBytes = 4096;  // the tiny model's 4,322 bytes take two buckets
+    auto started = coordinator::Coordinator::start(options);
+    if (!started) throw std::runtime_error(started.error().describe());
+    coordinator_ = std::move(*started);
+    thread_ = std::thread([this] { coordinator_->run(stop_); });
+  }
+  ~CoordinatorThread() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::unique_ptr<coordinator::Coordinator> coordinator_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+struct RoundOutcome {
+  bool committed = false;
+  msg::AbortReason reason = msg::AbortReason::None;
+  std::string detail;
+};
+
+// A trainer reduced to the protocol: BeginUpdate, send through the arena when the plan comes, UpdateDone, then
+// wait for Commit or Abort.
+class BareTrainer {
+ public:
+  explicit BareTrainer(const std::string& bus) : manifest_(*bus::Manifest::create(tinyModel())) {
+    bus::SessionOptions options;
+    options.bus = bus;
+    options.agentId = "trainer";
+    options.role = msg::Role::Trainer;
+    auto opened = bus::AgentSession::open(context_, options);
+    if (!opened) throw std::runtime_error(opened.error().describe());
+    session_ = std::move(*opened);
+    if (auto registered = session_->registerAgent(0); !registered) {
+      throw std::runtime_error(registered.error().describe());
+    }
+  }
+
+  RoundOutcome publish(std::uint64_t version, msg::PauseMode mode) {
+    const auto content = contentOf(version);
+    bus::MessageBuilder builder;
+    auto& fbb = builder.fbb();
+    const msg::Digest128 digest = bus::toMessage(manifest_.digest());
+    const auto body = msg::CreateBeginUpdate(fbb, version, 0, &digest, manifest_.toMessage(fbb),
+                                             msg::ChannelKind::Shm, mode, manifest_.totalBytes());
+    EXPECT_TRUE(session_->send(builder, body).has_value());
+    const auto deadline = std::chrono::steady_clock::now() + kGenerous;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto delivery = session_->next(20ms);
+      if (!delivery || !delivery->message) continue;
+      const bus::Message& message = *delivery->message;
+      if (const auto* plan = message.as<msg::TransferPlan>()) {
+        sendPayload(*plan, content);
+      } else if (message.as<msg::Commit>() != nullptr) {
+        return RoundOutcome{true, msg::AbortReason::None, {}};
+      } else if (const auto* abort = message.as<msg::Abort>()) {
+        return RoundOutcome{false, abort->reason(), abort->detail() ? abort->detail()->str() : std::string()};
+      } else if (const auto* error = message.as<msg::Error>()) {
+        ADD_FAILURE() << "the coordinator refused: " << (error->detail() ? error->detail()->str() : "");
+        return {};
+      }
+    }
+    ADD_FAILURE() << "no Commit or Abort for version " << version;
+    return {};
+  }
+
+ private:
+  void sendPayload(const msg::TransferPlan& plan, const std::vector<std::vector<std::byte>>& content) {
+    auto arena = bus::ShmArena::open(plan.arena()->str());
+    ASSERT_TRUE(arena.has_value()) << arena.error().describe();
+    auto bucketPlan = bus::BucketPlan::build(manifest_, plan.bucket_bytes(), plan.alignment());
+    ASSERT_TRUE(bucketPlan.has_value());
+    std::vector<std::span<const std::byte>> spans(content.begin(), content.end());
+    std::vector<std::uint32_t> receivers;
+    for (std::uint32_t receiver = 0; receiver < plan.receiver_count(); ++receiver) receivers.push_back(receiver);
+    auto sent = arena->send(plan.round(), *bucketPlan, spans, receivers, std::chrono::steady_clock::now() + kGenerous);
+    bus::MessageBuilder builder;
+    auto& fbb = builder.fbb();
+    const msg::Digest128 digest = bus::toMessage(sent ? sent->digest : bus::Digest{});
+    const auto body = msg::CreateUpdateDone(fbb, plan.round(), plan.version(), sent.has_value(),
+                                            sent ? sent->bytes : 0, &digest,
+                                            sent ? msg::AbortReason::None : msg::AbortReason::ChannelFailure);
+    EXPECT_TRUE(session_->send(builder, body).has_value());
+  }
+
+  zmq::context_t context_{1};
+  bus::Manifest manifest_;
+  std::unique_ptr<bus::AgentSession> session_;
+};
+
+// The engine's side: real buffers bound by name, and a log of what the hooks were asked.
+class FakeEngine {
+ public:
+  explicit FakeEngine(std::vector<bus::TensorSpec> specs = tinyModel()) : specs_(std::move(specs)) {
+    for (const auto& spec : specs_) {
+      std::uint64_t bytes = bus::elementBytes(spec.dtype);
+      for (const auto dim : spec.shape) bytes *= static_cast<std::uint64_t>(dim);
+      buffers_.emplace_back(bytes, std::byte{0});
+    }
+  }
+
+  WorkerBindings bindings() {
+    WorkerBindings bindings;
+    for (std::size_t index = 0; index < specs_.size(); ++index) {
+      auto bound = bindings.bind(specs_[index].name, specs_[index].dtype, specs_[index].shape, buffers_[index]);
+      EXPECT_TRUE(bound.has_value()) << bound.error().describe();
+    }
+    return bindings;
+  }
+
+  PauseHooks hooks() {
+    PauseHooks hooks;
+    hooks.pause = [this](msg::PauseMode mode, std::uint64_t round) {
+      note("pause " + std::string(msg::EnumNamePauseMode(mode)) + " round " + std::to_string(round));
+    };
+    hooks.resume = [this](std::uint64_t version) { note("resume at " + std::to_string(version)); };
+    hooks.applied = [this](std::uint64_t version, std::uint64_t round) {
+      note("applied " + std::to_string(version) + " round " + std::to_string(round));
+    };
+    return hooks;
+  }
+
+  // Waits until `count` hook calls were logged, then returns the log.
+  std::vector<std::string> calls(std::size_t count) {
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, kGenerous, [&] { return log_.size() >= count; });
+    return log_;
+  }
+
+  bool holds(const std::vector<std::vector<std::byte>>& content) {
+    std::lock_guard lock(mutex_);  // hooks finished before the log grew: the copy is complete
+    return buffers_ == content;
+  }
+
+ private:
+  void note(std::string line) {
+    {
+      std::lock_guard lock(mutex_);
+      log_.push_back(std::move(line));
+    }
+    changed_.notify_all();
+  }
+
+  std::vector<bus::TensorSpec> specs_;
+  std::vector<std::vector<std::byte>> buffers_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::string> log_;
+};
+
+WorkerOptions optionsFor(const std::string& bus, FakeEngine& engine) {
+  WorkerOptions options;
+  options.bus = bus;
+  options.agentId = "worker-under-test";
+  options.bindings = engine.bindings();
+  return options;
+}
+
+TEST(WorkerAgent, AppliesACommittedVersionBetweenPauseAndResume) {
+  const std::string bus = test::uniqueBusName("wapply");
+  CoordinatorThread coordinator(bus);
+  FakeEngine engine;
+  auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
+  ASSERT_TRUE(agent.has_value()) << agent.error().describe();
+  EXPECT_EQ((*agent)->rank(), 0);
+  EXPECT_EQ((*agent)->appliedVersion(), 0U);
+  BareTrainer trainer(bus);
+
+  const RoundOutcome outcome = trainer.publish(1, msg::PauseMode::Keep);
+  ASSERT_TRUE(outcome.committed) << msg::EnumNameAbortReason(outcome.reason) << ": " << outcome.detail;
+  const auto calls = engine.calls(3);
+  EXPECT_EQ(calls, (std::vector<std::string>{"pause Keep round 1", "applied 1 round 1", "resume at 1"}));
+  EXPECT_EQ((*agent)->appliedVersion(), 1U);
+  EXPECT_EQ((*agent)->committedVersion(), 1U);
+  EXPECT_TRUE(engine.holds(contentOf(1)));
+
+  ASSERT_TRUE(trainer.publish(2, msg::PauseMode::Abort).committed);
+  EXPECT_EQ(engine.calls(6).back(), "resume at 2");
+  EXPECT_TRUE(engine.holds(contentOf(2)));
+  const WorkerCounters counters = (*agent)->counters();
+  EXPECT_EQ(counters.roundsApplied, 2U);
+  EXPECT_EQ(counters.roundsAborted + counters.roundsRefused + counters.transfersFailed, 0U);
+  (*agent)->stop();
+  (*agent)->stop();  // idempotent
+}
+
+TEST(WorkerAgent, RefusesAMismatchedManifestBeforePausing) {
+  const std::string bus = test::uniqueBusName("wmismatch");
+  CoordinatorThread coordinator(bus);
+  auto specs = tinyModel();
+  std::swap(specs[1].shape[0], specs[1].shape[1]);  // layers.0.attn.qkv.weight [48, 16] bound as [16, 48]
+  FakeEngine engine(specs);
+  auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
+  ASSERT_TRUE(agent.has_value()) << agent.error().describe();
+  BareTrainer trainer(bus);
+
+  const RoundOutcome outcome = trainer.publish(1, msg::PauseMode::Wait);
+  EXPECT_FALSE(outcome.committed);
+  EXPECT_EQ(outcome.reason, msg::AbortReason::ManifestMismatch);
+  EXPECT_NE(outcome.detail.find("tensor 'layers.0.attn.qkv.weight': manifest shape [48, 16], bound [16, 48]"),
+            std::string::npos)
+      << outcome.detail;
+  std::this_thread::sleep_for(100ms);  // the Resume that follows the Abort must not reach the engine either
+  EXPECT_TRUE(engine.calls(0).empty()) << "the engine was paused for a round the worker refused";
+  EXPECT_EQ((*agent)->appliedVersion(), 0U);
+  EXPECT_EQ((*agent)->counters().roundsRefused, 1U);
+}
+
+TEST(WorkerAgent, NeverAppliesACorruptedReceive) {
+  const std::string bus = test::uniqueBusName("wcorrupt");
+  CoordinatorThread coordinator(bus);
+  FakeEngine engine;
+  WorkerOptions options = optionsFor(bus, engine);
+  options.faults.corruptReceiveAtVersion = 2;
+  auto agent = WorkerAgent::start(std::move(options), engine.hooks());
+  ASSERT_TRUE(agent.has_value()) << agent.error().describe();
+  BareTrainer trainer(bus);
+
+  ASSERT_TRUE(trainer.publish(1, msg::PauseMode::Keep).committed);
+  engine.calls(3);
+  const RoundOutcome corrupted = trainer.publish(2, msg::PauseMode::Keep);
+  EXPECT_FALSE(corrupted.committed);
+  EXPECT_EQ(corrupted.reason, msg::AbortReason::DigestMismatch) << corrupted.detail;
+  EXPECT_EQ(engine.calls(5).back(), "resume at 1");  // paused, not applied, resumed on the old version
+  EXPECT_EQ((*agent)->appliedVersion(), 1U);
+  EXPECT_TRUE(engine.holds(contentOf(1)));
+
+  ASSERT_TRUE(trainer.publish(3, msg::PauseMode::Keep).committed);
+  EXPECT_EQ(engine.calls(8).back(), "resume at 3");
+  EXPECT_TRUE(engine.holds(contentOf(3)));
+  EXPECT_EQ((*agent)->counters().roundsAborted, 1U);
+}
+
+TEST(WorkerAgent, StartRefusesMissingHooksAndAbsentCoordinators) {
+  FakeEngine engine;
+  WorkerOptions options = optionsFor(test::uniqueBusName("wnobody"), engine);
+  auto noHooks = WorkerAgent::start(options, PauseHooks{});
+  ASSERT_FALSE(noHooks.has_value());
+  EXPECT_EQ(noHooks.error().code, WorkerError::InvalidOptions);
+
+  options.registrationTimeout = 200ms;
+  auto nobody = WorkerAgent::start(options, engine.hooks());
+  ASSERT_FALSE(nobody.has_value());
+  EXPECT_EQ(nobody.error().code, WorkerError::Registration) << nobody.error().describe();
+}
+
+}  // namespace
+}  // namespace wsync::worker_agent

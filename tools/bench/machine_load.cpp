@@ -1,0 +1,54 @@
+#include "machine_load.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+namespace wsync::bench {
+namespace {
+
+double seconds(const timeval& time) {
+  return static_cast<double>(time.tv_sec) + static_cast<double>(time.tv_usec) / 1e6;
+}
+
+double cpuSeconds(int who) {
+  rusage usage{};
+  if (::getrusage(who, &usage) != 0) return 0;
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+}  // namespace
+
+MachineLoad::MachineLoad() : start_(read()) {}
+
+MachineLoad::Reading MachineLoad::read() {
+  Reading reading;
+  // "cpu  user nice system idle iowait irq softirq steal ...": the first line sums every CPU.
+  std::ifstream stat("/proc/stat");
+  std::string label;
+  stat >> label;
+  for (int field = 0; field < 8; ++field) {
+    std::uint64_t ticks = 0;
+    if (!(stat >> ticks)) break;
+    reading.totalTicks += ticks;
+    // Idle and iowait are not work; steal (other virtual machines on this host) is, for this purpose.
+    if (field != 3 && field != 4) reading.busyTicks += ticks;
+  }
+  reading.ownSeconds = cpuSeconds(RUSAGE_SELF) + cpuSeconds(RUSAGE_CHILDREN);
+  return reading;
+}
+
+double MachineLoad::othersShare() const {
+  const Reading now = read();
+  const double ticksPerSecond = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double total = static_cast<double>(now.totalTicks - start_.totalTicks) / ticksPerSecond;
+  const double busy = static_cast<double>(now.busyTicks - start_.busyTicks) / ticksPerSecond;
+  const double own = now.ownSeconds - start_.ownSeconds;
+  if (total <= 0) return 0;
+  const double others = (busy - own) / total;
+  return others < 0 ? 0 : others;
+}
+
+}  // namespace wsync::bench

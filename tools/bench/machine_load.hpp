@@ -1,0 +1,27 @@
+#pragma once
+// How busy other processes kept the machine during a run: on a shared machine the figures mean little when others
+// used the cores the benchmark needed, and the report says so instead of leaving it to guesswork.
+#include <cstdint>
+
+namespace wsync::bench {
+
+class MachineLoad {
+ public:
+  MachineLoad();  // starts the interval
+
+  // The share of all CPU time since construction that processes other than this one and its reaped children used
+  // (0 = none, 1 = every core all the time). Call after the agents have been reaped.
+  double othersShare() const;
+
+ private:
+  struct Reading {
+    std::uint64_t totalTicks = 0;  // /proc/stat, all CPUs
+    std::uint64_t busyTicks = 0;   // total less idle and iowait
+    double ownSeconds = 0;         // user + system of this process and its reaped children
+  };
+  static Reading read();
+
+  Reading start_;
+};
+
+}  // namespace wsync::bench

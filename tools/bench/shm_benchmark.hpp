@@ -1,0 +1,62 @@
+#pragma once
+// The measurements of `wsync-bench shm`: the shm channel from this process (the sender, which owns the arena) to
+// receiver processes, beside memcpy of the same tensors within this process, interleaved repetition by repetition.
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "shm_config.hpp"
+
+namespace wsync::bench {
+
+// GB/s (10^9 bytes per second) over the timed repetitions of one path.
+struct Throughput {
+  std::size_t samples = 0;
+  double medianGBps = 0;
+  double minGBps = 0;
+  double maxGBps = 0;
+};
+
+struct ShmMeasurement {
+  std::string model;
+  std::size_t tensors = 0;
+  std::uint64_t modelBytes = 0;
+  std::size_t receivers = 0;
+  std::uint64_t bucketBytes = 0;
+  std::uint32_t buffers = 0;
+  std::uint32_t buckets = 0;  // of the plan
+
+  // Model bytes over the time from the sender's start until the last receiver finished: what each receiver got.
+  Throughput channel;
+  // Model bytes over the time from the sender's start until send() returned (the last bucket published).
+  Throughput sender;
+  // Baselines in this process, tensor by tensor from the source to a second copy of the model.
+  Throughput memcpy;
+  Throughput copyDigest;  // memcpy, then XXH3-128 over the copy: what each side of the channel does per piece
+
+  std::size_t digestsCompared = 0;  // receivers x transfers, warm-up included
+  std::size_t digestsEqual = 0;     // a receiver's digest and byte count equal to the sender's
+  std::string skipped;              // why the measurement did not run; empty when it did
+  double othersCpuShare = 0;        // of all CPU time during the measurement, used by other processes
+
+  double ratio() const { return memcpy.medianGBps > 0 ? channel.medianGBps / memcpy.medianGBps : 0; }
+  double aggregateGBps() const { return channel.medianGBps * static_cast<double>(receivers); }
+  bool digestsAllEqual() const { return digestsCompared > 0 && digestsEqual == digestsCompared; }
+};
+
+struct ShmResults {
+  std::vector<ShmMeasurement> single;  // one receiver, the configured geometry, one per model
+  std::vector<ShmMeasurement> fanout;
+  std::vector<ShmMeasurement> sweep;   // one receiver, other geometries
+  std::string arenaExample;            // an arena name of the run, to show where the segments live
+  std::uint64_t availableMemoryBytes = 0;
+  std::string hugePages;               // transparent huge page modes, for anonymous memory and for shm
+  double othersCpuShare = 0;           // of all CPU time during the run, used by other processes
+};
+
+// Progress lines go to `progress`; failures throw BenchFailure after the receivers are stopped.
+ShmResults runShmBenchmarks(const ShmBenchConfig& config, std::ostream& progress);
+
+}  // namespace wsync::bench

@@ -1,0 +1,59 @@
+#pragma once
+// Parameters of one `wsync-bench shm` run, and the limits every wait in it is bounded by.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace wsync::bench {
+
+// Starting a receiver: mapping the arena and writing every page of its destination tensors once (2 GiB take about
+// a second; 8 receivers starting together share 2 cores).
+inline constexpr std::chrono::milliseconds kReceiverReadyTimeout{120'000};
+// One timed transfer: 2 GiB to 8 receivers through 2 cores takes seconds; two minutes means a stuck hand-off.
+inline constexpr std::chrono::milliseconds kShmTransferTimeout{120'000};
+// A receiver's wait for the next transfer: between two channel transfers the benchmark runs the baselines and moves
+// the source to its next version, seconds at most on 2 GiB.
+inline constexpr std::chrono::milliseconds kReceiverIdleTimeout{300'000};
+
+// Tensors start at multiples of 256 bytes in a bucket, as for GPU copies (docs/bucket-plan.md).
+inline constexpr std::uint32_t kShmPlanAlignment = 256;
+// Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
+inline constexpr std::uint64_t kShmContentSeed = 20261122;
+
+// Defaults, chosen by the geometry comparison in tools/bench/README.md.
+inline constexpr std::uint64_t kDefaultBucketMiB = 64;
+inline constexpr std::uint32_t kDefaultBuffers = 2;
+// Timed repetitions per path; a full run of both models stays within a few minutes on a shared 2-core machine.
+inline constexpr std::size_t kDefaultShmRepetitions = 11;
+inline constexpr std::size_t kDefaultSweepRepetitions = 5;
+// --quick: one model and one fan-out, enough to show every table within seconds.
+inline constexpr std::size_t kQuickShmRepetitions = 3;
+// Unmeasured rounds of every path first: the arena's pages are faulted in by the first transfer, caches and the
+// clock frequency settle.
+inline constexpr std::size_t kShmWarmupRounds = 2;
+
+// The goal: the channel from one sender process to one receiver process at 0.8x of plain memcpy or better.
+inline constexpr double kMinChannelToMemcpyRatio = 0.8;
+// Every receiver holds a copy of the model: a fan-out is skipped when their copies would need more than this share
+// of the memory the kernel calls available, so that a shared machine is never pushed towards the OOM killer.
+inline constexpr double kMaxMemoryShare = 0.75;
+
+struct ShmBenchConfig {
+  std::vector<std::string> models{"opt-125m", "synthetic:20000:2048"};
+  std::vector<std::size_t> fanoutReceivers{3, 8};
+  std::uint64_t bucketMiB = kDefaultBucketMiB;
+  std::uint32_t buffers = kDefaultBuffers;
+  std::size_t repetitions = kDefaultShmRepetitions;  // timed per path and measurement
+  // Extra one-receiver measurements, every bucket size with every buffer count, on every model.
+  std::vector<std::uint64_t> sweepBucketMiB;
+  std::vector<std::uint32_t> sweepBuffers;
+  std::size_t sweepRepetitions = kDefaultSweepRepetitions;
+  bool quick = false;
+  std::string outPath;
+  std::string jsonPath;
+  std::string commit;
+};
+
+}  // namespace wsync::bench

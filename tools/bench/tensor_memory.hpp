@@ -1,0 +1,38 @@
+#pragma once
+// A model's tensors in one anonymous mapping, each starting on a cache line as a CPU allocator would place it.
+// Every page is written once when the memory is allocated, so that no timed copy pays for a page fault.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <wsync/bus/manifest.hpp>
+
+namespace wsync::bench {
+
+class TensorMemory {
+ public:
+  explicit TensorMemory(const bus::Manifest& manifest);  // throws BenchFailure
+  TensorMemory(TensorMemory&& other) noexcept;
+  TensorMemory& operator=(TensorMemory&&) = delete;
+  TensorMemory(const TensorMemory&) = delete;
+  TensorMemory& operator=(const TensorMemory&) = delete;
+  ~TensorMemory();
+
+  // Indexed like the manifest.
+  std::span<const std::span<std::byte>> tensors() const { return tensors_; }
+  std::span<const std::span<const std::byte>> constTensors() const { return constTensors_; }
+
+  // Writes version `version` of every tensor's content under `seed` (model_catalog's fillTensor, then
+  // perturbTensor); moving to another version rewrites 1/32 of the words.
+  void fill(std::uint64_t seed);
+  void moveToVersion(std::uint64_t seed, std::uint64_t version);
+
+ private:
+  void* base_ = nullptr;
+  std::size_t mappedBytes_ = 0;
+  std::vector<std::span<std::byte>> tensors_;
+  std::vector<std::span<const std::byte>> constTensors_;
+};
+
+}  // namespace wsync::bench

@@ -1,0 +1,197 @@
+// wsync-trainer: stands in for a trainer. Publishes a synthetic model (a catalog model's tensors, perturbed every
+// step) or a .safetensors checkpoint for K steps, and prints each version's outcome.
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "wsync/bus/model_catalog.hpp"
+#include "wsync/bus/safetensors.hpp"
+#include "wsync/trainer_agent/trainer_agent.hpp"
+
+namespace {
+
+using namespace wsync;
+using trainer_agent::OutcomeKind;
+using trainer_agent::PublishOutcome;
+
+std::atomic<bool> stopRequested{false};
+void requestStop(int) { stopRequested.store(true, std::memory_order_release); }
+
+// The weights the trainer publishes: one owned buffer per tensor, in manifest order.
+struct Model {
+  std::vector<bus::TensorSpec> specs;
+  std::vector<std::vector<std::byte>> buffers;
+
+  std::vector<std::span<const std::byte>> views() const {
+    return std::vector<std::span<const std::byte>>(buffers.begin(), buffers.end());
+  }
+};
+
+tl::expected<Model, std::string> loadModel(const std::string& name, std::uint64_t seed) {
+  Model model;
+  constexpr std::string_view kFile = "file:";
+  if (name.starts_with(kFile)) {
+    auto file = bus::SafetensorsFile::open(name.substr(kFile.size()));
+    if (!file) return tl::unexpected(file.error().describe());
+    model.specs = file->tensors();
+    for (std::size_t index = 0; index < model.specs.size(); ++index) {
+      const auto bytes = file->bytes(index);
+      model.buffers.emplace_back(bytes.begin(), bytes.end());
+    }
+    return model;
+  }
+  auto specs = bus::modelTensors(name);
+  if (!specs) return tl::unexpected(specs.error().describe());
+  model.specs = std::move(*specs);
+  auto manifest = bus::Manifest::create(model.specs);
+  if (!manifest) return tl::unexpected(manifest.error().describe());
+  for (std::size_t index = 0; index < model.specs.size(); ++index) {
+    model.buffers.emplace_back(manifest->tensorBytes(index));
+    bus::fillTensor(model.buffers.back(), seed, static_cast<std::uint32_t>(index));
+  }
+  return model;
+}
+
+void perturb(Model& model, std::uint64_t seed, std::uint64_t version) {
+  for (std::size_t index = 0; index < model.buffers.size(); ++index) {
+    bus::perturbTensor(model.buffers[index], seed, static_cast<std::uint32_t>(index), version);
+  }
+}
+
+double millis(std::chrono::nanoseconds duration) { return std::chrono::duration<double, std::milli>(duration).count(); }
+
+void printOutcome(const std::string& id, const PublishOutcome& outcome) {
+  if (outcome.committed()) {
+    const double seconds = std::chrono::duration<double>(outcome.sending).count();
+    std::printf("wsync-trainer %s: version %llu committed in round %llu: %.1f MB in %.1f ms (until plan %.1f ms, "
+                "sending %.1f ms, %.2f GB/s)\n",
+                id.c_str(), static_cast<unsigned long long>(outcome.version),
+                static_cast<unsigned long long>(outcome.round), static_cast<double>(outcome.bytes) / 1e6,
+                millis(outcome.total), millis(outcome.untilPlan), millis(outcome.sending),
+                seconds > 0 ? static_cast<double>(outcome.bytes) / seconds / 1e9 : 0.0);
+  } else {
+    std::printf("wsync-trainer %s: version %llu %s: %s%s%s\n", id.c_str(),
+                static_cast<unsigned long long>(outcome.version), std::string(toString(outcome.kind)).c_str(),
+                outcome.kind == OutcomeKind::Aborted ? msg::EnumNameAbortReason(outcome.reason) : "",
+                outcome.kind == OutcomeKind::Aborted ? ": " : "", outcome.detail.c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  trainer_agent::TrainerOptions options;
+  options.agentId = "trainer-" + std::to_string(getpid());
+  std::string model = "opt-125m";
+  std::uint64_t steps = 10;
+  std::uint64_t intervalMs = 0;
+  std::uint64_t firstVersion = 0;
+  std::uint64_t seed = 1;
+  std::string pauseMode = "keep";
+  std::string dumpPath;
+  std::string fault;
+  bool noPerturb = false;
+
+  CLI::App app{"wsync-trainer: publishes model versions to the workers of a bus"};
+  app.add_option("--bus", options.bus, "bus name")->required();
+  app.add_option("--transport", options.transport, "ipc or tcp://HOST:PORT")->capture_default_str();
+  app.add_option("--id", options.agentId, "agent id (default trainer-<pid>)");
+  app.add_option("--rank", options.requestedRank, "trainer rank (default: assigned)");
+  app.add_option("--model", model,
+                 "opt-125m | tiny | synthetic:COUNT:MIB | file:PATH.safetensors")->capture_default_str();
+  app.add_option("--steps", steps, "versions to publish (0: until SIGINT/SIGTERM)")->capture_default_str();
+  app.add_option("--interval-ms", intervalMs, "pause between steps")->capture_default_str();
+  app.add_option("--first-version", firstVersion, "first version (default: the committed version + 1)");
+  app.add_option("--seed", seed, "content seed of a synthetic model")->capture_default_str();
+  app.add_option("--pause-mode", pauseMode, "how workers pause: abort | wait | keep")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"abort", "wait", "keep"}));
+  app.add_option("--dump", dumpPath, "write the last committed version's weights to this .safetensors file");
+  app.add_flag("--no-perturb", noPerturb, "publish the same bytes every step");
+  app.add_option("--fault", fault, "test only: die-on-plan@VERSION")->group("Testing");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!fault.empty()) {
+    constexpr std::string_view kDie = "die-on-plan@";
+    if (!fault.starts_with(kDie)) {
+      std::fprintf(stderr, "wsync-trainer: unknown fault '%s' (known: die-on-plan@VERSION)\n", fault.c_str());
+      return 2;
+    }
+    options.dieOnPlanAtVersion = std::stoull(fault.substr(kDie.size()));
+  }
+  const msg::PauseMode mode = pauseMode == "abort"  ? msg::PauseMode::Abort
+                              : pauseMode == "wait" ? msg::PauseMode::Wait
+                                                    : msg::PauseMode::Keep;
+
+  auto weights = loadModel(model, seed);
+  if (!weights) {
+    std::fprintf(stderr, "wsync-trainer: model '%s': %s\n", model.c_str(), weights.error().c_str());
+    return 1;
+  }
+  struct sigaction action {};
+  action.sa_handler = requestStop;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  auto agent = trainer_agent::TrainerAgent::start(options);
+  if (!agent) {
+    std::fprintf(stderr, "wsync-trainer %s: %s\n", options.agentId.c_str(), agent.error().describe().c_str());
+    return 1;
+  }
+  trainer_agent::TrainerAgent& trainer = **agent;
+  if (auto declared = trainer.declareManifest(weights->specs); !declared) {
+    std::fprintf(stderr, "wsync-trainer %s: %s\n", options.agentId.c_str(), declared.error().describe().c_str());
+    return 1;
+  }
+  std::printf("wsync-trainer %s: rank %d, %zu tensors, %.1f MB per version, committed version %llu\n",
+              options.agentId.c_str(), trainer.rank(), weights->specs.size(),
+              static_cast<double>(trainer.manifest()->totalBytes()) / 1e6,
+              static_cast<unsigned long long>(trainer.committedVersion()));
+  std::fflush(stdout);
+
+  std::uint64_t version = std::max(firstVersion, trainer.committedVersion() + 1);
+  std::uint64_t lastCommitted = 0;
+  std::uint64_t failures = 0;
+  const auto views = weights->views();
+  for (std::uint64_t step = 0; (steps == 0 || step < steps) && !stopRequested.load(); ++step) {
+    if (!noPerturb) perturb(*weights, seed, version);
+    trainer_agent::PublishOptions publishOptions;
+    publishOptions.label = "step-" + std::to_string(step);
+    publishOptions.pauseMode = mode;
+    if (auto published = trainer.publish(version, views, publishOptions); !published) {
+      std::fprintf(stderr, "wsync-trainer %s: %s\n", options.agentId.c_str(), published.error().describe().c_str());
+      return 1;
+    }
+    const auto outcome = trainer.waitOutcome();
+    if (!outcome) break;  // stopping
+    printOutcome(options.agentId, *outcome);
+    if (outcome->committed()) {
+      lastCommitted = version;
+      ++version;
+    } else {
+      ++failures;
+      // Someone else committed meanwhile: continue above it. Otherwise the same version is tried again.
+      version = std::max(version, trainer.committedVersion() + 1);
+    }
+    if (intervalMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(intervalMs));
+  }
+  trainer.stop();
+
+  if (!dumpPath.empty() && lastCommitted != 0) {
+    if (!noPerturb) perturb(*weights, seed, lastCommitted);  // perturbations are idempotent per version
+    auto written = bus::writeSafetensors(dumpPath, weights->specs, views,
+                                         {{"wsync_version", std::to_string(lastCommitted)}});
+    if (!written) {
+      std::fprintf(stderr, "wsync-trainer %s: dump: %s\n", options.agentId.c_str(), written.error().describe().c_str());
+      return 1;
+    }
+  }
+  std::printf("wsync-trainer %s: done: last committed version %llu, %llu steps not committed\n",
+              options.agentId.c_str(), static_cast<unsigned long long>(lastCommitted),
+              static_cast<unsigned long long>(failures));
+  return failures == 0 ? 0 : 4;
+}

@@ -1,0 +1,143 @@
+#pragma once
+// The trainer's side of wsync (docs/update-round.md): declare a manifest, publish versions from host buffers,
+// learn each version's outcome. One agent per trainer rank; the rank that begins a round sends its payload.
+//
+//   auto trainer = wsync::trainer_agent::TrainerAgent::start({.bus = "rl", .agentId = "trainer-0"});
+//   (*trainer)->declareManifest(specs);
+//   (*trainer)->publish(step, tensors);            // returns at once; the buffers must not change until...
+//   auto outcome = (*trainer)->waitOutcome();      // ...the outcome: committed, or aborted with its reason
+//
+// Threading: the API may be called from any one thread at a time; an I/O thread inside the agent talks to the
+// coordinator and sends the payload, reading the published buffers.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <tl/expected.hpp>
+
+#include "wsync/bus/agent_session.hpp"
+#include "wsync/bus/failure.hpp"
+#include "wsync/bus/manifest.hpp"
+
+namespace wsync::trainer_agent {
+
+enum class TrainerError : std::uint8_t {
+  Session,          // registration or the connection failed (see detail)
+  InvalidManifest,  // the declared tensors do not form a valid manifest
+  NoManifest,       // publish() before declareManifest()
+  BufferMismatch,   // a published buffer's size differs from its tensor's
+  Busy,             // a version is still in flight: wait for its outcome first
+  Stopped,
+};
+
+std::string_view toString(TrainerError error);
+using TrainerFailure = bus::Failure<TrainerError>;
+
+struct TrainerOptions {
+  std::string bus;
+  std::string transport = "ipc";
+  std::string agentId;
+  std::int32_t requestedRank = -1;
+  // Test-only fault injection: the process raises SIGKILL on itself when the transfer plan of this version
+  // arrives, so that tests can kill a trainer at a known point mid-round.
+  std::uint64_t dieOnPlanAtVersion = 0;
+};
+
+struct PublishOptions {
+  std::string label;
+  msg::PauseMode pauseMode = msg::PauseMode::Keep;
+};
+
+enum class OutcomeKind : std::uint8_t {
+  Committed,  // every worker verified and applied it
+  Aborted,    // the round started and ended without a commit (reason, detail)
+  Refused,    // the coordinator refused to start the round (detail: its error)
+};
+
+struct PublishOutcome {
+  std::uint64_t version = 0;
+  OutcomeKind kind = OutcomeKind::Aborted;
+  msg::AbortReason reason = msg::AbortReason::None;
+  std::string detail;
+  std::uint64_t round = 0;
+  std::uint64_t bytes = 0;
+  bus::Digest digest;
+  std::chrono::nanoseconds untilPlan{0};  // begin -> transfer plan: registration of the round and the workers' pause
+  std::chrono::nanoseconds sending{0};    // the payload, through the channel
+  std::chrono::nanoseconds total{0};      // begin -> outcome
+
+  bool committed() const { return kind == OutcomeKind::Committed; }
+};
+
+std::string_view toString(OutcomeKind kind);
+
+class TrainerAgent {
+ public:
+  // Registers with the coordinator of `options.bus` (waiting for it up to bus::kRegistrationTimeout).
+  static tl::expected<std::unique_ptr<TrainerAgent>, TrainerFailure> start(TrainerOptions options);
+  ~TrainerAgent();
+  TrainerAgent(const TrainerAgent&) = delete;
+  TrainerAgent& operator=(const TrainerAgent&) = delete;
+
+  // The ordered tensors every version consists of. Sent to the coordinator with the next round, then referred
+  // to by digest.
+  tl::expected<void, TrainerFailure> declareManifest(std::vector<bus::TensorSpec> tensors);
+  const std::optional<bus::Manifest>& manifest() const { return manifest_; }
+
+  // Starts publishing `version` from `tensors` (indexed like the manifest). Returns once the round is handed to
+  // the agent; the buffers are read until the outcome is known and must not change before.
+  tl::expected<void, TrainerFailure> publish(std::uint64_t version, std::span<const std::span<const std::byte>> tensors,
+                                             PublishOptions options = {});
+  // The outcome of the version in flight: nothing yet (poll), or wait for it up to `timeout`.
+  std::optional<PublishOutcome> pollOutcome();
+  std::optional<PublishOutcome> waitOutcome(std::chrono::milliseconds timeout = std::chrono::hours(24));
+
+  // The last version this agent knows to be committed on the bus.
+  std::uint64_t committedVersion() const;
+  std::int32_t rank() const { return rank_; }
+  const std::string& agentId() const { return options_.agentId; }
+
+  // Says goodbye and stops the I/O thread (also done by the destructor).
+  void stop();
+
+ private:
+  struct Job;
+  struct ChannelCache;
+  TrainerAgent(TrainerOptions options, std::unique_ptr<zmq::context_t> context,
+               std::unique_ptr<bus::AgentSession> session);
+  void ioLoop();
+  void handle(const bus::Message& message);
+  void beginRound();
+  void sendPayload(const msg::TransferPlan& plan);
+  void finish(PublishOutcome outcome);
+  PublishOutcome outcomeOf(OutcomeKind kind) const;
+
+  TrainerOptions options_;
+  std::unique_ptr<zmq::context_t> context_;  // outlives the session's socket
+  std::unique_ptr<bus::AgentSession> session_;
+  std::int32_t rank_ = -1;
+  std::optional<bus::Manifest> manifest_;
+  std::atomic<std::uint64_t> committed_{0};
+
+  std::mutex mutex_;  // guards pending_, inFlight_, outcome_, stopping_
+  std::condition_variable outcomeReady_;
+  std::unique_ptr<Job> pending_;
+  bool inFlight_ = false;
+  std::optional<PublishOutcome> outcome_;
+  bool stopping_ = false;
+
+  // I/O thread only.
+  std::unique_ptr<Job> active_;
+  std::unique_ptr<ChannelCache> cache_;
+  std::thread io_;
+};
+
+}  // namespace wsync::trainer_agent

@@ -1,0 +1,360 @@
+#include "wsync/trainer_agent/trainer_agent.hpp"
+
+#include <csignal>
+#include <cstdio>
+
+#include "wsync/bus/bucket_plan.hpp"
+#include "wsync/bus/shm_arena.hpp"
+
+namespace wsync::trainer_agent {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long the I/O thread waits for a message before it looks at its own queue again; wake() cuts it short,
+// so this only bounds how late a missed wake would be noticed.
+constexpr std::chrono::milliseconds kIoSlice{100};
+// The sender's own deadline for a transfer. The coordinator aborts a stuck transfer much sooner (its transfer
+// timeout) through the arena's abort word; this only guards against a coordinator that vanished mid-transfer.
+constexpr std::chrono::minutes kSendDeadline{10};
+
+}  // namespace
+
+std::string_view toString(TrainerError error) {
+  switch (error) {
+    case TrainerError::Session: return "session";
+    case TrainerError::InvalidManifest: return "invalid manifest";
+    case TrainerError::NoManifest: return "no manifest declared";
+    case TrainerError::BufferMismatch: return "buffer mismatch";
+    case TrainerError::Busy: return "a version is in flight";
+    case TrainerError::Stopped: return "stopped";
+  }
+  return "unknown trainer error";
+}
+
+std::string_view toString(OutcomeKind kind) {
+  switch (kind) {
+    case OutcomeKind::Committed: return "committed";
+    case OutcomeKind::Aborted: return "aborted";
+    case OutcomeKind::Refused: return "refused";
+  }
+  return "unknown";
+}
+
+// One version in flight. Owned by the I/O thread once taken from the queue.
+struct TrainerAgent::Job {
+  std::uint64_t version = 0;
+  std::vector<std::span<const std::byte>> tensors;
+  PublishOptions options;
+  bool began = false;
+  bool manifestResent = false;
+  std::uint64_t beginSeq = 0;
+  std::uint64_t round = 0;
+  Clock::time_point beganAt{};
+  Clock::time_point planAt{};
+  std::chrono::nanoseconds sending{0};
+};
+
+// I/O-thread state that survives jobs: the arena mapping and the bucket plan, both reused round after round.
+struct TrainerAgent::ChannelCache {
+  std::optional<bus::ShmArena> arena;
+  std::uint64_t arenaEpoch = 0;
+  std::optional<bus::BucketPlan> plan;
+  bus::Digest planDigest;
+  std::uint64_t planBucketBytes = 0;
+  std::uint32_t planAlignment = 0;
+  std::uint64_t manifestSentEpoch = 0;  // the coordinator epoch that has our manifest
+};
+
+tl::expected<std::unique_ptr<TrainerAgent>, TrainerFailure> TrainerAgent::start(TrainerOptions options) {
+  auto context = std::make_unique<zmq::context_t>(1);
+  bus::SessionOptions sessionOptions;
+  sessionOptions.bus = options.bus;
+  sessionOptions.transport = options.transport;
+  sessionOptions.agentId = options.agentId;
+  sessionOptions.role = msg::Role::Trainer;
+  sessionOptions.requestedRank = options.requestedRank;
+  auto session = bus::AgentSession::open(*context, sessionOptions);
+  if (!session) return bus::fail(TrainerError::Session, session.error().describe());
+  auto registration = (*session)->registerAgent(0);
+  if (!registration) return bus::fail(TrainerError::Session, registration.error().describe());
+  return std::unique_ptr<TrainerAgent>(new TrainerAgent(std::move(options), std::move(context), std::move(*session)));
+}
+
+TrainerAgent::TrainerAgent(TrainerOptions options, std::unique_ptr<zmq::context_t> context,
+                           std::unique_ptr<bus::AgentSession> session)
+    : options_(std::move(options)),
+      context_(std::move(context)),
+      session_(std::move(session)),
+      cache_(std::make_unique<ChannelCache>()) {
+  rank_ = session_->registration().rank;
+  committed_.store(session_->registration().committedVersion, std::memory_order_release);
+  session_->setAppliedVersion(session_->registration().committedVersion);
+  io_ = std::thread([this] { ioLoop(); });
+}
+
+TrainerAgent::~TrainerAgent() { stop(); }
+
+void TrainerAgent::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) {
+      if (io_.joinable()) io_.join();
+      return;
+    }
+    stopping_ = true;
+  }
+  session_->wake();
+  if (io_.joinable()) io_.join();
+}
+
+std::uint64_t TrainerAgent::committedVersion() const { return committed_.load(std::memory_order_acquire); }
+
+tl::expected<void, TrainerFailure> TrainerAgent::declareManifest(std::vector<bus::TensorSpec> tensors) {
+  std::lock_guard lock(mutex_);
+  if (inFlight_) return bus::fail(TrainerError::Busy, "declare the manifest between versions");
+  auto manifest = bus::Manifest::create(std::move(tensors));
+  if (!manifest) return bus::fail(TrainerError::InvalidManifest, manifest.error().describe());
+  manifest_ = std::move(*manifest);
+  return {};
+}
+
+tl::expected<void, TrainerFailure> TrainerAgent::publish(std::uint64_t version,
+                                                        std::span<const std::span<const std::byte>> tensors,
+                                                        PublishOptions options) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return bus::fail(TrainerError::Stopped, "the agent is stopping");
+    if (!manifest_) return bus::fail(TrainerError::NoManifest, "call declareManifest() first");
+    if (inFlight_) return bus::fail(TrainerError::Busy, "wait for the outcome of the version in flight");
+    if (tensors.size() != manifest_->size()) {
+      return bus::fail(TrainerError::BufferMismatch, std::to_string(tensors.size()) + " buffers for a manifest of " +
+                                                         std::to_string(manifest_->size()) + " tensors");
+    }
+    for (std::size_t index = 0; index < tensors.size(); ++index) {
+      if (tensors[index].size() != manifest_->tensorBytes(index)) {
+        return bus::fail(TrainerError::BufferMismatch,
+                         "tensor '" + manifest_->tensors()[index].name + "': buffer of " +
+                             std::to_string(tensors[index].size()) + " bytes, the manifest says " +
+                             std::to_string(manifest_->tensorBytes(index)));
+      }
+    }
+    auto job = std::make_unique<Job>();
+    job->version = version;
+    job->tensors.assign(tensors.begin(), tensors.end());
+    job->options = std::move(options);
+    pending_ = std::move(job);
+    inFlight_ = true;
+    outcome_.reset();
+  }
+  session_->wake();
+  return {};
+}
+
+std::optional<PublishOutcome> TrainerAgent::pollOutcome() { return waitOutcome(std::chrono::milliseconds(0)); }
+
+std::optional<PublishOutcome> TrainerAgent::waitOutcome(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  outcomeReady_.wait_for(lock, timeout, [&] { return outcome_.has_value() || stopping_; });
+  return outcome_;
+}
+
+PublishOutcome TrainerAgent::outcomeOf(OutcomeKind kind) const {
+  PublishOutcome outcome;
+  outcome.kind = kind;
+  outcome.version = active_->version;
+  outcome.round = active_->round;
+  const auto now = Clock::now();
+  if (active_->began) outcome.total = now - active_->beganAt;
+  if (active_->planAt != Clock::time_point{}) outcome.untilPlan = active_->planAt - active_->beganAt;
+  outcome.sending = active_->sending;
+  return outcome;
+}
+
+void TrainerAgent::finish(PublishOutcome outcome) {
+  active_.reset();
+  std::lock_guard lock(mutex_);
+  outcome_ = std::move(outcome);
+  inFlight_ = false;
+  outcomeReady_.notify_all();
+}
+
+void TrainerAgent::ioLoop() {
+  while (true) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) break;
+      if (!active_ && pending_) active_ = std::move(pending_);
+    }
+    if (active_ && !active_->began) beginRound();
+    auto delivery = session_->next(kIoSlice);
+    if (!delivery) {
+      std::fprintf(stderr, "wsync-trainer %s: %s\n", options_.agentId.c_str(), delivery.error().describe().c_str());
+      std::this_thread::sleep_for(kIoSlice);
+      continue;
+    }
+    if (delivery->reregistered) {
+      // A new coordinator: it has neither our manifest nor our round.
+      const std::uint64_t known = session_->registration().committedVersion;
+      if (known > committed_.load()) committed_.store(known, std::memory_order_release);
+      cache_->arena.reset();
+      cache_->manifestSentEpoch = 0;
+      if (active_ && active_->began) {
+        PublishOutcome outcome = outcomeOf(OutcomeKind::Aborted);
+        outcome.reason = msg::AbortReason::CoordinatorRestart;
+        outcome.detail = "the coordinator restarted during the round";
+        finish(std::move(outcome));
+      }
+    }
+    if (delivery->message) handle(*delivery->message);
+  }
+  if (active_) {
+    PublishOutcome outcome = outcomeOf(OutcomeKind::Aborted);
+    outcome.reason = msg::AbortReason::Requested;
+    outcome.detail = "the trainer agent stopped";
+    if (active_->began) {
+      bus::MessageBuilder builder;
+      auto& fbb = builder.fbb();
+      (void)session_->send(builder, msg::CreateAbort(fbb, active_->round, active_->version,
+                                                     msg::AbortReason::Requested, fbb.CreateString("trainer stopped")));
+    }
+    finish(std::move(outcome));
+  }
+  session_->goodbye("trainer agent stopped");
+}
+
+void TrainerAgent::beginRound() {
+  Job& job = *active_;
+  const bus::Manifest& manifest = *manifest_;
+  const bool withManifest = cache_->manifestSentEpoch != session_->registration().epoch || job.manifestResent;
+  bus::MessageBuilder builder(withManifest ? 64 * 1024 : 512);
+  auto& fbb = builder.fbb();
+  const auto manifestOffset = withManifest ? manifest.toMessage(fbb) : flatbuffers::Offset<msg::Manifest>();
+  const msg::Digest128 digest = bus::toMessage(manifest.digest());
+  const auto begin = msg::CreateBeginUpdate(fbb, job.version, fbb.CreateString(job.options.label), &digest,
+                                            manifestOffset, msg::ChannelKind::Shm, job.options.pauseMode,
+                                            manifest.totalBytes());
+  job.beganAt = Clock::now();
+  auto sent = session_->send(builder, begin);
+  if (!sent) {
+    PublishOutcome outcome = outcomeOf(OutcomeKind::Refused);
+    outcome.detail = "cannot reach the coordinator: " + sent.error().describe();
+    finish(std::move(outcome));
+    return;
+  }
+  job.began = true;
+  job.beginSeq = session_->lastRequestSeq();
+  if (withManifest) cache_->manifestSentEpoch = session_->registration().epoch;
+}
+
+void TrainerAgent::handle(const bus::Message& message) {
+  if (const auto* error = message.as<msg::Error>()) {
+    const std::string detail = std::string(msg::EnumNameErrorCode(error->code())) + ": " +
+                               (error->detail() ? error->detail()->str() : std::string());
+    if (!active_ || !active_->began || error->in_reply_to() != active_->beginSeq) {
+      std::fprintf(stderr, "wsync-trainer %s: coordinator: %s\n", options_.agentId.c_str(), detail.c_str());
+      return;
+    }
+    if (error->code() == msg::ErrorCode::UnknownManifest && !active_->manifestResent) {
+      active_->manifestResent = true;  // the coordinator dropped it from its cache: send it again, once
+      active_->began = false;
+      return;
+    }
+    PublishOutcome outcome = outcomeOf(OutcomeKind::Refused);
+    outcome.detail = detail;
+    finish(std::move(outcome));
+    return;
+  }
+  if (!active_ || !active_->began) return;
+  if (const auto* plan = message.as<msg::TransferPlan>()) {
+    if (plan->version() != active_->version || plan->receiver() != -1) return;
+    active_->round = plan->round();
+    active_->planAt = Clock::now();
+    if (options_.dieOnPlanAtVersion != 0 && options_.dieOnPlanAtVersion == active_->version) {
+      std::fprintf(stderr, "wsync-trainer %s: fault injection: dying mid-round at version %llu\n",
+                   options_.agentId.c_str(), static_cast<unsigned long long>(active_->version));
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
+    sendPayload(*plan);
+    return;
+  }
+  if (const auto* commit = message.as<msg::Commit>()) {
+    if (commit->version() != active_->version) return;
+    committed_.store(commit->version(), std::memory_order_release);
+    session_->setAppliedVersion(commit->version());
+    PublishOutcome outcome = outcomeOf(OutcomeKind::Committed);
+    outcome.round = commit->round();
+    outcome.bytes = commit->bytes();
+    if (commit->digest()) outcome.digest = bus::fromMessage(*commit->digest());
+    finish(std::move(outcome));
+    return;
+  }
+  if (const auto* abort = message.as<msg::Abort>()) {
+    if (abort->version() != active_->version) return;
+    PublishOutcome outcome = outcomeOf(OutcomeKind::Aborted);
+    outcome.round = abort->round();
+    outcome.reason = abort->reason();
+    outcome.detail = abort->detail() ? abort->detail()->str() : std::string();
+    finish(std::move(outcome));
+  }
+}
+
+void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
+  Job& job = *active_;
+  bus::MessageBuilder builder;
+  auto reply = [&](bool ok, std::uint64_t bytes, const bus::Digest& digest, const std::string& detail) {
+    builder.reset();
+    auto& fbb = builder.fbb();
+    const msg::Digest128 wire = bus::toMessage(digest);
+    (void)session_->send(builder, msg::CreateUpdateDone(fbb, plan.round(), plan.version(), ok, bytes, &wire,
+                                                        ok ? msg::AbortReason::None : msg::AbortReason::ChannelFailure,
+                                                        fbb.CreateString(detail)));
+  };
+  const std::string arenaName = plan.arena() ? plan.arena()->str() : std::string();
+  ChannelCache& cache = *cache_;
+  if (!cache.arena || cache.arena->name() != arenaName || cache.arenaEpoch != session_->registration().epoch) {
+    cache.arena.reset();
+    auto arena = bus::ShmArena::open(arenaName);
+    if (!arena) {
+      reply(false, 0, {}, "cannot open the shm arena: " + arena.error().describe());
+      return;
+    }
+    cache.arena.emplace(std::move(*arena));
+    cache.arenaEpoch = session_->registration().epoch;
+  }
+  const bus::Manifest& manifest = *manifest_;
+  if (!cache.plan || cache.planDigest != manifest.digest() || cache.planBucketBytes != plan.bucket_bytes() ||
+      cache.planAlignment != plan.alignment()) {
+    cache.plan.reset();
+    auto built = bus::BucketPlan::build(manifest, plan.bucket_bytes(), plan.alignment());
+    if (!built) {
+      reply(false, 0, {}, "bucket plan: " + built.error().describe());
+      return;
+    }
+    cache.plan.emplace(std::move(*built));
+    cache.planDigest = manifest.digest();
+    cache.planBucketBytes = plan.bucket_bytes();
+    cache.planAlignment = plan.alignment();
+  }
+  if (cache.plan->bucketCount() != plan.bucket_count()) {
+    reply(false, 0, {}, "the coordinator's plan has " + std::to_string(plan.bucket_count()) +
+                            " buckets, the manifest gives " + std::to_string(cache.plan->bucketCount()));
+    return;
+  }
+  std::vector<std::uint32_t> receivers(plan.receiver_count());
+  for (std::uint32_t index = 0; index < receivers.size(); ++index) receivers[index] = index;
+  session_->slot().setPhase(bus::AgentPhase::Sending);
+  const auto started = Clock::now();
+  auto sent = cache.arena->send(plan.round(), *cache.plan, job.tensors, receivers, Clock::now() + kSendDeadline);
+  job.sending = Clock::now() - started;
+  session_->slot().setPhase(bus::AgentPhase::Idle);
+  if (!sent) {
+    reply(false, 0, {}, sent.error().describe());
+    return;
+  }
+  reply(true, sent->bytes, sent->digest, {});
+}
+
+}  // namespace wsync::trainer_agent

@@ -1,0 +1,83 @@
+#include "model_weights.hpp"
+
+#include <cstring>
+
+#include "wsync/bus/model_catalog.hpp"
+#include "wsync/bus/safetensors.hpp"
+
+namespace wsync::worker_app {
+
+namespace {
+
+constexpr std::string_view kFilePrefix = "file:";
+// Each tensor starts on a cache line, as an engine's allocator would place it.
+constexpr std::size_t kWeightAlignment = 64;
+
+std::uint64_t mix(std::uint64_t value) {  // splitmix64's finaliser: spreads the reads over the weights
+  value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  value = (value ^ (value >> 27)) * 0x94d049bb133111ebULL;
+  return value ^ (value >> 31);
+}
+
+}  // namespace
+
+tl::expected<ModelWeights, ModelError> ModelWeights::load(std::string_view model) {
+  std::vector<bus::TensorSpec> specs;
+  if (model.starts_with(kFilePrefix)) {
+    const std::string path(model.substr(kFilePrefix.size()));
+    auto file = bus::SafetensorsFile::open(path);
+    if (!file) return tl::unexpected(ModelError{false, file.error().describe()});
+    specs = file->tensors();
+  } else {
+    auto listed = bus::modelTensors(model);
+    if (!listed) return tl::unexpected(ModelError{true, listed.error().describe()});
+    specs = std::move(*listed);
+  }
+  auto manifest = bus::Manifest::create(specs);
+  if (!manifest) return tl::unexpected(ModelError{false, "model '" + std::string(model) + "': " +
+                                                             manifest.error().describe()});
+  ModelWeights weights;
+  std::size_t offset = 0;
+  for (std::size_t index = 0; index < specs.size(); ++index) {
+    const auto size = static_cast<std::size_t>(manifest->tensorBytes(index));
+    weights.offsets_.push_back(offset);
+    weights.sizes_.push_back(size);
+    if (size > 0) weights.nonEmpty_.push_back(index);
+    offset += (size + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+  }
+  weights.block_ = std::make_unique<std::byte[]>(offset);  // zeroed: version 0 of every model is all zeros
+  weights.totalBytes_ = manifest->totalBytes();
+  weights.tensors_ = std::move(specs);
+  return weights;
+}
+
+tl::expected<void, worker_agent::WorkerFailure> ModelWeights::bindAll(worker_agent::WorkerBindings& bindings) const {
+  for (std::size_t index = 0; index < tensors_.size(); ++index) {
+    const auto& spec = tensors_[index];
+    if (auto bound = bindings.bind(spec.name, spec.dtype, spec.shape, bytes(index)); !bound) return bound;
+  }
+  return {};
+}
+
+std::uint64_t ModelWeights::sample(std::uint64_t salt) const {
+  if (nonEmpty_.empty()) return 0;
+  const std::uint64_t hash = mix(salt);
+  const std::size_t index = nonEmpty_[hash % nonEmpty_.size()];
+  const std::size_t size = sizes_[index];
+  const std::size_t take = std::min<std::size_t>(size, sizeof(std::uint64_t));
+  const std::size_t at = static_cast<std::size_t>(mix(hash) % (size - take + 1));
+  std::uint64_t word = 0;
+  std::memcpy(&word, block_.get() + offsets_[index] + at, take);
+  return word;
+}
+
+tl::expected<void, std::string> ModelWeights::dump(const std::filesystem::path& path, std::uint64_t version) const {
+  std::vector<std::span<const std::byte>> data;
+  data.reserve(tensors_.size());
+  for (std::size_t index = 0; index < tensors_.size(); ++index) data.emplace_back(bytes(index));
+  auto written = bus::writeSafetensors(path, tensors_, data, {{"wsync_version", std::to_string(version)}});
+  if (!written) return tl::unexpected(written.error().describe());
+  return {};
+}
+
+}  // namespace wsync::worker_app

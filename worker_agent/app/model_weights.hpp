@@ -1,0 +1,49 @@
+#pragma once
+// The stand-in engine's weights: real, zero-initialised buffers (version 0) with the shapes of a named model,
+// bound to the worker agent, and written out as safetensors on request.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <tl/expected.hpp>
+
+#include "wsync/bus/manifest.hpp"
+#include "wsync/worker_agent/worker_bindings.hpp"
+
+namespace wsync::worker_app {
+
+struct ModelError {
+  bool usage = false;  // the name itself is wrong (exit 2), not a file that cannot be read (exit 1)
+  std::string detail;
+};
+
+class ModelWeights {
+ public:
+  // "opt-125m", "tiny", "synthetic:COUNT:MIB" (bus/model_catalog.hpp) or "file:PATH.safetensors" (its shapes).
+  static tl::expected<ModelWeights, ModelError> load(std::string_view model);
+
+  const std::vector<bus::TensorSpec>& tensors() const { return tensors_; }
+  std::uint64_t totalBytes() const { return totalBytes_; }
+  std::span<std::byte> bytes(std::size_t index) const { return {block_.get() + offsets_[index], sizes_[index]}; }
+
+  tl::expected<void, worker_agent::WorkerFailure> bindAll(worker_agent::WorkerBindings& bindings) const;
+  // A few bytes of the weights, as a decode step would read them; `salt` picks where.
+  std::uint64_t sample(std::uint64_t salt) const;
+  // Writes the weights with metadata {"wsync_version": "<version>"}.
+  tl::expected<void, std::string> dump(const std::filesystem::path& path, std::uint64_t version) const;
+
+ private:
+  std::vector<bus::TensorSpec> tensors_;
+  std::vector<std::size_t> offsets_;
+  std::vector<std::size_t> sizes_;
+  std::vector<std::size_t> nonEmpty_;  // indices of tensors with at least one byte, for sample()
+  std::uint64_t totalBytes_ = 0;
+  std::unique_ptr<std::byte[]> block_;
+};
+
+}  // namespace wsync::worker_app

@@ -1,0 +1,80 @@
+#pragma once
+// The worker side of an update round (docs/update-round.md), linked into an inference engine: it registers with
+// the coordinator, checks each round's manifest against the engine's bindings, pauses the engine through
+// PauseHooks, receives the payload into staging buffers, applies a version only when the coordinator commits the
+// digest it staged, and exposes the applied version for tagging outputs.
+//
+// Threading: start() spawns one I/O thread that owns the bus session and runs every round, transfers included
+// (plus the session's heartbeat thread, which only writes the shared-memory heartbeat word). Hooks run on the I/O
+// thread, one at a time, and must not throw. appliedVersion(), committedVersion(), rank() and counters() are safe
+// from any thread. stop() may be called from any thread but a hook; it returns once the I/O thread has ended, so
+// a hook in progress must return (close the PauseGate first when the engine has stopped) and a receive in
+// progress must end (it does when the trainer finishes or the coordinator aborts it).
+//
+// Memory: staging holds one full copy of the model (sum of the bound tensors' bytes), allocated at the first
+// transfer and reused for every round after. The payload arena adds nothing here: it lives in shared memory owned
+// by the coordinator (buffer count x bucket size).
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <tl/expected.hpp>
+#include <zmq.hpp>
+
+#include "wsync/bus/agent_session.hpp"
+#include "wsync/worker_agent/worker_error.hpp"
+#include "wsync/worker_agent/worker_options.hpp"
+
+namespace wsync::worker_agent {
+
+struct WorkerCounters {
+  std::uint64_t roundsApplied = 0;    // versions copied into the bindings
+  std::uint64_t roundsAborted = 0;    // rounds the coordinator aborted while this worker took part
+  std::uint64_t roundsRefused = 0;    // pauses refused (manifest mismatch) and commits not applied
+  std::uint64_t transfersFailed = 0;  // receives that failed (channel failure, abort, timeout)
+};
+
+namespace detail {
+class RoundHandler;
+}
+
+class WorkerAgent {
+ public:
+  // Validates the options, registers (blocking, up to options.registrationTimeout) and starts the I/O thread.
+  static tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> start(WorkerOptions options, PauseHooks hooks);
+
+  ~WorkerAgent();  // stop()
+  WorkerAgent(const WorkerAgent&) = delete;
+  WorkerAgent& operator=(const WorkerAgent&) = delete;
+
+  // The version the bound buffers hold: one atomic load, lock-free, for tagging every generated token.
+  std::uint64_t appliedVersion() const { return appliedVersion_.load(std::memory_order_acquire); }
+  // The bus's committed version, from the coordinator's shared-memory control block (takes a mutex: the mapping
+  // is replaced when the coordinator restarts; tag outputs with appliedVersion() instead).
+  std::uint64_t committedVersion() const;
+  // The rank the coordinator granted (it may change when the agent registers again with a restarted coordinator).
+  std::int32_t rank() const { return rank_.load(std::memory_order_acquire); }
+  const std::string& agentId() const { return agentId_; }
+  WorkerCounters counters() const;
+
+  // Joins the I/O thread and says Goodbye (the coordinator frees the slot at once). Idempotent.
+  void stop();
+
+ private:
+  WorkerAgent() = default;
+  void run();  // the I/O thread
+
+  std::atomic<std::uint64_t> appliedVersion_{0};
+  std::atomic<std::int32_t> rank_{-1};
+  std::atomic<bool> stopping_{false};
+  std::string agentId_;
+  zmq::context_t context_{1};
+  std::unique_ptr<bus::AgentSession> session_;  // after context_: its socket must close before the context ends
+  std::unique_ptr<detail::RoundHandler> rounds_;
+  std::thread ioThread_;
+  std::once_flag stopOnce_;
+};
+
+}  // namespace wsync::worker_agent

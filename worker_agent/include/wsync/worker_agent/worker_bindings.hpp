@@ -1,0 +1,57 @@
+#pragma once
+// The engine's destination buffers, by tensor name: where a committed version is copied. Collected before
+// WorkerAgent::start() and fixed afterwards, so the I/O thread reads them without a lock.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <tl/expected.hpp>
+
+#include "wsync/bus/manifest.hpp"
+#include "wsync/worker_agent/worker_error.hpp"
+
+namespace wsync::worker_agent {
+
+struct TensorBinding {
+  bus::TensorSpec spec;
+  std::span<std::byte> destination;  // exactly the tensor's byte count; owned by the engine, outlives the agent
+};
+
+class WorkerBindings {
+ public:
+  // Binds `destination` to tensor `name`. Refused (InvalidBinding, the detail naming the tensor) for an empty or
+  // over-long name, a name already bound, an unknown dtype, a negative or too-large shape, or a span whose size is
+  // not dtype size x elements.
+  tl::expected<void, WorkerFailure> bind(std::string name, msg::DType dtype, std::vector<std::int64_t> shape,
+                                         std::span<std::byte> destination);
+
+  const std::vector<TensorBinding>& tensors() const { return tensors_; }
+  std::size_t size() const { return tensors_.size(); }
+  std::uint64_t totalBytes() const { return totalBytes_; }
+  // Index in tensors() of the tensor bound under `name`.
+  std::optional<std::size_t> find(std::string_view name) const;
+
+ private:
+  std::vector<TensorBinding> tensors_;
+  std::unordered_map<std::string, std::size_t> byName_;
+  std::uint64_t totalBytes_ = 0;
+};
+
+// For each tensor of a manifest, the index of its binding in WorkerBindings::tensors().
+using BindingMap = std::vector<std::uint32_t>;
+
+// The check a worker makes before it pauses for a round: the manifest and the bindings hold the same tensors,
+// each with the same dtype and shape. On a mismatch the ManifestMismatch failure names the first offending tensor
+// and both sides, e.g. "tensor 'fc1.weight': manifest shape [3072, 768], bound [768, 3072]"; a count difference
+// names a tensor present on one side only. A pure function, so it can be tested without a bus.
+tl::expected<BindingMap, WorkerFailure> matchManifest(const bus::Manifest& manifest, const WorkerBindings& bindings);
+
+// "[3072, 768]", as the mismatch details write shapes.
+std::string formatShape(std::span<const std::int64_t> shape);
+
+}  // namespace wsync::worker_agent

@@ -1,0 +1,61 @@
+#pragma once
+// How a WorkerAgent is started: where its bus is, what it binds, and how it reaches the engine (PauseHooks).
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <wsync/schemas/control_generated.h>
+
+#include "wsync/bus/agent_session.hpp"
+#include "wsync/worker_agent/worker_bindings.hpp"
+
+namespace wsync::worker_agent {
+
+// How long one wait of the I/O thread for the next message lasts: stop() is noticed within it.
+inline constexpr std::chrono::milliseconds kIoSlice{50};
+// How long a receive may take before the worker gives up by itself. Deliberately far longer than any real
+// transfer: the coordinator's transfer timeout (120 s + 1 s per GiB) aborts sooner through the arena's abort word,
+// and a dead sender is found by its heartbeat; this only bounds a receive nobody will ever abort.
+inline constexpr std::chrono::minutes kTransferDeadline{10};
+// Manifests (with their bucket plans) kept by digest: the coordinator sends a manifest once per worker and refers
+// to it by digest afterwards, and it keeps 8 itself, so a worker keeping as many never has to refuse a known one.
+inline constexpr std::size_t kCachedManifests = 8;
+// The registration timeout of bus::AgentSession: long enough for a coordinator that is still starting.
+inline constexpr std::chrono::milliseconds kRegistrationTimeout = bus::kRegistrationTimeout;
+
+// TEST ONLY: faults a worker injects into its own rounds, so end-to-end tests can prove that the bus catches them.
+// Never set these in production.
+struct WorkerFaults {
+  // After receiving this version, flip one byte of the staged copy and report the digest of the corrupted bytes:
+  // the coordinator must see a digest mismatch and abort the round; nobody applies it.
+  std::optional<std::uint64_t> corruptReceiveAtVersion;
+  // Raise SIGKILL on itself when the TransferPlan of this version arrives, before receiving anything (the arena
+  // has no per-bucket hook to die after the first bucket): the coordinator must notice the death and abort the
+  // round, and the sender must not hang.
+  std::optional<std::uint64_t> dieDuringReceiveAtVersion;
+};
+
+struct WorkerOptions {
+  std::string bus;
+  std::string transport = "ipc";  // or tcp://HOST:PORT
+  std::string agentId;
+  std::int32_t requestedRank = -1;  // -1: the coordinator assigns the lowest free one
+  WorkerBindings bindings;
+  std::chrono::milliseconds registrationTimeout = kRegistrationTimeout;
+  WorkerFaults faults;  // test only
+};
+
+// How the agent reaches the engine. All are called on the agent's I/O thread, one at a time.
+struct PauseHooks {
+  // Required. Returns once the engine is quiesced for `mode` (PauseGate::pause does exactly that): no step reads
+  // the bound buffers until `resume` is called. The time it takes counts against the coordinator's pause timeout.
+  std::function<void(msg::PauseMode mode, std::uint64_t round)> pause;
+  // Required. Generation may go on; `appliedVersion` is what the bound buffers now hold.
+  std::function<void(std::uint64_t appliedVersion)> resume;
+  // Optional. A version was just copied into the bound buffers (the engine is still paused).
+  std::function<void(std::uint64_t version, std::uint64_t round)> applied;
+};
+
+}  // namespace wsync::worker_agent

@@ -1,0 +1,336 @@
+#include "round_handler.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+
+namespace wsync::worker_agent::detail {
+
+namespace {
+
+std::string hex(const bus::Digest& digest) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%016" PRIx64 "%016" PRIx64, digest.hi, digest.lo);
+  return text;
+}
+
+std::string text(const flatbuffers::String* string) { return string ? string->str() : std::string(); }
+
+}  // namespace
+
+RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks, WorkerFaults faults,
+                           std::atomic<std::uint64_t>& appliedVersion, std::atomic<std::int32_t>& rank)
+    : session_(session),
+      bindings_(std::move(bindings)),
+      hooks_(std::move(hooks)),
+      faults_(faults),
+      appliedVersion_(appliedVersion),
+      rank_(rank) {}
+
+tl::expected<void, WorkerFailure> RoundHandler::attach() {
+  rank_.store(session_.registration().rank, std::memory_order_release);
+  auto view = bus::ControlBlockView::open(session_.options().bus);
+  if (!view) return bus::fail(WorkerError::ControlBlock, view.error().describe());
+  std::lock_guard lock(blockMutex_);
+  block_.reset();
+  block_.emplace(std::move(*view));
+  return {};
+}
+
+std::uint64_t RoundHandler::committedVersion() const {
+  std::lock_guard lock(blockMutex_);
+  return block_ ? block_->committedVersion() : 0;
+}
+
+WorkerCounters RoundHandler::counters() const {
+  return WorkerCounters{roundsApplied_.load(std::memory_order_relaxed), roundsAborted_.load(std::memory_order_relaxed),
+                        roundsRefused_.load(std::memory_order_relaxed),
+                        transfersFailed_.load(std::memory_order_relaxed)};
+}
+
+void RoundHandler::log(const std::string& line) const {
+  std::fprintf(stderr, "wsync-worker-agent '%s': %s\n", session_.options().agentId.c_str(), line.c_str());
+}
+
+void RoundHandler::setPhase(bus::AgentPhase phase) {
+  // Between a coordinator's restart and our new Welcome there is no slot to write to.
+  if (session_.registered()) session_.slot().setPhase(phase);
+}
+
+void RoundHandler::resumeEngine() {
+  paused_ = false;
+  setPhase(bus::AgentPhase::Idle);
+  hooks_.resume(appliedVersion_.load(std::memory_order_acquire));
+}
+
+void RoundHandler::handle(const bus::Message& message) {
+  switch (message.type()) {
+    case msg::Body::Manifest: handleManifest(*message.as<msg::Manifest>()); return;
+    case msg::Body::Pause: handlePause(*message.as<msg::Pause>()); return;
+    case msg::Body::TransferPlan: handleTransferPlan(*message.as<msg::TransferPlan>()); return;
+    case msg::Body::Commit: handleCommit(*message.as<msg::Commit>()); return;
+    case msg::Body::Abort: handleAbort(*message.as<msg::Abort>()); return;
+    case msg::Body::Resume: handleResume(*message.as<msg::Resume>()); return;
+    case msg::Body::Error: {
+      const auto& error = *message.as<msg::Error>();
+      log(std::string("the coordinator refused a request: ") + msg::EnumNameErrorCode(error.code()) + ": " +
+          text(error.detail()));
+      return;
+    }
+    default:
+      // A newer coordinator may send more; nothing it sends is worth dying for.
+      log(std::string("ignoring ") + bus::bodyName(message.type()) + " from the coordinator");
+      return;
+  }
+}
+
+void RoundHandler::reregistered() {
+  log("registered again with a restarted coordinator (rank " + std::to_string(session_.registration().rank) + ")" +
+      (paused_ || staged_ ? "; its round is gone: dropping what was staged and resuming" : ""));
+  staged_.reset();
+  // The new coordinator created a new arena segment under the same name: the old mapping is of a dead one.
+  arenas_.clear();
+  if (auto attached = attach(); !attached) log(attached.error().describe());
+  // Its round is gone and no Resume will come for it: the engine goes on with the version it has.
+  if (paused_) resumeEngine();
+  setPhase(bus::AgentPhase::Idle);
+}
+
+CachedManifest* RoundHandler::findManifest(const bus::Digest& digest) {
+  for (auto& cached : manifests_) {
+    if (cached->manifest.digest() == digest) {
+      cached->lastUsed = ++useCounter_;
+      return cached.get();
+    }
+  }
+  return nullptr;
+}
+
+void RoundHandler::handleManifest(const msg::Manifest& message) {
+  auto manifest = bus::Manifest::fromMessage(message);
+  if (!manifest) {
+    // Its Pause will then name an unknown manifest and be refused, which aborts the round with a reason.
+    log("rejected a manifest: " + manifest.error().describe());
+    return;
+  }
+  if (findManifest(manifest->digest()) != nullptr) return;
+  if (manifests_.size() >= kCachedManifests) {
+    auto oldest = std::min_element(manifests_.begin(), manifests_.end(),
+                                   [](const auto& a, const auto& b) { return a->lastUsed < b->lastUsed; });
+    if (staged_ && staged_->manifest == oldest->get()) staged_.reset();
+    manifests_.erase(oldest);
+  }
+  auto bindingMap = matchManifest(*manifest, bindings_);
+  manifests_.push_back(std::make_unique<CachedManifest>(
+      CachedManifest{std::move(*manifest), std::move(bindingMap), std::nullopt, ++useCounter_}));
+}
+
+void RoundHandler::sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail) {
+  builder_.reset();
+  auto& fbb = builder_.fbb();
+  const auto body = msg::CreatePauseAck(fbb, round, ok, appliedVersion_.load(std::memory_order_acquire), reason,
+                                        detail.empty() ? 0 : fbb.CreateString(detail));
+  if (auto sent = session_.send(builder_, body); !sent) log("PauseAck not sent: " + sent.error().describe());
+}
+
+void RoundHandler::sendUpdateDone(std::uint64_t round, std::uint64_t version, bool ok,
+                                  const bus::TransferResult& result, msg::AbortReason reason,
+                                  const std::string& detail) {
+  builder_.reset();
+  auto& fbb = builder_.fbb();
+  const msg::Digest128 digest = bus::toMessage(result.digest);
+  const auto body = msg::CreateUpdateDone(fbb, round, version, ok, result.bytes, &digest, reason,
+                                          detail.empty() ? 0 : fbb.CreateString(detail));
+  if (auto sent = session_.send(builder_, body); !sent) log("UpdateDone not sent: " + sent.error().describe());
+}
+
+void RoundHandler::handlePause(const msg::Pause& pause) {
+  // Whatever was staged belongs to a round that ended without a Commit reaching us.
+  staged_.reset();
+  if (pause.manifest_digest() == nullptr) {
+    ++roundsRefused_;
+    sendPauseAck(pause.round(), false, msg::AbortReason::ManifestMismatch, "Pause without a manifest digest");
+    return;
+  }
+  const bus::Digest digest = bus::fromMessage(*pause.manifest_digest());
+  const CachedManifest* cached = findManifest(digest);
+  if (cached == nullptr) {
+    ++roundsRefused_;
+    sendPauseAck(pause.round(), false, msg::AbortReason::ManifestMismatch,
+                 "manifest " + hex(digest) + " was never received by this worker");
+    return;
+  }
+  // Checked before the engine is touched: a worker that cannot take the version must not stop generating for it.
+  if (!cached->bindingMap) {
+    ++roundsRefused_;
+    log("refusing round " + std::to_string(pause.round()) + ": " + cached->bindingMap.error().detail);
+    sendPauseAck(pause.round(), false, msg::AbortReason::ManifestMismatch, cached->bindingMap.error().detail);
+    return;
+  }
+  hooks_.pause(pause.mode(), pause.round());
+  paused_ = true;
+  pausedRound_ = pause.round();
+  pausedVersion_ = pause.version();
+  setPhase(bus::AgentPhase::Paused);
+  sendPauseAck(pause.round(), true, msg::AbortReason::None, {});
+}
+
+tl::expected<bus::ShmArena*, bus::ChannelFailure> RoundHandler::arena(const std::string& name) {
+  if (auto found = arenas_.find(name); found != arenas_.end()) return &found->second;
+  auto opened = bus::ShmArena::open(name);
+  if (!opened) return tl::unexpected(opened.error());
+  return &arenas_.emplace(name, std::move(*opened)).first->second;
+}
+
+tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::receive(const msg::TransferPlan& plan) {
+  auto refuse = [](msg::AbortReason reason, std::string detail) {
+    return tl::unexpected(ReceiveFailure{reason, std::move(detail)});
+  };
+  if (!paused_ || pausedRound_ != plan.round() || pausedVersion_ != plan.version()) {
+    return refuse(msg::AbortReason::AgentRefused,
+                  "a plan for round " + std::to_string(plan.round()) + " but the engine is not paused for it");
+  }
+  if (plan.channel() != msg::ChannelKind::Shm) {
+    return refuse(msg::AbortReason::ChannelFailure,
+                  std::string("channel ") + msg::EnumNameChannelKind(plan.channel()) + " is not supported by this worker");
+  }
+  if (plan.manifest_digest() == nullptr || plan.arena() == nullptr) {
+    return refuse(msg::AbortReason::ChannelFailure, "the plan names no manifest or no arena");
+  }
+  CachedManifest* cached = findManifest(bus::fromMessage(*plan.manifest_digest()));
+  if (cached == nullptr || !cached->bindingMap) {
+    return refuse(msg::AbortReason::ManifestMismatch, "the plan's manifest " +
+                                                          hex(bus::fromMessage(*plan.manifest_digest())) +
+                                                          " is not one this worker accepted");
+  }
+  const bus::Manifest& manifest = cached->manifest;
+  if (!cached->plan || cached->plan->bucketBytes() != plan.bucket_bytes() ||
+      cached->plan->alignment() != plan.alignment()) {
+    auto built = bus::BucketPlan::build(manifest, plan.bucket_bytes(), plan.alignment());
+    if (!built) return refuse(msg::AbortReason::ChannelFailure, "bucket plan: " + built.error().describe());
+    cached->plan.reset();
+    cached->plan.emplace(std::move(*built));
+  }
+  // The plan is a pure function of these numbers, so a disagreement means a different manifest or build: better
+  // to fail here, naming both sides, than to receive bytes into the wrong places.
+  if (cached->plan->bucketCount() != plan.bucket_count() || manifest.totalBytes() != plan.total_bytes()) {
+    return refuse(msg::AbortReason::ChannelFailure,
+                  "the coordinator plans " + std::to_string(plan.bucket_count()) + " buckets of " +
+                      std::to_string(plan.total_bytes()) + " bytes, this worker computes " +
+                      std::to_string(cached->plan->bucketCount()) + " of " + std::to_string(manifest.totalBytes()));
+  }
+  auto mapped = arena(plan.arena()->str());
+  if (!mapped) return refuse(msg::AbortReason::ChannelFailure, mapped.error().describe());
+  staging_.prepare(manifest);
+
+  if (faults_.dieDuringReceiveAtVersion == plan.version()) {
+    log("test fault: dying during the receive of version " + std::to_string(plan.version()));
+    std::raise(SIGKILL);
+  }
+  setPhase(bus::AgentPhase::Receiving);
+  const auto deadline = std::chrono::steady_clock::now() + kTransferDeadline;
+  auto received = (*mapped)->receive(plan.round(), *cached->plan, staging_.tensors(),
+                                     static_cast<std::uint32_t>(plan.receiver()), deadline);
+  if (!received) return refuse(msg::AbortReason::ChannelFailure, received.error().describe());
+  staged_ = StagedVersion{plan.round(), plan.version(), received->bytes, received->digest, cached};
+
+  if (faults_.corruptReceiveAtVersion == plan.version()) {
+    // The corrupted digest is only meaningful if this function digests as the arena does: check on the intact bytes.
+    if (detail::digestTensors(staging_.tensors()).digest != received->digest) {
+      log("test fault: the staging digest differs from the arena's even before corruption");
+    }
+    for (const auto& tensor : staging_.tensors()) {
+      if (tensor.empty()) continue;
+      tensor[0] ^= std::byte{0x01};
+      break;
+    }
+    const bus::TransferResult corrupted = detail::digestTensors(staging_.tensors());
+    log("test fault: corrupted one staged byte of version " + std::to_string(plan.version()) + " (digest " +
+        hex(received->digest) + " -> " + hex(corrupted.digest) + ")");
+    staged_->digest = corrupted.digest;
+    return corrupted;
+  }
+  return *received;
+}
+
+void RoundHandler::handleTransferPlan(const msg::TransferPlan& plan) {
+  staged_.reset();
+  if (plan.receiver() < 0) {
+    log("ignoring a sender's plan for round " + std::to_string(plan.round()) + ": workers only receive");
+    return;
+  }
+  auto received = receive(plan);
+  if (!received) {
+    ++transfersFailed_;
+    staged_.reset();
+    if (paused_) setPhase(bus::AgentPhase::Paused);
+    log("round " + std::to_string(plan.round()) + " (version " + std::to_string(plan.version()) +
+        "): receive failed: " + received.error().detail);
+    sendUpdateDone(plan.round(), plan.version(), false, bus::TransferResult{}, received.error().reason,
+                   received.error().detail);
+    return;
+  }
+  setPhase(bus::AgentPhase::Staged);
+  sendUpdateDone(plan.round(), plan.version(), true, *received, msg::AbortReason::None, {});
+}
+
+void RoundHandler::handleCommit(const msg::Commit& commit) {
+  std::string refusal;
+  const bus::Digest digest = commit.digest() ? bus::fromMessage(*commit.digest()) : bus::Digest{};
+  if (!staged_) {
+    refusal = "nothing is staged";
+  } else if (staged_->round != commit.round()) {
+    refusal = "round " + std::to_string(staged_->round) + " is staged";
+  } else if (commit.digest() == nullptr || staged_->digest != digest) {
+    refusal = "the staged digest " + hex(staged_->digest) + " differs from the committed " + hex(digest);
+  } else if (staged_->version != commit.version() || staged_->bytes != commit.bytes()) {
+    refusal = "the staged version " + std::to_string(staged_->version) + " (" + std::to_string(staged_->bytes) +
+              " bytes) differs from the committed one (" + std::to_string(commit.bytes()) + " bytes)";
+  } else if (!paused_) {
+    refusal = "the engine is not paused";  // a copy now would race generation
+  }
+  if (!refusal.empty()) {
+    ++roundsRefused_;
+    staged_.reset();
+    log("not applying version " + std::to_string(commit.version()) + " of round " + std::to_string(commit.round()) +
+        ": " + refusal + "; keeping version " + std::to_string(appliedVersion_.load(std::memory_order_acquire)));
+    if (paused_) setPhase(bus::AgentPhase::Paused);
+    return;
+  }
+  // The engine is parked, so this copy is atomic with respect to generation: no step sees a mix of versions.
+  const BindingMap& map = *staged_->manifest->bindingMap;
+  const auto staged = staging_.tensors();
+  for (std::size_t index = 0; index < map.size(); ++index) {
+    const auto& destination = bindings_.tensors()[map[index]].destination;
+    if (!staged[index].empty()) std::memcpy(destination.data(), staged[index].data(), staged[index].size());
+  }
+  session_.setAppliedVersion(commit.version());
+  appliedVersion_.store(commit.version(), std::memory_order_release);
+  ++roundsApplied_;
+  staged_.reset();
+  setPhase(bus::AgentPhase::Paused);
+  if (hooks_.applied) hooks_.applied(commit.version(), commit.round());
+}
+
+void RoundHandler::handleAbort(const msg::Abort& abort) {
+  staged_.reset();
+  ++roundsAborted_;
+  log("round " + std::to_string(abort.round()) + " (version " + std::to_string(abort.version()) + ") aborted: " +
+      msg::EnumNameAbortReason(abort.reason()) + ": " + text(abort.detail()) + "; keeping version " +
+      std::to_string(appliedVersion_.load(std::memory_order_acquire)));
+  if (paused_) setPhase(bus::AgentPhase::Paused);
+}
+
+void RoundHandler::handleResume(const msg::Resume& /*resume*/) {
+  staged_.reset();
+  // A worker that refused the Pause never paused its engine: it was generating all along.
+  if (paused_) {
+    resumeEngine();
+  } else {
+    setPhase(bus::AgentPhase::Idle);
+  }
+}
+
+}  // namespace wsync::worker_agent::detail

@@ -1,0 +1,104 @@
+#pragma once
+// The worker's side of each update round (docs/update-round.md), message by message. Owned by WorkerAgent and
+// called only on its I/O thread, except committedVersion() and counters(), which any thread may call.
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "staging.hpp"
+#include "wsync/bus/agent_session.hpp"
+#include "wsync/bus/bucket_plan.hpp"
+#include "wsync/bus/control_block.hpp"
+#include "wsync/bus/shm_arena.hpp"
+#include "wsync/worker_agent/worker_agent.hpp"
+
+namespace wsync::worker_agent::detail {
+
+// A manifest the coordinator sent, with what this worker derived from it once.
+struct CachedManifest {
+  bus::Manifest manifest;
+  tl::expected<BindingMap, WorkerFailure> bindingMap;  // matchManifest(manifest, bindings)
+  std::optional<bus::BucketPlan> plan;                 // the last plan built for it (plans rarely change)
+  std::uint64_t lastUsed = 0;
+};
+
+// What sits in staging, waiting for its Commit.
+struct StagedVersion {
+  std::uint64_t round = 0;
+  std::uint64_t version = 0;
+  std::uint64_t bytes = 0;
+  bus::Digest digest;
+  const CachedManifest* manifest = nullptr;
+};
+
+class RoundHandler {
+ public:
+  RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks, WorkerFaults faults,
+               std::atomic<std::uint64_t>& appliedVersion, std::atomic<std::int32_t>& rank);
+
+  // Maps the coordinator's control block for committedVersion() and records the granted rank: at start and after
+  // every re-registration (a restarted coordinator has a new block).
+  tl::expected<void, WorkerFailure> attach();
+  void handle(const bus::Message& message);
+  // The coordinator restarted and we registered again: its round is gone, so is ours.
+  void reregistered();
+
+  std::uint64_t committedVersion() const;
+  WorkerCounters counters() const;
+
+ private:
+  void handleManifest(const msg::Manifest& message);
+  void handlePause(const msg::Pause& pause);
+  void handleTransferPlan(const msg::TransferPlan& plan);
+  void handleCommit(const msg::Commit& commit);
+  void handleAbort(const msg::Abort& abort);
+  void handleResume(const msg::Resume& resume);
+
+  // Receives the payload into staging; returns what was received or why it failed (reason, detail).
+  struct ReceiveFailure {
+    msg::AbortReason reason;
+    std::string detail;
+  };
+  tl::expected<bus::TransferResult, ReceiveFailure> receive(const msg::TransferPlan& plan);
+
+  void sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail);
+  void sendUpdateDone(std::uint64_t round, std::uint64_t version, bool ok, const bus::TransferResult& result,
+                      msg::AbortReason reason, const std::string& detail);
+  void setPhase(bus::AgentPhase phase);
+  void resumeEngine();
+  CachedManifest* findManifest(const bus::Digest& digest);
+  tl::expected<bus::ShmArena*, bus::ChannelFailure> arena(const std::string& name);
+  void log(const std::string& line) const;
+
+  bus::AgentSession& session_;
+  const WorkerBindings bindings_;
+  const PauseHooks hooks_;
+  const WorkerFaults faults_;
+  std::atomic<std::uint64_t>& appliedVersion_;
+  std::atomic<std::int32_t>& rank_;
+
+  bus::MessageBuilder builder_;
+  std::vector<std::unique_ptr<CachedManifest>> manifests_;  // at most kCachedManifests; pointers stay valid
+  std::uint64_t useCounter_ = 0;
+  std::map<std::string, bus::ShmArena> arenas_;  // by segment name, mapped once
+  Staging staging_;
+  std::optional<StagedVersion> staged_;
+  bool paused_ = false;  // the engine is quiesced for pausedRound_
+  std::uint64_t pausedRound_ = 0;
+  std::uint64_t pausedVersion_ = 0;
+
+  std::atomic<std::uint64_t> roundsApplied_{0};
+  std::atomic<std::uint64_t> roundsAborted_{0};
+  std::atomic<std::uint64_t> roundsRefused_{0};
+  std::atomic<std::uint64_t> transfersFailed_{0};
+
+  mutable std::mutex blockMutex_;  // guards block_, replaced on re-registration while other threads read it
+  std::optional<bus::ControlBlockView> block_;
+};
+
+}  // namespace wsync::worker_agent::detail

@@ -1,0 +1,47 @@
+#include "staging.hpp"
+
+#include <xxhash.h>
+
+namespace wsync::worker_agent::detail {
+
+namespace {
+
+// Each staged tensor starts on a cache line, so the copies in and out run at full width.
+constexpr std::uint64_t kStagingAlignment = 64;
+
+std::uint64_t alignUp(std::uint64_t value) { return (value + kStagingAlignment - 1) / kStagingAlignment * kStagingAlignment; }
+
+}  // namespace
+
+void Staging::prepare(const bus::Manifest& manifest) {
+  std::uint64_t needed = 0;
+  for (std::size_t index = 0; index < manifest.size(); ++index) needed += alignUp(manifest.tensorBytes(index));
+  if (needed > capacity_) {
+    block_.reset();  // the old block goes first, so two copies of the model never coexist
+    // Not initialised: every byte is written by a receive before anything reads it.
+    block_ = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(needed));
+    capacity_ = needed;
+  }
+  tensors_.clear();
+  tensors_.reserve(manifest.size());
+  std::uint64_t offset = 0;
+  for (std::size_t index = 0; index < manifest.size(); ++index) {
+    const std::uint64_t bytes = manifest.tensorBytes(index);
+    tensors_.emplace_back(block_.get() + offset, static_cast<std::size_t>(bytes));
+    offset += alignUp(bytes);
+  }
+}
+
+bus::TransferResult digestTensors(std::span<const std::span<std::byte>> tensors) {
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
+  XXH3_128bits_reset(state.get());
+  std::uint64_t total = 0;
+  for (const auto& tensor : tensors) {
+    XXH3_128bits_update(state.get(), tensor.data(), tensor.size());
+    total += tensor.size();
+  }
+  const XXH128_hash_t hash = XXH3_128bits_digest(state.get());
+  return bus::TransferResult{total, bus::Digest{hash.low64, hash.high64}};
+}
+
+}  // namespace wsync::worker_agent::detail

@@ -1,0 +1,32 @@
+#pragma once
+// Where a worker receives a version before it is committed: one buffer per tensor in manifest order, carved from
+// one block that is kept for every later round. It costs one copy of the model, the price of never serving a
+// half-received version: the bound buffers change only at commit, by a copy made while the engine is paused.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "wsync/bus/manifest.hpp"
+#include "wsync/bus/shm_arena.hpp"
+
+namespace wsync::worker_agent::detail {
+
+class Staging {
+ public:
+  // Lays out a buffer per tensor of `manifest`, reusing the block when it is large enough.
+  void prepare(const bus::Manifest& manifest);
+  std::span<const std::span<std::byte>> tensors() const { return tensors_; }
+  std::uint64_t capacity() const { return capacity_; }
+
+ private:
+  std::unique_ptr<std::byte[]> block_;
+  std::uint64_t capacity_ = 0;
+  std::vector<std::span<std::byte>> tensors_;
+};
+
+// XXH3-128 over the tensors' bytes in order: what ShmArena::receive reports for the same bytes.
+bus::TransferResult digestTensors(std::span<const std::span<std::byte>> tensors);
+
+}  // namespace wsync::worker_agent::detail

@@ -1,0 +1,84 @@
+#include "wsync/worker_agent/worker_agent.hpp"
+
+#include <cstdio>
+
+#include "round_handler.hpp"
+
+namespace wsync::worker_agent {
+
+tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(WorkerOptions options,
+                                                                             PauseHooks hooks) {
+  if (!hooks.pause || !hooks.resume) {
+    return bus::fail(WorkerError::InvalidOptions, "the pause and resume hooks are required");
+  }
+  if (options.registrationTimeout.count() <= 0) {
+    return bus::fail(WorkerError::InvalidOptions, "the registration timeout must be positive");
+  }
+  std::unique_ptr<WorkerAgent> agent(new WorkerAgent());
+  agent->agentId_ = options.agentId;
+
+  bus::SessionOptions session;
+  session.bus = options.bus;
+  session.transport = options.transport;
+  session.agentId = options.agentId;
+  session.role = msg::Role::Worker;
+  session.requestedRank = options.requestedRank;
+  session.channels = {msg::ChannelKind::Shm};
+  session.registrationTimeout = options.registrationTimeout;
+  auto opened = bus::AgentSession::open(agent->context_, std::move(session));
+  if (!opened) {
+    const auto code = opened.error().code == bus::SessionError::InvalidOptions ? WorkerError::InvalidOptions
+                                                                                : WorkerError::Registration;
+    return bus::fail(code, opened.error().describe());
+  }
+  agent->session_ = std::move(*opened);
+  // The bound buffers start as what the engine loaded; nothing this agent applied yet.
+  auto registration = agent->session_->registerAgent(0);
+  if (!registration) return bus::fail(WorkerError::Registration, registration.error().describe());
+
+  agent->rounds_ = std::make_unique<detail::RoundHandler>(*agent->session_, std::move(options.bindings),
+                                                          std::move(hooks), options.faults, agent->appliedVersion_,
+                                                          agent->rank_);
+  if (auto attached = agent->rounds_->attach(); !attached) {
+    agent->session_->goodbye("worker could not start: " + attached.error().describe());
+    return tl::unexpected(attached.error());
+  }
+  agent->ioThread_ = std::thread([raw = agent.get()] { raw->run(); });
+  return agent;
+}
+
+WorkerAgent::~WorkerAgent() { stop(); }
+
+void WorkerAgent::stop() {
+  std::call_once(stopOnce_, [this] {
+    stopping_.store(true, std::memory_order_release);
+    if (ioThread_.joinable()) ioThread_.join();
+    if (session_) session_->goodbye("worker stopping");
+  });
+}
+
+std::uint64_t WorkerAgent::committedVersion() const { return rounds_->committedVersion(); }
+
+WorkerCounters WorkerAgent::counters() const { return rounds_->counters(); }
+
+void WorkerAgent::run() {
+  std::string lastFailure;
+  while (!stopping_.load(std::memory_order_acquire)) {
+    auto delivery = session_->next(kIoSlice);
+    if (!delivery) {
+      // A socket failure persists; say so once per kind, not once per slice.
+      const std::string failure = delivery.error().describe();
+      if (failure != lastFailure) {
+        std::fprintf(stderr, "wsync-worker-agent '%s': %s\n", agentId_.c_str(), failure.c_str());
+        lastFailure = failure;
+      }
+      std::this_thread::sleep_for(kIoSlice);
+      continue;
+    }
+    lastFailure.clear();
+    if (delivery->reregistered) rounds_->reregistered();
+    if (delivery->message) rounds_->handle(*delivery->message);
+  }
+}
+
+}  // namespace wsync::worker_agent

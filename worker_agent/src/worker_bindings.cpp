@@ -1,0 +1,120 @@
+#include "wsync/worker_agent/worker_bindings.hpp"
+
+#include <limits>
+
+#include "wsync/bus/dtype.hpp"
+
+namespace wsync::worker_agent {
+
+namespace {
+
+std::string quoted(std::string_view name) { return "tensor '" + std::string(name) + "'"; }
+
+// The byte count of (dtype, shape), or nothing when a dimension is negative or the product passes
+// bus::kMaxManifestBytes (the most any manifest may hold, so such a binding could never match).
+std::optional<std::uint64_t> byteCount(msg::DType dtype, std::span<const std::int64_t> shape) {
+  std::uint64_t bytes = bus::elementBytes(dtype);
+  for (const std::int64_t dim : shape) {
+    if (dim < 0) return std::nullopt;
+    const auto extent = static_cast<std::uint64_t>(dim);
+    if (extent != 0 && bytes > bus::kMaxManifestBytes / extent) return std::nullopt;
+    bytes *= extent;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string formatShape(std::span<const std::int64_t> shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i != 0) text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+tl::expected<void, WorkerFailure> WorkerBindings::bind(std::string name, msg::DType dtype,
+                                                       std::vector<std::int64_t> shape,
+                                                       std::span<std::byte> destination) {
+  if (name.empty()) return bus::fail(WorkerError::InvalidBinding, "a tensor name is empty");
+  if (name.size() > bus::kMaxTensorNameBytes) {
+    return bus::fail(WorkerError::InvalidBinding, quoted(name.substr(0, 64) + "...") + ": name longer than " +
+                                                      std::to_string(bus::kMaxTensorNameBytes) + " bytes");
+  }
+  if (byName_.contains(name)) return bus::fail(WorkerError::InvalidBinding, quoted(name) + ": bound twice");
+  if (bus::elementBytes(dtype) == 0) {
+    return bus::fail(WorkerError::InvalidBinding,
+                     quoted(name) + ": unknown dtype " + std::to_string(static_cast<unsigned>(dtype)));
+  }
+  if (shape.size() > bus::kMaxTensorRank) {
+    return bus::fail(WorkerError::InvalidBinding, quoted(name) + ": " + std::to_string(shape.size()) +
+                                                      " dimensions, at most " + std::to_string(bus::kMaxTensorRank));
+  }
+  const auto bytes = byteCount(dtype, shape);
+  if (!bytes) {
+    return bus::fail(WorkerError::InvalidBinding, quoted(name) + ": shape " + formatShape(shape) +
+                                                      " is negative or too large");
+  }
+  if (destination.size() != *bytes) {
+    return bus::fail(WorkerError::InvalidBinding,
+                     quoted(name) + ": " + std::string(bus::safetensorsName(dtype)) + " " + formatShape(shape) +
+                         " needs " + std::to_string(*bytes) + " bytes, the bound span has " +
+                         std::to_string(destination.size()));
+  }
+  byName_.emplace(name, tensors_.size());
+  tensors_.push_back(TensorBinding{bus::TensorSpec{std::move(name), dtype, std::move(shape)}, destination});
+  totalBytes_ += *bytes;
+  return {};
+}
+
+std::optional<std::size_t> WorkerBindings::find(std::string_view name) const {
+  const auto found = byName_.find(std::string(name));
+  if (found == byName_.end()) return std::nullopt;
+  return found->second;
+}
+
+tl::expected<BindingMap, WorkerFailure> matchManifest(const bus::Manifest& manifest, const WorkerBindings& bindings) {
+  const auto& wanted = manifest.tensors();
+  // Counts first in the detail, since they say at a glance whether a whole block of the model is missing; the
+  // tensor named after them is the first that proves it.
+  std::string counts;
+  if (wanted.size() != bindings.size()) {
+    counts = "manifest has " + std::to_string(wanted.size()) + " tensors, " + std::to_string(bindings.size()) +
+             " are bound; ";
+  }
+  BindingMap map;
+  map.reserve(wanted.size());
+  for (const bus::TensorSpec& tensor : wanted) {
+    const auto index = bindings.find(tensor.name);
+    if (!index) {
+      return bus::fail(WorkerError::ManifestMismatch, counts + quoted(tensor.name) + ": in the manifest but not bound");
+    }
+    const bus::TensorSpec& bound = bindings.tensors()[*index].spec;
+    if (bound.dtype != tensor.dtype) {
+      return bus::fail(WorkerError::ManifestMismatch, counts + quoted(tensor.name) + ": manifest dtype " +
+                                                          std::string(bus::safetensorsName(tensor.dtype)) +
+                                                          ", bound " + std::string(bus::safetensorsName(bound.dtype)));
+    }
+    if (bound.shape != tensor.shape) {
+      return bus::fail(WorkerError::ManifestMismatch, counts + quoted(tensor.name) + ": manifest shape " +
+                                                          formatShape(tensor.shape) + ", bound " +
+                                                          formatShape(bound.shape));
+    }
+    map.push_back(static_cast<std::uint32_t>(*index));
+  }
+  if (wanted.size() != bindings.size()) {
+    // Every manifest tensor is bound (names are unique on both sides), so some bound tensor is not in it.
+    std::vector<bool> used(bindings.size(), false);
+    for (const std::uint32_t index : map) used[index] = true;
+    for (std::size_t index = 0; index < used.size(); ++index) {
+      if (!used[index]) {
+        return bus::fail(WorkerError::ManifestMismatch,
+                         counts + quoted(bindings.tensors()[index].spec.name) + ": bound but not in the manifest");
+      }
+    }
+  }
+  return map;
+}
+
+}  // namespace wsync::worker_agent
