@@ -42,9 +42,9 @@ struct WorkerOptions {
   std::string transport = "ipc";  // or tcp://HOST:PORT
   std::string agentId;
   std::int32_t requestedRank = -1;  // -1: the coordinator assigns the lowest free one
-  WorkerBindings bindings;
+  WorkerBindings bindings{};
   std::chrono::milliseconds registrationTimeout = kRegistrationTimeout;
-  WorkerFaults faults;  // test only
+  WorkerFaults faults{};  // test only
 };
 
 // How the agent reaches the engine. All are called on the agent's I/O thread, one at a time.
@@ -55,7 +55,7 @@ struct PauseHooks {
   // Required. Generation may go on; `appliedVersion` is what the bound buffers now hold.
   std::function<void(std::uint64_t appliedVersion)> resume;
   // Optional. A version was just copied into the bound buffers (the engine is still paused).
-  std::function<void(std::uint64_t version, std::uint64_t round)> applied;
+  std::function<void(std::uint64_t version, std::uint64_t round)> applied{};
 };
 
 }  // namespace wsync::worker_agent
