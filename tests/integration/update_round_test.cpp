@@ -311,5 +311,54 @@ TEST_F(RoundFixture, ALiveAgentIdIsNotTakenTwice) {
   EXPECT_THAT(registration.error().detail, HasSubstr("held by a live agent"));
 }
 
+TEST_F(RoundFixture, ALateJoinerGetsASnapshotAndThenTheEventsAfterIt) {
+  startCoordinator();
+  auto worker = startWorker("w0");
+  waitForAgents(1);
+  auto first = startTrainer("t0", {"--steps", "2"});
+  EXPECT_TRUE(nextOutcome().committed);
+  EXPECT_TRUE(nextOutcome().committed);
+  EXPECT_EQ(first.wait(kPatience), 0);
+
+  // Subscribe first, then ask for the snapshot: events numbered after it follow without a gap.
+  auto endpoints = bus::resolveEndpoints(bus_);
+  ASSERT_TRUE(endpoints);
+  auto late = bus::EventSubscriber::connect(context_, endpoints->events, {"round/"});
+  ASSERT_TRUE(late);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  zmq::socket_t requester(context_, zmq::socket_type::dealer);
+  requester.set(zmq::sockopt::linger, 0);
+  requester.connect(endpoints->requests);
+  bus::MessageBuilder builder;
+  const auto request = builder.finish(msg::CreateSnapshotRequest(builder.fbb()));
+  requester.send(zmq::const_buffer(request.data(), request.size()), zmq::send_flags::none);
+  zmq::message_t frame;
+  requester.set(zmq::sockopt::rcvtimeo, static_cast<int>(std::chrono::milliseconds(kPatience).count()));
+  ASSERT_TRUE(requester.recv(frame));
+  auto reply = bus::Message::decode(std::move(frame));
+  ASSERT_TRUE(reply);
+  const auto* snapshot = reply->as<msg::SnapshotReply>();
+  ASSERT_NE(snapshot, nullptr);
+  EXPECT_EQ(snapshot->committed_version(), 2U);
+  EXPECT_EQ(snapshot->epoch(), block_->epoch());
+  EXPECT_EQ(snapshot->phase(), msg::RoundPhase::Idle);
+  ASSERT_NE(snapshot->agents(), nullptr);
+  ASSERT_EQ(snapshot->agents()->size(), 1U);  // the trainer left with a goodbye
+  EXPECT_EQ(snapshot->agents()->Get(0)->agent_id()->str(), "w0");
+  EXPECT_EQ(snapshot->agents()->Get(0)->applied_version(), 2U);
+  std::uint64_t roundSeq = 0;
+  ASSERT_NE(snapshot->event_sequences(), nullptr);
+  for (const auto* sequence : *snapshot->event_sequences()) {
+    if (sequence->family()->str() == "round/") roundSeq = sequence->seq();
+  }
+  EXPECT_GT(roundSeq, 0U);
+
+  auto second = startTrainer("t1", {"--steps", "1"});
+  EXPECT_EQ(second.wait(kPatience), 0);
+  auto received = late->receive(std::chrono::milliseconds(std::chrono::milliseconds(kPatience)));
+  ASSERT_TRUE(received && *received && (*received)->message);
+  EXPECT_EQ((*received)->message->seq(), roundSeq + 1) << "the first event after the snapshot follows it";
+}
+
 }  // namespace
 }  // namespace wsync::test
