@@ -311,6 +311,37 @@ TEST_F(RoundFixture, ALiveAgentIdIsNotTakenTwice) {
   EXPECT_THAT(registration.error().detail, HasSubstr("held by a live agent"));
 }
 
+TEST_F(RoundFixture, AFrozenWorkerIsDeclaredDeadByItsHeartbeatAndRejoinsWhenItThaws) {
+  startCoordinator();
+  auto steady = startWorker("steady");
+  auto frozen = startWorker("frozen");
+  waitForAgents(2);
+  auto trainer = startTrainer("t0", {"--steps", "0", "--interval-ms", "100"});
+  EXPECT_TRUE(nextOutcome().committed);
+  frozen.signal(SIGSTOP);  // alive to the kernel, silent to the bus
+  std::optional<RoundOutcome> aborted;
+  for (int round = 0; round < 5 && !aborted; ++round) {
+    auto outcome = nextOutcome();
+    if (!outcome.committed) aborted = outcome;
+  }
+  ASSERT_TRUE(aborted);
+  EXPECT_EQ(aborted->reason, msg::AbortReason::AgentDied);
+  EXPECT_EQ(aborted->agentId, "frozen");
+  EXPECT_THAT(aborted->detail, HasSubstr("no heartbeat"));
+  EXPECT_TRUE(nextOutcome().committed) << "the rounds go on without it";
+  frozen.signal(SIGCONT);
+  // Its next heartbeat is refused as unknown; it registers again and the next round brings it up to date.
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  bool caughtUp = false;
+  while (!caughtUp && std::chrono::steady_clock::now() < deadline) {
+    const auto outcome = nextOutcome();
+    caughtUp = outcome.committed && waitForApplied("frozen", outcome.version, std::chrono::seconds(5));
+  }
+  EXPECT_TRUE(caughtUp);
+  trainer.signal(SIGTERM);
+  EXPECT_THAT(trainer.wait(kPatience), ::testing::AnyOf(0, 4));
+}
+
 TEST_F(RoundFixture, ALateJoinerGetsASnapshotAndThenTheEventsAfterIt) {
   startCoordinator();
   auto worker = startWorker("w0");
