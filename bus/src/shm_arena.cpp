@@ -144,6 +144,7 @@ std::string_view toString(ChannelError error) {
     case ChannelError::Aborted: return "transfer aborted";
     case ChannelError::Overwritten: return "bucket overwritten while copied";
     case ChannelError::SystemError: return "system error";
+    case ChannelError::Unsupported: return "unsupported channel";
   }
   return "unknown channel error";
 }

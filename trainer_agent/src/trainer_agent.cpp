@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "wsync/bus/bucket_plan.hpp"
-#include "wsync/bus/shm_arena.hpp"
+#include "wsync/bus/channel.hpp"
 
 namespace wsync::trainer_agent {
 
@@ -56,10 +56,10 @@ struct TrainerAgent::Job {
   std::chrono::nanoseconds sending{0};
 };
 
-// I/O-thread state that survives jobs: the arena mapping and the bucket plan, both reused round after round.
+// I/O-thread state that survives jobs: the open channel and the bucket plan, both reused round after round.
 struct TrainerAgent::ChannelCache {
-  std::optional<bus::ShmArena> arena;
-  std::uint64_t arenaEpoch = 0;
+  std::unique_ptr<bus::Channel> channel;
+  std::uint64_t channelEpoch = 0;
   std::optional<bus::BucketPlan> plan;
   bus::Digest planDigest;
   std::uint64_t planBucketBytes = 0;
@@ -198,7 +198,7 @@ void TrainerAgent::ioLoop() {
       // A new coordinator: it has neither our manifest nor our round.
       const std::uint64_t known = session_->registration().committedVersion;
       if (known > committed_.load()) committed_.store(known, std::memory_order_release);
-      cache_->arena.reset();
+      cache_->channel.reset();
       cache_->manifestSentEpoch = 0;
       if (active_ && active_->began) {
         PublishOutcome outcome = outcomeOf(OutcomeKind::Aborted);
@@ -312,17 +312,17 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
                                                         ok ? msg::AbortReason::None : msg::AbortReason::ChannelFailure,
                                                         fbb.CreateString(detail)));
   };
-  const std::string arenaName = plan.arena() ? plan.arena()->str() : std::string();
   ChannelCache& cache = *cache_;
-  if (!cache.arena || cache.arena->name() != arenaName || cache.arenaEpoch != session_->registration().epoch) {
-    cache.arena.reset();
-    auto arena = bus::ShmArena::open(arenaName);
-    if (!arena) {
-      reply(false, 0, {}, "cannot open the shm arena: " + arena.error().describe());
+  if (!cache.channel || cache.channel->kind() != plan.channel() || cache.channel->key() != bus::channelKey(plan) ||
+      cache.channelEpoch != session_->registration().epoch) {
+    cache.channel.reset();
+    auto channel = bus::openChannel(plan);
+    if (!channel) {
+      reply(false, 0, {}, "cannot open the payload channel: " + channel.error().describe());
       return;
     }
-    cache.arena.emplace(std::move(*arena));
-    cache.arenaEpoch = session_->registration().epoch;
+    cache.channel = std::move(*channel);
+    cache.channelEpoch = session_->registration().epoch;
   }
   const bus::Manifest& manifest = *manifest_;
   if (!cache.plan || cache.planDigest != manifest.digest() || cache.planBucketBytes != plan.bucket_bytes() ||
@@ -343,11 +343,10 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
                             " buckets, the manifest gives " + std::to_string(cache.plan->bucketCount()));
     return;
   }
-  std::vector<std::uint32_t> receivers(plan.receiver_count());
-  for (std::uint32_t index = 0; index < receivers.size(); ++index) receivers[index] = index;
   session_->slot().setPhase(bus::AgentPhase::Sending);
   const auto started = Clock::now();
-  auto sent = cache.arena->send(plan.round(), *cache.plan, job.tensors, receivers, Clock::now() + kSendDeadline);
+  auto sent = cache.channel->send(plan.round(), *cache.plan, job.tensors, plan.receiver_count(),
+                                  Clock::now() + kSendDeadline);
   job.sending = Clock::now() - started;
   session_->slot().setPhase(bus::AgentPhase::Idle);
   if (!sent) {

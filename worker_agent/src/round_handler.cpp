@@ -91,7 +91,7 @@ void RoundHandler::reregistered() {
       (paused_ || staged_ ? "; its round is gone: dropping what was staged and resuming" : ""));
   staged_.reset();
   // The new coordinator created a new arena segment under the same name: the old mapping is of a dead one.
-  arenas_.clear();
+  channels_.clear();
   if (auto attached = attach(); !attached) log(attached.error().describe());
   // Its round is gone and no Resume will come for it: the engine goes on with the version it has.
   if (paused_) resumeEngine();
@@ -177,11 +177,16 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
   sendPauseAck(pause.round(), true, msg::AbortReason::None, {});
 }
 
-tl::expected<bus::ShmArena*, bus::ChannelFailure> RoundHandler::arena(const std::string& name) {
-  if (auto found = arenas_.find(name); found != arenas_.end()) return &found->second;
-  auto opened = bus::ShmArena::open(name);
+tl::expected<bus::Channel*, bus::ChannelFailure> RoundHandler::channel(const msg::TransferPlan& plan) {
+  const std::string key = bus::channelKey(plan);
+  if (auto found = channels_.find(key); found != channels_.end() && found->second->kind() == plan.channel()) {
+    return found->second.get();
+  }
+  auto opened = bus::openChannel(plan);
   if (!opened) return tl::unexpected(opened.error());
-  return &arenas_.emplace(name, std::move(*opened)).first->second;
+  auto& slot = channels_[key];
+  slot = std::move(*opened);
+  return slot.get();
 }
 
 tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::receive(const msg::TransferPlan& plan) {
@@ -192,12 +197,8 @@ tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::re
     return refuse(msg::AbortReason::AgentRefused,
                   "a plan for round " + std::to_string(plan.round()) + " but the engine is not paused for it");
   }
-  if (plan.channel() != msg::ChannelKind::Shm) {
-    return refuse(msg::AbortReason::ChannelFailure,
-                  std::string("channel ") + msg::EnumNameChannelKind(plan.channel()) + " is not supported by this worker");
-  }
-  if (plan.manifest_digest() == nullptr || plan.arena() == nullptr) {
-    return refuse(msg::AbortReason::ChannelFailure, "the plan names no manifest or no arena");
+  if (plan.manifest_digest() == nullptr) {
+    return refuse(msg::AbortReason::ChannelFailure, "the plan names no manifest");
   }
   CachedManifest* cached = findManifest(bus::fromMessage(*plan.manifest_digest()));
   if (cached == nullptr || !cached->bindingMap) {
@@ -221,7 +222,7 @@ tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::re
                       std::to_string(plan.total_bytes()) + " bytes, this worker computes " +
                       std::to_string(cached->plan->bucketCount()) + " of " + std::to_string(manifest.totalBytes()));
   }
-  auto mapped = arena(plan.arena()->str());
+  auto mapped = channel(plan);
   if (!mapped) return refuse(msg::AbortReason::ChannelFailure, mapped.error().describe());
   staging_.prepare(manifest);
 

@@ -14,7 +14,7 @@
 #include "wsync/bus/agent_session.hpp"
 #include "wsync/bus/bucket_plan.hpp"
 #include "wsync/bus/control_block.hpp"
-#include "wsync/bus/shm_arena.hpp"
+#include "wsync/bus/channel.hpp"
 #include "wsync/worker_agent/worker_agent.hpp"
 
 namespace wsync::worker_agent::detail {
@@ -72,7 +72,7 @@ class RoundHandler {
   void setPhase(bus::AgentPhase phase);
   void resumeEngine();
   CachedManifest* findManifest(const bus::Digest& digest);
-  tl::expected<bus::ShmArena*, bus::ChannelFailure> arena(const std::string& name);
+  tl::expected<bus::Channel*, bus::ChannelFailure> channel(const msg::TransferPlan& plan);
   void log(const std::string& line) const;
 
   bus::AgentSession& session_;
@@ -85,7 +85,7 @@ class RoundHandler {
   bus::MessageBuilder builder_;
   std::vector<std::unique_ptr<CachedManifest>> manifests_;  // at most kCachedManifests; pointers stay valid
   std::uint64_t useCounter_ = 0;
-  std::map<std::string, bus::ShmArena> arenas_;  // by segment name, mapped once
+  std::map<std::string, std::unique_ptr<bus::Channel>> channels_;  // by channel key, opened once
   Staging staging_;
   std::optional<StagedVersion> staged_;
   bool paused_ = false;  // the engine is quiesced for pausedRound_

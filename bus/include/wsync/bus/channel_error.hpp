@@ -17,6 +17,7 @@ enum class ChannelError : std::uint8_t {
   Aborted,          // the transfer was aborted by the arena's owner
   Overwritten,      // a bucket changed while it was being copied: this transfer was abandoned
   SystemError,
+  Unsupported,      // the plan names a channel this build or this agent does not have
 };
 
 std::string_view toString(ChannelError error);

@@ -1,0 +1,72 @@
+#pragma once
+// The payload channel interface (shared/DESIGN.md, "Three planes"): how one round's bytes, cut into the buckets of
+// a BucketPlan, move from the sender to the receivers without touching ZeroMQ. Agents open the channel a
+// TransferPlan names and keep it for the rounds after; the coordinator owns whatever the channel needs to exist
+// (the shm arena today; NCCL unique ids and CUDA IPC handles with the GPU channels).
+//
+// Every implementation streams the XXH3-128 of the tensors' bytes in manifest order on both sides, so the digests
+// the coordinator compares do not depend on the channel or the bucket layout. A transfer is cancelled through the
+// channel's own abort mechanism (for shm: the arena's abort word), so no side hangs on a dead peer.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include <tl/expected.hpp>
+#include <wsync/schemas/control_generated.h>
+
+#include "wsync/bus/bucket_plan.hpp"
+#include "wsync/bus/channel_error.hpp"
+#include "wsync/bus/shm_arena.hpp"
+
+namespace wsync::bus {
+
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  virtual msg::ChannelKind kind() const = 0;
+  // What identifies this channel's resources (for shm: the arena's segment name): an agent reopens the channel
+  // when the key of a new plan differs, or when the coordinator restarted.
+  virtual const std::string& key() const = 0;
+
+  // Sender: moves `tensors` (indexed like the manifest) bucket by bucket to receivers 0..receiverCount-1.
+  virtual tl::expected<TransferResult, ChannelFailure> send(std::uint64_t transfer, const BucketPlan& plan,
+                                                            std::span<const std::span<const std::byte>> tensors,
+                                                            std::uint32_t receiverCount,
+                                                            std::chrono::steady_clock::time_point deadline) = 0;
+  // Receiver `receiver`: fills `tensors` (indexed like the manifest) with every bucket of `transfer`.
+  virtual tl::expected<TransferResult, ChannelFailure> receive(std::uint64_t transfer, const BucketPlan& plan,
+                                                               std::span<const std::span<std::byte>> tensors,
+                                                               std::uint32_t receiver,
+                                                               std::chrono::steady_clock::time_point deadline) = 0;
+};
+
+// The key of the channel a plan names, to compare with an open channel's key().
+std::string channelKey(const msg::TransferPlan& plan);
+
+// Opens the agent's end of the channel `plan` names. Unsupported for a channel this build lacks.
+tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::TransferPlan& plan);
+
+// The shm channel: the arena in host shared memory the coordinator created (docs/shm-channel.md).
+class ShmChannel final : public Channel {
+ public:
+  static tl::expected<std::unique_ptr<ShmChannel>, ChannelFailure> open(const std::string& arenaName);
+
+  msg::ChannelKind kind() const override { return msg::ChannelKind::Shm; }
+  const std::string& key() const override { return arena_.name(); }
+  tl::expected<TransferResult, ChannelFailure> send(std::uint64_t transfer, const BucketPlan& plan,
+                                                    std::span<const std::span<const std::byte>> tensors,
+                                                    std::uint32_t receiverCount,
+                                                    std::chrono::steady_clock::time_point deadline) override;
+  tl::expected<TransferResult, ChannelFailure> receive(std::uint64_t transfer, const BucketPlan& plan,
+                                                       std::span<const std::span<std::byte>> tensors,
+                                                       std::uint32_t receiver,
+                                                       std::chrono::steady_clock::time_point deadline) override;
+
+ private:
+  explicit ShmChannel(ShmArena&& arena) : arena_(std::move(arena)) {}
+  ShmArena arena_;
+};
+
+}  // namespace wsync::bus
