@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
     if (auto published = trainer.publish(step, tensors, {.label = "step-" + std::to_string(step)}); !published) {
       return std::fprintf(stderr, "%s\n", published.error().describe().c_str()), 1;
     }
-    // Blocks until every worker verified and applied it, or the round was aborted (the reason says why).
+    // Blocks until every worker received and verified it and it is committed (each worker applies it at once),
+    // or until the round was aborted (the reason says why).
     const auto outcome = trainer.waitOutcome();
     std::printf("version %llu: %s %s\n", static_cast<unsigned long long>(step),
                 std::string(toString(outcome->kind)).c_str(), outcome->detail.c_str());

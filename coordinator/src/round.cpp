@@ -294,8 +294,10 @@ void Coordinator::Impl::verifyAndCommit() {
   };
   builder.reset();
   const auto bytes = builder.finish(buildCommit(), bus::EnvelopeStamp{block.epoch(), nextSeq()});
-  for (const Participant& participant : round->participants) sendTo(participant.routingId, bytes);
+  // The trainer first: on a host with fewer cores than processes, workers copying the version into their weights
+  // would otherwise delay the trainer's outcome by their whole apply.
   sendTo(round->trainerRoutingId, bytes);
+  for (const Participant& participant : round->participants) sendTo(participant.routingId, bytes);
   builder.reset();
   (void)events.publish(std::string(bus::topics::kRound) + "commit", builder, buildCommit(), block.epoch());
   block.setEventsPublished(events.published());

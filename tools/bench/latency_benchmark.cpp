@@ -226,6 +226,13 @@ FanoutResult measureFanout(const BusBenchConfig& config, std::size_t measurement
   return result;
 }
 
+void addEndpointFiles(RunFiles& runFiles, const BenchEndpoints& endpoints) {
+  for (const std::string& endpoint :
+       {endpoints.bus.requests, endpoints.bus.events, endpoints.raw.requests, endpoints.raw.events}) {
+    runFiles.addEndpoint(endpoint);
+  }
+}
+
 }  // namespace
 
 LatencyResults runLatencyBenchmarks(const BusBenchConfig& config, std::ostream& progress) {
@@ -236,10 +243,7 @@ LatencyResults runLatencyBenchmarks(const BusBenchConfig& config, std::ostream& 
   results.rawEndpoint = endpoints.raw.requests;
 
   RunFiles runFiles;  // removed last, once every socket has closed
-  for (const std::string& endpoint :
-       {endpoints.bus.requests, endpoints.bus.events, endpoints.raw.requests, endpoints.raw.events}) {
-    runFiles.addEndpoint(endpoint);
-  }
+  addEndpointFiles(runFiles, endpoints);
   // Declared before the sockets, so that they close before it terminates.
   zmq::context_t context;
   Coordinators coordinators{makeBusCoordinator(context, endpoints.bus), makeRawCoordinator(context, endpoints.raw)};
@@ -252,6 +256,18 @@ LatencyResults runLatencyBenchmarks(const BusBenchConfig& config, std::ostream& 
         measureFanout(config, measurement, config.agentCounts[measurement], endpoints, busRun, rawRun, progress));
   }
   return results;
+}
+
+LatencyComparison runRoundTripBenchmark(std::size_t roundTrips, std::size_t block, std::ostream& progress) {
+  const BenchEndpoints endpoints = resolveBenchEndpoints();
+  RunFiles runFiles;  // removed last, once every socket has closed
+  addEndpointFiles(runFiles, endpoints);
+  zmq::context_t context;  // before the sockets, so that they close before it terminates
+  Coordinators coordinators{makeBusCoordinator(context, endpoints.bus), makeRawCoordinator(context, endpoints.raw)};
+  BusBenchConfig config;
+  config.roundTrips = roundTrips;
+  config.block = block;
+  return measureRoundTrip(config, endpoints, coordinators, progress);
 }
 
 }  // namespace wsync::bench

@@ -31,4 +31,8 @@ struct LatencyResults {
 // Progress lines go to `progress`; failures throw BenchFailure after the agents are stopped.
 LatencyResults runLatencyBenchmarks(const BusBenchConfig& config, std::ostream& progress);
 
+// The request/reply round trip alone (`roundTrips` per path, blocks of `block`), for modes that use it as their
+// same-run baseline (`wsync-bench round`).
+LatencyComparison runRoundTripBenchmark(std::size_t roundTrips, std::size_t block, std::ostream& progress);
+
 }  // namespace wsync::bench

@@ -2,8 +2,9 @@
 //
 //   wsync-bench bus [--quick] [--out FILE] [--json FILE] ...   control plane and version read (report on stdout)
 //   wsync-bench shm [--quick] [--out FILE] [--json FILE] ...   the shm payload channel against memcpy
+//   wsync-bench round [--quick] [--out FILE] [--json FILE] ... an update round's control overhead
 //
-// The agent-* subcommands are hidden: they are the agent processes that `bus` and `shm` start from this
+// The agent-* subcommands are hidden: they are the agent processes that `bus`, `shm` and `round` start from this
 // executable.
 #include <algorithm>
 #include <chrono>
@@ -20,6 +21,10 @@
 #include "latency_benchmark.hpp"
 #include "machine_info.hpp"
 #include "report.hpp"
+#include "round_benchmark.hpp"
+#include "round_config.hpp"
+#include "round_report.hpp"
+#include "round_worker.hpp"
 #include "shm_benchmark.hpp"
 #include "shm_config.hpp"
 #include "shm_receiver.hpp"
@@ -76,6 +81,18 @@ int runShmMode(const ShmBenchConfig& config) {
   report.results = runShmBenchmarks(config, std::cerr);
   report.wallSeconds = secondsSince(start);
   publish(renderShmMarkdown(report), renderShmJson(report), config.outPath, config.jsonPath);
+  return 0;
+}
+
+int runRoundMode(const RoundBenchConfig& config) {
+  installInterruptHandlers();
+  const auto start = std::chrono::steady_clock::now();
+  RoundBenchReport report;
+  report.config = config;
+  report.machine = describeMachine(config.commit);
+  report.results = runRoundBenchmarks(config, std::cerr);
+  report.wallSeconds = secondsSince(start);
+  publish(renderRoundMarkdown(report), renderRoundJson(report), config.outPath, config.jsonPath);
   return 0;
 }
 
@@ -177,6 +194,51 @@ int main(int argc, char** argv) {
   shmMode.add_option("--json", shmConfig.jsonPath, "Write the results as JSON to this file");
   shmMode.add_option("--commit", shmConfig.commit, "Commit to name in the report (default: git describe)");
 
+  RoundBenchConfig roundConfig;
+  CLI::App& roundMode = *app.add_subcommand(
+      "round", "An update round's control overhead (round time minus data time) for 1, 8 and 32 worker processes, "
+               "and by number of tensors, vs the raw ZeroMQ round trip");
+  roundMode.add_option("--workers", roundConfig.workerCounts, "Worker process counts, e.g. 1,8,32")
+      ->delimiter(',')
+      ->check(CLI::Range(std::size_t{1}, kMaxRoundWorkers))
+      ->capture_default_str();
+  roundMode.add_option("--models", roundConfig.models, "Manifests of the worker sweep (names bus::modelTensors knows)")
+      ->delimiter(',')
+      ->capture_default_str();
+  auto* countModels = roundMode
+                          .add_option("--count-models", roundConfig.countModels,
+                                      "Manifests of the tensor-count sweep: same bytes, different tensor counts")
+                          ->delimiter(',')
+                          ->capture_default_str();
+  bool noCountSweep = false;
+  roundMode.add_flag("--no-count-sweep", noCountSweep, "Only the worker sweep")->excludes(countModels);
+  roundMode.add_option("--count-workers", roundConfig.countWorkers, "Worker processes of the tensor-count sweep")
+      ->check(CLI::Range(std::size_t{1}, kMaxRoundWorkers))
+      ->capture_default_str();
+  auto* roundWarmup = roundMode.add_option("--warmup", roundConfig.warmup, "Unmeasured rounds before each measurement")
+                          ->check(CLI::PositiveNumber)
+                          ->capture_default_str();
+  auto* roundRounds = roundMode.add_option("--rounds", roundConfig.rounds, "Measured rounds per worker count")
+                          ->check(CLI::PositiveNumber)
+                          ->capture_default_str();
+  auto* countRounds = roundMode
+                          .add_option("--count-rounds", roundConfig.countRounds,
+                                      "Measured rounds per manifest of the tensor-count sweep")
+                          ->check(CLI::PositiveNumber)
+                          ->capture_default_str();
+  auto* baselineRoundTrips = roundMode
+                                 .add_option("--round-trips", roundConfig.baselineRoundTrips,
+                                             "Baseline request/reply round trips per path, before and after")
+                                 ->check(CLI::PositiveNumber)
+                                 ->capture_default_str();
+  roundMode.add_option("--bucket-kib", roundConfig.bucketKiB, "The coordinator's bucket size in KiB (a multiple of 4)")
+      ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{4} << 20))
+      ->capture_default_str();
+  roundMode.add_flag("--quick", roundConfig.quick, "Few rounds, for a demonstration in about 15 seconds");
+  roundMode.add_option("--out", roundConfig.outPath, "Also write the markdown report to this file");
+  roundMode.add_option("--json", roundConfig.jsonPath, "Write the results as JSON to this file");
+  roundMode.add_option("--commit", roundConfig.commit, "Commit to name in the report (default: git describe)");
+
   AgentOptions agent;
   // Hidden (empty group): started by `bus`, never by hand.
   CLI::App& roundTripAgent = *app.add_subcommand("agent-roundtrip", "internal: round-trip agent")->group("");
@@ -196,13 +258,21 @@ int main(int argc, char** argv) {
   shmReceiver.add_option("--model", receiver.model)->required();
   shmReceiver.add_option("--transfers", receiver.transfers)->required();
 
+  RoundWorkerOptions roundWorker;
+  CLI::App& roundWorkerAgent = *app.add_subcommand("agent-round-worker", "internal: round worker")->group("");
+  roundWorkerAgent.add_option("--parent", roundWorker.parent)->required();
+  roundWorkerAgent.add_option("--bus", roundWorker.bus)->required();
+  roundWorkerAgent.add_option("--id", roundWorker.id)->required();
+  roundWorkerAgent.add_option("--model", roundWorker.model)->required();
+
   CLI11_PARSE(app, argc, argv);
 
-  if (roundTripAgent.parsed() || pauseAgent.parsed() || shmReceiver.parsed()) {
+  if (roundTripAgent.parsed() || pauseAgent.parsed() || shmReceiver.parsed() || roundWorkerAgent.parsed()) {
     // Ctrl-C reaches the whole process group: agents leave stopping to the benchmark, which reports the
     // interruption instead of a dead agent.
     std::signal(SIGINT, SIG_IGN);
     if (shmReceiver.parsed()) return runShmReceiver(receiver);
+    if (roundWorkerAgent.parsed()) return runRoundWorker(roundWorker);
     return roundTripAgent.parsed() ? runRoundTripAgent(agent) : runPauseAgent(agent);
   }
 
@@ -215,6 +285,17 @@ int main(int argc, char** argv) {
     }
     if (noFanout) shmConfig.fanoutReceivers.clear();
     return reportingFailures("shm", [&] { return runShmMode(shmConfig); });
+  }
+
+  if (roundMode.parsed()) {
+    if (roundConfig.quick) {
+      if (roundWarmup->count() == 0) roundConfig.warmup = kQuickRoundWarmup;
+      if (roundRounds->count() == 0) roundConfig.rounds = kQuickRounds;
+      if (countRounds->count() == 0) roundConfig.countRounds = kQuickCountRounds;
+      if (baselineRoundTrips->count() == 0) roundConfig.baselineRoundTrips = kQuickBaselineRoundTrips;
+    }
+    if (noCountSweep) roundConfig.countModels.clear();
+    return reportingFailures("round", [&] { return runRoundMode(roundConfig); });
   }
 
   if (config.quick) {

@@ -26,6 +26,7 @@
 #include "machine_load.hpp"
 #include "report_format.hpp"
 #include "tensor_memory.hpp"
+#include "thread_cpu_time.hpp"
 
 namespace wsync::bench {
 namespace {
@@ -105,11 +106,12 @@ ModelUnderTest loadModel(const std::string& name) {
   return ModelUnderTest{name, std::move(*manifest), std::move(source), std::move(copy), 0};
 }
 
-// What one receiver reported for one transfer ("done TRANSFER BYTES HI LO FINISH_NS").
+// What one receiver reported for one transfer ("done TRANSFER BYTES HI LO FINISH_NS CPU_NS").
 struct ReceiverReport {
   std::uint64_t transfer = 0;
   bus::TransferResult result;
   Clock::time_point finish;
+  std::uint64_t cpuNs = 0;
 };
 
 ReceiverReport parseReport(const std::string& line, std::size_t receiver) {
@@ -118,7 +120,7 @@ ReceiverReport parseReport(const std::string& line, std::size_t receiver) {
   ReceiverReport report;
   long long finishNs = 0;
   fields >> word >> report.transfer >> report.result.bytes >> report.result.digest.hi >> report.result.digest.lo >>
-      finishNs;
+      finishNs >> report.cpuNs;
   if (!fields || word != "done") {
     throw BenchFailure("receiver " + std::to_string(receiver) + " reported '" + line + "'");
   }
@@ -167,13 +169,21 @@ class Receivers {
   std::vector<std::uint32_t> ids_;
 };
 
-// Timed samples of one measurement, path by path.
+// Timed samples of one measurement, path by path: GB/s of wall-clock time, and GB per CPU-second.
 struct Samples {
   std::vector<double> channel;
   std::vector<double> sender;
   std::vector<double> memcpy;
   std::vector<double> copyDigest;
+  std::vector<double> senderCpu;
+  std::vector<double> receiverCpu;  // the receiver that took the most CPU time
+  std::vector<double> memcpyCpu;
+  std::vector<double> copyDigestCpu;
 };
+
+double gigabytesPerCpuSecond(std::uint64_t bytes, std::uint64_t cpuNs) {
+  return gigabytesPerSecond(bytes, std::chrono::nanoseconds(cpuNs));
+}
 
 class Measurement {
  public:
@@ -198,14 +208,17 @@ class Measurement {
  private:
   void channel(bool measured) {
     const std::uint64_t transfer = ++transfers_;
+    const std::uint64_t cpuStart = threadCpuNanoseconds();
     const auto start = Clock::now();
     auto sent = arena_.send(transfer, plan_, model_.source.constTensors(), receivers_.ids(),
                             start + kShmTransferTimeout);
     const auto senderDone = Clock::now();
+    const std::uint64_t senderCpuNs = threadCpuNanoseconds() - cpuStart;
     if (!sent) {
       throw BenchFailure("send of transfer " + std::to_string(transfer) + ": " + sent.error().describe());
     }
     std::optional<Clock::time_point> lastFinish;
+    std::uint64_t receiverCpuNs = 0;
     for (std::size_t r = 0; r < receivers_.ids().size(); ++r) {
       const ReceiverReport report = parseReport(
           receivers_.nextLine(r, kShmTransferTimeout, "transfer " + std::to_string(transfer)), r);
@@ -216,16 +229,20 @@ class Measurement {
       ++result_.digestsCompared;
       if (report.result.digest == sent->digest && report.result.bytes == sent->bytes) ++result_.digestsEqual;
       lastFinish = lastFinish ? std::max(*lastFinish, report.finish) : report.finish;
+      receiverCpuNs = std::max(receiverCpuNs, report.cpuNs);
     }
     if (!measured) return;
     samples_.channel.push_back(gigabytesPerSecond(result_.modelBytes, *lastFinish - start));
     samples_.sender.push_back(gigabytesPerSecond(result_.modelBytes, senderDone - start));
+    samples_.senderCpu.push_back(gigabytesPerCpuSecond(result_.modelBytes, senderCpuNs));
+    samples_.receiverCpu.push_back(gigabytesPerCpuSecond(result_.modelBytes, receiverCpuNs));
   }
 
   void copy(bool measured, bool digest) {
     const auto sources = model_.source.constTensors();
     const auto targets = model_.copy.tensors();
     std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
+    const std::uint64_t cpuStart = threadCpuNanoseconds();
     const auto start = Clock::now();
     if (digest) XXH3_128bits_reset(state.get());
     for (std::size_t i = 0; i < sources.size(); ++i) {
@@ -235,7 +252,10 @@ class Measurement {
     if (digest) (void)XXH3_128bits_digest(state.get());
     keepMemory();
     const auto elapsed = Clock::now() - start;
-    if (measured) (digest ? samples_.copyDigest : samples_.memcpy).push_back(gigabytesPerSecond(result_.modelBytes, elapsed));
+    const std::uint64_t cpuNs = threadCpuNanoseconds() - cpuStart;
+    if (!measured) return;
+    (digest ? samples_.copyDigest : samples_.memcpy).push_back(gigabytesPerSecond(result_.modelBytes, elapsed));
+    (digest ? samples_.copyDigestCpu : samples_.memcpyCpu).push_back(gigabytesPerCpuSecond(result_.modelBytes, cpuNs));
   }
 
   ModelUnderTest& model_;
@@ -300,6 +320,10 @@ class ShmRun {
     result.sender = summarise(std::move(samples.sender));
     result.memcpy = summarise(std::move(samples.memcpy));
     result.copyDigest = summarise(std::move(samples.copyDigest));
+    result.senderCpu = summarise(std::move(samples.senderCpu));
+    result.receiverCpu = summarise(std::move(samples.receiverCpu));
+    result.memcpyCpu = summarise(std::move(samples.memcpyCpu));
+    result.copyDigestCpu = summarise(std::move(samples.copyDigestCpu));
     progress_ << "    channel " << fixed(result.channel.medianGBps, 2) << " GB/s per receiver, memcpy "
               << fixed(result.memcpy.medianGBps, 2) << " GB/s, digests equal " << result.digestsEqual << "/"
               << result.digestsCompared << ", other processes used " << static_cast<int>(result.othersCpuShare * 100)

@@ -35,6 +35,12 @@ struct ShmMeasurement {
   // Baselines in this process, tensor by tensor from the source to a second copy of the model.
   Throughput memcpy;
   Throughput copyDigest;  // memcpy, then XXH3-128 over the copy: what each side of the channel does per piece
+  // GB per CPU-second of the thread doing the work (sleeps excluded), robust against other processes' load: how
+  // fast each side would go on a core of its own. For several receivers, the one that took the most.
+  Throughput senderCpu;
+  Throughput receiverCpu;
+  Throughput memcpyCpu;
+  Throughput copyDigestCpu;
 
   std::size_t digestsCompared = 0;  // receivers x transfers, warm-up included
   std::size_t digestsEqual = 0;     // a receiver's digest and byte count equal to the sender's

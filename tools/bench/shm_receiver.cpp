@@ -14,6 +14,7 @@
 #include "bench_failure.hpp"
 #include "shm_config.hpp"
 #include "tensor_memory.hpp"
+#include "thread_cpu_time.hpp"
 
 namespace wsync::bench {
 namespace {
@@ -38,13 +39,15 @@ void receiveAll(const ShmReceiverOptions& options) {
   report("ready\n");
 
   for (std::uint64_t transfer = 1; transfer <= options.transfers; ++transfer) {
+    const std::uint64_t cpuStart = threadCpuNanoseconds();
     auto received = arena->receive(transfer, *plan, staging.tensors(), options.receiver,
                                    Clock::now() + kReceiverIdleTimeout);
     const auto finish = Clock::now();
+    const std::uint64_t cpuNs = threadCpuNanoseconds() - cpuStart;
     if (!received) throw BenchFailure("transfer " + std::to_string(transfer) + ": " + received.error().describe());
     const auto finishNs = std::chrono::duration_cast<std::chrono::nanoseconds>(finish.time_since_epoch()).count();
-    std::printf("done %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %lld\n", transfer, received->bytes,
-                received->digest.hi, received->digest.lo, static_cast<long long>(finishNs));
+    std::printf("done %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %lld %" PRIu64 "\n", transfer, received->bytes,
+                received->digest.hi, received->digest.lo, static_cast<long long>(finishNs), cpuNs);
     std::fflush(stdout);
   }
 }

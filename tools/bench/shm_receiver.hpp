@@ -2,9 +2,10 @@
 // The receiver processes of `wsync-bench shm` (hidden subcommand agent-shm-receive): each opens the arena, writes
 // every page of its destination tensors once, says "ready" on stdout and then receives transfers 1..N in order,
 // reporting each on stdout as
-//   done TRANSFER BYTES DIGEST_HI DIGEST_LO FINISH_NS
+//   done TRANSFER BYTES DIGEST_HI DIGEST_LO FINISH_NS CPU_NS
 // where FINISH_NS is steady_clock (CLOCK_MONOTONIC, one clock for every process of the machine) when receive()
-// returned, so the benchmark can time a transfer until its last receiver finished without a wake-up in between.
+// returned, so the benchmark can time a transfer until its last receiver finished without a wake-up in between, and
+// CPU_NS the CPU time receive() took (its sleeps cost none).
 #include <sys/types.h>
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 #include "shm_report.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "report_format.hpp"
@@ -111,6 +112,32 @@ void sweepSection(std::ostringstream& out, const ShmBenchReport& report) {
   out << "\n";
 }
 
+double cpuBoundRatio(const ShmMeasurement& m) {
+  const double slower = std::min(m.senderCpu.medianGBps, m.receiverCpu.medianGBps);
+  return m.memcpyCpu.medianGBps > 0 ? slower / m.memcpyCpu.medianGBps : 0;
+}
+
+void cpuSection(std::ostringstream& out, const ShmBenchReport& report) {
+  out << "## Work per side (GB per CPU-second)\n\n"
+      << "Model bytes over the CPU time of the thread doing the work (a wait asleep on a futex costs none): how fast "
+         "each side would go on a core of its own, whatever else ran meanwhile. Sender: `send` (copy in, XXH3 of the "
+         "source); receiver: `receive` (copy out, XXH3 of the copy), the busiest receiver when there are several. "
+         "Bound/memcpy: the slower side against memcpy, the ratio the channel would reach with both sides on "
+         "separate cores and perfect overlap.\n\n"
+      << "| model | receivers | bucket x buffers | sender | receiver | memcpy | memcpy+XXH3 | bound/memcpy |\n"
+      << "|---|---:|---|---:|---:|---:|---:|---:|\n";
+  const auto row = [&out](const ShmMeasurement& m) {
+    if (!m.skipped.empty()) return;
+    out << "| " << m.model << " | " << m.receivers << " | " << geometry(m) << " | " << gbps(m.senderCpu.medianGBps)
+        << " | " << gbps(m.receiverCpu.medianGBps) << " | " << gbps(m.memcpyCpu.medianGBps) << " | "
+        << gbps(m.copyDigestCpu.medianGBps) << " | " << ratio(cpuBoundRatio(m)) << " |\n";
+  };
+  for (const ShmMeasurement& m : report.results.single) row(m);
+  for (const ShmMeasurement& m : report.results.fanout) row(m);
+  for (const ShmMeasurement& m : report.results.sweep) row(m);
+  out << "\n";
+}
+
 void methodSection(std::ostringstream& out) {
   out << "## Method\n\n"
       << "- Source, baseline copy and every receiver's destination are one anonymous mapping per copy of the model, "
@@ -136,6 +163,10 @@ std::string jsonMeasurement(const ShmMeasurement& m) {
   if (m.skipped.empty()) {
     out << ", \"channel\": " << jsonThroughput(m.channel) << ", \"sender\": " << jsonThroughput(m.sender)
         << ", \"memcpy\": " << jsonThroughput(m.memcpy) << ", \"memcpy_xxh3\": " << jsonThroughput(m.copyDigest)
+        << ", \"cpu\": {\"sender\": " << jsonThroughput(m.senderCpu) << ", \"receiver\": "
+        << jsonThroughput(m.receiverCpu) << ", \"memcpy\": " << jsonThroughput(m.memcpyCpu)
+        << ", \"memcpy_xxh3\": " << jsonThroughput(m.copyDigestCpu) << ", \"bound_ratio\": "
+        << fixed(cpuBoundRatio(m), 4) << "}"
         << ", \"ratio\": " << fixed(m.ratio(), 4) << ", \"aggregate_gbps\": " << fixed(m.aggregateGBps(), 4)
         << ", \"digests_compared\": " << m.digestsCompared << ", \"digests_equal\": " << m.digestsEqual
         << ", \"goal_met\": " << jsonBool(goalMet(m)) << ", \"others_cpu_share\": " << fixed(m.othersCpuShare, 4);
@@ -170,6 +201,7 @@ std::string renderShmMarkdown(const ShmBenchReport& report) {
   singleSection(out, report);
   fanoutSection(out, report);
   sweepSection(out, report);
+  cpuSection(out, report);
   methodSection(out);
   return out.str();
 }

@@ -14,6 +14,9 @@ std::uint64_t alignUp(std::uint64_t value) { return (value + kStagingAlignment -
 }  // namespace
 
 void Staging::prepare(const bus::Manifest& manifest) {
+  // Every round of the same manifest needs the same layout: keep the per-round cost independent of the number of
+  // tensors (the layout walk took ~120 us per worker at 20,000 tensors).
+  if (hasLayout_ && laidOut_ == manifest.digest()) return;
   std::uint64_t needed = 0;
   for (std::size_t index = 0; index < manifest.size(); ++index) needed += alignUp(manifest.tensorBytes(index));
   if (needed > capacity_) {
@@ -30,6 +33,8 @@ void Staging::prepare(const bus::Manifest& manifest) {
     tensors_.emplace_back(block_.get() + offset, static_cast<std::size_t>(bytes));
     offset += alignUp(bytes);
   }
+  laidOut_ = manifest.digest();
+  hasLayout_ = true;
 }
 
 bus::TransferResult digestTensors(std::span<const std::span<std::byte>> tensors) {

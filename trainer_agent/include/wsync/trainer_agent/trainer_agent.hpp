@@ -57,7 +57,7 @@ struct PublishOptions {
 };
 
 enum class OutcomeKind : std::uint8_t {
-  Committed,  // every worker verified and applied it
+  Committed,  // every worker's digest matched and the coordinator committed it; workers apply it right after
   Aborted,    // the round started and ended without a commit (reason, detail)
   Refused,    // the coordinator refused to start the round (detail: its error)
 };
