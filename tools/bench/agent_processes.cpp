@@ -85,6 +85,18 @@ void AgentProcesses::throwIfAnyExited() {
   if (!exited.empty()) throw BenchFailure("agent process ended early: " + exited);
 }
 
+bool AgentProcesses::anyExited() const {
+  for (const Agent& agent : agents_) {
+    if (agent.reaped) return true;
+    siginfo_t info{};
+    // WNOWAIT leaves the agent to be reaped (and described) by the owner.
+    if (::waitid(P_PID, static_cast<id_t>(agent.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void AgentProcesses::waitForAll(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {

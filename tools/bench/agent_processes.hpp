@@ -25,6 +25,10 @@ class AgentProcesses {
   // to report the cause (a dead agent) rather than the symptom (a timeout).
   void throwIfAnyExited();
 
+  // Whether any agent has exited, without reaping it: safe to call from another thread while the owner is blocked
+  // in something else (a watchdog), as long as nobody spawns or stops agents meanwhile.
+  bool anyExited() const;
+
   // Waits up to `timeout` for every agent to exit by itself; throws unless all exited with status 0.
   void waitForAll(std::chrono::milliseconds timeout);
 

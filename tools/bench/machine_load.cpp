@@ -5,6 +5,9 @@
 
 #include <fstream>
 #include <string>
+#include <thread>
+
+#include "interruption.hpp"
 
 namespace wsync::bench {
 namespace {
@@ -38,6 +41,20 @@ MachineLoad::Reading MachineLoad::read() {
   }
   reading.ownSeconds = cpuSeconds(RUSAGE_SELF) + cpuSeconds(RUSAGE_CHILDREN);
   return reading;
+}
+
+bool MachineLoad::waitForQuiet(double maxBusyShare, std::chrono::milliseconds window,
+                               std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  do {
+    throwIfInterrupted();
+    const Reading before = read();
+    std::this_thread::sleep_for(window);
+    const Reading after = read();
+    const double total = static_cast<double>(after.totalTicks - before.totalTicks);
+    if (total > 0 && static_cast<double>(after.busyTicks - before.busyTicks) <= maxBusyShare * total) return true;
+  } while (std::chrono::steady_clock::now() < deadline);
+  return false;
 }
 
 double MachineLoad::othersShare() const {

@@ -1,6 +1,7 @@
 #pragma once
 // How busy other processes kept the machine during a run: on a shared machine the figures mean little when others
 // used the cores the benchmark needed, and the report says so instead of leaving it to guesswork.
+#include <chrono>
 #include <cstdint>
 
 namespace wsync::bench {
@@ -12,6 +13,10 @@ class MachineLoad {
   // The share of all CPU time since construction that processes other than this one and its reaped children used
   // (0 = none, 1 = every core all the time). Call after the agents have been reaped.
   double othersShare() const;
+
+  // Waits until the machine's CPUs were at least (1 - maxBusyShare) idle over one `window`, for at most `limit`;
+  // false if they never were. For shared machines: a round started while others compile measures them, not us.
+  static bool waitForQuiet(double maxBusyShare, std::chrono::milliseconds window, std::chrono::milliseconds limit);
 
  private:
   struct Reading {

@@ -190,6 +190,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   shmMode.add_flag("--quick", shmConfig.quick, "opt-125m only, 3 receivers at most, few repetitions: seconds");
+  shmMode.add_flag("--wait-for-quiet", shmConfig.waitForQuiet,
+                   "Start every round once the machine's CPUs were 90% idle for 0.5 s (shared machines)");
   shmMode.add_option("--out", shmConfig.outPath, "Also write the markdown report to this file");
   shmMode.add_option("--json", shmConfig.jsonPath, "Write the results as JSON to this file");
   shmMode.add_option("--commit", shmConfig.commit, "Commit to name in the report (default: git describe)");

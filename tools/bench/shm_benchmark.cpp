@@ -5,14 +5,18 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
-#include <numeric>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include <wsync/bus/bucket_plan.hpp>
 #include <wsync/bus/model_catalog.hpp>
@@ -162,11 +166,40 @@ class Receivers {
   }
 
   void waitForExit() { agents_.waitForAll(kAgentExitTimeout); }
+  void throwIfAnyExited() { agents_.throwIfAnyExited(); }
+  const AgentProcesses& agents() const { return agents_; }
 
  private:
   std::vector<AgentPipe> pipes_;
   AgentProcesses agents_;  // declared after the pipes: stopped and reaped before they close
   std::vector<std::uint32_t> ids_;
+};
+
+// `send` blocks until the receivers have drained the buckets, so while it runs the benchmark cannot look at them. A
+// thread does, and aborts the transfer as a coordinator would when a receiver has died or the run is interrupted:
+// neither then costs the whole kShmTransferTimeout.
+class SendWatchdog {
+ public:
+  SendWatchdog(bus::ShmArena& arena, std::uint64_t transfer, const AgentProcesses& receivers)
+      : thread_([this, &arena, transfer, &receivers] {
+          while (!stop_.load(std::memory_order_acquire)) {
+            if (interrupted() || receivers.anyExited()) {
+              arena.abortTransfer(transfer);
+              return;
+            }
+            std::this_thread::sleep_for(kWatchdogInterval);
+          }
+        }) {}
+  SendWatchdog(const SendWatchdog&) = delete;
+  SendWatchdog& operator=(const SendWatchdog&) = delete;
+  ~SendWatchdog() {
+    stop_.store(true, std::memory_order_release);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: starts once stop_ exists
 };
 
 // Timed samples of one measurement, path by path: GB/s of wall-clock time, and GB per CPU-second.
@@ -208,13 +241,17 @@ class Measurement {
  private:
   void channel(bool measured) {
     const std::uint64_t transfer = ++transfers_;
+    std::optional<SendWatchdog> watchdog(std::in_place, arena_, transfer, receivers_.agents());
     const std::uint64_t cpuStart = threadCpuNanoseconds();
     const auto start = Clock::now();
     auto sent = arena_.send(transfer, plan_, model_.source.constTensors(), receivers_.ids(),
                             start + kShmTransferTimeout);
     const auto senderDone = Clock::now();
     const std::uint64_t senderCpuNs = threadCpuNanoseconds() - cpuStart;
+    watchdog.reset();
     if (!sent) {
+      throwIfInterrupted();
+      receivers_.throwIfAnyExited();  // the cause (a dead receiver) rather than the symptom (Aborted)
       throw BenchFailure("send of transfer " + std::to_string(transfer) + ": " + sent.error().describe());
     }
     std::optional<Clock::time_point> lastFinish;
@@ -269,7 +306,7 @@ class Measurement {
 
 class ShmRun {
  public:
-  explicit ShmRun(std::ostream& progress) : progress_(progress) {}
+  ShmRun(const ShmBenchConfig& config, std::ostream& progress) : config_(config), progress_(progress) {}
 
   ShmMeasurement measure(ModelUnderTest& model, std::size_t receiverCount, std::uint64_t bucketBytes,
                          std::uint32_t buffers, std::size_t repetitions) {
@@ -308,6 +345,9 @@ class ShmRun {
 
     Measurement measurement(model, result, *arena, *plan, receivers);
     for (std::size_t round = 0; round < kShmWarmupRounds + repetitions; ++round) {
+      if (config_.waitForQuiet && !MachineLoad::waitForQuiet(kQuietMaxBusyShare, kQuietWindow, kQuietWaitLimit)) {
+        ++result.busyRounds;
+      }
       for (std::size_t k = 0; k < kPaths.size(); ++k) {
         measurement.run(kPaths[(round + k) % kPaths.size()], round >= kShmWarmupRounds);
       }
@@ -334,6 +374,7 @@ class ShmRun {
   const std::string& arenaExample() const { return arenaExample_; }
 
  private:
+  const ShmBenchConfig& config_;
   std::ostream& progress_;
   std::size_t arenas_ = 0;
   std::string arenaExample_;
@@ -347,7 +388,7 @@ ShmResults runShmBenchmarks(const ShmBenchConfig& config, std::ostream& progress
   results.availableMemoryBytes = availableMemoryBytes();
   results.hugePages = "anonymous memory " + selectedMode("/sys/kernel/mm/transparent_hugepage/enabled") +
                       ", shm " + selectedMode("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
-  ShmRun run(progress);
+  ShmRun run(config, progress);
   const std::uint64_t bucketBytes = config.bucketMiB * kMiB;
   for (const std::string& name : config.models) {
     progress << "model " << name << ": allocating and filling the source and the baseline's copy\n";

@@ -46,6 +46,7 @@ struct ShmMeasurement {
   std::size_t digestsEqual = 0;     // a receiver's digest and byte count equal to the sender's
   std::string skipped;              // why the measurement did not run; empty when it did
   double othersCpuShare = 0;        // of all CPU time during the measurement, used by other processes
+  std::size_t busyRounds = 0;       // --wait-for-quiet: rounds that started without the machine having been quiet
 
   double ratio() const { return memcpy.medianGBps > 0 ? channel.medianGBps / memcpy.medianGBps : 0; }
   double aggregateGBps() const { return channel.medianGBps * static_cast<double>(receivers); }

@@ -17,13 +17,19 @@ inline constexpr std::chrono::milliseconds kShmTransferTimeout{120'000};
 // the source to its next version, seconds at most on 2 GiB.
 inline constexpr std::chrono::milliseconds kReceiverIdleTimeout{300'000};
 
+// How often a transfer's watchdog looks for a dead receiver or an interruption: a waitid per receiver, far too rare
+// to disturb the copy, frequent enough that a failure is reported at once.
+inline constexpr std::chrono::milliseconds kWatchdogInterval{20};
+
 // Tensors start at multiples of 256 bytes in a bucket, as for GPU copies (docs/bucket-plan.md).
 inline constexpr std::uint32_t kShmPlanAlignment = 256;
 // Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
 inline constexpr std::uint64_t kShmContentSeed = 20261122;
 
-// Defaults, chosen by the geometry comparison in tools/bench/README.md.
-inline constexpr std::uint64_t kDefaultBucketMiB = 64;
+// Defaults, chosen by the geometry comparison in tools/bench/README.md: 4 MiB buckets were the fastest or close to
+// it for both models (a bucket the sender has just written is still in the cache when the receiver copies it, and
+// the pipeline fills and drains in a sixtieth of opt-125m instead of a quarter), and more buffers did not help.
+inline constexpr std::uint64_t kDefaultBucketMiB = 4;
 inline constexpr std::uint32_t kDefaultBuffers = 2;
 // Timed repetitions per path; a full run of both models stays within a few minutes on a shared 2-core machine.
 inline constexpr std::size_t kDefaultShmRepetitions = 11;
@@ -34,11 +40,18 @@ inline constexpr std::size_t kQuickShmRepetitions = 3;
 // clock frequency settle.
 inline constexpr std::size_t kShmWarmupRounds = 2;
 
+// --wait-for-quiet: a round starts once the machine's CPUs were at least 90% idle over half a second (the benchmark's
+// own receivers sleep meanwhile), or after two minutes of waiting, which the report counts.
+inline constexpr double kQuietMaxBusyShare = 0.10;
+inline constexpr std::chrono::milliseconds kQuietWindow{500};
+inline constexpr std::chrono::milliseconds kQuietWaitLimit{120'000};
+
 // The goal: the channel from one sender process to one receiver process at 0.8x of plain memcpy or better.
 inline constexpr double kMinChannelToMemcpyRatio = 0.8;
-// Every receiver holds a copy of the model: a fan-out is skipped when their copies would need more than this share
-// of the memory the kernel calls available, so that a shared machine is never pushed towards the OOM killer.
-inline constexpr double kMaxMemoryShare = 0.75;
+// Every receiver holds a copy of the model: a fan-out is skipped when their copies would need more than half the
+// memory the kernel calls available (after the benchmark's own two copies), so that a machine shared with others is
+// never pushed towards the OOM killer.
+inline constexpr double kMaxMemoryShare = 0.5;
 
 struct ShmBenchConfig {
   std::vector<std::string> models{"opt-125m", "synthetic:20000:2048"};
@@ -51,6 +64,7 @@ struct ShmBenchConfig {
   std::vector<std::uint32_t> sweepBuffers;
   std::size_t sweepRepetitions = kDefaultSweepRepetitions;
   bool quick = false;
+  bool waitForQuiet = false;  // start every round on an idle machine (see kQuietMaxBusyShare)
   std::string outPath;
   std::string jsonPath;
   std::string commit;

@@ -52,6 +52,15 @@ void parameterSection(std::ostringstream& out, const ShmBenchReport& report) {
     out << "- Geometry comparison: " << c.sweepRepetitions << " timed (+" << kShmWarmupRounds
         << " warm-up) per path and geometry\n";
   }
+  if (c.waitForQuiet) {
+    std::size_t busy = 0;
+    for (const auto* list : {&report.results.single, &report.results.fanout, &report.results.sweep}) {
+      for (const ShmMeasurement& m : *list) busy += m.busyRounds;
+    }
+    out << "- `--wait-for-quiet`: every round (warm-up included) started once the machine's CPUs had been at least "
+        << fixed((1 - kQuietMaxBusyShare) * 100, 0) << "% idle for " << kQuietWindow.count() << " ms; " << busy
+        << " round(s) started without that after waiting " << kQuietWaitLimit.count() / 1000 << " s\n";
+  }
   out << "- Content: model_catalog's deterministic content, moved to its next version (untimed) before every "
          "repetition of every path, so a receiver's digest can only match with this transfer's bytes\n"
       << "- Wall time of the run: " << fixed(report.wallSeconds, 1) << " s\n\n";
@@ -169,7 +178,8 @@ std::string jsonMeasurement(const ShmMeasurement& m) {
         << fixed(cpuBoundRatio(m), 4) << "}"
         << ", \"ratio\": " << fixed(m.ratio(), 4) << ", \"aggregate_gbps\": " << fixed(m.aggregateGBps(), 4)
         << ", \"digests_compared\": " << m.digestsCompared << ", \"digests_equal\": " << m.digestsEqual
-        << ", \"goal_met\": " << jsonBool(goalMet(m)) << ", \"others_cpu_share\": " << fixed(m.othersCpuShare, 4);
+        << ", \"goal_met\": " << jsonBool(goalMet(m)) << ", \"others_cpu_share\": " << fixed(m.othersCpuShare, 4)
+        << ", \"busy_rounds\": " << m.busyRounds;
   }
   out << "}";
   return out.str();
@@ -222,6 +232,7 @@ std::string renderShmJson(const ShmBenchReport& report) {
       << ", \"repetitions\": " << c.repetitions << ", \"warmup_rounds\": " << kShmWarmupRounds
       << ", \"sweep_bucket_mib\": " << jsonArray(c.sweepBucketMiB) << ", \"sweep_buffers\": "
       << jsonArray(c.sweepBuffers) << ", \"sweep_repetitions\": " << c.sweepRepetitions
+      << ", \"wait_for_quiet\": " << jsonBool(c.waitForQuiet)
       << ", \"min_ratio_goal\": " << fixed(kMinChannelToMemcpyRatio, 2) << "},\n";
   jsonList(out, "single", report.results.single, false);
   jsonList(out, "fanout", report.results.fanout, false);
