@@ -26,9 +26,9 @@ inline constexpr std::uint32_t kShmPlanAlignment = 256;
 // Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
 inline constexpr std::uint64_t kShmContentSeed = 20261122;
 
-// Defaults, chosen by the geometry comparison in tools/bench/README.md: 4 MiB buckets were the fastest or close to
-// it for both models (a bucket the sender has just written is still in the cache when the receiver copies it, and
-// the pipeline fills and drains in a sixtieth of opt-125m instead of a quarter), and more buffers did not help.
+// Defaults, chosen by the geometry comparison in tools/bench/README.md: buckets of 1-4 MiB beat 16-64 MiB on both
+// models (a bucket the sender has just written is still in the cache when the receiver copies it, and the pipeline
+// fills and drains in a sixtieth of opt-125m instead of a quarter); 4 MiB x 2 was within the spread of the best.
 inline constexpr std::uint64_t kDefaultBucketMiB = 4;
 inline constexpr std::uint32_t kDefaultBuffers = 2;
 // Timed repetitions per path; a full run of both models stays within a few minutes on a shared 2-core machine.
