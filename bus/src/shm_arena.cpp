@@ -1,6 +1,11 @@
 #include "wsync/bus/shm_arena.hpp"
 
 #include <xxhash.h>
+#if defined(__x86_64__) || defined(__i386__)
+// libxxhash as Debian builds it runs XXH3 on SSE2; the *_dispatch entry points the same library exports pick AVX2 or
+// AVX-512 at run time, which hashes 2-3x faster on hosts that have them. The header maps the plain names onto them.
+#include <xxh_x86dispatch.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -19,6 +24,9 @@ using Clock = std::chrono::steady_clock;
 
 // Longest single sleep on a futex word: an abort (which wakes nobody) or a deadline is noticed within it.
 constexpr std::chrono::milliseconds kWaitSlice{20};
+// A piece is copied and digested in slices of this size, so that the digest reads what the copy has just brought
+// into L1/L2 instead of reading the whole piece (up to a bucket) from memory a second time.
+constexpr std::uint64_t kDigestSlice = 16 * 1024;
 
 std::uint64_t ticketOf(std::uint64_t transfer, std::uint32_t bucket) {
   return (transfer << 32) | (std::uint64_t{bucket} + 1);
@@ -109,6 +117,17 @@ class StreamDigest {
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state_;
   std::uint64_t total_ = 0;
 };
+
+// Copies `bytes` from `source` to `target` and adds them to `digest`, reading them from `hashed` (the source on the
+// sender, which must digest what it packed; the copy on a receiver, which must digest what it got).
+void copyAndDigest(std::byte* target, const std::byte* source, std::uint64_t bytes, const std::byte* hashed,
+                   StreamDigest& digest) {
+  for (std::uint64_t offset = 0; offset < bytes; offset += kDigestSlice) {
+    const std::uint64_t slice = std::min(kDigestSlice, bytes - offset);
+    std::memcpy(target + offset, source + offset, slice);
+    digest.add(hashed + offset, slice);
+  }
+}
 
 tl::expected<bip::mapped_region, ChannelFailure> mapArena(const std::string& name, bool create,
                                                           const ArenaGeometry& geometry) {
@@ -228,10 +247,24 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transf
     std::byte* target = buffer(index);
     for (const Piece& piece : plan.piecesOfBucket(bucket)) {
       const std::byte* source = tensors[piece.tensor].data() + piece.tensorOffset;
-      std::memcpy(target + piece.bucketOffset, source, piece.bytes);
-      digest.add(source, piece.bytes);
+      copyAndDigest(target + piece.bucketOffset, source, piece.bytes, source, digest);
     }
     publish(arena.fills[index].ticket, arena.fills[index].notify, ticketOf(transfer, bucket));
+  }
+  // Only once every receiver has copied out the last bucket: the next transfer's first bufferCount buckets refill
+  // these buffers without waiting (their predecessors in the ring are of an earlier transfer, whose receivers the
+  // arena does not know), so returning earlier would let a sender that starts the next transfer at once replace
+  // buckets a slow receiver has not read (it would fail with Overwritten, and the sender would wait for it).
+  // Receivers copy buckets in order, so the last one stands for all.
+  if (const std::uint32_t count = plan.bucketCount(); count > 0) {
+    const std::uint64_t last = ticketOf(transfer, count - 1);
+    for (std::uint32_t receiver : receivers) {
+      ArenaDrainData& drain = arena.drains[(count - 1) % geometry_.bufferCount][receiver];
+      auto drained = await(
+          drain.notify, [&] { return drain.ticket.load(std::memory_order_acquire) >= last; }, arena.header, transfer,
+          deadline, "waiting for a receiver to drain the last bucket");
+      if (!drained) return tl::unexpected(drained.error());
+    }
   }
   return digest.result();
 }
@@ -260,8 +293,7 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::receive(std::uint64_t tra
     const std::byte* source = buffer(index);
     for (const Piece& piece : plan.piecesOfBucket(bucket)) {
       std::byte* target = tensors[piece.tensor].data() + piece.tensorOffset;
-      std::memcpy(target, source + piece.bucketOffset, piece.bytes);
-      digest.add(target, piece.bytes);
+      copyAndDigest(target, source + piece.bucketOffset, piece.bytes, target, digest);
     }
     // Seqlock-style: if the sender moved on during the copy (only after an abort), the copy may be torn. The fence
     // keeps the copy's reads before the re-check, which an acquire load alone would not.

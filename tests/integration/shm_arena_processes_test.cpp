@@ -229,12 +229,9 @@ void expectConsecutiveTransfers(const char* senderRole) {
 
 TEST(ShmArenaProcesses, EveryReceiverProcessGetsEveryTransfer) { expectConsecutiveTransfers("send"); }
 
-// Disabled: ShmArena::send returns once its last bucket is published, not once it is drained, and waits for drains
-// only from bucket bufferCount on. A sender that starts the next transfer at once refills the buffers holding the
-// previous transfer's last buckets before slow receivers have copied them: they fail with Overwritten (detected,
-// no wrong byte is kept) and the sender then waits for them until its deadline. Enable once send() waits for its
-// last buckets to be drained, or the arena otherwise orders a transfer's first buckets after the previous one.
-TEST(ShmArenaProcesses, DISABLED_BackToBackTransfersWithoutABarrier) { expectConsecutiveTransfers("send-nowait"); }
+// A sender that starts the next transfer at once, without waiting for the receivers' reports: send() returns only
+// once every receiver has drained its last bucket, so the next transfer's first buckets never replace unread ones.
+TEST(ShmArenaProcesses, BackToBackTransfersWithoutABarrier) { expectConsecutiveTransfers("send-nowait"); }
 
 // Receiver 2 dies after copying two buckets. The sender can go on only as far as the buffers the dead receiver
 // drained, then waits for it; the owner's abort releases the sender and the live receivers at once (well before

@@ -51,7 +51,8 @@ class ShmArena {
   void abortTransfer(std::uint64_t transfer);
 
   // Sender side: packs `tensors` (indexed like the manifest) bucket after bucket. Receivers listed in `receivers`
-  // must drain a buffer before it is refilled. Returns once the last bucket is published.
+  // must drain a buffer before it is refilled. Returns once every receiver has drained the last bucket, so
+  // the next transfer may start at once.
   tl::expected<TransferResult, ChannelFailure> send(std::uint64_t transfer, const BucketPlan& plan,
                                                     std::span<const std::span<const std::byte>> tensors,
                                                     std::span<const std::uint32_t> receivers,
