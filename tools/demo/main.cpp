@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   std::uint32_t rounds = 20;
   std::string model = "opt-125m";
   std::string pauseMode = "keep";
-  std::uint64_t bucketMiB = 16;
+  std::uint64_t bucketMiB = 4;
   std::uint64_t intervalMs = 50;
   std::string workDirOption;
   CLI::App app{"wsync-demo: coordinator + trainer + workers as processes, R rounds, verified"};
