@@ -1,21 +1,29 @@
 # Warnings and sanitizers, applied per target so that generated and third-party code keeps its own flags.
+# C++ sources only: nvcc compiles the CUDA kernels with its own flags (see wsync_cuda_defaults).
 function(wsync_target_defaults target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion
-                                           -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Woverloaded-virtual
-                                           -Wimplicit-fallthrough)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor
+                              -Wold-style-cast -Wcast-align -Woverloaded-virtual -Wimplicit-fallthrough>)
   # Not -Wnull-dereference: at -O2 it fires inside inlined FlatBuffers accessors, where it cannot be acted on.
   if(WSYNC_WERROR)
-    target_compile_options(${target} PRIVATE -Werror)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+  endif()
+  # CUDA sources: warnings of the host compiler and of nvcc itself, as errors with WSYNC_WERROR.
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+  if(WSYNC_WERROR)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
   endif()
 endfunction()
 
 if(WSYNC_SANITIZE)
-  add_compile_options(-fsanitize=${WSYNC_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  # Host C++ only: nvcc's device code cannot be instrumented (its host stubs then simply run unsanitised).
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${WSYNC_SANITIZE} -fno-omit-frame-pointer
+                      -fno-sanitize-recover=all>)
   if(WSYNC_SANITIZE MATCHES "thread" AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     # GCC warns that TSan does not model atomic_thread_fence. The one fence left (the shm arena's copy re-check)
     # orders a copy that only races after an abort, which the re-check detects; normal runs synchronise through
     # acquire/release tickets that TSan does see.
-    add_compile_options(-Wno-tsan)
+    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wno-tsan>)
   endif()
   add_link_options(-fsanitize=${WSYNC_SANITIZE})
 endif()

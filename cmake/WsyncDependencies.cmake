@@ -14,15 +14,23 @@ if(WSYNC_TESTS)
   find_package(GTest REQUIRED CONFIG)                          # libgtest-dev, libgmock-dev
 endif()
 
-# The GPU channels need the CUDA runtime and NCCL; without them everything else still builds.
+# The GPU channels need the CUDA Toolkit (nvcc, the static runtime) and NCCL's header; NCCL itself is loaded at run
+# time. Without them everything else still builds. Fuzz builds (clang) leave them out.
 set(WSYNC_HAVE_CUDA OFF)
-if(NOT WSYNC_CUDA STREQUAL "OFF")
+if(NOT WSYNC_CUDA STREQUAL "OFF" AND NOT WSYNC_FUZZ)
   set(CUDAToolkit_ROOT "${WSYNC_CUDA_ROOT}")
   find_package(CUDAToolkit QUIET)
-  find_library(NCCL_LIBRARY nccl HINTS "${WSYNC_CUDA_ROOT}/lib64" "${WSYNC_CUDA_ROOT}/lib")
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS "${WSYNC_CUDA_ROOT}/include")
-  if(CUDAToolkit_FOUND AND NCCL_LIBRARY AND NCCL_INCLUDE_DIR)
+  if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND EXISTS "${CUDAToolkit_NVCC_EXECUTABLE}")
     set(WSYNC_HAVE_CUDA ON)
+    set(CMAKE_CUDA_COMPILER "${CUDAToolkit_NVCC_EXECUTABLE}")
+    set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}")
+    enable_language(CUDA)
+    # CMake 3.25 predates nvcc 13 and does not know how to ask it for C++20: tell it.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   elseif(WSYNC_CUDA STREQUAL "ON")
     message(FATAL_ERROR "WSYNC_CUDA=ON but the CUDA Toolkit or NCCL was not found under ${WSYNC_CUDA_ROOT}")
   endif()

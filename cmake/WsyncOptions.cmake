@@ -1,6 +1,7 @@
 # The build's options, all in one place.
 option(WSYNC_TESTS "Build the GoogleTest suites and register them with ctest" ON)
 option(WSYNC_WERROR "Treat compiler warnings as errors" OFF)
+option(WSYNC_INSTALL "Install rules for a relocatable prefix (cmake --install): programs, bundled libraries, headers" ON)
 option(WSYNC_FUZZ "Build libFuzzer targets (needs clang); their corpora run as plain tests either way" OFF)
 
 set(WSYNC_SANITIZE "" CACHE STRING "Sanitizers to build with: '', 'address,undefined' or 'thread'")
@@ -9,6 +10,8 @@ set_property(CACHE WSYNC_SANITIZE PROPERTY STRINGS "" "address,undefined" "threa
 set(WSYNC_CUDA "AUTO" CACHE STRING "GPU payload channels: AUTO (when CUDA and NCCL are found), ON (required), OFF")
 set_property(CACHE WSYNC_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(WSYNC_CUDA_ROOT "/usr/local/cuda" CACHE PATH "Where the CUDA Toolkit and NCCL are looked for")
+# Ampere (A100) and Hopper (H100, H200) machine code; other GPUs JIT-compile the embedded PTX of the newest.
+set(CMAKE_CUDA_ARCHITECTURES "80-real;90" CACHE STRING "GPU architectures the CUDA kernels are built for")
 
 if(NOT WSYNC_SANITIZE MATCHES "^(|address,undefined|address|undefined|thread)$")
   message(FATAL_ERROR "WSYNC_SANITIZE='${WSYNC_SANITIZE}': use '', 'address,undefined' or 'thread'")

@@ -164,6 +164,9 @@ std::string_view toString(ChannelError error) {
     case ChannelError::Overwritten: return "bucket overwritten while copied";
     case ChannelError::SystemError: return "system error";
     case ChannelError::Unsupported: return "unsupported channel";
+    case ChannelError::DeviceError: return "CUDA error";
+    case ChannelError::CommunicatorError: return "NCCL communicator error";
+    case ChannelError::DigestMismatch: return "receivers' digests differ";
   }
   return "unknown channel error";
 }

@@ -9,6 +9,7 @@
 // channel's own abort mechanism (for shm: the arena's abort word), so no side hangs on a dead peer.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -22,10 +23,19 @@
 
 namespace wsync::bus {
 
+// Where the tensors a channel moves live: a GPU channel's spans hold device addresses (never dereferenced on the
+// host), the shm channel's host memory.
+enum class TensorMemory : std::uint8_t { Host, Device };
+
 class Channel {
  public:
   virtual ~Channel() = default;
   virtual msg::ChannelKind kind() const = 0;
+  virtual TensorMemory tensorMemory() const { return TensorMemory::Host; }
+  // Called often (about every millisecond) while a transfer waits; once it returns true the transfer gives up
+  // with ChannelError::Aborted. The GPU channels need it: a coordinator's abort must reach an agent blocked in a
+  // transfer, and NCCL cannot see a dead peer. The shm channel has the arena's abort word instead and ignores it.
+  virtual void setCancelProbe(std::function<bool()> probe) { (void)probe; }
   // What identifies this channel's resources (for shm: the arena's segment name): an agent reopens the channel
   // when the key of a new plan differs, or when the coordinator restarted.
   virtual const std::string& key() const = 0;

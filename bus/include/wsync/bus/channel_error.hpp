@@ -18,6 +18,9 @@ enum class ChannelError : std::uint8_t {
   Overwritten,      // a bucket changed while it was being copied: this transfer was abandoned
   SystemError,
   Unsupported,      // the plan names a channel this build or this agent does not have
+  DeviceError,      // a CUDA call failed (the detail names it and CUDA's message)
+  CommunicatorError,  // NCCL failed, or the communicator was aborted and must be rebuilt
+  DigestMismatch,   // receivers of one transfer computed different digests (cuda_ipc compares them itself)
 };
 
 std::string_view toString(ChannelError error);
