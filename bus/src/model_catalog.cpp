@@ -14,7 +14,8 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "tensor content is defined as little-endian words: a big-endian host would write other bytes");
 
-constexpr std::array<std::string_view, 3> kKnownModels{"opt-125m", "tiny", "synthetic:COUNT:MIB"};
+constexpr std::array<std::string_view, 5> kKnownModels{"opt-125m", "qwen2.5-7b", "qwen3-30b-a3b", "tiny",
+                                                       "synthetic:COUNT:MIB"};
 constexpr std::string_view kSyntheticPrefix = "synthetic:";
 
 // ---- opt-125m -------------------------------------------------------------------------------------------------
@@ -49,6 +50,84 @@ std::vector<TensorSpec> opt125m() {
     tensors.push_back({prefix + "final_layer_norm.weight", f16, {kOptHidden}});
     tensors.push_back({prefix + "final_layer_norm.bias", f16, {kOptHidden}});
   }
+  return tensors;
+}
+
+// ---- qwen2.5-7b ----------------------------------------------------------------------------------------------
+
+// Qwen/Qwen2.5-7B's config.json: grouped KV heads (28 query heads, 4 KV heads of 128), biases on q/k/v only.
+constexpr std::int64_t kQwen25Vocab = 152064;
+constexpr std::int64_t kQwen25Hidden = 3584;
+constexpr std::int64_t kQwen25Intermediate = 18944;
+constexpr std::int64_t kQwen25KeyValue = 4 * 128;
+constexpr int kQwen25Layers = 28;
+
+std::vector<TensorSpec> qwen25Dense() {
+  constexpr auto bf16 = msg::DType::BF16;
+  std::vector<TensorSpec> tensors;
+  tensors.reserve(339);
+  tensors.push_back({"model.embed_tokens.weight", bf16, {kQwen25Vocab, kQwen25Hidden}});
+  for (int layer = 0; layer < kQwen25Layers; ++layer) {
+    const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+    // Qwen2Attention registers q, k, v, o; each Linear lists its weight before its bias.
+    tensors.push_back({prefix + "self_attn.q_proj.weight", bf16, {kQwen25Hidden, kQwen25Hidden}});
+    tensors.push_back({prefix + "self_attn.q_proj.bias", bf16, {kQwen25Hidden}});
+    tensors.push_back({prefix + "self_attn.k_proj.weight", bf16, {kQwen25KeyValue, kQwen25Hidden}});
+    tensors.push_back({prefix + "self_attn.k_proj.bias", bf16, {kQwen25KeyValue}});
+    tensors.push_back({prefix + "self_attn.v_proj.weight", bf16, {kQwen25KeyValue, kQwen25Hidden}});
+    tensors.push_back({prefix + "self_attn.v_proj.bias", bf16, {kQwen25KeyValue}});
+    tensors.push_back({prefix + "self_attn.o_proj.weight", bf16, {kQwen25Hidden, kQwen25Hidden}});
+    tensors.push_back({prefix + "mlp.gate_proj.weight", bf16, {kQwen25Intermediate, kQwen25Hidden}});
+    tensors.push_back({prefix + "mlp.up_proj.weight", bf16, {kQwen25Intermediate, kQwen25Hidden}});
+    tensors.push_back({prefix + "mlp.down_proj.weight", bf16, {kQwen25Hidden, kQwen25Intermediate}});
+    tensors.push_back({prefix + "input_layernorm.weight", bf16, {kQwen25Hidden}});
+    tensors.push_back({prefix + "post_attention_layernorm.weight", bf16, {kQwen25Hidden}});
+  }
+  tensors.push_back({"model.norm.weight", bf16, {kQwen25Hidden}});
+  tensors.push_back({"lm_head.weight", bf16, {kQwen25Vocab, kQwen25Hidden}});  // not tied to embed_tokens
+  return tensors;
+}
+
+// ---- qwen3-30b-a3b --------------------------------------------------------------------------------------------
+
+// Qwen/Qwen3-30B-A3B's config.json: 32 query heads and 4 KV heads of 128 (so q_proj is wider than the hidden size),
+// per-head RMS norms of q and k, and in every layer a router over 128 experts of intermediate size 768.
+constexpr std::int64_t kQwen3MoeVocab = 151936;
+constexpr std::int64_t kQwen3MoeHidden = 2048;
+constexpr std::int64_t kQwen3MoeHeadDim = 128;
+constexpr std::int64_t kQwen3MoeQuery = 32 * kQwen3MoeHeadDim;
+constexpr std::int64_t kQwen3MoeKeyValue = 4 * kQwen3MoeHeadDim;
+constexpr std::int64_t kQwen3MoeExpertIntermediate = 768;
+constexpr int kQwen3MoeExperts = 128;
+constexpr int kQwen3MoeLayers = 48;
+
+std::vector<TensorSpec> qwen3Moe() {
+  constexpr auto bf16 = msg::DType::BF16;
+  std::vector<TensorSpec> tensors;
+  tensors.reserve(18867);
+  tensors.push_back({"model.embed_tokens.weight", bf16, {kQwen3MoeVocab, kQwen3MoeHidden}});
+  for (int layer = 0; layer < kQwen3MoeLayers; ++layer) {
+    const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+    // Qwen3MoeAttention registers q, k, v, o, then q_norm and k_norm; no biases.
+    tensors.push_back({prefix + "self_attn.q_proj.weight", bf16, {kQwen3MoeQuery, kQwen3MoeHidden}});
+    tensors.push_back({prefix + "self_attn.k_proj.weight", bf16, {kQwen3MoeKeyValue, kQwen3MoeHidden}});
+    tensors.push_back({prefix + "self_attn.v_proj.weight", bf16, {kQwen3MoeKeyValue, kQwen3MoeHidden}});
+    tensors.push_back({prefix + "self_attn.o_proj.weight", bf16, {kQwen3MoeHidden, kQwen3MoeQuery}});
+    tensors.push_back({prefix + "self_attn.q_norm.weight", bf16, {kQwen3MoeHeadDim}});
+    tensors.push_back({prefix + "self_attn.k_norm.weight", bf16, {kQwen3MoeHeadDim}});
+    // Qwen3MoeSparseMoeBlock registers the router (gate) before the experts.
+    tensors.push_back({prefix + "mlp.gate.weight", bf16, {kQwen3MoeExperts, kQwen3MoeHidden}});
+    for (int expert = 0; expert < kQwen3MoeExperts; ++expert) {
+      const std::string expertPrefix = prefix + "mlp.experts." + std::to_string(expert) + ".";
+      tensors.push_back({expertPrefix + "gate_proj.weight", bf16, {kQwen3MoeExpertIntermediate, kQwen3MoeHidden}});
+      tensors.push_back({expertPrefix + "up_proj.weight", bf16, {kQwen3MoeExpertIntermediate, kQwen3MoeHidden}});
+      tensors.push_back({expertPrefix + "down_proj.weight", bf16, {kQwen3MoeHidden, kQwen3MoeExpertIntermediate}});
+    }
+    tensors.push_back({prefix + "input_layernorm.weight", bf16, {kQwen3MoeHidden}});
+    tensors.push_back({prefix + "post_attention_layernorm.weight", bf16, {kQwen3MoeHidden}});
+  }
+  tensors.push_back({"model.norm.weight", bf16, {kQwen3MoeHidden}});
+  tensors.push_back({"lm_head.weight", bf16, {kQwen3MoeVocab, kQwen3MoeHidden}});  // not tied to embed_tokens
   return tensors;
 }
 
@@ -202,6 +281,8 @@ std::span<const std::string_view> knownModels() { return kKnownModels; }
 
 tl::expected<std::vector<TensorSpec>, ModelCatalogFailure> modelTensors(std::string_view name) {
   if (name == "opt-125m") return opt125m();
+  if (name == "qwen2.5-7b") return qwen25Dense();
+  if (name == "qwen3-30b-a3b") return qwen3Moe();
   if (name == "tiny") return tiny();
   if (name.starts_with(kSyntheticPrefix)) return synthetic(name);
   std::string known;

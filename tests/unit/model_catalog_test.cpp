@@ -1,5 +1,6 @@
-// The model catalog: opt-125m as transformers lists it, the tiny and synthetic models, and the content contract of
-// fillTensor/perturbTensor (deterministic, history-free, and changing every run of a stride between versions).
+// The model catalog: opt-125m, Qwen2.5-7B and Qwen3-30B-A3B as transformers lists them, the tiny and synthetic
+// models, and the content contract of fillTensor/perturbTensor (deterministic, history-free, and changing every run
+// of a stride between versions).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,6 +55,71 @@ TEST(ModelCatalog, Opt125mMatchesTransformers) {
   EXPECT_EQ(manifest->totalBytes(), 250'478'592U);
 }
 
+TEST(ModelCatalog, Qwen25DenseMatchesTransformers) {
+  auto tensors = modelTensors("qwen2.5-7b");
+  ASSERT_TRUE(tensors.has_value()) << tensors.error().describe();
+  // embed_tokens + 28 layers x 12 (q/k/v weight and bias, o, gate, up, down, 2 norms) + norm + lm_head.
+  ASSERT_EQ(tensors->size(), 339U);
+  EXPECT_EQ(tensors->front(), (TensorSpec{"model.embed_tokens.weight", msg::DType::BF16, {152064, 3584}}));
+  EXPECT_EQ((*tensors)[1], (TensorSpec{"model.layers.0.self_attn.q_proj.weight", msg::DType::BF16, {3584, 3584}}));
+  EXPECT_EQ((*tensors)[2], (TensorSpec{"model.layers.0.self_attn.q_proj.bias", msg::DType::BF16, {3584}}));
+  EXPECT_EQ((*tensors)[3], (TensorSpec{"model.layers.0.self_attn.k_proj.weight", msg::DType::BF16, {512, 3584}}));
+  EXPECT_EQ((*tensors)[6], (TensorSpec{"model.layers.0.self_attn.v_proj.bias", msg::DType::BF16, {512}}));
+  EXPECT_EQ((*tensors)[7].name, "model.layers.0.self_attn.o_proj.weight");
+  EXPECT_EQ((*tensors)[8], (TensorSpec{"model.layers.0.mlp.gate_proj.weight", msg::DType::BF16, {18944, 3584}}));
+  EXPECT_EQ((*tensors)[10], (TensorSpec{"model.layers.0.mlp.down_proj.weight", msg::DType::BF16, {3584, 18944}}));
+  EXPECT_EQ((*tensors)[12].name, "model.layers.0.post_attention_layernorm.weight");
+  EXPECT_EQ((*tensors)[13].name, "model.layers.1.self_attn.q_proj.weight");
+  EXPECT_EQ((*tensors)[336].name, "model.layers.27.post_attention_layernorm.weight");
+  EXPECT_EQ((*tensors)[337], (TensorSpec{"model.norm.weight", msg::DType::BF16, {3584}}));
+  EXPECT_EQ(tensors->back(), (TensorSpec{"lm_head.weight", msg::DType::BF16, {152064, 3584}}));
+
+  // Parameters: embed_tokens and lm_head 152064*3584 = 544,997,376 each; per layer q and o 3584*3584 = 12,845,056
+  // each, q bias 3584, k and v 512*3584 = 1,835,008 each with 512-element biases, gate/up/down 18944*3584 =
+  // 67,895,296 each, 2 norms of 3584: 233,057,792, x28 = 6,525,618,176; norm 3584. Total 7,615,616,512 (the
+  // published 7.61B), 15,231,233,024 bytes in bfloat16.
+  auto manifest = Manifest::create(*tensors);
+  ASSERT_TRUE(manifest.has_value()) << manifest.error().describe();
+  EXPECT_EQ(manifest->totalBytes(), 15'231'233'024U);
+}
+
+TEST(ModelCatalog, Qwen3MoeMatchesTransformers) {
+  auto tensors = modelTensors("qwen3-30b-a3b");
+  ASSERT_TRUE(tensors.has_value()) << tensors.error().describe();
+  // embed_tokens + 48 layers x (4 projections + q/k norms + router + 128 experts x 3 + 2 norms) + norm + lm_head.
+  ASSERT_EQ(tensors->size(), 18'867U);
+  const auto bf16 = msg::DType::BF16;
+  EXPECT_EQ(tensors->front(), (TensorSpec{"model.embed_tokens.weight", bf16, {151936, 2048}}));
+  EXPECT_EQ((*tensors)[1], (TensorSpec{"model.layers.0.self_attn.q_proj.weight", bf16, {4096, 2048}}));
+  EXPECT_EQ((*tensors)[2], (TensorSpec{"model.layers.0.self_attn.k_proj.weight", bf16, {512, 2048}}));
+  EXPECT_EQ((*tensors)[3], (TensorSpec{"model.layers.0.self_attn.v_proj.weight", bf16, {512, 2048}}));
+  EXPECT_EQ((*tensors)[4], (TensorSpec{"model.layers.0.self_attn.o_proj.weight", bf16, {2048, 4096}}));
+  EXPECT_EQ((*tensors)[5], (TensorSpec{"model.layers.0.self_attn.q_norm.weight", bf16, {128}}));
+  EXPECT_EQ((*tensors)[6], (TensorSpec{"model.layers.0.self_attn.k_norm.weight", bf16, {128}}));
+  EXPECT_EQ((*tensors)[7], (TensorSpec{"model.layers.0.mlp.gate.weight", bf16, {128, 2048}}));
+  EXPECT_EQ((*tensors)[8], (TensorSpec{"model.layers.0.mlp.experts.0.gate_proj.weight", bf16, {768, 2048}}));
+  EXPECT_EQ((*tensors)[9], (TensorSpec{"model.layers.0.mlp.experts.0.up_proj.weight", bf16, {768, 2048}}));
+  EXPECT_EQ((*tensors)[10], (TensorSpec{"model.layers.0.mlp.experts.0.down_proj.weight", bf16, {2048, 768}}));
+  EXPECT_EQ((*tensors)[7 + 128 * 3].name, "model.layers.0.mlp.experts.127.down_proj.weight");
+  EXPECT_EQ((*tensors)[8 + 128 * 3], (TensorSpec{"model.layers.0.input_layernorm.weight", bf16, {2048}}));
+  EXPECT_EQ((*tensors)[9 + 128 * 3].name, "model.layers.0.post_attention_layernorm.weight");
+  EXPECT_EQ((*tensors)[10 + 128 * 3].name, "model.layers.1.self_attn.q_proj.weight");
+  EXPECT_EQ((*tensors)[18'864].name, "model.layers.47.post_attention_layernorm.weight");
+  EXPECT_EQ((*tensors)[18'865], (TensorSpec{"model.norm.weight", bf16, {2048}}));
+  EXPECT_EQ(tensors->back(), (TensorSpec{"lm_head.weight", bf16, {151936, 2048}}));
+  EXPECT_EQ(std::count_if(tensors->begin(), tensors->end(),
+                          [](const TensorSpec& tensor) { return tensor.name.find(".experts.") != std::string::npos; }),
+            48 * 128 * 3);
+
+  // Parameters: embed_tokens and lm_head 151936*2048 = 311,164,928 each; per layer q and o 4096*2048 = 8,388,608
+  // each, k and v 512*2048 = 1,048,576 each, q/k norms 128 each, router 128*2048 = 262,144, experts
+  // 128 x 3 x 768*2048 = 603,979,776, 2 norms of 2048: 623,120,640, x48 = 29,909,790,720; norm 2048.
+  // Total 30,532,122,624 (the published 30.5B), 61,064,245,248 bytes in bfloat16.
+  auto manifest = Manifest::create(*tensors);
+  ASSERT_TRUE(manifest.has_value()) << manifest.error().describe();
+  EXPECT_EQ(manifest->totalBytes(), 61'064'245'248U);
+}
+
 TEST(ModelCatalog, TinyMixesDTypesAndShapes) {
   auto tensors = modelTensors("tiny");
   ASSERT_TRUE(tensors.has_value());
@@ -75,8 +141,9 @@ TEST(ModelCatalog, TinyMixesDTypesAndShapes) {
 }
 
 TEST(ModelCatalog, EveryModelIsAValidManifest) {
-  for (const char* name : {"opt-125m", "tiny", "synthetic:1:1", "synthetic:9:1", "synthetic:1000:64",
-                           "synthetic:20000:2048", "synthetic:250000:65536", "synthetic:100:1048576"}) {
+  for (const char* name : {"opt-125m", "qwen2.5-7b", "qwen3-30b-a3b", "tiny", "synthetic:1:1", "synthetic:9:1",
+                           "synthetic:1000:64", "synthetic:20000:2048", "synthetic:250000:65536",
+                           "synthetic:100:1048576"}) {
     auto tensors = modelTensors(name);
     ASSERT_TRUE(tensors.has_value()) << name << ": " << tensors.error().describe();
     auto manifest = Manifest::create(*tensors);

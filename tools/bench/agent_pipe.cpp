@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -29,9 +30,22 @@ AgentPipe::AgentPipe() {
   writeFd_ = fds[1];
 }
 
+AgentPipe::AgentPipe(CommandsTag) : commands_(true) {
+  int fds[2] = {-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    throw BenchFailure(std::string("socketpair: ") + std::strerror(errno));
+  }
+  readFd_ = fds[0];
+  writeFd_ = fds[1];
+}
+
+AgentPipe AgentPipe::withCommands() { return AgentPipe(CommandsTag{}); }
+
 AgentPipe::AgentPipe(AgentPipe&& other) noexcept
     : readFd_(std::exchange(other.readFd_, -1)),
       writeFd_(std::exchange(other.writeFd_, -1)),
+      commands_(other.commands_),
+      ended_(other.ended_),
       buffered_(std::move(other.buffered_)) {}
 
 AgentPipe::~AgentPipe() {
@@ -67,8 +81,29 @@ std::optional<std::string> AgentPipe::readLine(std::chrono::milliseconds timeout
       if (errno == EINTR) continue;
       throw BenchFailure(std::string("read from an agent's pipe: ") + std::strerror(errno));
     }
-    if (got == 0) return std::nullopt;  // the agent has exited (its last partial line, if any, is dropped)
+    if (got == 0) {  // the agent has exited (its last partial line, if any, is dropped)
+      ended_ = true;
+      return std::nullopt;
+    }
     buffered_.append(chunk.data(), static_cast<std::size_t>(got));
+  }
+}
+
+void AgentPipe::writeLine(const std::string& line) {
+  if (!commands_) throw BenchFailure("writeLine on an agent pipe made without commands");
+  const std::string text = line + "\n";
+  std::size_t sent = 0;
+  while (sent < text.size()) {
+    // MSG_NOSIGNAL: an agent that died makes this fail with EPIPE instead of killing the benchmark with SIGPIPE.
+    const ssize_t done = ::send(readFd_, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
+    if (done < 0) {
+      if (errno == EINTR) {
+        throwIfInterrupted();
+        continue;
+      }
+      throw BenchFailure(std::string("sending '") + line + "' to an agent: " + std::strerror(errno));
+    }
+    sent += static_cast<std::size_t>(done);
   }
 }
 

@@ -34,7 +34,8 @@ std::string selfExecutable() {
 
 }  // namespace
 
-void AgentProcesses::spawn(const std::string& label, const std::vector<std::string>& args, int stdoutFd) {
+void AgentProcesses::spawn(const std::string& label, const std::vector<std::string>& args, int stdoutFd,
+                           int stdinFd) {
   static const std::string executable = selfExecutable();
   std::vector<std::string> storage;
   storage.reserve(args.size() + 1);
@@ -49,6 +50,7 @@ void AgentProcesses::spawn(const std::string& label, const std::vector<std::stri
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (stdoutFd >= 0) posix_spawn_file_actions_adddup2(&actions, stdoutFd, STDOUT_FILENO);
+  if (stdinFd >= 0) posix_spawn_file_actions_adddup2(&actions, stdinFd, STDIN_FILENO);
   pid_t pid = -1;
   const int error = ::posix_spawn(&pid, executable.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);

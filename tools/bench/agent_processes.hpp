@@ -18,8 +18,9 @@ class AgentProcesses {
   ~AgentProcesses() { stopAll(); }
 
   // Starts this executable with `args`; `label` names the agent in errors. With `stdoutFd` >= 0 the agent's stdout
-  // is that descriptor (the write end of a pipe the benchmark reads), else the benchmark's. Throws BenchFailure.
-  void spawn(const std::string& label, const std::vector<std::string>& args, int stdoutFd = -1);
+  // is that descriptor (the write end of a pipe the benchmark reads), else the benchmark's; likewise `stdinFd` for
+  // its stdin (the agent's end of AgentPipe::withCommands). Throws BenchFailure.
+  void spawn(const std::string& label, const std::vector<std::string>& args, int stdoutFd = -1, int stdinFd = -1);
 
   // Throws BenchFailure naming every agent that has already exited; a measurement calls it when a wait runs out,
   // to report the cause (a dead agent) rather than the symptom (a timeout).

@@ -3,14 +3,17 @@
 //   wsync-bench bus [--quick] [--out FILE] [--json FILE] ...   control plane and version read (report on stdout)
 //   wsync-bench shm [--quick] [--out FILE] [--json FILE] ...   the shm payload channel against memcpy
 //   wsync-bench round [--quick] [--out FILE] [--json FILE] ... an update round's control overhead
+//   wsync-bench gpu [--quick] [--out FILE] [--json FILE] ...   the nccl and cuda_ipc channels against raw NCCL and
+//                                                              cudaMemcpy (builds with WSYNC_HAVE_CUDA)
 //
-// The agent-* subcommands are hidden: they are the agent processes that `bus`, `shm` and `round` start from this
-// executable.
+// The agent-* subcommands are hidden: they are the agent processes that `bus`, `shm`, `round` and `gpu` start from
+// this executable.
 #include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fstream>
 #include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -30,6 +33,14 @@
 #include "shm_receiver.hpp"
 #include "shm_report.hpp"
 #include "version_read.hpp"
+
+#ifdef WSYNC_HAVE_CUDA
+#include "gpu_benchmark.hpp"
+#include "gpu_config.hpp"
+#include "gpu_info.hpp"
+#include "gpu_rank.hpp"
+#include "gpu_report.hpp"
+#endif
 
 namespace wsync::bench {
 namespace {
@@ -95,6 +106,40 @@ int runRoundMode(const RoundBenchConfig& config) {
   publish(renderRoundMarkdown(report), renderRoundJson(report), config.outPath, config.jsonPath);
   return 0;
 }
+
+#ifdef WSYNC_HAVE_CUDA
+// The command line as typed, quoted where a shell would need it, for reports that say how they were made.
+std::string commandLine(int argc, char** argv) {
+  std::string line = "wsync-bench";
+  for (int index = 1; index < argc; ++index) {
+    const std::string arg = argv[index];
+    const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                             "0123456789-_=.,:/+@%") == std::string::npos;
+    if (plain) {
+      line += " " + arg;
+      continue;
+    }
+    line += " '";
+    for (const char c : arg) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += "'";
+  }
+  return line;
+}
+
+int runGpuMode(const GpuBenchConfig& config) {
+  installInterruptHandlers();
+  const auto start = std::chrono::steady_clock::now();
+  prepareGpuEnvironment();  // before anything loads NCCL or starts a rank
+  GpuBenchReport report;
+  report.config = config;
+  report.machine = describeMachine(config.commit);
+  report.gpus = describeGpus();
+  report.results = runGpuBenchmarks(config, report.gpus, std::cerr);
+  report.wallSeconds = secondsSince(start);
+  publish(renderGpuMarkdown(report), renderGpuJson(report), config.outPath, config.jsonPath);
+  return 0;
+}
+#endif
 
 // Runs a mode; a failure is reported on stderr with the mode's name, an interruption as such.
 template <typename Mode>
@@ -241,6 +286,72 @@ int main(int argc, char** argv) {
   roundMode.add_option("--json", roundConfig.jsonPath, "Write the results as JSON to this file");
   roundMode.add_option("--commit", roundConfig.commit, "Commit to name in the report (default: git describe)");
 
+#ifdef WSYNC_HAVE_CUDA
+  GpuBenchConfig gpuConfig;
+  CLI::App& gpuMode = *app.add_subcommand(
+      "gpu", "The nccl and cuda_ipc channels between GPU processes, vs one raw ncclBroadcast / cudaMemcpy of the same "
+             "bytes");
+  auto* gpuChannels = gpuMode.add_option("--channel", gpuConfig.channels, "Channels to measure")
+                          ->delimiter(',')
+                          ->check(CLI::IsMember({"nccl", "cuda_ipc"}))
+                          ->capture_default_str();
+  auto* gpuModels = gpuMode
+                        .add_option("--models", gpuConfig.models,
+                                    "Models (names bus::modelTensors knows, e.g. synthetic:1000:512 for a quick run)")
+                        ->delimiter(',')
+                        ->capture_default_str();
+  gpuMode
+      .add_option("--receivers", gpuConfig.receivers,
+                  "Receiver processes (default: nccl, one per other visible GPU; cuda_ipc, 1)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{64}));
+  gpuMode.add_option("--devices", gpuConfig.ipcDevices, "cuda_ipc: the sender's GPU and the receivers' GPU")
+      ->delimiter(',')
+      ->expected(2)
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  gpuMode
+      .add_option("--bucket-mib", gpuConfig.bucketMiB,
+                  "nccl bucket size in MiB; a list measures each (cuda_ipc plans with the first)")
+      ->delimiter(',')
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{16384}))
+      ->capture_default_str();
+  auto* gpuWarmup = gpuMode.add_option("--warmup", gpuConfig.warmup, "Unmeasured rounds per measurement")
+                        ->check(CLI::NonNegativeNumber)
+                        ->capture_default_str();
+  auto* gpuReps = gpuMode.add_option("--reps", gpuConfig.repetitions, "Timed rounds per path and measurement")
+                      ->check(CLI::PositiveNumber)
+                      ->capture_default_str();
+  gpuMode
+      .add_option("--allocation", gpuConfig.allocation,
+                  "tensor: one cudaMalloc per tensor; torch: segments as PyTorch's caching allocator makes them")
+      ->check(CLI::IsMember({"tensor", "torch"}))
+      ->capture_default_str();
+  bool noHostCheck = false;
+  gpuMode.add_flag("--no-host-check", noHostCheck,
+                   "Skip recomputing the first channel round's digest on the host (seconds for 61 GB)");
+  gpuMode.add_flag("--quick", gpuConfig.quick, "qwen2.5-7b only, few rounds");
+  gpuMode.add_option("--out", gpuConfig.outPath, "Also write the markdown report to this file");
+  gpuMode.add_option("--json", gpuConfig.jsonPath, "Write the results as JSON to this file");
+  gpuMode.add_option("--commit", gpuConfig.commit, "Commit to name in the report (default: git describe)");
+
+  GpuRankOptions gpuRank;
+  CLI::App& gpuRankAgent = *app.add_subcommand("agent-gpu-rank", "internal: GPU rank")->group("");
+  gpuRankAgent.add_option("--parent", gpuRank.parent)->required();
+  gpuRankAgent.add_option("--channel", gpuRank.channel)->required();
+  gpuRankAgent.add_option("--rank", gpuRank.rank)->required();
+  gpuRankAgent.add_option("--world", gpuRank.world)->required();
+  gpuRankAgent.add_option("--device", gpuRank.device)->required();
+  gpuRankAgent.add_option("--baseline-device", gpuRank.baselineDevice)->required();
+  gpuRankAgent.add_option("--model", gpuRank.model)->required();
+  gpuRankAgent.add_option("--allocation", gpuRank.allocation)->required();
+  gpuRankAgent.add_option("--segment", gpuRank.segment);
+#else
+  // Listed, so that asking for it says why it is missing rather than "unknown subcommand".
+  CLI::App& gpuMode =
+      *app.add_subcommand("gpu", "The GPU channels against raw NCCL and cudaMemcpy (not in this build)");
+  gpuMode.allow_extras();
+#endif
+
   AgentOptions agent;
   // Hidden (empty group): started by `bus`, never by hand.
   CLI::App& roundTripAgent = *app.add_subcommand("agent-roundtrip", "internal: round-trip agent")->group("");
@@ -268,6 +379,30 @@ int main(int argc, char** argv) {
   roundWorkerAgent.add_option("--model", roundWorker.model)->required();
 
   CLI11_PARSE(app, argc, argv);
+
+#ifdef WSYNC_HAVE_CUDA
+  if (gpuRankAgent.parsed()) {
+    std::signal(SIGINT, SIG_IGN);  // as for the other agents below
+    return runGpuRank(gpuRank);
+  }
+  if (gpuMode.parsed()) {
+    if (gpuConfig.quick) {
+      if (gpuModels->count() == 0) gpuConfig.models = {"qwen2.5-7b"};
+      if (gpuWarmup->count() == 0) gpuConfig.warmup = kQuickGpuWarmup;
+      if (gpuReps->count() == 0) gpuConfig.repetitions = kQuickGpuRepetitions;
+    }
+    gpuConfig.channelsGiven = gpuChannels->count() > 0;
+    gpuConfig.hostCheck = !noHostCheck;
+    gpuConfig.commandLine = commandLine(argc, argv);
+    return reportingFailures("gpu", [&] { return runGpuMode(gpuConfig); });
+  }
+#else
+  if (gpuMode.parsed()) {
+    std::cerr << "wsync-bench gpu: this build has no GPU channels (configure with -DWSYNC_CUDA=ON on a host with the "
+                 "CUDA Toolkit and NCCL's header)\n";
+    return 1;
+  }
+#endif
 
   if (roundTripAgent.parsed() || pauseAgent.parsed() || shmReceiver.parsed() || roundWorkerAgent.parsed()) {
     // Ctrl-C reaches the whole process group: agents leave stopping to the benchmark, which reports the

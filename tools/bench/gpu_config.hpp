@@ -1,0 +1,90 @@
+#pragma once
+// Parameters of one `wsync-bench gpu` run, and the limits every wait in it is bounded by.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace wsync::bench {
+
+// Starting a rank: CUDA's initialisation, then one cudaMalloc per tensor (18,867 for qwen3-30b-a3b: seconds).
+// Ranks start one after the other, so each has the machine to itself.
+inline constexpr std::chrono::milliseconds kRankStartTimeout{180'000};
+// Allocating a baseline buffer and joining a communicator (NCCL's bootstrap and connection set-up take seconds,
+// a few more the first time a node's GPUs meet), or opening a channel.
+inline constexpr std::chrono::milliseconds kRankSetupTimeout{180'000};
+// Writing a new version of 61 GB on the device: tens of milliseconds at HBM speed, plus a launch per tensor.
+inline constexpr std::chrono::milliseconds kPrepareTimeout{60'000};
+// One transfer of 61 GB: under a second over NVLink, several over PCIe; two minutes means a stuck rank. The nccl
+// channel's own watchdog (kNcclStallTimeout, 20 s without a bucket) fires long before.
+inline constexpr std::chrono::milliseconds kGpuRoundTimeout{120'000};
+// A rank's wait for its next command: the benchmark may spend a minute on a host check between two of them.
+inline constexpr std::chrono::milliseconds kRankIdleTimeout{600'000};
+// How far in the future a round's common start lies when the benchmark sends it: a rank wakes from its read,
+// parses the line and spins on the clock within microseconds; 10 ms leaves room for a busy host.
+inline constexpr std::chrono::milliseconds kStartLead{10};
+// A rank whose own start came later than this after the common start is reported (it delayed its round).
+inline constexpr std::chrono::microseconds kLateStartWarning{1000};
+// While a channel is open, each rank reads the device's free memory this often (and after every transfer): the
+// minimum is the channel's peak. One cudaMemGetInfo every 5 ms costs the round nothing measurable.
+inline constexpr std::chrono::milliseconds kMemorySampleInterval{5};
+// How often a rank looks at an event it waits for (a raw broadcast, a copy, a fill): the channels poll theirs
+// every 50-100 us, so both sides of a comparison see their end with the same resolution.
+inline constexpr std::chrono::microseconds kDevicePollInterval{20};
+// The benchmark reads every rank's line in slices of this much, so that one slow rank does not hide another's
+// death.
+inline constexpr std::chrono::milliseconds kCollectSlice{2};
+// A rank told to quit closes its channel and communicator and frees its tensors (18,867 cudaFree calls for
+// qwen3-30b-a3b): seconds.
+inline constexpr std::chrono::milliseconds kRankExitTimeout{60'000};
+// After a rank's socket closes, how long the benchmark waits for its exit status before saying it went silent.
+inline constexpr std::chrono::milliseconds kExitNoticeTimeout{2000};
+
+// Tensors start at multiples of 256 bytes in a bucket (docs/bucket-plan.md); the GPU channels need at least 16.
+inline constexpr std::uint32_t kGpuPlanAlignment = 256;
+// Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
+inline constexpr std::uint64_t kGpuContentSeed = 20261201;
+
+// Beside a raw baseline's buffers, each device keeps this much free for what the run allocates later: NCCL's
+// communicators (a few hundred MiB each), the channel's tables, CUDA's own; the channel's bucket buffers come on top.
+inline constexpr std::uint64_t kBaselineHeadroomBytes = std::uint64_t{3} << 30;
+// A baseline that would have to be cut into pieces smaller than this is skipped: the pieces' launches would count.
+inline constexpr std::uint64_t kMinBaselineChunkBytes = std::uint64_t{1} << 30;
+// Baseline pieces are multiples of this (the device's allocation granularity).
+inline constexpr std::uint64_t kBaselineChunkGranule = std::uint64_t{2} << 20;
+
+// Defaults: vLLM's weight-sync buffers (2 x 1 GiB); a full run of both models with both channels stays within a few
+// minutes on 2 x H200.
+inline constexpr std::uint64_t kDefaultGpuBucketMiB = 1024;
+inline constexpr std::size_t kDefaultGpuWarmup = 2;
+inline constexpr std::size_t kDefaultGpuRepetitions = 10;
+// --quick: one model, a few rounds.
+inline constexpr std::size_t kQuickGpuWarmup = 1;
+inline constexpr std::size_t kQuickGpuRepetitions = 3;
+
+// The goals: the nccl channel within 5% of one raw ncclBroadcast of the same bytes, cuda_ipc within 15% of one
+// cudaMemcpy; the nccl channel's extra memory at most two buckets per side.
+inline constexpr double kMaxNcclToBroadcastRatio = 1.05;
+inline constexpr double kMaxIpcToMemcpyRatio = 1.15;
+inline constexpr double kMaxNcclExtraBuckets = 2.0;
+
+struct GpuBenchConfig {
+  std::vector<std::string> channels{"nccl", "cuda_ipc"};
+  bool channelsGiven = false;  // --channel named: a channel the machine cannot run is an error, not a skip
+  std::vector<std::string> models{"qwen2.5-7b", "qwen3-30b-a3b"};
+  std::size_t receivers = 0;  // 0: nccl, one per other visible GPU; cuda_ipc, one
+  std::vector<int> ipcDevices{0, 0};  // cuda_ipc: the sender's device, the receivers'
+  std::vector<std::uint64_t> bucketMiB{kDefaultGpuBucketMiB};  // nccl: one measurement per size; cuda_ipc: the first
+  std::size_t warmup = kDefaultGpuWarmup;
+  std::size_t repetitions = kDefaultGpuRepetitions;
+  std::string allocation = "tensor";  // "tensor": one cudaMalloc per tensor; "torch": PyTorch's caching segments
+  bool hostCheck = true;  // the first channel round's digest against the host's reference
+  bool quick = false;
+  std::string outPath;
+  std::string jsonPath;
+  std::string commit;
+  std::string commandLine;  // as typed, for the report
+};
+
+}  // namespace wsync::bench

@@ -1,0 +1,519 @@
+#include "gpu_rank.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <wsync/bus/bucket_plan.hpp>
+#include <wsync/bus/gpu/cuda_ipc_channel.hpp>
+#include <wsync/bus/gpu/gpu_runtime.hpp>
+#include <wsync/bus/gpu/nccl_channel.hpp>
+#include <wsync/bus/gpu/nccl_library.hpp>
+
+#include "agent_processes.hpp"
+#include "bench_failure.hpp"
+#include "catalog_manifest.hpp"
+#include "device_memory.hpp"
+#include "gpu_config.hpp"
+#include "gpu_rank_protocol.hpp"
+
+namespace wsync::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The raw broadcast that sets up the raw communicator's connections before anything is measured (NCCL connects
+// lazily, at a communicator's first collective).
+constexpr std::uint64_t kConnectBroadcastBytes = std::uint64_t{64} << 20;
+constexpr std::size_t kReadChunk = 4096;
+
+std::int64_t nanosecondsOf(Clock::time_point time) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
+}
+
+Clock::time_point timeOf(std::int64_t nanoseconds) {
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(nanoseconds)));
+}
+
+struct DeviceMemory {
+  std::uint64_t free = 0;
+  std::uint64_t total = 0;
+};
+
+DeviceMemory deviceMemory() {
+  std::size_t free = 0;
+  std::size_t total = 0;
+  throwIfCudaFailed(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return {free, total};
+}
+
+// The rank's end of its socket to the benchmark: commands arrive on stdin; reports leave on the descriptor that was
+// stdout at start. stdout itself then points at stderr, so that whatever a library prints (NCCL_DEBUG=INFO writes
+// to stdout) cannot garble a report.
+class CommandLink {
+ public:
+  CommandLink() {
+    reportFd_ = ::dup(STDOUT_FILENO);
+    if (reportFd_ < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+      throw BenchFailure(std::string("cannot set up the report descriptor: ") + std::strerror(errno));
+    }
+  }
+  CommandLink(const CommandLink&) = delete;
+  CommandLink& operator=(const CommandLink&) = delete;
+  ~CommandLink() { ::close(reportFd_); }
+
+  // The next command; throws BenchFailure when none comes within `timeout` or the benchmark closed the socket.
+  std::string next(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      if (const auto newline = buffered_.find('\n'); newline != std::string::npos) {
+        std::string line = buffered_.substr(0, newline);
+        buffered_.erase(0, newline + 1);
+        return line;
+      }
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        throw BenchFailure("no command for " + std::to_string(timeout.count()) + " ms: the benchmark is gone or stuck");
+      }
+      pollfd item{STDIN_FILENO, POLLIN, 0};
+      const int ready = ::poll(&item, 1, static_cast<int>(left.count()));
+      if (ready < 0 && errno != EINTR) throw BenchFailure(std::string("poll on stdin: ") + std::strerror(errno));
+      if (ready <= 0) continue;
+      std::array<char, kReadChunk> chunk{};
+      const ssize_t got = ::read(STDIN_FILENO, chunk.data(), chunk.size());
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        throw BenchFailure(std::string("read from stdin: ") + std::strerror(errno));
+      }
+      if (got == 0) throw BenchFailure("the benchmark closed the command socket");
+      buffered_.append(chunk.data(), static_cast<std::size_t>(got));
+    }
+  }
+
+  void report(const std::string& line) {
+    const std::string text = line + "\n";
+    std::size_t sent = 0;
+    while (sent < text.size()) {
+      const ssize_t done = ::send(reportFd_, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
+      if (done < 0) {
+        if (errno == EINTR) continue;
+        throw BenchFailure(std::string("cannot report to the benchmark: ") + std::strerror(errno));
+      }
+      sent += static_cast<std::size_t>(done);
+    }
+  }
+
+ private:
+  int reportFd_ = -1;
+  std::string buffered_;
+};
+
+// The least free memory seen on the device while the channel is open: a thread reads it every
+// kMemorySampleInterval, and sample() once more after every transfer.
+class FreeMemorySampler {
+ public:
+  explicit FreeMemorySampler(int device)
+      : minimum_(deviceMemory().free), thread_([this, device] {
+          if (cudaSetDevice(device) != cudaSuccess) return;
+          while (!stop_.load(std::memory_order_acquire)) {
+            std::size_t free = 0;
+            std::size_t total = 0;
+            if (cudaMemGetInfo(&free, &total) == cudaSuccess) lower(free);
+            std::this_thread::sleep_for(kMemorySampleInterval);
+          }
+        }) {}
+  FreeMemorySampler(const FreeMemorySampler&) = delete;
+  FreeMemorySampler& operator=(const FreeMemorySampler&) = delete;
+  ~FreeMemorySampler() {
+    stop_.store(true, std::memory_order_release);
+    thread_.join();
+  }
+
+  void sample() { lower(deviceMemory().free); }
+  std::uint64_t minimum() const { return minimum_.load(std::memory_order_acquire); }
+
+ private:
+  void lower(std::uint64_t value) {
+    std::uint64_t seen = minimum_.load(std::memory_order_relaxed);
+    while (value < seen && !minimum_.compare_exchange_weak(seen, value, std::memory_order_acq_rel)) {
+    }
+  }
+
+  std::atomic<std::uint64_t> minimum_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: starts once the rest exists
+};
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+template <typename Number>
+void add(Fields& fields, const char* key, Number value) {
+  fields.emplace_back(key, std::to_string(value));
+}
+
+class GpuRank {
+ public:
+  explicit GpuRank(const GpuRankOptions& options) : options_(options), manifest_(catalogManifest(options.model)) {
+    if (options_.channel != "nccl" && options_.channel != "cuda_ipc") {
+      throw BenchFailure("unknown channel '" + options_.channel + "'");
+    }
+    if (options_.world < 2 || options_.rank >= options_.world) {
+      throw BenchFailure("rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.world));
+    }
+  }
+  GpuRank(const GpuRank&) = delete;
+  GpuRank& operator=(const GpuRank&) = delete;
+
+  // The channel first (it reads the tensors and the communicator may be flushing), then the raw communicator, then
+  // the memory, then the stream.
+  ~GpuRank() {
+    sampler_.reset();
+    ncclChannel_.reset();
+    ipcChannel_.reset();
+    if (rawComm_ != nullptr) {
+      nccl_->commFinalize(rawComm_);
+      nccl_->commDestroy(rawComm_);
+    }
+    tensors_.reset();
+    baselineSource_ = DeviceBuffer();
+    baselineTarget_ = DeviceBuffer();
+    if (before_ != nullptr) cudaEventDestroy(before_);
+    if (after_ != nullptr) cudaEventDestroy(after_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  int run() {
+    throwIfCudaFailed(cudaSetDevice(options_.device), "cudaSetDevice(" + std::to_string(options_.device) + ")");
+    // The context now, so that its memory is not counted as the tensors'.
+    throwIfCudaFailed(cudaFree(nullptr), "creating the CUDA context");
+    throwIfCudaFailed(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    throwIfCudaFailed(cudaEventCreate(&before_), "cudaEventCreate");
+    throwIfCudaFailed(cudaEventCreate(&after_), "cudaEventCreate");
+    const bool allocated = allocate();
+    for (;;) {
+      std::istringstream command(link_.next(kRankIdleTimeout));
+      std::string word;
+      command >> word;
+      if (word == "quit") return 0;
+      if (!allocated) throw BenchFailure("command '" + word + "' after nomemory");
+      if (word == "baseline") {
+        baseline(command);
+      } else if (word == "open") {
+        open(command);
+      } else if (word == "prepare") {
+        prepare(command);
+      } else if (word == "go") {
+        go(command);
+      } else if (word == "close") {
+        close();
+      } else {
+        throw BenchFailure("unknown command '" + command.str() + "'");
+      }
+    }
+  }
+
+ private:
+  bool sender() const { return options_.rank == 0; }
+  bool nccl() const { return options_.channel == "nccl"; }
+
+  bool allocate() {
+    const DeviceMemory before = deviceMemory();
+    try {
+      tensors_.emplace(manifest_, deviceAllocationFromName(options_.allocation));
+    } catch (const DeviceMemoryShort& full) {
+      tensors_.reset();
+      link_.report(std::string("nomemory ") + full.what());
+      return false;
+    }
+    throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    const DeviceMemory after = deviceMemory();
+    Fields fields;
+    add(fields, "free_before", before.free);
+    add(fields, "free", after.free);
+    add(fields, "total", after.total);
+    add(fields, "allocations", tensors_->allocationCount());
+    add(fields, "allocated_bytes", tensors_->allocatedBytes());
+    link_.report(formatRankLine("allocated", fields));
+    return true;
+  }
+
+  void baseline(std::istringstream& arguments) {
+    std::uint64_t bytes = 0;
+    std::string idHex;
+    arguments >> bytes >> idHex;
+    if (bytes > 0 && nccl()) {
+      baselineSource_ = DeviceBuffer(bytes, "the raw broadcast's buffer");
+      throwIfCudaFailed(cudaMemset(baselineSource_.data(), 0, bytes), "cudaMemset");
+      auto library = bus::gpu::ncclLibrary();
+      if (!library) throw BenchFailure(library.error().describe());
+      nccl_ = *library;
+      auto id = bus::gpu::ncclUniqueIdFromHex(idHex);
+      if (!id) throw BenchFailure("the raw communicator's id: " + id.error().describe());
+      ncclUniqueId rawId{};
+      std::memcpy(rawId.internal, id->data(), sizeof(rawId.internal));
+      throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      const std::uint64_t beforeCommunicator = deviceMemory().free;
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 1;  // the baseline is plain NCCL as a trainer would call it
+      checkNccl(nccl_->commInitRankConfig(&rawComm_, static_cast<int>(options_.world), rawId,
+                                          static_cast<int>(options_.rank), &config),
+                "ncclCommInitRankConfig (raw)");
+      checkNccl(nccl_->broadcast(baselineSource_.data(), baselineSource_.data(),
+                                 std::min(bytes, kConnectBroadcastBytes), ncclUint8, 0, rawComm_, stream_),
+                "ncclBroadcast (connecting)");
+      throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
+      waitFor(after_, Clock::now() + kRankSetupTimeout, "the raw communicator's first broadcast");
+      const std::uint64_t afterCommunicator = deviceMemory().free;
+      communicatorBytes_ = beforeCommunicator > afterCommunicator ? beforeCommunicator - afterCommunicator : 0;
+    } else if (bytes > 0 && sender()) {
+      baselineSource_ = DeviceBuffer(bytes, "the memcpy's source");
+      if (options_.baselineDevice != options_.device) {
+        throwIfCudaFailed(cudaSetDevice(options_.baselineDevice), "cudaSetDevice (baseline)");
+        baselineTarget_ = DeviceBuffer(bytes, "the memcpy's destination");
+        throwIfCudaFailed(cudaMemset(baselineTarget_.data(), 0, bytes), "cudaMemset");
+        throwIfCudaFailed(cudaSetDevice(options_.device), "cudaSetDevice");
+        int reachable = 0;
+        throwIfCudaFailed(cudaDeviceCanAccessPeer(&reachable, options_.device, options_.baselineDevice),
+                          "cudaDeviceCanAccessPeer");
+        // As the channel's receivers do (cudaIpcMemLazyEnablePeerAccess): copies then go over NVLink or PCIe
+        // peer to peer rather than through the host.
+        if (reachable != 0) {
+          const cudaError_t enabled = cudaDeviceEnablePeerAccess(options_.baselineDevice, 0);
+          if (enabled != cudaErrorPeerAccessAlreadyEnabled) throwIfCudaFailed(enabled, "cudaDeviceEnablePeerAccess");
+          cudaGetLastError();
+        }
+      } else {
+        baselineTarget_ = DeviceBuffer(bytes, "the memcpy's destination");
+        throwIfCudaFailed(cudaMemset(baselineTarget_.data(), 0, bytes), "cudaMemset");
+      }
+      throwIfCudaFailed(cudaMemset(baselineSource_.data(), 0, bytes), "cudaMemset");
+      enqueueCopy(std::min(bytes, kConnectBroadcastBytes));
+      throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
+      waitFor(after_, Clock::now() + kRankSetupTimeout, "the first baseline copy");
+    }
+    baselineBytes_ = bytes;
+    throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    Fields fields;
+    add(fields, "free", deviceMemory().free);
+    add(fields, "communicator", communicatorBytes_);
+    link_.report(formatRankLine("baselined", fields));
+  }
+
+  void open(std::istringstream& arguments) {
+    std::uint64_t bucketBytes = 0;
+    std::string idHex;
+    arguments >> bucketBytes >> idHex;
+    auto plan = bus::BucketPlan::build(manifest_, bucketBytes, kGpuPlanAlignment);
+    if (!plan) throw BenchFailure("plan: " + plan.error().describe());
+    plan_.emplace(std::move(*plan));
+    const std::uint64_t before = deviceMemory().free;
+    if (nccl()) {
+      auto id = bus::gpu::ncclUniqueIdFromHex(idHex);
+      if (!id) throw BenchFailure("the channel's id: " + id.error().describe());
+      bus::gpu::NcclChannelConfig config;
+      config.uniqueId = *id;
+      config.rank = static_cast<std::int32_t>(options_.rank);
+      config.worldSize = options_.world;
+      config.bufferCount = bus::gpu::kNcclDefaultBuffers;
+      auto channel = bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout);
+      if (!channel) throw BenchFailure("NcclChannel::open: " + channel.error().describe());
+      ncclChannel_ = std::move(*channel);
+    } else {
+      auto channel = bus::gpu::CudaIpcChannel::open(options_.segment);
+      if (!channel) throw BenchFailure("CudaIpcChannel::open: " + channel.error().describe());
+      ipcChannel_ = std::move(*channel);
+    }
+    throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    sampler_ = std::make_unique<FreeMemorySampler>(options_.device);
+    Fields fields;
+    add(fields, "free_before", before);
+    add(fields, "free_after", deviceMemory().free);
+    add(fields, "buckets", plan_->bucketCount());
+    link_.report(formatRankLine("opened", fields));
+  }
+
+  void prepare(std::istringstream& arguments) {
+    std::uint64_t version = 0;
+    arguments >> version;
+    if (sender()) {
+      tensors_->enqueueFill(kGpuContentSeed, version, stream_);
+      throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
+      // send() reads the tensors on the channel's own streams: they must be written before it is called.
+      waitFor(after_, Clock::now() + kPrepareTimeout, "writing version " + std::to_string(version));
+    }
+    link_.report("prepared");
+  }
+
+  void go(std::istringstream& arguments) {
+    std::uint64_t transfer = 0;
+    std::string path;
+    std::int64_t startNs = 0;
+    arguments >> transfer >> path >> startNs;
+    if (!plan_) throw BenchFailure("go before open");
+    const Clock::time_point start = timeOf(startNs);
+    while (Clock::now() < start) {
+      // Spin: every rank starts at the same instant, without a wake-up's latency.
+    }
+    const Clock::time_point begun = Clock::now();
+    Fields fields;
+    add(fields, "start", nanosecondsOf(begun));
+    if (path == kChannelPath) {
+      runChannel(transfer, begun, fields);
+    } else if (path == kRawPath) {
+      runRaw(begun, fields);
+    } else {
+      throw BenchFailure("unknown path '" + path + "'");
+    }
+    sampler_->sample();
+    add(fields, "min_free", sampler_->minimum());
+    const bus::gpu::ChannelMemory memory = nccl() ? ncclChannel_->memory() : ipcChannel_->memory();
+    add(fields, "buffers", memory.bufferBytes);
+    add(fields, "tables", memory.tableBytes);
+    if (!nccl()) {
+      add(fields, "handles", ipcChannel_->openedHandles());
+      add(fields, "generation", ipcChannel_->exportGeneration());
+    }
+    link_.report(formatRankLine("done", fields));
+  }
+
+  void runChannel(std::uint64_t transfer, Clock::time_point begun, Fields& fields) {
+    bus::Channel& channel = nccl() ? static_cast<bus::Channel&>(*ncclChannel_) : *ipcChannel_;
+    const auto deadline = begun + kGpuRoundTimeout;
+    auto result = sender() ? channel.send(transfer, *plan_, tensors_->constTensors(), options_.world - 1, deadline)
+                           : channel.receive(transfer, *plan_, tensors_->tensors(), options_.rank - 1, deadline);
+    const auto end = Clock::now();
+    if (!result) {
+      throw BenchFailure(std::string(sender() ? "send" : "receive") + " of transfer " + std::to_string(transfer) +
+                         ": " + result.error().describe());
+    }
+    add(fields, "end", nanosecondsOf(end));
+    add(fields, "bytes", result->bytes);
+    add(fields, "hi", result->digest.hi);
+    add(fields, "lo", result->digest.lo);
+  }
+
+  void runRaw(Clock::time_point begun, Fields& fields) {
+    if (!nccl() && !sender()) {  // the memcpy baseline runs in the sender alone
+      add(fields, "end", nanosecondsOf(begun));
+      return;
+    }
+    if (baselineBytes_ == 0) throw BenchFailure("a raw round without a baseline");
+    const std::uint64_t total = manifest_.totalBytes();
+    throwIfCudaFailed(cudaEventRecord(before_, stream_), "cudaEventRecord");
+    for (std::uint64_t offset = 0; offset < total; offset += baselineBytes_) {
+      const std::uint64_t bytes = std::min(baselineBytes_, total - offset);
+      if (nccl()) {
+        checkNccl(nccl_->broadcast(baselineSource_.data(), baselineSource_.data(), bytes, ncclUint8, 0, rawComm_,
+                                   stream_),
+                  "ncclBroadcast (raw)");
+      } else {
+        enqueueCopy(bytes);
+      }
+    }
+    throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
+    waitFor(after_, begun + kGpuRoundTimeout, nccl() ? "the raw broadcast" : "the baseline copy");
+    const auto end = Clock::now();
+    float milliseconds = 0;
+    throwIfCudaFailed(cudaEventElapsedTime(&milliseconds, before_, after_), "cudaEventElapsedTime");
+    add(fields, "end", nanosecondsOf(end));
+    add(fields, "gpu_ns", static_cast<std::uint64_t>(static_cast<double>(milliseconds) * 1e6));
+  }
+
+  void close() {
+    sampler_.reset();
+    ncclChannel_.reset();
+    ipcChannel_.reset();
+    plan_.reset();
+    link_.report("closed");
+  }
+
+  // The cuda_ipc baseline: one copy of `bytes` from the source to the destination, on the same GPU or across.
+  void enqueueCopy(std::uint64_t bytes) {
+    if (options_.baselineDevice == options_.device) {
+      throwIfCudaFailed(cudaMemcpyAsync(baselineTarget_.data(), baselineSource_.data(), bytes,
+                                        cudaMemcpyDeviceToDevice, stream_),
+                        "cudaMemcpyAsync");
+    } else {
+      throwIfCudaFailed(cudaMemcpyPeerAsync(baselineTarget_.data(), options_.baselineDevice, baselineSource_.data(),
+                                            options_.device, bytes, stream_),
+                        "cudaMemcpyPeerAsync");
+    }
+  }
+
+  void checkNccl(ncclResult_t result, const char* call) const {
+    if (result == ncclSuccess) return;
+    std::string detail = std::string(call) + ": " + nccl_->getErrorString(result);
+    const char* last = nccl_->getLastError(rawComm_);
+    if (last != nullptr && *last != '\0') detail += std::string(" (") + last + ")";
+    throw BenchFailure(detail);
+  }
+
+  static void waitFor(cudaEvent_t event, Clock::time_point deadline, const std::string& what) {
+    for (;;) {
+      const cudaError_t status = cudaEventQuery(event);
+      if (status == cudaSuccess) return;
+      if (status != cudaErrorNotReady) throwIfCudaFailed(status, what);
+      if (Clock::now() > deadline) throw BenchFailure(what + " did not finish in time");
+      std::this_thread::sleep_for(kDevicePollInterval);
+    }
+  }
+
+  GpuRankOptions options_;
+  CommandLink link_;
+  bus::Manifest manifest_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t before_ = nullptr;
+  cudaEvent_t after_ = nullptr;
+  std::optional<DeviceTensors> tensors_;
+  DeviceBuffer baselineSource_;  // nccl: the raw broadcast's buffer; cuda_ipc sender: the copy's source
+  DeviceBuffer baselineTarget_;  // cuda_ipc sender: the copy's destination, on the baseline device
+  std::uint64_t baselineBytes_ = 0;  // of each buffer: the baseline moves the model's bytes in pieces of this
+  std::uint64_t communicatorBytes_ = 0;  // what the raw communicator took of the device, once connected
+  const bus::gpu::NcclLibrary* nccl_ = nullptr;
+  ncclComm_t rawComm_ = nullptr;
+  std::optional<bus::BucketPlan> plan_;
+  std::unique_ptr<bus::gpu::NcclChannel> ncclChannel_;
+  std::unique_ptr<bus::gpu::CudaIpcChannel> ipcChannel_;
+  std::unique_ptr<FreeMemorySampler> sampler_;
+};
+
+}  // namespace
+
+int runGpuRank(const GpuRankOptions& options) {
+  dieWithParent(options.parent);
+  std::unique_ptr<GpuRank> rank;
+  try {
+    rank = std::make_unique<GpuRank>(options);
+    const int status = rank->run();
+    rank.reset();
+    return status;
+  } catch (const std::exception& error) {
+    // The benchmark sees the socket close, names this rank and points here.
+    std::cerr << "wsync-bench rank " << options.rank << " (" << options.channel << ", GPU " << options.device
+              << "): " << error.what() << std::endl;
+  }
+  // Without the destructors: a communicator whose peer failed may never finish flushing. Exiting frees the
+  // process's device memory, communicators and IPC mappings all the same.
+  std::_Exit(2);
+}
+
+}  // namespace wsync::bench
