@@ -16,9 +16,10 @@ function(wsync_target_defaults target)
 endfunction()
 
 if(WSYNC_SANITIZE)
-  # Host C++ only: nvcc's device code cannot be instrumented (its host stubs then simply run unsanitised).
-  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${WSYNC_SANITIZE} -fno-omit-frame-pointer
-                      -fno-sanitize-recover=all>)
+  # Host C++ only: nvcc's device code cannot be instrumented (its host stubs then simply run unsanitised). The
+  # commas of "address,undefined" would split the generator expression: $<COMMA> keeps them.
+  string(REPLACE "," "$<COMMA>" wsync_sanitize_flag "-fsanitize=${WSYNC_SANITIZE}")
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${wsync_sanitize_flag};-fno-omit-frame-pointer;-fno-sanitize-recover=all>")
   if(WSYNC_SANITIZE MATCHES "thread" AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     # GCC warns that TSan does not model atomic_thread_fence. The one fence left (the shm arena's copy re-check)
     # orders a copy that only races after an abort, which the re-check detects; normal runs synchronise through
