@@ -117,7 +117,11 @@ void Coordinator::Impl::step(std::chrono::milliseconds maxWait) {
       checkRoundDeadline();
       nextLivenessCheck = now + kLivenessCheckInterval;
     }
-    auto wait = std::min(until, nextLivenessCheck) - now;
+    if (now >= nextBeat) {
+      publishBeat();
+      nextBeat = now + options.heartbeatInterval;
+    }
+    auto wait = std::min({until, nextLivenessCheck, nextBeat}) - now;
     if (wait < Clock::duration::zero()) wait = Clock::duration::zero();
     auto received = router.receive(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
     if (!received) {
@@ -379,6 +383,15 @@ void Coordinator::Impl::removeAgent(const std::string& routingId, msg::AgentEven
     std::fflush(stdout);
   }
   agentGone(agent, detail);
+}
+
+void Coordinator::Impl::publishBeat() {
+  builder.reset();
+  const auto body = msg::CreateCoordinatorBeat(builder.fbb(), committedVersion, roundCounter,
+                                               round ? round->phase : msg::RoundPhase::Idle,
+                                               static_cast<std::uint32_t>(agents.size()), workerCount());
+  (void)events.publish(std::string(bus::topics::kBus) + "beat", builder, body, block.epoch());
+  block.setEventsPublished(events.published());
 }
 
 void Coordinator::Impl::checkLiveness() {

@@ -94,6 +94,7 @@ struct Coordinator::Impl {
   void handleHello(const std::string& source, const bus::Message& message, const msg::AgentHello& hello);
   void handleSnapshotRequest(const std::string& source, const bus::Message& message);
   void checkLiveness();
+  void publishBeat();
   void removeAgent(const std::string& routingId, msg::AgentEventKind kind, const std::string& detail);
   void publishAgentEvent(const AgentRecord& agent, msg::AgentEventKind kind, const std::string& detail);
   void replyError(const std::string& peer, std::uint64_t inReplyTo, msg::ErrorCode code, const std::string& detail);
@@ -139,6 +140,7 @@ struct Coordinator::Impl {
   std::string committedLabel;
   std::uint64_t sentSeq = 0;
   Clock::time_point nextLivenessCheck{};
+  Clock::time_point nextBeat{};  // the next "bus/beat" event
   CoordinatorStats stats;
 };
 

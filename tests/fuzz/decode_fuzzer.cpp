@@ -62,7 +62,8 @@ static_assert(fieldCount(&msg::CreateError) == 3);
 static_assert(fieldCount(&msg::CreateAgentEvent) == 3);
 static_assert(fieldCount(&msg::CreateRoundTransition) == 5);
 static_assert(fieldCount(&msg::CreateGoodbye) == 1);
-static_assert(msg::Body::MAX == msg::Body::Goodbye, "a new Body member needs a case in walkBody()");
+static_assert(fieldCount(&msg::CreateCoordinatorBeat) == 5);
+static_assert(msg::Body::MAX == msg::Body::CoordinatorBeat, "a new Body member needs a case in walkBody()");
 
 // Folds everything the walk reads into one value (FNV-1a over 64-bit words), so that no read can be optimised
 // away and two walks of the same message can be compared.
@@ -327,6 +328,14 @@ void walk(const msg::RoundTransition& transition, Fold& fold) {
 
 void walk(const msg::Goodbye& goodbye, Fold& fold) { fold.add(goodbye.reason()); }
 
+void walk(const msg::CoordinatorBeat& beat, Fold& fold) {
+  fold.add(beat.committed_version());
+  fold.add(beat.round());
+  fold.add(beat.phase(), msg::EnumNameRoundPhase(beat.phase()));
+  fold.add(beat.agents());
+  fold.add(beat.workers());
+}
+
 void walk(const msg::Error& error, Fold& fold) {
   fold.add(error.code(), msg::EnumNameErrorCode(error.code()));
   fold.add(error.detail());
@@ -361,6 +370,7 @@ void walkBody(const msg::Envelope& envelope, Fold& fold) {
     case msg::Body::AgentEvent: walkBodyAs<msg::AgentEvent>(envelope, fold); return;
     case msg::Body::RoundTransition: walkBodyAs<msg::RoundTransition>(envelope, fold); return;
     case msg::Body::Goodbye: walkBodyAs<msg::Goodbye>(envelope, fold); return;
+    case msg::Body::CoordinatorBeat: walkBodyAs<msg::CoordinatorBeat>(envelope, fold); return;
   }
   // A member added by a newer protocol: the Verifier does not look inside it, so neither may we.
 }
@@ -389,7 +399,7 @@ int typedBodiesOf(const Message& message) {
   return typedBodiesOf<msg::AgentHello, msg::Welcome, msg::Heartbeat, msg::BeginUpdate, msg::Manifest, msg::Pause,
                        msg::PauseAck, msg::TransferPlan, msg::UpdateDone, msg::Commit, msg::Abort, msg::Resume,
                        msg::SnapshotRequest, msg::SnapshotReply, msg::Error, msg::AgentEvent, msg::RoundTransition,
-                       msg::Goodbye>(message);
+                       msg::Goodbye, msg::CoordinatorBeat>(message);
 }
 
 void checkRejected(MessageError error, std::span<const std::uint8_t> bytes) {

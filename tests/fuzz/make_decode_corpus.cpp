@@ -297,6 +297,11 @@ Bytes goodbye() {
   return finish(fbb, msg::CreateGoodbyeDirect(fbb, "generation finished"));
 }
 
+Bytes coordinatorBeat() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateCoordinatorBeat(fbb, 41, 42, msg::RoundPhase::Transfer, 5, 4), {.seq = 1'234});
+}
+
 Bytes abortRound() {
   flatbuffers::FlatBufferBuilder fbb;
   return finish(fbb, msg::CreateAbortDirect(fbb, 7, 42, msg::AbortReason::AgentDied,
@@ -471,6 +476,7 @@ std::vector<Seed> seeds() {
       {"agent_event", agentEvent()},
       {"round_transition", roundTransition()},
       {"goodbye", goodbye()},
+      {"coordinator_beat", coordinatorBeat()},
       {"abort", abortRound()},
       {"resume", resume()},
       {"snapshot_request", snapshotRequest()},

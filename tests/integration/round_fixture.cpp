@@ -5,11 +5,32 @@
 #include <algorithm>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include "test_environment.hpp"
 #include "wsync/bus/bus_address.hpp"
+#include "wsync/bus/topics.hpp"
 
 namespace wsync::test {
+
+tl::expected<bus::EventSubscriber, std::string> subscribeLive(zmq::context_t& context, const std::string& endpoint,
+                                                              std::vector<std::string> prefixes,
+                                                              std::optional<bus::Received>& first) {
+  prefixes.emplace_back(bus::topics::kBus);
+  auto subscriber = bus::EventSubscriber::connect(context, endpoint, prefixes);
+  if (!subscriber) return tl::unexpected(subscriber.error().describe());
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto received = subscriber->receive(std::chrono::milliseconds(50));
+    if (!received) return tl::unexpected(received.error().describe());
+    if (*received) {
+      first = std::move(**received);
+      return std::move(*subscriber);
+    }
+  }
+  return tl::unexpected("no event (not even the coordinator's beat) within " + std::to_string(kPatience.count()) +
+                        " s of subscribing");
+}
 
 void RoundFixture::SetUp() {
   bus_ = uniqueBusName("round");
@@ -48,11 +69,10 @@ void RoundFixture::startCoordinator(const std::vector<std::string>& extraArgs) {
   }
   auto endpoints = bus::resolveEndpoints(bus_);
   ASSERT_TRUE(endpoints);
-  auto subscriber = bus::EventSubscriber::connect(context_, endpoints->events, {"round/"});
-  ASSERT_TRUE(subscriber) << subscriber.error().describe();
+  pending_.reset();
+  auto subscriber = subscribeLive(context_, endpoints->events, {std::string(bus::topics::kRound)}, pending_);
+  ASSERT_TRUE(subscriber) << subscriber.error();
   events_.emplace(std::move(*subscriber));
-  // A subscription reaches the publisher asynchronously; rounds start only after agents join, well after this.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
 ChildProcess RoundFixture::startWorker(const std::string& id, const std::vector<std::string>& extraArgs) {
@@ -82,9 +102,13 @@ void RoundFixture::waitForAgents(std::uint32_t count) {
 RoundOutcome RoundFixture::nextOutcome(std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    auto received = events_->receive(std::chrono::milliseconds(50));
-    if (!received || !*received || !(*received)->message) continue;
-    const bus::Message& message = *(*received)->message;
+    std::optional<bus::Received> next = std::exchange(pending_, std::nullopt);
+    if (!next) {
+      auto received = events_->receive(std::chrono::milliseconds(50));
+      if (received && *received) next = std::move(**received);
+    }
+    if (!next || !next->message) continue;
+    const bus::Message& message = *next->message;
     if (const auto* transition = message.as<msg::RoundTransition>()) {
       if (transition->phase() == msg::RoundPhase::Transfer) transferRound_ = transition->round();
       continue;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <tl/expected.hpp>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "child_process.hpp"
 #include "wsync/bus/control_block.hpp"
 #include "wsync/bus/event_subscriber.hpp"
+#include "wsync/bus/topics.hpp"
 
 namespace wsync::test {
 
@@ -31,6 +33,13 @@ struct RoundOutcome {
   bool reachedTransfer = false;  // a round/transfer event was seen for this round
   std::chrono::steady_clock::time_point at{};
 };
+
+// Subscribes to `prefixes` plus "bus/" and returns once the subscription is proven live: PUB/SUB drops what is
+// published before the publisher has processed a subscription, and only a received event shows that it has (the
+// coordinator's beat comes every heartbeat interval). The first event received is handed back in `first`.
+tl::expected<bus::EventSubscriber, std::string> subscribeLive(zmq::context_t& context, const std::string& endpoint,
+                                                              std::vector<std::string> prefixes,
+                                                              std::optional<bus::Received>& first);
 
 class RoundFixture : public ::testing::Test {
  protected:
@@ -56,6 +65,7 @@ class RoundFixture : public ::testing::Test {
   zmq::context_t context_{1};
   std::optional<bus::EventSubscriber> events_;
   std::optional<bus::ControlBlockView> block_;
+  std::optional<bus::Received> pending_;  // received while proving the subscription live, not yet looked at
   bool sawTransfer_ = false;
   std::uint64_t transferRound_ = 0;
 };

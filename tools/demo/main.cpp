@@ -18,6 +18,7 @@
 #include "wsync/bus/bus_address.hpp"
 #include "wsync/bus/control_block.hpp"
 #include "wsync/bus/event_subscriber.hpp"
+#include "wsync/bus/topics.hpp"
 
 namespace fs = std::filesystem;
 using namespace wsync;
@@ -110,7 +111,14 @@ int main(int argc, char** argv) {
   // Subscribed before anyone else starts, so that no round event is missed.
   auto events = bus::EventSubscriber::connect(context, endpoints->events, {""});
   if (!events) return fail(events.error().describe(), workDir);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the subscription reach the publisher
+  // PUB/SUB drops what is published before the subscription reaches the publisher; the first event received (the
+  // coordinator beats every heartbeat interval) proves it has.
+  if (!waitFor([&] {
+        auto received = events->receive(std::chrono::milliseconds(50));
+        return received && received->has_value();
+      }, kStartTimeout)) {
+    return fail("no event from the coordinator (see coordinator.log)", workDir);
+  }
 
   std::vector<demo::Process> workerProcesses;
   for (std::uint32_t index = 0; index < workers; ++index) {
@@ -151,7 +159,8 @@ int main(int argc, char** argv) {
         if (report->committed) committed.insert(report->version);
         else ++aborted;
       }
-      continue;
+      // Round and agent events come in bursts: drain them before looking at the trainer. Beats come steadily.
+      if (!(*received)->source.starts_with(bus::topics::kBus)) continue;
     }
     if (!trainerStatus) trainerStatus = trainer->poll();
     if (trainerStatus) break;

@@ -14,6 +14,6 @@ constexpr std::string_view familyOf(std::string_view topic) {
 
 inline constexpr std::string_view kRound = "round/";  // begin, pause, plan, commit, abort, resume
 inline constexpr std::string_view kAgent = "agent/";  // joined, left, dead
-inline constexpr std::string_view kBus = "bus/";      // coordinator start and stop
+inline constexpr std::string_view kBus = "bus/";      // beat: the coordinator, every heartbeat interval
 
 }  // namespace wsync::bus::topics
