@@ -6,22 +6,22 @@ namespace wsync::bus {
 
 std::string channelKey(const msg::TransferPlan& plan) {
   switch (plan.channel()) {
-    case msg::ChannelKind::Shm: return plan.arena() ? plan.arena()->str() : std::string();
-    default: return std::string(msg::EnumNameChannelKind(plan.channel()));
+    case msg::ChannelKind::Shm:
+    case msg::ChannelKind::CudaIpc: return plan.arena() ? plan.arena()->str() : std::string();
+    case msg::ChannelKind::Nccl: {
+      // NcclChannel::key(): a new unique id is a new communicator.
+      static constexpr char kDigits[] = "0123456789abcdef";
+      std::string key = "nccl:";
+      if (plan.nccl_unique_id() != nullptr) {
+        for (const std::uint8_t value : *plan.nccl_unique_id()) {
+          key.push_back(kDigits[value >> 4]);
+          key.push_back(kDigits[value & 15U]);
+        }
+      }
+      return key;
+    }
   }
-}
-
-tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::TransferPlan& plan) {
-  if (plan.channel() != msg::ChannelKind::Shm) {
-    return fail(ChannelError::Unsupported,
-                std::string("channel ") + msg::EnumNameChannelKind(plan.channel()) + " is not in this build");
-  }
-  if (plan.arena() == nullptr || plan.arena()->size() == 0) {
-    return fail(ChannelError::NoArena, "the shm plan names no arena");
-  }
-  auto channel = ShmChannel::open(plan.arena()->str());
-  if (!channel) return tl::unexpected(channel.error());
-  return std::unique_ptr<Channel>(std::move(*channel));
+  return std::string(msg::EnumNameChannelKind(plan.channel()));
 }
 
 tl::expected<std::unique_ptr<ShmChannel>, ChannelFailure> ShmChannel::open(const std::string& arenaName) {

@@ -25,7 +25,12 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mib", bucketMiB, "shm bucket size in MiB (memory: buffers x bucket)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
-  app.add_option("--buffers", options.bufferCount, "shm buffers the buckets rotate through (2 to 8)")
+  std::uint64_t gpuBucketMiB = options.gpuBucketBytes >> 20;
+  app.add_option("--gpu-bucket-mib", gpuBucketMiB,
+                 "nccl and cuda_ipc bucket size in MiB (nccl: 2 buckets of device memory on every rank)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16384));
+  app.add_option("--buffers", options.bufferCount, "buffers the buckets rotate through (2 to 8)")
       ->capture_default_str()
       ->check(CLI::Range(2, 8));
   std::int64_t heartbeatIntervalMs = options.heartbeatInterval.count();
@@ -42,6 +47,7 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", options.verbose, "a line per registration and per round");
   CLI11_PARSE(app, argc, argv);
   options.bucketBytes = bucketMiB << 20;
+  options.gpuBucketBytes = gpuBucketMiB << 20;
   options.heartbeatInterval = std::chrono::milliseconds(heartbeatIntervalMs);
   options.heartbeatTimeout = std::chrono::milliseconds(heartbeatTimeoutMs);
   options.pauseTimeout = std::chrono::milliseconds(pauseTimeoutMs);

@@ -330,6 +330,9 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   if (agent.sameHost) agent.process.startTicks = bus::processStartTicks(static_cast<pid_t>(hello.pid())).value_or(0);
   agent.lastMessageMs = nowMs;
   agent.appliedVersion = hello.applied_version();
+  if (hello.channels() != nullptr) {
+    for (const auto kind : *hello.channels()) agent.channels.push_back(static_cast<msg::ChannelKind>(kind));
+  }
   if (auto assigned = block.assignSlot(agent.slot, bus::SlotAssignment{agentId, agent.role, agent.rank, hello.pid()});
       !assigned) {
     refuse(msg::ErrorCode::Internal, assigned.error().describe());

@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <tl/expected.hpp>
 #include <zmq.hpp>
 
+#include "gpu_resources.hpp"
 #include "wsync/bus/control_block.hpp"
 #include "wsync/bus/event_publisher.hpp"
 #include "wsync/bus/manifest.hpp"
@@ -34,6 +36,7 @@ struct AgentRecord {
   std::uint64_t lastMessageMs = 0;  // CLOCK_MONOTONIC, like the shared-memory heartbeat word
   std::uint64_t appliedVersion = 0;
   std::vector<bus::Digest> knownManifests;  // sent to this worker already
+  std::vector<msg::ChannelKind> channels;   // payload channels it can use (AgentHello)
 };
 
 struct Participant {
@@ -51,9 +54,12 @@ struct ActiveRound {
   std::string label;
   bus::Digest manifestDigest;
   std::uint64_t totalBytes = 0;
+  std::uint64_t bucketBytes = 0;
   std::uint32_t bucketCount = 0;
   msg::PauseMode mode = msg::PauseMode::Keep;
   msg::ChannelKind channel = msg::ChannelKind::Shm;
+  std::string channelName;                // shm: the arena; cuda_ipc: its segment
+  std::vector<std::uint8_t> ncclUniqueId;  // nccl: the communicator of this round's members
   std::string trainerRoutingId;
   std::string trainerAgentId;
   bool trainerDone = false;
@@ -74,8 +80,17 @@ struct DigestLess {
 
 struct CachedManifest {
   bus::Manifest manifest;
-  std::uint32_t bucketCount = 0;  // for the coordinator's bucket size and alignment, computed once
+  std::uint32_t bucketCount = 0;     // for the shm bucket size and the alignment, computed once
+  std::uint32_t gpuBucketCount = 0;  // for the GPU channels' bucket size
   std::uint64_t lastUsedRound = 0;
+};
+
+// The NCCL communicator the agents hold: made for one list of members (the trainer, then the workers in rank
+// order) and kept while rounds commit. A new member list or an aborted nccl round (a communicator may then be
+// aborted on some ranks and not on others) gets a new unique id, and the agents build a new communicator.
+struct NcclGroup {
+  std::vector<std::string> members;  // routing ids; index = NCCL rank
+  std::vector<std::uint8_t> uniqueId;
 };
 
 struct Coordinator::Impl {
@@ -86,7 +101,8 @@ struct Coordinator::Impl {
         arena(std::move(arena_)),
         context(std::move(context_)),
         router(std::move(router_)),
-        events(std::move(events_)) {}
+        events(std::move(events_)),
+        gpu(options.bus) {}
 
   // coordinator.cpp: the loop, registration, liveness, snapshots.
   void step(std::chrono::milliseconds maxWait);
@@ -119,6 +135,10 @@ struct Coordinator::Impl {
   void setPhase(msg::RoundPhase phase, const std::string& detail = {});
   Participant* findParticipant(const std::string& routingId);
   const CachedManifest* cacheManifest(bus::Manifest&& manifest);
+  // The channel resources of a round about to begin (arena or segment name, NCCL unique id), or why it cannot run
+  // on the channel it asks for.
+  tl::expected<void, std::string> prepareChannel(ActiveRound& next, const AgentRecord& trainer,
+                                                 const std::vector<const AgentRecord*>& workers);
   // Sends to one agent; a peer that is gone is left to the liveness check.
   void sendTo(const std::string& peer, std::span<const std::uint8_t> bytes);
   std::uint64_t nextSeq() { return ++sentSeq; }
@@ -129,6 +149,8 @@ struct Coordinator::Impl {
   zmq::context_t context;
   bus::RouterEndpoint router;
   bus::EventPublisher events;
+  GpuResources gpu;
+  std::optional<NcclGroup> ncclGroup;
   bus::MessageBuilder builder{4096};
   std::string hostname;
 

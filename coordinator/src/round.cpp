@@ -38,14 +38,75 @@ const CachedManifest* Coordinator::Impl::cacheManifest(bus::Manifest&& manifest)
   if (auto found = manifests.find(digest); found != manifests.end()) return &found->second;
   auto plan = bus::BucketPlan::build(manifest, options.bucketBytes, options.alignment);
   if (!plan) return nullptr;
+  auto gpuPlan = bus::BucketPlan::build(manifest, options.gpuBucketBytes, options.alignment);
+  if (!gpuPlan) return nullptr;
   if (manifests.size() >= kMaxCachedManifests) {
     auto oldest = std::min_element(manifests.begin(), manifests.end(), [](const auto& a, const auto& b) {
       return a.second.lastUsedRound < b.second.lastUsedRound;
     });
     manifests.erase(oldest);
   }
-  return &manifests.emplace(digest, CachedManifest{std::move(manifest), plan->bucketCount(), roundCounter})
+  return &manifests
+              .emplace(digest, CachedManifest{std::move(manifest), plan->bucketCount(), gpuPlan->bucketCount(),
+                                              roundCounter})
               .first->second;
+}
+
+tl::expected<void, std::string> Coordinator::Impl::prepareChannel(ActiveRound& next, const AgentRecord& trainer,
+                                                                  const std::vector<const AgentRecord*>& workers) {
+  const char* channelName = msg::EnumNameChannelKind(next.channel);
+  auto offers = [&](const AgentRecord& agent) {
+    return std::find(agent.channels.begin(), agent.channels.end(), next.channel) != agent.channels.end();
+  };
+  for (const AgentRecord* worker : workers) {
+    if (!offers(*worker)) {
+      std::string offered;
+      for (const msg::ChannelKind kind : worker->channels) {
+        offered += (offered.empty() ? "" : ", ") + std::string(msg::EnumNameChannelKind(kind));
+      }
+      return tl::unexpected("worker '" + worker->agentId + "' cannot use channel " + channelName + " (it offers " +
+                            (offered.empty() ? std::string("none") : offered) + ")");
+    }
+  }
+  switch (next.channel) {
+    case msg::ChannelKind::Shm:
+      if (workers.size() > arena.geometry().maxReceivers) {
+        return tl::unexpected(std::to_string(workers.size()) + " workers exceed the shm arena's " +
+                              std::to_string(arena.geometry().maxReceivers) + " receivers");
+      }
+      next.channelName = arena.name();
+      return {};
+    case msg::ChannelKind::CudaIpc: {
+      // The segment lives in this host's shared memory and CUDA IPC handles only open on the host that made them.
+      for (const AgentRecord* agent : workers) {
+        if (!agent->sameHost) {
+          return tl::unexpected("worker '" + agent->agentId +
+                                "' is on another host: cuda_ipc needs every agent on the coordinator's host");
+        }
+      }
+      if (!trainer.sameHost) {
+        return tl::unexpected("trainer '" + trainer.agentId +
+                              "' is on another host: cuda_ipc needs every agent on the coordinator's host");
+      }
+      auto segment = gpu.cudaIpcSegment();
+      if (!segment) return tl::unexpected(segment.error());
+      next.channelName = *segment;
+      return {};
+    }
+    case msg::ChannelKind::Nccl: {
+      if (workers.empty()) return {};  // nothing to broadcast to: no communicator
+      std::vector<std::string> members{trainer.routingId};
+      for (const AgentRecord* worker : workers) members.push_back(worker->routingId);
+      if (!ncclGroup || ncclGroup->members != members) {
+        auto id = gpu.newNcclUniqueId();
+        if (!id) return tl::unexpected(id.error());
+        ncclGroup = NcclGroup{std::move(members), std::move(*id)};
+      }
+      next.ncclUniqueId = ncclGroup->uniqueId;
+      return {};
+    }
+  }
+  return tl::unexpected(std::string("channel ") + channelName + " is unknown to this coordinator");
 }
 
 void Coordinator::Impl::setPhase(msg::RoundPhase phase, const std::string& detail) {
@@ -87,11 +148,6 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
                                                      std::to_string(committedVersion));
     return;
   }
-  if (begin.channel() != msg::ChannelKind::Shm) {
-    refuse(msg::ErrorCode::NotAllowed, std::string("channel ") + msg::EnumNameChannelKind(begin.channel()) +
-                                           " is not available; this coordinator runs the shm channel");
-    return;
-  }
   if (begin.manifest_digest() == nullptr) {
     refuse(msg::ErrorCode::Malformed, "BeginUpdate without a manifest digest");
     return;
@@ -129,22 +185,23 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
   for (const auto& [routingId, agent] : agents) {
     if (agent.role == msg::Role::Worker) workers.push_back(&agent);
   }
-  if (workers.size() > arena.geometry().maxReceivers) {
-    refuse(msg::ErrorCode::NotAllowed, std::to_string(workers.size()) + " workers exceed the shm arena's " +
-                                           std::to_string(arena.geometry().maxReceivers) + " receivers");
-    return;
-  }
   std::sort(workers.begin(), workers.end(), [](const AgentRecord* a, const AgentRecord* b) { return a->rank < b->rank; });
 
   ActiveRound next;
+  next.channel = begin.channel();
+  if (auto prepared = prepareChannel(next, trainer, workers); !prepared) {
+    refuse(msg::ErrorCode::NotAllowed, prepared.error());
+    return;
+  }
+  const bool gpuChannel = next.channel != msg::ChannelKind::Shm;
   next.id = ++roundCounter;
   next.version = begin.version();
   next.label = begin.label() ? begin.label()->str() : std::string();
   next.manifestDigest = digest;
   next.totalBytes = cached->second.manifest.totalBytes();
-  next.bucketCount = cached->second.bucketCount;
+  next.bucketBytes = gpuChannel ? options.gpuBucketBytes : options.bucketBytes;
+  next.bucketCount = gpuChannel ? cached->second.gpuBucketCount : cached->second.bucketCount;
   next.mode = begin.pause_mode();
-  next.channel = begin.channel();
   next.trainerRoutingId = source;
   next.trainerAgentId = trainer.agentId;
   next.begun = Clock::now();
@@ -200,9 +257,9 @@ void Coordinator::Impl::startTransfer() {
   bus::PlanSnapshot plan;
   plan.round = round->id;
   plan.version = round->version;
-  plan.bucketBytes = options.bucketBytes;
+  plan.bucketBytes = round->bucketBytes;
   plan.channel = round->channel;
-  plan.arenaName = arena.name();
+  plan.arenaName = round->channelName;
   (void)block.publishPlan(plan);
   setPhase(msg::RoundPhase::Transfer);
   round->transferStarted = Clock::now();
@@ -210,13 +267,16 @@ void Coordinator::Impl::startTransfer() {
   round->deadline = Clock::now() + options.transferTimeout + kTransferTimeoutPerGiB * static_cast<std::int64_t>(gib);
 
   const auto receivers = static_cast<std::uint32_t>(round->participants.size());
+  const bool nccl = round->channel == msg::ChannelKind::Nccl;
   auto sendPlan = [&](const std::string& peer, std::int32_t receiver) {
     builder.reset();
     auto& fbb = builder.fbb();
     const msg::Digest128 digest = bus::toMessage(round->manifestDigest);
+    // NCCL ranks: the trainer (the broadcast's root) is 0, receiver i is i + 1.
     const auto body = msg::CreateTransferPlan(
-        fbb, round->id, round->version, round->channel, &digest, round->totalBytes, options.bucketBytes,
-        round->bucketCount, options.bufferCount, options.alignment, fbb.CreateString(arena.name()), 0, -1, 0,
+        fbb, round->id, round->version, round->channel, &digest, round->totalBytes, round->bucketBytes,
+        round->bucketCount, options.bufferCount, options.alignment, fbb.CreateString(round->channelName),
+        nccl ? fbb.CreateVector(round->ncclUniqueId) : 0, nccl ? receiver + 1 : -1, nccl ? receivers + 1 : 0,
         receiver, receivers);
     sendTo(peer, builder.finish(body, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
   };
@@ -328,8 +388,12 @@ void Coordinator::Impl::resumeWorkers(bool committed) {
 
 void Coordinator::Impl::abortRound(msg::AbortReason reason, const std::string& detail, const std::string& agentId) {
   if (!round) return;
-  // Wakes every sender and receiver of this transfer within one wait slice: nobody hangs on a dead peer.
+  // Wakes every sender and receiver of this transfer within one wait slice: nobody hangs on a dead peer. The nccl
+  // agents see it through their cancel probe (the round's phase in the control block).
   arena.abortTransfer(round->id);
+  if (round->channel == msg::ChannelKind::CudaIpc) gpu.abortCudaIpc(round->id);
+  // Some ranks may have aborted their communicator and others not: the next nccl round builds a new one.
+  if (round->channel == msg::ChannelKind::Nccl && round->phase >= msg::RoundPhase::Transfer) ncclGroup.reset();
   auto buildAbort = [&] {
     auto& fbb = builder.fbb();
     return msg::CreateAbort(fbb, round->id, round->version, reason, fbb.CreateString(detail),

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 #include <utility>
@@ -32,6 +33,12 @@ tl::expected<bus::EventSubscriber, std::string> subscribeLive(zmq::context_t& co
                         " s of subscribing");
 }
 
+std::string testBinary(const std::string& builtPath) {
+  const char* directory = std::getenv("WSYNC_TEST_BIN_DIR");
+  if (directory == nullptr || *directory == '\0') return builtPath;
+  return (std::filesystem::path(directory) / std::filesystem::path(builtPath).filename()).string();
+}
+
 void RoundFixture::SetUp() {
   bus_ = uniqueBusName("round");
   directory_ = ::testing::TempDir() + "/" + bus_;
@@ -56,7 +63,7 @@ void RoundFixture::startCoordinator(const std::vector<std::string>& extraArgs) {
   coordinator_.reset();
   block_.reset();
   events_.reset();
-  coordinator_.emplace(ChildProcess::spawn(WSYNC_COORDINATOR_BIN, args));
+  coordinator_.emplace(ChildProcess::spawn(testBinary(WSYNC_COORDINATOR_BIN), args));
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
   while (true) {
     auto view = bus::ControlBlockView::open(bus_);
@@ -81,13 +88,13 @@ ChildProcess RoundFixture::startWorker(const std::string& id, const std::vector<
     args.insert(args.end(), {"--model", "tiny"});
   }
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  return ChildProcess::spawn(WSYNC_WORKER_BIN, args);
+  return ChildProcess::spawn(testBinary(WSYNC_WORKER_BIN), args);
 }
 
 ChildProcess RoundFixture::startTrainer(const std::string& id, const std::vector<std::string>& extraArgs) {
   std::vector<std::string> args{"--bus", bus_, "--id", id, "--model", "tiny"};
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  return ChildProcess::spawn(WSYNC_TRAINER_BIN, args);
+  return ChildProcess::spawn(testBinary(WSYNC_TRAINER_BIN), args);
 }
 
 void RoundFixture::waitForAgents(std::uint32_t count) {

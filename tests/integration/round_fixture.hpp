@@ -41,6 +41,10 @@ tl::expected<bus::EventSubscriber, std::string> subscribeLive(zmq::context_t& co
                                                               std::vector<std::string> prefixes,
                                                               std::optional<bus::Received>& first);
 
+// The program at `builtPath`, or the one of the same name in $WSYNC_TEST_BIN_DIR where that is set (a build run on
+// another machine, such as the GPU hosts, whose binaries are not where they were built).
+std::string testBinary(const std::string& builtPath);
+
 class RoundFixture : public ::testing::Test {
  protected:
   void SetUp() override;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -60,6 +61,8 @@ int main(int argc, char** argv) {
   std::uint64_t bucketMiB = 4;
   std::uint64_t intervalMs = 50;
   std::string workDirOption;
+  std::string channel = "shm";
+  std::vector<int> cudaDevices{0};
   CLI::App app{"wsync-demo: coordinator + trainer + workers as processes, R rounds, verified"};
   app.add_option("--workers", workers, "worker processes")->capture_default_str()->check(CLI::Range(1, 64));
   app.add_option("--rounds", rounds, "versions to publish")->capture_default_str()->check(CLI::Range(1, 100000));
@@ -70,8 +73,17 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mib", bucketMiB, "shm bucket size")->capture_default_str();
   app.add_option("--interval-ms", intervalMs, "trainer's pause between steps (workers generate meanwhile)")
       ->capture_default_str();
+  app.add_option("--channel", channel, "shm (host memory) | nccl | cuda_ipc (the model on GPUs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"shm", "nccl", "cuda_ipc"}));
+  app.add_option("--cuda-devices", cudaDevices,
+                 "GPUs for nccl and cuda_ipc: the trainer on the first, the workers round-robin on the others (on the "
+                 "first too when it is the only one)")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--work-dir", workDirOption, "where logs, outputs and dumps go (default: a new temporary folder)");
   CLI11_PARSE(app, argc, argv);
+  if (cudaDevices.empty()) cudaDevices = {0};
 
   const fs::path self = fs::canonical("/proc/self/exe");
   const std::string coordinatorBin = siblingOrBuilt(self, "wsync-coordinator", WSYNC_DEMO_COORDINATOR);
@@ -93,8 +105,24 @@ int main(int argc, char** argv) {
   const std::string bus = "demo-" + std::to_string(getpid());
   signal(SIGPIPE, SIG_IGN);
 
-  std::printf("wsync demo: 1 coordinator, 1 trainer, %u workers on bus '%s'; %u rounds of %s in pause mode '%s'\n",
-              workers, bus.c_str(), rounds, model.c_str(), pauseMode.c_str());
+  const bool onGpu = channel != "shm";
+  // The trainer's GPU, then each worker's.
+  auto workerDevice = [&](std::uint32_t index) {
+    if (cudaDevices.size() == 1) return cudaDevices[0];
+    return cudaDevices[1 + index % (cudaDevices.size() - 1)];
+  };
+  auto gpuArgs = [&](int device) {
+    return onGpu ? std::vector<std::string>{"--channel", channel, "--cuda-device", std::to_string(device)}
+                 : std::vector<std::string>{};
+  };
+  std::printf("wsync demo: 1 coordinator, 1 trainer, %u workers on bus '%s'; %u rounds of %s in pause mode '%s' over "
+              "the %s channel\n",
+              workers, bus.c_str(), rounds, model.c_str(), pauseMode.c_str(), channel.c_str());
+  if (onGpu) {
+    std::printf("            trainer on GPU %d; workers on GPU", cudaDevices[0]);
+    for (std::uint32_t index = 0; index < workers; ++index) std::printf("%s %d", index ? "," : "", workerDevice(index));
+    std::printf("\n");
+  }
   std::printf("            logs, outputs and weight dumps in %s\n\n", workDir.c_str());
   std::fflush(stdout);
 
@@ -123,11 +151,12 @@ int main(int argc, char** argv) {
   std::vector<demo::Process> workerProcesses;
   for (std::uint32_t index = 0; index < workers; ++index) {
     const std::string id = "worker-" + std::to_string(index);
-    auto worker = demo::Process::spawn(
-        workerBin,
-        {"--bus", bus, "--id", id, "--model", model, "--outputs", (workDir / (id + ".jsonl")).string(), "--dump",
-         (workDir / (id + ".safetensors")).string(), "--concurrency", "4", "--tokens", "48", "--step-ms", "2"},
-        (workDir / (id + ".log")).string());
+    std::vector<std::string> args{"--bus", bus, "--id", id, "--model", model, "--outputs",
+                                  (workDir / (id + ".jsonl")).string(), "--dump",
+                                  (workDir / (id + ".safetensors")).string(), "--concurrency", "4", "--tokens", "48",
+                                  "--step-ms", "2"};
+    for (auto& arg : gpuArgs(workerDevice(index))) args.push_back(std::move(arg));
+    auto worker = demo::Process::spawn(workerBin, args, (workDir / (id + ".log")).string());
     if (!worker) return fail(worker.error(), workDir);
     workerProcesses.push_back(std::move(*worker));
   }
@@ -137,11 +166,12 @@ int main(int argc, char** argv) {
   std::printf("%u workers registered and generating; the trainer starts publishing\n\n", workers);
   std::fflush(stdout);
 
-  auto trainer = demo::Process::spawn(
-      trainerBin,
-      {"--bus", bus, "--id", "trainer-0", "--model", model, "--steps", std::to_string(rounds), "--interval-ms",
-       std::to_string(intervalMs), "--pause-mode", pauseMode, "--dump", (workDir / "trainer.safetensors").string()},
-      (workDir / "trainer.log").string());
+  std::vector<std::string> trainerArgs{"--bus", bus, "--id", "trainer-0", "--model", model, "--steps",
+                                       std::to_string(rounds), "--interval-ms", std::to_string(intervalMs),
+                                       "--pause-mode", pauseMode, "--dump",
+                                       (workDir / "trainer.safetensors").string()};
+  for (auto& arg : gpuArgs(cudaDevices[0])) trainerArgs.push_back(std::move(arg));
+  auto trainer = demo::Process::spawn(trainerBin, trainerArgs, (workDir / "trainer.log").string());
   if (!trainer) return fail(trainer.error(), workDir);
 
   demo::RoundReporter reporter;

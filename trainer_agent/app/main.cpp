@@ -1,11 +1,14 @@
 // wsync-trainer: stands in for a trainer. Publishes a synthetic model (a catalog model's tensors, perturbed every
-// step) or a .safetensors checkpoint for K steps, and prints each version's outcome.
+// step) or a .safetensors checkpoint for K steps, and prints each version's outcome. With --channel nccl or
+// cuda_ipc the model lives on a GPU: each step is computed on the host and uploaded before it is published.
 #include <csignal>
+#include <optional>
 #include <cstdio>
 #include <thread>
 
 #include <CLI/CLI.hpp>
 
+#include "wsync/bus/device_block.hpp"
 #include "wsync/bus/model_catalog.hpp"
 #include "wsync/bus/safetensors.hpp"
 #include "wsync/trainer_agent/trainer_agent.hpp"
@@ -60,6 +63,38 @@ void perturb(Model& model, std::uint64_t seed, std::uint64_t version) {
   }
 }
 
+// The model's copy on a GPU for the nccl and cuda_ipc channels: one block, each tensor at an aligned offset (one
+// allocation, as a training framework's flat parameter buffer would be).
+struct DeviceModel {
+  static constexpr std::uint64_t kAlignment = 256;
+  bus::DeviceBlock block;
+  std::vector<std::uint64_t> offsets;
+  std::vector<std::span<const std::byte>> views;
+
+  static tl::expected<DeviceModel, std::string> allocate(const Model& model, int device) {
+    DeviceModel mirror;
+    std::uint64_t offset = 0;
+    for (const auto& buffer : model.buffers) {
+      mirror.offsets.push_back(offset);
+      offset += (buffer.size() + kAlignment - 1) / kAlignment * kAlignment;
+    }
+    auto block = bus::DeviceBlock::allocate(device, offset);
+    if (!block) return tl::unexpected(block.error());
+    mirror.block = std::move(*block);
+    for (std::size_t index = 0; index < model.buffers.size(); ++index) {
+      mirror.views.emplace_back(mirror.block.data() + mirror.offsets[index], model.buffers[index].size());
+    }
+    return mirror;
+  }
+
+  tl::expected<void, std::string> upload(const Model& model) {
+    for (std::size_t index = 0; index < model.buffers.size(); ++index) {
+      if (auto copied = block.upload(offsets[index], model.buffers[index]); !copied) return copied;
+    }
+    return {};
+  }
+};
+
 double millis(std::chrono::nanoseconds duration) { return std::chrono::duration<double, std::milli>(duration).count(); }
 
 void printOutcome(const std::string& id, const PublishOutcome& outcome) {
@@ -93,6 +128,7 @@ int main(int argc, char** argv) {
   std::string pauseMode = "keep";
   std::string dumpPath;
   std::string fault;
+  std::string channel = "shm";
   bool noPerturb = false;
 
   CLI::App app{"wsync-trainer: publishes model versions to the workers of a bus"};
@@ -111,6 +147,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"abort", "wait", "keep"}));
   app.add_option("--dump", dumpPath, "write the last committed version's weights to this .safetensors file");
   app.add_flag("--no-perturb", noPerturb, "publish the same bytes every step");
+  app.add_option("--channel", channel, "payload channel: shm (host memory) | nccl | cuda_ipc (the model on a GPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"shm", "nccl", "cuda_ipc"}));
+  app.add_option("--cuda-device", options.cudaDevice, "the GPU of the model (nccl, cuda_ipc)")->capture_default_str();
   app.add_option("--fault", fault, "test only: die-on-plan@VERSION")->group("Testing");
   CLI11_PARSE(app, argc, argv);
 
@@ -122,6 +162,9 @@ int main(int argc, char** argv) {
     }
     options.dieOnPlanAtVersion = std::stoull(fault.substr(kDie.size()));
   }
+  options.channel = channel == "nccl"       ? msg::ChannelKind::Nccl
+                    : channel == "cuda_ipc" ? msg::ChannelKind::CudaIpc
+                                            : msg::ChannelKind::Shm;
   const msg::PauseMode mode = pauseMode == "abort"  ? msg::PauseMode::Abort
                               : pauseMode == "wait" ? msg::PauseMode::Wait
                                                     : msg::PauseMode::Keep;
@@ -130,6 +173,15 @@ int main(int argc, char** argv) {
   if (!weights) {
     std::fprintf(stderr, "wsync-trainer: model '%s': %s\n", model.c_str(), weights.error().c_str());
     return 1;
+  }
+  std::optional<DeviceModel> onDevice;
+  if (options.channel != msg::ChannelKind::Shm) {
+    auto allocated = DeviceModel::allocate(*weights, options.cudaDevice);
+    if (!allocated) {
+      std::fprintf(stderr, "wsync-trainer: --channel %s: %s\n", channel.c_str(), allocated.error().c_str());
+      return 1;
+    }
+    onDevice = std::move(*allocated);
   }
   struct sigaction action {};
   action.sa_handler = requestStop;
@@ -156,9 +208,19 @@ int main(int argc, char** argv) {
   std::uint64_t version = std::max(firstVersion, trainer.committedVersion() + 1);
   std::uint64_t lastCommitted = 0;
   std::uint64_t failures = 0;
-  const auto views = weights->views();
+  const auto hostViews = weights->views();
+  const auto& views = onDevice ? onDevice->views : hostViews;
+  bool uploaded = false;
   for (std::uint64_t step = 0; (steps == 0 || step < steps) && !stopRequested.load(); ++step) {
     if (!noPerturb) perturb(*weights, seed, version);
+    if (onDevice && (!noPerturb || !uploaded)) {
+      if (auto copied = onDevice->upload(*weights); !copied) {
+        std::fprintf(stderr, "wsync-trainer %s: upload to the GPU: %s\n", options.agentId.c_str(),
+                     copied.error().c_str());
+        return 1;
+      }
+      uploaded = true;
+    }
     trainer_agent::PublishOptions publishOptions;
     publishOptions.label = "step-" + std::to_string(step);
     publishOptions.pauseMode = mode;
@@ -183,7 +245,7 @@ int main(int argc, char** argv) {
 
   if (!dumpPath.empty() && lastCommitted != 0) {
     if (!noPerturb) perturb(*weights, seed, lastCommitted);  // perturbations are idempotent per version
-    auto written = bus::writeSafetensors(dumpPath, weights->specs, views,
+    auto written = bus::writeSafetensors(dumpPath, weights->specs, hostViews,
                                          {{"wsync_version", std::to_string(lastCommitted)}});
     if (!written) {
       std::fprintf(stderr, "wsync-trainer %s: dump: %s\n", options.agentId.c_str(), written.error().describe().c_str());

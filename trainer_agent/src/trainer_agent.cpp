@@ -5,6 +5,7 @@
 
 #include "wsync/bus/bucket_plan.hpp"
 #include "wsync/bus/channel.hpp"
+#include "wsync/bus/open_channel.hpp"
 
 namespace wsync::trainer_agent {
 
@@ -75,6 +76,7 @@ tl::expected<std::unique_ptr<TrainerAgent>, TrainerFailure> TrainerAgent::start(
   sessionOptions.agentId = options.agentId;
   sessionOptions.role = msg::Role::Trainer;
   sessionOptions.requestedRank = options.requestedRank;
+  sessionOptions.channels = {options.channel};
   auto session = bus::AgentSession::open(*context, sessionOptions);
   if (!session) return bus::fail(TrainerError::Session, session.error().describe());
   auto registration = (*session)->registerAgent(0);
@@ -233,7 +235,7 @@ void TrainerAgent::beginRound() {
   const auto manifestOffset = withManifest ? manifest.toMessage(fbb) : flatbuffers::Offset<msg::Manifest>();
   const msg::Digest128 digest = bus::toMessage(manifest.digest());
   const auto begin = msg::CreateBeginUpdate(fbb, job.version, fbb.CreateString(job.options.label), &digest,
-                                            manifestOffset, msg::ChannelKind::Shm, job.options.pauseMode,
+                                            manifestOffset, options_.channel, job.options.pauseMode,
                                             manifest.totalBytes());
   job.beganAt = Clock::now();
   auto sent = session_->send(builder, begin);
@@ -313,10 +315,25 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
                                                         fbb.CreateString(detail)));
   };
   ChannelCache& cache = *cache_;
+  if (plan.receiver_count() == 0 && plan.channel() != msg::ChannelKind::Shm) {
+    // No worker: a GPU channel has nobody to build a communicator or copy with; the version is committed as sent.
+    reply(true, manifest_->totalBytes(), {}, {});
+    return;
+  }
+  // The GPU channels give up when the coordinator ends the round (an abort): its phase in the control block.
+  const std::uint64_t round = plan.round();
+  auto roundEnded = [this, round] {
+    const bus::RoundState state = session_->slot().roundState();
+    return state.round != round || state.phase != msg::RoundPhase::Transfer;
+  };
   if (!cache.channel || cache.channel->kind() != plan.channel() || cache.channel->key() != bus::channelKey(plan) ||
       cache.channelEpoch != session_->registration().epoch) {
-    cache.channel.reset();
-    auto channel = bus::openChannel(plan);
+    cache.channel.reset();  // an old NCCL communicator is released before the new one is built
+    bus::ChannelSetup setup;
+    setup.cudaDevice = options_.cudaDevice;
+    setup.cancelProbe = roundEnded;
+    setup.deadline = Clock::now() + kSendDeadline;
+    auto channel = bus::openChannel(plan, setup);
     if (!channel) {
       reply(false, 0, {}, "cannot open the payload channel: " + channel.error().describe());
       return;
@@ -344,12 +361,15 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
     return;
   }
   session_->slot().setPhase(bus::AgentPhase::Sending);
+  cache.channel->setCancelProbe(roundEnded);
   const auto started = Clock::now();
   auto sent = cache.channel->send(plan.round(), *cache.plan, job.tensors, plan.receiver_count(),
                                   Clock::now() + kSendDeadline);
   job.sending = Clock::now() - started;
   session_->slot().setPhase(bus::AgentPhase::Idle);
   if (!sent) {
+    // An NCCL communicator that failed a transfer is aborted; the coordinator hands out a new unique id.
+    if (cache.channel->kind() == msg::ChannelKind::Nccl) cache.channel.reset();
     reply(false, 0, {}, sent.error().describe());
     return;
   }

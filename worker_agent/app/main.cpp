@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   std::int64_t stepMs = 5;
   std::uint64_t exitAfterVersion = 0;
   bool quiet = false;
+  std::string channel = "shm";
   worker_app::EngineOptions engineOptions;
 
   CLI::App app{"wsync-worker: a stand-in inference engine whose weights are updated over a wsync bus"};
@@ -82,6 +83,11 @@ int main(int argc, char** argv) {
   auto* exitAfter = app.add_option("--exit-after-version", exitAfterVersion,
                                    "stop once this version is applied and the in-flight requests are done");
   app.add_option("--fault", fault, "TEST ONLY: corrupt-receive@V | die-during-receive@V");
+  app.add_option("--channel", channel,
+                 "shm: weights in host memory; nccl or cuda_ipc: weights on a GPU, received in place while paused")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"shm", "nccl", "cuda_ipc"}));
+  app.add_option("--cuda-device", options.cudaDevice, "the GPU of the weights (nccl, cuda_ipc)")->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "no lines on stdout");
   try {
     app.parse(argc, argv);
@@ -100,7 +106,10 @@ int main(int argc, char** argv) {
   engineOptions.step = std::chrono::milliseconds(stepMs);
   if (exitAfter->count() > 0) engineOptions.exitAfterVersion = exitAfterVersion;
 
-  auto weights = worker_app::ModelWeights::load(model);
+  // A worker takes every channel its weights' memory allows; the trainer's --channel picks one per round.
+  const bool onGpu = channel != "shm";
+  options.bindingMemory = onGpu ? worker_agent::BindingMemory::Device : worker_agent::BindingMemory::Host;
+  auto weights = worker_app::ModelWeights::load(model, onGpu ? std::optional<int>(options.cudaDevice) : std::nullopt);
   if (!weights) {
     std::fprintf(stderr, "wsync-worker: --model %s: %s\n", model.c_str(), weights.error().detail.c_str());
     return weights.error().usage ? kExitUsage : kExitError;

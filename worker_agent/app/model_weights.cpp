@@ -21,7 +21,7 @@ std::uint64_t mix(std::uint64_t value) {  // splitmix64's finaliser: spreads the
 
 }  // namespace
 
-tl::expected<ModelWeights, ModelError> ModelWeights::load(std::string_view model) {
+tl::expected<ModelWeights, ModelError> ModelWeights::load(std::string_view model, std::optional<int> cudaDevice) {
   std::vector<bus::TensorSpec> specs;
   if (model.starts_with(kFilePrefix)) {
     const std::string path(model.substr(kFilePrefix.size()));
@@ -46,6 +46,12 @@ tl::expected<ModelWeights, ModelError> ModelWeights::load(std::string_view model
     offset += (size + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
   }
   weights.block_ = std::make_unique<std::byte[]>(offset);  // zeroed: version 0 of every model is all zeros
+  if (cudaDevice) {
+    auto device = bus::DeviceBlock::allocate(*cudaDevice, offset);  // zeroed too
+    if (!device) return tl::unexpected(ModelError{false, "weights on GPU " + std::to_string(*cudaDevice) + ": " +
+                                                             device.error()});
+    weights.device_ = std::move(*device);
+  }
   weights.totalBytes_ = manifest->totalBytes();
   weights.tensors_ = std::move(specs);
   return weights;
@@ -54,7 +60,9 @@ tl::expected<ModelWeights, ModelError> ModelWeights::load(std::string_view model
 tl::expected<void, worker_agent::WorkerFailure> ModelWeights::bindAll(worker_agent::WorkerBindings& bindings) const {
   for (std::size_t index = 0; index < tensors_.size(); ++index) {
     const auto& spec = tensors_[index];
-    if (auto bound = bindings.bind(spec.name, spec.dtype, spec.shape, bytes(index)); !bound) return bound;
+    const std::span<std::byte> destination =
+        onDevice() ? std::span<std::byte>(device_.data() + offsets_[index], sizes_[index]) : bytes(index);
+    if (auto bound = bindings.bind(spec.name, spec.dtype, spec.shape, destination); !bound) return bound;
   }
   return {};
 }
@@ -67,11 +75,22 @@ std::uint64_t ModelWeights::sample(std::uint64_t salt) const {
   const std::size_t take = std::min<std::size_t>(size, sizeof(std::uint64_t));
   const std::size_t at = static_cast<std::size_t>(mix(hash) % (size - take + 1));
   std::uint64_t word = 0;
+  if (onDevice()) {
+    // A copy of 8 bytes per token: the stand-in engine's read of its weights, which a real one does with kernels.
+    (void)device_.download(offsets_[index] + at, std::span<std::byte>(reinterpret_cast<std::byte*>(&word), take));
+    return word;
+  }
   std::memcpy(&word, block_.get() + offsets_[index] + at, take);
   return word;
 }
 
 tl::expected<void, std::string> ModelWeights::dump(const std::filesystem::path& path, std::uint64_t version) const {
+  if (onDevice()) {
+    // The host block is only the dump's staging then.
+    if (auto copied = device_.download(0, std::span<std::byte>(block_.get(), device_.size())); !copied) {
+      return tl::unexpected("reading the weights back from the GPU: " + copied.error());
+    }
+  }
   std::vector<std::span<const std::byte>> data;
   data.reserve(tensors_.size());
   for (std::size_t index = 0; index < tensors_.size(); ++index) data.emplace_back(bytes(index));

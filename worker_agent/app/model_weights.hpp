@@ -1,10 +1,12 @@
 #pragma once
 // The stand-in engine's weights: real, zero-initialised buffers (version 0) with the shapes of a named model,
-// bound to the worker agent, and written out as safetensors on request.
+// bound to the worker agent, and written out as safetensors on request. On a GPU (nccl, cuda_ipc) the bound
+// buffers are one device block laid out like the host one, which then only serves reading and dumping.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -12,6 +14,7 @@
 
 #include <tl/expected.hpp>
 
+#include "wsync/bus/device_block.hpp"
 #include "wsync/bus/manifest.hpp"
 #include "wsync/worker_agent/worker_bindings.hpp"
 
@@ -25,7 +28,8 @@ struct ModelError {
 class ModelWeights {
  public:
   // "opt-125m", "tiny", "synthetic:COUNT:MIB" (bus/model_catalog.hpp) or "file:PATH.safetensors" (its shapes).
-  static tl::expected<ModelWeights, ModelError> load(std::string_view model);
+  // With `cudaDevice`, the weights live on that GPU.
+  static tl::expected<ModelWeights, ModelError> load(std::string_view model, std::optional<int> cudaDevice = {});
 
   const std::vector<bus::TensorSpec>& tensors() const { return tensors_; }
   std::uint64_t totalBytes() const { return totalBytes_; }
@@ -34,6 +38,7 @@ class ModelWeights {
   tl::expected<void, worker_agent::WorkerFailure> bindAll(worker_agent::WorkerBindings& bindings) const;
   // A few bytes of the weights, as a decode step would read them; `salt` picks where.
   std::uint64_t sample(std::uint64_t salt) const;
+  bool onDevice() const { return device_.data() != nullptr; }
   // Writes the weights with metadata {"wsync_version": "<version>"}.
   tl::expected<void, std::string> dump(const std::filesystem::path& path, std::uint64_t version) const;
 
@@ -44,6 +49,7 @@ class ModelWeights {
   std::vector<std::size_t> nonEmpty_;  // indices of tensors with at least one byte, for sample()
   std::uint64_t totalBytes_ = 0;
   std::unique_ptr<std::byte[]> block_;
+  bus::DeviceBlock device_;  // empty unless on a GPU
 };
 
 }  // namespace wsync::worker_app

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "wsync/bus/open_channel.hpp"
+
 namespace wsync::worker_agent::detail {
 
 namespace {
@@ -21,11 +23,14 @@ std::string text(const flatbuffers::String* string) { return string ? string->st
 }  // namespace
 
 RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks, WorkerFaults faults,
-                           std::atomic<std::uint64_t>& appliedVersion, std::atomic<std::int32_t>& rank)
+                           std::atomic<std::uint64_t>& appliedVersion, std::atomic<std::int32_t>& rank,
+                           BindingMemory memory, int cudaDevice)
     : session_(session),
       bindings_(std::move(bindings)),
       hooks_(std::move(hooks)),
       faults_(faults),
+      memory_(memory),
+      cudaDevice_(cudaDevice),
       appliedVersion_(appliedVersion),
       rank_(rank) {}
 
@@ -60,6 +65,13 @@ void RoundHandler::setPhase(bus::AgentPhase phase) {
 }
 
 void RoundHandler::resumeEngine() {
+  if (torn_) {
+    // Resuming would generate from bytes of no committed version; the next committed round ends the wait.
+    log("generation stays paused: the bound buffers were overwritten by a transfer that did not commit; waiting "
+        "for the next version");
+    setPhase(bus::AgentPhase::Paused);
+    return;
+  }
   paused_ = false;
   setPhase(bus::AgentPhase::Idle);
   hooks_.resume(appliedVersion_.load(std::memory_order_acquire));
@@ -88,14 +100,15 @@ void RoundHandler::handle(const bus::Message& message) {
 
 void RoundHandler::reregistered() {
   log("registered again with a restarted coordinator (rank " + std::to_string(session_.registration().rank) + ")" +
-      (paused_ || staged_ ? "; its round is gone: dropping what was staged and resuming" : ""));
+      (paused_ || staged_ ? "; its round is gone: dropping what was staged" : ""));
   staged_.reset();
   // The new coordinator created a new arena segment under the same name: the old mapping is of a dead one.
   channels_.clear();
   if (auto attached = attach(); !attached) log(attached.error().describe());
-  // Its round is gone and no Resume will come for it: the engine goes on with the version it has.
+  // Its round is gone and no Resume will come for it: the engine goes on with the version it has (unless an
+  // in-place receive tore it).
   if (paused_) resumeEngine();
-  setPhase(bus::AgentPhase::Idle);
+  if (!paused_) setPhase(bus::AgentPhase::Idle);
 }
 
 CachedManifest* RoundHandler::findManifest(const bus::Digest& digest) {
@@ -124,7 +137,7 @@ void RoundHandler::handleManifest(const msg::Manifest& message) {
   }
   auto bindingMap = matchManifest(*manifest, bindings_);
   manifests_.push_back(std::make_unique<CachedManifest>(
-      CachedManifest{std::move(*manifest), std::move(bindingMap), std::nullopt, ++useCounter_}));
+      CachedManifest{std::move(*manifest), std::move(bindingMap), std::nullopt, {}, ++useCounter_}));
 }
 
 void RoundHandler::sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail) {
@@ -169,7 +182,8 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
     sendPauseAck(pause.round(), false, msg::AbortReason::ManifestMismatch, cached->bindingMap.error().detail);
     return;
   }
-  hooks_.pause(pause.mode(), pause.round());
+  // A torn worker's engine is still paused from the round that tore it.
+  if (!paused_) hooks_.pause(pause.mode(), pause.round());
   paused_ = true;
   pausedRound_ = pause.round();
   pausedVersion_ = pause.version();
@@ -177,13 +191,37 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
   sendPauseAck(pause.round(), true, msg::AbortReason::None, {});
 }
 
+bool RoundHandler::roundEnded(std::uint64_t round) {
+  if (!session_.registered()) return true;
+  const bus::RoundState state = session_.slot().roundState();
+  return state.round != round || state.phase != msg::RoundPhase::Transfer;
+}
+
 tl::expected<bus::Channel*, bus::ChannelFailure> RoundHandler::channel(const msg::TransferPlan& plan) {
   const std::string key = bus::channelKey(plan);
+  const std::uint64_t round = plan.round();
+  auto probe = [this, round] { return roundEnded(round); };
   if (auto found = channels_.find(key); found != channels_.end() && found->second->kind() == plan.channel()) {
+    found->second->setCancelProbe(probe);
     return found->second.get();
   }
-  auto opened = bus::openChannel(plan);
+  // One NCCL communicator at a time: a new unique id replaces the old one (whose peers have moved on).
+  if (plan.channel() == msg::ChannelKind::Nccl) {
+    std::erase_if(channels_, [](const auto& entry) { return entry.second->kind() == msg::ChannelKind::Nccl; });
+  }
+  bus::ChannelSetup setup;
+  setup.cudaDevice = cudaDevice_;
+  setup.cancelProbe = probe;
+  setup.deadline = std::chrono::steady_clock::now() + kTransferDeadline;
+  auto opened = bus::openChannel(plan, setup);
   if (!opened) return tl::unexpected(opened.error());
+  const bool device = (*opened)->tensorMemory() == bus::TensorMemory::Device;
+  if (device != (memory_ == BindingMemory::Device)) {
+    return tl::unexpected(bus::ChannelFailure{
+        bus::ChannelError::Unsupported, std::string("channel ") + msg::EnumNameChannelKind(plan.channel()) +
+                                            (device ? " moves device memory and this worker's bindings are host memory"
+                                                    : " moves host memory and this worker's bindings are device memory")});
+  }
   auto& slot = channels_[key];
   slot = std::move(*opened);
   return slot.get();
@@ -224,7 +262,17 @@ tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::re
   }
   auto mapped = channel(plan);
   if (!mapped) return refuse(msg::AbortReason::ChannelFailure, mapped.error().describe());
-  staging_.prepare(manifest);
+  const bool inPlace = memory_ == BindingMemory::Device;
+  if (inPlace) {
+    if (cached->inPlace.size() != manifest.size()) {
+      cached->inPlace.clear();
+      for (const std::uint32_t binding : *cached->bindingMap) {
+        cached->inPlace.push_back(bindings_.tensors()[binding].destination);
+      }
+    }
+  } else {
+    staging_.prepare(manifest);
+  }
 
   if (faults_.dieDuringReceiveAtVersion == plan.version()) {
     log("test fault: dying during the receive of version " + std::to_string(plan.version()));
@@ -232,10 +280,25 @@ tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::re
   }
   setPhase(bus::AgentPhase::Receiving);
   const auto deadline = std::chrono::steady_clock::now() + kTransferDeadline;
-  auto received = (*mapped)->receive(plan.round(), *cached->plan, staging_.tensors(),
+  // From here on the bound buffers of an in-place worker no longer hold its applied version.
+  if (inPlace) torn_ = true;
+  auto received = (*mapped)->receive(plan.round(), *cached->plan, inPlace ? cached->inPlace : staging_.tensors(),
                                      static_cast<std::uint32_t>(plan.receiver()), deadline);
-  if (!received) return refuse(msg::AbortReason::ChannelFailure, received.error().describe());
+  if (!received) {
+    // A failed NCCL transfer aborts the communicator; the coordinator hands out a new unique id.
+    if (plan.channel() == msg::ChannelKind::Nccl) channels_.erase(bus::channelKey(plan));
+    return refuse(msg::AbortReason::ChannelFailure, received.error().describe());
+  }
   staged_ = StagedVersion{plan.round(), plan.version(), received->bytes, received->digest, cached};
+  if (inPlace) {
+    if (faults_.corruptReceiveAtVersion == plan.version()) {
+      // The bytes are on the device: report a digest that cannot match instead of flipping one of them.
+      staged_->digest.lo ^= 1;
+      log("test fault: reporting a wrong digest for version " + std::to_string(plan.version()));
+      return bus::TransferResult{received->bytes, staged_->digest};
+    }
+    return *received;
+  }
 
   if (faults_.corruptReceiveAtVersion == plan.version()) {
     // The corrupted digest is only meaningful if this function digests as the arena does: check on the intact bytes.
@@ -301,12 +364,16 @@ void RoundHandler::handleCommit(const msg::Commit& commit) {
     return;
   }
   // The engine is parked, so this copy is atomic with respect to generation: no step sees a mix of versions.
-  const BindingMap& map = *staged_->manifest->bindingMap;
-  const auto staged = staging_.tensors();
-  for (std::size_t index = 0; index < map.size(); ++index) {
-    const auto& destination = bindings_.tensors()[map[index]].destination;
-    if (!staged[index].empty()) std::memcpy(destination.data(), staged[index].data(), staged[index].size());
+  // Device bindings received in place: the bytes are already there, and now they are a committed version.
+  if (memory_ == BindingMemory::Host) {
+    const BindingMap& map = *staged_->manifest->bindingMap;
+    const auto staged = staging_.tensors();
+    for (std::size_t index = 0; index < map.size(); ++index) {
+      const auto& destination = bindings_.tensors()[map[index]].destination;
+      if (!staged[index].empty()) std::memcpy(destination.data(), staged[index].data(), staged[index].size());
+    }
   }
+  torn_ = false;
   session_.setAppliedVersion(commit.version());
   appliedVersion_.store(commit.version(), std::memory_order_release);
   ++roundsApplied_;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct CachedManifest {
   bus::Manifest manifest;
   tl::expected<BindingMap, WorkerFailure> bindingMap;  // matchManifest(manifest, bindings)
   std::optional<bus::BucketPlan> plan;                 // the last plan built for it (plans rarely change)
+  std::vector<std::span<std::byte>> inPlace;           // Device bindings: the bound buffers in manifest order
   std::uint64_t lastUsed = 0;
 };
 
@@ -39,7 +41,8 @@ struct StagedVersion {
 class RoundHandler {
  public:
   RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks, WorkerFaults faults,
-               std::atomic<std::uint64_t>& appliedVersion, std::atomic<std::int32_t>& rank);
+               std::atomic<std::uint64_t>& appliedVersion, std::atomic<std::int32_t>& rank,
+               BindingMemory memory, int cudaDevice);
 
   // Maps the coordinator's control block for committedVersion() and records the granted rank: at start and after
   // every re-registration (a restarted coordinator has a new block).
@@ -73,12 +76,16 @@ class RoundHandler {
   void resumeEngine();
   CachedManifest* findManifest(const bus::Digest& digest);
   tl::expected<bus::Channel*, bus::ChannelFailure> channel(const msg::TransferPlan& plan);
+  // True once the coordinator has left the transfer phase of `round` (aborted it): the GPU channels' cancel probe.
+  bool roundEnded(std::uint64_t round);
   void log(const std::string& line) const;
 
   bus::AgentSession& session_;
   const WorkerBindings bindings_;
   const PauseHooks hooks_;
   const WorkerFaults faults_;
+  const BindingMemory memory_;
+  const int cudaDevice_;
   std::atomic<std::uint64_t>& appliedVersion_;
   std::atomic<std::int32_t>& rank_;
 
@@ -89,6 +96,9 @@ class RoundHandler {
   Staging staging_;
   std::optional<StagedVersion> staged_;
   bool paused_ = false;  // the engine is quiesced for pausedRound_
+  // Device bindings: an in-place receive began and no Commit completed it. The bound buffers then hold no committed
+  // version and the engine must stay paused until one lands.
+  bool torn_ = false;
   std::uint64_t pausedRound_ = 0;
   std::uint64_t pausedVersion_ = 0;
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "round_handler.hpp"
+#include "wsync/bus/open_channel.hpp"
 
 namespace wsync::worker_agent {
 
@@ -23,7 +24,15 @@ tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(Wor
   session.agentId = options.agentId;
   session.role = msg::Role::Worker;
   session.requestedRank = options.requestedRank;
-  session.channels = {msg::ChannelKind::Shm};
+  session.channels.clear();
+  for (const msg::ChannelKind kind : bus::buildChannels()) {
+    const bool device = kind != msg::ChannelKind::Shm;
+    if (device == (options.bindingMemory == BindingMemory::Device)) session.channels.push_back(kind);
+  }
+  if (session.channels.empty()) {
+    return bus::fail(WorkerError::InvalidOptions,
+                     "device bindings need the GPU channels, and this build of wsync has none (built without CUDA)");
+  }
   session.registrationTimeout = options.registrationTimeout;
   auto opened = bus::AgentSession::open(agent->context_, std::move(session));
   if (!opened) {
@@ -38,7 +47,7 @@ tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(Wor
 
   agent->rounds_ = std::make_unique<detail::RoundHandler>(*agent->session_, std::move(options.bindings),
                                                           std::move(hooks), options.faults, agent->appliedVersion_,
-                                                          agent->rank_);
+                                                          agent->rank_, options.bindingMemory, options.cudaDevice);
   if (auto attached = agent->rounds_->attach(); !attached) {
     agent->session_->goodbye("worker could not start: " + attached.error().describe());
     return tl::unexpected(attached.error());

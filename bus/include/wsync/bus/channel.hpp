@@ -2,7 +2,7 @@
 // The payload channel interface (shared/DESIGN.md, "Three planes"): how one round's bytes, cut into the buckets of
 // a BucketPlan, move from the sender to the receivers without touching ZeroMQ. Agents open the channel a
 // TransferPlan names and keep it for the rounds after; the coordinator owns whatever the channel needs to exist
-// (the shm arena today; NCCL unique ids and CUDA IPC handles with the GPU channels).
+// (the shm arena, the NCCL unique id and ranks, the cuda_ipc segment).
 //
 // Every implementation streams the XXH3-128 of the tensors' bytes in manifest order on both sides, so the digests
 // the coordinator compares do not depend on the channel or the bucket layout. A transfer is cancelled through the
@@ -52,11 +52,8 @@ class Channel {
                                                                std::chrono::steady_clock::time_point deadline) = 0;
 };
 
-// The key of the channel a plan names, to compare with an open channel's key().
+// The key of the channel a plan names, to compare with an open channel's key() (open_channel.hpp opens it).
 std::string channelKey(const msg::TransferPlan& plan);
-
-// Opens the agent's end of the channel `plan` names. Unsupported for a channel this build lacks.
-tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::TransferPlan& plan);
 
 // The shm channel: the arena in host shared memory the coordinator created (docs/shm-channel.md).
 class ShmChannel final : public Channel {

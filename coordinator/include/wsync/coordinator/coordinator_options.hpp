@@ -22,6 +22,10 @@ inline constexpr std::chrono::milliseconds kLivenessCheckInterval{20};
 // transfer; the hand-off per bucket costs microseconds.
 inline constexpr std::uint64_t kDefaultBucketBytes = std::uint64_t{4} << 20;
 inline constexpr std::uint32_t kDefaultBufferCount = 2;
+// Buckets of the GPU channels (nccl, cuda_ipc): 1 GiB measured 1.03x of one raw ncclBroadcast on 2 x H200, 256 MiB
+// 1.05x (bench/results/gpu-nccl-2026-11-22-h200x2.md). Each side holds two of them in device memory (nccl; the
+// cuda_ipc channel copies without buffers), so GPU-memory-tight workers may prefer 256 MiB.
+inline constexpr std::uint64_t kDefaultGpuBucketBytes = std::uint64_t{1} << 30;
 // Every tensor starts at a multiple of this within its bucket: enough for any dtype and for vector copies.
 inline constexpr std::uint32_t kDefaultAlignment = 256;
 // Manifests kept by digest; a trainer re-declaring an older one resends it.
@@ -36,6 +40,7 @@ struct CoordinatorOptions {
   std::chrono::milliseconds transferTimeout = kDefaultTransferTimeout;
   std::uint64_t bucketBytes = kDefaultBucketBytes;
   std::uint32_t bufferCount = kDefaultBufferCount;
+  std::uint64_t gpuBucketBytes = kDefaultGpuBucketBytes;  // nccl and cuda_ipc rounds
   std::uint32_t alignment = kDefaultAlignment;
   bool verbose = false;  // one line per registration and per round on stdout
 };

@@ -1,6 +1,6 @@
 #pragma once
-// The trainer's side of wsync (docs/update-round.md): declare a manifest, publish versions from host buffers,
-// learn each version's outcome. One agent per trainer rank; the rank that begins a round sends its payload.
+// The trainer's side of wsync (docs/update-round.md): declare a manifest, publish versions from host buffers (shm
+// channel) or device buffers (nccl, cuda_ipc), learn each version's outcome. One agent per trainer rank; the rank that begins a round sends its payload.
 //
 //   auto trainer = wsync::trainer_agent::TrainerAgent::start({.bus = "rl", .agentId = "trainer-0"});
 //   (*trainer)->declareManifest(specs);
@@ -46,6 +46,11 @@ struct TrainerOptions {
   std::string transport = "ipc";
   std::string agentId;
   std::int32_t requestedRank = -1;
+  // The payload channel of every round. shm: the published spans are host memory. nccl and cuda_ipc (builds with
+  // CUDA): they are device memory on `cudaDevice`, and the caller must have finished writing them (synchronised
+  // the stream that wrote them) before publish().
+  msg::ChannelKind channel = msg::ChannelKind::Shm;
+  int cudaDevice = 0;
   // Test-only fault injection: the process raises SIGKILL on itself when the transfer plan of this version
   // arrives, so that tests can kill a trainer at a known point mid-round.
   std::uint64_t dieOnPlanAtVersion = 0;

@@ -37,12 +37,24 @@ struct WorkerFaults {
   std::optional<std::uint64_t> dieDuringReceiveAtVersion;
 };
 
+// Where the bound buffers live, which decides the channels a worker takes and how it receives (docs/decisions.md,
+// "GPU workers receive in place"):
+//  - Host: the shm channel. A version is received into a host staging copy and applied on Commit, so a failed or
+//    aborted round leaves the bound buffers untouched and the engine serves its last good version throughout.
+//  - Device (builds with CUDA): the nccl and cuda_ipc channels, on `cudaDevice`. A version is received straight
+//    into the bound buffers while the engine is paused: no second copy of the model in GPU memory. If such a
+//    round then fails (a dead peer, an abort, a digest mismatch), the buffers hold bytes of no committed version,
+//    so the engine stays paused until the next round commits into them: it never serves a torn model.
+enum class BindingMemory : std::uint8_t { Host, Device };
+
 struct WorkerOptions {
   std::string bus;
   std::string transport = "ipc";  // or tcp://HOST:PORT
   std::string agentId;
   std::int32_t requestedRank = -1;  // -1: the coordinator assigns the lowest free one
   WorkerBindings bindings{};
+  BindingMemory bindingMemory = BindingMemory::Host;
+  int cudaDevice = 0;  // Device bindings: the CUDA device they are on
   std::chrono::milliseconds registrationTimeout = kRegistrationTimeout;
   WorkerFaults faults{};  // test only
 };

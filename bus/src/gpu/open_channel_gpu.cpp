@@ -1,0 +1,72 @@
+// wsync::channels in a build with CUDA: shm, nccl and cuda_ipc.
+#include <cstring>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda_check.hpp"
+#include "wsync/bus/gpu/cuda_ipc_channel.hpp"
+#include "wsync/bus/gpu/nccl_channel.hpp"
+#include "wsync/bus/open_channel.hpp"
+
+namespace wsync::bus {
+
+namespace {
+
+tl::expected<std::unique_ptr<Channel>, ChannelFailure> openNccl(const msg::TransferPlan& plan,
+                                                                const ChannelSetup& setup) {
+  if (plan.nccl_unique_id() == nullptr || plan.nccl_unique_id()->size() != gpu::kNcclUniqueIdBytes) {
+    return fail(ChannelError::InvalidGeometry,
+                "the nccl plan carries a unique id of " +
+                    std::to_string(plan.nccl_unique_id() ? plan.nccl_unique_id()->size() : 0) + " bytes, not " +
+                    std::to_string(gpu::kNcclUniqueIdBytes));
+  }
+  gpu::NcclChannelConfig config;
+  std::memcpy(config.uniqueId.data(), plan.nccl_unique_id()->data(), gpu::kNcclUniqueIdBytes);
+  config.rank = plan.nccl_rank();
+  config.worldSize = plan.nccl_world_size();
+  config.bufferCount = plan.buffer_count();
+  config.cancelProbe = setup.cancelProbe;
+  auto channel = gpu::NcclChannel::open(config, setup.deadline);
+  if (!channel) return tl::unexpected(channel.error());
+  (*channel)->setCancelProbe(setup.cancelProbe);
+  return std::unique_ptr<Channel>(std::move(*channel));
+}
+
+}  // namespace
+
+tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::TransferPlan& plan,
+                                                                   const ChannelSetup& setup) {
+  const bool named = plan.arena() != nullptr && plan.arena()->size() != 0;
+  switch (plan.channel()) {
+    case msg::ChannelKind::Shm: {
+      if (!named) return fail(ChannelError::NoArena, "the shm plan names no arena");
+      auto channel = ShmChannel::open(plan.arena()->str());
+      if (!channel) return tl::unexpected(channel.error());
+      return std::unique_ptr<Channel>(std::move(*channel));
+    }
+    case msg::ChannelKind::Nccl:
+    case msg::ChannelKind::CudaIpc: break;
+  }
+  if (gpu::visibleDeviceCount() == 0) {
+    return fail(ChannelError::Unsupported, std::string("channel ") + msg::EnumNameChannelKind(plan.channel()) +
+                                               " needs a GPU and this process sees none");
+  }
+  WSYNC_CUDA_TRY(cudaSetDevice(setup.cudaDevice));
+  if (plan.channel() == msg::ChannelKind::Nccl) return openNccl(plan, setup);
+  if (plan.channel() != msg::ChannelKind::CudaIpc) {
+    return fail(ChannelError::Unsupported, std::string("channel ") + msg::EnumNameChannelKind(plan.channel()) +
+                                               " is unknown to this build");
+  }
+  if (!named) return fail(ChannelError::NoArena, "the cuda_ipc plan names no segment");
+  auto channel = gpu::CudaIpcChannel::open(plan.arena()->str());
+  if (!channel) return tl::unexpected(channel.error());
+  (*channel)->setCancelProbe(setup.cancelProbe);
+  return std::unique_ptr<Channel>(std::move(*channel));
+}
+
+std::vector<msg::ChannelKind> buildChannels() {
+  return {msg::ChannelKind::Shm, msg::ChannelKind::Nccl, msg::ChannelKind::CudaIpc};
+}
+
+}  // namespace wsync::bus
