@@ -92,7 +92,10 @@ ChildProcess RoundFixture::startWorker(const std::string& id, const std::vector<
 }
 
 ChildProcess RoundFixture::startTrainer(const std::string& id, const std::vector<std::string>& extraArgs) {
-  std::vector<std::string> args{"--bus", bus_, "--id", id, "--model", "tiny"};
+  std::vector<std::string> args{"--bus", bus_, "--id", id};
+  if (std::find(extraArgs.begin(), extraArgs.end(), "--model") == extraArgs.end()) {
+    args.insert(args.end(), {"--model", "tiny"});
+  }
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
   return ChildProcess::spawn(testBinary(WSYNC_TRAINER_BIN), args);
 }

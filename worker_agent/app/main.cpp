@@ -106,6 +106,16 @@ int main(int argc, char** argv) {
   engineOptions.step = std::chrono::milliseconds(stepMs);
   if (exitAfter->count() > 0) engineOptions.exitAfterVersion = exitAfterVersion;
 
+  // Signals go to one thread that waits for them, so that stopping can close the gate (which a handler could not
+  // do safely): every thread started from here on inherits the mask. Before anything starts threads: the CUDA
+  // runtime starts its own when the weights are allocated on a GPU, and a thread that does not block SIGTERM would
+  // take its default action, killing the worker before it can dump or say goodbye.
+  sigset_t stopSignals;
+  sigemptyset(&stopSignals);
+  sigaddset(&stopSignals, SIGINT);
+  sigaddset(&stopSignals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
+
   // A worker takes every channel its weights' memory allows; the trainer's --channel picks one per round.
   const bool onGpu = channel != "shm";
   options.bindingMemory = onGpu ? worker_agent::BindingMemory::Device : worker_agent::BindingMemory::Host;
@@ -118,14 +128,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "wsync-worker: %s\n", bound.error().describe().c_str());
     return kExitError;
   }
-
-  // Signals go to one thread that waits for them, so that stopping can close the gate (which a handler could not
-  // do safely): every thread started from here on inherits the mask.
-  sigset_t stopSignals;
-  sigemptyset(&stopSignals);
-  sigaddset(&stopSignals, SIGINT);
-  sigaddset(&stopSignals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
 
   worker_agent::PauseGate gate;
   const std::string id = options.agentId;

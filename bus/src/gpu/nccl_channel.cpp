@@ -21,8 +21,6 @@ constexpr std::chrono::microseconds kPollInterval{100};
 // After ncclCommAbort, how long the channel waits for its streams to drain (NCCL's kernels notice the abort flag
 // within microseconds; this only bounds a device that stopped answering).
 constexpr std::chrono::seconds kAbortDrainTimeout{10};
-// How long the destructor lets ncclCommFinalize flush before it aborts instead.
-constexpr std::chrono::seconds kFinalizeTimeout{10};
 constexpr std::uint32_t kMaxBuffers = 8;
 // The bucket plan's alignment must keep every piece's start in its tensor a multiple of 8 (the checksum reads
 // 8-byte words) and bucket offsets suited to 16-byte vector copies.
@@ -177,14 +175,10 @@ NcclChannel::NcclChannel(NcclChannelConfig config, std::unique_ptr<State> state)
 NcclChannel::~NcclChannel() {
   if (state_->comm == nullptr) return;
   cudaSetDevice(state_->device);
-  // Flush, then free; a communicator that will not flush (a peer gone) is aborted instead.
-  const ncclResult_t finalized = state_->nccl->commFinalize(state_->comm);
-  if (state_->settle("ncclCommFinalize", finalized, Clock::now() + kFinalizeTimeout, {}, kFinalizeTimeout)) {
-    state_->nccl->commDestroy(state_->comm);
-    state_->comm = nullptr;
-  } else {
-    state_->abort();
-  }
+  // No operation is in flight here (every transfer waits for its device work to finish), so there is nothing to
+  // flush. ncclCommFinalize would wait for the other ranks to finalize too: on 4 x H200 a worker that stopped after
+  // the trainer had exited sat out the whole finalize timeout. ncclCommAbort frees the same resources at once.
+  state_->abort();
 }
 
 bool NcclChannel::broken() const { return state_->broken; }
