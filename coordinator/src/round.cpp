@@ -77,6 +77,7 @@ tl::expected<void, std::string> Coordinator::Impl::prepareChannel(ActiveRound& n
       next.channelName = arena.name();
       return {};
     case msg::ChannelKind::CudaIpc: {
+      if (workers.empty()) return {};  // nobody copies: no segment
       // The segment lives in this host's shared memory and CUDA IPC handles only open on the host that made them.
       for (const AgentRecord* agent : workers) {
         if (!agent->sameHost) {

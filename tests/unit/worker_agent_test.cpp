@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "coordinator_thread.hpp"
 #include "test_environment.hpp"
 #include "wsync/bus/agent_session.hpp"
 #include "wsync/bus/bucket_plan.hpp"
@@ -45,27 +46,12 @@ std::vector<std::vector<std::byte>> contentOf(std::uint64_t version) {
 }
 
 // The coordinator of the test's bus, stepped on its own thread.
-class CoordinatorThread {
- public:
-  explicit CoordinatorThread(const std::string& bus) {
-    coordinator::CoordinatorOptions options;
-    options.bus = bus;
-    options.bucketBytes = 4096;  // the tiny model's 4,322 bytes take two buckets
-    auto started = coordinator::Coordinator::start(options);
-    if (!started) throw std::runtime_error(started.error().describe());
-    coordinator_ = std::move(*started);
-    thread_ = std::thread([this] { coordinator_->run(stop_); });
-  }
-  ~CoordinatorThread() {
-    stop_.store(true);
-    thread_.join();
-  }
-
- private:
-  std::unique_ptr<coordinator::Coordinator> coordinator_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
+coordinator::CoordinatorOptions coordinatorOptions(const std::string& bus) {
+  coordinator::CoordinatorOptions options;
+  options.bus = bus;
+  options.bucketBytes = 4096;  // the tiny model's 4,322 bytes take two buckets
+  return options;
+}
 
 struct RoundOutcome {
   bool committed = false;
@@ -212,7 +198,7 @@ WorkerOptions optionsFor(const std::string& bus, FakeEngine& engine) {
 
 TEST(WorkerAgent, AppliesACommittedVersionBetweenPauseAndResume) {
   const std::string bus = test::uniqueBusName("wapply");
-  CoordinatorThread coordinator(bus);
+  test::CoordinatorThread coordinator(coordinatorOptions(bus));
   FakeEngine engine;
   auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
   ASSERT_TRUE(agent.has_value()) << agent.error().describe();
@@ -240,7 +226,7 @@ TEST(WorkerAgent, AppliesACommittedVersionBetweenPauseAndResume) {
 
 TEST(WorkerAgent, RefusesAMismatchedManifestBeforePausing) {
   const std::string bus = test::uniqueBusName("wmismatch");
-  CoordinatorThread coordinator(bus);
+  test::CoordinatorThread coordinator(coordinatorOptions(bus));
   auto specs = tinyModel();
   std::swap(specs[1].shape[0], specs[1].shape[1]);  // layers.0.attn.qkv.weight [48, 16] bound as [16, 48]
   FakeEngine engine(specs);
@@ -262,7 +248,7 @@ TEST(WorkerAgent, RefusesAMismatchedManifestBeforePausing) {
 
 TEST(WorkerAgent, NeverAppliesACorruptedReceive) {
   const std::string bus = test::uniqueBusName("wcorrupt");
-  CoordinatorThread coordinator(bus);
+  test::CoordinatorThread coordinator(coordinatorOptions(bus));
   FakeEngine engine;
   WorkerOptions options = optionsFor(bus, engine);
   options.faults.corruptReceiveAtVersion = 2;

@@ -385,6 +385,10 @@ void RoundHandler::handleCommit(const msg::Commit& commit) {
 void RoundHandler::handleAbort(const msg::Abort& abort) {
   staged_.reset();
   ++roundsAborted_;
+  // The dead agent may be the trainer, whose memory a cuda_ipc receiver still maps: let go of it.
+  if (abort.reason() == msg::AbortReason::AgentDied) {
+    for (auto& [key, channel] : channels_) channel->releasePeers();
+  }
   log("round " + std::to_string(abort.round()) + " (version " + std::to_string(abort.version()) + ") aborted: " +
       msg::EnumNameAbortReason(abort.reason()) + ": " + text(abort.detail()) + "; keeping version " +
       std::to_string(appliedVersion_.load(std::memory_order_acquire)));

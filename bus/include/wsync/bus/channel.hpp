@@ -36,6 +36,9 @@ class Channel {
   // with ChannelError::Aborted. The GPU channels need it: a coordinator's abort must reach an agent blocked in a
   // transfer, and NCCL cannot see a dead peer. The shm channel has the arena's abort word instead and ignores it.
   virtual void setCancelProbe(std::function<bool()> probe) { (void)probe; }
+  // Drops what this end holds of its peers, for when one of them may have died (cuda_ipc: the handles a receiver
+  // opened into the sender's memory, which died with the sender; they are opened again at the next transfer).
+  virtual void releasePeers() {}
   // What identifies this channel's resources (for shm: the arena's segment name): an agent reopens the channel
   // when the key of a new plan differs, or when the coordinator restarted.
   virtual const std::string& key() const = 0;

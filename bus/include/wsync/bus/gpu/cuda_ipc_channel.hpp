@@ -82,6 +82,7 @@ class CudaIpcChannel final : public Channel {
 
   // Closes the handles this receiver opened: call when the sender is gone (its memory is freed with it).
   void releaseImports();
+  void releasePeers() override { releaseImports(); }
   // Handles this receiver holds open now (one per exported block it copies from).
   std::uint32_t openedHandles() const;
   // How many times the sender exported its blocks: what a sender last wrote, or what a receiver last imported.
