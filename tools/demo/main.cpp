@@ -115,6 +115,18 @@ int main(int argc, char** argv) {
     return onGpu ? std::vector<std::string>{"--channel", channel, "--cuda-device", std::to_string(device)}
                  : std::vector<std::string>{};
   };
+  if (channel == "nccl") {
+    // NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): say so before anything starts.
+    std::set<int> used{cudaDevices[0]};
+    for (std::uint32_t index = 0; index < workers; ++index) {
+      if (!used.insert(workerDevice(index)).second) {
+        return fail("--channel nccl needs a GPU of its own for the trainer and for each of the " +
+                        std::to_string(workers) + " workers; --cuda-devices names " +
+                        std::to_string(cudaDevices.size()) + " (or use --channel cuda_ipc, which shares GPUs)",
+                    workDir);
+      }
+    }
+  }
   std::printf("wsync demo: 1 coordinator, 1 trainer, %u workers on bus '%s'; %u rounds of %s in pause mode '%s' over "
               "the %s channel\n",
               workers, bus.c_str(), rounds, model.c_str(), pauseMode.c_str(), channel.c_str());
