@@ -1,0 +1,149 @@
+#include "bus_state.hpp"
+
+#include <algorithm>
+
+#include "wsync/bus/topics.hpp"
+
+namespace wsync::mon {
+
+namespace {
+
+std::string text(const flatbuffers::String* string) { return string ? string->str() : std::string(); }
+
+double secondsBetween(std::uint64_t fromNs, std::uint64_t toNs) {
+  if (fromNs == 0 || toNs == 0 || toNs < fromNs) return -1;
+  return static_cast<double>(toNs - fromNs) / 1e9;
+}
+
+AgentView viewOf(const msg::AgentInfo& info, std::chrono::steady_clock::time_point now) {
+  AgentView view;
+  view.id = text(info.agent_id());
+  view.role = info.role();
+  view.slot = info.slot();
+  view.rank = info.rank();
+  view.appliedVersion = info.applied_version();
+  view.heartbeatAgeMs = info.last_heartbeat_age_ms();
+  view.seenAt = now;
+  return view;
+}
+
+}  // namespace
+
+void BusState::applySnapshot(const bus::Message& reply, std::chrono::steady_clock::time_point now) {
+  const auto* snapshot = reply.as<msg::SnapshotReply>();
+  if (snapshot == nullptr) return;
+  hasSnapshot_ = true;
+  epoch_ = snapshot->epoch();
+  committedVersion_ = snapshot->committed_version();
+  committedLabel_ = text(snapshot->committed_label());
+  lastSeq_.clear();
+  if (snapshot->event_sequences() != nullptr) {
+    for (const auto* sequence : *snapshot->event_sequences()) lastSeq_[text(sequence->family())] = sequence->seq();
+  }
+  agents_.clear();
+  if (snapshot->agents() != nullptr) {
+    for (const auto* info : *snapshot->agents()) {
+      AgentView view = viewOf(*info, now);
+      agents_[view.id] = view;
+    }
+  }
+  // A round in progress is known by number and phase only: its earlier events are gone.
+  if (snapshot->phase() == msg::RoundPhase::Idle) {
+    current_.reset();
+  } else if (!current_ || current_->round != snapshot->round()) {
+    current_ = CurrentRound{snapshot->round(), snapshot->round_version(), snapshot->phase(), 0, 0, 0, 0, 0};
+  } else {
+    current_->phase = snapshot->phase();
+  }
+}
+
+BusState::Applied BusState::apply(std::string_view topic, const bus::Message& event,
+                                  std::chrono::steady_clock::time_point now) {
+  Applied applied = Applied::Used;
+  if (hasSnapshot_) {
+    if (event.epoch() != epoch_) {
+      ++gaps_;  // a restarted coordinator numbers its events afresh: only a new snapshot makes sense of them
+      return Applied::Gap;
+    }
+    const std::string family(bus::topics::familyOf(topic));
+    auto& last = lastSeq_[family];
+    if (event.seq() <= last) return Applied::AlreadyInSnapshot;
+    if (event.seq() > last + 1) {
+      ++gaps_;
+      applied = Applied::Gap;
+    }
+    last = event.seq();
+  }
+  const std::uint64_t sentNs = event.envelope().sent_at_ns();
+  if (const auto* beat = event.as<msg::CoordinatorBeat>()) {
+    lastBeat_ = now;
+    committedVersion_ = std::max(committedVersion_, beat->committed_version());
+  } else if (const auto* agentEvent = event.as<msg::AgentEvent>()) {
+    if (agentEvent->agent() != nullptr) {
+      AgentView view = viewOf(*agentEvent->agent(), now);
+      if (agentEvent->kind() == msg::AgentEventKind::Joined) {
+        agents_[view.id] = view;
+      } else if (auto found = agents_.find(view.id); found != agents_.end() && found->second.slot == view.slot) {
+        agents_.erase(found);  // left, dead, or replaced by a registration whose Joined follows
+      }
+    }
+  } else if (const auto* transition = event.as<msg::RoundTransition>()) {
+    if (transition->phase() == msg::RoundPhase::Begin || !current_ || current_->round != transition->round()) {
+      current_ = CurrentRound{transition->round(), transition->version(), transition->phase(),
+                              transition->participants(), 0, 0, 0, 0};
+    }
+    CurrentRound& round = *current_;
+    round.phase = transition->phase();
+    round.workers = transition->participants();
+    switch (transition->phase()) {
+      case msg::RoundPhase::Begin: round.beganNs = sentNs; break;
+      case msg::RoundPhase::Pause: round.pauseNs = sentNs; break;
+      case msg::RoundPhase::Transfer: round.transferNs = sentNs; break;
+      case msg::RoundPhase::Verify: round.verifyNs = sentNs; break;
+      case msg::RoundPhase::Idle: current_.reset(); break;
+      default: break;
+    }
+  } else if (const auto* commit = event.as<msg::Commit>()) {
+    committedVersion_ = std::max(committedVersion_, commit->version());
+    committedLabel_ = text(commit->label());
+    RoundRecord record;
+    record.round = commit->round();
+    record.version = commit->version();
+    record.committed = true;
+    record.bytes = commit->bytes();
+    finishRound(std::move(record), sentNs);
+  } else if (const auto* abort = event.as<msg::Abort>()) {
+    RoundRecord record;
+    record.round = abort->round();
+    record.version = abort->version();
+    record.reason = abort->reason();
+    record.detail = text(abort->detail());
+    finishRound(std::move(record), sentNs);
+  }
+  return applied;
+}
+
+void BusState::finishRound(RoundRecord record, std::uint64_t endedNs) {
+  if (current_ && current_->round == record.round) {
+    const CurrentRound& round = *current_;
+    record.workers = round.workers;
+    record.pauseSeconds = secondsBetween(round.pauseNs, round.transferNs);
+    record.transferSeconds = secondsBetween(round.transferNs, round.verifyNs);
+    record.totalSeconds = secondsBetween(round.beganNs, endedNs);
+  }
+  if (record.committed) {
+    ++totals_.committed;
+    totals_.bytesMoved += record.bytes * record.workers;
+    // Only a committed round went through every phase; an aborted one's durations would mix in the abort.
+    if (record.totalSeconds >= 0) totals_.roundSeconds.observe(record.totalSeconds);
+    if (record.pauseSeconds >= 0) totals_.pauseSeconds.observe(record.pauseSeconds);
+    if (record.transferSeconds >= 0) totals_.transferSeconds.observe(record.transferSeconds);
+  } else {
+    ++totals_.aborted;
+    ++totals_.abortsByReason[record.reason];
+  }
+  recent_.push_front(std::move(record));
+  if (recent_.size() > kRecentRounds) recent_.pop_back();
+}
+
+}  // namespace wsync::mon
