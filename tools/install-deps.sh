@@ -21,6 +21,7 @@ packages=(
   libcpp-httplib-dev   # cpp-httplib: the HTTP server of wsync-mon --prometheus
   libgtest-dev         # GoogleTest, the test suites
   libgmock-dev         # GoogleMock, mocks in the test suites
+  prometheus           # the Prometheus server: a test has it scrape wsync-mon (it runs its own instance, own port)
 )
 # git is not listed: nothing in the build needs it, and whoever has the sources already has them.
 
