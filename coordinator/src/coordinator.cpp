@@ -163,6 +163,7 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
   switch (message.type()) {
     case msg::Body::AgentHello: handleHello(source, message, *message.as<msg::AgentHello>()); return;
     case msg::Body::SnapshotRequest: handleSnapshotRequest(source, message); return;
+    case msg::Body::ControlRequest: handleControl(source, message, *message.as<msg::ControlRequest>()); return;
     default: break;
   }
   const auto found = agents.find(source);
@@ -347,6 +348,8 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   const AgentRecord& stored = agents.emplace(source, std::move(agent)).first->second;
   ++stats.agentsJoined;
   sendWelcome(stored);
+  // A worker joining while an operator holds generation paused is paused too.
+  if (operatorPause && stored.role == msg::Role::Worker) sendOperatorPause(stored.routingId);
   publishAgentEvent(stored, msg::AgentEventKind::Joined, {});
   if (options.verbose) {
     std::printf("wsync-coordinator: %s '%s' joined (rank %d, slot %u, pid %u)\n", msg::EnumNameRole(stored.role),
@@ -376,12 +379,16 @@ void Coordinator::Impl::removeAgent(const std::string& routingId, msg::AgentEven
   const AgentRecord agent = found->second;
   agents.erase(found);
   if (kind == msg::AgentEventKind::Dead) ++stats.agentsDied;
-  (void)block.setOccupancy(agent.slot, kind == msg::AgentEventKind::Left ? bus::SlotOccupancy::Free
+  const bool leftForGood = kind == msg::AgentEventKind::Left || kind == msg::AgentEventKind::Evicted;
+  (void)block.setOccupancy(agent.slot, leftForGood ? bus::SlotOccupancy::Free
                                                                          : bus::SlotOccupancy::Dead);
   publishAgentEvent(agent, kind, detail);
   if (options.verbose) {
     std::printf("wsync-coordinator: %s '%s' %s: %s\n", msg::EnumNameRole(agent.role), agent.agentId.c_str(),
-                kind == msg::AgentEventKind::Left ? "left" : kind == msg::AgentEventKind::Dead ? "died" : "replaced",
+                kind == msg::AgentEventKind::Left      ? "left"
+                : kind == msg::AgentEventKind::Dead    ? "died"
+                : kind == msg::AgentEventKind::Evicted ? "evicted"
+                                                       : "replaced",
                 detail.c_str());
     std::fflush(stdout);
   }

@@ -111,6 +111,10 @@ struct Coordinator::Impl {
   void handleSnapshotRequest(const std::string& source, const bus::Message& message);
   void checkLiveness();
   void publishBeat();
+
+  // control.cpp: an operator's requests (wsync-ctl).
+  void handleControl(const std::string& source, const bus::Message& message, const msg::ControlRequest& request);
+  void sendOperatorPause(const std::string& routingId);
   void removeAgent(const std::string& routingId, msg::AgentEventKind kind, const std::string& detail);
   void publishAgentEvent(const AgentRecord& agent, msg::AgentEventKind kind, const std::string& detail);
   void replyError(const std::string& peer, std::uint64_t inReplyTo, msg::ErrorCode code, const std::string& detail);
@@ -157,6 +161,7 @@ struct Coordinator::Impl {
   std::map<std::string, AgentRecord, std::less<>> agents;  // by routing id
   std::map<bus::Digest, CachedManifest, DigestLess> manifests;
   std::optional<ActiveRound> round;
+  std::optional<msg::PauseMode> operatorPause;  // set by wsync-ctl pause until wsync-ctl resume
   std::uint64_t roundCounter = 0;
   std::uint64_t committedVersion = 0;
   std::string committedLabel;

@@ -375,7 +375,8 @@ void Coordinator::Impl::verifyAndCommit() {
 }
 
 void Coordinator::Impl::resumeWorkers(bool committed) {
-  block.setPauseState(bus::PauseState{false, round->mode, round->id});
+  // An operator's pause outlasts the round: the workers' agents keep their engines paused through this Resume.
+  block.setPauseState(operatorPause ? bus::PauseState{true, *operatorPause, 0} : bus::PauseState{false, round->mode, round->id});
   setPhase(msg::RoundPhase::Resume, committed ? "committed" : "aborted");
   builder.reset();
   const auto resume = msg::CreateResume(builder.fbb(), round->id, committed ? round->version : committedVersion);

@@ -63,7 +63,9 @@ static_assert(fieldCount(&msg::CreateAgentEvent) == 3);
 static_assert(fieldCount(&msg::CreateRoundTransition) == 5);
 static_assert(fieldCount(&msg::CreateGoodbye) == 1);
 static_assert(fieldCount(&msg::CreateCoordinatorBeat) == 5);
-static_assert(msg::Body::MAX == msg::Body::CoordinatorBeat, "a new Body member needs a case in walkBody()");
+static_assert(fieldCount(&msg::CreateControlRequest) == 4);
+static_assert(fieldCount(&msg::CreateControlReply) == 2);
+static_assert(msg::Body::MAX == msg::Body::ControlReply, "a new Body member needs a case in walkBody()");
 
 // Folds everything the walk reads into one value (FNV-1a over 64-bit words), so that no read can be optimised
 // away and two walks of the same message can be compared.
@@ -328,6 +330,18 @@ void walk(const msg::RoundTransition& transition, Fold& fold) {
 
 void walk(const msg::Goodbye& goodbye, Fold& fold) { fold.add(goodbye.reason()); }
 
+void walk(const msg::ControlRequest& request, Fold& fold) {
+  fold.add(request.action(), msg::EnumNameControlAction(request.action()));
+  fold.add(request.pause_mode(), msg::EnumNamePauseMode(request.pause_mode()));
+  fold.add(request.agent_id());
+  fold.add(request.reason());
+}
+
+void walk(const msg::ControlReply& reply, Fold& fold) {
+  fold.add(reply.action(), msg::EnumNameControlAction(reply.action()));
+  fold.add(reply.detail());
+}
+
 void walk(const msg::CoordinatorBeat& beat, Fold& fold) {
   fold.add(beat.committed_version());
   fold.add(beat.round());
@@ -371,6 +385,8 @@ void walkBody(const msg::Envelope& envelope, Fold& fold) {
     case msg::Body::RoundTransition: walkBodyAs<msg::RoundTransition>(envelope, fold); return;
     case msg::Body::Goodbye: walkBodyAs<msg::Goodbye>(envelope, fold); return;
     case msg::Body::CoordinatorBeat: walkBodyAs<msg::CoordinatorBeat>(envelope, fold); return;
+    case msg::Body::ControlRequest: walkBodyAs<msg::ControlRequest>(envelope, fold); return;
+    case msg::Body::ControlReply: walkBodyAs<msg::ControlReply>(envelope, fold); return;
   }
   // A member added by a newer protocol: the Verifier does not look inside it, so neither may we.
 }
@@ -399,7 +415,7 @@ int typedBodiesOf(const Message& message) {
   return typedBodiesOf<msg::AgentHello, msg::Welcome, msg::Heartbeat, msg::BeginUpdate, msg::Manifest, msg::Pause,
                        msg::PauseAck, msg::TransferPlan, msg::UpdateDone, msg::Commit, msg::Abort, msg::Resume,
                        msg::SnapshotRequest, msg::SnapshotReply, msg::Error, msg::AgentEvent, msg::RoundTransition,
-                       msg::Goodbye, msg::CoordinatorBeat>(message);
+                       msg::Goodbye, msg::CoordinatorBeat, msg::ControlRequest, msg::ControlReply>(message);
 }
 
 void checkRejected(MessageError error, std::span<const std::uint8_t> bytes) {

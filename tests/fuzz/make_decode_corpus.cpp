@@ -302,6 +302,23 @@ Bytes coordinatorBeat() {
   return finish(fbb, msg::CreateCoordinatorBeat(fbb, 41, 42, msg::RoundPhase::Transfer, 5, 4), {.seq = 1'234});
 }
 
+Bytes controlEvict() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateControlRequestDirect(fbb, msg::ControlAction::Evict, msg::PauseMode::Keep,
+                                                     "worker-3@gpu-node-07", "stuck in a CUDA kernel"));
+}
+
+Bytes controlPause() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateControlRequestDirect(fbb, msg::ControlAction::Pause, msg::PauseMode::Wait, nullptr,
+                                                     "maintenance"));
+}
+
+Bytes controlReply() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateControlReplyDirect(fbb, msg::ControlAction::AbortRound, "round 7 aborted"));
+}
+
 Bytes abortRound() {
   flatbuffers::FlatBufferBuilder fbb;
   return finish(fbb, msg::CreateAbortDirect(fbb, 7, 42, msg::AbortReason::AgentDied,
@@ -477,6 +494,9 @@ std::vector<Seed> seeds() {
       {"round_transition", roundTransition()},
       {"goodbye", goodbye()},
       {"coordinator_beat", coordinatorBeat()},
+      {"control_evict", controlEvict()},
+      {"control_pause", controlPause()},
+      {"control_reply", controlReply()},
       {"abort", abortRound()},
       {"resume", resume()},
       {"snapshot_request", snapshotRequest()},

@@ -59,6 +59,11 @@ nlohmann::json eventJson(std::string_view topic, const bus::Message& event) {
     out["label"] = text(commit->label());
     out["bytes"] = commit->bytes();
     out["digest"] = digestHex(commit->digest());
+  } else if (const auto* control = event.as<msg::ControlRequest>()) {
+    out["action"] = msg::EnumNameControlAction(control->action());
+    if (control->action() == msg::ControlAction::Pause) out["pause_mode"] = msg::EnumNamePauseMode(control->pause_mode());
+    if (control->action() == msg::ControlAction::Evict) out["agent_id"] = text(control->agent_id());
+    out["reason"] = text(control->reason());
   } else if (const auto* abort = event.as<msg::Abort>()) {
     out["round"] = abort->round();
     out["version"] = abort->version();

@@ -65,6 +65,11 @@ void RoundHandler::setPhase(bus::AgentPhase phase) {
 }
 
 void RoundHandler::resumeEngine() {
+  // Whoever else holds the engine paused keeps it so: a round in progress, or an operator.
+  if (inRound_ || operatorPaused_) {
+    setPhase(bus::AgentPhase::Paused);
+    return;
+  }
   if (torn_) {
     // Resuming would generate from bytes of no committed version; the next committed round ends the wait.
     log("generation stays paused: the bound buffers were overwritten by a transfer that did not commit; waiting "
@@ -102,6 +107,9 @@ void RoundHandler::reregistered() {
   log("registered again with a restarted coordinator (rank " + std::to_string(session_.registration().rank) + ")" +
       (paused_ || staged_ ? "; its round is gone: dropping what was staged" : ""));
   staged_.reset();
+  // The new coordinator knows nothing of the old one's round or of an operator's pause.
+  inRound_ = false;
+  operatorPaused_ = false;
   // The new coordinator created a new arena segment under the same name: the old mapping is of a dead one.
   channels_.clear();
   if (auto attached = attach(); !attached) log(attached.error().describe());
@@ -160,6 +168,15 @@ void RoundHandler::sendUpdateDone(std::uint64_t round, std::uint64_t version, bo
 }
 
 void RoundHandler::handlePause(const msg::Pause& pause) {
+  if (pause.round() == 0) {
+    // An operator's pause: no manifest, no ack; the engine stays paused until the operator's resume.
+    log(std::string("an operator paused generation (mode ") + msg::EnumNamePauseMode(pause.mode()) + ")");
+    operatorPaused_ = true;
+    if (!paused_) hooks_.pause(pause.mode(), 0);
+    paused_ = true;
+    setPhase(bus::AgentPhase::Paused);
+    return;
+  }
   // Whatever was staged belongs to a round that ended without a Commit reaching us.
   staged_.reset();
   if (pause.manifest_digest() == nullptr) {
@@ -182,9 +199,10 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
     sendPauseAck(pause.round(), false, msg::AbortReason::ManifestMismatch, cached->bindingMap.error().detail);
     return;
   }
-  // A torn worker's engine is still paused from the round that tore it.
+  // A torn worker's engine is still paused from the round that tore it, an operator's from the operator's pause.
   if (!paused_) hooks_.pause(pause.mode(), pause.round());
   paused_ = true;
+  inRound_ = true;
   pausedRound_ = pause.round();
   pausedVersion_ = pause.version();
   setPhase(bus::AgentPhase::Paused);
@@ -395,7 +413,14 @@ void RoundHandler::handleAbort(const msg::Abort& abort) {
   if (paused_) setPhase(bus::AgentPhase::Paused);
 }
 
-void RoundHandler::handleResume(const msg::Resume& /*resume*/) {
+void RoundHandler::handleResume(const msg::Resume& resume) {
+  if (resume.round() == 0) {
+    log("an operator resumed generation");
+    operatorPaused_ = false;
+    if (paused_) resumeEngine();
+    return;
+  }
+  inRound_ = false;
   staged_.reset();
   // A worker that refused the Pause never paused its engine: it was generating all along.
   if (paused_) {

@@ -99,6 +99,8 @@ class RoundHandler {
   // Device bindings: an in-place receive began and no Commit completed it. The bound buffers then hold no committed
   // version and the engine must stay paused until one lands.
   bool torn_ = false;
+  bool inRound_ = false;         // between a round's Pause and its Resume
+  bool operatorPaused_ = false;  // an operator's pause (Pause of round 0) until its Resume
   std::uint64_t pausedRound_ = 0;
   std::uint64_t pausedVersion_ = 0;
 
