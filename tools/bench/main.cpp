@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -24,6 +26,7 @@
 #include "latency_benchmark.hpp"
 #include "machine_info.hpp"
 #include "report.hpp"
+#include "report_format.hpp"
 #include "round_benchmark.hpp"
 #include "round_config.hpp"
 #include "round_report.hpp"
@@ -104,6 +107,46 @@ int runRoundMode(const RoundBenchConfig& config) {
   report.results = runRoundBenchmarks(config, std::cerr);
   report.wallSeconds = secondsSince(start);
   publish(renderRoundMarkdown(report), renderRoundJson(report), config.outPath, config.jsonPath);
+  return 0;
+}
+
+// wsync-mon next to this executable (an install), else the one of this build.
+std::string monitorBinary() {
+  const std::filesystem::path sibling = std::filesystem::canonical("/proc/self/exe").parent_path() / "wsync-mon";
+  return std::filesystem::exists(sibling) ? sibling.string() : std::string(WSYNC_BENCH_MON);
+}
+
+int runMonitorMode(const RoundBenchConfig& config, std::size_t monitors) {
+  installInterruptHandlers();
+  const auto start = std::chrono::steady_clock::now();
+  const MachineInfo machine = describeMachine(config.commit);
+  const MonitorMeasurement result = runMonitorBenchmark(config, monitors, monitorBinary(), std::cerr);
+  const double slowdown = result.with.p50Us / result.without.p50Us;
+  std::ostringstream md;
+  md << "# wsync-bench monitors\n\n";
+  machineSection(md, machine);
+  md << "\n## Round time with and without monitors\n\n"
+     << "One bus: " << result.workers << " worker processes, " << result.model << ", rounds back to back in pause mode "
+     << "keep (as `wsync-bench round`). " << result.roundsPerPhase << " rounds without monitors, " << result.roundsPerPhase
+     << " with " << result.monitors << " `wsync-mon` processes in live-view mode (redrawn every 250 ms into "
+     << "/dev/null, a snapshot a second each), " << result.roundsPerPhase << " without again; the two phases without "
+     << "are reported together. Round: BeginUpdate sent to Commit handled, by the trainer.\n\n"
+     << "| monitors | rounds | p50 ms | p90 ms | p99 ms |\n|---:|---:|---:|---:|---:|\n"
+     << "| 0 | " << result.without.samples << " | " << fixed(result.without.p50Us / 1000, 3) << " | "
+     << fixed(result.without.p90Us / 1000, 3) << " | " << fixed(result.without.p99Us / 1000, 3) << " |\n"
+     << "| " << result.monitors << " | " << result.with.samples << " | " << fixed(result.with.p50Us / 1000, 3) << " | "
+     << fixed(result.with.p90Us / 1000, 3) << " | " << fixed(result.with.p99Us / 1000, 3) << " |\n\n"
+     << "p50 with / without: **" << ratio(slowdown) << "** (goal: under 2% apart, at most "
+     << ratio(kMaxMonitorSlowdown) << "): " << verdict(slowdown <= kMaxMonitorSlowdown)
+     << ". Other processes used " << static_cast<int>(result.othersCpuShare * 100) << "% of the CPUs; wall time "
+     << fixed(secondsSince(start), 0) << " s.\n";
+  std::ostringstream json;
+  json << "{\"machine\": " << machineJson(machine) << ", \"model\": " << jsonString(result.model)
+       << ", \"workers\": " << result.workers << ", \"monitors\": " << result.monitors
+       << ", \"rounds_per_phase\": " << result.roundsPerPhase << ", \"without_p50_us\": " << result.without.p50Us
+       << ", \"without_p99_us\": " << result.without.p99Us << ", \"with_p50_us\": " << result.with.p50Us
+       << ", \"with_p99_us\": " << result.with.p99Us << ", \"p50_ratio\": " << slowdown << "}\n";
+  publish(md.str(), json.str(), config.outPath, config.jsonPath);
   return 0;
 }
 
@@ -240,6 +283,30 @@ int main(int argc, char** argv) {
   shmMode.add_option("--out", shmConfig.outPath, "Also write the markdown report to this file");
   shmMode.add_option("--json", shmConfig.jsonPath, "Write the results as JSON to this file");
   shmMode.add_option("--commit", shmConfig.commit, "Commit to name in the report (default: git describe)");
+
+  RoundBenchConfig monitorConfig;
+  monitorConfig.workerCounts = {kRoundGoalWorkers};
+  monitorConfig.models = {"synthetic:16:1"};
+  monitorConfig.rounds = 200;
+  std::size_t monitors = kDefaultMonitors;
+  std::size_t monitorWorkers = kRoundGoalWorkers;
+  std::string monitorModel = monitorConfig.models.front();
+  CLI::App& monitorMode = *app.add_subcommand(
+      "monitors", "Round times without and with N wsync-mon processes attached (goal: under 2% apart)");
+  monitorMode.add_option("--monitors", monitors, "wsync-mon processes attached")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{256}));
+  monitorMode.add_option("--workers", monitorWorkers, "Worker processes")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, kMaxRoundWorkers));
+  monitorMode.add_option("--model", monitorModel, "Manifest")->capture_default_str();
+  monitorMode.add_option("--rounds", monitorConfig.rounds, "Measured rounds per phase (three phases)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  monitorMode.add_option("--warmup", monitorConfig.warmup, "Unmeasured rounds first")->capture_default_str();
+  monitorMode.add_option("--out", monitorConfig.outPath, "Also write the markdown report to this file");
+  monitorMode.add_option("--json", monitorConfig.jsonPath, "Write the results as JSON to this file");
+  monitorMode.add_option("--commit", monitorConfig.commit, "Commit to name in the report (default: git describe)");
 
   RoundBenchConfig roundConfig;
   CLI::App& roundMode = *app.add_subcommand(
@@ -422,6 +489,12 @@ int main(int argc, char** argv) {
     }
     if (noFanout) shmConfig.fanoutReceivers.clear();
     return reportingFailures("shm", [&] { return runShmMode(shmConfig); });
+  }
+
+  if (monitorMode.parsed()) {
+    monitorConfig.workerCounts = {monitorWorkers};
+    monitorConfig.models = {monitorModel};
+    return reportingFailures("monitors", [&] { return runMonitorMode(monitorConfig, monitors); });
   }
 
   if (roundMode.parsed()) {

@@ -1,5 +1,9 @@
 #include "round_benchmark.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -161,6 +165,13 @@ class BenchBus {
     samples_.apply.push_back(applyNs);
   }
 
+  // The round times measured so far (ns), taken out: a measurement in phases takes each phase's.
+  std::vector<std::uint64_t> takeTotals() {
+    std::vector<std::uint64_t> totals = std::move(samples_.total);
+    samples_ = RoundSamples{};
+    return totals;
+  }
+
   // Stops the trainer and reaps the workers (their CPU time then counts as this process's); the coordinator stops
   // with this object.
   void stopAgents() {
@@ -236,6 +247,42 @@ class BenchBus {
   std::unique_ptr<trainer_agent::TrainerAgent> trainer_;
 };
 
+// `count` wsync-mon processes watching one bus in live-view mode (redrawing 4 times a second into /dev/null, a
+// snapshot a second), as operators' terminals would. SIGTERMed and reaped when this goes.
+class MonitorProcesses {
+ public:
+  MonitorProcesses(const std::string& binary, const std::string& busName, std::size_t count) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    for (std::size_t index = 0; index < count; ++index) {
+      std::vector<std::string> args{binary, "--bus", busName, "--refresh-ms", "250"};
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      pid_t pid = -1;
+      if (posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ) != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        stop();
+        throw BenchFailure("cannot start " + binary);
+      }
+      pids_.push_back(pid);
+    }
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~MonitorProcesses() { stop(); }
+  MonitorProcesses(const MonitorProcesses&) = delete;
+  MonitorProcesses& operator=(const MonitorProcesses&) = delete;
+
+ private:
+  void stop() noexcept {
+    for (const pid_t pid : pids_) ::kill(pid, SIGTERM);
+    for (const pid_t pid : pids_) ::waitpid(pid, nullptr, 0);
+    pids_.clear();
+  }
+  std::vector<pid_t> pids_;
+};
+
 class RoundRun {
  public:
   RoundRun(const RoundBenchConfig& config, std::ostream& progress) : config_(config), progress_(progress) {
@@ -292,6 +339,40 @@ class RoundRun {
 
   const std::string& busExample() const { return busExample_; }
 
+  // Rounds without monitors, with `monitors` wsync-mon processes watching, and without again: the two phases
+  // without them bracket the one with them, so that a machine whose load drifts does not favour either.
+  MonitorMeasurement measureMonitors(const std::string& model, std::size_t workerCount, std::size_t monitors,
+                                     const std::string& monBinary) {
+    const MachineLoad load;
+    const std::unique_ptr<BenchBus> bus = open(model, workerCount);
+    MonitorMeasurement result;
+    result.model = model;
+    result.workers = workerCount;
+    result.monitors = monitors;
+    result.roundsPerPhase = config_.rounds;
+    progress_ << "  " << config_.warmup << " warm-up, then " << config_.rounds << " rounds without monitors, "
+              << config_.rounds << " with " << monitors << ", " << config_.rounds << " without\n";
+    for (std::size_t round = 0; round < config_.warmup; ++round) bus->runRound(false);
+    auto runPhase = [&] {
+      for (std::size_t round = 0; round < config_.rounds; ++round) bus->runRound(true);
+      return bus->takeTotals();
+    };
+    std::vector<std::uint64_t> without = runPhase();
+    {
+      MonitorProcesses watching(monBinary, busExample_, monitors);
+      std::this_thread::sleep_for(kMonitorSettle);
+      result.with = summarize(runPhase());
+    }
+    const std::vector<std::uint64_t> after = runPhase();
+    without.insert(without.end(), after.begin(), after.end());
+    result.without = summarize(std::move(without));
+    bus->stopAgents();
+    result.othersCpuShare = load.othersShare();
+    progress_ << "  round p50 " << fixed(result.without.p50Us / 1000, 3) << " ms without monitors, "
+              << fixed(result.with.p50Us / 1000, 3) << " ms with " << monitors << "\n";
+    return result;
+  }
+
  private:
   std::unique_ptr<BenchBus> open(const std::string& model, std::size_t workerCount) {
     const std::string busName = "wsync-bench-round-" + std::to_string(::getpid()) + "-" + std::to_string(buses_++);
@@ -328,6 +409,12 @@ class RoundRun {
 };
 
 }  // namespace
+
+MonitorMeasurement runMonitorBenchmark(const RoundBenchConfig& config, std::size_t monitors,
+                                       const std::string& monBinary, std::ostream& progress) {
+  RoundRun run(config, progress);
+  return run.measureMonitors(config.models.front(), config.workerCounts.front(), monitors, monBinary);
+}
 
 RoundResults runRoundBenchmarks(const RoundBenchConfig& config, std::ostream& progress) {
   const MachineLoad load;

@@ -50,4 +50,18 @@ struct RoundResults {
 // Progress lines go to `progress`; failures throw BenchFailure after every process is stopped.
 RoundResults runRoundBenchmarks(const RoundBenchConfig& config, std::ostream& progress);
 
+// Do monitors slow the rounds? One bus (the first model and worker count of `config`), its round times without
+// monitors and with `monitors` wsync-mon processes attached (issue goal: under 2% apart).
+struct MonitorMeasurement {
+  std::string model;
+  std::size_t workers = 0;
+  std::size_t monitors = 0;
+  std::size_t roundsPerPhase = 0;
+  LatencySummary without;  // the phases before and after the monitors, together
+  LatencySummary with;
+  double othersCpuShare = 0;
+};
+MonitorMeasurement runMonitorBenchmark(const RoundBenchConfig& config, std::size_t monitors,
+                                       const std::string& monBinary, std::ostream& progress);
+
 }  // namespace wsync::bench

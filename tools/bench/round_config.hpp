@@ -49,6 +49,13 @@ inline constexpr std::uint64_t kDefaultRoundBucketKiB = 256;
 // when that would need more than this share of the memory the kernel calls available.
 inline constexpr double kMaxRoundMemoryShare = 0.75;
 
+// Monitors attached for `wsync-bench monitors` need this long to subscribe, prove their subscription live and take
+// their first snapshot (they do all three within a heartbeat interval or two).
+inline constexpr std::chrono::milliseconds kMonitorSettle{2000};
+// The goal (issue): round times with 10 monitors attached within 2% of those without.
+inline constexpr std::size_t kDefaultMonitors = 10;
+inline constexpr double kMaxMonitorSlowdown = 1.02;
+
 // Every worker of a round is a receiver of the coordinator's shm arena.
 inline constexpr std::size_t kMaxRoundWorkers = bus::kMaxArenaReceivers;
 

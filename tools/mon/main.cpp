@@ -43,6 +43,10 @@ constexpr std::chrono::seconds kCoordinatorWait{10};
 constexpr std::chrono::milliseconds kSnapshotInterval{1000};
 // A snapshot request that gets no answer in this long is sent again.
 constexpr std::chrono::milliseconds kSnapshotRetry{2000};
+// Events are drained in batches this often instead of waking the monitor for each one: many monitors on a busy
+// host then cost its CPUs little (bench/results/monitors-*), and the socket's queue (bus::kHighWaterMark) holds far
+// more than arrives meanwhile.
+constexpr std::chrono::milliseconds kDrainInterval{100};
 // After a round ends, the workers' new applied versions reach the coordinator with their next heartbeat (200 ms
 // by default): the agent table is refreshed this long after, rather than up to a second later.
 constexpr std::chrono::milliseconds kSnapshotAfterRound{300};
@@ -168,12 +172,17 @@ int main(int argc, char** argv) {
     }
     if (live && (snapshotAsked ? now - *snapshotAsked > kSnapshotRetry : now >= nextSnapshot)) askSnapshot();
 
-    zmq::pollitem_t items[] = {{events->handle().handle(), 0, ZMQ_POLLIN, 0},
-                               {requests->handle().handle(), 0, ZMQ_POLLIN, 0}};
-    try {
-      zmq::poll(items, 2, std::chrono::milliseconds(50));
-    } catch (const zmq::error_t& error) {
-      if (error.num() != EINTR) throw;  // a signal: the loop looks at stopRequested
+    // Until the first snapshot the monitor answers as soon as it can; from then on it drains in batches.
+    if (state.hasSnapshot()) {
+      std::this_thread::sleep_for(kDrainInterval);
+    } else {
+      zmq::pollitem_t items[] = {{events->handle().handle(), 0, ZMQ_POLLIN, 0},
+                                 {requests->handle().handle(), 0, ZMQ_POLLIN, 0}};
+      try {
+        zmq::poll(items, 2, std::chrono::milliseconds(50));
+      } catch (const zmq::error_t& error) {
+        if (error.num() != EINTR) throw;  // a signal: the loop looks at stopRequested
+      }
     }
 
     while (true) {
