@@ -5,11 +5,12 @@
 
 namespace wsync::bus {
 
-tl::expected<EventPublisher, TransportFailure> EventPublisher::bind(zmq::context_t& context,
-                                                                    const std::string& endpoint) {
+tl::expected<EventPublisher, TransportFailure> EventPublisher::bind(zmq::context_t& context, const std::string& endpoint,
+                                                                    std::uint64_t ioThreadAffinity) {
   try {
     zmq::socket_t socket(context, zmq::socket_type::pub);
     applyCommonOptions(socket);
+    if (ioThreadAffinity != 0) socket.set(zmq::sockopt::affinity, ioThreadAffinity);
     socket.bind(endpoint);
     std::string bound = socket.get(zmq::sockopt::last_endpoint);
     return EventPublisher(std::move(socket), std::move(bound));

@@ -29,6 +29,10 @@ std::string_view toString(CoordinatorError error) {
 
 namespace {
 
+constexpr int kIoThreads = 2;
+constexpr std::uint64_t kRequestIoThreads = 0b01;  // ZMQ_AFFINITY bit masks over the I/O threads
+constexpr std::uint64_t kEventIoThreads = 0b10;
+
 std::string hostName() {
   std::array<char, 256> name{};
   if (gethostname(name.data(), name.size() - 1) != 0) return {};
@@ -69,10 +73,12 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
                                                         static_cast<std::uint32_t>(bus::kMaxArenaReceivers)});
   if (!arena) return bus::fail(CoordinatorError::Arena, arena.error().describe());
 
-  zmq::context_t context(1);
-  auto router = bus::RouterEndpoint::bind(context, endpoints->requests);
+  // Two I/O threads: the requests and replies of rounds on one, the event stream on the other, so that fanning
+  // events out to many monitors never queues a round's messages behind it (bench/results/monitors-*).
+  zmq::context_t context(kIoThreads);
+  auto router = bus::RouterEndpoint::bind(context, endpoints->requests, kRequestIoThreads);
   if (!router) return bus::fail(CoordinatorError::Transport, router.error().describe());
-  auto events = bus::EventPublisher::bind(context, endpoints->events);
+  auto events = bus::EventPublisher::bind(context, endpoints->events, kEventIoThreads);
   if (!events) return bus::fail(CoordinatorError::Transport, events.error().describe());
 
   auto impl = std::make_unique<Impl>(options, std::move(*block), std::move(*arena), std::move(context),

@@ -22,7 +22,9 @@ class EventPublisher {
  public:
   using Sequences = std::map<std::string, std::uint64_t, std::less<>>;
 
-  static tl::expected<EventPublisher, TransportFailure> bind(zmq::context_t& context, const std::string& endpoint);
+  // `ioThreadAffinity`: as for RouterEndpoint::bind.
+  static tl::expected<EventPublisher, TransportFailure> bind(zmq::context_t& context, const std::string& endpoint,
+                                                             std::uint64_t ioThreadAffinity = 0);
 
   // Stamps `body` with its family's next sequence number and `epoch`, publishes it under `topic`, and returns
   // the number.

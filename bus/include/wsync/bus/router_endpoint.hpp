@@ -1,5 +1,6 @@
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,7 +19,10 @@ namespace wsync::bus {
 // that is gone fails with PeerUnreachable instead of vanishing. Sends never block.
 class RouterEndpoint {
  public:
-  static tl::expected<RouterEndpoint, TransportFailure> bind(zmq::context_t& context, const std::string& endpoint);
+  // `ioThreadAffinity`: ZMQ_AFFINITY, the context's I/O threads (bit i: thread i) this socket's connections use;
+  // 0 leaves the choice to ZeroMQ.
+  static tl::expected<RouterEndpoint, TransportFailure> bind(zmq::context_t& context, const std::string& endpoint,
+                                                             std::uint64_t ioThreadAffinity = 0);
 
   // Waits up to `timeout` (0: just look) for one request; empty when none arrived.
   tl::expected<std::optional<Received>, TransportFailure> receive(std::chrono::milliseconds timeout);
