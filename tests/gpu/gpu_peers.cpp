@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "test_environment.hpp"
+#include "text_file.hpp"
 #include "wsync/bus/device_checksum.hpp"
 #include "wsync/bus/gpu/gpu_runtime.hpp"
 
@@ -23,13 +24,6 @@ namespace {
 
 // How often eventually() looks again.
 constexpr std::chrono::milliseconds kPollInterval{5};
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // ChildProcess gives a child this process's stdout. Pointing fd 1 at a file of the peer's own for the duration of
 // the spawn gives each peer its own stdout, read back whenever the test likes, with no pipe to keep drained.
@@ -98,7 +92,7 @@ std::uint64_t RoundReport::number(const std::string& key) const { return std::st
 
 std::vector<RoundReport> GpuPeer::rounds() const {
   std::vector<RoundReport> reports;
-  std::istringstream lines(readFile(outputPath));
+  std::istringstream lines(readTextFile(outputPath));
   for (std::string line; std::getline(lines, line);) {
     std::istringstream words(line);
     std::string first;
@@ -118,7 +112,7 @@ std::vector<RoundReport> GpuPeer::rounds() const {
   return reports;
 }
 
-std::string GpuPeer::output() const { return name + " printed:\n" + readFile(outputPath); }
+std::string GpuPeer::output() const { return name + " printed:\n" + readTextFile(outputPath); }
 
 std::vector<GpuPeer*> PeerGroup::all() {
   std::vector<GpuPeer*> peers{&sender};

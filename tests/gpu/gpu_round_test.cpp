@@ -8,13 +8,13 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
 #include "gpu_peers.hpp"
 #include "round_fixture.hpp"
+#include "text_file.hpp"
 #include "wsync/bus/gpu/nccl_channel.hpp"
 
 namespace wsync::test {
@@ -27,11 +27,6 @@ constexpr const char* kModel = "opt-125m";
 // transfers then end through their cancel probe. Well under the stall watchdog: the probe, not the watchdog, must
 // end them.
 constexpr std::chrono::milliseconds kAbortBound = std::chrono::milliseconds{bus::gpu::kNcclStallTimeout} / 2;
-
-std::string readAll(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-}
 
 class GpuRound : public RoundFixture, public testing::WithParamInterface<std::string> {
  protected:
@@ -71,8 +66,8 @@ class GpuRound : public RoundFixture, public testing::WithParamInterface<std::st
   void expectHoldsTrainersBytes(ChildProcess& worker, const std::string& id) {
     worker.signal(SIGTERM);
     EXPECT_EQ(worker.wait(kPatience), 0) << id;
-    const std::string trainer = readAll(path("trainer.safetensors"));
-    const std::string held = readAll(path(id + ".safetensors"));
+    const std::string trainer = readTextFile(path("trainer.safetensors"));
+    const std::string held = readTextFile(path(id + ".safetensors"));
     ASSERT_FALSE(trainer.empty());
     EXPECT_TRUE(trainer == held) << id << " does not hold the trainer's last committed version byte for byte";
   }

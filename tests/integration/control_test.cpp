@@ -3,12 +3,11 @@
 // codes (0 done, 3 no coordinator, 4 refused).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
 #include "round_fixture.hpp"
+#include "text_file.hpp"
 
 namespace wsync::test {
 namespace {
@@ -19,13 +18,6 @@ struct CtlResult {
   std::string err;
 };
 
-std::string readFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 class ControlTest : public RoundFixture {
  protected:
   CtlResult ctl(const std::vector<std::string>& args, const std::string& bus = {}) {
@@ -35,8 +27,8 @@ class ControlTest : public RoundFixture {
     auto process = ChildProcess::spawn("/bin/sh", {"-c", command});
     CtlResult result;
     result.status = process.wait(kPatience).value_or(-1);
-    result.out = readFile(path("ctl.out"));
-    result.err = readFile(path("ctl.err"));
+    result.out = readTextFile(path("ctl.out"));
+    result.err = readTextFile(path("ctl.err"));
     return result;
   }
   // The phase each registered worker's agent wrote in its control-block slot.
@@ -60,6 +52,14 @@ class ControlTest : public RoundFixture {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
+  }
+  bool waitForRoundPhase(msg::RoundPhase phase) {
+    const auto deadline = std::chrono::steady_clock::now() + kPatience;
+    while (block_->roundState().phase != phase) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
   }
   // A worker whose engine needs minutes to drain its requests: a round in `wait` mode stays in its pause phase.
   ChildProcess startSlowDrainingWorker(const std::string& id) {
@@ -133,11 +133,7 @@ TEST_F(ControlTest, AbortEndsTheRoundInProgressAndTheWorkersKeepTheirVersion) {
   waitForAgents(1);
   auto trainer = startTrainer("t0", {"--steps", "1", "--pause-mode", "wait"});
   // The round waits for the worker's engine to drain; it can only end by the operator's hand.
-  const auto deadline = std::chrono::steady_clock::now() + kPatience;
-  while (block_->roundState().phase != msg::RoundPhase::Pause) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(waitForRoundPhase(msg::RoundPhase::Pause));
   const auto aborted = ctl({"abort", "--reason", "test"});
   ASSERT_EQ(aborted.status, 0) << aborted.err;
   const auto outcome = nextOutcome();
@@ -156,11 +152,7 @@ TEST_F(ControlTest, EvictingTheAgentARoundWaitsForEndsTheRound) {
   auto worker = startSlowDrainingWorker("stuck");
   waitForAgents(1);
   auto trainer = startTrainer("t0", {"--steps", "1", "--pause-mode", "wait"});
-  const auto deadline = std::chrono::steady_clock::now() + kPatience;
-  while (block_->roundState().phase != msg::RoundPhase::Pause) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(waitForRoundPhase(msg::RoundPhase::Pause));
   worker.signal(SIGSTOP);  // a stuck engine: alive, silent only after the heartbeat timeout
   const auto evicted = ctl({"evict", "stuck", "--reason", "stuck engine"});
   ASSERT_EQ(evicted.status, 0) << evicted.err;

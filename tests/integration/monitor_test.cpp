@@ -5,23 +5,16 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
 
 #include "round_fixture.hpp"
+#include "text_file.hpp"
 
 namespace wsync::test {
 namespace {
-
-std::string readFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 class MonitorTest : public RoundFixture {
  protected:
@@ -40,7 +33,7 @@ class MonitorTest : public RoundFixture {
     while (std::chrono::steady_clock::now() < deadline) {
       auto monitor = startMonitor({"--once"}, "once");
       EXPECT_EQ(monitor.wait(kPatience), 0);
-      view = readFile(path("once.out"));
+      view = readTextFile(path("once.out"));
       if (holds(view)) return view;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -72,8 +65,8 @@ TEST_F(MonitorTest, JsonModePrintsEveryEventAsOneObjectPerLine) {
   auto monitor = startMonitor({"--json"}, "json");
   // The monitor is live once it printed an event (the coordinator beats every 100 ms here).
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
-  while (readFile(path("json.out")).find('\n') == std::string::npos) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << readFile(path("json.err"));
+  while (readTextFile(path("json.out")).find('\n') == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << readTextFile(path("json.err"));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto trainer = startTrainer("t0", {"--steps", "2"});
@@ -84,7 +77,7 @@ TEST_F(MonitorTest, JsonModePrintsEveryEventAsOneObjectPerLine) {
   monitor.signal(SIGTERM);
   EXPECT_EQ(monitor.wait(kPatience), 0);
 
-  std::istringstream lines(readFile(path("json.out")));
+  std::istringstream lines(readTextFile(path("json.out")));
   std::vector<std::uint64_t> committed;
   std::vector<std::string> roundTopics;
   std::uint64_t lastRoundSeq = 0;
@@ -115,7 +108,7 @@ TEST_F(MonitorTest, PrometheusEndpointServesTheBusMetrics) {
   const std::regex listening(R"(metrics on http://127\.0\.0\.1:([0-9]+)/metrics)");
   auto deadline = std::chrono::steady_clock::now() + kPatience;
   std::string err;
-  while (!std::regex_search(err = readFile(path("prom.err")), port, listening)) {
+  while (!std::regex_search(err = readTextFile(path("prom.err")), port, listening)) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << err;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -148,7 +141,7 @@ TEST_F(MonitorTest, PrometheusEndpointServesTheBusMetrics) {
 TEST_F(MonitorTest, WithoutACoordinatorItSaysSoAndExits3) {
   auto monitor = startMonitor({"--once", "--wait-ms", "300"}, "none");
   EXPECT_EQ(monitor.wait(kPatience), 3);
-  EXPECT_NE(readFile(path("none.err")).find("no coordinator on bus '" + bus_ + "'"), std::string::npos);
+  EXPECT_NE(readTextFile(path("none.err")).find("no coordinator on bus '" + bus_ + "'"), std::string::npos);
 }
 
 }  // namespace

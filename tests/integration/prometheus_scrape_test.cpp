@@ -15,19 +15,13 @@
 #include <thread>
 
 #include "round_fixture.hpp"
+#include "text_file.hpp"
 
 namespace wsync::test {
 namespace {
 
 // Scrapes this often, so that the test waits a fraction of a second for each new sample.
 constexpr const char* kScrapeInterval = "200ms";
-
-std::string readFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 // A TCP port that was free a moment ago (the kernel's pick for port 0).
 int freePort() {
@@ -69,7 +63,7 @@ TEST_F(PrometheusScrape, APrometheusServerStoresTheBusMetrics) {
   const std::regex listening(R"(metrics on http://127\.0\.0\.1:([0-9]+)/metrics)");
   auto deadline = std::chrono::steady_clock::now() + kPatience;
   std::string err;
-  while (!std::regex_search(err = readFile(path("mon.err")), match, listening)) {
+  while (!std::regex_search(err = readTextFile(path("mon.err")), match, listening)) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << err;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -112,7 +106,7 @@ TEST_F(PrometheusScrape, APrometheusServerStoresTheBusMetrics) {
   }
   for (const auto& [expression, value] : expected) {
     EXPECT_EQ(stored[expression], value) << expression << " as Prometheus stored it (log: "
-                                         << readFile(path("prometheus.log")).substr(0, 2000) << ")";
+                                         << readTextFile(path("prometheus.log")).substr(0, 2000) << ")";
   }
   prometheus.signal(SIGTERM);
   EXPECT_EQ(prometheus.wait(kPatience), 0);
