@@ -8,6 +8,7 @@ find_program(FLATC_EXECUTABLE flatc REQUIRED)                  # flatbuffers-com
 find_package(Boost 1.74 REQUIRED)                              # libboost-dev: Boost.Interprocess is header only
 find_package(tl-expected REQUIRED CONFIG)                      # libexpected-dev
 find_package(CLI11 REQUIRED CONFIG)                            # libcli11-dev
+find_package(spdlog 1.10 REQUIRED CONFIG)                      # libspdlog-dev: structured logs (log.hpp)
 find_package(nlohmann_json 3 REQUIRED)                         # nlohmann-json3-dev: safetensors headers, JSON lines
 # libcpp-httplib-dev: wsync-mon's /metrics. Debian builds it as a library with TLS and compression, unused here.
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib>=0.11)

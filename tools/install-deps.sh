@@ -17,6 +17,7 @@ packages=(
   libxxhash-dev        # xxHash: XXH3-128 digests of manifests and bucket plans
   libexpected-dev      # tl::expected, the error type of the bus API
   libcli11-dev         # CLI11, command-line parsing of the tools
+  libspdlog-dev        # spdlog (and {fmt}): the structured logs of every program and agent
   nlohmann-json3-dev   # nlohmann/json (header only): the JSON header of safetensors checkpoints, wsync-mon --json
   libcpp-httplib-dev   # cpp-httplib: the HTTP server of wsync-mon --prometheus
   libgtest-dev         # GoogleTest, the test suites

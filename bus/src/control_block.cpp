@@ -213,6 +213,8 @@ std::optional<AgentSlotSnapshot> ControlBlockView::agentSlot(std::uint32_t slot)
   snapshot.appliedVersion = source.appliedVersion.load(std::memory_order_acquire);
   snapshot.heartbeatMs = source.heartbeatMs.load(std::memory_order_acquire);
   snapshot.phase = static_cast<AgentPhase>(source.phase.load(std::memory_order_acquire));
+  snapshot.transferRound = source.transferRound.load(std::memory_order_relaxed);
+  snapshot.transferBytes = source.transferBytes.load(std::memory_order_relaxed);
   return snapshot;
 }
 
@@ -261,6 +263,8 @@ tl::expected<AgentSlotWriter, ControlBlockFailure> AgentSlotWriter::attach(std::
   AgentSlotData& mine = writer.mine();
   mine.appliedVersion.store(appliedVersion, std::memory_order_relaxed);
   mine.phase.store(static_cast<std::uint32_t>(AgentPhase::Idle), std::memory_order_relaxed);
+  mine.transferRound.store(0, std::memory_order_relaxed);
+  mine.transferBytes.store(0, std::memory_order_relaxed);
   mine.heartbeatMs.store(monotonicMillis(), std::memory_order_relaxed);
   mine.claimedGeneration.store(snapshot->generation, std::memory_order_release);
   return writer;

@@ -108,6 +108,7 @@ class StreamDigest {
     XXH3_128bits_update(state_.get(), data, bytes);
     total_ += bytes;
   }
+  std::uint64_t bytes() const { return total_; }
   TransferResult result() const {
     const XXH128_hash_t hash = XXH3_128bits_digest(state_.get());
     return TransferResult{total_, Digest{hash.low64, hash.high64}};
@@ -224,7 +225,8 @@ void ShmArena::abortTransfer(std::uint64_t transfer) {
 tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transfer, const BucketPlan& plan,
                                                             std::span<const std::span<const std::byte>> tensors,
                                                             std::span<const std::uint32_t> receivers,
-                                                            Clock::time_point deadline) {
+                                                            Clock::time_point deadline,
+                                                            const std::function<void(std::uint64_t)>& progress) {
   if (auto bound = checkBindings(plan, tensors, geometry_); !bound) return tl::unexpected(bound.error());
   for (std::uint32_t receiver : receivers) {
     if (receiver >= geometry_.maxReceivers) {
@@ -253,6 +255,7 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transf
       copyAndDigest(target + piece.bucketOffset, source, piece.bytes, source, digest);
     }
     publish(arena.fills[index].ticket, arena.fills[index].notify, ticketOf(transfer, bucket));
+    if (progress) progress(digest.bytes());
   }
   // Only once every receiver has copied out the last bucket: the next transfer's first bufferCount buckets refill
   // these buffers without waiting (their predecessors in the ring are of an earlier transfer, whose receivers the
@@ -274,7 +277,8 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transf
 
 tl::expected<TransferResult, ChannelFailure> ShmArena::receive(std::uint64_t transfer, const BucketPlan& plan,
                                                                std::span<const std::span<std::byte>> tensors,
-                                                               std::uint32_t receiver, Clock::time_point deadline) {
+                                                               std::uint32_t receiver, Clock::time_point deadline,
+                                                               const std::function<void(std::uint64_t)>& progress) {
   if (auto bound = checkBindings(plan, tensors, geometry_); !bound) return tl::unexpected(bound.error());
   if (receiver >= geometry_.maxReceivers) {
     return fail(ChannelError::PlanMismatch,
@@ -306,6 +310,7 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::receive(std::uint64_t tra
     }
     ArenaDrainData& drain = arena.drains[index][receiver];
     publish(drain.ticket, drain.notify, wanted);
+    if (progress) progress(digest.bytes());
   }
   return digest.result();
 }

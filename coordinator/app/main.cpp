@@ -1,9 +1,11 @@
 // wsync-coordinator: runs one bus until SIGINT or SIGTERM.
+#include <atomic>
 #include <csignal>
-#include <cstdio>
 
 #include <CLI/CLI.hpp>
 
+#include "wsync/bus/log.hpp"
+#include "wsync/bus/log_flags.hpp"
 #include "wsync/coordinator/coordinator.hpp"
 
 namespace {
@@ -44,8 +46,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--transfer-timeout-ms", transferTimeoutMs, "base allowance of a transfer (plus 1 s per GiB)")
       ->capture_default_str();
-  app.add_flag("-v,--verbose", options.verbose, "a line per registration and per round");
+  wsync::log::LogFlags logFlags;
+  logFlags.addTo(app);
   CLI11_PARSE(app, argc, argv);
+  logFlags.apply("wsync-coordinator");
   options.bucketBytes = bucketMiB << 20;
   options.gpuBucketBytes = gpuBucketMiB << 20;
   options.heartbeatInterval = std::chrono::milliseconds(heartbeatIntervalMs);
@@ -55,8 +59,7 @@ int main(int argc, char** argv) {
 
   auto coordinator = Coordinator::start(options);
   if (!coordinator) {
-    std::fprintf(stderr, "wsync-coordinator: cannot start bus '%s': %s\n", options.bus.c_str(),
-                 coordinator.error().describe().c_str());
+    wsync::log::error("cannot start bus '{}': {}", options.bus, coordinator.error().describe());
     return coordinator.error().code == CoordinatorError::BusInUse ? 3 : 1;
   }
   struct sigaction action {};
@@ -65,17 +68,13 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
-  std::printf("wsync-coordinator: bus '%s' ready (epoch %016llx, requests %s, events %s)\n", options.bus.c_str(),
-              static_cast<unsigned long long>((*coordinator)->epoch()), (*coordinator)->requestEndpoint().c_str(),
-              (*coordinator)->eventEndpoint().c_str());
-  std::fflush(stdout);
+  wsync::log::info("bus '{}' ready (epoch {:016x}, requests {}, events {})", options.bus, (*coordinator)->epoch(),
+                   (*coordinator)->requestEndpoint(), (*coordinator)->eventEndpoint());
   (*coordinator)->run(stopRequested);
   const auto& stats = (*coordinator)->stats();
-  std::printf("wsync-coordinator: bus '%s' stopping: %llu rounds committed, %llu aborted, %llu agents joined, "
-              "%llu died, %llu requests rejected\n",
-              options.bus.c_str(), static_cast<unsigned long long>(stats.roundsCommitted),
-              static_cast<unsigned long long>(stats.roundsAborted), static_cast<unsigned long long>(stats.agentsJoined),
-              static_cast<unsigned long long>(stats.agentsDied),
-              static_cast<unsigned long long>(stats.requestsRejected));
+  wsync::log::info("bus '{}' stopping: {} rounds committed, {} aborted, {} agents joined, {} died, {} requests "
+                   "rejected",
+                   options.bus, stats.roundsCommitted, stats.roundsAborted, stats.agentsJoined, stats.agentsDied,
+                   stats.requestsRejected);
   return 0;
 }

@@ -110,10 +110,7 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
   (void)events.publish(std::string(bus::topics::kBus) + lower(msg::EnumNameControlAction(request.action())), builder,
                        event, block.epoch());
   block.setEventsPublished(events.published());
-  if (options.verbose) {
-    std::printf("wsync-coordinator: operator: %s%s\n", detail.c_str(), because.c_str());
-    std::fflush(stdout);
-  }
+  log::info("operator: {}{}", detail, because);
 }
 
 }  // namespace wsync::coordinator

@@ -84,6 +84,7 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   auto impl = std::make_unique<Impl>(options, std::move(*block), std::move(*arena), std::move(context),
                                      std::move(*router), std::move(*events));
   impl->hostname = hostName();
+  log::setAgent("coordinator");
   impl->block.beat(bus::monotonicMillis());
   return std::unique_ptr<Coordinator>(new Coordinator(std::move(impl)));
 }
@@ -132,7 +133,7 @@ void Coordinator::Impl::step(std::chrono::milliseconds maxWait) {
     auto received = router.receive(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
     if (!received) {
       if (received.error().code == bus::TransportError::Interrupted) return;  // a signal: let run() look at stop
-      std::fprintf(stderr, "wsync-coordinator: receive failed: %s\n", received.error().describe().c_str());
+      log::error("receive failed: {}", received.error().describe());
       return;
     }
     if (*received) {
@@ -153,7 +154,7 @@ void Coordinator::Impl::sendTo(const std::string& peer, std::span<const std::uin
   auto sent = router.send(peer, bytes);
   // PeerUnreachable: the agent is gone; the liveness check will declare it. Anything else is worth a line.
   if (!sent && sent.error().code != bus::TransportError::PeerUnreachable) {
-    std::fprintf(stderr, "wsync-coordinator: send to %s failed: %s\n", peer.c_str(), sent.error().describe().c_str());
+    log::warn("send to {} failed: {}", peer, sent.error().describe());
   }
 }
 
@@ -349,6 +350,7 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   // reported one is the last commit (a worker cannot hold a version that was never committed).
   if (!round && hello.applied_version() > committedVersion) {
     committedVersion = hello.applied_version();
+    log::setVersion(committedVersion);
     block.setCommitted(committedVersion, roundCounter);
   }
   const AgentRecord& stored = agents.emplace(source, std::move(agent)).first->second;
@@ -357,11 +359,8 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   // A worker joining while an operator holds generation paused is paused too.
   if (operatorPause && stored.role == msg::Role::Worker) sendOperatorPause(stored.routingId);
   publishAgentEvent(stored, msg::AgentEventKind::Joined, {});
-  if (options.verbose) {
-    std::printf("wsync-coordinator: %s '%s' joined (rank %d, slot %u, pid %u)\n", msg::EnumNameRole(stored.role),
-                stored.agentId.c_str(), stored.rank, stored.slot, stored.process.pid);
-    std::fflush(stdout);
-  }
+  log::info("{} '{}' joined (rank {}, slot {}, pid {})", msg::EnumNameRole(stored.role), stored.agentId, stored.rank,
+            stored.slot, stored.process.pid);
 }
 
 void Coordinator::Impl::publishAgentEvent(const AgentRecord& agent, msg::AgentEventKind kind,
@@ -389,15 +388,14 @@ void Coordinator::Impl::removeAgent(const std::string& routingId, msg::AgentEven
   (void)block.setOccupancy(agent.slot, leftForGood ? bus::SlotOccupancy::Free
                                                                          : bus::SlotOccupancy::Dead);
   publishAgentEvent(agent, kind, detail);
-  if (options.verbose) {
-    std::printf("wsync-coordinator: %s '%s' %s: %s\n", msg::EnumNameRole(agent.role), agent.agentId.c_str(),
-                kind == msg::AgentEventKind::Left      ? "left"
-                : kind == msg::AgentEventKind::Dead    ? "died"
-                : kind == msg::AgentEventKind::Evicted ? "evicted"
-                                                       : "replaced",
-                detail.c_str());
-    std::fflush(stdout);
-  }
+  // A departure that was not asked for is worth a warning; leaving is routine.
+  const auto level = kind == msg::AgentEventKind::Left ? spdlog::level::info : spdlog::level::warn;
+  log::logger()->log(level, "{} '{}' {}: {}", msg::EnumNameRole(agent.role), agent.agentId,
+      kind == msg::AgentEventKind::Left      ? "left"
+      : kind == msg::AgentEventKind::Dead    ? "died"
+      : kind == msg::AgentEventKind::Evicted ? "was evicted"
+                                             : "was replaced",
+      detail);
   agentGone(agent, detail);
 }
 
@@ -431,19 +429,27 @@ void Coordinator::Impl::handleSnapshotRequest(const std::string& source, const b
   std::vector<flatbuffers::Offset<msg::AgentInfo>> infos;
   for (const auto& [routingId, agent] : agents) {
     std::uint64_t lastSign = agent.lastMessageMs;
+    msg::AgentState state = msg::AgentState::Unknown;
+    std::uint64_t transferRound = 0;
+    std::uint64_t transferBytes = 0;
     if (const auto slot = block.agentSlot(agent.slot); slot && slot->agentAttached) {
       lastSign = std::max(lastSign, slot->heartbeatMs);
+      // AgentPhase and AgentState share their values (a static_assert in control_block.hpp pins them).
+      state = static_cast<msg::AgentState>(slot->phase);
+      transferRound = slot->transferRound;
+      transferBytes = slot->transferBytes;
     }
     infos.push_back(msg::CreateAgentInfo(fbb, fbb.CreateString(agent.agentId), agent.role, agent.slot, agent.rank,
                                          block.appliedVersion(agent.slot),
-                                         static_cast<std::uint32_t>(nowMs > lastSign ? nowMs - lastSign : 0)));
+                                         static_cast<std::uint32_t>(nowMs > lastSign ? nowMs - lastSign : 0), state,
+                                         transferRound, transferBytes));
   }
   const auto pause = block.pauseState();
   const msg::Digest128 digest = round ? bus::toMessage(round->manifestDigest) : msg::Digest128();
   const auto reply = msg::CreateSnapshotReply(
       fbb, fbb.CreateVector(sequences), block.epoch(), committedVersion, fbb.CreateString(committedLabel),
       round ? round->phase : msg::RoundPhase::Idle, round ? round->id : roundCounter, round ? round->version : 0,
-      pause.mode, pause.paused, &digest, fbb.CreateVector(infos));
+      pause.mode, pause.paused, &digest, fbb.CreateVector(infos), round ? round->totalBytes : 0);
   (void)message;
   sendTo(source, builder.finish(reply, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
 }

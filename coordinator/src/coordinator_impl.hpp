@@ -12,6 +12,7 @@
 
 #include "gpu_resources.hpp"
 #include "wsync/bus/control_block.hpp"
+#include "wsync/bus/log.hpp"
 #include "wsync/bus/event_publisher.hpp"
 #include "wsync/bus/manifest.hpp"
 #include "wsync/bus/message.hpp"

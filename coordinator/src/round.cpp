@@ -117,7 +117,7 @@ void Coordinator::Impl::setPhase(msg::RoundPhase phase, const std::string& detai
   auto& fbb = builder.fbb();
   const auto body = msg::CreateRoundTransition(fbb, round->id, round->version, phase,
                                                static_cast<std::uint32_t>(round->participants.size()),
-                                               fbb.CreateString(detail));
+                                               fbb.CreateString(detail), round->totalBytes);
   std::string topic(bus::topics::kRound);
   topic += msg::EnumNameRoundPhase(phase);
   std::transform(topic.begin(), topic.end(), topic.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -343,6 +343,7 @@ void Coordinator::Impl::verifyAndCommit() {
   }
 
   committedVersion = round->version;
+  log::setVersion(committedVersion);
   committedLabel = round->label;
   block.setCommitted(round->version, round->id);
   round->phase = msg::RoundPhase::Commit;
@@ -363,14 +364,9 @@ void Coordinator::Impl::verifyAndCommit() {
   (void)events.publish(std::string(bus::topics::kRound) + "commit", builder, buildCommit(), block.epoch());
   block.setEventsPublished(events.published());
   ++stats.roundsCommitted;
-  if (options.verbose) {
-    const double transferMs = millisSince(round->transferStarted);
-    std::printf("wsync-coordinator: round %" PRIu64 " committed version %" PRIu64 " (%" PRIu64
-                " bytes to %zu workers, %.1f ms in transfer, %.1f ms in all)\n",
-                round->id, round->version, round->trainerBytes, round->participants.size(), transferMs,
-                millisSince(round->begun));
-    std::fflush(stdout);
-  }
+  log::info("round {} committed version {} ({} bytes to {} workers, {:.1f} ms in transfer, {:.1f} ms in all)",
+            round->id, round->version, round->trainerBytes, round->participants.size(),
+            millisSince(round->transferStarted), millisSince(round->begun));
   resumeWorkers(true);
 }
 
@@ -411,11 +407,8 @@ void Coordinator::Impl::abortRound(msg::AbortReason reason, const std::string& d
   (void)events.publish(std::string(bus::topics::kRound) + "abort", builder, buildAbort(), block.epoch());
   block.setEventsPublished(events.published());
   ++stats.roundsAborted;
-  if (options.verbose) {
-    std::printf("wsync-coordinator: round %" PRIu64 " (version %" PRIu64 ") aborted: %s: %s\n", round->id,
-                round->version, msg::EnumNameAbortReason(reason), detail.c_str());
-    std::fflush(stdout);
-  }
+  log::warn("round {} (version {}) aborted: {}: {}", round->id, round->version, msg::EnumNameAbortReason(reason),
+            detail);
   if (round->phase >= msg::RoundPhase::Pause) {
     resumeWorkers(false);
   } else {

@@ -55,12 +55,12 @@ static_assert(fieldCount(&msg::CreateCommit) == 5);
 static_assert(fieldCount(&msg::CreateAbort) == 5);
 static_assert(fieldCount(&msg::CreateResume) == 2);
 static_assert(fieldCount(&msg::CreateSnapshotRequest) == 0);
-static_assert(fieldCount(&msg::CreateAgentInfo) == 6);
+static_assert(fieldCount(&msg::CreateAgentInfo) == 9);
 static_assert(fieldCount(&msg::CreateTopicSequence) == 2);
-static_assert(fieldCount(&msg::CreateSnapshotReply) == 11);
+static_assert(fieldCount(&msg::CreateSnapshotReply) == 12);
 static_assert(fieldCount(&msg::CreateError) == 3);
 static_assert(fieldCount(&msg::CreateAgentEvent) == 3);
-static_assert(fieldCount(&msg::CreateRoundTransition) == 5);
+static_assert(fieldCount(&msg::CreateRoundTransition) == 6);
 static_assert(fieldCount(&msg::CreateGoodbye) == 1);
 static_assert(fieldCount(&msg::CreateCoordinatorBeat) == 5);
 static_assert(fieldCount(&msg::CreateControlRequest) == 4);
@@ -282,6 +282,9 @@ void walk(const msg::AgentInfo& agent, Fold& fold) {
   fold.add(agent.rank());
   fold.add(agent.applied_version());
   fold.add(agent.last_heartbeat_age_ms());
+  fold.add(agent.state(), msg::EnumNameAgentState(agent.state()));
+  fold.add(agent.transfer_round());
+  fold.add(agent.transfer_bytes());
 }
 
 void walk(const msg::TopicSequence& sequence, Fold& fold) {
@@ -312,6 +315,7 @@ void walk(const msg::SnapshotReply& snapshot, Fold& fold) {
   } else {
     fold.addAbsent();
   }
+  fold.add(snapshot.round_bytes());
 }
 
 void walk(const msg::AgentEvent& event, Fold& fold) {
@@ -326,6 +330,7 @@ void walk(const msg::RoundTransition& transition, Fold& fold) {
   fold.add(transition.phase(), msg::EnumNameRoundPhase(transition.phase()));
   fold.add(transition.participants());
   fold.add(transition.detail());
+  fold.add(transition.total_bytes());
 }
 
 void walk(const msg::Goodbye& goodbye, Fold& fold) { fold.add(goodbye.reason()); }

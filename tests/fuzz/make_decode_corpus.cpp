@@ -282,14 +282,15 @@ Bytes commit() {
 
 Bytes agentEvent() {
   flatbuffers::FlatBufferBuilder fbb;
-  const auto agent = msg::CreateAgentInfoDirect(fbb, "worker-3@gpu-node-07", msg::Role::Worker, 5, 3, 41, 3'100);
+  const auto agent = msg::CreateAgentInfoDirect(fbb, "worker-3@gpu-node-07", msg::Role::Worker, 5, 3, 41, 3'100,
+                                                  msg::AgentState::Receiving, 42, 1'250'000'000);
   return finish(fbb, msg::CreateAgentEventDirect(fbb, msg::AgentEventKind::Dead, agent, "no heartbeat for 3100 ms"),
                 {.seq = 12});
 }
 
 Bytes roundTransition() {
   flatbuffers::FlatBufferBuilder fbb;
-  return finish(fbb, msg::CreateRoundTransitionDirect(fbb, 7, 42, msg::RoundPhase::Verify, 3, ""), {.seq = 304});
+  return finish(fbb, msg::CreateRoundTransitionDirect(fbb, 7, 42, msg::RoundPhase::Verify, 3, "", 250'478'592), {.seq = 304});
 }
 
 Bytes goodbye() {
@@ -339,7 +340,8 @@ Bytes snapshotReply() {
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<msg::AgentInfo>> agents{
       msg::CreateAgentInfoDirect(fbb, "trainer-0", msg::Role::Trainer, 0, 0, 42, 12),
-      msg::CreateAgentInfoDirect(fbb, "worker-0@gpu-node-05", msg::Role::Worker, 1, 1, 42, 40),
+      msg::CreateAgentInfoDirect(fbb, "worker-0@gpu-node-05", msg::Role::Worker, 1, 1, 42, 40,
+                                 msg::AgentState::Paused, 42, 250'000'000),
       msg::CreateAgentInfoDirect(fbb, "worker-3@gpu-node-07", msg::Role::Worker, 5, 3, 41, 1'350),
       msg::CreateAgentInfoDirect(fbb, "monitor", msg::Role::Monitor, 6, -1, 0, 95)};
   std::vector<flatbuffers::Offset<msg::TopicSequence>> sequences{msg::CreateTopicSequenceDirect(fbb, "round/", 305),
@@ -347,7 +349,7 @@ Bytes snapshotReply() {
                                                                  msg::CreateTopicSequenceDirect(fbb, "bus/", 1)};
   return finish(fbb, msg::CreateSnapshotReplyDirect(fbb, &sequences, kEpoch, 41, "step-41000",
                                                     msg::RoundPhase::Transfer, 7, 42, msg::PauseMode::Keep, true,
-                                                    &kManifestDigest, &agents));
+                                                    &kManifestDigest, &agents, 250'478'592));
 }
 
 Bytes errorReply() {

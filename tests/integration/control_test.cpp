@@ -92,6 +92,13 @@ TEST_F(ControlTest, StatusAndAgentsDescribeTheBus) {
   ASSERT_TRUE(list.is_array());
   EXPECT_EQ(list.size(), 2U);
   EXPECT_EQ(list[0]["role"], "worker");
+  // Each worker's slot shows what it did: generating again, and its part of the last round (every byte of it).
+  for (const auto& agent : list) {
+    EXPECT_EQ(agent["state"], "idle") << agent;
+    EXPECT_EQ(agent["transfer_round"], state["round"]) << agent;
+    EXPECT_GT(agent["transfer_bytes"].get<std::uint64_t>(), 0U) << agent;
+    EXPECT_EQ(agent["transfer_bytes"], list[0]["transfer_bytes"]) << agent;
+  }
 
   const auto human = ctl({"status"});
   EXPECT_EQ(human.status, 0);

@@ -50,7 +50,8 @@ TEST_F(MonitorTest, ALateMonitorShowsTheBusFromTheSnapshot) {
   auto trainer = startTrainer("t0", {"--steps", "3"});
   for (int round = 0; round < 3; ++round) ASSERT_TRUE(nextOutcome().committed);
   EXPECT_EQ(trainer.wait(kPatience), 0);
-  const std::regex worker(R"(\n(w[01]) +worker +[01] +[0-9]+ +3 +[0-9]+ ms)");
+  // agent, role, rank, slot, state, applied version, heartbeat age, bytes of the round in progress.
+  const std::regex worker(R"(\n(w[01]) +worker +[01] +[0-9]+ +idle +3 +[0-9]+ ms +-)");
   const std::string view = viewWhere([&](const std::string& text) {
     return std::distance(std::sregex_iterator(text.begin(), text.end(), worker), std::sregex_iterator()) == 2;
   });

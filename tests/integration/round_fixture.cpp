@@ -58,7 +58,7 @@ void RoundFixture::TearDown() {
 
 void RoundFixture::startCoordinator(const std::vector<std::string>& extraArgs) {
   std::vector<std::string> args{"--bus", bus_, "--bucket-mib", "1", "--heartbeat-interval-ms", "100",
-                                "--heartbeat-timeout-ms", std::to_string(kTestHeartbeatTimeout.count()), "-v"};
+                                "--heartbeat-timeout-ms", std::to_string(kTestHeartbeatTimeout.count())};
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
   coordinator_.reset();
   block_.reset();
@@ -82,22 +82,24 @@ void RoundFixture::startCoordinator(const std::vector<std::string>& extraArgs) {
   events_.emplace(std::move(*subscriber));
 }
 
-ChildProcess RoundFixture::startWorker(const std::string& id, const std::vector<std::string>& extraArgs) {
+ChildProcess RoundFixture::startWorker(const std::string& id, const std::vector<std::string>& extraArgs,
+                                       const std::string& stderrPath) {
   std::vector<std::string> args{"--bus", bus_, "--id", id, "--step-ms", "1", "-q"};
   if (std::find(extraArgs.begin(), extraArgs.end(), "--model") == extraArgs.end()) {
     args.insert(args.end(), {"--model", "tiny"});
   }
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  return ChildProcess::spawn(testBinary(WSYNC_WORKER_BIN), args);
+  return ChildProcess::spawn(testBinary(WSYNC_WORKER_BIN), args, stderrPath);
 }
 
-ChildProcess RoundFixture::startTrainer(const std::string& id, const std::vector<std::string>& extraArgs) {
+ChildProcess RoundFixture::startTrainer(const std::string& id, const std::vector<std::string>& extraArgs,
+                                        const std::string& stderrPath) {
   std::vector<std::string> args{"--bus", bus_, "--id", id};
   if (std::find(extraArgs.begin(), extraArgs.end(), "--model") == extraArgs.end()) {
     args.insert(args.end(), {"--model", "tiny"});
   }
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  return ChildProcess::spawn(testBinary(WSYNC_TRAINER_BIN), args);
+  return ChildProcess::spawn(testBinary(WSYNC_TRAINER_BIN), args, stderrPath);
 }
 
 void RoundFixture::waitForAgents(std::uint32_t count) {

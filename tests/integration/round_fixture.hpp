@@ -52,8 +52,11 @@ class RoundFixture : public ::testing::Test {
 
   // Starts the coordinator and waits for its control block; subscribes to its events.
   void startCoordinator(const std::vector<std::string>& extraArgs = {});
-  ChildProcess startWorker(const std::string& id, const std::vector<std::string>& extraArgs = {});
-  ChildProcess startTrainer(const std::string& id, const std::vector<std::string>& extraArgs = {});
+  // With `stderrPath` the agent's log lines go to that file.
+  ChildProcess startWorker(const std::string& id, const std::vector<std::string>& extraArgs = {},
+                           const std::string& stderrPath = {});
+  ChildProcess startTrainer(const std::string& id, const std::vector<std::string>& extraArgs = {},
+                            const std::string& stderrPath = {});
   // Waits until `count` agents hold slots.
   void waitForAgents(std::uint32_t count);
   // The next round outcome on the event stream (committed or aborted); fails the test on timeout.

@@ -221,7 +221,10 @@ TEST_F(RoundFixture, AgentsReconnectToARestartedCoordinatorAndContinue) {
     if (outcome.committed) committed = outcome;
   }
   ASSERT_TRUE(committed);
-  EXPECT_GT(committed->version, before.version);
+  // Not necessarily above: killed right after publishing the commit event (on its own I/O thread) but before its
+  // Commit messages left, the old coordinator committed `before` for the monitors only; the trainer saw its round
+  // end with the restart and publishes that version again (docs/decisions.md). Never below.
+  EXPECT_GE(committed->version, before.version);
   EXPECT_TRUE(waitForApplied("w0", committed->version) || appliedVersion("w0").value_or(0) > committed->version);
   trainer.signal(SIGTERM);
   EXPECT_THAT(trainer.wait(kPatience), ::testing::AnyOf(0, 4));

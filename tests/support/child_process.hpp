@@ -12,8 +12,10 @@ namespace wsync::test {
 
 class ChildProcess {
  public:
-  // Starts `path` with `args` (argv[1..]); throws std::runtime_error when it cannot start.
-  static ChildProcess spawn(const std::string& path, const std::vector<std::string>& args);
+  // Starts `path` with `args` (argv[1..]); throws std::runtime_error when it cannot start. With `stderrPath` the
+  // child's stderr goes to that file (created or truncated) instead of the test's.
+  static ChildProcess spawn(const std::string& path, const std::vector<std::string>& args,
+                            const std::string& stderrPath = {});
 
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&&) = delete;

@@ -3,6 +3,7 @@
 // not fit the bound buffers fail cleanly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -118,6 +119,41 @@ TEST(ShmArena, EveryReceiverGetsEveryByteAcrossTransfers) {
       EXPECT_EQ(received[r]->digest, sent->digest) << "receiver " << r;
       EXPECT_EQ(staging[r], model.tensors) << "receiver " << r;
     }
+  }
+}
+
+// Both sides report their bytes after every bucket: rising, one report per bucket, ending at the payload's size
+// (what monitors and progress bars read from the agents' slots).
+TEST(ShmArena, BothSidesReportProgressAfterEveryBucket) {
+  const ArenaGeometry geometry{64 * 1024, 2, 1};
+  auto owner = ShmArena::create(arenaName(), geometry);
+  ASSERT_TRUE(owner.has_value()) << owner.error().describe();
+  const Model model = makeModel(7, 40);
+  auto plan = BucketPlan::build(model.manifest, geometry.bucketBytes, 256);
+  ASSERT_TRUE(plan.has_value());
+  ASSERT_GT(plan->bucketCount(), 2U);
+
+  std::vector<std::uint64_t> sentReports;
+  std::vector<std::uint64_t> receivedReports;
+  std::vector<std::vector<std::byte>> staging = stagingFor(model.manifest);
+  tl::expected<TransferResult, ChannelFailure> received = tl::unexpected(ChannelFailure{});
+  std::thread receiver([&] {
+    auto arena = ShmArena::open(owner->name());
+    ASSERT_TRUE(arena.has_value());
+    received = arena->receive(1, *plan, views(staging), 0, Clock::now() + kTransferTimeout,
+                              [&](std::uint64_t bytes) { receivedReports.push_back(bytes); });
+  });
+  const std::vector<std::uint32_t> one{0};
+  auto sent = owner->send(1, *plan, views(model.tensors), one, Clock::now() + kTransferTimeout,
+                          [&](std::uint64_t bytes) { sentReports.push_back(bytes); });
+  receiver.join();
+  ASSERT_TRUE(sent.has_value()) << sent.error().describe();
+  ASSERT_TRUE(received.has_value()) << received.error().describe();
+  for (const auto* reports : {&sentReports, &receivedReports}) {
+    ASSERT_EQ(reports->size(), plan->bucketCount());
+    EXPECT_TRUE(std::is_sorted(reports->begin(), reports->end()));
+    EXPECT_GT(reports->front(), 0U);
+    EXPECT_EQ(reports->back(), model.manifest.totalBytes());
   }
 }
 

@@ -36,6 +36,7 @@
 #include "shm_receiver.hpp"
 #include "shm_report.hpp"
 #include "version_read.hpp"
+#include "wsync/bus/log.hpp"
 
 #ifdef WSYNC_HAVE_CUDA
 #include "gpu_benchmark.hpp"
@@ -446,6 +447,9 @@ int main(int argc, char** argv) {
   roundWorkerAgent.add_option("--model", roundWorker.model)->required();
 
   CLI11_PARSE(app, argc, argv);
+  // The coordinator and agents run in this process: a line per round would cost what is measured, and hide the
+  // results. Warnings and errors still show.
+  wsync::log::configure({.program = "wsync-bench", .level = spdlog::level::warn});
 
 #ifdef WSYNC_HAVE_CUDA
   if (gpuRankAgent.parsed()) {

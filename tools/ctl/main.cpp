@@ -43,8 +43,11 @@ nlohmann::json snapshotJson(const std::string& busName, const msg::SnapshotReply
                         {"role", lower(msg::EnumNameRole(agent->role()))},
                         {"rank", agent->rank()},
                         {"slot", agent->slot()},
+                        {"state", lower(msg::EnumNameAgentState(agent->state()))},
                         {"applied_version", agent->applied_version()},
-                        {"heartbeat_age_ms", agent->last_heartbeat_age_ms()}});
+                        {"heartbeat_age_ms", agent->last_heartbeat_age_ms()},
+                        {"transfer_round", agent->transfer_round()},
+                        {"transfer_bytes", agent->transfer_bytes()}});
     }
   }
   char epoch[17];
@@ -56,18 +59,21 @@ nlohmann::json snapshotJson(const std::string& busName, const msg::SnapshotReply
           {"phase", lower(msg::EnumNameRoundPhase(snapshot.phase()))},
           {"round", snapshot.round()},
           {"round_version", snapshot.round_version()},
+          {"round_bytes", snapshot.round_bytes()},
           {"paused", snapshot.paused()},
           {"pause_mode", lower(msg::EnumNamePauseMode(snapshot.pause_mode()))},
           {"agents", agents}};
 }
 
 void printAgents(const msg::SnapshotReply& snapshot) {
-  std::printf("%-24s %-8s %5s %5s %16s %13s\n", "agent", "role", "rank", "slot", "applied version", "heartbeat age");
+  std::printf("%-24s %-8s %5s %5s %-10s %16s %13s\n", "agent", "role", "rank", "slot", "state", "applied version",
+              "heartbeat age");
   if (snapshot.agents() == nullptr) return;
   for (const auto* agent : *snapshot.agents()) {
-    std::printf("%-24s %-8s %5d %5u %16" PRIu64 " %10u ms\n", text(agent->agent_id()).c_str(),
+    std::printf("%-24s %-8s %5d %5u %-10s %16" PRIu64 " %10u ms\n", text(agent->agent_id()).c_str(),
                 lower(msg::EnumNameRole(agent->role())).c_str(), agent->rank(), agent->slot(),
-                agent->applied_version(), agent->last_heartbeat_age_ms());
+                lower(msg::EnumNameAgentState(agent->state())).c_str(), agent->applied_version(),
+                agent->last_heartbeat_age_ms());
   }
 }
 

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "wsync/bus/bus_address.hpp"
 #include "wsync/bus/control_block.hpp"
 #include "wsync/bus/event_subscriber.hpp"
+#include "wsync/bus/progress_bar.hpp"
 #include "wsync/bus/topics.hpp"
 
 namespace fs = std::filesystem;
@@ -44,6 +46,19 @@ bool waitFor(const std::function<bool()>& condition, std::chrono::milliseconds t
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return true;
+}
+
+// The trainer's bytes sent so far in `round`, from its control-block slot (0 until it starts).
+std::uint64_t trainerBytesSent(const bus::ControlBlockView& block, std::uint64_t round) {
+  std::uint64_t bytes = 0;
+  for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
+    const auto agent = block.agentSlot(slot);
+    if (agent && agent->occupancy == bus::SlotOccupancy::Active && agent->agentAttached &&
+        agent->role == msg::Role::Trainer && agent->transferRound == round) {
+      bytes = std::max(bytes, agent->transferBytes);
+    }
+  }
+  return bytes;
 }
 
 int fail(const std::string& what, const fs::path& workDir) {
@@ -139,7 +154,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   auto coordinator = demo::Process::spawn(
-      coordinatorBin, {"--bus", bus, "--bucket-mib", std::to_string(bucketMiB), "-v"},
+      coordinatorBin, {"--bus", bus, "--bucket-mib", std::to_string(bucketMiB)},
       (workDir / "coordinator.log").string());
   if (!coordinator) return fail(coordinator.error(), workDir);
   if (!waitFor([&] { return bus::ControlBlockView::open(bus).has_value(); }, kStartTimeout)) {
@@ -191,11 +206,21 @@ int main(int argc, char** argv) {
   std::uint32_t aborted = 0;
   std::optional<int> trainerStatus;
   const auto runDeadline = std::chrono::steady_clock::now() + kRunTimeout;
+  // A bar under the round lines while a long payload moves (on a terminal only; bus::kProgressBarDelay).
+  std::optional<bus::ProgressBar> bar;
   // Live progress, until the trainer is done and its last round reported.
   while (std::chrono::steady_clock::now() < runDeadline) {
     auto received = events->receive(std::chrono::milliseconds(100));
+    if (const auto& transfer = reporter.transfer()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!bar) bar.emplace("round " + std::to_string(transfer->round) + "  version " + std::to_string(transfer->version),
+                            now);
+      bar->update(trainerBytesSent(*block, transfer->round), transfer->totalBytes, now);
+    }
     if (received && *received && (*received)->message) {
-      if (auto report = reporter.onEvent((*received)->source, *(*received)->message)) {
+      const auto report = reporter.onEvent((*received)->source, *(*received)->message);
+      if (!reporter.transfer()) bar.reset();
+      if (report) {
         std::printf("%s\n", demo::formatReport(*report).c_str());
         std::fflush(stdout);
         if (report->committed) committed.insert(report->version);

@@ -23,6 +23,10 @@ std::optional<RoundReport> RoundReporter::onEvent(std::string_view topic, const 
       current_.version = transition->version();
     }
     current_.workers = transition->participants();
+    transfer_.reset();
+    if (transition->phase() == msg::RoundPhase::Transfer) {
+      transfer_ = TransferInProgress{transition->round(), transition->version(), transition->total_bytes()};
+    }
     switch (transition->phase()) {
       case msg::RoundPhase::Begin: stamps_.begin = at; break;
       case msg::RoundPhase::Pause: stamps_.pause = at; break;

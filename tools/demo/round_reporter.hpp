@@ -24,10 +24,18 @@ struct RoundReport {
   double gigabytesPerSecond() const { return transferMs > 0 ? static_cast<double>(bytes) / transferMs / 1e6 : 0; }
 };
 
+// A round whose payload is moving: from its transfer event to its verify (or abort) event.
+struct TransferInProgress {
+  std::uint64_t round = 0;
+  std::uint64_t version = 0;
+  std::uint64_t totalBytes = 0;
+};
+
 class RoundReporter {
  public:
   // Feeds one event; returns the report of the round it completes, if it does.
   std::optional<RoundReport> onEvent(std::string_view topic, const bus::Message& message);
+  const std::optional<TransferInProgress>& transfer() const { return transfer_; }
 
  private:
   struct Stamps {
@@ -35,6 +43,7 @@ class RoundReporter {
   };
   RoundReport current_;
   Stamps stamps_;
+  std::optional<TransferInProgress> transfer_;
 };
 
 std::string formatReport(const RoundReport& report);

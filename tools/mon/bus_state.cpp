@@ -24,37 +24,80 @@ AgentView viewOf(const msg::AgentInfo& info, std::chrono::steady_clock::time_poi
   view.appliedVersion = info.applied_version();
   view.heartbeatAgeMs = info.last_heartbeat_age_ms();
   view.seenAt = now;
+  view.state = info.state();
+  view.transferRound = info.transfer_round();
+  view.transferBytes = info.transfer_bytes();
   return view;
 }
 
 }  // namespace
 
+double CurrentRound::sendRate() const {
+  if (!transferSeenAt || progressAt <= *transferSeenAt || bytesSent == 0) return 0;
+  return static_cast<double>(bytesSent) / std::chrono::duration<double>(progressAt - *transferSeenAt).count();
+}
+
 void BusState::applySnapshot(const bus::Message& reply, std::chrono::steady_clock::time_point now) {
   const auto* snapshot = reply.as<msg::SnapshotReply>();
   if (snapshot == nullptr) return;
+  std::map<std::string, std::uint64_t> sequences;
+  if (snapshot->event_sequences() != nullptr) {
+    for (const auto* sequence : *snapshot->event_sequences()) sequences[text(sequence->family())] = sequence->seq();
+  }
+  // A periodic snapshot can be older than events already applied (the events published between the coordinator's
+  // reply and this monitor reading it): a part of the state is taken from it only where it is at least as new as
+  // the events of its family, so that an old reply never turns a finished round back into a running one.
+  const bool refresh = hasSnapshot_ && snapshot->epoch() == epoch_;
+  auto newer = [&](std::string_view family) {
+    const std::string key(family);
+    return !refresh || sequences[key] >= lastSeq_[key];
+  };
+  const bool takeRound = newer(bus::topics::kRound);
+  const bool takeAgents = newer(bus::topics::kAgent);
+  if (refresh) {
+    for (const auto& [family, seq] : sequences) lastSeq_[family] = std::max(lastSeq_[family], seq);
+  } else {
+    lastSeq_ = std::move(sequences);
+  }
   hasSnapshot_ = true;
   epoch_ = snapshot->epoch();
-  committedVersion_ = snapshot->committed_version();
-  committedLabel_ = text(snapshot->committed_label());
-  lastSeq_.clear();
-  if (snapshot->event_sequences() != nullptr) {
-    for (const auto* sequence : *snapshot->event_sequences()) lastSeq_[text(sequence->family())] = sequence->seq();
-  }
-  agents_.clear();
+
+  if (takeAgents) agents_.clear();
   if (snapshot->agents() != nullptr) {
     for (const auto* info : *snapshot->agents()) {
       AgentView view = viewOf(*info, now);
-      agents_[view.id] = view;
+      // An older table must not bring back an agent that has left since: it only refreshes the known ones.
+      if (takeAgents || agents_.contains(view.id)) agents_[view.id] = view;
     }
   }
-  // A round in progress is known by number and phase only: its earlier events are gone.
-  if (snapshot->phase() == msg::RoundPhase::Idle) {
-    current_.reset();
-  } else if (!current_ || current_->round != snapshot->round()) {
-    current_ = CurrentRound{snapshot->round(), snapshot->round_version(), snapshot->phase(), 0, 0, 0, 0, 0};
-  } else {
-    current_->phase = snapshot->phase();
+  if (takeRound) {
+    committedVersion_ = snapshot->committed_version();
+    committedLabel_ = text(snapshot->committed_label());
+    // A round in progress is known by number and phase only: its earlier events are gone.
+    if (snapshot->phase() == msg::RoundPhase::Idle) {
+      current_.reset();
+    } else if (!current_ || current_->round != snapshot->round()) {
+      current_ = CurrentRound{.round = snapshot->round(), .version = snapshot->round_version(),
+                              .phase = snapshot->phase()};
+    } else {
+      current_->phase = snapshot->phase();
+    }
   }
+  if (!current_) return;
+  CurrentRound& round = *current_;
+  if (snapshot->round() == round.round && snapshot->round_bytes() != 0) round.totalBytes = snapshot->round_bytes();
+  // Joined mid-transfer: the rate counts from the first sight of it.
+  if (round.phase >= msg::RoundPhase::Transfer && !round.transferSeenAt) round.transferSeenAt = now;
+  std::uint64_t sent = 0;
+  std::optional<std::uint64_t> slowest;
+  for (const auto& [id, agent] : agents_) {
+    const std::uint64_t bytes = agent.transferRound == round.round ? agent.transferBytes : 0;
+    if (agent.role == msg::Role::Trainer) sent = std::max(sent, bytes);
+    if (agent.role == msg::Role::Worker) slowest = std::min(slowest.value_or(bytes), bytes);
+  }
+  round.bytesSent = sent;
+  round.slowestReceived = slowest.value_or(0);
+  round.progressAt = now;
 }
 
 BusState::Applied BusState::apply(std::string_view topic, const bus::Message& event,
@@ -89,12 +132,16 @@ BusState::Applied BusState::apply(std::string_view topic, const bus::Message& ev
     }
   } else if (const auto* transition = event.as<msg::RoundTransition>()) {
     if (transition->phase() == msg::RoundPhase::Begin || !current_ || current_->round != transition->round()) {
-      current_ = CurrentRound{transition->round(), transition->version(), transition->phase(),
-                              transition->participants(), 0, 0, 0, 0};
+      current_ = CurrentRound{.round = transition->round(),
+                              .version = transition->version(),
+                              .phase = transition->phase(),
+                              .workers = transition->participants()};
     }
     CurrentRound& round = *current_;
     round.phase = transition->phase();
     round.workers = transition->participants();
+    if (transition->total_bytes() != 0) round.totalBytes = transition->total_bytes();
+    if (transition->phase() == msg::RoundPhase::Transfer) round.transferSeenAt = now;
     switch (transition->phase()) {
       case msg::RoundPhase::Begin: round.beganNs = sentNs; break;
       case msg::RoundPhase::Pause: round.pauseNs = sentNs; break;

@@ -28,6 +28,9 @@ struct AgentView {
   std::uint64_t appliedVersion = 0;
   std::uint64_t heartbeatAgeMs = 0;  // as of `seenAt`
   std::chrono::steady_clock::time_point seenAt{};
+  msg::AgentState state = msg::AgentState::Unknown;
+  std::uint64_t transferRound = 0;  // its last transfer's round, and its bytes moved in it so far
+  std::uint64_t transferBytes = 0;
 };
 
 // One finished round, with its phases' durations from the coordinator's event times (negative: not reached).
@@ -54,6 +57,15 @@ struct CurrentRound {
   std::uint64_t pauseNs = 0;
   std::uint64_t transferNs = 0;
   std::uint64_t verifyNs = 0;
+  // The payload's progress, from the agents' slots in the latest snapshot (refreshed often during a transfer).
+  std::uint64_t totalBytes = 0;       // per worker (0: unknown)
+  std::uint64_t bytesSent = 0;        // by the trainer
+  std::uint64_t slowestReceived = 0;  // by the worker furthest behind
+  std::optional<std::chrono::steady_clock::time_point> transferSeenAt{};  // this monitor's clock
+  std::chrono::steady_clock::time_point progressAt{};                   // when bytesSent was sampled
+
+  // Bytes per second since the transfer began, as this monitor saw it (0: not known yet).
+  double sendRate() const;
 };
 
 struct RoundTotals {

@@ -26,7 +26,8 @@ nlohmann::json agentJson(const msg::AgentInfo& info) {
           {"slot", info.slot()},
           {"rank", info.rank()},
           {"applied_version", info.applied_version()},
-          {"heartbeat_age_ms", info.last_heartbeat_age_ms()}};
+          {"heartbeat_age_ms", info.last_heartbeat_age_ms()},
+          {"state", msg::EnumNameAgentState(info.state())}};
 }
 
 }  // namespace
@@ -53,6 +54,7 @@ nlohmann::json eventJson(std::string_view topic, const bus::Message& event) {
     out["phase"] = msg::EnumNameRoundPhase(transition->phase());
     out["workers"] = transition->participants();
     out["detail"] = text(transition->detail());
+    out["total_bytes"] = transition->total_bytes();
   } else if (const auto* commit = event.as<msg::Commit>()) {
     out["round"] = commit->round();
     out["version"] = commit->version();

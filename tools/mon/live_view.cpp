@@ -29,6 +29,12 @@ std::string megabytes(std::uint64_t bytes) {
   return buffer;
 }
 
+std::string rateText(double bytesPerSecond) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.2f GB/s", bytesPerSecond / 1e9);
+  return buffer;
+}
+
 std::string lower(std::string_view name) {
   std::string out(name);
   for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
@@ -50,16 +56,29 @@ std::string renderView(const BusState& state, const std::string& busName, std::c
   if (const auto& round = state.current()) {
     line(out, "round %" PRIu64 "  version %" PRIu64 "  phase %s  %u workers", round->round, round->version,
          lower(msg::EnumNameRoundPhase(round->phase)).c_str(), round->workers);
+    if (round->phase == msg::RoundPhase::Transfer && round->totalBytes != 0) {
+      const double rate = round->sendRate();
+      line(out, "  payload: %s of %s sent (%.0f%%), slowest worker %s, %s", megabytes(round->bytesSent).c_str(),
+           megabytes(round->totalBytes).c_str(),
+           100.0 * static_cast<double>(round->bytesSent) / static_cast<double>(round->totalBytes),
+           megabytes(round->slowestReceived).c_str(), rate > 0 ? rateText(rate).c_str() : "rate not known yet");
+    }
   } else {
     line(out, "no round in progress");
   }
 
   out += '\n';
-  line(out, "%-24s %-8s %5s %5s %16s %12s", "agent", "role", "rank", "slot", "applied version", "heartbeat");
+  line(out, "%-24s %-8s %5s %5s %-10s %16s %12s %12s", "agent", "role", "rank", "slot", "state", "applied version",
+       "heartbeat", "this round");
+  const std::uint64_t roundNow = state.current() ? state.current()->round : 0;
   for (const auto& [id, agent] : state.agents()) {
-    const auto age = agent.heartbeatAgeMs + static_cast<std::uint64_t>(duration_cast<milliseconds>(now - agent.seenAt).count());
-    line(out, "%-24s %-8s %5d %5u %16" PRIu64 " %9" PRIu64 " ms", id.c_str(), lower(msg::EnumNameRole(agent.role)).c_str(),
-         agent.rank, agent.slot, agent.appliedVersion, age);
+    const auto age =
+        agent.heartbeatAgeMs + static_cast<std::uint64_t>(duration_cast<milliseconds>(now - agent.seenAt).count());
+    const bool moving = roundNow != 0 && agent.transferRound == roundNow;
+    line(out, "%-24s %-8s %5d %5u %-10s %16" PRIu64 " %9" PRIu64 " ms %12s", id.c_str(),
+         lower(msg::EnumNameRole(agent.role)).c_str(), agent.rank, agent.slot,
+         lower(msg::EnumNameAgentState(agent.state)).c_str(), agent.appliedVersion, age,
+         moving ? megabytes(agent.transferBytes).c_str() : "-");
   }
   if (state.agents().empty()) line(out, "(no agents)");
 

@@ -50,6 +50,8 @@ constexpr std::chrono::milliseconds kDrainInterval{100};
 // After a round ends, the workers' new applied versions reach the coordinator with their next heartbeat (200 ms
 // by default): the agent table is refreshed this long after, rather than up to a second later.
 constexpr std::chrono::milliseconds kSnapshotAfterRound{300};
+// While a payload moves, the bytes done come from snapshots this often: a live rate without a request per frame.
+constexpr std::chrono::milliseconds kSnapshotDuringTransfer{250};
 
 std::atomic<bool> stopRequested{false};
 void requestStop(int) { stopRequested.store(true, std::memory_order_release); }
@@ -199,6 +201,9 @@ int main(int argc, char** argv) {
         askSnapshot();
       }
       if ((*received)->source == "round/idle") nextSnapshot = std::min(nextSnapshot, Clock::now() + kSnapshotAfterRound);
+      if ((*received)->source == "round/transfer") {
+        nextSnapshot = std::min(nextSnapshot, Clock::now() + kSnapshotDuringTransfer);
+      }
       std::lock_guard lock(stateMutex);
       if (state.apply((*received)->source, event, Clock::now()) == mon::BusState::Applied::Gap && !snapshotAsked) {
         askSnapshot();
@@ -211,7 +216,8 @@ int main(int argc, char** argv) {
       std::lock_guard lock(stateMutex);
       state.applySnapshot(*(*received)->message, Clock::now());
       snapshotAsked.reset();
-      nextSnapshot = Clock::now() + kSnapshotInterval;
+      const bool transferring = state.current() && state.current()->phase == msg::RoundPhase::Transfer;
+      nextSnapshot = Clock::now() + (transferring ? kSnapshotDuringTransfer : kSnapshotInterval);
     }
 
     if (!json && state.hasSnapshot() && (once || Clock::now() >= nextFrame)) {

@@ -81,6 +81,14 @@ std::string prometheusText(const BusState& state, const std::string& busName,
     out.sample("wsync_agent_heartbeat_age_seconds", label("agent", id), age);
   }
 
+  // The round in progress: its payload's size and how far the trainer has sent it (0 and 0 when idle).
+  const auto& current = state.current();
+  const bool transferring = current && current->phase == msg::RoundPhase::Transfer;
+  out.family("wsync_round_payload_bytes", "gauge", "The payload of the round in progress, per worker (0: none).");
+  out.sample("wsync_round_payload_bytes", "", transferring ? static_cast<double>(current->totalBytes) : 0);
+  out.family("wsync_round_bytes_sent", "gauge", "Bytes of that payload the trainer has sent so far.");
+  out.sample("wsync_round_bytes_sent", "", transferring ? static_cast<double>(current->bytesSent) : 0);
+
   const RoundTotals& totals = state.totals();
   out.family("wsync_rounds_total", "counter", "Rounds that ended, by outcome, since the monitor started.");
   out.sample("wsync_rounds_total", label("outcome", "committed"), static_cast<double>(totals.committed));

@@ -3,13 +3,15 @@
 // cuda_ipc the model lives on a GPU: each step is computed on the host and uploaded before it is published.
 #include <csignal>
 #include <optional>
-#include <cstdio>
 #include <thread>
 
 #include <CLI/CLI.hpp>
 
 #include "wsync/bus/device_block.hpp"
+#include "wsync/bus/log.hpp"
+#include "wsync/bus/log_flags.hpp"
 #include "wsync/bus/model_catalog.hpp"
+#include "wsync/bus/progress_bar.hpp"
 #include "wsync/bus/safetensors.hpp"
 #include "wsync/trainer_agent/trainer_agent.hpp"
 
@@ -97,22 +99,35 @@ struct DeviceModel {
 
 double millis(std::chrono::nanoseconds duration) { return std::chrono::duration<double, std::milli>(duration).count(); }
 
-void printOutcome(const std::string& id, const PublishOutcome& outcome) {
+void logOutcome(const PublishOutcome& outcome) {
   if (outcome.committed()) {
     const double seconds = std::chrono::duration<double>(outcome.sending).count();
-    std::printf("wsync-trainer %s: version %llu committed in round %llu: %.1f MB in %.1f ms (until plan %.1f ms, "
-                "sending %.1f ms, %.2f GB/s)\n",
-                id.c_str(), static_cast<unsigned long long>(outcome.version),
-                static_cast<unsigned long long>(outcome.round), static_cast<double>(outcome.bytes) / 1e6,
-                millis(outcome.total), millis(outcome.untilPlan), millis(outcome.sending),
-                seconds > 0 ? static_cast<double>(outcome.bytes) / seconds / 1e9 : 0.0);
+    log::info("version {} committed in round {}: {:.1f} MB in {:.1f} ms (until plan {:.1f} ms, sending {:.1f} ms, "
+              "{:.2f} GB/s)",
+              outcome.version, outcome.round, static_cast<double>(outcome.bytes) / 1e6, millis(outcome.total),
+              millis(outcome.untilPlan), millis(outcome.sending),
+              seconds > 0 ? static_cast<double>(outcome.bytes) / seconds / 1e9 : 0.0);
   } else {
-    std::printf("wsync-trainer %s: version %llu %s: %s%s%s\n", id.c_str(),
-                static_cast<unsigned long long>(outcome.version), std::string(toString(outcome.kind)).c_str(),
-                outcome.kind == OutcomeKind::Aborted ? msg::EnumNameAbortReason(outcome.reason) : "",
-                outcome.kind == OutcomeKind::Aborted ? ": " : "", outcome.detail.c_str());
+    log::warn("version {} {}: {}{}{}", outcome.version, toString(outcome.kind),
+              outcome.kind == OutcomeKind::Aborted ? msg::EnumNameAbortReason(outcome.reason) : "",
+              outcome.kind == OutcomeKind::Aborted ? ": " : "", outcome.detail);
   }
-  std::fflush(stdout);
+}
+
+// Waits for the outcome of `version`, drawing a progress bar while its payload moves (on a terminal, and only for
+// transfers longer than bus::kProgressBarDelay).
+std::optional<PublishOutcome> waitWithProgress(trainer_agent::TrainerAgent& trainer, std::uint64_t version) {
+  constexpr std::chrono::milliseconds kProgressPoll{50};  // a redraw needs no more (bus::kProgressBarRedraw)
+  std::optional<bus::ProgressBar> bar;
+  while (true) {
+    if (auto outcome = trainer.waitOutcome(kProgressPoll)) return outcome;
+    if (trainer.stopped()) return std::nullopt;
+    const trainer_agent::PublishProgress progress = trainer.progress();
+    if (progress.version != version || !progress.sending) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (!bar) bar.emplace("version " + std::to_string(version), now);
+    bar->update(progress.bytesSent, progress.bytesTotal, now);
+  }
 }
 
 }  // namespace
@@ -152,12 +167,16 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"shm", "nccl", "cuda_ipc"}));
   app.add_option("--cuda-device", options.cudaDevice, "the GPU of the model (nccl, cuda_ipc)")->capture_default_str();
   app.add_option("--fault", fault, "test only: die-on-plan@VERSION")->group("Testing");
+  log::LogFlags logFlags;
+  logFlags.addTo(app);
   CLI11_PARSE(app, argc, argv);
+  logFlags.apply("wsync-trainer");
+  log::setAgent(options.agentId);
 
   if (!fault.empty()) {
     constexpr std::string_view kDie = "die-on-plan@";
     if (!fault.starts_with(kDie)) {
-      std::fprintf(stderr, "wsync-trainer: unknown fault '%s' (known: die-on-plan@VERSION)\n", fault.c_str());
+      log::error("unknown fault '{}' (known: die-on-plan@VERSION)", fault);
       return 2;
     }
     options.dieOnPlanAtVersion = std::stoull(fault.substr(kDie.size()));
@@ -171,14 +190,14 @@ int main(int argc, char** argv) {
 
   auto weights = loadModel(model, seed);
   if (!weights) {
-    std::fprintf(stderr, "wsync-trainer: model '%s': %s\n", model.c_str(), weights.error().c_str());
+    log::error("model '{}': {}", model, weights.error());
     return 1;
   }
   std::optional<DeviceModel> onDevice;
   if (options.channel != msg::ChannelKind::Shm) {
     auto allocated = DeviceModel::allocate(*weights, options.cudaDevice);
     if (!allocated) {
-      std::fprintf(stderr, "wsync-trainer: --channel %s: %s\n", channel.c_str(), allocated.error().c_str());
+      log::error("--channel {}: {}", channel, allocated.error());
       return 1;
     }
     onDevice = std::move(*allocated);
@@ -191,19 +210,16 @@ int main(int argc, char** argv) {
 
   auto agent = trainer_agent::TrainerAgent::start(options);
   if (!agent) {
-    std::fprintf(stderr, "wsync-trainer %s: %s\n", options.agentId.c_str(), agent.error().describe().c_str());
+    log::error("{}", agent.error().describe());
     return 1;
   }
   trainer_agent::TrainerAgent& trainer = **agent;
   if (auto declared = trainer.declareManifest(weights->specs); !declared) {
-    std::fprintf(stderr, "wsync-trainer %s: %s\n", options.agentId.c_str(), declared.error().describe().c_str());
+    log::error("{}", declared.error().describe());
     return 1;
   }
-  std::printf("wsync-trainer %s: rank %d, %zu tensors, %.1f MB per version, committed version %llu\n",
-              options.agentId.c_str(), trainer.rank(), weights->specs.size(),
-              static_cast<double>(trainer.manifest()->totalBytes()) / 1e6,
-              static_cast<unsigned long long>(trainer.committedVersion()));
-  std::fflush(stdout);
+  log::info("rank {}, {} tensors, {:.1f} MB per version, committed version {}", trainer.rank(), weights->specs.size(),
+            static_cast<double>(trainer.manifest()->totalBytes()) / 1e6, trainer.committedVersion());
 
   std::uint64_t version = std::max(firstVersion, trainer.committedVersion() + 1);
   std::uint64_t lastCommitted = 0;
@@ -215,8 +231,7 @@ int main(int argc, char** argv) {
     if (!noPerturb) perturb(*weights, seed, version);
     if (onDevice && (!noPerturb || !uploaded)) {
       if (auto copied = onDevice->upload(*weights); !copied) {
-        std::fprintf(stderr, "wsync-trainer %s: upload to the GPU: %s\n", options.agentId.c_str(),
-                     copied.error().c_str());
+        log::error("upload to the GPU: {}", copied.error());
         return 1;
       }
       uploaded = true;
@@ -225,12 +240,12 @@ int main(int argc, char** argv) {
     publishOptions.label = "step-" + std::to_string(step);
     publishOptions.pauseMode = mode;
     if (auto published = trainer.publish(version, views, publishOptions); !published) {
-      std::fprintf(stderr, "wsync-trainer %s: %s\n", options.agentId.c_str(), published.error().describe().c_str());
+      log::error("{}", published.error().describe());
       return 1;
     }
-    const auto outcome = trainer.waitOutcome();
+    const auto outcome = waitWithProgress(trainer, version);
     if (!outcome) break;  // stopping
-    printOutcome(options.agentId, *outcome);
+    logOutcome(*outcome);
     if (outcome->committed()) {
       lastCommitted = version;
       ++version;
@@ -248,12 +263,10 @@ int main(int argc, char** argv) {
     auto written = bus::writeSafetensors(dumpPath, weights->specs, hostViews,
                                          {{"wsync_version", std::to_string(lastCommitted)}});
     if (!written) {
-      std::fprintf(stderr, "wsync-trainer %s: dump: %s\n", options.agentId.c_str(), written.error().describe().c_str());
+      log::error("dump: {}", written.error().describe());
       return 1;
     }
   }
-  std::printf("wsync-trainer %s: done: last committed version %llu, %llu steps not committed\n",
-              options.agentId.c_str(), static_cast<unsigned long long>(lastCommitted),
-              static_cast<unsigned long long>(failures));
+  log::info("done: last committed version {}, {} steps not committed", lastCommitted, failures);
   return failures == 0 ? 0 : 4;
 }

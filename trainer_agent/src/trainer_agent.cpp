@@ -1,10 +1,10 @@
 #include "wsync/trainer_agent/trainer_agent.hpp"
 
 #include <csignal>
-#include <cstdio>
 
 #include "wsync/bus/bucket_plan.hpp"
 #include "wsync/bus/channel.hpp"
+#include "wsync/bus/log.hpp"
 #include "wsync/bus/open_channel.hpp"
 
 namespace wsync::trainer_agent {
@@ -93,6 +93,8 @@ TrainerAgent::TrainerAgent(TrainerOptions options, std::unique_ptr<zmq::context_
   rank_ = session_->registration().rank;
   committed_.store(session_->registration().committedVersion, std::memory_order_release);
   session_->setAppliedVersion(session_->registration().committedVersion);
+  log::setAgent(options_.agentId);
+  log::setVersion(session_->registration().committedVersion);
   io_ = std::thread([this] { ioLoop(); });
 }
 
@@ -154,6 +156,18 @@ tl::expected<void, TrainerFailure> TrainerAgent::publish(std::uint64_t version,
   return {};
 }
 
+bool TrainerAgent::stopped() const {
+  std::lock_guard lock(mutex_);
+  return stopping_;
+}
+
+PublishProgress TrainerAgent::progress() const {
+  return PublishProgress{.version = progressVersion_.load(std::memory_order_relaxed),
+                         .bytesSent = progressBytes_.load(std::memory_order_relaxed),
+                         .bytesTotal = progressTotal_.load(std::memory_order_relaxed),
+                         .sending = progressSending_.load(std::memory_order_acquire)};
+}
+
 std::optional<PublishOutcome> TrainerAgent::pollOutcome() { return waitOutcome(std::chrono::milliseconds(0)); }
 
 std::optional<PublishOutcome> TrainerAgent::waitOutcome(std::chrono::milliseconds timeout) {
@@ -192,14 +206,17 @@ void TrainerAgent::ioLoop() {
     if (active_ && !active_->began) beginRound();
     auto delivery = session_->next(kIoSlice);
     if (!delivery) {
-      std::fprintf(stderr, "wsync-trainer %s: %s\n", options_.agentId.c_str(), delivery.error().describe().c_str());
+      log::error("{}", delivery.error().describe());
       std::this_thread::sleep_for(kIoSlice);
       continue;
     }
     if (delivery->reregistered) {
       // A new coordinator: it has neither our manifest nor our round.
       const std::uint64_t known = session_->registration().committedVersion;
-      if (known > committed_.load()) committed_.store(known, std::memory_order_release);
+      if (known > committed_.load()) {
+        committed_.store(known, std::memory_order_release);
+        log::setVersion(known);
+      }
       cache_->channel.reset();
       cache_->manifestSentEpoch = 0;
       if (active_ && active_->began) {
@@ -255,7 +272,7 @@ void TrainerAgent::handle(const bus::Message& message) {
     const std::string detail = std::string(msg::EnumNameErrorCode(error->code())) + ": " +
                                (error->detail() ? error->detail()->str() : std::string());
     if (!active_ || !active_->began || error->in_reply_to() != active_->beginSeq) {
-      std::fprintf(stderr, "wsync-trainer %s: coordinator: %s\n", options_.agentId.c_str(), detail.c_str());
+      log::warn("coordinator: {}", detail);
       return;
     }
     if (error->code() == msg::ErrorCode::UnknownManifest && !active_->manifestResent) {
@@ -274,9 +291,8 @@ void TrainerAgent::handle(const bus::Message& message) {
     active_->round = plan->round();
     active_->planAt = Clock::now();
     if (options_.dieOnPlanAtVersion != 0 && options_.dieOnPlanAtVersion == active_->version) {
-      std::fprintf(stderr, "wsync-trainer %s: fault injection: dying mid-round at version %llu\n",
-                   options_.agentId.c_str(), static_cast<unsigned long long>(active_->version));
-      std::fflush(stderr);
+      log::warn("fault injection: dying mid-round at version {}", active_->version);
+      log::logger()->flush();
       std::raise(SIGKILL);
     }
     sendPayload(*plan);
@@ -285,6 +301,7 @@ void TrainerAgent::handle(const bus::Message& message) {
   if (const auto* commit = message.as<msg::Commit>()) {
     if (commit->version() != active_->version) return;
     committed_.store(commit->version(), std::memory_order_release);
+    log::setVersion(commit->version());
     session_->setAppliedVersion(commit->version());
     PublishOutcome outcome = outcomeOf(OutcomeKind::Committed);
     outcome.round = commit->round();
@@ -361,11 +378,21 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
     return;
   }
   session_->slot().setPhase(bus::AgentPhase::Sending);
+  session_->slot().setTransferProgress(round, 0);
+  progressBytes_.store(0, std::memory_order_relaxed);
+  progressTotal_.store(manifest.totalBytes(), std::memory_order_relaxed);
+  progressVersion_.store(job.version, std::memory_order_relaxed);
+  progressSending_.store(true, std::memory_order_release);
   cache.channel->setCancelProbe(roundEnded);
+  cache.channel->setProgress([this, round](std::uint64_t bytes) {
+    progressBytes_.store(bytes, std::memory_order_relaxed);
+    session_->slot().setTransferProgress(round, bytes);
+  });
   const auto started = Clock::now();
   auto sent = cache.channel->send(plan.round(), *cache.plan, job.tensors, plan.receiver_count(),
                                   Clock::now() + kSendDeadline);
   job.sending = Clock::now() - started;
+  progressSending_.store(false, std::memory_order_release);
   session_->slot().setPhase(bus::AgentPhase::Idle);
   if (!sent) {
     // An NCCL communicator that failed a transfer is aborted; the coordinator hands out a new unique id.

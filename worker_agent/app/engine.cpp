@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wsync/bus/log.hpp"
+
 namespace wsync::worker_app {
 
 Engine::Engine(EngineOptions options, const ModelWeights& weights, worker_agent::PauseGate& gate,
@@ -34,8 +36,7 @@ void Engine::end(Request& request, bool aborted) {
   const auto& spans = request.spans.spans();
   if (auto consistent = worker_agent::checkSpans(spans, request.tokens); !consistent) {
     ++summary_.inconsistentOutputs;
-    std::fprintf(stderr, "wsync-worker: request %llu has inconsistent version spans: %s\n",
-                 static_cast<unsigned long long>(request.id), consistent.error().describe().c_str());
+    log::error("request {} has inconsistent version spans: {}", request.id, consistent.error().describe());
   }
   if (outputs_ == nullptr) return;
   nlohmann::ordered_json line{{"request", request.id}, {"tokens", request.tokens}, {"aborted", aborted}};

@@ -16,6 +16,8 @@
 
 #include "engine.hpp"
 #include "model_weights.hpp"
+#include "wsync/bus/log.hpp"
+#include "wsync/bus/log_flags.hpp"
 #include "wsync/worker_agent/pause_gate.hpp"
 #include "wsync/worker_agent/worker_agent.hpp"
 
@@ -88,17 +90,21 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"shm", "nccl", "cuda_ipc"}));
   app.add_option("--cuda-device", options.cudaDevice, "the GPU of the weights (nccl, cuda_ipc)")->capture_default_str();
-  app.add_flag("-q,--quiet", quiet, "no lines on stdout");
+  app.add_flag("-q,--quiet", quiet, "log only warnings and errors (unless --log-level says otherwise)");
+  log::LogFlags logFlags;
+  logFlags.addTo(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? kExitOk : kExitUsage;
   }
+  logFlags.apply("wsync-worker");
+  if (quiet && !logFlags.levelGiven()) log::logger()->set_level(spdlog::level::warn);
+  log::setAgent(options.agentId);
   if (!fault.empty()) {
     auto faults = parseFault(fault);
     if (!faults) {
-      std::fprintf(stderr, "wsync-worker: --fault '%s': use corrupt-receive@VERSION or die-during-receive@VERSION\n",
-                   fault.c_str());
+      log::error("--fault '{}': use corrupt-receive@VERSION or die-during-receive@VERSION", fault);
       return kExitUsage;
     }
     options.faults = *faults;
@@ -121,39 +127,29 @@ int main(int argc, char** argv) {
   options.bindingMemory = onGpu ? worker_agent::BindingMemory::Device : worker_agent::BindingMemory::Host;
   auto weights = worker_app::ModelWeights::load(model, onGpu ? std::optional<int>(options.cudaDevice) : std::nullopt);
   if (!weights) {
-    std::fprintf(stderr, "wsync-worker: --model %s: %s\n", model.c_str(), weights.error().detail.c_str());
+    log::error("--model {}: {}", model, weights.error().detail);
     return weights.error().usage ? kExitUsage : kExitError;
   }
   if (auto bound = weights->bindAll(options.bindings); !bound) {
-    std::fprintf(stderr, "wsync-worker: %s\n", bound.error().describe().c_str());
+    log::error("{}", bound.error().describe());
     return kExitError;
   }
 
   worker_agent::PauseGate gate;
-  const std::string id = options.agentId;
   worker_agent::PauseHooks hooks;
   hooks.pause = [&gate](msg::PauseMode mode, std::uint64_t) { gate.pause(mode); };
   hooks.resume = [&gate](std::uint64_t) { gate.resume(); };
-  hooks.applied = [&id, quiet](std::uint64_t version, std::uint64_t round) {
-    if (quiet) return;
-    std::printf("wsync-worker %s: version %llu applied (round %llu)\n", id.c_str(),
-                static_cast<unsigned long long>(version), static_cast<unsigned long long>(round));
-    std::fflush(stdout);
+  hooks.applied = [](std::uint64_t version, std::uint64_t round) {
+    log::info("version {} applied (round {})", version, round);
   };
   const std::string busName = options.bus;
   auto agent = worker_agent::WorkerAgent::start(std::move(options), std::move(hooks));
   if (!agent) {
-    std::fprintf(stderr, "wsync-worker %s: cannot join bus '%s': %s\n", id.c_str(), busName.c_str(),
-                 agent.error().describe().c_str());
+    log::error("cannot join bus '{}': {}", busName, agent.error().describe());
     return kExitError;
   }
-  if (!quiet) {
-    std::printf("wsync-worker %s: rank %d on bus '%s', model %s (%zu tensors, %llu bytes), serving version %llu\n",
-                id.c_str(), (*agent)->rank(), busName.c_str(), model.c_str(), weights->tensors().size(),
-                static_cast<unsigned long long>(weights->totalBytes()),
-                static_cast<unsigned long long>((*agent)->appliedVersion()));
-    std::fflush(stdout);
-  }
+  log::info("rank {} on bus '{}', model {} ({} tensors, {} bytes), serving version {}", (*agent)->rank(), busName,
+            model, weights->tensors().size(), weights->totalBytes(), (*agent)->appliedVersion());
 
   std::atomic<bool> stopRequested{false};
   std::atomic<bool> done{false};
@@ -178,34 +174,26 @@ int main(int argc, char** argv) {
 
   int status = kExitOk;
   if (!summary) {
-    std::fprintf(stderr, "wsync-worker %s: %s\n", id.c_str(), summary.error().c_str());
+    log::error("{}", summary.error());
     status = kExitError;
   } else if (summary->inconsistentOutputs != 0) {
-    std::fprintf(stderr, "wsync-worker %s: %llu outputs with inconsistent version spans\n", id.c_str(),
-                 static_cast<unsigned long long>(summary->inconsistentOutputs));
+    log::error("{} outputs with inconsistent version spans", summary->inconsistentOutputs);
     status = kExitError;
   }
   const std::uint64_t finalVersion = (*agent)->appliedVersion();
   if (!dumpPath.empty()) {
     // After stop(): the I/O thread is gone, so no commit can write the weights while they are read.
     if (auto dumped = weights->dump(dumpPath, finalVersion); !dumped) {
-      std::fprintf(stderr, "wsync-worker %s: --dump %s: %s\n", id.c_str(), dumpPath.c_str(), dumped.error().c_str());
+      log::error("--dump {}: {}", dumpPath, dumped.error());
       status = kExitError;
     }
   }
-  if (!quiet && summary) {
+  if (summary) {
     const auto counters = (*agent)->counters();
-    std::printf("wsync-worker %s: stopped at version %llu: %llu requests (%llu aborted), %llu tokens; rounds: %llu "
-                "applied, %llu aborted, %llu refused, %llu failed transfers (weight checksum %016llx)\n",
-                id.c_str(), static_cast<unsigned long long>(finalVersion),
-                static_cast<unsigned long long>(summary->requestsEnded),
-                static_cast<unsigned long long>(summary->requestsAborted),
-                static_cast<unsigned long long>(summary->tokens),
-                static_cast<unsigned long long>(counters.roundsApplied),
-                static_cast<unsigned long long>(counters.roundsAborted),
-                static_cast<unsigned long long>(counters.roundsRefused),
-                static_cast<unsigned long long>(counters.transfersFailed),
-                static_cast<unsigned long long>(summary->weightChecksum));
+    log::info("stopped at version {}: {} requests ({} aborted), {} tokens; rounds: {} applied, {} aborted, {} "
+              "refused, {} failed transfers (weight checksum {:016x})",
+              finalVersion, summary->requestsEnded, summary->requestsAborted, summary->tokens, counters.roundsApplied,
+              counters.roundsAborted, counters.roundsRefused, counters.transfersFailed, summary->weightChecksum);
   }
   return status;
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "wsync/bus/log.hpp"
 #include "wsync/bus/open_channel.hpp"
 
 namespace wsync::worker_agent::detail {
@@ -55,10 +56,6 @@ WorkerCounters RoundHandler::counters() const {
                         transfersFailed_.load(std::memory_order_relaxed)};
 }
 
-void RoundHandler::log(const std::string& line) const {
-  std::fprintf(stderr, "wsync-worker-agent '%s': %s\n", session_.options().agentId.c_str(), line.c_str());
-}
-
 void RoundHandler::setPhase(bus::AgentPhase phase) {
   // Between a coordinator's restart and our new Welcome there is no slot to write to.
   if (session_.registered()) session_.slot().setPhase(phase);
@@ -72,8 +69,8 @@ void RoundHandler::resumeEngine() {
   }
   if (torn_) {
     // Resuming would generate from bytes of no committed version; the next committed round ends the wait.
-    log("generation stays paused: the bound buffers were overwritten by a transfer that did not commit; waiting "
-        "for the next version");
+    log::warn("generation stays paused: the bound buffers were overwritten by a transfer that did not commit; "
+              "waiting for the next version");
     setPhase(bus::AgentPhase::Paused);
     return;
   }
@@ -92,27 +89,27 @@ void RoundHandler::handle(const bus::Message& message) {
     case msg::Body::Resume: handleResume(*message.as<msg::Resume>()); return;
     case msg::Body::Error: {
       const auto& error = *message.as<msg::Error>();
-      log(std::string("the coordinator refused a request: ") + msg::EnumNameErrorCode(error.code()) + ": " +
-          text(error.detail()));
+      log::warn("the coordinator refused a request: {}: {}", msg::EnumNameErrorCode(error.code()),
+                text(error.detail()));
       return;
     }
     default:
       // A newer coordinator may send more; nothing it sends is worth dying for.
-      log(std::string("ignoring ") + bus::bodyName(message.type()) + " from the coordinator");
+      log::debug("ignoring {} from the coordinator", bus::bodyName(message.type()));
       return;
   }
 }
 
 void RoundHandler::reregistered() {
-  log("registered again with a restarted coordinator (rank " + std::to_string(session_.registration().rank) + ")" +
-      (paused_ || staged_ ? "; its round is gone: dropping what was staged" : ""));
+  log::info("registered again with a restarted coordinator (rank {}){}", session_.registration().rank,
+            paused_ || staged_ ? "; its round is gone: dropping what was staged" : "");
   staged_.reset();
   // The new coordinator knows nothing of the old one's round or of an operator's pause.
   inRound_ = false;
   operatorPaused_ = false;
   // The new coordinator created a new arena segment under the same name: the old mapping is of a dead one.
   channels_.clear();
-  if (auto attached = attach(); !attached) log(attached.error().describe());
+  if (auto attached = attach(); !attached) log::error("{}", attached.error().describe());
   // Its round is gone and no Resume will come for it: the engine goes on with the version it has (unless an
   // in-place receive tore it).
   if (paused_) resumeEngine();
@@ -133,7 +130,7 @@ void RoundHandler::handleManifest(const msg::Manifest& message) {
   auto manifest = bus::Manifest::fromMessage(message);
   if (!manifest) {
     // Its Pause will then name an unknown manifest and be refused, which aborts the round with a reason.
-    log("rejected a manifest: " + manifest.error().describe());
+    log::warn("rejected a manifest: {}", manifest.error().describe());
     return;
   }
   if (findManifest(manifest->digest()) != nullptr) return;
@@ -153,7 +150,7 @@ void RoundHandler::sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason r
   auto& fbb = builder_.fbb();
   const auto body = msg::CreatePauseAck(fbb, round, ok, appliedVersion_.load(std::memory_order_acquire), reason,
                                         detail.empty() ? 0 : fbb.CreateString(detail));
-  if (auto sent = session_.send(builder_, body); !sent) log("PauseAck not sent: " + sent.error().describe());
+  if (auto sent = session_.send(builder_, body); !sent) log::warn("PauseAck not sent: {}", sent.error().describe());
 }
 
 void RoundHandler::sendUpdateDone(std::uint64_t round, std::uint64_t version, bool ok,
@@ -164,13 +161,13 @@ void RoundHandler::sendUpdateDone(std::uint64_t round, std::uint64_t version, bo
   const msg::Digest128 digest = bus::toMessage(result.digest);
   const auto body = msg::CreateUpdateDone(fbb, round, version, ok, result.bytes, &digest, reason,
                                           detail.empty() ? 0 : fbb.CreateString(detail));
-  if (auto sent = session_.send(builder_, body); !sent) log("UpdateDone not sent: " + sent.error().describe());
+  if (auto sent = session_.send(builder_, body); !sent) log::warn("UpdateDone not sent: {}", sent.error().describe());
 }
 
 void RoundHandler::handlePause(const msg::Pause& pause) {
   if (pause.round() == 0) {
     // An operator's pause: no manifest, no ack; the engine stays paused until the operator's resume.
-    log(std::string("an operator paused generation (mode ") + msg::EnumNamePauseMode(pause.mode()) + ")");
+    log::info("an operator paused generation (mode {})", msg::EnumNamePauseMode(pause.mode()));
     operatorPaused_ = true;
     if (!paused_) hooks_.pause(pause.mode(), 0);
     paused_ = true;
@@ -195,7 +192,7 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
   // Checked before the engine is touched: a worker that cannot take the version must not stop generating for it.
   if (!cached->bindingMap) {
     ++roundsRefused_;
-    log("refusing round " + std::to_string(pause.round()) + ": " + cached->bindingMap.error().detail);
+    log::warn("refusing round {}: {}", pause.round(), cached->bindingMap.error().detail);
     sendPauseAck(pause.round(), false, msg::AbortReason::ManifestMismatch, cached->bindingMap.error().detail);
     return;
   }
@@ -293,10 +290,15 @@ tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::re
   }
 
   if (faults_.dieDuringReceiveAtVersion == plan.version()) {
-    log("test fault: dying during the receive of version " + std::to_string(plan.version()));
+    log::warn("test fault: dying during the receive of version {}", plan.version());
+    log::logger()->flush();
     std::raise(SIGKILL);
   }
   setPhase(bus::AgentPhase::Receiving);
+  if (session_.registered()) session_.slot().setTransferProgress(plan.round(), 0);
+  (*mapped)->setProgress([this, round = plan.round()](std::uint64_t bytes) {
+    if (session_.registered()) session_.slot().setTransferProgress(round, bytes);
+  });
   const auto deadline = std::chrono::steady_clock::now() + kTransferDeadline;
   // From here on the bound buffers of an in-place worker no longer hold its applied version.
   if (inPlace) torn_ = true;
@@ -312,7 +314,7 @@ tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::re
     if (faults_.corruptReceiveAtVersion == plan.version()) {
       // The bytes are on the device: report a digest that cannot match instead of flipping one of them.
       staged_->digest.lo ^= 1;
-      log("test fault: reporting a wrong digest for version " + std::to_string(plan.version()));
+      log::warn("test fault: reporting a wrong digest for version {}", plan.version());
       return bus::TransferResult{received->bytes, staged_->digest};
     }
     return *received;
@@ -321,7 +323,7 @@ tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::re
   if (faults_.corruptReceiveAtVersion == plan.version()) {
     // The corrupted digest is only meaningful if this function digests as the arena does: check on the intact bytes.
     if (detail::digestTensors(staging_.tensors()).digest != received->digest) {
-      log("test fault: the staging digest differs from the arena's even before corruption");
+      log::warn("test fault: the staging digest differs from the arena's even before corruption");
     }
     for (const auto& tensor : staging_.tensors()) {
       if (tensor.empty()) continue;
@@ -329,8 +331,8 @@ tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::re
       break;
     }
     const bus::TransferResult corrupted = detail::digestTensors(staging_.tensors());
-    log("test fault: corrupted one staged byte of version " + std::to_string(plan.version()) + " (digest " +
-        hex(received->digest) + " -> " + hex(corrupted.digest) + ")");
+    log::warn("test fault: corrupted one staged byte of version {} (digest {} -> {})", plan.version(),
+              hex(received->digest), hex(corrupted.digest));
     staged_->digest = corrupted.digest;
     return corrupted;
   }
@@ -340,7 +342,7 @@ tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::re
 void RoundHandler::handleTransferPlan(const msg::TransferPlan& plan) {
   staged_.reset();
   if (plan.receiver() < 0) {
-    log("ignoring a sender's plan for round " + std::to_string(plan.round()) + ": workers only receive");
+    log::debug("ignoring a sender's plan for round {}: workers only receive", plan.round());
     return;
   }
   auto received = receive(plan);
@@ -348,8 +350,7 @@ void RoundHandler::handleTransferPlan(const msg::TransferPlan& plan) {
     ++transfersFailed_;
     staged_.reset();
     if (paused_) setPhase(bus::AgentPhase::Paused);
-    log("round " + std::to_string(plan.round()) + " (version " + std::to_string(plan.version()) +
-        "): receive failed: " + received.error().detail);
+    log::warn("round {} (version {}): receive failed: {}", plan.round(), plan.version(), received.error().detail);
     sendUpdateDone(plan.round(), plan.version(), false, bus::TransferResult{}, received.error().reason,
                    received.error().detail);
     return;
@@ -376,8 +377,8 @@ void RoundHandler::handleCommit(const msg::Commit& commit) {
   if (!refusal.empty()) {
     ++roundsRefused_;
     staged_.reset();
-    log("not applying version " + std::to_string(commit.version()) + " of round " + std::to_string(commit.round()) +
-        ": " + refusal + "; keeping version " + std::to_string(appliedVersion_.load(std::memory_order_acquire)));
+    log::warn("not applying version {} of round {}: {}; keeping version {}", commit.version(), commit.round(), refusal,
+              appliedVersion_.load(std::memory_order_acquire));
     if (paused_) setPhase(bus::AgentPhase::Paused);
     return;
   }
@@ -394,6 +395,7 @@ void RoundHandler::handleCommit(const msg::Commit& commit) {
   torn_ = false;
   session_.setAppliedVersion(commit.version());
   appliedVersion_.store(commit.version(), std::memory_order_release);
+  log::setVersion(commit.version());
   ++roundsApplied_;
   staged_.reset();
   setPhase(bus::AgentPhase::Paused);
@@ -407,15 +409,15 @@ void RoundHandler::handleAbort(const msg::Abort& abort) {
   if (abort.reason() == msg::AbortReason::AgentDied) {
     for (auto& [key, channel] : channels_) channel->releasePeers();
   }
-  log("round " + std::to_string(abort.round()) + " (version " + std::to_string(abort.version()) + ") aborted: " +
-      msg::EnumNameAbortReason(abort.reason()) + ": " + text(abort.detail()) + "; keeping version " +
-      std::to_string(appliedVersion_.load(std::memory_order_acquire)));
+  log::warn("round {} (version {}) aborted: {}: {}; keeping version {}", abort.round(), abort.version(),
+            msg::EnumNameAbortReason(abort.reason()), text(abort.detail()),
+            appliedVersion_.load(std::memory_order_acquire));
   if (paused_) setPhase(bus::AgentPhase::Paused);
 }
 
 void RoundHandler::handleResume(const msg::Resume& resume) {
   if (resume.round() == 0) {
-    log("an operator resumed generation");
+    log::info("an operator resumed generation");
     operatorPaused_ = false;
     if (paused_) resumeEngine();
     return;

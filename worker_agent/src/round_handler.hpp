@@ -78,7 +78,6 @@ class RoundHandler {
   tl::expected<bus::Channel*, bus::ChannelFailure> channel(const msg::TransferPlan& plan);
   // True once the coordinator has left the transfer phase of `round` (aborted it): the GPU channels' cancel probe.
   bool roundEnded(std::uint64_t round);
-  void log(const std::string& line) const;
 
   bus::AgentSession& session_;
   const WorkerBindings bindings_;

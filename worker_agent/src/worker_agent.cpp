@@ -1,8 +1,7 @@
 #include "wsync/worker_agent/worker_agent.hpp"
 
-#include <cstdio>
-
 #include "round_handler.hpp"
+#include "wsync/bus/log.hpp"
 #include "wsync/bus/open_channel.hpp"
 
 namespace wsync::worker_agent {
@@ -17,6 +16,7 @@ tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(Wor
   }
   std::unique_ptr<WorkerAgent> agent(new WorkerAgent());
   agent->agentId_ = options.agentId;
+  log::setAgent(options.agentId);
 
   bus::SessionOptions session;
   session.bus = options.bus;
@@ -78,7 +78,7 @@ void WorkerAgent::run() {
       // A socket failure persists; say so once per kind, not once per slice.
       const std::string failure = delivery.error().describe();
       if (failure != lastFailure) {
-        std::fprintf(stderr, "wsync-worker-agent '%s': %s\n", agentId_.c_str(), failure.c_str());
+        log::error("{}", failure);
         lastFailure = failure;
       }
       std::this_thread::sleep_for(kIoSlice);

@@ -358,6 +358,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
     return fail(ChannelError::DigestMismatch, "receivers copied " + std::to_string(first.bytes) + " bytes of " +
                                                   std::to_string(state.totalBytes));
   }
+  reportProgress(first.bytes);  // one copy launch per version: nothing to report before its end
   return TransferResult{.bytes = first.bytes, .digest = Digest{.lo = first.digestLo, .hi = first.digestHi}};
 }
 
@@ -507,6 +508,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
   slot.digestLo = digest.lo;
   slot.digestHi = digest.hi;
   publish(slot.doneTransfer, slot.notify, transfer);
+  reportProgress(state.totalBytes);
   return TransferResult{.bytes = state.totalBytes, .digest = digest};
 }
 

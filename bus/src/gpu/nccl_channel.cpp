@@ -380,12 +380,16 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(std::uint64_t tran
 
   // The watchdog: progress is a bucket finishing on this rank.
   std::uint32_t nextBucket = 0;
+  std::uint64_t bytesDone = 0;
   auto lastProgress = Clock::now();
   while (true) {
+    const std::uint32_t firstPending = nextBucket;
     while (nextBucket < plan.bucketCount() && cudaEventQuery(state.bucketDone[nextBucket]) == cudaSuccess) {
+      for (const Piece& piece : plan.piecesOfBucket(nextBucket)) bytesDone += piece.bytes;
       ++nextBucket;
       lastProgress = Clock::now();
     }
+    if (nextBucket != firstPending) reportProgress(bytesDone);
     if (nextBucket == plan.bucketCount() && cudaEventQuery(state.copyFinished) == cudaSuccess &&
         cudaEventQuery(state.commFinished) == cudaSuccess) {
       break;

@@ -27,6 +27,9 @@ namespace wsync::bus {
 // host), the shm channel's host memory.
 enum class TensorMemory : std::uint8_t { Host, Device };
 
+// See Channel::setProgress.
+using TransferProgress = std::function<void(std::uint64_t bytesDone)>;
+
 class Channel {
  public:
   virtual ~Channel() = default;
@@ -42,6 +45,10 @@ class Channel {
   // What identifies this channel's resources (for shm: the arena's segment name): an agent reopens the channel
   // when the key of a new plan differs, or when the coordinator restarted.
   virtual const std::string& key() const = 0;
+  // Progress for monitors and progress bars: called on the transferring thread after each bucket this side has
+  // finished, with the bytes of the tensors done so far (the agents store it in their control-block slot). It
+  // must be cheap: it runs between buckets.
+  void setProgress(TransferProgress progress) { progress_ = std::move(progress); }
 
   // Sender: moves `tensors` (indexed like the manifest) bucket by bucket to receivers 0..receiverCount-1.
   virtual tl::expected<TransferResult, ChannelFailure> send(std::uint64_t transfer, const BucketPlan& plan,
@@ -53,6 +60,15 @@ class Channel {
                                                                std::span<const std::span<std::byte>> tensors,
                                                                std::uint32_t receiver,
                                                                std::chrono::steady_clock::time_point deadline) = 0;
+
+ protected:
+  void reportProgress(std::uint64_t bytesDone) const {
+    if (progress_) progress_(bytesDone);
+  }
+  const TransferProgress& progress() const { return progress_; }
+
+ private:
+  TransferProgress progress_;
 };
 
 // The key of the channel a plan names, to compare with an open channel's key() (open_channel.hpp opens it).

@@ -30,6 +30,13 @@ enum class SlotOccupancy : std::uint32_t { Free = 0, Active = 1, Dead = 2 };
 
 // What an agent says it is doing (written by the agent itself).
 enum class AgentPhase : std::uint32_t { Unknown = 0, Idle = 1, Paused = 2, Receiving = 3, Sending = 4, Staged = 5 };
+// Snapshots report the phase as msg::AgentState: the same values.
+static_assert(static_cast<int>(AgentPhase::Staged) == static_cast<int>(msg::AgentState::Staged) &&
+              static_cast<int>(AgentPhase::Sending) == static_cast<int>(msg::AgentState::Sending) &&
+              static_cast<int>(AgentPhase::Receiving) == static_cast<int>(msg::AgentState::Receiving) &&
+              static_cast<int>(AgentPhase::Paused) == static_cast<int>(msg::AgentState::Paused) &&
+              static_cast<int>(AgentPhase::Idle) == static_cast<int>(msg::AgentState::Idle) &&
+              msg::AgentState::MAX == msg::AgentState::Staged);
 
 enum class PlanBufferKind : std::uint32_t { None = 0, HostArena = 1, CudaIpc = 2 };
 
@@ -70,6 +77,8 @@ struct AgentSlotSnapshot {
   std::uint64_t appliedVersion = 0;
   std::uint64_t heartbeatMs = 0;
   AgentPhase phase = AgentPhase::Unknown;
+  std::uint64_t transferRound = 0;  // the round of the last transfer this agent took part in
+  std::uint64_t transferBytes = 0;  // its bytes moved so far in that round
 };
 
 struct PlanBuffer {
@@ -149,6 +158,11 @@ class AgentSlotWriter : public ControlBlockView {
     mine().phase.store(static_cast<std::uint32_t>(phase), std::memory_order_release);
   }
   void beat(std::uint64_t nowMs) { mine().heartbeatMs.store(nowMs, std::memory_order_release); }
+  // Called after every bucket of a transfer: one relaxed store each, cheap enough for the data path.
+  void setTransferProgress(std::uint64_t round, std::uint64_t bytes) {
+    mine().transferRound.store(round, std::memory_order_relaxed);
+    mine().transferBytes.store(bytes, std::memory_order_relaxed);
+  }
 
  private:
   AgentSlotWriter(ControlBlockView&& view, std::uint32_t slot) : ControlBlockView(std::move(view)), slot_(slot) {}

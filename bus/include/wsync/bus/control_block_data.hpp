@@ -12,7 +12,7 @@ namespace wsync::bus {
 
 inline constexpr std::uint64_t kControlBlockMagic = 0x3142432d434e5957ULL;  // "WYNC-CB1" read little-endian
 // Bumped on any change to the structs below; a block of another layout is refused, never misread.
-inline constexpr std::uint32_t kControlBlockLayoutVersion = 1;
+inline constexpr std::uint32_t kControlBlockLayoutVersion = 2;  // 2: transfer progress in agent slots
 inline constexpr std::size_t kMaxAgents = 256;
 inline constexpr std::size_t kMaxPlanBuffers = 16;
 inline constexpr std::size_t kCacheLineBytes = 64;
@@ -66,6 +66,11 @@ struct alignas(kCacheLineBytes) AgentSlotData {
   std::atomic<std::uint64_t> claimedGeneration;  // writer: agent; its fields are valid when this == generation
   std::atomic<std::uint32_t> phase;              // writer: agent; AgentPhase
   std::uint32_t reserved;
+  // How far this agent's side of a transfer has got, for monitors and progress bars: the round, and the bytes of
+  // its tensors moved so far (stored after each bucket; a reader pairing the two may see a new round with the last
+  // round's count for an instant, which a progress display can afford).
+  std::atomic<std::uint64_t> transferRound;      // writer: agent
+  std::atomic<std::uint64_t> transferBytes;      // writer: agent
 };
 
 // Where a round's payload buffers are. Writer: coordinator, under PlanData::sequence.
@@ -108,6 +113,7 @@ static_assert(sizeof(PlanBufferData) == 88);
 static_assert(sizeof(PlanData) == 1536);
 static_assert(sizeof(AgentSlotData) == 192);
 static_assert(offsetof(AgentSlotData, appliedVersion) == 128);
+static_assert(offsetof(AgentSlotData, transferBytes) == 168);  // still within the agent's own cache line
 static_assert(offsetof(ControlBlockData, bus) == 64);
 static_assert(offsetof(ControlBlockData, plan) == 128);
 static_assert(offsetof(ControlBlockData, agents) == 1664);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -50,19 +51,22 @@ class ShmArena {
   // Makes every sender and receiver of `transfer` give up with Aborted within one wait slice.
   void abortTransfer(std::uint64_t transfer);
 
+  // On both sides `progress`, if set, gets the bytes done after each bucket (Channel::setProgress).
   // Sender side: packs `tensors` (indexed like the manifest) bucket after bucket. Receivers listed in `receivers`
   // must drain a buffer before it is refilled. Returns once every receiver has drained the last bucket, so
   // the next transfer may start at once.
   tl::expected<TransferResult, ChannelFailure> send(std::uint64_t transfer, const BucketPlan& plan,
                                                     std::span<const std::span<const std::byte>> tensors,
                                                     std::span<const std::uint32_t> receivers,
-                                                    std::chrono::steady_clock::time_point deadline);
+                                                    std::chrono::steady_clock::time_point deadline,
+                                                    const std::function<void(std::uint64_t)>& progress = {});
 
   // Receiver side: copies every bucket of `transfer` into `tensors` (indexed like the manifest).
   tl::expected<TransferResult, ChannelFailure> receive(std::uint64_t transfer, const BucketPlan& plan,
                                                        std::span<const std::span<std::byte>> tensors,
                                                        std::uint32_t receiver,
-                                                       std::chrono::steady_clock::time_point deadline);
+                                                       std::chrono::steady_clock::time_point deadline,
+                                                       const std::function<void(std::uint64_t)>& progress = {});
 
  private:
   ShmArena(boost::interprocess::mapped_region&& region, std::string name, ArenaGeometry geometry, bool owner)

@@ -42,7 +42,6 @@ struct CoordinatorOptions {
   std::uint32_t bufferCount = kDefaultBufferCount;
   std::uint64_t gpuBucketBytes = kDefaultGpuBucketBytes;  // nccl and cuda_ipc rounds
   std::uint32_t alignment = kDefaultAlignment;
-  bool verbose = false;  // one line per registration and per round on stdout
 };
 
 }  // namespace wsync::coordinator

@@ -84,6 +84,15 @@ struct PublishOutcome {
 
 std::string_view toString(OutcomeKind kind);
 
+// How far the payload of the version in flight has got, for progress bars. Read from any thread; the fields are
+// read one by one, so for an instant at a version's start they may mix two versions (fine for a display).
+struct PublishProgress {
+  std::uint64_t version = 0;     // the version being sent (0: none yet)
+  std::uint64_t bytesSent = 0;   // through the channel so far
+  std::uint64_t bytesTotal = 0;  // the manifest's bytes
+  bool sending = false;          // the payload is moving now: after the transfer plan, before the last bucket
+};
+
 class TrainerAgent {
  public:
   // Registers with the coordinator of `options.bus` (waiting for it up to bus::kRegistrationTimeout).
@@ -105,6 +114,8 @@ class TrainerAgent {
   std::optional<PublishOutcome> pollOutcome();
   std::optional<PublishOutcome> waitOutcome(std::chrono::milliseconds timeout = std::chrono::hours(24));
 
+  PublishProgress progress() const;
+
   // The last version this agent knows to be committed on the bus.
   std::uint64_t committedVersion() const;
   std::int32_t rank() const { return rank_; }
@@ -112,6 +123,7 @@ class TrainerAgent {
 
   // Says goodbye and stops the I/O thread (also done by the destructor).
   void stop();
+  bool stopped() const;
 
  private:
   struct Job;
@@ -131,8 +143,12 @@ class TrainerAgent {
   std::int32_t rank_ = -1;
   std::optional<bus::Manifest> manifest_;
   std::atomic<std::uint64_t> committed_{0};
+  std::atomic<std::uint64_t> progressVersion_{0};  // PublishProgress, written by the I/O thread
+  std::atomic<std::uint64_t> progressBytes_{0};
+  std::atomic<std::uint64_t> progressTotal_{0};
+  std::atomic<bool> progressSending_{false};
 
-  std::mutex mutex_;  // guards pending_, inFlight_, outcome_, stopping_
+  mutable std::mutex mutex_;  // guards pending_, inFlight_, outcome_, stopping_
   std::condition_variable outcomeReady_;
   std::unique_ptr<Job> pending_;
   bool inFlight_ = false;
