@@ -116,6 +116,11 @@ summary() {
   fi
 }
 trap summary EXIT
+# A run stopped by a signal must not end with "PASSED": bash would run the EXIT trap with the status of the last
+# command that finished. Exiting with 128 + the signal's number makes the summary say FAILED.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # configure_and_build DIR CMAKE-ARGS...: configures DIR for this repository and builds it with every core.
 configure_and_build() {
