@@ -16,6 +16,7 @@
 #include <wsync/schemas/control_generated.h>
 #include <zmq.hpp>
 
+#include "fuzz_check.hpp"
 #include "wsync/bus/message.hpp"
 #include "wsync/bus/protocol.hpp"
 
@@ -24,15 +25,6 @@ namespace {
 namespace msg = wsync::msg;
 using wsync::bus::Message;
 using wsync::bus::MessageError;
-
-// Aborts (a crash to libFuzzer, a failure to ctest) when an invariant of the decoder does not hold.
-[[noreturn]] void failInvariant(const char* file, int line, const char* invariant) {
-  std::fprintf(stderr, "%s:%d: invariant violated: %s\n", file, line, invariant);
-  std::abort();
-}
-
-#define WSYNC_FUZZ_CHECK(condition) \
-  ((condition) ? static_cast<void>(0) : failInvariant(__FILE__, __LINE__, #condition))
 
 // Every field of a table must be walked below. The generated CreateXxx() takes the builder and one argument per
 // field, so a field appended to schemas/control.fbs breaks these asserts until its walk is added here.
@@ -370,7 +362,7 @@ void walkBodyAs(const msg::Envelope& envelope, Fold& fold) {
 
 void walkBody(const msg::Envelope& envelope, Fold& fold) {
   switch (envelope.body_type()) {
-    case msg::Body::NONE: failInvariant(__FILE__, __LINE__, "verifyMessage accepts no message without a body");
+    case msg::Body::NONE: wsync::fuzz::failInvariant(__FILE__, __LINE__, "verifyMessage accepts no message without a body");
     case msg::Body::AgentHello: walkBodyAs<msg::AgentHello>(envelope, fold); return;
     case msg::Body::Welcome: walkBodyAs<msg::Welcome>(envelope, fold); return;
     case msg::Body::Heartbeat: walkBodyAs<msg::Heartbeat>(envelope, fold); return;
