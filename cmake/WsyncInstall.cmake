@@ -30,7 +30,8 @@ function(wsync_install_executables)
   set_property(GLOBAL APPEND PROPERTY WSYNC_INSTALL_EXECUTABLES ${ARGN})
 endfunction()
 
-wsync_install_executables(wsync-coordinator wsync-trainer wsync-worker wsync-demo wsync-bench wsync-mon wsync-ctl)
+wsync_install_executables(wsync-coordinator wsync-trainer wsync-worker wsync-demo wsync-bench wsync-mon wsync-ctl
+                          wsync-keygen)
 
 # The run-time part, executed by `cmake --install`: copies what GET_RUNTIME_DEPENDENCIES finds into lib/. It reads
 # the build tree's programs (their build RPATH points at nothing installed, so a stale prefix cannot answer) and

@@ -44,7 +44,7 @@ tl::expected<std::unique_ptr<AgentSession>, SessionFailure> AgentSession::open(z
   if (!busName) return fail(SessionError::InvalidOptions, busName.error().describe());
   auto endpoints = resolveEndpoints(options.bus, options.transport);
   if (!endpoints) return fail(SessionError::InvalidOptions, endpoints.error().describe());
-  auto dealer = DealerEndpoint::connect(context, endpoints->requests, options.agentId);
+  auto dealer = DealerEndpoint::connect(context, endpoints->requests, options.agentId, options.curve);
   if (!dealer) return fail(SessionError::Transport, dealer.error().describe());
   const int wakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wakeFd < 0) return fail(SessionError::Transport, std::string("eventfd: ") + std::strerror(errno));

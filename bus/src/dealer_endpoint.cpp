@@ -24,7 +24,8 @@ std::string uniqueRoutingId(std::string_view label) {
 
 tl::expected<DealerEndpoint, TransportFailure> DealerEndpoint::connect(zmq::context_t& context,
                                                                       const std::string& endpoint,
-                                                                      std::string_view label) {
+                                                                      std::string_view label,
+                                                                      const std::optional<CurveClient>& curve) {
   // ZeroMQ reserves routing ids starting with a zero byte.
   if (label.size() > kMaxAgentIdBytes || (!label.empty() && label.front() == '\0')) {
     return fail(TransportError::ConnectFailed, "label must be at most " + std::to_string(kMaxAgentIdBytes) +
@@ -35,6 +36,7 @@ tl::expected<DealerEndpoint, TransportFailure> DealerEndpoint::connect(zmq::cont
     applyCommonOptions(socket);
     std::string routingId = uniqueRoutingId(label);
     socket.set(zmq::sockopt::routing_id, zmq::buffer(routingId.data(), routingId.size()));
+    if (curve) applyCurveClient(socket, *curve);
     socket.connect(endpoint);
     return DealerEndpoint(std::move(socket), std::move(routingId));
   } catch (const zmq::error_t& error) {

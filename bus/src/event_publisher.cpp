@@ -6,11 +6,13 @@
 namespace wsync::bus {
 
 tl::expected<EventPublisher, TransportFailure> EventPublisher::bind(zmq::context_t& context, const std::string& endpoint,
-                                                                    std::uint64_t ioThreadAffinity) {
+                                                                    std::uint64_t ioThreadAffinity,
+                                                                    const std::optional<CurveKeyPair>& curveServer) {
   try {
     zmq::socket_t socket(context, zmq::socket_type::pub);
     applyCommonOptions(socket);
     if (ioThreadAffinity != 0) socket.set(zmq::sockopt::affinity, ioThreadAffinity);
+    if (curveServer) applyCurveServer(socket, *curveServer);
     socket.bind(endpoint);
     std::string bound = socket.get(zmq::sockopt::last_endpoint);
     return EventPublisher(std::move(socket), std::move(bound));

@@ -6,11 +6,13 @@
 namespace wsync::bus {
 
 tl::expected<EventSubscriber, TransportFailure> EventSubscriber::connect(
-    zmq::context_t& context, const std::string& endpoint, const std::vector<std::string>& topicPrefixes) {
+    zmq::context_t& context, const std::string& endpoint, const std::vector<std::string>& topicPrefixes,
+    const std::optional<CurveClient>& curve) {
   try {
     zmq::socket_t socket(context, zmq::socket_type::sub);
     applyCommonOptions(socket);
     for (const std::string& prefix : topicPrefixes) socket.set(zmq::sockopt::subscribe, prefix);
+    if (curve) applyCurveClient(socket, *curve);
     socket.connect(endpoint);
     return EventSubscriber(std::move(socket));
   } catch (const zmq::error_t& error) {

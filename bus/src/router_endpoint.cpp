@@ -6,12 +6,14 @@
 namespace wsync::bus {
 
 tl::expected<RouterEndpoint, TransportFailure> RouterEndpoint::bind(zmq::context_t& context, const std::string& endpoint,
-                                                                    std::uint64_t ioThreadAffinity) {
+                                                                    std::uint64_t ioThreadAffinity,
+                                                                    const std::optional<CurveKeyPair>& curveServer) {
   try {
     zmq::socket_t socket(context, zmq::socket_type::router);
     applyCommonOptions(socket);
     if (ioThreadAffinity != 0) socket.set(zmq::sockopt::affinity, ioThreadAffinity);
     socket.set(zmq::sockopt::router_mandatory, 1);
+    if (curveServer) applyCurveServer(socket, *curveServer);
     socket.bind(endpoint);
     std::string bound = socket.get(zmq::sockopt::last_endpoint);
     return RouterEndpoint(std::move(socket), std::move(bound));

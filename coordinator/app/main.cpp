@@ -46,10 +46,29 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--transfer-timeout-ms", transferTimeoutMs, "base allowance of a transfer (plus 1 s per GiB)")
       ->capture_default_str();
+  std::string curveKeysPath;
+  std::string allowKeysPath;
+  app.add_option("--curve-keys", curveKeysPath, "tcp: the coordinator's CURVE key-pair file (wsync-keygen makes one)");
+  app.add_option("--allow-keys", allowKeysPath, "tcp: the clients' public keys it admits, one per line");
+  app.add_flag("--insecure", options.insecure, "tcp without CURVE: unauthenticated and unencrypted (trusted networks)");
   wsync::log::LogFlags logFlags;
   logFlags.addTo(app);
   CLI11_PARSE(app, argc, argv);
   logFlags.apply("wsync-coordinator");
+  if (!curveKeysPath.empty() || !allowKeysPath.empty()) {
+    if (curveKeysPath.empty() || allowKeysPath.empty()) {
+      wsync::log::error("CURVE needs both --curve-keys and --allow-keys");
+      return 2;
+    }
+    auto keys = wsync::bus::readCurveKeyPair(curveKeysPath);
+    auto allowed = wsync::bus::readCurveAllowlist(allowKeysPath);
+    if (!keys || !allowed) {
+      wsync::log::error("{}", !keys ? "--curve-keys: " + keys.error() : "--allow-keys: " + allowed.error());
+      return 2;
+    }
+    options.curveKeys = std::move(*keys);
+    options.allowedClientKeys = std::move(*allowed);
+  }
   options.bucketBytes = bucketMiB << 20;
   options.gpuBucketBytes = gpuBucketMiB << 20;
   options.heartbeatInterval = std::chrono::milliseconds(heartbeatIntervalMs);

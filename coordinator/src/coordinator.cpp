@@ -59,6 +59,22 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   }
   auto endpoints = bus::resolveEndpoints(options.bus, options.transport);
   if (!endpoints) return bus::fail(CoordinatorError::InvalidOptions, endpoints.error().describe());
+  const bool tcp = options.transport.starts_with("tcp://");
+  if (tcp && !options.curveKeys && !options.insecure) {
+    return bus::fail(CoordinatorError::InvalidOptions,
+                     "a tcp bus needs CURVE: a key pair (--curve-keys) and the clients' public keys (--allow-keys); "
+                     "--insecure runs it unauthenticated and unencrypted, for a network you trust");
+  }
+  if (options.curveKeys && !tcp) {
+    return bus::fail(CoordinatorError::InvalidOptions,
+                     "CURVE keys are for tcp: an ipc bus is reachable only by its user already");
+  }
+  if (options.curveKeys && options.insecure) {
+    return bus::fail(CoordinatorError::InvalidOptions, "--insecure and CURVE keys together: choose one");
+  }
+  if (options.curveKeys && options.allowedClientKeys.empty()) {
+    return bus::fail(CoordinatorError::InvalidOptions, "CURVE without any allowed client key would admit nobody");
+  }
 
   // The control block first: it holds the bus lock, so a second coordinator stops here, before its bind could
   // take over the first one's ipc socket files.
@@ -76,13 +92,21 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   // Two I/O threads: the requests and replies of rounds on one, the event stream on the other, so that fanning
   // events out to many monitors never queues a round's messages behind it (bench/results/monitors-*).
   zmq::context_t context(kIoThreads);
-  auto router = bus::RouterEndpoint::bind(context, endpoints->requests, kRequestIoThreads);
+  // The ZAP handler before the sockets it guards: a client connecting in between would find nobody to admit it.
+  std::unique_ptr<bus::ZapAuthenticator> authenticator;
+  if (options.curveKeys) {
+    auto started = bus::ZapAuthenticator::start(context, options.allowedClientKeys);
+    if (!started) return bus::fail(CoordinatorError::Transport, started.error());
+    authenticator = std::move(*started);
+  }
+  auto router = bus::RouterEndpoint::bind(context, endpoints->requests, kRequestIoThreads, options.curveKeys);
   if (!router) return bus::fail(CoordinatorError::Transport, router.error().describe());
-  auto events = bus::EventPublisher::bind(context, endpoints->events, kEventIoThreads);
+  auto events = bus::EventPublisher::bind(context, endpoints->events, kEventIoThreads, options.curveKeys);
   if (!events) return bus::fail(CoordinatorError::Transport, events.error().describe());
 
   auto impl = std::make_unique<Impl>(options, std::move(*block), std::move(*arena), std::move(context),
                                      std::move(*router), std::move(*events));
+  impl->authenticator = std::move(authenticator);
   impl->hostname = hostName();
   log::setAgent("coordinator");
   impl->block.beat(bus::monotonicMillis());

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "gpu_resources.hpp"
 #include "wsync/bus/control_block.hpp"
 #include "wsync/bus/log.hpp"
+#include "wsync/bus/zap_authenticator.hpp"
 #include "wsync/bus/event_publisher.hpp"
 #include "wsync/bus/manifest.hpp"
 #include "wsync/bus/message.hpp"
@@ -154,6 +156,8 @@ struct Coordinator::Impl {
   zmq::context_t context;
   bus::RouterEndpoint router;
   bus::EventPublisher events;
+  // tcp with CURVE: admits the allowed client keys (declared after the context: it must close its socket first).
+  std::unique_ptr<bus::ZapAuthenticator> authenticator;
   GpuResources gpu;
   std::optional<NcclGroup> ncclGroup;
   bus::MessageBuilder builder{4096};

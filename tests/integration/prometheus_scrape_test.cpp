@@ -3,8 +3,6 @@
 // committed, the worker's applied version and the round-duration histogram's count.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -14,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "free_port.hpp"
 #include "round_fixture.hpp"
 #include "text_file.hpp"
 
@@ -22,19 +21,6 @@ namespace {
 
 // Scrapes this often, so that the test waits a fraction of a second for each new sample.
 constexpr const char* kScrapeInterval = "200ms";
-
-// A TCP port that was free a moment ago (the kernel's pick for port 0).
-int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
-  ::close(fd);
-  return ok ? ntohs(address.sin_port) : -1;
-}
 
 class PrometheusScrape : public RoundFixture {
  protected:

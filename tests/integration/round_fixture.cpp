@@ -16,9 +16,10 @@ namespace wsync::test {
 
 tl::expected<bus::EventSubscriber, std::string> subscribeLive(zmq::context_t& context, const std::string& endpoint,
                                                               std::vector<std::string> prefixes,
-                                                              std::optional<bus::Received>& first) {
+                                                              std::optional<bus::Received>& first,
+                                                              const std::optional<bus::CurveClient>& curve) {
   prefixes.emplace_back(bus::topics::kBus);
-  auto subscriber = bus::EventSubscriber::connect(context, endpoint, prefixes);
+  auto subscriber = bus::EventSubscriber::connect(context, endpoint, prefixes, curve);
   if (!subscriber) return tl::unexpected(subscriber.error().describe());
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -56,14 +57,14 @@ void RoundFixture::TearDown() {
   std::filesystem::remove_all(directory_, ignored);
 }
 
-void RoundFixture::startCoordinator(const std::vector<std::string>& extraArgs) {
+void RoundFixture::startCoordinator(const std::vector<std::string>& extraArgs, const std::string& stderrPath) {
   std::vector<std::string> args{"--bus", bus_, "--bucket-mib", "1", "--heartbeat-interval-ms", "100",
                                 "--heartbeat-timeout-ms", std::to_string(kTestHeartbeatTimeout.count())};
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
   coordinator_.reset();
   block_.reset();
   events_.reset();
-  coordinator_.emplace(ChildProcess::spawn(testBinary(WSYNC_COORDINATOR_BIN), args));
+  coordinator_.emplace(ChildProcess::spawn(testBinary(WSYNC_COORDINATOR_BIN), args, stderrPath));
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
   while (true) {
     auto view = bus::ControlBlockView::open(bus_);
@@ -74,10 +75,10 @@ void RoundFixture::startCoordinator(const std::vector<std::string>& extraArgs) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the coordinator did not come up";
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  auto endpoints = bus::resolveEndpoints(bus_);
+  auto endpoints = bus::resolveEndpoints(bus_, transport_);
   ASSERT_TRUE(endpoints);
   pending_.reset();
-  auto subscriber = subscribeLive(context_, endpoints->events, {std::string(bus::topics::kRound)}, pending_);
+  auto subscriber = subscribeLive(context_, endpoints->events, {std::string(bus::topics::kRound)}, pending_, curve_);
   ASSERT_TRUE(subscriber) << subscriber.error();
   events_.emplace(std::move(*subscriber));
 }

@@ -39,7 +39,8 @@ struct RoundOutcome {
 // coordinator's beat comes every heartbeat interval). The first event received is handed back in `first`.
 tl::expected<bus::EventSubscriber, std::string> subscribeLive(zmq::context_t& context, const std::string& endpoint,
                                                               std::vector<std::string> prefixes,
-                                                              std::optional<bus::Received>& first);
+                                                              std::optional<bus::Received>& first,
+                                                              const std::optional<bus::CurveClient>& curve = {});
 
 // The program at `builtPath`, or the one of the same name in $WSYNC_TEST_BIN_DIR where that is set (a build run on
 // another machine, such as the GPU hosts, whose binaries are not where they were built).
@@ -50,8 +51,9 @@ class RoundFixture : public ::testing::Test {
   void SetUp() override;
   void TearDown() override;
 
-  // Starts the coordinator and waits for its control block; subscribes to its events.
-  void startCoordinator(const std::vector<std::string>& extraArgs = {});
+  // Starts the coordinator and waits for its control block; subscribes to its events (over `transport_`, as a
+  // CURVE client when `curve_` is set). With `stderrPath` its log lines go to that file.
+  void startCoordinator(const std::vector<std::string>& extraArgs = {}, const std::string& stderrPath = {});
   // With `stderrPath` the agent's log lines go to that file.
   ChildProcess startWorker(const std::string& id, const std::vector<std::string>& extraArgs = {},
                            const std::string& stderrPath = {});
@@ -68,6 +70,8 @@ class RoundFixture : public ::testing::Test {
 
   std::string bus_;
   std::string directory_;
+  std::string transport_ = "ipc";
+  std::optional<bus::CurveClient> curve_;
   std::optional<ChildProcess> coordinator_;
   zmq::context_t context_{1};
   std::optional<bus::EventSubscriber> events_;

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "wsync/bus/curve_flags.hpp"
 #include "wsync/bus/bus_address.hpp"
 #include "wsync/bus/dealer_endpoint.hpp"
 #include "wsync/bus/message.hpp"
@@ -91,6 +92,8 @@ int main(int argc, char** argv) {
   CLI::App app{"wsync-ctl: status and commands for a running wsync bus"};
   app.add_option("--bus", busName, "bus name")->required();
   app.add_option("--transport", transport, "ipc or tcp://HOST:PORT (the coordinator's)")->capture_default_str();
+  bus::CurveClientFlags curveFlags;
+  curveFlags.addTo(app);
   app.add_option("--timeout-ms", timeoutMs, "how long to wait for the coordinator's answer")
       ->capture_default_str()
       ->check(CLI::Range(1, 3'600'000));
@@ -121,8 +124,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "wsync-ctl: bus '%s': %s\n", busName.c_str(), endpoints.error().describe().c_str());
     return kExitUsage;
   }
+  const auto curve = curveFlags.client();
+  if (!curve) {
+    std::fprintf(stderr, "wsync-ctl: %s\n", curve.error().c_str());
+    return kExitUsage;
+  }
   zmq::context_t context(1);
-  auto dealer = bus::DealerEndpoint::connect(context, endpoints->requests, "wsync-ctl");
+  auto dealer = bus::DealerEndpoint::connect(context, endpoints->requests, "wsync-ctl", *curve);
   if (!dealer) {
     std::fprintf(stderr, "wsync-ctl: %s\n", dealer.error().describe().c_str());
     return kExitError;

@@ -20,6 +20,7 @@
 #include "event_json.hpp"
 #include "live_view.hpp"
 #include "prometheus_text.hpp"
+#include "wsync/bus/curve_flags.hpp"
 #include "wsync/bus/bus_address.hpp"
 #include "wsync/bus/dealer_endpoint.hpp"
 #include "wsync/bus/event_subscriber.hpp"
@@ -81,6 +82,8 @@ int main(int argc, char** argv) {
   CLI::App app{"wsync-mon: watches a wsync bus (agents, rounds, metrics) without touching its data path"};
   app.add_option("--bus", busName, "bus name")->required();
   app.add_option("--transport", transport, "ipc or tcp://HOST:PORT (the coordinator's)")->capture_default_str();
+  bus::CurveClientFlags curveFlags;
+  curveFlags.addTo(app);
   app.add_flag("--json", json, "print one JSON object per event, one per line, instead of the live view");
   app.add_option("--prometheus", prometheus, "serve the metrics on http://HOST:PORT/metrics (port 0: any free one)");
   app.add_option("--wait-ms", waitMs, "give up (exit 3) when no event arrives from the coordinator in this long")
@@ -107,6 +110,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "wsync-mon: bus '%s': %s\n", busName.c_str(), endpoints.error().describe().c_str());
     return kExitUsage;
   }
+  const auto curve = curveFlags.client();
+  if (!curve) {
+    std::fprintf(stderr, "wsync-mon: %s\n", curve.error().c_str());
+    return kExitUsage;
+  }
   struct sigaction action {};
   action.sa_handler = requestStop;
   sigemptyset(&action.sa_mask);
@@ -114,8 +122,8 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &action, nullptr);
 
   zmq::context_t context(1);
-  auto events = bus::EventSubscriber::connect(context, endpoints->events, {""});
-  auto requests = bus::DealerEndpoint::connect(context, endpoints->requests, "wsync-mon");
+  auto events = bus::EventSubscriber::connect(context, endpoints->events, {""}, *curve);
+  auto requests = bus::DealerEndpoint::connect(context, endpoints->requests, "wsync-mon", *curve);
   if (!events || !requests) {
     std::fprintf(stderr, "wsync-mon: %s\n",
                  (!events ? events.error() : requests.error()).describe().c_str());

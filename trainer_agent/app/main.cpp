@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "wsync/bus/curve_flags.hpp"
 #include "wsync/bus/device_block.hpp"
 #include "wsync/bus/log.hpp"
 #include "wsync/bus/log_flags.hpp"
@@ -149,6 +150,8 @@ int main(int argc, char** argv) {
   CLI::App app{"wsync-trainer: publishes model versions to the workers of a bus"};
   app.add_option("--bus", options.bus, "bus name")->required();
   app.add_option("--transport", options.transport, "ipc or tcp://HOST:PORT")->capture_default_str();
+  bus::CurveClientFlags curveFlags;
+  curveFlags.addTo(app);
   app.add_option("--id", options.agentId, "agent id (default trainer-<pid>)");
   app.add_option("--rank", options.requestedRank, "trainer rank (default: assigned)");
   app.add_option("--model", model,
@@ -172,6 +175,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   logFlags.apply("wsync-trainer");
   log::setAgent(options.agentId);
+  if (auto curve = curveFlags.client()) {
+    options.curve = std::move(*curve);
+  } else {
+    log::error("{}", curve.error());
+    return 2;
+  }
 
   if (!fault.empty()) {
     constexpr std::string_view kDie = "die-on-plan@";

@@ -73,6 +73,7 @@ tl::expected<std::unique_ptr<TrainerAgent>, TrainerFailure> TrainerAgent::start(
   bus::SessionOptions sessionOptions;
   sessionOptions.bus = options.bus;
   sessionOptions.transport = options.transport;
+  sessionOptions.curve = options.curve;
   sessionOptions.agentId = options.agentId;
   sessionOptions.role = msg::Role::Trainer;
   sessionOptions.requestedRank = options.requestedRank;

@@ -16,6 +16,7 @@
 
 #include "engine.hpp"
 #include "model_weights.hpp"
+#include "wsync/bus/curve_flags.hpp"
 #include "wsync/bus/log.hpp"
 #include "wsync/bus/log_flags.hpp"
 #include "wsync/worker_agent/pause_gate.hpp"
@@ -93,6 +94,8 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "log only warnings and errors (unless --log-level says otherwise)");
   log::LogFlags logFlags;
   logFlags.addTo(app);
+  bus::CurveClientFlags curveFlags;
+  curveFlags.addTo(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -101,6 +104,12 @@ int main(int argc, char** argv) {
   logFlags.apply("wsync-worker");
   if (quiet && !logFlags.levelGiven()) log::logger()->set_level(spdlog::level::warn);
   log::setAgent(options.agentId);
+  if (auto curve = curveFlags.client()) {
+    options.curve = std::move(*curve);
+  } else {
+    log::error("{}", curve.error());
+    return kExitUsage;
+  }
   if (!fault.empty()) {
     auto faults = parseFault(fault);
     if (!faults) {

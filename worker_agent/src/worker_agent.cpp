@@ -21,6 +21,7 @@ tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(Wor
   bus::SessionOptions session;
   session.bus = options.bus;
   session.transport = options.transport;
+  session.curve = options.curve;
   session.agentId = options.agentId;
   session.role = msg::Role::Worker;
   session.requestedRank = options.requestedRank;

@@ -13,6 +13,7 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
+#include "wsync/bus/curve.hpp"
 #include "wsync/bus/control_block.hpp"
 #include "wsync/bus/dealer_endpoint.hpp"
 #include "wsync/bus/failure.hpp"
@@ -40,6 +41,7 @@ inline constexpr std::chrono::milliseconds kDuplicateRetryInterval{250};
 struct SessionOptions {
   std::string bus;
   std::string transport = "ipc";  // or tcp://HOST:PORT (see resolveEndpoints)
+  std::optional<CurveClient> curve{};  // tcp to a coordinator that requires CURVE (curve.hpp)
   std::string agentId;            // 1..kMaxAgentIdBytes bytes
   msg::Role role = msg::Role::Unknown;
   std::int32_t requestedRank = -1;

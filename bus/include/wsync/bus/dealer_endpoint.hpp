@@ -8,6 +8,7 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
+#include "wsync/bus/curve.hpp"
 #include "wsync/bus/received.hpp"
 #include "wsync/bus/rejection_counters.hpp"
 #include "wsync/bus/transport_error.hpp"
@@ -24,8 +25,10 @@ namespace wsync::bus {
 // the coordinator maps agent id to routing id.
 class DealerEndpoint {
  public:
+  // `curve`: a CURVE client with these keys (tcp to a coordinator that requires it; curve.hpp).
   static tl::expected<DealerEndpoint, TransportFailure> connect(zmq::context_t& context, const std::string& endpoint,
-                                                                std::string_view label);
+                                                                std::string_view label,
+                                                                const std::optional<CurveClient>& curve = {});
 
   tl::expected<void, TransportFailure> send(std::span<const std::uint8_t> bytes);
   tl::expected<std::optional<Received>, TransportFailure> receive(std::chrono::milliseconds timeout);

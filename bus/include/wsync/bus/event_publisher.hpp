@@ -1,4 +1,5 @@
 #pragma once
+#include <optional>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -9,6 +10,7 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
+#include "wsync/bus/curve.hpp"
 #include "wsync/bus/message.hpp"
 #include "wsync/bus/topics.hpp"
 #include "wsync/bus/transport_error.hpp"
@@ -22,9 +24,10 @@ class EventPublisher {
  public:
   using Sequences = std::map<std::string, std::uint64_t, std::less<>>;
 
-  // `ioThreadAffinity`: as for RouterEndpoint::bind.
+  // `ioThreadAffinity`, `curveServer`: as for RouterEndpoint::bind.
   static tl::expected<EventPublisher, TransportFailure> bind(zmq::context_t& context, const std::string& endpoint,
-                                                             std::uint64_t ioThreadAffinity = 0);
+                                                             std::uint64_t ioThreadAffinity = 0,
+                                                             const std::optional<CurveKeyPair>& curveServer = {});
 
   // Stamps `body` with its family's next sequence number and `epoch`, publishes it under `topic`, and returns
   // the number.

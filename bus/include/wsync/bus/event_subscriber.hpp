@@ -8,6 +8,7 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
+#include "wsync/bus/curve.hpp"
 #include "wsync/bus/received.hpp"
 #include "wsync/bus/rejection_counters.hpp"
 #include "wsync/bus/transport_error.hpp"
@@ -18,9 +19,10 @@ namespace wsync::bus {
 // Subscribe before asking for a snapshot; events older than the snapshot's sequence are then skipped.
 class EventSubscriber {
  public:
-  // An empty prefix subscribes to every topic.
+  // An empty prefix subscribes to every topic. `curve`: as for DealerEndpoint::connect.
   static tl::expected<EventSubscriber, TransportFailure> connect(zmq::context_t& context, const std::string& endpoint,
-                                                                 const std::vector<std::string>& topicPrefixes);
+                                                                 const std::vector<std::string>& topicPrefixes,
+                                                                 const std::optional<CurveClient>& curve = {});
 
   // Received::source is the event's topic.
   tl::expected<std::optional<Received>, TransportFailure> receive(std::chrono::milliseconds timeout);

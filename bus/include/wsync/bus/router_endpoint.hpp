@@ -9,6 +9,7 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
+#include "wsync/bus/curve.hpp"
 #include "wsync/bus/received.hpp"
 #include "wsync/bus/rejection_counters.hpp"
 #include "wsync/bus/transport_error.hpp"
@@ -20,9 +21,10 @@ namespace wsync::bus {
 class RouterEndpoint {
  public:
   // `ioThreadAffinity`: ZMQ_AFFINITY, the context's I/O threads (bit i: thread i) this socket's connections use;
-  // 0 leaves the choice to ZeroMQ.
+  // 0 leaves the choice to ZeroMQ. `curveServer`: a CURVE server with this key pair (tcp, curve.hpp).
   static tl::expected<RouterEndpoint, TransportFailure> bind(zmq::context_t& context, const std::string& endpoint,
-                                                             std::uint64_t ioThreadAffinity = 0);
+                                                             std::uint64_t ioThreadAffinity = 0,
+                                                             const std::optional<CurveKeyPair>& curveServer = {});
 
   // Waits up to `timeout` (0: just look) for one request; empty when none arrived.
   tl::expected<std::optional<Received>, TransportFailure> receive(std::chrono::milliseconds timeout);

@@ -1,7 +1,11 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "wsync/bus/curve.hpp"
 
 namespace wsync::coordinator {
 
@@ -42,6 +46,11 @@ struct CoordinatorOptions {
   std::uint32_t bufferCount = kDefaultBufferCount;
   std::uint64_t gpuBucketBytes = kDefaultGpuBucketBytes;  // nccl and cuda_ipc rounds
   std::uint32_t alignment = kDefaultAlignment;
+  // tcp only (docs/security.md): the coordinator's CURVE key pair and the client public keys it admits; or
+  // `insecure`, for plain tcp on a network the operator trusts. A tcp bus with neither refuses to start.
+  std::optional<bus::CurveKeyPair> curveKeys{};
+  std::vector<std::string> allowedClientKeys{};
+  bool insecure = false;
 };
 
 }  // namespace wsync::coordinator

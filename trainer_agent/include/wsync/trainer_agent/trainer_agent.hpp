@@ -23,6 +23,7 @@
 
 #include <tl/expected.hpp>
 
+#include "wsync/bus/curve.hpp"
 #include "wsync/bus/agent_session.hpp"
 #include "wsync/bus/failure.hpp"
 #include "wsync/bus/manifest.hpp"
@@ -44,6 +45,7 @@ using TrainerFailure = bus::Failure<TrainerError>;
 struct TrainerOptions {
   std::string bus;
   std::string transport = "ipc";
+  std::optional<bus::CurveClient> curve{};  // tcp to a coordinator that requires CURVE (bus/curve.hpp)
   std::string agentId;
   std::int32_t requestedRank = -1;
   // The payload channel of every round. shm: the published spans are host memory. nccl and cuda_ipc (builds with

@@ -9,6 +9,7 @@
 #include <wsync/schemas/control_generated.h>
 
 #include "wsync/bus/agent_session.hpp"
+#include "wsync/bus/curve.hpp"
 #include "wsync/worker_agent/worker_bindings.hpp"
 
 namespace wsync::worker_agent {
@@ -50,6 +51,7 @@ enum class BindingMemory : std::uint8_t { Host, Device };
 struct WorkerOptions {
   std::string bus;
   std::string transport = "ipc";  // or tcp://HOST:PORT
+  std::optional<bus::CurveClient> curve{};  // tcp to a coordinator that requires CURVE (bus/curve.hpp)
   std::string agentId;
   std::int32_t requestedRank = -1;  // -1: the coordinator assigns the lowest free one
   WorkerBindings bindings{};
