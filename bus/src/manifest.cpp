@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <bit>
+#include <cstring>
 #include <memory>
 #include <string_view>
 #include <unordered_set>
@@ -118,6 +120,8 @@ tl::expected<Manifest, ManifestFailure> Manifest::create(std::vector<TensorSpec>
   return Manifest(std::move(tensors), std::move(bytes), total, digest);
 }
 
+static_assert(std::endian::native == std::endian::little, "shapes are copied from FlatBuffers' little-endian bytes");
+
 tl::expected<Manifest, ManifestFailure> Manifest::fromMessage(const msg::Manifest& message) {
   std::vector<TensorSpec> tensors;
   if (const auto* entries = message.tensors()) {
@@ -127,7 +131,16 @@ tl::expected<Manifest, ManifestFailure> Manifest::fromMessage(const msg::Manifes
     tensors.reserve(entries->size());
     for (const msg::TensorInfo* entry : *entries) {
       TensorSpec tensor{entry->name()->str(), entry->dtype(), {}};
-      if (const auto* shape = entry->shape()) tensor.shape.assign(shape->begin(), shape->end());
+      if (const auto* shape = entry->shape()) {
+        // Copied as bytes, not read element by element: the Verifier does not check a vector's elements are
+        // aligned (google/flatbuffers#8397), and a hostile [long] 4 bytes off would be a misaligned read. Message
+        // decoding refuses such buffers too; this keeps fromMessage safe on any verified table. FlatBuffers
+        // stores little-endian, as the hosts we build for are.
+        tensor.shape.resize(shape->size());
+        if (!tensor.shape.empty()) {
+          std::memcpy(tensor.shape.data(), shape->Data(), shape->size() * sizeof(std::int64_t));
+        }
+      }
       tensors.push_back(std::move(tensor));
     }
   }
