@@ -362,7 +362,8 @@ void walkBodyAs(const msg::Envelope& envelope, Fold& fold) {
 
 void walkBody(const msg::Envelope& envelope, Fold& fold) {
   switch (envelope.body_type()) {
-    case msg::Body::NONE: wsync::fuzz::failInvariant(__FILE__, __LINE__, "verifyMessage accepts no message without a body");
+    case msg::Body::NONE:
+      wsync::fuzz::failInvariant(__FILE__, __LINE__, "verifyMessage accepts no message without a body");
     case msg::Body::AgentHello: walkBodyAs<msg::AgentHello>(envelope, fold); return;
     case msg::Body::Welcome: walkBodyAs<msg::Welcome>(envelope, fold); return;
     case msg::Body::Heartbeat: walkBodyAs<msg::Heartbeat>(envelope, fold); return;

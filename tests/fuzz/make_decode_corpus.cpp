@@ -290,7 +290,8 @@ Bytes agentEvent() {
 
 Bytes roundTransition() {
   flatbuffers::FlatBufferBuilder fbb;
-  return finish(fbb, msg::CreateRoundTransitionDirect(fbb, 7, 42, msg::RoundPhase::Verify, 3, "", 250'478'592), {.seq = 304});
+  return finish(fbb, msg::CreateRoundTransitionDirect(fbb, 7, 42, msg::RoundPhase::Verify, 3, "",
+                                                                    250'478'592), {.seq = 304});
 }
 
 Bytes goodbye() {

@@ -106,5 +106,24 @@ TEST(MonBusState, ASnapshotOlderThanTheEventsDoesNotReopenARound) {
   EXPECT_EQ(state.gaps(), 0U);
 }
 
+TEST(MonBusState, ASnapshotAheadOfTheEventsKeepsTheRoundsTimings) {
+  BusState state;
+  const auto now = Clock::now();
+  // Taken while round 4 was already in transfer; its begin, pause and transfer events arrive after it.
+  state.applySnapshot(snapshot(12, 4, msg::RoundPhase::Transfer, 1000, {}), now);
+  EXPECT_EQ(state.apply("round/begin", transition(10, 4, msg::RoundPhase::Begin, 1000), now),
+            BusState::Applied::AlreadyInSnapshot);
+  EXPECT_EQ(state.apply("round/pause", transition(11, 4, msg::RoundPhase::Pause, 1000), now),
+            BusState::Applied::AlreadyInSnapshot);
+  EXPECT_EQ(state.apply("round/transfer", transition(12, 4, msg::RoundPhase::Transfer, 1000), now),
+            BusState::Applied::AlreadyInSnapshot);
+  ASSERT_EQ(state.apply("round/verify", transition(13, 4, msg::RoundPhase::Verify, 1000), now),
+            BusState::Applied::Used);
+  ASSERT_EQ(state.apply("round/commit", commit(14, 4, 1000), now), BusState::Applied::Used);
+  ASSERT_EQ(state.recent().size(), 1U);
+  EXPECT_GE(state.recent().front().totalSeconds, 0.0) << "the begin time came from the covered begin event";
+  EXPECT_EQ(state.totals().roundSeconds.count(), 1U);
+}
+
 }  // namespace
 }  // namespace wsync::mon

@@ -100,6 +100,18 @@ void BusState::applySnapshot(const bus::Message& reply, std::chrono::steady_cloc
   round.progressAt = now;
 }
 
+void BusState::noteStamp(const msg::RoundTransition& transition, std::uint64_t sentNs) {
+  if (!current_ || current_->round != transition.round()) return;
+  CurrentRound& round = *current_;
+  switch (transition.phase()) {
+    case msg::RoundPhase::Begin: round.beganNs = sentNs; break;
+    case msg::RoundPhase::Pause: round.pauseNs = sentNs; break;
+    case msg::RoundPhase::Transfer: round.transferNs = sentNs; break;
+    case msg::RoundPhase::Verify: round.verifyNs = sentNs; break;
+    default: break;
+  }
+}
+
 BusState::Applied BusState::apply(std::string_view topic, const bus::Message& event,
                                   std::chrono::steady_clock::time_point now) {
   Applied applied = Applied::Used;
@@ -110,7 +122,14 @@ BusState::Applied BusState::apply(std::string_view topic, const bus::Message& ev
     }
     const std::string family(bus::topics::familyOf(topic));
     auto& last = lastSeq_[family];
-    if (event.seq() <= last) return Applied::AlreadyInSnapshot;
+    if (event.seq() <= last) {
+      // The snapshot knows the round's phase but not when each phase began: an event it already covers still
+      // gives that time, or the round's durations would be lost.
+      if (const auto* transition = event.as<msg::RoundTransition>()) {
+        noteStamp(*transition, event.envelope().sent_at_ns());
+      }
+      return Applied::AlreadyInSnapshot;
+    }
     if (event.seq() > last + 1) {
       ++gaps_;
       applied = Applied::Gap;
@@ -142,13 +161,10 @@ BusState::Applied BusState::apply(std::string_view topic, const bus::Message& ev
     round.workers = transition->participants();
     if (transition->total_bytes() != 0) round.totalBytes = transition->total_bytes();
     if (transition->phase() == msg::RoundPhase::Transfer) round.transferSeenAt = now;
-    switch (transition->phase()) {
-      case msg::RoundPhase::Begin: round.beganNs = sentNs; break;
-      case msg::RoundPhase::Pause: round.pauseNs = sentNs; break;
-      case msg::RoundPhase::Transfer: round.transferNs = sentNs; break;
-      case msg::RoundPhase::Verify: round.verifyNs = sentNs; break;
-      case msg::RoundPhase::Idle: current_.reset(); break;
-      default: break;
+    if (transition->phase() == msg::RoundPhase::Idle) {
+      current_.reset();
+    } else {
+      noteStamp(*transition, sentNs);
     }
   } else if (const auto* commit = event.as<msg::Commit>()) {
     committedVersion_ = std::max(committedVersion_, commit->version());

@@ -102,6 +102,8 @@ class BusState {
 
  private:
   void finishRound(RoundRecord record, std::uint64_t endedNs);
+  // Records when the current round entered the transition's phase (its coordinator's send time).
+  void noteStamp(const msg::RoundTransition& transition, std::uint64_t sentNs);
 
   bool hasSnapshot_ = false;
   std::uint64_t epoch_ = 0;

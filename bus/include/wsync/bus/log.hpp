@@ -4,7 +4,8 @@
 // the coordinator's committed one), as text or as one JSON object per line (`--log-format json`).
 //
 //   2026-11-22T10:15:02.318Z info  wsync-worker agent=worker-1 version=12 | version 13 applied (round 13)
-//   {"time":"2026-11-22T10:15:02.318Z","level":"info","program":"wsync-worker","agent":"worker-1","version":13,...}
+//   {"time":"2026-11-22T10:15:02.318Z","level":"info","program":"wsync-worker","agent":"worker-1",
+//    "version":13,"msg":"..."}
 //
 // Lines go to stderr. On a terminal a status line (a progress bar) can sit under them: each log
 // line is printed above it, and it is redrawn after (showStatusLine). A program embedding an agent can route wsync's lines into its
