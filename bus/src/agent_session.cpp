@@ -9,6 +9,7 @@
 
 #include "wsync/bus/bus_address.hpp"
 #include "wsync/bus/clock.hpp"
+#include "wsync/bus/log.hpp"
 #include "wsync/bus/protocol.hpp"
 
 namespace wsync::bus {
@@ -48,7 +49,8 @@ tl::expected<std::unique_ptr<AgentSession>, SessionFailure> AgentSession::open(z
   if (!dealer) return fail(SessionError::Transport, dealer.error().describe());
   const int wakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wakeFd < 0) return fail(SessionError::Transport, std::string("eventfd: ") + std::strerror(errno));
-  return std::unique_ptr<AgentSession>(new AgentSession(std::move(options), std::move(*dealer), wakeFd));
+  return std::unique_ptr<AgentSession>(
+      new AgentSession(context, std::move(options), endpoints->requests, std::move(*dealer), wakeFd));
 }
 
 AgentSession::~AgentSession() {
@@ -237,6 +239,27 @@ void AgentSession::goodbye(const std::string& reason) {
   if (!registered()) return;
   builder_.reset();
   (void)send(builder_, msg::CreateGoodbye(builder_.fbb(), builder_.fbb().CreateString(reason)));
+}
+
+void AgentSession::dropConnection(std::chrono::milliseconds outage) {
+  stopHeartbeatThread();
+  dealer_.handle().set(zmq::sockopt::linger, 0);  // a cut link delivers nothing more
+  {
+    const DealerEndpoint cut = std::move(dealer_);
+  }
+  log::warn("control connection dropped for {} ms", outage.count());
+  std::this_thread::sleep_for(outage);
+  auto dealer = DealerEndpoint::connect(*context_, requestEndpoint_, options_.agentId, options_.curve);
+  if (!dealer) {
+    log::error("reconnecting after the outage failed: {}", dealer.error().describe());
+    return;
+  }
+  dealer_ = std::move(*dealer);
+  log::warn("control connection back as {}", dealer_.routingId());
+  // The new routing id is unknown to the coordinator: the next heartbeat is refused with UnknownAgent and the agent
+  // registers again. The shared-memory beat stays off until then, so that the old registration expires and the
+  // new hello is not refused as a duplicate of a live agent.
+  nextHeartbeat_ = std::chrono::steady_clock::now();
 }
 
 void AgentSession::startHeartbeatThread() {

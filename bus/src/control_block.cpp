@@ -155,6 +155,26 @@ std::optional<std::uint32_t> liveCreatorOf(const std::string& segment) {
   return std::nullopt;
 }
 
+// What a dead coordinator's block says, if it is one of ours and of this layout.
+std::optional<ReplacedBlock> readReplaced(const std::string& segment) {
+  try {
+    bip::shared_memory_object shm(bip::open_only, segment.c_str(), bip::read_only);
+    if (!checkPrivate(shm, segment)) return std::nullopt;
+    bip::mapped_region region(shm, bip::read_only, 0, kBlockBytes);
+    const auto& data = *static_cast<const ControlBlockData*>(region.get_address());
+    if (!checkHeader(data.header, segment)) return std::nullopt;
+    ReplacedBlock replaced;
+    replaced.creatorPid = data.header.creatorPid;
+    replaced.epoch = data.header.epoch;
+    replaced.committedVersion = data.bus.committedVersion.load(std::memory_order_acquire);
+    replaced.committedRound = data.bus.committedRound.load(std::memory_order_acquire);
+    replaced.lastRound = unpackRound(data.bus.roundWord.load(std::memory_order_acquire)).round;
+    return replaced;
+  } catch (const bip::interprocess_exception&) {
+    return std::nullopt;  // missing or unreadable: nothing to carry on
+  }
+}
+
 }  // namespace
 
 std::string controlBlockSegmentName(std::string_view busName) {
@@ -292,7 +312,8 @@ tl::expected<ControlBlockOwner, ControlBlockFailure> ControlBlockOwner::create(s
     return fail(ControlBlockError::BusInUse,
                 "bus '" + *name + "' is run by coordinator pid " + std::to_string(*pid) + " (segment " + segment + ")");
   }
-  // Whatever is left under the name belonged to a coordinator that died: replace it.
+  // Whatever is left under the name belonged to a coordinator that died: replace it, keeping what it committed.
+  const std::optional<ReplacedBlock> replaced = readReplaced(segment);
   bip::shared_memory_object::remove(segment.c_str());
 
   try {
@@ -309,8 +330,15 @@ tl::expected<ControlBlockOwner, ControlBlockFailure> ControlBlockOwner::create(s
     header.creatorPid = self.pid;
     header.creatorStartTicks = self.startTicks;
     header.coordinatorHeartbeatMs.store(monotonicMillis(), std::memory_order_relaxed);
+    auto& state = static_cast<ControlBlockData*>(region.get_address())->bus;
+    if (replaced) {
+      state.committedVersion.store(replaced->committedVersion, std::memory_order_relaxed);
+      state.committedRound.store(replaced->committedRound, std::memory_order_relaxed);
+    }
     header.magic.store(kControlBlockMagic, std::memory_order_release);  // publishes the block
-    return ControlBlockOwner(std::move(region), segment, std::move(*lock));
+    ControlBlockOwner owner(std::move(region), segment, std::move(*lock));
+    owner.replaced_ = replaced;
+    return owner;
   } catch (const bip::interprocess_exception& e) {
     bip::shared_memory_object::remove(segment.c_str());
     return systemFailure(segment, e);

@@ -51,10 +51,20 @@ int main(int argc, char** argv) {
   app.add_option("--curve-keys", curveKeysPath, "tcp: the coordinator's CURVE key-pair file (wsync-keygen makes one)");
   app.add_option("--allow-keys", allowKeysPath, "tcp: the clients' public keys it admits, one per line");
   app.add_flag("--insecure", options.insecure, "tcp without CURVE: unauthenticated and unencrypted (trusted networks)");
+  std::string fault;
+  app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] (docs/faults.md)")->group("Testing");
   wsync::log::LogFlags logFlags;
   logFlags.addTo(app);
   CLI11_PARSE(app, argc, argv);
   logFlags.apply("wsync-coordinator");
+  if (!fault.empty()) {
+    auto spec = wsync::bus::parseFaultSpec(fault);
+    if (!spec) {
+      wsync::log::error("--fault: {}", spec.error());
+      return 2;
+    }
+    options.fault = *spec;
+  }
   if (!curveKeysPath.empty() || !allowKeysPath.empty()) {
     if (curveKeysPath.empty() || allowKeysPath.empty()) {
       wsync::log::error("CURVE needs both --curve-keys and --allow-keys");

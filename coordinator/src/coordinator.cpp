@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "coordinator_impl.hpp"
 #include "wsync/bus/bus_address.hpp"
@@ -109,6 +110,15 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   impl->authenticator = std::move(authenticator);
   impl->hostname = hostName();
   log::setAgent("coordinator");
+  if (const auto& replaced = impl->block.replaced()) {
+    // The versions and round numbers go on from where the dead coordinator left them; the agents' reports can
+    // only raise the committed version further (handleHello).
+    impl->committedVersion = replaced->committedVersion;
+    impl->roundCounter = std::max(replaced->committedRound, replaced->lastRound);
+    log::setVersion(impl->committedVersion);
+    log::warn("replaced the control block of coordinator pid {}, which died: committed version {}, last round {}",
+              replaced->creatorPid, replaced->committedVersion, impl->roundCounter);
+  }
   impl->block.beat(bus::monotonicMillis());
   return std::unique_ptr<Coordinator>(new Coordinator(std::move(impl)));
 }
@@ -146,6 +156,7 @@ void Coordinator::Impl::step(std::chrono::milliseconds maxWait) {
       block.beat(bus::monotonicMillis());
       checkLiveness();
       checkRoundDeadline();
+      dropUnreachable();
       nextLivenessCheck = now + kLivenessCheckInterval;
     }
     if (now >= nextBeat) {
@@ -170,16 +181,48 @@ void Coordinator::Impl::step(std::chrono::milliseconds maxWait) {
                    "message rejected: " + std::string(bus::toString(message.error())));
       }
     }
+    dropUnreachable();
     if (Clock::now() >= until) return;
   }
 }
 
 void Coordinator::Impl::sendTo(const std::string& peer, std::span<const std::uint8_t> bytes) {
   auto sent = router.send(peer, bytes);
-  // PeerUnreachable: the agent is gone; the liveness check will declare it. Anything else is worth a line.
-  if (!sent && sent.error().code != bus::TransportError::PeerUnreachable) {
+  if (sent) return;
+  if (sent.error().code != bus::TransportError::PeerUnreachable) {
     log::warn("send to {} failed: {}", peer, sent.error().describe());
+  } else if (agents.contains(peer) &&
+             std::find(unreachable.begin(), unreachable.end(), peer) == unreachable.end()) {
+    unreachable.push_back(peer);
   }
+}
+
+void Coordinator::Impl::dropUnreachable() {
+  // removeAgent may abort a round, whose messages may find more agents gone.
+  while (!unreachable.empty()) {
+    const std::string peer = unreachable.back();
+    unreachable.pop_back();
+    removeAgent(peer, msg::AgentEventKind::Dead, "its connection is gone: a message to it could not be delivered");
+  }
+}
+
+void Coordinator::Impl::dropConnections(std::chrono::milliseconds outage) {
+  // The request endpoint only: the event stream is for monitors, and its sequence numbers must not restart.
+  const std::string endpoint = router.endpoint();
+  router.handle().set(zmq::sockopt::linger, 0);  // what was queued is lost, as on a cut link
+  {
+    const bus::RouterEndpoint cut = std::move(router);
+  }
+  log::warn("request endpoint {} closed for {} ms", endpoint, outage.count());
+  std::this_thread::sleep_for(outage);
+  auto rebound = bus::RouterEndpoint::bind(context, endpoint, kRequestIoThreads, options.curveKeys);
+  if (!rebound) {
+    // Only a test fault gets here; without its endpoint the coordinator is useless, so say so and stop.
+    log::error("cannot bind {} again after the outage: {}", endpoint, rebound.error().describe());
+    std::abort();
+  }
+  router = std::move(*rebound);
+  log::warn("request endpoint {} open again", endpoint);
 }
 
 void Coordinator::Impl::replyError(const std::string& peer, std::uint64_t inReplyTo, msg::ErrorCode code,

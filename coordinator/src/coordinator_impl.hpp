@@ -16,6 +16,7 @@
 #include "wsync/bus/log.hpp"
 #include "wsync/bus/zap_authenticator.hpp"
 #include "wsync/bus/event_publisher.hpp"
+#include "wsync/bus/fault_injection.hpp"
 #include "wsync/bus/manifest.hpp"
 #include "wsync/bus/message.hpp"
 #include "wsync/bus/process_identity.hpp"
@@ -105,7 +106,8 @@ struct Coordinator::Impl {
         context(std::move(context_)),
         router(std::move(router_)),
         events(std::move(events_)),
-        gpu(options.bus) {}
+        gpu(options.bus),
+        faults(options.fault) {}
 
   // coordinator.cpp: the loop, registration, liveness, snapshots.
   void step(std::chrono::milliseconds maxWait);
@@ -146,8 +148,14 @@ struct Coordinator::Impl {
   // on the channel it asks for.
   tl::expected<void, std::string> prepareChannel(ActiveRound& next, const AgentRecord& trainer,
                                                  const std::vector<const AgentRecord*>& workers);
-  // Sends to one agent; a peer that is gone is left to the liveness check.
+  // Sends to one agent. A registered agent its message cannot reach is noted and dropped by dropUnreachable().
   void sendTo(const std::string& peer, std::span<const std::uint8_t> bytes);
+  // Removes the agents whose connection was found gone: a command they never got (a Pause, an Abort, a Commit)
+  // would leave them waiting for good. Their next message is refused as unknown and they register again.
+  void dropUnreachable();
+  // Test faults: the fault of this point and round, if it is armed; a disconnect closes the request endpoint.
+  void strike(bus::FaultPoint point);
+  void dropConnections(std::chrono::milliseconds outage);
   std::uint64_t nextSeq() { return ++sentSeq; }
 
   CoordinatorOptions options;
@@ -160,6 +168,8 @@ struct Coordinator::Impl {
   std::unique_ptr<bus::ZapAuthenticator> authenticator;
   GpuResources gpu;
   std::optional<NcclGroup> ncclGroup;
+  bus::FaultInjector faults;
+  std::vector<std::string> unreachable;  // routing ids of registered agents a send could not reach
   bus::MessageBuilder builder{4096};
   std::string hostname;
 

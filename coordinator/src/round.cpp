@@ -110,6 +110,11 @@ tl::expected<void, std::string> Coordinator::Impl::prepareChannel(ActiveRound& n
   return tl::unexpected(std::string("channel ") + channelName + " is unknown to this coordinator");
 }
 
+void Coordinator::Impl::strike(bus::FaultPoint point) {
+  if (!faults.armed()) return;
+  if (const auto fault = faults.reach(point, round->version)) dropConnections(fault->outage);
+}
+
 void Coordinator::Impl::setPhase(msg::RoundPhase phase, const std::string& detail) {
   round->phase = phase;
   block.setRoundState(bus::RoundState{phase, round->id});
@@ -210,6 +215,7 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
   cached->second.lastUsedRound = next.id;
   round = std::move(next);
   setPhase(msg::RoundPhase::Begin);
+  strike(bus::FaultPoint::Begin);
 
   // Pause: the word in shared memory first (engines polling it react without a message), then each worker.
   block.setPauseState(bus::PauseState{true, round->mode, round->id});
@@ -234,6 +240,7 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
   const auto pause = msg::CreatePause(builder.fbb(), round->id, round->version, round->mode, &wireDigest);
   const auto bytes = builder.finish(pause, bus::EnvelopeStamp{block.epoch(), nextSeq()});
   for (const Participant& participant : round->participants) sendTo(participant.routingId, bytes);
+  strike(bus::FaultPoint::Pause);
   if (round->participants.empty()) startTransfer();
 }
 
@@ -286,6 +293,7 @@ void Coordinator::Impl::startTransfer() {
     sendPlan(round->participants[index].routingId, static_cast<std::int32_t>(index));
   }
   sendPlan(round->trainerRoutingId, -1);
+  strike(bus::FaultPoint::Transfer);
 }
 
 void Coordinator::Impl::handleUpdateDone(const AgentRecord& agent, const msg::UpdateDone& done) {
@@ -318,6 +326,7 @@ void Coordinator::Impl::handleUpdateDone(const AgentRecord& agent, const msg::Up
 
 void Coordinator::Impl::verifyAndCommit() {
   setPhase(msg::RoundPhase::Verify);
+  strike(bus::FaultPoint::Verify);
   if (round->trainerBytes != round->totalBytes) {
     abortRound(msg::AbortReason::ByteCountMismatch,
                "trainer '" + round->trainerAgentId + "' sent " + std::to_string(round->trainerBytes) +
@@ -348,6 +357,8 @@ void Coordinator::Impl::verifyAndCommit() {
   block.setCommitted(round->version, round->id);
   round->phase = msg::RoundPhase::Commit;
   block.setRoundState(bus::RoundState{msg::RoundPhase::Commit, round->id});
+  // The sharpest point of all: the bus has decided (shared memory says so), nobody has been told.
+  strike(bus::FaultPoint::Commit);
   auto buildCommit = [&] {
     auto& fbb = builder.fbb();
     const msg::Digest128 digest = bus::toMessage(round->trainerDigest);
@@ -374,6 +385,7 @@ void Coordinator::Impl::resumeWorkers(bool committed) {
   // An operator's pause outlasts the round: the workers' agents keep their engines paused through this Resume.
   block.setPauseState(operatorPause ? bus::PauseState{true, *operatorPause, 0} : bus::PauseState{false, round->mode, round->id});
   setPhase(msg::RoundPhase::Resume, committed ? "committed" : "aborted");
+  strike(bus::FaultPoint::Resume);
   builder.reset();
   const auto resume = msg::CreateResume(builder.fbb(), round->id, committed ? round->version : committedVersion);
   const auto bytes = builder.finish(resume, bus::EnvelopeStamp{block.epoch(), nextSeq()});

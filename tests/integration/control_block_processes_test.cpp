@@ -68,7 +68,8 @@ TEST(ControlBlockProcesses, SecondHolderProcessRefusesToStart) {
   EXPECT_EQ(ControlBlockView::open(bus)->committedVersion(), 1U);
 }
 
-// SIGKILL leaves the segment behind; the next owner replaces it, whether or not the dead one was reaped yet.
+// SIGKILL leaves the segment behind; the next owner replaces it, whether or not the dead one was reaped yet, and
+// carries on its committed version.
 TEST(ControlBlockProcesses, KilledOwnersBlockIsReplaced) {
   for (const bool reapFirst : {true, false}) {
     SCOPED_TRACE(reapFirst ? "reaped" : "zombie");
@@ -87,7 +88,8 @@ TEST(ControlBlockProcesses, KilledOwnersBlockIsReplaced) {
       auto owner = ControlBlockOwner::create(bus);
       if (!owner) return false;
       EXPECT_NE(owner->epoch(), old->epoch());
-      EXPECT_EQ(owner->committedVersion(), 0U);
+      EXPECT_EQ(owner->committedVersion(), 5U);
+      EXPECT_TRUE(owner->replaced().has_value());
       return true;
     })) << "the stale block was never replaced";
     EXPECT_EQ(old->committedVersion(), 5U);  // the old mapping stays readable for whoever still holds it

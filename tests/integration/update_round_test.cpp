@@ -137,7 +137,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST_F(RoundFixture, AWorkerKilledMidRoundAbortsItTheOthersKeepTheirVersionAndTheRestartedOneCatchesUp) {
   startCoordinator();
   auto steady = startWorker("steady");
-  std::optional<ChildProcess> doomed = startWorker("doomed", {"--fault", "die-during-receive@2"});
+  std::optional<ChildProcess> doomed = startWorker("doomed", {"--fault", "kill@transfer:2"});
   waitForAgents(2);
   auto trainer = startTrainer("t0", {"--steps", "0", "--interval-ms", "100"});
   EXPECT_TRUE(nextOutcome().committed);
@@ -170,7 +170,7 @@ TEST_F(RoundFixture, ATrainerKilledMidRoundAbortsItAndANewTrainerContinues) {
   startCoordinator();
   auto worker = startWorker("w0");
   waitForAgents(1);
-  auto doomed = startTrainer("t0", {"--steps", "3", "--fault", "die-on-plan@2"});
+  auto doomed = startTrainer("t0", {"--steps", "3", "--fault", "kill@transfer:2"});
   EXPECT_TRUE(nextOutcome().committed);
   const auto aborted = nextOutcome();
   EXPECT_FALSE(aborted.committed);

@@ -151,13 +151,29 @@ TEST_F(ControlBlockTest, StaleSegmentOfADeadCreatorIsReplaced) {
   writeSegment(bus, 0600, [&](ControlBlockData& data) {
     fillValidHeader(data, static_cast<std::uint32_t>(child));
     data.bus.committedVersion.store(41);
+    data.bus.committedRound.store(17);
+    data.bus.roundWord.store((std::uint64_t{19} << 8) | static_cast<std::uint64_t>(msg::RoundPhase::Transfer));
   });
 
   auto owner = ControlBlockOwner::create(bus);
   ASSERT_TRUE(owner.has_value()) << owner.error().describe();
   EXPECT_NE(owner->epoch(), 1234U);
-  EXPECT_EQ(owner->committedVersion(), 0U);
   EXPECT_EQ(owner->coordinatorPid(), static_cast<std::uint32_t>(::getpid()));
+  // What the dead coordinator committed goes on: the committed version never goes back across a crash.
+  EXPECT_EQ(owner->committedVersion(), 41U);
+  ASSERT_TRUE(owner->replaced().has_value());
+  EXPECT_EQ(owner->replaced()->creatorPid, static_cast<std::uint32_t>(child));
+  EXPECT_EQ(owner->replaced()->committedVersion, 41U);
+  EXPECT_EQ(owner->replaced()->committedRound, 17U);
+  EXPECT_EQ(owner->replaced()->lastRound, 19U);
+  EXPECT_EQ(owner->roundState().phase, msg::RoundPhase::Idle) << "the dead coordinator's round is not carried on";
+}
+
+TEST_F(ControlBlockTest, AFreshBusReplacesNothing) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value()) << owner.error().describe();
+  EXPECT_FALSE(owner->replaced().has_value());
+  EXPECT_EQ(owner->committedVersion(), 0U);
 }
 
 TEST_F(ControlBlockTest, BusStateRoundTrips) {

@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"shm", "nccl", "cuda_ipc"}));
   app.add_option("--cuda-device", options.cudaDevice, "the GPU of the model (nccl, cuda_ipc)")->capture_default_str();
-  app.add_option("--fault", fault, "test only: die-on-plan@VERSION")->group("Testing");
+  app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] (docs/faults.md)")->group("Testing");
   log::LogFlags logFlags;
   logFlags.addTo(app);
   CLI11_PARSE(app, argc, argv);
@@ -183,12 +183,12 @@ int main(int argc, char** argv) {
   }
 
   if (!fault.empty()) {
-    constexpr std::string_view kDie = "die-on-plan@";
-    if (!fault.starts_with(kDie)) {
-      log::error("unknown fault '{}' (known: die-on-plan@VERSION)", fault);
+    auto spec = bus::parseFaultSpec(fault);
+    if (!spec) {
+      log::error("--fault: {}", spec.error());
       return 2;
     }
-    options.dieOnPlanAtVersion = std::stoull(fault.substr(kDie.size()));
+    options.fault = *spec;
   }
   options.channel = channel == "nccl"       ? msg::ChannelKind::Nccl
                     : channel == "cuda_ipc" ? msg::ChannelKind::CudaIpc

@@ -19,6 +19,8 @@ constexpr std::chrono::milliseconds kIoSlice{100};
 // The sender's own deadline for a transfer. The coordinator aborts a stuck transfer much sooner (its transfer
 // timeout) through the arena's abort word; this only guards against a coordinator that vanished mid-transfer.
 constexpr std::chrono::minutes kSendDeadline{10};
+// A pause fault waits at most this long for the coordinator to reach its pause phase.
+constexpr std::chrono::seconds kFaultPhaseWait{5};
 
 }  // namespace
 
@@ -90,7 +92,8 @@ TrainerAgent::TrainerAgent(TrainerOptions options, std::unique_ptr<zmq::context_
     : options_(std::move(options)),
       context_(std::move(context)),
       session_(std::move(session)),
-      cache_(std::make_unique<ChannelCache>()) {
+      cache_(std::make_unique<ChannelCache>()),
+      faults_(options_.fault) {
   rank_ = session_->registration().rank;
   committed_.store(session_->registration().committedVersion, std::memory_order_release);
   session_->setAppliedVersion(session_->registration().committedVersion);
@@ -223,7 +226,7 @@ void TrainerAgent::ioLoop() {
       if (active_ && active_->began) {
         PublishOutcome outcome = outcomeOf(OutcomeKind::Aborted);
         outcome.reason = msg::AbortReason::CoordinatorRestart;
-        outcome.detail = "the coordinator restarted during the round";
+        outcome.detail = "registered again during the round (the coordinator restarted or the connection was lost)";
         finish(std::move(outcome));
       }
     }
@@ -266,6 +269,24 @@ void TrainerAgent::beginRound() {
   job.began = true;
   job.beginSeq = session_->lastRequestSeq();
   if (withManifest) cache_->manifestSentEpoch = session_->registration().epoch;
+  strike(bus::FaultPoint::Begin, job.version);
+  strikeDuringPause(job.version);
+}
+
+void TrainerAgent::strike(bus::FaultPoint point, std::uint64_t version) {
+  if (!faults_.armed()) return;
+  if (const auto fault = faults_.reach(point, version)) session_->dropConnection(fault->outage);
+}
+
+void TrainerAgent::strikeDuringPause(std::uint64_t version) {
+  if (!options_.fault || options_.fault->point != bus::FaultPoint::Pause || options_.fault->version != version) return;
+  // The trainer takes no part in the pause: its fault strikes once the control block shows the coordinator waiting
+  // for the workers' acks. A test widens that phase with a slow worker (a delay fault at the worker's begin).
+  const auto deadline = Clock::now() + kFaultPhaseWait;
+  while (Clock::now() < deadline && session_->slot().roundState().phase != msg::RoundPhase::Pause) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  strike(bus::FaultPoint::Pause, version);
 }
 
 void TrainerAgent::handle(const bus::Message& message) {
@@ -291,16 +312,12 @@ void TrainerAgent::handle(const bus::Message& message) {
     if (plan->version() != active_->version || plan->receiver() != -1) return;
     active_->round = plan->round();
     active_->planAt = Clock::now();
-    if (options_.dieOnPlanAtVersion != 0 && options_.dieOnPlanAtVersion == active_->version) {
-      log::warn("fault injection: dying mid-round at version {}", active_->version);
-      log::logger()->flush();
-      std::raise(SIGKILL);
-    }
     sendPayload(*plan);
     return;
   }
   if (const auto* commit = message.as<msg::Commit>()) {
     if (commit->version() != active_->version) return;
+    strike(bus::FaultPoint::Commit, commit->version());
     committed_.store(commit->version(), std::memory_order_release);
     log::setVersion(commit->version());
     session_->setAppliedVersion(commit->version());
@@ -309,6 +326,9 @@ void TrainerAgent::handle(const bus::Message& message) {
     outcome.bytes = commit->bytes();
     if (commit->digest()) outcome.digest = bus::fromMessage(*commit->digest());
     finish(std::move(outcome));
+    // The trainer has no part in a resume: its "resume" point is right after it learnt of the commit, while the
+    // coordinator resumes the workers.
+    strike(bus::FaultPoint::Resume, commit->version());
     return;
   }
   if (const auto* abort = message.as<msg::Abort>()) {
@@ -385,9 +405,10 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
   progressVersion_.store(job.version, std::memory_order_relaxed);
   progressSending_.store(true, std::memory_order_release);
   cache.channel->setCancelProbe(roundEnded);
-  cache.channel->setProgress([this, round](std::uint64_t bytes) {
+  cache.channel->setProgress([this, round, version = job.version](std::uint64_t bytes) {
     progressBytes_.store(bytes, std::memory_order_relaxed);
-    session_->slot().setTransferProgress(round, bytes);
+    if (session_->registered()) session_->slot().setTransferProgress(round, bytes);
+    if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // mid-transfer: after the first bucket
   });
   const auto started = Clock::now();
   auto sent = cache.channel->send(plan.round(), *cache.plan, job.tensors, plan.receiver_count(),
@@ -402,6 +423,7 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
     return;
   }
   reply(true, sent->bytes, sent->digest, {});
+  strike(bus::FaultPoint::Verify, job.version);
 }
 
 }  // namespace wsync::trainer_agent

@@ -12,11 +12,14 @@
 #include <string>
 #include <thread>
 
+#include <tl/expected.hpp>
+
 #include <CLI/CLI.hpp>
 
 #include "engine.hpp"
 #include "model_weights.hpp"
 #include "wsync/bus/curve_flags.hpp"
+#include "wsync/bus/fault_injection.hpp"
 #include "wsync/bus/log.hpp"
 #include "wsync/bus/log_flags.hpp"
 #include "wsync/worker_agent/pause_gate.hpp"
@@ -32,24 +35,24 @@ constexpr int kExitUsage = 2;
 // How often the signal thread looks up from sigtimedwait to see whether the worker is done anyway.
 constexpr std::chrono::milliseconds kSignalPoll{100};
 
-// "corrupt-receive@V" or "die-during-receive@V".
-std::optional<worker_agent::WorkerFaults> parseFault(const std::string& text) {
-  const auto at = text.find('@');
-  if (at == std::string::npos) return std::nullopt;
-  const std::string kind = text.substr(0, at);
-  std::uint64_t version = 0;
-  const char* begin = text.data() + at + 1;
-  const char* end = text.data() + text.size();
-  const auto parsed = std::from_chars(begin, end, version);
-  if (begin == end || parsed.ec != std::errc() || parsed.ptr != end) return std::nullopt;
+// "corrupt-receive@V", or a fault of bus/fault_injection.hpp ("kill@transfer:2").
+tl::expected<worker_agent::WorkerFaults, std::string> parseFault(const std::string& text) {
+  constexpr std::string_view kCorrupt = "corrupt-receive@";
   worker_agent::WorkerFaults faults;
-  if (kind == "corrupt-receive") {
+  if (text.starts_with(kCorrupt)) {
+    std::uint64_t version = 0;
+    const char* begin = text.data() + kCorrupt.size();
+    const char* end = text.data() + text.size();
+    const auto parsed = std::from_chars(begin, end, version);
+    if (begin == end || parsed.ec != std::errc() || parsed.ptr != end) {
+      return tl::unexpected("corrupt-receive@VERSION needs a version, not '" + text + "'");
+    }
     faults.corruptReceiveAtVersion = version;
-  } else if (kind == "die-during-receive") {
-    faults.dieDuringReceiveAtVersion = version;
-  } else {
-    return std::nullopt;
+    return faults;
   }
+  auto spec = bus::parseFaultSpec(text);
+  if (!spec) return tl::unexpected(spec.error() + " (or corrupt-receive@VERSION)");
+  faults.fault = *spec;
   return faults;
 }
 
@@ -85,7 +88,7 @@ int main(int argc, char** argv) {
   app.add_option("--dump", dumpPath, "write the weights here at exit (safetensors, metadata wsync_version)");
   auto* exitAfter = app.add_option("--exit-after-version", exitAfterVersion,
                                    "stop once this version is applied and the in-flight requests are done");
-  app.add_option("--fault", fault, "TEST ONLY: corrupt-receive@V | die-during-receive@V");
+  app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] (docs/faults.md) | corrupt-receive@V");
   app.add_option("--channel", channel,
                  "shm: weights in host memory; nccl or cuda_ipc: weights on a GPU, received in place while paused")
       ->capture_default_str()
@@ -113,7 +116,7 @@ int main(int argc, char** argv) {
   if (!fault.empty()) {
     auto faults = parseFault(fault);
     if (!faults) {
-      log::error("--fault '{}': use corrupt-receive@VERSION or die-during-receive@VERSION", fault);
+      log::error("--fault: {}", faults.error());
       return kExitUsage;
     }
     options.faults = *faults;

@@ -30,6 +30,7 @@ RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, 
       bindings_(std::move(bindings)),
       hooks_(std::move(hooks)),
       faults_(faults),
+      faultInjector_(faults.fault),
       memory_(memory),
       cudaDevice_(cudaDevice),
       appliedVersion_(appliedVersion),
@@ -174,6 +175,7 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
     setPhase(bus::AgentPhase::Paused);
     return;
   }
+  strike(bus::FaultPoint::Begin, pause.version());
   // Whatever was staged belongs to a round that ended without a Commit reaching us.
   staged_.reset();
   if (pause.manifest_digest() == nullptr) {
@@ -204,6 +206,12 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
   pausedVersion_ = pause.version();
   setPhase(bus::AgentPhase::Paused);
   sendPauseAck(pause.round(), true, msg::AbortReason::None, {});
+  strike(bus::FaultPoint::Pause, pause.version());
+}
+
+void RoundHandler::strike(bus::FaultPoint point, std::uint64_t version) {
+  if (!faultInjector_.armed()) return;
+  if (const auto fault = faultInjector_.reach(point, version)) session_.dropConnection(fault->outage);
 }
 
 bool RoundHandler::roundEnded(std::uint64_t round) {
@@ -289,15 +297,11 @@ tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::re
     staging_.prepare(manifest);
   }
 
-  if (faults_.dieDuringReceiveAtVersion == plan.version()) {
-    log::warn("test fault: dying during the receive of version {}", plan.version());
-    log::logger()->flush();
-    std::raise(SIGKILL);
-  }
   setPhase(bus::AgentPhase::Receiving);
   if (session_.registered()) session_.slot().setTransferProgress(plan.round(), 0);
-  (*mapped)->setProgress([this, round = plan.round()](std::uint64_t bytes) {
+  (*mapped)->setProgress([this, round = plan.round(), version = plan.version()](std::uint64_t bytes) {
     if (session_.registered()) session_.slot().setTransferProgress(round, bytes);
+    if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // mid-transfer: after the first bucket
   });
   const auto deadline = std::chrono::steady_clock::now() + kTransferDeadline;
   // From here on the bound buffers of an in-place worker no longer hold its applied version.
@@ -357,9 +361,11 @@ void RoundHandler::handleTransferPlan(const msg::TransferPlan& plan) {
   }
   setPhase(bus::AgentPhase::Staged);
   sendUpdateDone(plan.round(), plan.version(), true, *received, msg::AbortReason::None, {});
+  strike(bus::FaultPoint::Verify, plan.version());
 }
 
 void RoundHandler::handleCommit(const msg::Commit& commit) {
+  strike(bus::FaultPoint::Commit, commit.version());
   std::string refusal;
   const bus::Digest digest = commit.digest() ? bus::fromMessage(*commit.digest()) : bus::Digest{};
   if (!staged_) {
@@ -422,6 +428,7 @@ void RoundHandler::handleResume(const msg::Resume& resume) {
     if (paused_) resumeEngine();
     return;
   }
+  strike(bus::FaultPoint::Resume, pausedVersion_);
   inRound_ = false;
   staged_.reset();
   // A worker that refused the Pause never paused its engine: it was generating all along.

@@ -61,6 +61,8 @@ class RoundHandler {
   void handleCommit(const msg::Commit& commit);
   void handleAbort(const msg::Abort& abort);
   void handleResume(const msg::Resume& resume);
+  // Test faults (WorkerFaults::fault); a disconnect drops the session's connection for its outage.
+  void strike(bus::FaultPoint point, std::uint64_t version);
 
   // Receives the payload into staging; returns what was received or why it failed (reason, detail).
   struct ReceiveFailure {
@@ -83,6 +85,7 @@ class RoundHandler {
   const WorkerBindings bindings_;
   const PauseHooks hooks_;
   const WorkerFaults faults_;
+  bus::FaultInjector faultInjector_;
   const BindingMemory memory_;
   const int cudaDevice_;
   std::atomic<std::uint64_t>& appliedVersion_;

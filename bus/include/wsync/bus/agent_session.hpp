@@ -100,6 +100,12 @@ class AgentSession {
   // Frees the slot at the coordinator now rather than after the heartbeat timeout.
   void goodbye(const std::string& reason);
 
+  // Test faults (fault_injection.hpp): cuts the control connection as a broken link to another host would (its
+  // messages and heartbeats stop; what was queued is lost), stays silent for `outage`, then connects again under a
+  // new routing id. The coordinator, having lost the agent or not, answers its next heartbeat with UnknownAgent and
+  // the agent registers again (next() reports `reregistered`), as after a coordinator restart.
+  void dropConnection(std::chrono::milliseconds outage);
+
   bool registered() const { return slot_ != nullptr; }
   // The seq of the last message sent: replies (Error::in_reply_to) refer to it.
   std::uint64_t lastRequestSeq() const { return requestSeq_; }
@@ -113,8 +119,13 @@ class AgentSession {
   zmq::socket_ref handle() { return dealer_.handle(); }
 
  private:
-  AgentSession(SessionOptions options, DealerEndpoint&& dealer, int wakeFd)
-      : options_(std::move(options)), dealer_(std::move(dealer)), wakeFd_(wakeFd) {}
+  AgentSession(zmq::context_t& context, SessionOptions options, std::string requestEndpoint, DealerEndpoint&& dealer,
+               int wakeFd)
+      : context_(&context),
+        options_(std::move(options)),
+        requestEndpoint_(std::move(requestEndpoint)),
+        dealer_(std::move(dealer)),
+        wakeFd_(wakeFd) {}
 
   tl::expected<void, SessionFailure> sendBytes(std::span<const std::uint8_t> bytes);
   tl::expected<void, SessionFailure> sendHello();
@@ -124,7 +135,9 @@ class AgentSession {
   void startHeartbeatThread();
   void stopHeartbeatThread();
 
+  zmq::context_t* context_;
   SessionOptions options_;
+  std::string requestEndpoint_;
   DealerEndpoint dealer_;
   int wakeFd_;  // eventfd
   MessageBuilder builder_;

@@ -171,6 +171,16 @@ class AgentSlotWriter : public ControlBlockView {
   std::uint32_t slot_;
 };
 
+// What a coordinator that died left in its block: the new one carries it on, so that the committed version (and
+// the round numbering) never goes back across a crash, even where no agent had applied the last commit yet.
+struct ReplacedBlock {
+  std::uint32_t creatorPid = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t committedVersion = 0;
+  std::uint64_t committedRound = 0;
+  std::uint64_t lastRound = 0;  // the round in progress or last finished, committed or not
+};
+
 class ControlBlockOwner : public ControlBlockView {
  public:
   // Takes the bus: fails with BusInUse while another coordinator lives; replaces a block left by a dead one.
@@ -179,7 +189,8 @@ class ControlBlockOwner : public ControlBlockView {
   ControlBlockOwner(ControlBlockOwner&& other) noexcept
       : ControlBlockView(std::move(other)),
         lock_(std::move(other.lock_)),
-        removeOnDestroy_(std::exchange(other.removeOnDestroy_, false)) {}
+        removeOnDestroy_(std::exchange(other.removeOnDestroy_, false)),
+        replaced_(other.replaced_) {}
   ControlBlockOwner& operator=(ControlBlockOwner&&) = delete;
   ControlBlockOwner(const ControlBlockOwner&) = delete;
   ControlBlockOwner& operator=(const ControlBlockOwner&) = delete;
@@ -202,6 +213,9 @@ class ControlBlockOwner : public ControlBlockView {
 
   tl::expected<void, ControlBlockFailure> publishPlan(const PlanSnapshot& plan);
 
+  // The block of a dead coordinator that create() found under this bus's name and replaced, if it was readable.
+  const std::optional<ReplacedBlock>& replaced() const { return replaced_; }
+
  private:
   ControlBlockOwner(boost::interprocess::mapped_region&& region, std::string segmentName, BusLock&& lock)
       : ControlBlockView(std::move(region), std::move(segmentName)), lock_(std::move(lock)), removeOnDestroy_(true) {}
@@ -210,6 +224,7 @@ class ControlBlockOwner : public ControlBlockView {
 
   BusLock lock_;
   bool removeOnDestroy_;
+  std::optional<ReplacedBlock> replaced_;
 };
 
 }  // namespace wsync::bus

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "wsync/bus/curve.hpp"
+#include "wsync/bus/fault_injection.hpp"
 
 namespace wsync::coordinator {
 
@@ -51,6 +52,8 @@ struct CoordinatorOptions {
   std::optional<bus::CurveKeyPair> curveKeys{};
   std::vector<std::string> allowedClientKeys{};
   bool insecure = false;
+  // Test only (tests/faults): strike the coordinator itself at one point of one round (bus/fault_injection.hpp).
+  std::optional<bus::FaultSpec> fault{};
 };
 
 }  // namespace wsync::coordinator

@@ -26,6 +26,7 @@
 #include "wsync/bus/curve.hpp"
 #include "wsync/bus/agent_session.hpp"
 #include "wsync/bus/failure.hpp"
+#include "wsync/bus/fault_injection.hpp"
 #include "wsync/bus/manifest.hpp"
 
 namespace wsync::trainer_agent {
@@ -53,9 +54,8 @@ struct TrainerOptions {
   // the stream that wrote them) before publish().
   msg::ChannelKind channel = msg::ChannelKind::Shm;
   int cudaDevice = 0;
-  // Test-only fault injection: the process raises SIGKILL on itself when the transfer plan of this version
-  // arrives, so that tests can kill a trainer at a known point mid-round.
-  std::uint64_t dieOnPlanAtVersion = 0;
+  // Test only (tests/faults, docs/faults.md): strike this process at one point of one version's round.
+  std::optional<bus::FaultSpec> fault{};
 };
 
 struct PublishOptions {
@@ -136,6 +136,9 @@ class TrainerAgent {
   void handle(const bus::Message& message);
   void beginRound();
   void sendPayload(const msg::TransferPlan& plan);
+  // Test faults (options_.fault); a disconnect drops the session's connection for its outage.
+  void strike(bus::FaultPoint point, std::uint64_t version);
+  void strikeDuringPause(std::uint64_t version);
   void finish(PublishOutcome outcome);
   PublishOutcome outcomeOf(OutcomeKind kind) const;
 
@@ -160,6 +163,7 @@ class TrainerAgent {
   // I/O thread only.
   std::unique_ptr<Job> active_;
   std::unique_ptr<ChannelCache> cache_;
+  bus::FaultInjector faults_;
   std::thread io_;
 };
 

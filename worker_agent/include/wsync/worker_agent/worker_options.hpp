@@ -8,6 +8,7 @@
 
 #include <wsync/schemas/control_generated.h>
 
+#include "wsync/bus/fault_injection.hpp"
 #include "wsync/bus/agent_session.hpp"
 #include "wsync/bus/curve.hpp"
 #include "wsync/worker_agent/worker_bindings.hpp"
@@ -32,10 +33,9 @@ struct WorkerFaults {
   // After receiving this version, flip one byte of the staged copy and report the digest of the corrupted bytes:
   // the coordinator must see a digest mismatch and abort the round; nobody applies it.
   std::optional<std::uint64_t> corruptReceiveAtVersion;
-  // Raise SIGKILL on itself when the TransferPlan of this version arrives, before receiving anything (the arena
-  // has no per-bucket hook to die after the first bucket): the coordinator must notice the death and abort the
-  // round, and the sender must not hang.
-  std::optional<std::uint64_t> dieDuringReceiveAtVersion;
+  // Strike this process at one point of one version's round (kill, stop, disconnect, delay; docs/faults.md): the
+  // fault-injection suite proves that the round ends within its timeouts and nothing half-applied is served.
+  std::optional<bus::FaultSpec> fault;
 };
 
 // Where the bound buffers live, which decides the channels a worker takes and how it receives (docs/decisions.md,

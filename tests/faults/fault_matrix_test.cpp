@@ -1,0 +1,393 @@
+// The fault-injection matrix (docs/faults.md): each role (coordinator, trainer, worker) killed, stopped or
+// disconnected at each phase of a round (begin, pause, transfer, verify, commit, resume), with the real programs.
+// The faulted process strikes itself (--fault, bus/fault_injection.hpp) so that every case hits its phase exactly.
+// Every case asserts the same things:
+//  - the round of the faulted version ends (aborts or commits, as the matrix says) within kOutcomeBound;
+//  - committed versions only go up, across coordinator restarts too (a killed coordinator's block is recovered);
+//  - no worker serves a version that was not committed, nor bytes other than that version's (checked on dumps);
+//  - the survivors go on, and the faulted role, restarted, thawed or reconnected, catches up with a later commit;
+//  - nothing leaks: the coordinator's and the steady worker's open files come back to what they were, and at the
+//    end no shared-memory segment, socket file or process of the bus is left.
+#include <dirent.h>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "round_fixture.hpp"
+#include "text_file.hpp"
+#include "wsync/bus/fault_injection.hpp"
+#include "wsync/bus/model_catalog.hpp"
+#include "wsync/bus/safetensors.hpp"
+
+namespace wsync::test {
+namespace {
+
+using bus::FaultAction;
+using bus::FaultPoint;
+using Clock = std::chrono::steady_clock;
+
+// Versions 1 and 2 commit before the fault, so that "keeps its previous version" means something.
+constexpr std::uint64_t kFaultVersion = 3;
+// 4 MiB in 8 tensors over 1 MiB buckets (the fixture's coordinator): a transfer of several buckets, so that a
+// transfer fault strikes after the first bucket and before the last.
+constexpr const char* kModel = "synthetic:8:4";
+constexpr std::uint64_t kSeed = 1;  // wsync-trainer's default content seed
+// The test coordinator's phase timeouts: short, so that a silent peer the heartbeat cannot expose (the
+// coordinator's own outage) still ends its round quickly.
+constexpr std::chrono::milliseconds kTestPauseTimeout{4000};
+constexpr std::chrono::milliseconds kTestTransferTimeout{6000};
+// How long a stopped process stays frozen before the test thaws it: past the heartbeat timeout, so that the
+// coordinator has declared it dead (or, for a frozen coordinator, its round has run past its deadline).
+constexpr std::chrono::milliseconds kFrozenFor{2500};
+// The round of the faulted version must end within this: the longest phase timeout, plus a disconnect's outage
+// or a freeze, plus the heartbeat timeout, plus slack for a loaded 2-core machine (sanitizer builds).
+constexpr std::chrono::seconds kOutcomeBound{20};
+// Open files come back to their count before the fault within this (ZeroMQ closes a dead peer's socket on its
+// I/O thread, shortly after the peer is gone).
+constexpr std::chrono::seconds kFdSettle{10};
+
+enum class Role { Coordinator, Trainer, Worker };
+enum class Expect { Aborts, Commits, Either };
+
+struct FaultCase {
+  Role role;
+  FaultAction action;
+  FaultPoint point;
+  Expect expect;  // the faulted version's round, where its outcome can be seen (not for a killed coordinator)
+};
+
+const char* roleName(Role role) {
+  switch (role) {
+    case Role::Coordinator: return "coordinator";
+    case Role::Trainer: return "trainer";
+    case Role::Worker: return "worker";
+  }
+  return "unknown";
+}
+
+std::string caseName(const FaultCase& c) {
+  std::string name = std::string(roleName(c.role)) + "_" + std::string(bus::toString(c.action)) + "_at_" +
+                     std::string(bus::toString(c.point));
+  return name;
+}
+
+std::string faultSpec(const FaultCase& c) {
+  return std::string(bus::toString(c.action)) + "@" + std::string(bus::toString(c.point)) + ":" +
+         std::to_string(kFaultVersion);
+}
+
+int openFiles(pid_t pid) {
+  int count = 0;
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd";
+  if (DIR* dir = ::opendir(path.c_str())) {
+    while (const dirent* entry = ::readdir(dir)) {
+      if (entry->d_name[0] != '.') ++count;
+    }
+    ::closedir(dir);
+  }
+  return count;
+}
+
+bool isStopped(pid_t pid) {
+  const std::string stat = readTextFile("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
+}
+
+// Processes whose command line names this bus: none may outlive the test.
+std::vector<std::string> processesOfBus(const std::string& bus) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    std::string cmdline = readTextFile(entry.path().string() + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(" " + bus + " ") != std::string::npos || cmdline.ends_with(" " + bus + " ")) {
+      found.push_back(name + ": " + cmdline);
+    }
+  }
+  return found;
+}
+
+// Shared-memory segments and runtime-folder files of this bus.
+std::vector<std::string> filesOfBus(const std::string& bus) {
+  std::vector<std::string> found;
+  std::vector<std::string> folders{"/dev/shm"};
+  if (const char* runtime = std::getenv("WSYNC_RUNTIME_DIR")) folders.emplace_back(runtime);
+  for (const auto& folder : folders) {
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+      const std::string name = entry.path().filename().string();
+      // The bus lock file stays by design: a lock file is only ever locked, never trusted for its existence.
+      if (name.find(bus) != std::string::npos && !name.ends_with(".lock")) found.push_back(entry.path().string());
+    }
+  }
+  return found;
+}
+
+// The bytes a worker must hold for `version`: wsync-trainer's content of the model at that version.
+void expectDumpHoldsACommittedVersion(const std::string& path, const std::set<std::uint64_t>& committed,
+                                      const std::string& who) {
+  auto file = bus::SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << who << ": " << file.error().describe();
+  const auto found = file->metadata().find("wsync_version");
+  ASSERT_NE(found, file->metadata().end()) << who;
+  const std::uint64_t version = std::stoull(found->second);
+  EXPECT_TRUE(version == 0 || committed.contains(version))
+      << who << " serves version " << version << ", which was never committed";
+  auto specs = bus::modelTensors(kModel);
+  ASSERT_TRUE(specs);
+  ASSERT_EQ(file->tensors().size(), specs->size()) << who;
+  for (std::size_t index = 0; index < specs->size(); ++index) {
+    const auto held = file->bytes(index);
+    std::vector<std::byte> expected(held.size());
+    if (version > 0) {
+      bus::fillTensor(expected, kSeed, static_cast<std::uint32_t>(index));
+      bus::perturbTensor(expected, kSeed, static_cast<std::uint32_t>(index), version);
+    }  // version 0: a worker's weights start zeroed
+    ASSERT_TRUE(std::equal(held.begin(), held.end(), expected.begin()))
+        << who << ": tensor " << (*specs)[index].name << " is not version " << version << "'s: a partial apply";
+  }
+}
+
+class FaultMatrix : public RoundFixture, public ::testing::WithParamInterface<FaultCase> {
+ protected:
+  std::vector<std::string> coordinatorArgs(bool withFault) const {
+    std::vector<std::string> args{"--pause-timeout-ms", std::to_string(kTestPauseTimeout.count()),
+                                  "--transfer-timeout-ms", std::to_string(kTestTransferTimeout.count())};
+    if (withFault) args.insert(args.end(), {"--fault", faultSpec(GetParam())});
+    return args;
+  }
+  std::vector<std::string> workerArgs(const std::string& id, std::optional<std::string> fault) const {
+    std::vector<std::string> args{"--model", kModel, "--dump", path(id + ".safetensors")};
+    if (fault) args.insert(args.end(), {"--fault", *fault});
+    return args;
+  }
+  std::vector<std::string> trainerArgs(bool withFault) const {
+    std::vector<std::string> args{"--model", kModel, "--steps", "0", "--interval-ms", "20", "--log-level", "info"};
+    if (withFault) args.insert(args.end(), {"--fault", faultSpec(GetParam())});
+    return args;
+  }
+
+  // Every commit seen on the event stream, checked to only go up.
+  void noteOutcome(const RoundOutcome& outcome) {
+    if (!outcome.committed) return;
+    EXPECT_GT(outcome.version, lastEventCommit_) << "a commit event below an earlier one";
+    lastEventCommit_ = std::max(lastEventCommit_, outcome.version);
+    committed_.insert(outcome.version);
+  }
+  // What the agent wrote in its slot last, registered or not: a survivor the coordinator dropped for a lost
+  // connection still serves what its slot says until it registers again.
+  std::optional<std::uint64_t> servedVersion(const std::string& agentId) {
+    std::optional<std::uint64_t> served;
+    for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
+      const auto snapshot = block_->agentSlot(slot);
+      if (!snapshot || snapshot->agentId != agentId || !snapshot->agentAttached) continue;
+      if (snapshot->occupancy == bus::SlotOccupancy::Active) return snapshot->appliedVersion;
+      served = snapshot->appliedVersion;
+    }
+    return served;
+  }
+  // A worker holds only committed versions, so "at least" is "this one or a later commit".
+  bool waitForAppliedAtLeast(const std::string& agentId, std::uint64_t version) {
+    const auto deadline = Clock::now() + kPatience;
+    while (Clock::now() < deadline) {
+      if (appliedVersion(agentId).value_or(0) >= version) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  void noteBlock() {
+    const std::uint64_t now = block_->committedVersion();
+    EXPECT_GE(now, highestInBlock_) << "the control block's committed version went back";
+    highestInBlock_ = std::max(highestInBlock_, now);
+    if (now > 0) committed_.insert(now);  // committed even where the event never left (a coordinator killed)
+  }
+
+  std::set<std::uint64_t> committed_;  // from events and from the control block
+  std::uint64_t lastEventCommit_ = 0;
+  std::uint64_t highestInBlock_ = 0;
+};
+
+TEST_P(FaultMatrix, TheRoundEndsNothingIsLostAndEveryoneCatchesUp) {
+  const FaultCase& c = GetParam();
+  SCOPED_TRACE(faultSpec(c) + " on the " + roleName(c.role));
+  const std::string coordinatorLog = path("coordinator.log");
+  startCoordinator(coordinatorArgs(c.role == Role::Coordinator), coordinatorLog);
+  // The trainer's pause point needs a pause that lasts: the target worker holds its ack back.
+  std::optional<std::string> targetFault;
+  if (c.role == Role::Worker) targetFault = faultSpec(c);
+  if (c.role == Role::Trainer && c.point == FaultPoint::Pause) {
+    targetFault = "delay@begin:" + std::to_string(kFaultVersion) + "+1500";
+  }
+  std::optional<ChildProcess> steady = startWorker("steady", workerArgs("steady", std::nullopt), path("steady.log"));
+  std::optional<ChildProcess> target = startWorker("target", workerArgs("target", targetFault), path("target.log"));
+  waitForAgents(2);
+  std::optional<ChildProcess> trainer = startTrainer("t0", trainerArgs(c.role == Role::Trainer), path("trainer.log"));
+
+  // Versions before the fault commit; their last one sets the open-file baselines.
+  RoundOutcome outcome;
+  do {
+    outcome = nextOutcome();
+    ASSERT_NE(outcome.version, 0U) << "no round outcome";
+    noteOutcome(outcome);
+    noteBlock();
+    if (outcome.version < kFaultVersion) {
+      ASSERT_TRUE(outcome.committed) << outcome.detail;
+    }
+  } while (outcome.version + 1 < kFaultVersion);
+  ASSERT_TRUE(waitForApplied("steady", kFaultVersion - 1));
+  const int coordinatorFiles = openFiles(coordinator_->pid());
+  const int steadyFiles = openFiles(steady->pid());
+
+  ChildProcess* faultedProcess = c.role == Role::Coordinator ? &*coordinator_
+                                 : c.role == Role::Trainer   ? &*trainer
+                                                             : &*target;
+  ChildProcess& faulted = *faultedProcess;
+  const pid_t faultedPid = faulted.pid();
+  const auto faultDeadline = Clock::now() + kOutcomeBound;
+
+  if (c.role == Role::Coordinator && c.action == FaultAction::Kill) {
+    ASSERT_EQ(coordinator_->wait(kOutcomeBound), 128 + SIGKILL) << "the coordinator's fault never struck";
+    const std::uint64_t before = block_->committedVersion();  // the dead coordinator's block, still mapped
+    if (c.point >= FaultPoint::Commit) {
+      EXPECT_EQ(before, kFaultVersion) << "killed after its decision, it had committed the version";
+    }
+    startCoordinator(coordinatorArgs(false), path("coordinator-2.log"));
+    EXPECT_GE(block_->committedVersion(), before) << "the restarted coordinator must recover what was committed";
+    EXPECT_NE(readTextFile(path("coordinator-2.log")).find("replaced the control block of coordinator pid " +
+                                                           std::to_string(faultedPid)),
+              std::string::npos)
+        << "the stale block was not recovered";
+    noteBlock();
+  } else {
+    if (c.action == FaultAction::Kill) {
+      // Restarted at once, as a supervisor would: the round of the faulted version may even never have started
+      // (a trainer killed as its BeginUpdate left), and only the new trainer makes progress then.
+      ASSERT_EQ(faulted.wait(kOutcomeBound), 128 + SIGKILL) << "the kill fault never struck";
+      if (c.role == Role::Trainer) {
+        trainer.reset();
+        trainer.emplace(startTrainer("t0", trainerArgs(false), path("trainer-2.log")));
+      } else {
+        target.reset();
+        target.emplace(startWorker("target", workerArgs("target", std::nullopt), path("target-2.log")));
+      }
+    }
+    // The faulted version's round ends, as the matrix says, in time.
+    if (c.action == FaultAction::Stop) {
+      while (!isStopped(faultedPid)) {
+        ASSERT_LT(Clock::now(), faultDeadline) << "the stop fault never struck";
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      if (c.role == Role::Coordinator) {
+        std::this_thread::sleep_for(kFrozenFor);  // nobody can see its round end while it is frozen
+        faulted.signal(SIGCONT);
+      }
+    }
+    do {
+      outcome = nextOutcome(kOutcomeBound);
+      ASSERT_NE(outcome.version, 0U) << "the round of the faulted version did not end within the bound";
+      noteOutcome(outcome);
+    } while (outcome.version < kFaultVersion);
+    EXPECT_LT(Clock::now(), faultDeadline + kOutcomeBound);
+    if (outcome.version == kFaultVersion) {
+      if (c.expect == Expect::Aborts) {
+        EXPECT_FALSE(outcome.committed) << "expected an abort";
+      }
+      if (c.expect == Expect::Commits) {
+        EXPECT_TRUE(outcome.committed) << outcome.detail;
+      }
+      if (!outcome.committed && c.role != Role::Coordinator) {
+        EXPECT_EQ(outcome.reason, msg::AbortReason::AgentDied) << outcome.detail;
+      }
+      if (!outcome.committed) {
+        EXPECT_EQ(servedVersion("steady").value_or(0), kFaultVersion - 1) << "a survivor keeps its version";
+      }
+    }
+    noteBlock();
+    if (c.action == FaultAction::Stop && c.role != Role::Coordinator) faulted.signal(SIGCONT);
+  }
+
+  // Survivors go on and the faulted role catches up: a later version commits and every worker serves it (or a
+  // later one: the trainer keeps publishing).
+  do {
+    outcome = nextOutcome();
+    ASSERT_NE(outcome.version, 0U) << "no round outcome after the fault";
+    noteOutcome(outcome);
+    noteBlock();
+  } while (!outcome.committed || outcome.version <= kFaultVersion);
+  EXPECT_TRUE(waitForAppliedAtLeast("steady", outcome.version)) << "the survivor did not go on";
+  EXPECT_TRUE(waitForAppliedAtLeast("target", outcome.version)) << "the faulted worker did not catch up";
+
+  // The coordinator (the same process, where it survived) and the steady worker hold no more files than before.
+  if (!(c.role == Role::Coordinator && c.action == FaultAction::Kill)) {
+    const auto settle = Clock::now() + kFdSettle;
+    while (openFiles(coordinator_->pid()) > coordinatorFiles && Clock::now() < settle) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_LE(openFiles(coordinator_->pid()), coordinatorFiles) << "the coordinator leaks file descriptors";
+  }
+  {
+    const auto settle = Clock::now() + kFdSettle;
+    while (openFiles(steady->pid()) > steadyFiles && Clock::now() < settle) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_LE(openFiles(steady->pid()), steadyFiles) << "the steady worker leaks file descriptors";
+  }
+
+  // Everyone stops cleanly; the workers' dumps hold committed versions, byte for byte.
+  trainer->signal(SIGTERM);
+  EXPECT_TRUE(trainer->wait(kPatience).has_value());
+  for (auto* worker : {&steady, &target}) {
+    (*worker)->signal(SIGTERM);
+    EXPECT_EQ((*worker)->wait(kPatience), 0);
+  }
+  noteBlock();
+  expectDumpHoldsACommittedVersion(path("steady.safetensors"), committed_, "steady");
+  expectDumpHoldsACommittedVersion(path("target.safetensors"), committed_, "target");
+  events_.reset();
+  block_.reset();
+  coordinator_->signal(SIGTERM);
+  EXPECT_EQ(coordinator_->wait(kPatience), 0);
+  coordinator_.reset();
+  EXPECT_EQ(processesOfBus(bus_), std::vector<std::string>{}) << "processes of the bus outlived it";
+  EXPECT_EQ(filesOfBus(bus_), std::vector<std::string>{}) << "segments or socket files of the bus were left behind";
+}
+
+// The matrix of docs/faults.md. Expectations of the faulted version's round: before the coordinator's decision
+// (begin, pause, transfer) it aborts; once every digest is in (the coordinator's verify, a worker's commit and
+// resume, the trainer's commit and resume) it commits. A worker or trainer struck right after sending its
+// UpdateDone (verify) races the others' UpdateDones against the coordinator noticing: either outcome is right.
+// A coordinator that is stopped or disconnected and then comes back finds its phase deadline passed (abort) or
+// finishes what it had decided (commit).
+std::vector<FaultCase> matrix() {
+  std::vector<FaultCase> cases;
+  for (const FaultAction action : {FaultAction::Kill, FaultAction::Stop, FaultAction::Disconnect}) {
+    for (const FaultPoint point : {FaultPoint::Begin, FaultPoint::Pause, FaultPoint::Transfer, FaultPoint::Verify,
+                                   FaultPoint::Commit, FaultPoint::Resume}) {
+      const bool decided = point >= FaultPoint::Commit;
+      cases.push_back({Role::Coordinator, action, point, decided ? Expect::Commits : Expect::Either});
+      // A trainer struck just after its BeginUpdate left may be gone before the coordinator reads it: the round
+      // never starts, and the restarted trainer publishes the same version again.
+      const bool trainerRace = point == FaultPoint::Begin || point == FaultPoint::Verify;
+      cases.push_back({Role::Trainer, action, point,
+                       decided ? Expect::Commits : trainerRace ? Expect::Either : Expect::Aborts});
+      cases.push_back({Role::Worker, action, point,
+                       decided ? Expect::Commits : point == FaultPoint::Verify ? Expect::Either : Expect::Aborts});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryRoleActionAndPhase, FaultMatrix, ::testing::ValuesIn(matrix()),
+                         [](const auto& testInfo) { return caseName(testInfo.param); });
+
+}  // namespace
+}  // namespace wsync::test
