@@ -44,7 +44,7 @@ constexpr std::uint64_t kSeed = 1;  // wsync-trainer's default content seed
 constexpr std::chrono::milliseconds kTestPauseTimeout{4000};
 constexpr std::chrono::milliseconds kTestTransferTimeout{6000};
 // How long a stopped process stays frozen before the test thaws it: past the heartbeat timeout, so that the
-// coordinator has declared it dead (or, for a frozen coordinator, its round has run past its deadline).
+// coordinator has declared a frozen agent dead.
 constexpr std::chrono::milliseconds kFrozenFor{2500};
 // The round of the faulted version must end within this: the longest phase timeout, plus a disconnect's outage
 // or a freeze, plus the heartbeat timeout, plus slack for a loaded 2-core machine (sanitizer builds).
@@ -251,6 +251,7 @@ TEST_P(FaultMatrix, TheRoundEndsNothingIsLostAndEveryoneCatchesUp) {
                                  : c.role == Role::Trainer   ? &*trainer
                                                              : &*target;
   ChildProcess& faulted = *faultedProcess;
+  std::jthread thaw;  // joins on every exit path, an ASSERT's early return included
   const pid_t faultedPid = faulted.pid();
   const auto faultDeadline = Clock::now() + kOutcomeBound;
 
@@ -286,10 +287,14 @@ TEST_P(FaultMatrix, TheRoundEndsNothingIsLostAndEveryoneCatchesUp) {
         ASSERT_LT(Clock::now(), faultDeadline) << "the stop fault never struck";
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
-      if (c.role == Role::Coordinator) {
-        std::this_thread::sleep_for(kFrozenFor);  // nobody can see its round end while it is frozen
+      // Thawed after a fixed freeze, not after the round's outcome: a trainer frozen before its BeginUpdate left
+      // (ZeroMQ's I/O thread freezes with it) has no round that could end. A frozen agent's round ends during
+      // the freeze (heartbeat timeout); a frozen coordinator's only once it runs again.
+      thaw = std::jthread([&faulted] {
+        std::this_thread::sleep_for(kFrozenFor);
         faulted.signal(SIGCONT);
-      }
+      });
+      if (c.role == Role::Coordinator) thaw.join();
     }
     do {
       outcome = nextOutcome(kOutcomeBound);
@@ -307,12 +312,14 @@ TEST_P(FaultMatrix, TheRoundEndsNothingIsLostAndEveryoneCatchesUp) {
       if (!outcome.committed && c.role != Role::Coordinator) {
         EXPECT_EQ(outcome.reason, msg::AbortReason::AgentDied) << outcome.detail;
       }
-      if (!outcome.committed) {
-        EXPECT_EQ(servedVersion("steady").value_or(0), kFaultVersion - 1) << "a survivor keeps its version";
+      // A survivor never serves an aborted version (only a restarted trainer publishes it again).
+      if (!outcome.committed && !(c.role == Role::Trainer && c.action == FaultAction::Kill)) {
+        EXPECT_NE(servedVersion("steady").value_or(0), kFaultVersion) << "a survivor serves an aborted version";
+        EXPECT_GE(servedVersion("steady").value_or(0), kFaultVersion - 1) << "a survivor went back";
       }
     }
+    if (thaw.joinable()) thaw.join();
     noteBlock();
-    if (c.action == FaultAction::Stop && c.role != Role::Coordinator) faulted.signal(SIGCONT);
   }
 
   // Survivors go on and the faulted role catches up: a later version commits and every worker serves it (or a
