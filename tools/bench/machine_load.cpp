@@ -26,19 +26,27 @@ double cpuSeconds(int who) {
 
 MachineLoad::MachineLoad() : start_(read()) {}
 
-MachineLoad::Reading MachineLoad::read() {
-  Reading reading;
+MachineTicks readMachineTicks() {
+  MachineTicks ticks;
   // "cpu  user nice system idle iowait irq softirq steal ...": the first line sums every CPU.
   std::ifstream stat("/proc/stat");
   std::string label;
   stat >> label;
   for (int field = 0; field < 8; ++field) {
-    std::uint64_t ticks = 0;
-    if (!(stat >> ticks)) break;
-    reading.totalTicks += ticks;
+    std::uint64_t value = 0;
+    if (!(stat >> value)) break;
+    ticks.total += value;
     // Idle and iowait are not work; steal (other virtual machines on this host) is, for this purpose.
-    if (field != 3 && field != 4) reading.busyTicks += ticks;
+    if (field != 3 && field != 4) ticks.busy += value;
   }
+  return ticks;
+}
+
+MachineLoad::Reading MachineLoad::read() {
+  Reading reading;
+  const MachineTicks ticks = readMachineTicks();
+  reading.totalTicks = ticks.total;
+  reading.busyTicks = ticks.busy;
   reading.ownSeconds = cpuSeconds(RUSAGE_SELF) + cpuSeconds(RUSAGE_CHILDREN);
   return reading;
 }

@@ -6,6 +6,13 @@
 
 namespace wsync::bench {
 
+// CPU time of the whole machine from /proc/stat, in clock ticks, summed over every CPU.
+struct MachineTicks {
+  std::uint64_t total = 0;  // every state
+  std::uint64_t busy = 0;   // total less idle and iowait
+};
+MachineTicks readMachineTicks();
+
 class MachineLoad {
  public:
   MachineLoad();  // starts the interval

@@ -3,6 +3,8 @@
 //   wsync-bench bus [--quick] [--out FILE] [--json FILE] ...   control plane and version read (report on stdout)
 //   wsync-bench shm [--quick] [--out FILE] [--json FILE] ...   the shm payload channel against memcpy
 //   wsync-bench round [--quick] [--out FILE] [--json FILE] ... an update round's control overhead
+//   wsync-bench soak [--quick] [--out FILE] [--json FILE] ...  10,000 rounds through the real programs with worker
+//                                                              restarts: does anything grow?
 //   wsync-bench gpu [--quick] [--out FILE] [--json FILE] ...   the nccl and cuda_ipc channels against raw NCCL and
 //                                                              cudaMemcpy (builds with WSYNC_HAVE_CUDA)
 //
@@ -35,6 +37,9 @@
 #include "shm_config.hpp"
 #include "shm_receiver.hpp"
 #include "shm_report.hpp"
+#include "soak_benchmark.hpp"
+#include "soak_config.hpp"
+#include "soak_report.hpp"
 #include "version_read.hpp"
 #include "wsync/bus/log.hpp"
 
@@ -108,6 +113,18 @@ int runRoundMode(const RoundBenchConfig& config) {
   report.results = runRoundBenchmarks(config, std::cerr);
   report.wallSeconds = secondsSince(start);
   publish(renderRoundMarkdown(report), renderRoundJson(report), config.outPath, config.jsonPath);
+  return 0;
+}
+
+int runSoakMode(const SoakBenchConfig& config) {
+  installInterruptHandlers();
+  const auto start = std::chrono::steady_clock::now();
+  SoakBenchReport report;
+  report.config = config;
+  report.machine = describeMachine(config.commit);
+  report.results = runSoakBenchmark(config, std::cerr);
+  report.wallSeconds = secondsSince(start);
+  publish(renderSoakMarkdown(report), renderSoakJson(report), config.outPath, config.jsonPath);
   return 0;
 }
 
@@ -354,6 +371,48 @@ int main(int argc, char** argv) {
   roundMode.add_option("--json", roundConfig.jsonPath, "Write the results as JSON to this file");
   roundMode.add_option("--commit", roundConfig.commit, "Commit to name in the report (default: git describe)");
 
+  SoakBenchConfig soakConfig;
+  CLI::App& soakMode = *app.add_subcommand(
+      "soak", "Thousands of rounds back to back through the real wsync-coordinator and wsync-worker processes, with "
+              "random worker restarts: rounds/s, round time, RSS and open fds over time (goal: flat)");
+  auto* soakRounds = soakMode.add_option("--rounds", soakConfig.rounds, "Rounds in all (a multiple of --window)")
+                         ->check(CLI::PositiveNumber)
+                         ->capture_default_str();
+  soakMode.add_option("--workers", soakConfig.workers, "wsync-worker processes")
+      ->check(CLI::Range(std::size_t{1}, kMaxRoundWorkers))
+      ->capture_default_str();
+  auto* soakWindow = soakMode
+                         .add_option("--window", soakConfig.window,
+                                     "Rounds per window of figures (the first is a warm-up; the second and the last "
+                                     "run without restarts)")
+                         ->check(CLI::PositiveNumber)
+                         ->capture_default_str();
+  auto* soakRestartEvery = soakMode
+                               .add_option("--restart-every", soakConfig.restartEvery,
+                                           "Mean rounds between worker restarts (SIGKILL at a random moment, then "
+                                           "the same id again); 0: none")
+                               ->capture_default_str();
+  soakMode.add_option("--seed", soakConfig.seed, "Seed of the restart schedule (rounds, victims, moments)")
+      ->capture_default_str();
+  soakMode.add_option("--model", soakConfig.model, "Manifest (names bus::modelTensors knows)")->capture_default_str();
+  soakMode.add_option("--pause-mode", soakConfig.pauseMode, "The trainer's pause mode")
+      ->check(CLI::IsMember({"abort", "wait", "keep"}))
+      ->capture_default_str();
+  soakMode.add_option("--step-ms", soakConfig.workerStepMs, "The workers' decode step (wsync-worker --step-ms)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000}))
+      ->capture_default_str();
+  soakMode.add_option("--bin-dir", soakConfig.binDir,
+                      "Folder of wsync-coordinator and wsync-worker (default: beside wsync-bench, else this build's)");
+  soakMode.add_option("--child-log", soakConfig.childLog,
+                      "Write the coordinator's and workers' stderr to this file (default: this stderr)");
+  soakMode.add_option("--child-log-level", soakConfig.childLogLevel, "--log-level of the coordinator and workers")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
+  soakMode.add_flag("--quick", soakConfig.quick, "600 rounds in windows of 100, a restart every ~25: seconds");
+  soakMode.add_option("--out", soakConfig.outPath, "Also write the markdown report to this file");
+  soakMode.add_option("--json", soakConfig.jsonPath, "Write the results as JSON to this file");
+  soakMode.add_option("--commit", soakConfig.commit, "Commit to name in the report (default: git describe)");
+
 #ifdef WSYNC_HAVE_CUDA
   GpuBenchConfig gpuConfig;
   CLI::App& gpuMode = *app.add_subcommand(
@@ -499,6 +558,15 @@ int main(int argc, char** argv) {
     monitorConfig.workerCounts = {monitorWorkers};
     monitorConfig.models = {monitorModel};
     return reportingFailures("monitors", [&] { return runMonitorMode(monitorConfig, monitors); });
+  }
+
+  if (soakMode.parsed()) {
+    if (soakConfig.quick) {
+      if (soakRounds->count() == 0) soakConfig.rounds = kQuickSoakRounds;
+      if (soakWindow->count() == 0) soakConfig.window = kQuickSoakWindow;
+      if (soakRestartEvery->count() == 0) soakConfig.restartEvery = kQuickSoakRestartEvery;
+    }
+    return reportingFailures("soak", [&] { return runSoakMode(soakConfig); });
   }
 
   if (roundMode.parsed()) {

@@ -1,0 +1,600 @@
+#include "soak_benchmark.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include <wsync/bus/bus_address.hpp>
+#include <wsync/bus/control_block.hpp>
+#include <wsync/trainer_agent/trainer_agent.hpp>
+
+#include "bench_failure.hpp"
+#include "catalog_manifest.hpp"
+#include "interruption.hpp"
+#include "machine_load.hpp"
+#include "program_location.hpp"
+#include "program_process.hpp"
+#include "report_format.hpp"
+#include "run_files.hpp"
+#include "tensor_memory.hpp"
+
+namespace wsync::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Any value: the trainer's content is a pure function of (seed, tensor, version), so runs are comparable.
+constexpr std::uint64_t kSoakContentSeed = 20261122;
+// A worker that keeps ending by itself is a crash loop, not a soak: the run stops after this many.
+constexpr std::size_t kMaxUnexpectedExits = 16;
+constexpr const char* kTrainerId = "soak-trainer";
+
+std::uint64_t nanoseconds(std::chrono::nanoseconds duration) {
+  return duration.count() > 0 ? static_cast<std::uint64_t>(duration.count()) : 0;
+}
+
+double milliseconds(Clock::duration duration) { return std::chrono::duration<double, std::milli>(duration).count(); }
+
+msg::PauseMode pauseModeOf(const std::string& name) {
+  if (name == "abort") return msg::PauseMode::Abort;
+  if (name == "wait") return msg::PauseMode::Wait;
+  if (name == "keep") return msg::PauseMode::Keep;
+  throw BenchFailure("--pause-mode " + name + ": use abort, wait or keep");
+}
+
+// The workers' agent id in an abort's detail ("worker 'worker-3': process 1234 is gone"), if it names one.
+std::optional<std::string> workerNamedBy(const std::string& detail) {
+  constexpr std::string_view kPrefix = "worker '";
+  if (!detail.starts_with(kPrefix)) return std::nullopt;
+  const auto end = detail.find('\'', kPrefix.size());
+  if (end == std::string::npos) return std::nullopt;
+  return detail.substr(kPrefix.size(), end - kPrefix.size());
+}
+
+// CPU time of the machine and of this run's processes (this one, its live children, the children it reaped), to
+// tell in each window how much of the machine others took.
+struct CpuReading {
+  MachineTicks machine;
+  std::uint64_t ownTicks = 0;
+};
+
+struct SoakWorker {
+  std::string id;
+  ProgramProcess process;
+  Clock::time_point startedAt{};
+  bool rejoinPending = false;
+  std::optional<std::size_t> restart;  // its entry in SoakResults::restarts while the rejoin is pending
+};
+
+// The child processes' stderr: a file of the run, or the benchmark's own.
+class ChildLog {
+ public:
+  explicit ChildLog(const std::string& path) {
+    if (path.empty()) return;
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd_ < 0) throw BenchFailure("--child-log " + path + ": " + std::strerror(errno));
+  }
+  ~ChildLog() {
+    if (fd_ != STDERR_FILENO) ::close(fd_);
+  }
+  ChildLog(const ChildLog&) = delete;
+  ChildLog& operator=(const ChildLog&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = STDERR_FILENO;
+};
+
+class SoakRun {
+ public:
+  SoakRun(const SoakBenchConfig& config, std::ostream& progress)
+      : config_(config),
+        progress_(progress),
+        manifest_(catalogManifest(config.model)),
+        weights_(manifest_),
+        childLog_(config.childLog),
+        pauseMode_(pauseModeOf(config.pauseMode)),
+        rng_(config.seed) {
+    auto dir = bus::runtimeDirectory();
+    if (!dir) throw BenchFailure("runtime folder: " + dir.error().describe());
+    runtimeDir_ = *dir;
+    results_.busName = "wsync-soak-" + std::to_string(::getpid());
+    results_.coordinatorPath = locateProgram("wsync-coordinator", config.binDir, WSYNC_BENCH_COORDINATOR);
+    results_.workerPath = locateProgram("wsync-worker", config.binDir, WSYNC_BENCH_WORKER);
+    results_.tensors = manifest_.size();
+    results_.bytes = manifest_.totalBytes();
+    weights_.fill(kSoakContentSeed);
+
+    windowCount_ = config.rounds / config.window;
+    results_.sampleEvery = std::max<std::size_t>(1, config.window / kSoakSamplesPerWindow);
+    if (config.restartEvery > 0) {
+      restartBegin_ = 2 * config.window;                   // after the warm-up and the restart-free baseline
+      restartEnd_ = (windowCount_ - 1) * config.window;    // the last window runs without restarts again
+      nextKill_ = restartBegin_ + drawGap() - 1;
+      if (nextKill_ >= restartEnd_) nextKill_ = kNever;
+    }
+    // Reserved up front: the benchmark's own bookkeeping must not show as the trainer's growth.
+    results_.windows.reserve(windowCount_);
+    results_.samples.reserve(windowCount_ * (kSoakSamplesPerWindow + 2) + 1);
+    results_.restarts.reserve(config.restartEvery > 0 ? 2 * config.rounds / config.restartEvery + 1 : 0);
+    windowTimes_.reserve(config.window);
+    abortTimes_.reserve(config.rounds);
+    rejoinTimes_.reserve(results_.restarts.capacity() + kMaxUnexpectedExits);
+    withoutTimes_.reserve(config.rounds);
+    withTimes_.reserve(config.rounds);
+  }
+
+  ~SoakRun() { stopAll(); }
+  SoakRun(const SoakRun&) = delete;
+  SoakRun& operator=(const SoakRun&) = delete;
+
+  SoakResults execute() {
+    startBus();
+    progress_ << "soak: " << config_.rounds << " rounds in " << windowCount_ << " windows of " << config_.window
+              << ", " << config_.workers << " workers, " << config_.model << " (" << results_.tensors << " tensors, "
+              << fixed(static_cast<double>(results_.bytes) / (1024.0 * 1024.0), 2) << " MiB), "
+              << (config_.restartEvery > 0 ? "a restart every ~" + std::to_string(config_.restartEvery) +
+                                                 " rounds in windows 3 to " + std::to_string(windowCount_ - 1)
+                                           : std::string("no restarts"))
+              << "; bus " << results_.busName << '\n';
+    runStart_ = Clock::now();
+    std::size_t round = 0;
+    for (std::size_t index = 0; index < windowCount_; ++index) {
+      SoakWindow& window = results_.windows.emplace_back();
+      window.index = index;
+      window.firstRound = round;
+      window.warmup = index == 0;
+      window.withRestarts = config_.restartEvery > 0 && round >= restartBegin_ && round < restartEnd_;
+      if (index == 0) takeSample(0, window);  // the state before the first round
+      if (index > 0 && !window.withRestarts && results_.windows[index - 1].withRestarts) settle();
+      windowTimes_.clear();
+      const CpuReading cpuStart = readCpu();
+      const auto windowStart = Clock::now();
+      for (std::size_t step = 0; step < config_.window; ++step, ++round) {
+        runRound(round, window);
+        if ((step + 1) % results_.sampleEvery == 0 || step + 1 == config_.window) takeSample(round + 1, window);
+      }
+      window.seconds = std::chrono::duration<double>(Clock::now() - windowStart).count();
+      window.othersCpuShare = othersShare(cpuStart, readCpu());
+      finishWindow(window);
+    }
+    stopAll();
+    results_.coordinatorExit = coordinator_.describeExit();
+    results_.residueAfterStop = countBusResidue(results_.busName, runtimeDir_);
+    results_.abortedRoundTime = summarize(std::move(abortTimes_));
+    results_.rejoin = summarize(std::move(rejoinTimes_));
+    results_.withoutRestarts = summarize(std::move(withoutTimes_));
+    results_.withRestarts = summarize(std::move(withTimes_));
+    double withoutSeconds = 0, withSeconds = 0;
+    std::size_t withoutRounds = 0, withRounds = 0;
+    for (const SoakWindow& window : results_.windows) {
+      if (window.warmup) continue;
+      const std::size_t aborted = window.abortedByRestart + window.abortedOther;
+      (window.withRestarts ? withSeconds : withoutSeconds) += window.seconds;
+      (window.withRestarts ? withRounds : withoutRounds) += window.rounds;
+      (window.withRestarts ? results_.withAborted : results_.withoutAborted) += aborted;
+    }
+    results_.withoutRoundsPerSecond = withoutSeconds > 0 ? static_cast<double>(withoutRounds) / withoutSeconds : 0;
+    results_.withRoundsPerSecond = withSeconds > 0 ? static_cast<double>(withRounds) / withSeconds : 0;
+    return std::move(results_);
+  }
+
+ private:
+  // wsync-coordinator on a bus of this run, the workers, and the trainer in this process; each waits for the
+  // previous one to be ready (the control block says so), every wait bounded.
+  void startBus() {
+    const std::string& bus = results_.busName;
+    runFiles_.add(runtimeDir_ + "/" + bus + ".lock");  // kept by design; nothing uses this bus again
+    // A coordinator that stops cleanly removes its segments (the report counts what it left first); one that was
+    // killed cannot, and no later coordinator will purge them, since the bus name is unique to this run.
+    runFiles_.add("/dev/shm/" + bus::controlBlockSegmentName(bus));
+    runFiles_.add("/dev/shm/" + bus::controlBlockSegmentName(bus) + "-shm");
+    if (auto endpoints = bus::resolveEndpoints(bus); endpoints) {
+      // Removed by a coordinator that stops cleanly; these cover one that did not.
+      runFiles_.addEndpoint(endpoints->requests);
+      runFiles_.addEndpoint(endpoints->events);
+    }
+    const auto start = Clock::now();
+    coordinator_ = ProgramProcess::start(results_.coordinatorPath, {"--bus", bus, "--log-level", config_.childLogLevel},
+                                         SIGTERM, childLog_.fd());
+    const auto deadline = start + kSoakCoordinatorStartTimeout;
+    for (;;) {
+      throwIfInterrupted();
+      if (!coordinator_.running()) throw BenchFailure("wsync-coordinator " + coordinator_.describeExit());
+      auto view = bus::ControlBlockView::open(bus);
+      if (view && view->coordinatorPid() == static_cast<std::uint32_t>(coordinator_.pid())) {
+        view_.emplace(std::move(*view));
+        break;
+      }
+      if (Clock::now() > deadline) {
+        throw BenchFailure("wsync-coordinator on bus " + bus + " not up within " +
+                           std::to_string(kSoakCoordinatorStartTimeout.count()) + " ms");
+      }
+      std::this_thread::sleep_for(kSoakJoinPollInterval);
+    }
+
+    workers_.reserve(config_.workers);
+    for (std::size_t index = 0; index < config_.workers; ++index) {
+      SoakWorker& worker = workers_.emplace_back();
+      worker.id = "worker-" + std::to_string(index);
+      worker.process = startWorker(worker.id);
+      worker.startedAt = Clock::now();
+      worker.rejoinPending = true;
+    }
+    const auto joinDeadline = Clock::now() + kSoakWorkerJoinTimeout;
+    for (;;) {
+      throwIfInterrupted();
+      for (SoakWorker& worker : workers_) {
+        if (!worker.process.running()) throw BenchFailure(worker.id + " " + worker.process.describeExit());
+      }
+      if (markRegistered() == workers_.size()) break;
+      if (Clock::now() > joinDeadline) {
+        throw BenchFailure(std::to_string(view_->activeAgents()) + " of " + std::to_string(config_.workers) +
+                           " workers registered within " + std::to_string(kSoakWorkerJoinTimeout.count()) + " ms");
+      }
+      std::this_thread::sleep_for(kSoakJoinPollInterval);
+    }
+
+    auto trainer = trainer_agent::TrainerAgent::start({.bus = bus, .agentId = kTrainerId});
+    if (!trainer) throw BenchFailure("trainer agent: " + trainer.error().describe());
+    trainer_ = std::move(*trainer);
+    if (auto declared = trainer_->declareManifest(manifest_.tensors()); !declared) {
+      throw BenchFailure("trainer agent: " + declared.error().describe());
+    }
+    results_.startupMs = milliseconds(Clock::now() - start);
+    progress_ << "  coordinator, " << config_.workers << " workers and the trainer registered in "
+              << static_cast<long>(results_.startupMs) << " ms\n";
+  }
+
+  ProgramProcess startWorker(const std::string& id) {
+    return ProgramProcess::start(results_.workerPath,
+                                 {"--bus", results_.busName, "--id", id, "--model", config_.model, "--channel", "shm",
+                                  "--step-ms", std::to_string(config_.workerStepMs), "--log-level",
+                                  config_.childLogLevel},
+                                 SIGKILL, childLog_.fd());
+  }
+
+  // Clears the pending rejoin of every worker whose current process holds an attached slot; returns how many
+  // workers are registered that way. One pass over the control block's slots.
+  std::size_t markRegistered() {
+    std::size_t registered = 0;
+    std::vector<bus::AgentSlotSnapshot> active;
+    for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
+      auto snapshot = view_->agentSlot(slot);
+      if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Active && snapshot->agentAttached) {
+        active.push_back(std::move(*snapshot));
+      }
+    }
+    for (SoakWorker& worker : workers_) {
+      const bool found = std::any_of(active.begin(), active.end(), [&](const bus::AgentSlotSnapshot& snapshot) {
+        return snapshot.agentId == worker.id && snapshot.pid == static_cast<std::uint32_t>(worker.process.pid());
+      });
+      if (!found) continue;
+      ++registered;
+      if (!worker.rejoinPending) continue;
+      worker.rejoinPending = false;
+      if (worker.restart || rejoinCounted_) {
+        const auto elapsed = Clock::now() - worker.startedAt;
+        rejoinTimes_.push_back(nanoseconds(elapsed));
+        if (worker.restart) results_.restarts[*worker.restart].rejoinMs = milliseconds(elapsed);
+        worker.restart.reset();
+      }
+    }
+    return registered;
+  }
+
+  void runRound(std::size_t round, SoakWindow& window) {
+    throwIfInterrupted();
+    rejoinCounted_ = true;  // from here on every (re)start's rejoin is timed
+    superviseWorkers(round);
+    if (!coordinator_.running()) {
+      throw BenchFailure("wsync-coordinator " + coordinator_.describeExit() + " before round " +
+                         std::to_string(round + 1));
+    }
+    if (std::any_of(workers_.begin(), workers_.end(), [](const SoakWorker& w) { return w.rejoinPending; })) {
+      markRegistered();
+      checkRejoinDeadlines();
+    }
+    // Agents registered, less the trainer; a dead worker counts until the coordinator has seen it go.
+    const std::uint32_t active = view_->activeAgents();
+    if (active < config_.workers + 1) ++window.roundsShortOfWorkers;
+
+    const std::uint64_t version = ++version_;
+    weights_.moveToVersion(kSoakContentSeed, version);
+    const trainer_agent::PublishOptions options{.label = {}, .pauseMode = pauseMode_};
+    auto published = trainer_->publish(version, weights_.constTensors(), options);
+    if (!published) {
+      throw BenchFailure("publish version " + std::to_string(version) + ": " + published.error().describe());
+    }
+    if (round == nextKill_) {
+      restartWorker(round, window);
+      nextKill_ = round + drawGap();
+      if (nextKill_ >= restartEnd_) nextKill_ = kNever;
+    }
+    record(awaitOutcome(version), window);
+  }
+
+  // Kills one random worker (never the resident worker-0) a random moment after the publish, and starts it again
+  // under the same agent id at once, as a supervisor would.
+  void restartWorker(std::size_t round, SoakWindow& window) {
+    const double maxDelayUs = p50EstimateUs_ > 0 ? kSoakKillDelayFactor * p50EstimateUs_
+                                                 : static_cast<double>(kSoakDefaultKillDelayMax.count());
+    const double delayUs = std::uniform_real_distribution<double>(0, maxDelayUs)(rng_);
+    const std::size_t victim = std::uniform_int_distribution<std::size_t>(1, workers_.size() - 1)(rng_);
+    std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(delayUs));
+    const bool midRound = !trainer_->pollOutcome().has_value();
+    const std::string phase = msg::EnumNameRoundPhase(view_->roundState().phase);
+
+    SoakWorker& worker = workers_[victim];
+    worker.process.kill();  // SIGKILL and reap: the coordinator sees the pid gone, as after a crash
+    killedIds_.insert(worker.id);
+    worker.process = startWorker(worker.id);
+    worker.startedAt = Clock::now();
+    worker.rejoinPending = true;
+    worker.restart = results_.restarts.size();
+    results_.restarts.push_back(SoakRestart{round, worker.id, midRound, phase, delayUs, -1});
+    ++results_.killPhases[phase];
+    ++window.restarts;
+    if (midRound) ++window.restartsMidRound;
+  }
+
+  // A worker that ended without being killed is a finding: it is reported and started again, and the run goes on.
+  void superviseWorkers(std::size_t round) {
+    for (SoakWorker& worker : workers_) {
+      if (worker.process.running()) continue;
+      ++results_.unexpectedExits;
+      addDetail("before round " + std::to_string(round + 1) + ": " + worker.id + " (pid " +
+                std::to_string(worker.process.pid()) + ") " + worker.process.describeExit() + " by itself");
+      if (results_.unexpectedExits > kMaxUnexpectedExits) {
+        throw BenchFailure(std::to_string(results_.unexpectedExits) + " workers ended by themselves; the last: " +
+                           results_.details.back());
+      }
+      killedIds_.insert(worker.id);  // the rounds its death aborts are accounted to it, not to the bus
+      worker.process = startWorker(worker.id);
+      worker.startedAt = Clock::now();
+      worker.rejoinPending = true;
+      worker.restart.reset();
+    }
+  }
+
+  // The last window starts as the second did, with every worker registered: a restart in the last rounds before it
+  // must not abort one of its rounds.
+  void settle() {
+    for (;;) {
+      throwIfInterrupted();
+      superviseWorkers(results_.windows.back().firstRound);
+      if (markRegistered() == workers_.size()) return;
+      checkRejoinDeadlines();
+      std::this_thread::sleep_for(kSoakJoinPollInterval);
+    }
+  }
+
+  void checkRejoinDeadlines() {
+    for (SoakWorker& worker : workers_) {
+      if (!worker.rejoinPending || Clock::now() - worker.startedAt < kSoakRejoinTimeout) continue;
+      throw BenchFailure(worker.id + " (pid " + std::to_string(worker.process.pid()) +
+                         ") was started again but has not registered within " +
+                         std::to_string(kSoakRejoinTimeout.count()) + " ms (its stderr says why)");
+    }
+  }
+
+  trainer_agent::PublishOutcome awaitOutcome(std::uint64_t version) {
+    const auto deadline = Clock::now() + kSoakRoundOutcomeTimeout;
+    for (;;) {
+      throwIfInterrupted();
+      if (auto outcome = trainer_->waitOutcome(kSoakOutcomeSlice)) {
+        if (outcome->version != version) {
+          throw BenchFailure("outcome of version " + std::to_string(outcome->version) + " while " +
+                             std::to_string(version) + " was in flight");
+        }
+        return *outcome;
+      }
+      // A coordinator that died leaves the trainer waiting for a heartbeat refusal: the cause is known now.
+      if (!coordinator_.running()) {
+        throw BenchFailure("version " + std::to_string(version) + " in flight: wsync-coordinator " +
+                           coordinator_.describeExit());
+      }
+      if (Clock::now() > deadline) {
+        throw BenchFailure("version " + std::to_string(version) + ": no outcome within " +
+                           std::to_string(kSoakRoundOutcomeTimeout.count()) + " ms, the coordinator still running");
+      }
+    }
+  }
+
+  void record(const trainer_agent::PublishOutcome& outcome, SoakWindow& window) {
+    ++window.rounds;
+    switch (outcome.kind) {
+      case trainer_agent::OutcomeKind::Committed:
+        ++window.committed;
+        windowTimes_.push_back(nanoseconds(outcome.total));
+        if (outcome.version == 1) results_.firstRoundMs = milliseconds(outcome.total);
+        if (!window.warmup) (window.withRestarts ? withTimes_ : withoutTimes_).push_back(nanoseconds(outcome.total));
+        return;
+      case trainer_agent::OutcomeKind::Aborted: {
+        abortTimes_.push_back(nanoseconds(outcome.total));
+        ++results_.abortsByReason[msg::EnumNameAbortReason(outcome.reason)];
+        const auto named = workerNamedBy(outcome.detail);
+        if (named && killedIds_.contains(*named)) {
+          ++window.abortedByRestart;
+          return;
+        }
+        ++window.abortedOther;
+        ++results_.unexpectedAborts;
+        addDetail("version " + std::to_string(outcome.version) + " aborted: " +
+                  msg::EnumNameAbortReason(outcome.reason) + ": " + outcome.detail);
+        return;
+      }
+      case trainer_agent::OutcomeKind::Refused:
+        ++window.refused;
+        ++results_.refused;
+        addDetail("version " + std::to_string(outcome.version) + " refused: " + outcome.detail);
+        return;
+    }
+  }
+
+  void addDetail(std::string detail) {
+    if (results_.details.size() < kSoakMaxListedDetails) results_.details.push_back(std::move(detail));
+  }
+
+  void takeSample(std::size_t round, SoakWindow& window) {
+    SoakSample sample;
+    sample.round = round;
+    sample.seconds = round == 0 ? 0 : std::chrono::duration<double>(Clock::now() - runStart_).count();
+    sample.coordinator = readProcessUsage(coordinator_.pid());
+    sample.trainer = readProcessUsage(::getpid());
+    for (std::size_t index = 0; index < workers_.size(); ++index) {
+      const ProcessUsage usage = readProcessUsage(workers_[index].process.pid());
+      if (index == 0) sample.resident = usage;
+      if (!usage.alive) continue;
+      ++sample.liveWorkers;
+      sample.workersMaxRss = std::max(sample.workersMaxRss, usage.rssBytes);
+      sample.workersSumRss += usage.rssBytes;
+      sample.workersMaxFds = std::max(sample.workersMaxFds, usage.fds);
+    }
+    sample.residue = countBusResidue(results_.busName, runtimeDir_);
+    sample.children = countChildren(::getpid());
+    for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
+      const auto snapshot = view_->agentSlot(slot);
+      if (!snapshot) continue;
+      if (snapshot->occupancy == bus::SlotOccupancy::Active) ++sample.activeSlots;
+      if (snapshot->occupancy == bus::SlotOccupancy::Dead) ++sample.deadSlots;
+    }
+    window.coordinatorRss.add(sample.coordinator.rssBytes);
+    window.coordinatorAnon.add(sample.coordinator.anonBytes);
+    window.coordinatorFds.add(sample.coordinator.fds);
+    window.coordinatorThreads.add(sample.coordinator.threads);
+    window.trainerRss.add(sample.trainer.rssBytes);
+    window.trainerAnon.add(sample.trainer.anonBytes);
+    window.trainerFds.add(sample.trainer.fds);
+    window.trainerThreads.add(sample.trainer.threads);
+    window.residentRss.add(sample.resident.rssBytes);
+    window.residentAnon.add(sample.resident.anonBytes);
+    window.residentFds.add(sample.resident.fds);
+    window.residentThreads.add(sample.resident.threads);
+    window.workersMaxRss.add(sample.workersMaxRss);
+    window.workersMaxFds.add(sample.workersMaxFds);
+    window.shmSegments.add(sample.residue.shmSegments);
+    window.runtimeFiles.add(sample.residue.runtimeFiles);
+    window.children.add(sample.children.count);
+    window.zombies.add(sample.children.zombies);
+    window.deadSlots.add(sample.deadSlots);
+    results_.samples.push_back(sample);
+  }
+
+  CpuReading readCpu() const {
+    CpuReading reading;
+    reading.machine = readMachineTicks();
+    const ProcessUsage self = readProcessUsage(::getpid());
+    reading.ownTicks = self.cpuTicks + self.childCpuTicks + readProcessUsage(coordinator_.pid()).cpuTicks;
+    for (const SoakWorker& worker : workers_) reading.ownTicks += readProcessUsage(worker.process.pid()).cpuTicks;
+    return reading;
+  }
+
+  static double othersShare(const CpuReading& start, const CpuReading& end) {
+    const double total = static_cast<double>(end.machine.total - start.machine.total);
+    const double busy = static_cast<double>(end.machine.busy - start.machine.busy);
+    const double own = static_cast<double>(end.ownTicks) - static_cast<double>(start.ownTicks);
+    return total > 0 ? std::max(0.0, (busy - own) / total) : 0;
+  }
+
+  void finishWindow(SoakWindow& window) {
+    window.roundTime = summarize(windowTimes_);
+    if (window.roundTime.samples > 0) p50EstimateUs_ = window.roundTime.p50Us;
+    progress_ << "  window " << window.index + 1 << "/" << windowCount_ << (window.warmup ? " (warm-up)" : "")
+              << (window.withRestarts ? "" : ", no restarts") << ": " << fixed(window.roundsPerSecond(), 0)
+              << " rounds/s, p50 " << fixed(window.roundTime.p50Us / 1000, 2) << " ms, p99 "
+              << fixed(window.roundTime.p99Us / 1000, 2) << " ms, " << window.restarts << " restarts, "
+              << window.abortedByRestart + window.abortedOther << " aborted; coordinator "
+              << fixed(static_cast<double>(window.coordinatorRss.last) / (1024.0 * 1024.0), 1) << " MiB / "
+              << window.coordinatorFds.last << " fds, trainer "
+              << fixed(static_cast<double>(window.trainerRss.last) / (1024.0 * 1024.0), 1) << " MiB / "
+              << window.trainerFds.last << " fds; others used " << static_cast<int>(window.othersCpuShare * 100)
+              << "% of the CPUs\n";
+  }
+
+  // Uniform in [mean/2, 3 mean/2]: restarts come irregularly, yet their number is close to rounds / mean.
+  std::size_t drawGap() {
+    const std::size_t mean = config_.restartEvery;
+    const std::size_t low = std::max<std::size_t>(1, mean / 2);
+    return std::uniform_int_distribution<std::size_t>(low, std::max(low, mean + mean / 2))(rng_);
+  }
+
+  // The trainer first (goodbye, its I/O thread joined), then the workers (SIGTERM to all, so that they stop
+  // together), then the coordinator, which removes its segments and sockets on SIGTERM. Safe to call twice.
+  void stopAll() noexcept {
+    trainer_.reset();
+    for (SoakWorker& worker : workers_) worker.process.requestStop();
+    for (SoakWorker& worker : workers_) worker.process.stop(kSoakStopGrace);
+    view_.reset();
+    coordinator_.stop(kSoakStopGrace);
+  }
+
+  static constexpr std::size_t kNever = static_cast<std::size_t>(-1);
+
+  const SoakBenchConfig& config_;
+  std::ostream& progress_;
+  const bus::Manifest manifest_;
+  TensorMemory weights_;  // the trainer's, read by its I/O thread until it stops
+  ChildLog childLog_;
+  const msg::PauseMode pauseMode_;
+  std::mt19937_64 rng_;
+  std::string runtimeDir_;
+  std::size_t windowCount_ = 0;
+  std::size_t restartBegin_ = 0;
+  std::size_t restartEnd_ = 0;
+  std::size_t nextKill_ = kNever;
+  double p50EstimateUs_ = 0;
+  std::uint64_t version_ = 0;
+  bool rejoinCounted_ = false;
+  Clock::time_point runStart_{};
+  std::set<std::string> killedIds_;
+  std::vector<std::uint64_t> windowTimes_;
+  std::vector<std::uint64_t> abortTimes_;
+  std::vector<std::uint64_t> rejoinTimes_;
+  std::vector<std::uint64_t> withoutTimes_;
+  std::vector<std::uint64_t> withTimes_;
+  SoakResults results_;
+  // Stopped in reverse order by stopAll(), and again (a no-op then) by their destructors.
+  RunFiles runFiles_;  // the bus's lock file and sockets, removed once the coordinator is gone
+  ProgramProcess coordinator_;
+  std::optional<bus::ControlBlockView> view_;
+  std::vector<SoakWorker> workers_;
+  std::unique_ptr<trainer_agent::TrainerAgent> trainer_;
+};
+
+}  // namespace
+
+SoakResults runSoakBenchmark(const SoakBenchConfig& config, std::ostream& progress) {
+  const std::size_t windows = config.window > 0 ? config.rounds / config.window : 0;
+  const std::size_t minWindows = config.restartEvery > 0 ? kSoakMinWindowsWithRestarts : kSoakMinWindows;
+  if (config.window < kSoakMinWindowRounds || config.rounds % config.window != 0 || windows < minWindows) {
+    throw BenchFailure("--rounds must be a multiple of --window (at least " + std::to_string(kSoakMinWindowRounds) +
+                       " rounds) and give at least " + std::to_string(minWindows) +
+                       " windows: a warm-up, a first window without restarts, " +
+                       (config.restartEvery > 0 ? "one or more with restarts, " : "") + "and a last one");
+  }
+  if (config.restartEvery > 0 && config.workers < 2) {
+    throw BenchFailure("restarts need at least 2 workers: worker-0 is never restarted (or give --restart-every 0)");
+  }
+  const MachineLoad load;
+  SoakResults results;
+  {
+    SoakRun run(config, progress);
+    results = run.execute();
+  }
+  results.othersCpuShare = load.othersShare();  // every process of the run is reaped by now
+  return results;
+}
+
+}  // namespace wsync::bench
