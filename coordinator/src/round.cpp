@@ -133,6 +133,11 @@ void Coordinator::Impl::setPhase(msg::RoundPhase phase, const std::string& detai
 void Coordinator::Impl::handleBegin(const std::string& source, const bus::Message& message,
                                     const msg::BeginUpdate& begin) {
   const std::uint64_t seq = message.seq();
+  // A worker that died since the last liveness check (up to kLivenessCheckInterval ago) would get a Pause it can
+  // never answer and fail the round: look again now, so that it is left out of the round instead (the soak
+  // benchmark's restarts between rounds aborted the next round half of the time without this).
+  checkLiveness();
+  if (!agents.contains(source)) return;  // the trainer itself is gone
   const AgentRecord& trainer = agents.at(source);
   auto refuse = [&](msg::ErrorCode code, const std::string& detail) {
     ++stats.requestsRejected;

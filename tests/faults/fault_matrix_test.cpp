@@ -95,6 +95,17 @@ int openFiles(pid_t pid) {
   return count;
 }
 
+// What each open file of `pid` is, for the message of a failed leak check.
+std::string describeOpenFiles(pid_t pid) {
+  std::string text;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", error)) {
+    text += entry.path().filename().string() + " -> " + std::filesystem::read_symlink(entry.path(), error).string() +
+            "\n";
+  }
+  return text;
+}
+
 bool isStopped(pid_t pid) {
   const std::string stat = readTextFile("/proc/" + std::to_string(pid) + "/stat");
   const auto close = stat.rfind(')');
@@ -245,6 +256,7 @@ TEST_P(FaultMatrix, TheRoundEndsNothingIsLostAndEveryoneCatchesUp) {
   } while (outcome.version + 1 < kFaultVersion);
   ASSERT_TRUE(waitForApplied("steady", kFaultVersion - 1));
   const int coordinatorFiles = openFiles(coordinator_->pid());
+  const std::string coordinatorFilesBefore = describeOpenFiles(coordinator_->pid());
   const int steadyFiles = openFiles(steady->pid());
 
   ChildProcess* faultedProcess = c.role == Role::Coordinator ? &*coordinator_
@@ -339,7 +351,9 @@ TEST_P(FaultMatrix, TheRoundEndsNothingIsLostAndEveryoneCatchesUp) {
     while (openFiles(coordinator_->pid()) > coordinatorFiles && Clock::now() < settle) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    EXPECT_LE(openFiles(coordinator_->pid()), coordinatorFiles) << "the coordinator leaks file descriptors";
+    EXPECT_LE(openFiles(coordinator_->pid()), coordinatorFiles)
+        << "the coordinator leaks file descriptors; before:\n" << coordinatorFilesBefore << "after:\n"
+        << describeOpenFiles(coordinator_->pid());
   }
   {
     const auto settle = Clock::now() + kFdSettle;
