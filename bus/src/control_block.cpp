@@ -209,6 +209,10 @@ PauseState ControlBlockView::pauseState() const {
   return unpackPause(data().bus.pauseWord.load(std::memory_order_acquire));
 }
 
+bool ControlBlockView::coordinatorAlive() const {
+  return isAlive(ProcessIdentity{data().header.creatorPid, data().header.creatorStartTicks});
+}
+
 RoundState ControlBlockView::roundState() const {
   return unpackRound(data().bus.roundWord.load(std::memory_order_acquire));
 }

@@ -58,13 +58,17 @@ tl::expected<void, ChannelFailure> checkGeometry(const ArenaGeometry& geometry) 
 template <typename Ready>
 tl::expected<void, ChannelFailure> await(const std::atomic<std::uint32_t>& notify, Ready&& ready,
                                          const ArenaHeaderData& header, std::uint64_t transfer,
-                                         Clock::time_point deadline, const char* what) {
+                                         Clock::time_point deadline, const char* what,
+                                         const std::function<bool()>& cancelled) {
   while (true) {
     // Read the notify word before the condition: a change after this load makes the futex return at once.
     const std::uint32_t seen = notify.load(std::memory_order_acquire);
     if (ready()) return {};
     if (header.abortedTransfer.load(std::memory_order_acquire) == transfer) {
       return fail(ChannelError::Aborted, std::string("transfer ") + std::to_string(transfer) + " aborted while " + what);
+    }
+    if (cancelled && cancelled()) {
+      return fail(ChannelError::Aborted, std::string("transfer ") + std::to_string(transfer) + " cancelled while " + what);
     }
     const auto now = Clock::now();
     if (now >= deadline) return fail(ChannelError::Timeout, std::string("timed out while ") + what);
@@ -226,7 +230,8 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transf
                                                             std::span<const std::span<const std::byte>> tensors,
                                                             std::span<const std::uint32_t> receivers,
                                                             Clock::time_point deadline,
-                                                            const std::function<void(std::uint64_t)>& progress) {
+                                                            const std::function<void(std::uint64_t)>& progress,
+                                                            const std::function<bool()>& cancelled) {
   if (auto bound = checkBindings(plan, tensors, geometry_); !bound) return tl::unexpected(bound.error());
   for (std::uint32_t receiver : receivers) {
     if (receiver >= geometry_.maxReceivers) {
@@ -245,7 +250,7 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transf
         ArenaDrainData& drain = arena.drains[index][receiver];
         auto drained = await(
             drain.notify, [&] { return drain.ticket.load(std::memory_order_acquire) >= previous; }, arena.header,
-            transfer, deadline, "waiting for a receiver to drain a buffer");
+            transfer, deadline, "waiting for a receiver to drain a buffer", cancelled);
         if (!drained) return tl::unexpected(drained.error());
       }
     }
@@ -268,7 +273,7 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transf
       ArenaDrainData& drain = arena.drains[(count - 1) % geometry_.bufferCount][receiver];
       auto drained = await(
           drain.notify, [&] { return drain.ticket.load(std::memory_order_acquire) >= last; }, arena.header, transfer,
-          deadline, "waiting for a receiver to drain the last bucket");
+          deadline, "waiting for a receiver to drain the last bucket", cancelled);
       if (!drained) return tl::unexpected(drained.error());
     }
   }
@@ -278,7 +283,8 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transf
 tl::expected<TransferResult, ChannelFailure> ShmArena::receive(std::uint64_t transfer, const BucketPlan& plan,
                                                                std::span<const std::span<std::byte>> tensors,
                                                                std::uint32_t receiver, Clock::time_point deadline,
-                                                               const std::function<void(std::uint64_t)>& progress) {
+                                                               const std::function<void(std::uint64_t)>& progress,
+                                                               const std::function<bool()>& cancelled) {
   if (auto bound = checkBindings(plan, tensors, geometry_); !bound) return tl::unexpected(bound.error());
   if (receiver >= geometry_.maxReceivers) {
     return fail(ChannelError::PlanMismatch,
@@ -292,7 +298,7 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::receive(std::uint64_t tra
     ArenaFillData& fill = arena.fills[index];
     auto filled = await(
         fill.notify, [&] { return fill.ticket.load(std::memory_order_acquire) >= wanted; }, arena.header, transfer,
-        deadline, "waiting for the sender to fill a buffer");
+        deadline, "waiting for the sender to fill a buffer", cancelled);
     if (!filled) return tl::unexpected(filled.error());
     if (fill.ticket.load(std::memory_order_acquire) != wanted) {
       return fail(ChannelError::Overwritten, "bucket " + std::to_string(bucket) + " was replaced before it was read");

@@ -221,15 +221,6 @@ class FaultMatrix : public RoundFixture, public ::testing::WithParamInterface<Fa
     }
     return served;
   }
-  // A worker holds only committed versions, so "at least" is "this one or a later commit".
-  bool waitForAppliedAtLeast(const std::string& agentId, std::uint64_t version) {
-    const auto deadline = Clock::now() + kPatience;
-    while (Clock::now() < deadline) {
-      if (appliedVersion(agentId).value_or(0) >= version) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
   void noteBlock() {
     const std::uint64_t now = block_->committedVersion();
     EXPECT_GE(now, highestInBlock_) << "the control block's committed version went back";

@@ -168,4 +168,14 @@ bool RoundFixture::waitForApplied(const std::string& agentId, std::uint64_t vers
   return false;
 }
 
+bool RoundFixture::waitForAppliedAtLeast(const std::string& agentId, std::uint64_t version,
+                                         std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (appliedVersion(agentId).value_or(0) >= version) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 }  // namespace wsync::test

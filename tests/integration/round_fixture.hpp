@@ -66,6 +66,10 @@ class RoundFixture : public ::testing::Test {
   // The applied version in the control block of the agent registered as `agentId` (nothing if not registered).
   std::optional<std::uint64_t> appliedVersion(const std::string& agentId);
   bool waitForApplied(const std::string& agentId, std::uint64_t version, std::chrono::seconds timeout = kPatience);
+  // This version or a later one: a worker holds only committed versions, and while a trainer keeps publishing, the
+  // one an event named may be gone again by the time the test looks.
+  bool waitForAppliedAtLeast(const std::string& agentId, std::uint64_t version,
+                             std::chrono::seconds timeout = kPatience);
   std::string path(const std::string& name) const { return directory_ + "/" + name; }
 
   std::string bus_;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <random>
+#include <atomic>
+#include <functional>
 #include <thread>
 
 #include "test_environment.hpp"
@@ -206,6 +208,41 @@ TEST(ShmArena, AbortReleasesAWaitingReceiver) {
   receiver.join();
   ASSERT_FALSE(received.has_value());
   EXPECT_EQ(received.error().code, ChannelError::Aborted);
+  EXPECT_LT(Clock::now() - start, kTransferTimeout / 2);
+}
+
+// Nobody left to set the abort word (the coordinator died mid-transfer): the agents' cancel probe ends both a
+// receiver waiting for a bucket and a sender waiting for a receiver that never got its plan.
+TEST(ShmArena, ACancelProbeReleasesAWaitingReceiverAndSender) {
+  auto owner = ShmArena::create(arenaName(), {4096, 2, 2});
+  ASSERT_TRUE(owner.has_value());
+  const Model model = makeModel(5, 9);
+  auto plan = BucketPlan::build(model.manifest, 4096, 64);
+  ASSERT_GT(plan->bucketCount(), 2U) << "the sender must have to wait for a drain";
+  auto staging = stagingFor(model.manifest);
+  std::atomic<bool> coordinatorGone{false};
+  const std::function<bool()> cancelled = [&] { return coordinatorGone.load(); };
+  tl::expected<TransferResult, ChannelFailure> received;
+  tl::expected<TransferResult, ChannelFailure> sent;
+  const auto start = Clock::now();
+  // Receiver 0 takes part; receiver 1 never shows up, so the sender stalls after filling both buffers and
+  // receiver 0 waits for a bucket that cannot come.
+  std::thread receiver([&] {
+    received = owner->receive(11, *plan, views(staging), 0, Clock::now() + kTransferTimeout, {}, cancelled);
+  });
+  std::thread sender([&] {
+    const std::vector<std::uint32_t> receivers{0, 1};
+    sent = owner->send(11, *plan, views(model.tensors), receivers, Clock::now() + kTransferTimeout, {}, cancelled);
+  });
+  std::this_thread::sleep_for(100ms);
+  coordinatorGone.store(true);
+  receiver.join();
+  sender.join();
+  ASSERT_FALSE(received.has_value());
+  ASSERT_FALSE(sent.has_value());
+  EXPECT_EQ(received.error().code, ChannelError::Aborted);
+  EXPECT_EQ(sent.error().code, ChannelError::Aborted);
+  EXPECT_NE(sent.error().detail.find("cancelled"), std::string::npos) << sent.error().detail;
   EXPECT_LT(Clock::now() - start, kTransferTimeout / 2);
 }
 

@@ -358,11 +358,12 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
     reply(true, manifest_->totalBytes(), {}, {});
     return;
   }
-  // The GPU channels give up when the coordinator ends the round (an abort): its phase in the control block.
+  // The channels give up when the coordinator ends the round (an abort: its phase in the control block) or dies.
   const std::uint64_t round = plan.round();
   auto roundEnded = [this, round] {
     const bus::RoundState state = session_->slot().roundState();
-    return state.round != round || state.phase != msg::RoundPhase::Transfer;
+    // A dead coordinator aborts nothing: give up rather than wait out the send deadline (docs/faults.md).
+    return state.round != round || state.phase != msg::RoundPhase::Transfer || !session_->slot().coordinatorAlive();
   };
   if (!cache.channel || cache.channel->kind() != plan.channel() || cache.channel->key() != bus::channelKey(plan) ||
       cache.channelEpoch != session_->registration().epoch) {

@@ -217,7 +217,9 @@ void RoundHandler::strike(bus::FaultPoint point, std::uint64_t version) {
 bool RoundHandler::roundEnded(std::uint64_t round) {
   if (!session_.registered()) return true;
   const bus::RoundState state = session_.slot().roundState();
-  return state.round != round || state.phase != msg::RoundPhase::Transfer;
+  // A coordinator killed mid-transfer can abort nothing: without this the transfer would wait for its deadline
+  // (minutes) on a peer that may never have been sent its plan (the fault matrix found it).
+  return state.round != round || state.phase != msg::RoundPhase::Transfer || !session_.slot().coordinatorAlive();
 }
 
 tl::expected<bus::Channel*, bus::ChannelFailure> RoundHandler::channel(const msg::TransferPlan& plan) {

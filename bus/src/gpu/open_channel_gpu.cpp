@@ -43,6 +43,7 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::Tr
       if (!named) return fail(ChannelError::NoArena, "the shm plan names no arena");
       auto channel = ShmChannel::open(plan.arena()->str());
       if (!channel) return tl::unexpected(channel.error());
+      (*channel)->setCancelProbe(setup.cancelProbe);
       return std::unique_ptr<Channel>(std::move(*channel));
     }
     case msg::ChannelKind::Nccl:

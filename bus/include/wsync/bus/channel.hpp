@@ -89,10 +89,13 @@ class ShmChannel final : public Channel {
                                                        std::span<const std::span<std::byte>> tensors,
                                                        std::uint32_t receiver,
                                                        std::chrono::steady_clock::time_point deadline) override;
+  // Asked whenever a side waits: the arena's abort word needs a live coordinator to set it.
+  void setCancelProbe(std::function<bool()> probe) override { cancelProbe_ = std::move(probe); }
 
  private:
   explicit ShmChannel(ShmArena&& arena) : arena_(std::move(arena)) {}
   ShmArena arena_;
+  std::function<bool()> cancelProbe_;
 };
 
 }  // namespace wsync::bus

@@ -112,6 +112,9 @@ class ControlBlockView {
 
   std::uint64_t epoch() const { return data().header.epoch; }
   std::uint32_t coordinatorPid() const { return data().header.creatorPid; }
+  // Whether the coordinator that created this block still runs (its pid, told apart from a reused one by its
+  // start time). A syscall or two: for agents waiting on a transfer, not for hot paths.
+  bool coordinatorAlive() const;
   std::uint64_t coordinatorHeartbeatMs() const {
     return data().header.coordinatorHeartbeatMs.load(std::memory_order_acquire);
   }

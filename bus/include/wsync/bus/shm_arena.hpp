@@ -51,7 +51,9 @@ class ShmArena {
   // Makes every sender and receiver of `transfer` give up with Aborted within one wait slice.
   void abortTransfer(std::uint64_t transfer);
 
-  // On both sides `progress`, if set, gets the bytes done after each bucket (Channel::setProgress).
+  // On both sides `progress`, if set, gets the bytes done after each bucket (Channel::setProgress), and
+  // `cancelled`, if set, is asked whenever a side has to wait: true ends the transfer with Aborted (the agents
+  // use it to give up when the coordinator that owns the arena is gone and can no longer abort it).
   // Sender side: packs `tensors` (indexed like the manifest) bucket after bucket. Receivers listed in `receivers`
   // must drain a buffer before it is refilled. Returns once every receiver has drained the last bucket, so
   // the next transfer may start at once.
@@ -59,14 +61,16 @@ class ShmArena {
                                                     std::span<const std::span<const std::byte>> tensors,
                                                     std::span<const std::uint32_t> receivers,
                                                     std::chrono::steady_clock::time_point deadline,
-                                                    const std::function<void(std::uint64_t)>& progress = {});
+                                                    const std::function<void(std::uint64_t)>& progress = {},
+                                                    const std::function<bool()>& cancelled = {});
 
   // Receiver side: copies every bucket of `transfer` into `tensors` (indexed like the manifest).
   tl::expected<TransferResult, ChannelFailure> receive(std::uint64_t transfer, const BucketPlan& plan,
                                                        std::span<const std::span<std::byte>> tensors,
                                                        std::uint32_t receiver,
                                                        std::chrono::steady_clock::time_point deadline,
-                                                       const std::function<void(std::uint64_t)>& progress = {});
+                                                       const std::function<void(std::uint64_t)>& progress = {},
+                                                       const std::function<bool()>& cancelled = {});
 
  private:
   ShmArena(boost::interprocess::mapped_region&& region, std::string name, ArenaGeometry geometry, bool owner)
