@@ -363,7 +363,7 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
   auto roundEnded = [this, round] {
     const bus::RoundState state = session_->slot().roundState();
     // A dead coordinator aborts nothing: give up rather than wait out the send deadline (docs/faults.md).
-    return state.round != round || state.phase != msg::RoundPhase::Transfer || !session_->slot().coordinatorAlive();
+    return state.round != round || state.phase != msg::RoundPhase::Transfer || coordinatorWatch_.gone(session_->slot());
   };
   if (!cache.channel || cache.channel->kind() != plan.channel() || cache.channel->key() != bus::channelKey(plan) ||
       cache.channelEpoch != session_->registration().epoch) {

@@ -219,7 +219,7 @@ bool RoundHandler::roundEnded(std::uint64_t round) {
   const bus::RoundState state = session_.slot().roundState();
   // A coordinator killed mid-transfer can abort nothing: without this the transfer would wait for its deadline
   // (minutes) on a peer that may never have been sent its plan (the fault matrix found it).
-  return state.round != round || state.phase != msg::RoundPhase::Transfer || !session_.slot().coordinatorAlive();
+  return state.round != round || state.phase != msg::RoundPhase::Transfer || coordinatorWatch_.gone(session_.slot());
 }
 
 tl::expected<bus::Channel*, bus::ChannelFailure> RoundHandler::channel(const msg::TransferPlan& plan) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "staging.hpp"
+#include "wsync/bus/coordinator_watch.hpp"
 #include "wsync/bus/agent_session.hpp"
 #include "wsync/bus/bucket_plan.hpp"
 #include "wsync/bus/control_block.hpp"
@@ -86,6 +87,7 @@ class RoundHandler {
   const PauseHooks hooks_;
   const WorkerFaults faults_;
   bus::FaultInjector faultInjector_;
+  bus::CoordinatorWatch coordinatorWatch_;  // for the cancel probe, on the I/O thread
   const BindingMemory memory_;
   const int cudaDevice_;
   std::atomic<std::uint64_t>& appliedVersion_;

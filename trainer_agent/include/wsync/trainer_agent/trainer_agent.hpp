@@ -25,6 +25,7 @@
 
 #include "wsync/bus/curve.hpp"
 #include "wsync/bus/agent_session.hpp"
+#include "wsync/bus/coordinator_watch.hpp"
 #include "wsync/bus/failure.hpp"
 #include "wsync/bus/fault_injection.hpp"
 #include "wsync/bus/manifest.hpp"
@@ -164,6 +165,7 @@ class TrainerAgent {
   std::unique_ptr<Job> active_;
   std::unique_ptr<ChannelCache> cache_;
   bus::FaultInjector faults_;
+  bus::CoordinatorWatch coordinatorWatch_;  // for the channels' cancel probe
   std::thread io_;
 };
 
