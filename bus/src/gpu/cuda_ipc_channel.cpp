@@ -432,6 +432,12 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
       if (const cudaError_t error = cudaIpcOpenMemHandle(&address, raw, cudaIpcMemLazyEnablePeerAccess);
           error != cudaSuccess) {
         state.importedGeneration = 0;
+        // A sender that died or gave up takes its memory with it, and opening its handle then fails: say that
+        // the transfer was cancelled, not that CUDA broke (seen on 4 x H200 when a sender quit first).
+        if (cancel_ && cancel_()) {
+          return failed({ChannelError::Aborted, std::string("cancelled: the sender's memory is gone (") +
+                                                    cudaGetErrorName(error) + " from cudaIpcOpenMemHandle)"});
+        }
         return failed(detail::cudaFailure("cudaIpcOpenMemHandle", error));
       }
       importOf[index] = address;
