@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "round_fixture.hpp"
+#include "stuck_process.hpp"
 #include "text_file.hpp"
 #include "wsync/bus/fault_injection.hpp"
 #include "wsync/bus/model_catalog.hpp"
@@ -384,10 +385,13 @@ TEST_P(FaultMatrix, TheRoundEndsNothingIsLostAndEveryoneCatchesUp) {
 
   // Everyone stops cleanly; the workers' dumps hold committed versions, byte for byte.
   trainer->signal(SIGTERM);
-  EXPECT_TRUE(trainer->wait(kPatience).has_value());
+  const auto trainerStatus = trainer->wait(kPatience);
+  EXPECT_TRUE(trainerStatus.has_value()) << "the trainer ignored SIGTERM; " << describeStuckProcess(trainer->pid());
   for (auto* worker : {&steady, &target}) {
     (*worker)->signal(SIGTERM);
-    EXPECT_EQ((*worker)->wait(kPatience), 0);
+    const auto status = (*worker)->wait(kPatience);
+    EXPECT_EQ(status, 0) << (worker == &steady ? "steady" : "target") << " worker: "
+                         << (status ? "exit status " + std::to_string(*status) : describeStuckProcess((*worker)->pid()));
   }
   noteBlock();
   expectDumpHoldsACommittedVersion(path("steady.safetensors"), committed_, "steady");
@@ -395,7 +399,8 @@ TEST_P(FaultMatrix, TheRoundEndsNothingIsLostAndEveryoneCatchesUp) {
   events_.reset();
   block_.reset();
   coordinator_->signal(SIGTERM);
-  EXPECT_EQ(coordinator_->wait(kPatience), 0);
+  const auto coordinatorStatus = coordinator_->wait(kPatience);
+  EXPECT_EQ(coordinatorStatus, 0) << (coordinatorStatus ? std::string() : describeStuckProcess(coordinator_->pid()));
   coordinator_.reset();
   EXPECT_EQ(processesOfBus(bus_), std::vector<std::string>{}) << "processes of the bus outlived it";
   EXPECT_EQ(filesOfBus(bus_), std::vector<std::string>{}) << "segments or socket files of the bus were left behind";

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -113,28 +114,41 @@ TEST_F(MonitorTest, PrometheusEndpointServesTheBusMetrics) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << err;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  httplib::Client client("127.0.0.1", std::stoi(port[1]));
+  std::string metrics;
+  // The monitor serves before it follows the bus: it asks for a snapshot (which lists w0) only once an event has
+  // proved its subscription live. A round begun before that would be seen without its start (and its duration).
+  const std::string w0AtZero = "wsync_agent_applied_version{bus=\"" + bus_ + "\",agent=\"w0\",role=\"Worker\"} 0\n";
+  while (metrics.find(w0AtZero) == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the monitor never showed w0:\n" << metrics;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto response = client.Get("/metrics");
+    metrics = response ? response->body : std::string();
+  }
   auto trainer = startTrainer("t0", {"--steps", "3"});
   for (int round = 0; round < 3; ++round) ASSERT_TRUE(nextOutcome().committed);
   EXPECT_EQ(trainer.wait(kPatience), 0);
 
-  httplib::Client client("127.0.0.1", std::stoi(port[1]));
-  std::string metrics;
   deadline = std::chrono::steady_clock::now() + kPatience;
-  const std::string committedRounds = "wsync_rounds_total{bus=\"" + bus_ + "\",outcome=\"committed\"} 3\n";
-  const std::string appliedByW0 =
-      "wsync_agent_applied_version{bus=\"" + bus_ + "\",agent=\"w0\",role=\"Worker\"} 3\n";
+  // Each line comes from a different event (a round's duration from its end, after the commit): wait for all.
+  const std::vector<std::string> expected{
+      "wsync_rounds_total{bus=\"" + bus_ + "\",outcome=\"committed\"} 3\n",
+      "wsync_agent_applied_version{bus=\"" + bus_ + "\",agent=\"w0\",role=\"Worker\"} 3\n",
+      "wsync_committed_version{bus=\"" + bus_ + "\"} 3\n",
+      "wsync_round_duration_seconds_count{bus=\"" + bus_ + "\"} 3\n",
+      "wsync_agent_staleness_versions{bus=\"" + bus_ + "\",agent=\"w0\"} 0\n",
+      "# TYPE wsync_round_duration_seconds histogram"};
+  auto allThere = [&] {
+    return std::all_of(expected.begin(), expected.end(),
+                       [&](const std::string& line) { return metrics.find(line) != std::string::npos; });
+  };
   while (std::chrono::steady_clock::now() < deadline) {
     const auto response = client.Get("/metrics");
     metrics = response ? response->body : std::string();
-    if (metrics.find(committedRounds) != std::string::npos && metrics.find(appliedByW0) != std::string::npos) break;
+    if (allThere()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_NE(metrics.find(committedRounds), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find(appliedByW0), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("wsync_committed_version{bus=\"" + bus_ + "\"} 3\n"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("wsync_round_duration_seconds_count{bus=\"" + bus_ + "\"} 3\n"), std::string::npos);
-  EXPECT_NE(metrics.find("wsync_agent_staleness_versions{bus=\"" + bus_ + "\",agent=\"w0\"} 0\n"), std::string::npos);
-  EXPECT_NE(metrics.find("# TYPE wsync_round_duration_seconds histogram"), std::string::npos);
+  for (const auto& line : expected) EXPECT_NE(metrics.find(line), std::string::npos) << line << " in:\n" << metrics;
   monitor.signal(SIGTERM);
   EXPECT_EQ(monitor.wait(kPatience), 0);
 }

@@ -54,6 +54,17 @@ TEST_F(PrometheusScrape, APrometheusServerStoresTheBusMetrics) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const std::string target = "127.0.0.1:" + match[1].str();
+  // The monitor serves before it follows the bus: it asks for a snapshot (which lists w0) only once an event has
+  // proved its subscription live. A round begun before that would be seen without its start (and its duration).
+  httplib::Client monitorClient("127.0.0.1", std::stoi(match[1].str()));
+  const std::string w0AtZero = "wsync_agent_applied_version{bus=\"" + bus_ + "\",agent=\"w0\",role=\"Worker\"} 0\n";
+  std::string metrics;
+  while (metrics.find(w0AtZero) == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the monitor never showed w0:\n" << metrics;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto response = monitorClient.Get("/metrics");
+    metrics = response ? response->body : std::string();
+  }
 
   std::ofstream(path("prometheus.yml")) << "global:\n  scrape_interval: " << kScrapeInterval
                                         << "\nscrape_configs:\n  - job_name: wsync\n    static_configs:\n"

@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "log_tails.hpp"
 #include "test_environment.hpp"
 #include "wsync/bus/bus_address.hpp"
 #include "wsync/bus/topics.hpp"
@@ -47,6 +48,8 @@ void RoundFixture::SetUp() {
 }
 
 void RoundFixture::TearDown() {
+  // The programs' logs die with the test's folder: a failure (on CI above all) shows their last lines first.
+  if (HasFailure()) printLogTails(directory_);
   events_.reset();
   block_.reset();
   if (coordinator_) {
