@@ -15,6 +15,7 @@
 
 #include "private_segment.hpp"
 #include "wsync/bus/shared_futex.hpp"
+#include "wsync/bus/streaming_copy.hpp"
 
 namespace wsync::bus {
 namespace bip = boost::interprocess;
@@ -123,14 +124,26 @@ class StreamDigest {
   std::uint64_t total_ = 0;
 };
 
-// Copies `bytes` from `source` to `target` and adds them to `digest`, reading them from `hashed` (the source on the
-// sender, which must digest what it packed; the copy on a receiver, which must digest what it got).
-void copyAndDigest(std::byte* target, const std::byte* source, std::uint64_t bytes, const std::byte* hashed,
-                   StreamDigest& digest) {
+// The sender: copies a piece of a tensor into a bucket and digests the tensor's bytes, slice by slice. Ordinary
+// stores: the receivers read the bucket next, and should find it in the cache.
+void packAndDigest(std::byte* target, const std::byte* source, std::uint64_t bytes, StreamDigest& digest) {
   for (std::uint64_t offset = 0; offset < bytes; offset += kDigestSlice) {
     const std::uint64_t slice = std::min(kDigestSlice, bytes - offset);
     std::memcpy(target + offset, source + offset, slice);
-    digest.add(hashed + offset, slice);
+    digest.add(source + offset, slice);
+  }
+}
+
+// A receiver: copies a piece out of a bucket into its tensor with streaming stores (nothing reads the new version
+// before the round commits, and a cached destination line costs a read from memory first) and digests the bytes it
+// copied, from the bucket slice the copy has just brought into L1. The bucket cannot change between the two reads
+// unnoticed: the sender only refills a buffer every receiver has drained, and the ticket is checked again after
+// the copy. This is the receiver's whole cost per byte, so the one that decides the channel's speed.
+void unpackAndDigest(std::byte* target, const std::byte* source, std::uint64_t bytes, StreamDigest& digest) {
+  for (std::uint64_t offset = 0; offset < bytes; offset += kDigestSlice) {
+    const std::uint64_t slice = std::min(kDigestSlice, bytes - offset);
+    streamingCopy(target + offset, source + offset, slice);
+    digest.add(source + offset, slice);
   }
 }
 
@@ -257,7 +270,7 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transf
     std::byte* target = buffer(index);
     for (const Piece& piece : plan.piecesOfBucket(bucket)) {
       const std::byte* source = tensors[piece.tensor].data() + piece.tensorOffset;
-      copyAndDigest(target + piece.bucketOffset, source, piece.bytes, source, digest);
+      packAndDigest(target + piece.bucketOffset, source, piece.bytes, digest);
     }
     publish(arena.fills[index].ticket, arena.fills[index].notify, ticketOf(transfer, bucket));
     if (progress) progress(digest.bytes());
@@ -306,8 +319,9 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::receive(std::uint64_t tra
     const std::byte* source = buffer(index);
     for (const Piece& piece : plan.piecesOfBucket(bucket)) {
       std::byte* target = tensors[piece.tensor].data() + piece.tensorOffset;
-      copyAndDigest(target, source + piece.bucketOffset, piece.bytes, target, digest);
+      unpackAndDigest(target, source + piece.bucketOffset, piece.bytes, digest);
     }
+    finishStreamingCopies();  // the bucket's bytes land before its drain ticket says so
     // Seqlock-style: if the sender moved on during the copy (only after an abort), the copy may be torn. The fence
     // keeps the copy's reads before the re-check, which an acquire load alone would not.
     std::atomic_thread_fence(std::memory_order_acquire);
