@@ -34,7 +34,7 @@ struct ShmMeasurement {
   Throughput sender;
   // Baselines in this process, tensor by tensor from the source to a second copy of the model.
   Throughput memcpy;
-  Throughput copyDigest;  // memcpy, then XXH3-128 over the copy: what each side of the channel does per piece
+  Throughput copyDigest;  // memcpy, then XXH3-128 over the copy: the plain way to move and check the bytes
   // GB per CPU-second of the thread doing the work (sleeps excluded), robust against other processes' load: how
   // fast each side would go on a core of its own. For several receivers, the one that took the most.
   Throughput senderCpu;

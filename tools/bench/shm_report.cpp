@@ -80,8 +80,9 @@ void singleSection(std::ostringstream& out, const ShmBenchReport& report) {
         << " | " << verdict(goalMet(m)) << " | " << gbps(m.copyDigest.medianGBps) << " | "
         << gbps(m.sender.medianGBps) << " | " << digests(m) << " | " << percent(m.othersCpuShare) << " |\n";
   }
-  out << "\nmemcpy+XXH3: memcpy of each tensor, then XXH3-128 over the copy, in one process: the work each side of "
-         "the channel does per piece. Sender alone: model bytes over the time until `send` returned (the last bucket "
+  out << "\nmemcpy+XXH3: memcpy of each tensor, then XXH3-128 over the copy, in one process: the plain way to move "
+         "and check the bytes, for reference (the channel copies and digests 16 KiB slices, so the digest reads from "
+         "L1, and its receivers stream their copies past the caches). Sender alone: model bytes over the time until `send` returned (the last bucket "
          "published). Digests: every receiver's digest and byte count against the sender's, for every transfer "
          "(warm-up included). Others' CPU: the share of the machine's CPU time that other processes used meanwhile.\n\n";
 }
@@ -130,7 +131,7 @@ void cpuSection(std::ostringstream& out, const ShmBenchReport& report) {
   out << "## Work per side (GB per CPU-second)\n\n"
       << "Model bytes over the CPU time of the thread doing the work (a wait asleep on a futex costs none): how fast "
          "each side would go on a core of its own, whatever else ran meanwhile. Sender: `send` (copy in, XXH3 of the "
-         "source); receiver: `receive` (copy out, XXH3 of the copy), the busiest receiver when there are several. "
+         "source); receiver: `receive` (streaming copy out, XXH3 of the bucket slice just copied), the busiest receiver when there are several. "
          "Bound/memcpy: the slower side against memcpy, the ratio the channel would reach with both sides on "
          "separate cores and perfect overlap.\n\n"
       << "| model | receivers | bucket x buffers | sender | receiver | memcpy | memcpy+XXH3 | bound/memcpy |\n"
