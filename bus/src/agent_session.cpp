@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "wsync/bus/bounded_poll.hpp"
 #include "wsync/bus/bus_address.hpp"
 #include "wsync/bus/clock.hpp"
 #include "wsync/bus/log.hpp"
@@ -207,7 +208,9 @@ tl::expected<SessionDelivery, SessionFailure> AgentSession::next(std::chrono::mi
     zmq::pollitem_t items[] = {{dealer_.handle().handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, wakeFd_, ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 2, wait);
+      // The heartbeat term is negative when this thread was preempted since sendHeartbeatIfDue read the clock:
+      // bounded, so that it polls at once instead of forever.
+      boundedPoll(items, 2, wait);
     } catch (const zmq::error_t& error) {
       if (error.num() != EINTR) return fail(SessionError::Transport, std::string("poll: ") + error.what());
     }

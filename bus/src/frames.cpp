@@ -2,6 +2,7 @@
 
 #include <cerrno>
 
+#include "wsync/bus/bounded_poll.hpp"
 #include "wsync/bus/protocol.hpp"
 
 namespace wsync::bus::detail {
@@ -27,9 +28,9 @@ tl::expected<std::optional<Received>, TransportFailure> receiveMessage(zmq::sock
   zmq::message_t overflow;
   std::size_t received = 0;
   try {
-    if (timeout.count() != 0) {
+    if (timeout.count() > 0) {  // zero or less: only what is already here
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-      if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
+      if (boundedPoll(&item, 1, timeout) == 0) return std::nullopt;
     }
     if (!socket.recv(frames[0], zmq::recv_flags::dontwait)) return std::nullopt;
     received = 1;
