@@ -151,9 +151,11 @@ tl::expected<Registration, SessionFailure> AgentSession::registerAgent(std::uint
   while (awaitingWelcome_) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
+      // A CURVE client holding the wrong server key is dropped by the server without a word: only a hint helps.
+      const std::string hint = options_.curve ? " (CURVE: is --server-key the coordinator's public key?)" : "";
       return fail(SessionError::Timeout, lastRefusal.empty()
                                              ? "no Welcome within " +
-                                                   std::to_string(options_.registrationTimeout.count()) + " ms"
+                                                   std::to_string(options_.registrationTimeout.count()) + " ms" + hint
                                              : lastRefusal);
     }
     if (refusedDuplicate_ && now >= nextHelloRetry_) {
@@ -163,6 +165,8 @@ tl::expected<Registration, SessionFailure> AgentSession::registerAgent(std::uint
     auto received = dealer_.receive(std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now),
                                              kDuplicateRetryInterval));
     if (!received) return fail(SessionError::Transport, received.error().describe());
+    // A refused key is final: say so now rather than after the registration timeout.
+    if (auto refused = dealer_.handshakeRefusal()) return fail(SessionError::Refused, *refused);
     if (!*received || !(*received)->message) continue;  // nothing, or a malformed frame (counted by the socket)
     auto handled = handleRegistrationReply(*(*received)->message);
     if (!handled) return tl::unexpected(handled.error());

@@ -1,5 +1,8 @@
 #include "wsync/bus/dealer_endpoint.hpp"
 
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "frames.hpp"
@@ -20,6 +23,27 @@ std::string uniqueRoutingId(std::string_view label) {
   return id;
 }
 
+constexpr int kHandshakeFailures = ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
+
+// What an agent's operator should read for a handshake the coordinator's end refused.
+std::string describeHandshakeFailure(std::uint16_t event, std::uint32_t value, const std::string& address) {
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+    return "the coordinator at " + address + " refused this client's CURVE key (ZAP status " + std::to_string(value) +
+           "): its public key is not on the coordinator's --allow-keys list";
+  }
+  if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+    return "the coordinator at " + address + " and this client disagree on CURVE (one uses it, the other not): "
+           "give the client --curve-keys and --server-key for a coordinator started with --curve-keys";
+  }
+  if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC) {
+    return "the CURVE handshake with the coordinator at " + address +
+           " failed: is --server-key the coordinator's public key?";
+  }
+  char code[16];
+  std::snprintf(code, sizeof code, "0x%08x", value);
+  return "the security handshake with the coordinator at " + address + " failed (ZeroMQ protocol error " + code + ")";
+}
+
 }  // namespace
 
 tl::expected<DealerEndpoint, TransportFailure> DealerEndpoint::connect(zmq::context_t& context,
@@ -37,8 +61,17 @@ tl::expected<DealerEndpoint, TransportFailure> DealerEndpoint::connect(zmq::cont
     std::string routingId = uniqueRoutingId(label);
     socket.set(zmq::sockopt::routing_id, zmq::buffer(routingId.data(), routingId.size()));
     if (curve) applyCurveClient(socket, *curve);
+    std::optional<zmq::socket_t> monitor;
+    if (endpoint.starts_with("tcp://")) {
+      // Before connect, so that the first handshake's failure is seen too.
+      const std::string monitorEndpoint = "inproc://wsync-dealer-monitor-" + routingId;
+      if (zmq_socket_monitor(socket.handle(), monitorEndpoint.c_str(), kHandshakeFailures) != 0) throw zmq::error_t();
+      monitor.emplace(context, zmq::socket_type::pair);
+      monitor->set(zmq::sockopt::linger, 0);
+      monitor->connect(monitorEndpoint);
+    }
     socket.connect(endpoint);
-    return DealerEndpoint(std::move(socket), std::move(routingId));
+    return DealerEndpoint(std::move(socket), std::move(monitor), std::move(routingId));
   } catch (const zmq::error_t& error) {
     return tl::unexpected(detail::toFailure(error, TransportError::ConnectFailed, endpoint));
   }
@@ -46,6 +79,24 @@ tl::expected<DealerEndpoint, TransportFailure> DealerEndpoint::connect(zmq::cont
 
 tl::expected<void, TransportFailure> DealerEndpoint::send(std::span<const std::uint8_t> bytes) {
   return detail::sendMessage(socket_, false, {}, bytes);
+}
+
+std::optional<std::string> DealerEndpoint::handshakeRefusal() {
+  if (refusal_ || !monitor_) return refusal_;
+  // An event is two frames: [uint16 event, uint32 value] and the peer's address.
+  zmq::message_t head;
+  zmq::message_t address;
+  while (monitor_->recv(head, zmq::recv_flags::dontwait)) {
+    if (!head.more() || !monitor_->recv(address, zmq::recv_flags::dontwait)) continue;
+    if (head.size() < sizeof(std::uint16_t) + sizeof(std::uint32_t)) continue;
+    std::uint16_t event = 0;
+    std::uint32_t value = 0;
+    std::memcpy(&event, head.data(), sizeof event);
+    std::memcpy(&value, static_cast<const char*>(head.data()) + sizeof event, sizeof value);
+    refusal_ = describeHandshakeFailure(event, value, address.to_string());
+    return refusal_;
+  }
+  return std::nullopt;
 }
 
 tl::expected<std::optional<Received>, TransportFailure> DealerEndpoint::receive(std::chrono::milliseconds timeout) {

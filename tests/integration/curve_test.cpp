@@ -1,6 +1,6 @@
 // A tcp bus with CURVE (docs/security.md), with the real binaries: agents whose keys are on the coordinator's
-// allowlist run rounds; a client with another key, or with none, never gets in, and the coordinator logs the
-// refusal; a tcp bus without keys refuses to start unless told --insecure.
+// allowlist run rounds; a client with another key, or with none, never gets in, the coordinator logs the refusal
+// and the client says why it was refused; a tcp bus without keys refuses to start unless told --insecure.
 #include <fstream>
 #include <thread>
 
@@ -61,15 +61,33 @@ TEST_F(CurveTest, AllowedAgentsRunRoundsAndOthersAreRefusedAndLogged) {
   EXPECT_EQ(trainer.wait(kPatience), 0);
   EXPECT_TRUE(waitForApplied("w0", 2));
 
-  // A key pair the coordinator does not know, and a client without CURVE: neither ever registers.
-  auto stranger = startWorker("stranger", clientArgs("stranger"));
-  auto plain = startWorker("plain", {"--transport", transport_});
+  // A key pair the coordinator does not know, and a client without CURVE: neither ever registers, and each says
+  // why and exits at once (not after its registration timeout, with "no Welcome").
+  auto stranger = startWorker("stranger", clientArgs("stranger"), path("stranger.log"));
+  auto plain = startWorker("plain", {"--transport", transport_}, path("plain.log"));
   std::this_thread::sleep_for(kRefusalWindow);
   EXPECT_EQ(block_->activeAgents(), 1U);
   EXPECT_FALSE(appliedVersion("stranger").has_value());
   EXPECT_FALSE(appliedVersion("plain").has_value());
   const std::string log = readTextFile(path("coordinator.log"));
   EXPECT_NE(log.find("CURVE key " + publicKeys_["stranger"] + " is not on the allowlist"), std::string::npos) << log;
+  EXPECT_EQ(stranger.wait(kPatience), 1);
+  const std::string strangerLog = readTextFile(path("stranger.log"));
+  EXPECT_NE(strangerLog.find("refused this client's CURVE key"), std::string::npos) << strangerLog;
+  EXPECT_EQ(plain.wait(kPatience), 1);
+  const std::string plainLog = readTextFile(path("plain.log"));
+  EXPECT_NE(plainLog.find("disagree on CURVE"), std::string::npos) << plainLog;
+
+  // wsync-ctl with a key the coordinator does not know says so too.
+  auto refusedCtl = ChildProcess::spawn(testBinary(WSYNC_CTL_BIN), [&] {
+    std::vector<std::string> args{"--bus", bus_};
+    for (auto& arg : clientArgs("stranger")) args.push_back(arg);
+    args.emplace_back("status");
+    return args;
+  }(), path("ctl-stranger.log"));
+  EXPECT_EQ(refusedCtl.wait(kPatience), 1);
+  const std::string ctlLog = readTextFile(path("ctl-stranger.log"));
+  EXPECT_NE(ctlLog.find("refused this client's CURVE key"), std::string::npos) << ctlLog;
 
   // wsync-ctl with an allowed key reads the bus; the allowed worker is still there.
   auto ctl = ChildProcess::spawn(testBinary(WSYNC_CTL_BIN), [&] {

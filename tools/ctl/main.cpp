@@ -2,8 +2,11 @@
 // request to the coordinator and its answer; the exit code says how it went (documented in the README).
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +30,8 @@ constexpr int kExitRefused = 4;       // the coordinator refused (nothing to abo
 
 // A coordinator answers within milliseconds; this covers one that is busy starting or under heavy load.
 constexpr std::int64_t kDefaultTimeoutMs = 5000;
+// While waiting for the answer, how often to look whether the coordinator refused this client's handshake.
+constexpr std::chrono::milliseconds kAnswerSlice{100};
 
 std::string text(const flatbuffers::String* string) { return string ? string->str() : std::string(); }
 
@@ -158,10 +163,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "wsync-ctl: cannot send to bus '%s': %s\n", busName.c_str(), sent.error().describe().c_str());
     return kExitError;
   }
-  auto received = dealer->receive(std::chrono::milliseconds(timeoutMs));
-  if (!received) {
-    std::fprintf(stderr, "wsync-ctl: %s\n", received.error().describe().c_str());
-    return kExitError;
+  // In slices, so that a coordinator refusing this client's key is reported at once, not as silence.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  tl::expected<std::optional<bus::Received>, bus::TransportFailure> received{std::nullopt};
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    received = dealer->receive(std::clamp(left, std::chrono::milliseconds(0), kAnswerSlice));
+    if (!received) {
+      std::fprintf(stderr, "wsync-ctl: %s\n", received.error().describe().c_str());
+      return kExitError;
+    }
+    if (*received || left <= std::chrono::milliseconds(0)) break;
+    if (auto refused = dealer->handshakeRefusal()) {
+      std::fprintf(stderr, "wsync-ctl: %s\n", refused->c_str());
+      return kExitError;
+    }
   }
   if (!*received) {
     std::fprintf(stderr, "wsync-ctl: no coordinator answered on bus '%s' within %lld ms\n", busName.c_str(),

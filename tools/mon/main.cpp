@@ -174,6 +174,14 @@ int main(int argc, char** argv) {
 
   while (!stopRequested.load(std::memory_order_acquire)) {
     const auto now = Clock::now();
+    if (!live) {
+      // A refused key would otherwise look like a bus without a coordinator.
+      if (auto refused = requests->handshakeRefusal()) {
+        std::fprintf(stderr, "wsync-mon: %s\n", refused->c_str());
+        status = kExitError;
+        break;
+      }
+    }
     if (!live && now - startedAt > std::chrono::milliseconds(waitMs)) {
       std::fprintf(stderr, "wsync-mon: no coordinator on bus '%s' (no event within %lld ms)\n", busName.c_str(),
                    static_cast<long long>(waitMs));

@@ -33,18 +33,26 @@ class DealerEndpoint {
   tl::expected<void, TransportFailure> send(std::span<const std::uint8_t> bytes);
   tl::expected<std::optional<Received>, TransportFailure> receive(std::chrono::milliseconds timeout);
 
+  // Why the coordinator's end refused this connection's security handshake, once it has (a CURVE key not on its
+  // allowlist, CURVE on one side only, a wrong server key); nothing while none failed. Watched on tcp only: ipc
+  // endpoints are plain and guarded by file permissions. ZeroMQ retries a refused handshake by itself, silently, so
+  // without this a refused agent would only ever see its registration time out.
+  std::optional<std::string> handshakeRefusal();
+
   const RejectionCounters& rejections() const { return rejections_; }
   // What the coordinator sees as Received::source for this connection.
   const std::string& routingId() const { return routingId_; }
   zmq::socket_ref handle() { return socket_; }
 
  private:
-  DealerEndpoint(zmq::socket_t&& socket, std::string routingId)
-      : socket_(std::move(socket)), routingId_(std::move(routingId)) {}
+  DealerEndpoint(zmq::socket_t&& socket, std::optional<zmq::socket_t>&& monitor, std::string routingId)
+      : socket_(std::move(socket)), monitor_(std::move(monitor)), routingId_(std::move(routingId)) {}
 
   zmq::socket_t socket_;
+  std::optional<zmq::socket_t> monitor_;  // the socket monitor's handshake-failure events (tcp only)
   std::string routingId_;
   RejectionCounters rejections_;
+  std::optional<std::string> refusal_;
 };
 
 }  // namespace wsync::bus
