@@ -88,6 +88,15 @@ TEST_F(CurveTest, AllowedAgentsRunRoundsAndOthersAreRefusedAndLogged) {
   EXPECT_EQ(refusedCtl.wait(kPatience), 1);
   const std::string ctlLog = readTextFile(path("ctl-stranger.log"));
   EXPECT_NE(ctlLog.find("refused this client's CURVE key"), std::string::npos) << ctlLog;
+  // And wsync-mon, which would otherwise report a bus without a coordinator.
+  auto refusedMon = ChildProcess::spawn(testBinary(WSYNC_MON_BIN), [&] {
+    std::vector<std::string> args{"--bus", bus_, "--once"};
+    for (auto& arg : clientArgs("stranger")) args.push_back(arg);
+    return args;
+  }(), path("mon-stranger.log"));
+  EXPECT_EQ(refusedMon.wait(kPatience), 1);
+  const std::string monLog = readTextFile(path("mon-stranger.log"));
+  EXPECT_NE(monLog.find("refused this client's CURVE key"), std::string::npos) << monLog;
 
   // wsync-ctl with an allowed key reads the bus; the allowed worker is still there.
   auto ctl = ChildProcess::spawn(testBinary(WSYNC_CTL_BIN), [&] {
