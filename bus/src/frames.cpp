@@ -47,9 +47,9 @@ tl::expected<std::optional<Received>, TransportFailure> receiveMessage(zmq::sock
     return tl::unexpected(toFailure(error, TransportError::SocketFailed, "receive"));
   }
 
-  Received delivery{{}, tl::unexpected(MessageError::BadFraming)};
+  Received delivery{{}, tl::unexpected(MessageError::BadFraming), {}};
   if (frameCount == 2 && received >= 1) delivery.source = frames[0].to_string();
-  if (received == frameCount) delivery.message = Message::decode(std::move(frames[frameCount - 1]));
+  if (received == frameCount) delivery.message = Message::decode(std::move(frames[frameCount - 1]), delivery.detail);
   if (!delivery.message) rejections.count(delivery.message.error());
   return delivery;
 }

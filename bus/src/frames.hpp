@@ -19,7 +19,8 @@ TransportFailure toFailure(const zmq::error_t& error, TransportError fallback, c
 
 // Receives one whole multipart message whose expected shape is `frameCount` frames: [source][payload] (ROUTER,
 // SUB) or [payload] (DEALER). Any other shape is drained and handed back as BadFraming, so a rogue peer cannot
-// desynchronise the socket. Decodes the payload and counts rejections.
+// desynchronise the socket. Decodes the payload and counts rejections; a refusal that names a field (EnumOutOfRange)
+// says which in Received::detail.
 tl::expected<std::optional<Received>, TransportFailure> receiveMessage(zmq::socket_t& socket,
                                                                        std::chrono::milliseconds timeout,
                                                                        std::size_t frameCount,

@@ -7,7 +7,9 @@
 #include <memory>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 
+#include "wsync/bus/client_text.hpp"
 #include "wsync/bus/dtype.hpp"
 
 namespace wsync::bus {
@@ -23,12 +25,7 @@ std::string shapeText(const std::vector<std::int64_t>& shape) {
 
 // Bytes of one tensor, or the reason it has none.
 tl::expected<std::uint64_t, ManifestFailure> bytesOf(const TensorSpec& tensor) {
-  if (tensor.name.empty() || tensor.name.size() > kMaxTensorNameBytes) {
-    return fail(ManifestError::InvalidName, tensor.name.empty() ? std::string("a tensor has an empty name")
-                                                                : quoted(tensor.name.substr(0, 64) + "...") +
-                                                                      " has a name over " +
-                                                                      std::to_string(kMaxTensorNameBytes) + " bytes");
-  }
+  if (auto valid = validateTensorName(tensor.name); !valid) return tl::unexpected(std::move(valid.error()));
   const std::size_t element = elementBytes(tensor.dtype);
   if (element == 0) {
     return fail(ManifestError::UnknownDType, quoted(tensor.name) + " has dtype " +
@@ -75,6 +72,26 @@ Digest digestOf(const std::vector<TensorSpec>& tensors) {
 }
 
 }  // namespace
+
+tl::expected<void, ManifestFailure> validateTensorName(std::string_view name) {
+  // Enough of an over-long name to recognise it in a log line.
+  constexpr std::size_t kShownPrefixBytes = 64;
+  if (name.empty()) return fail(ManifestError::InvalidName, "a tensor has an empty name");
+  if (name.size() > kMaxTensorNameBytes) {
+    return fail(ManifestError::InvalidName, quoted(printableText(name, kShownPrefixBytes)) + " has a name of " +
+                                                std::to_string(name.size()) + " bytes, over " +
+                                                std::to_string(kMaxTensorNameBytes));
+  }
+  // Named apart from other control bytes: a NUL is the one a C-string API silently cuts at.
+  if (const std::size_t nul = name.find('\0'); nul != std::string_view::npos) {
+    return fail(ManifestError::InvalidName,
+                quoted(printableText(name)) + " has a NUL byte at offset " + std::to_string(nul));
+  }
+  if (std::string why = checkClientText("tensor", name, kMaxTensorNameBytes); !why.empty()) {
+    return fail(ManifestError::InvalidName, std::move(why));
+  }
+  return {};
+}
 
 std::string_view toString(ManifestError error) {
   switch (error) {
@@ -157,7 +174,10 @@ flatbuffers::Offset<msg::Manifest> Manifest::toMessage(flatbuffers::FlatBufferBu
   std::vector<flatbuffers::Offset<msg::TensorInfo>> entries;
   entries.reserve(tensors_.size());
   for (const TensorSpec& tensor : tensors_) {
-    entries.push_back(msg::CreateTensorInfoDirect(fbb, tensor.name.c_str(), tensor.dtype, &tensor.shape));
+    // With its length, not as a C string: the wire form must hold exactly the bytes the digest covers.
+    const auto name = fbb.CreateString(tensor.name);
+    const auto shape = fbb.CreateVector(tensor.shape);
+    entries.push_back(msg::CreateTensorInfo(fbb, name, tensor.dtype, shape));
   }
   const msg::Digest128 digest = bus::toMessage(digest_);
   return msg::CreateManifestDirect(fbb, &digest, &entries, totalBytes_);

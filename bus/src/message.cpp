@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "enum_range.hpp"
 #include "wsync/bus/protocol.hpp"
 
 namespace wsync::bus {
@@ -38,23 +39,8 @@ const msg::Manifest* manifestOf(const msg::Envelope& envelope) {
   return nullptr;
 }
 
-}  // namespace
-
-std::string_view toString(MessageError error) {
-  switch (error) {
-    case MessageError::Empty: return "empty message";
-    case MessageError::TooLarge: return "message larger than the protocol limit";
-    case MessageError::NotWsync: return "not a wsync message (file identifier)";
-    case MessageError::Unverifiable: return "message failed verification (truncated or corrupted)";
-    case MessageError::ProtocolMismatch: return "message of another protocol version";
-    case MessageError::MissingBody: return "message without a body";
-    case MessageError::BadFraming: return "unexpected ZeroMQ framing";
-    case MessageError::Misaligned: return "buffer not 8-byte aligned (Message::decode realigns)";
-  }
-  return "unknown message error";
-}
-
-tl::expected<const msg::Envelope*, MessageError> verifyMessage(std::span<const std::uint8_t> bytes) {
+// Everything verifyMessage() checks but the enum ranges: what makes the buffer safe to read in place.
+tl::expected<const msg::Envelope*, MessageError> verifyStructure(std::span<const std::uint8_t> bytes) {
   if (bytes.empty()) return tl::unexpected(MessageError::Empty);
   if (bytes.size() > kMaxMessageBytes) return tl::unexpected(MessageError::TooLarge);
   // The identifier check reads 8 bytes at most and tells a stray non-wsync sender apart from a corrupted message.
@@ -80,6 +66,45 @@ tl::expected<const msg::Envelope*, MessageError> verifyMessage(std::span<const s
   return envelope;
 }
 
+}  // namespace
+
+std::string_view toString(MessageError error) {
+  switch (error) {
+    case MessageError::Empty: return "empty message";
+    case MessageError::TooLarge: return "message larger than the protocol limit";
+    case MessageError::NotWsync: return "not a wsync message (file identifier)";
+    case MessageError::Unverifiable: return "message failed verification (truncated or corrupted)";
+    case MessageError::ProtocolMismatch: return "message of another protocol version";
+    case MessageError::MissingBody: return "message without a body";
+    case MessageError::BadFraming: return "unexpected ZeroMQ framing";
+    case MessageError::Misaligned: return "buffer not 8-byte aligned (Message::decode realigns)";
+    case MessageError::EnumOutOfRange: return "a field holds a value its enum does not declare";
+  }
+  return "unknown message error";
+}
+
+tl::expected<const msg::Envelope*, MessageError> verifyMessage(std::span<const std::uint8_t> bytes) {
+  auto envelope = verifyStructure(bytes);
+  if (!envelope) return envelope;
+  // Last: mini-reflection reads vector elements in place, which verifyStructure() has made safe.
+  if (!detail::enumsInRange(bytes.data())) return tl::unexpected(MessageError::EnumOutOfRange);
+  return envelope;
+}
+
+std::string describeEnumViolation(std::span<const std::uint8_t> bytes) {
+  if (!verifyStructure(bytes)) return {};
+  return detail::describeFirstEnumOutOfRange(bytes.data());
+}
+
+std::string rejectionText(MessageError error, std::string_view detailText) {
+  std::string text(toString(error));
+  if (!detailText.empty()) {
+    text += ": ";
+    text += detailText;
+  }
+  return text;
+}
+
 std::span<const std::uint8_t> MessageBuilder::finishUnion(msg::Body type, flatbuffers::Offset<void> body,
                                                           EnvelopeStamp stamp) {
   msg::EnvelopeBuilder envelope(fbb_);
@@ -94,6 +119,14 @@ std::span<const std::uint8_t> MessageBuilder::finishUnion(msg::Body type, flatbu
 }
 
 tl::expected<Message, MessageError> Message::decode(zmq::message_t&& frame) {
+  return decodeFrame(std::move(frame), nullptr);
+}
+
+tl::expected<Message, MessageError> Message::decode(zmq::message_t&& frame, std::string& rejectionDetail) {
+  return decodeFrame(std::move(frame), &rejectionDetail);
+}
+
+tl::expected<Message, MessageError> Message::decodeFrame(zmq::message_t&& frame, std::string* rejectionDetail) {
   if (!isAligned(frame.data())) {
     // Common: libzmq hands out received frames at arbitrary offsets inside its receive buffer. FlatBuffers reads
     // scalars in place, which needs alignment, so the frame is copied (tens of nanoseconds for control messages;
@@ -102,8 +135,15 @@ tl::expected<Message, MessageError> Message::decode(zmq::message_t&& frame) {
     frame = std::move(aligned);
     if (!isAligned(frame.data())) return tl::unexpected(MessageError::Unverifiable);
   }
-  auto envelope = verifyMessage({frame.data<std::uint8_t>(), frame.size()});
-  if (!envelope) return tl::unexpected(envelope.error());
+  const std::span<const std::uint8_t> bytes(frame.data<std::uint8_t>(), frame.size());
+  auto envelope = verifyMessage(bytes);
+  if (!envelope) {
+    // A second walk, on refusal only, so that the accepted path builds no text.
+    if (rejectionDetail != nullptr && envelope.error() == MessageError::EnumOutOfRange) {
+      *rejectionDetail = detail::describeFirstEnumOutOfRange(bytes.data());
+    }
+    return tl::unexpected(envelope.error());
+  }
   return Message(std::move(frame));
 }
 

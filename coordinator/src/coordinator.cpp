@@ -172,13 +172,13 @@ void Coordinator::Impl::step(std::chrono::milliseconds maxWait) {
       return;
     }
     if (*received) {
-      auto& [source, message] = **received;
-      if (message) {
-        handle(source, *message);
+      auto& delivery = **received;
+      if (delivery.message) {
+        handle(delivery.source, *delivery.message);
       } else {
         ++stats.requestsRejected;
-        replyError(source, 0, msg::ErrorCode::Malformed,
-                   "message rejected: " + std::string(bus::toString(message.error())));
+        replyError(delivery.source, 0, msg::ErrorCode::Malformed,
+                   "message rejected: " + bus::rejectionText(delivery.message.error(), delivery.detail));
       }
     }
     dropUnreachable();

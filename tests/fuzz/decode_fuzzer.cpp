@@ -1,13 +1,15 @@
 // libFuzzer target for control-message decoding (verifyMessage, Message::decode). Every buffer that verifies is
-// walked field by field, strings byte by byte, so that a read the Verifier failed to bound is caught by ASan; the
-// decoders' answers are checked against each other. Built with -fsanitize=fuzzer when WSYNC_FUZZ is ON, and
-// linked with corpus_runner.cpp into a plain program that replays the corpus in every test run.
+// walked field by field, strings byte by byte, so that a read the Verifier failed to bound is caught by ASan, and
+// every enum field of it must hold a declared value; the decoders' answers are checked against each other. Built
+// with -fsanitize=fuzzer when WSYNC_FUZZ is ON, and linked with corpus_runner.cpp into a plain program that replays
+// the corpus in every test run.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <span>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -34,7 +36,7 @@ constexpr std::size_t fieldCount(Result (*)(flatbuffers::FlatBufferBuilder&, Arg
 }
 static_assert(fieldCount(&msg::CreateEnvelope) == 6);  // the union counts twice: body_type and body
 static_assert(fieldCount(&msg::CreateAgentHello) == 9);
-static_assert(fieldCount(&msg::CreateWelcome) == 9);
+static_assert(fieldCount(&msg::CreateWelcome) == 16);
 static_assert(fieldCount(&msg::CreateHeartbeat) == 1);
 static_assert(fieldCount(&msg::CreateTensorInfo) == 3);
 static_assert(fieldCount(&msg::CreateManifest) == 3);
@@ -49,15 +51,17 @@ static_assert(fieldCount(&msg::CreateResume) == 2);
 static_assert(fieldCount(&msg::CreateSnapshotRequest) == 0);
 static_assert(fieldCount(&msg::CreateAgentInfo) == 9);
 static_assert(fieldCount(&msg::CreateTopicSequence) == 2);
-static_assert(fieldCount(&msg::CreateSnapshotReply) == 12);
-static_assert(fieldCount(&msg::CreateError) == 3);
+static_assert(fieldCount(&msg::CreateSnapshotReply) == 14);
+static_assert(fieldCount(&msg::CreateError) == 4);
 static_assert(fieldCount(&msg::CreateAgentEvent) == 3);
 static_assert(fieldCount(&msg::CreateRoundTransition) == 6);
 static_assert(fieldCount(&msg::CreateGoodbye) == 1);
 static_assert(fieldCount(&msg::CreateCoordinatorBeat) == 5);
 static_assert(fieldCount(&msg::CreateControlRequest) == 4);
 static_assert(fieldCount(&msg::CreateControlReply) == 2);
-static_assert(msg::Body::MAX == msg::Body::ControlReply, "a new Body member needs a case in walkBody()");
+static_assert(fieldCount(&msg::CreateVersionQuery) == 1);
+static_assert(fieldCount(&msg::CreateVersionReport) == 6);
+static_assert(msg::Body::MAX == msg::Body::VersionReport, "a new Body member needs a case in walkBody()");
 
 // Folds everything the walk reads into one value (FNV-1a over 64-bit words), so that no read can be optimised
 // away and two walks of the same message can be compared.
@@ -69,12 +73,16 @@ class Fold {
     mix(static_cast<std::uint64_t>(value));
   }
 
-  // Enums are folded by value and by name: the generated EnumNameXxx() must bound any value a peer sends.
+  // Enums are folded by value and by name: the generated EnumNameXxx() must bound any value a peer sends. It answers
+  // "" for a value its enum does not declare: a message that decodes has none (MessageError::EnumOutOfRange), and
+  // one refused for it has at least one. This walk is written by hand, the decoder's follows mini-reflection
+  // tables, so each checks the other.
   template <typename Enum>
     requires std::is_enum_v<Enum>
   void add(Enum value, const char* name) {
     add(static_cast<std::underlying_type_t<Enum>>(value));
     WSYNC_FUZZ_CHECK(name != nullptr);
+    if (*name == '\0') ++undeclaredEnums_;
     addBytes(std::string_view(name));
   }
 
@@ -116,6 +124,7 @@ class Fold {
 
   void addAbsent() { mix(kAbsent); }
   std::uint64_t value() const { return state_; }
+  std::size_t undeclaredEnums() const { return undeclaredEnums_; }
 
  private:
   // Distinguishes an absent string, vector or struct from an empty or zero one.
@@ -132,6 +141,7 @@ class Fold {
   }
 
   std::uint64_t state_ = 0xcbf2'9ce4'8422'2325ULL;  // FNV-1a 64-bit offset basis
+  std::size_t undeclaredEnums_ = 0;
 };
 
 void walk(const msg::AgentHello& hello, Fold& fold) {
@@ -162,6 +172,13 @@ void walk(const msg::Welcome& welcome, Fold& fold) {
   fold.add(welcome.heartbeat_interval_ms());
   fold.add(welcome.heartbeat_timeout_ms());
   fold.add(welcome.control_block());
+  fold.add(welcome.committed_round());
+  fold.add(welcome.committed_digest());
+  fold.add(welcome.pause_timeout_ms());
+  fold.add(welcome.transfer_timeout_ms());
+  fold.add(welcome.transfer_timeout_per_gib_ms());
+  fold.add(welcome.operator_paused());
+  fold.add(welcome.operator_pause_mode(), msg::EnumNamePauseMode(welcome.operator_pause_mode()));
 }
 
 void walk(const msg::Heartbeat& heartbeat, Fold& fold) { fold.add(heartbeat.applied_version()); }
@@ -308,6 +325,8 @@ void walk(const msg::SnapshotReply& snapshot, Fold& fold) {
     fold.addAbsent();
   }
   fold.add(snapshot.round_bytes());
+  fold.add(snapshot.operator_paused());
+  fold.add(snapshot.operator_pause_mode(), msg::EnumNamePauseMode(snapshot.operator_pause_mode()));
 }
 
 void walk(const msg::AgentEvent& event, Fold& fold) {
@@ -351,6 +370,18 @@ void walk(const msg::Error& error, Fold& fold) {
   fold.add(error.code(), msg::EnumNameErrorCode(error.code()));
   fold.add(error.detail());
   fold.add(error.in_reply_to());
+  fold.add(error.committed_version());
+}
+
+void walk(const msg::VersionQuery& query, Fold& fold) { fold.add(query.version()); }
+
+void walk(const msg::VersionReport& report, Fold& fold) {
+  fold.add(report.version());
+  fold.add(report.fate(), msg::EnumNameVersionFate(report.fate()));
+  fold.add(report.round());
+  fold.add(report.reason(), msg::EnumNameAbortReason(report.reason()));
+  fold.add(report.detail());
+  fold.add(report.committed_version());
 }
 
 template <typename Body>
@@ -385,11 +416,14 @@ void walkBody(const msg::Envelope& envelope, Fold& fold) {
     case msg::Body::CoordinatorBeat: walkBodyAs<msg::CoordinatorBeat>(envelope, fold); return;
     case msg::Body::ControlRequest: walkBodyAs<msg::ControlRequest>(envelope, fold); return;
     case msg::Body::ControlReply: walkBodyAs<msg::ControlReply>(envelope, fold); return;
+    case msg::Body::VersionQuery: walkBodyAs<msg::VersionQuery>(envelope, fold); return;
+    case msg::Body::VersionReport: walkBodyAs<msg::VersionReport>(envelope, fold); return;
   }
   // A member added by a newer protocol: the Verifier does not look inside it, so neither may we.
 }
 
-std::uint64_t walk(const msg::Envelope& envelope) {
+// The fold of every field, and how many enum fields hold a value their enum does not declare.
+Fold walkEnvelope(const msg::Envelope& envelope) {
   Fold fold;
   fold.add(envelope.protocol_version());
   fold.add(envelope.epoch());
@@ -397,6 +431,13 @@ std::uint64_t walk(const msg::Envelope& envelope) {
   fold.add(envelope.sent_at_ns());
   fold.add(envelope.body_type(), wsync::bus::bodyName(envelope.body_type()));
   walkBody(envelope, fold);
+  return fold;
+}
+
+// The fold of a message that decoded: every enum field holds a declared value.
+std::uint64_t walk(const msg::Envelope& envelope) {
+  const Fold fold = walkEnvelope(envelope);
+  WSYNC_FUZZ_CHECK(fold.undeclaredEnums() == 0);
   return fold.value();
 }
 
@@ -413,7 +454,8 @@ int typedBodiesOf(const Message& message) {
   return typedBodiesOf<msg::AgentHello, msg::Welcome, msg::Heartbeat, msg::BeginUpdate, msg::Manifest, msg::Pause,
                        msg::PauseAck, msg::TransferPlan, msg::UpdateDone, msg::Commit, msg::Abort, msg::Resume,
                        msg::SnapshotRequest, msg::SnapshotReply, msg::Error, msg::AgentEvent, msg::RoundTransition,
-                       msg::Goodbye, msg::CoordinatorBeat, msg::ControlRequest, msg::ControlReply>(message);
+                       msg::Goodbye, msg::CoordinatorBeat, msg::ControlRequest, msg::ControlReply,
+                       msg::VersionQuery, msg::VersionReport>(message);
 }
 
 void checkRejected(MessageError error, std::span<const std::uint8_t> bytes) {
@@ -449,7 +491,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const auto envelopeResult = wsync::bus::verifyMessage(bytes);
   auto messageResult = Message::decode(bytes);
-  auto misalignedResult = Message::decode(std::move(misalignedFrame));
+  std::string rejectionDetail;
+  auto misalignedResult = Message::decode(std::move(misalignedFrame), rejectionDetail);
+
+  // An enum out of range, and only that, is described (naming the field), the same way by both entry points.
+  const std::string enumViolation = wsync::bus::describeEnumViolation(bytes);
+  const bool enumOutOfRange = !envelopeResult && envelopeResult.error() == MessageError::EnumOutOfRange;
+  WSYNC_FUZZ_CHECK(enumViolation.empty() != enumOutOfRange);
+  WSYNC_FUZZ_CHECK(rejectionDetail == enumViolation);
 
   // The three answers agree: a message that verifies decodes, wherever its bytes lie; one that does not is
   // refused for the same reason.
@@ -459,6 +508,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     WSYNC_FUZZ_CHECK(messageResult.error() == envelopeResult.error());
     WSYNC_FUZZ_CHECK(misalignedResult.error() == envelopeResult.error());
     checkRejected(envelopeResult.error(), bytes);
+    // Refused for an enum, the message is otherwise sound (it passed the Verifier): the hand-written walk may read it
+    // and must find the undeclared value too.
+    if (enumOutOfRange) WSYNC_FUZZ_CHECK(walkEnvelope(*msg::GetEnvelope(bytes.data())).undeclaredEnums() > 0);
     return 0;
   }
 

@@ -173,6 +173,15 @@ Bytes welcome() {
                 {.seq = 17});
 }
 
+// A worker that reconnects after a commit, while an operator's pause holds.
+Bytes welcomeAfterCommit() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateWelcomeDirect(fbb, "worker-3@gpu-node-07", 5, 3, 9, kEpoch, 42, 100, 1'500,
+                                              "/wsync-control-1732000000", 7, &kPayloadDigest, 30'000, 120'000,
+                                              2'000, true, msg::PauseMode::Wait),
+                {.seq = 18});
+}
+
 Bytes heartbeat() {
   flatbuffers::FlatBufferBuilder fbb;
   return finish(fbb, msg::CreateHeartbeat(fbb, 42), {.seq = 1'024});
@@ -321,6 +330,17 @@ Bytes controlReply() {
   return finish(fbb, msg::CreateControlReplyDirect(fbb, msg::ControlAction::AbortRound, "round 7 aborted"));
 }
 
+Bytes versionQuery() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateVersionQuery(fbb, 42));
+}
+
+Bytes versionReport() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateVersionReportDirect(fbb, 42, msg::VersionFate::Aborted, 7, msg::AbortReason::AgentDied,
+                                                    "no heartbeat for 1500 ms during Transfer", 41));
+}
+
 Bytes abortRound() {
   flatbuffers::FlatBufferBuilder fbb;
   return finish(fbb, msg::CreateAbortDirect(fbb, 7, 42, msg::AbortReason::AgentDied,
@@ -456,6 +476,28 @@ Bytes manifestMisalignedShape() {
   return {};  // unreachable: one of the two layouts is off alignment
 }
 
+// The Verifier does not check enum ranges; the decoder refuses a value the enum does not declare, wherever it is.
+Bytes controlPauseModeOutOfRange() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateControlRequestDirect(fbb, msg::ControlAction::Pause, static_cast<msg::PauseMode>(200),
+                                                     nullptr, "maintenance"));
+}
+
+Bytes agentHelloChannelOutOfRange() {
+  flatbuffers::FlatBufferBuilder fbb;
+  const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm, static_cast<msg::ChannelKind>(9)};
+  return finish(fbb, msg::CreateAgentHelloDirect(fbb, "worker-0@gpu-node-05", msg::Role::Worker,
+                                                 wsync::bus::kProtocolVersion, -1, 1, 41'234, "gpu-node-05",
+                                                 &channels));
+}
+
+Bytes manifestDTypeOutOfRange() {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto specs = transformerTensors(0);
+  specs.back().dtype = static_cast<msg::DType>(200);
+  return finish(fbb, buildManifest(fbb, specs));
+}
+
 Bytes truncated(Bytes bytes) {
   bytes.resize(bytes.size() / 2);
   return bytes;
@@ -475,6 +517,7 @@ std::vector<Seed> seeds() {
       {"agent_hello_trainer", agentHelloTrainer()},
       {"agent_hello_long_agent_id", agentHelloLongAgentId()},
       {"welcome", welcome()},
+      {"welcome_after_commit", welcomeAfterCommit()},
       {"heartbeat", heartbeat()},
       {"heartbeat_empty_table", heartbeatEmptyTable()},
       {"heartbeat_generated_layout", heartbeatGeneratedLayout(false)},
@@ -500,6 +543,8 @@ std::vector<Seed> seeds() {
       {"control_evict", controlEvict()},
       {"control_pause", controlPause()},
       {"control_reply", controlReply()},
+      {"version_query", versionQuery()},
+      {"version_report", versionReport()},
       {"abort", abortRound()},
       {"resume", resume()},
       {"snapshot_request", snapshotRequest()},
@@ -518,6 +563,9 @@ std::vector<Seed> seeds() {
       {"refused_misaligned_tensor_shape", manifestMisalignedShape(), MessageError::Unverifiable},
       {"refused_truncated_manifest", truncated(manifest()), MessageError::Unverifiable},
       {"refused_too_short", tooShort(), MessageError::NotWsync},
+      {"refused_enum_out_of_range", controlPauseModeOutOfRange(), MessageError::EnumOutOfRange},
+      {"refused_enum_out_of_range_in_vector", agentHelloChannelOutOfRange(), MessageError::EnumOutOfRange},
+      {"refused_enum_out_of_range_in_manifest", manifestDTypeOutOfRange(), MessageError::EnumOutOfRange},
       {"refused_empty", {}, MessageError::Empty},
       {"unknown_body_type", unknownBodyType()},
   };

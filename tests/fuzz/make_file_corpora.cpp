@@ -50,7 +50,10 @@ Bytes rawManifest(const std::vector<RawTensor>& tensors, std::optional<bus::Dige
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<msg::TensorInfo>> entries;
   for (const RawTensor& tensor : tensors) {
-    entries.push_back(msg::CreateTensorInfoDirect(fbb, tensor.name.c_str(), tensor.dtype, &tensor.shape));
+    // With its length: a name with a NUL inside must reach the reader whole.
+    const auto name = fbb.CreateString(tensor.name);
+    const auto shape = fbb.CreateVector(tensor.shape);
+    entries.push_back(msg::CreateTensorInfo(fbb, name, tensor.dtype, shape));
   }
   const msg::Digest128 wire = bus::toMessage(*digest);
   fbb.Finish(msg::CreateManifestDirect(fbb, &wire, &entries, 0));
@@ -122,6 +125,11 @@ int main(int argc, char** argv) {
       {"refused_too_large", rawManifest({{"w", msg::DType::F32, {big, big}}}), bus::ManifestError::TooLarge},
       {"refused_name_too_long", rawManifest({{std::string(1025, 'n'), msg::DType::F32, {1}}}),
        bus::ManifestError::InvalidName},
+      {"refused_name_with_nul", rawManifest({{std::string("nul\0inside", 10), msg::DType::F32, {1}}}),
+       bus::ManifestError::InvalidName},
+      {"refused_name_with_control_byte", rawManifest({{"line\nbreak", msg::DType::F32, {1}}}),
+       bus::ManifestError::InvalidName},
+      {"refused_name_not_utf8", rawManifest({{"caf\xe9", msg::DType::F32, {1}}}), bus::ManifestError::InvalidName},
       {"refused_digest_mismatch", rawManifest({{"w", msg::DType::F32, {2}}}, bus::Digest{7, 7}),
        bus::ManifestError::DigestMismatch},
   };

@@ -1,8 +1,8 @@
 // Fuzz target: manifests from the wire (Manifest::fromMessage). The input is a FlatBuffers buffer whose root is a
 // Manifest table, checked by the Verifier with the limits every control message gets. Whatever the bytes, the
 // decoder either refuses them with a named error or returns a manifest whose invariants hold: at least one tensor,
-// unique names within bounds, byte counts that are the product of shape and element size and add up to the
-// total, and a message that round-trips (toMessage, fromMessage) to the same tensors and digest.
+// unique names that validateTensorName() accepts, byte counts that are the product of shape and element size and
+// add up to the total, and a message that round-trips (toMessage, fromMessage) to the same tensors and digest.
 #include <cstddef>
 #include <cstdint>
 #include <set>
@@ -28,6 +28,7 @@ void checkValid(const bus::Manifest& manifest) {
   for (std::size_t index = 0; index < manifest.size(); ++index) {
     const bus::TensorSpec& tensor = manifest.tensors()[index];
     WSYNC_FUZZ_CHECK(!tensor.name.empty() && tensor.name.size() <= bus::kMaxTensorNameBytes);
+    WSYNC_FUZZ_CHECK(bus::validateTensorName(tensor.name).has_value());
     WSYNC_FUZZ_CHECK(names.insert(tensor.name).second);
     WSYNC_FUZZ_CHECK(tensor.shape.size() <= bus::kMaxTensorRank);
     std::uint64_t bytes = bus::elementBytes(tensor.dtype);

@@ -1,6 +1,11 @@
 // Manifests: validation names the offending tensor, digests identify content and order, the wire form round-trips
-// and a forged digest is caught.
+// byte for byte and a forged digest is caught; tensor names are 1 to kMaxTensorNameBytes of UTF-8 without control
+// characters, shown escaped when refused.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "wsync/bus/dtype.hpp"
 #include "wsync/bus/manifest.hpp"
@@ -68,7 +73,8 @@ TEST(Manifest, RefusalsNameTheTensor) {
   const std::vector<Case> cases = {
       {{}, ManifestError::Empty, "at least one"},
       {{{"", msg::DType::F32, {1}}}, ManifestError::InvalidName, "empty name"},
-      {{{std::string(kMaxTensorNameBytes + 1, 'n'), msg::DType::F32, {1}}}, ManifestError::InvalidName, "nnnn"},
+      {{{std::string(kMaxTensorNameBytes + 1, 'n'), msg::DType::F32, {1}}}, ManifestError::InvalidName,
+       "has a name of 1025 bytes, over 1024"},
       {{{"w", msg::DType::F32, {1}}, {"w", msg::DType::F32, {2}}}, ManifestError::DuplicateName, "'w'"},
       {{{"odd", msg::DType::Unknown, {1}}}, ManifestError::UnknownDType, "'odd'"},
       {{{"deep", msg::DType::F32, std::vector<std::int64_t>(kMaxTensorRank + 1, 1)}}, ManifestError::RankTooLarge,
@@ -127,6 +133,90 @@ TEST(Manifest, InvalidEntriesFromTheWireAreRefused) {
   auto message = Message::decode(builder.finish(msg::CreateManifestDirect(fbb, &digest, &entries, 0)));
   ASSERT_TRUE(message.has_value());
   EXPECT_EQ(Manifest::fromMessage(*message->as<msg::Manifest>()).error().code, ManifestError::NegativeDimension);
+}
+
+// --- tensor names -----------------------------------------------------------------------------------------------
+
+using namespace std::string_literals;
+
+// Each refused name with the exact detail: the name escaped (\xNN), the problem and where it is.
+const std::vector<std::pair<std::string, std::string>>& refusedNames() {
+  static const std::vector<std::pair<std::string, std::string>> names = {
+      {"nul\0inside"s, "tensor 'nul\\x00inside' has a NUL byte at offset 3"},
+      {"\0lead"s, "tensor '\\x00lead' has a NUL byte at offset 0"},
+      {"tab\there", "tensor 'tab\\x09here' has a control byte at offset 3"},
+      {"line\nbreak", "tensor 'line\\x0abreak' has a control byte at offset 4"},
+      {"del\x7f", "tensor 'del\\x7f' has a control byte at offset 3"},
+      {"esc\x1b[31m", "tensor 'esc\\x1b[31m' has a control byte at offset 3"},
+      {"caf\xe9.weight", "tensor 'caf\\xe9.weight' is not UTF-8 at offset 3"},
+      {"over\xc0\xafong", "tensor 'over\\xc0\\xafong' is not UTF-8 at offset 4"},  // an overlong '/'
+      {"cut\xe6\xa8", "tensor 'cut\\xe6\\xa8' is not UTF-8 at offset 3"},           // a truncated sequence
+      {"", "a tensor has an empty name"},
+  };
+  return names;
+}
+
+TEST(TensorName, RefusesNulControlBytesAndInvalidUtf8) {
+  for (const auto& [name, detail] : refusedNames()) {
+    const auto valid = validateTensorName(name);
+    ASSERT_FALSE(valid.has_value()) << detail;
+    EXPECT_EQ(valid.error().code, ManifestError::InvalidName);
+    EXPECT_EQ(valid.error().detail, detail);
+    for (const char c : valid.error().detail) {
+      EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 || c == 0x7f) << "a raw control byte in: " << detail;
+    }
+    // The manifest refuses it the same way, wherever it is in the list.
+    auto manifest = Manifest::create({{"first", msg::DType::F32, {1}}, {name, msg::DType::F32, {1}}});
+    ASSERT_FALSE(manifest.has_value());
+    EXPECT_EQ(manifest.error().code, ManifestError::InvalidName);
+    EXPECT_EQ(manifest.error().detail, detail);
+  }
+}
+
+TEST(TensorName, AcceptsMultiByteUtf8AndTheLimit) {
+  EXPECT_TRUE(validateTensorName("model.layers.0.self_attn.q_proj.weight").has_value());
+  EXPECT_TRUE(validateTensorName("模型.层.0.权重").has_value());
+  EXPECT_TRUE(validateTensorName("caf\xc3\xa9.\xf0\x9f\xa7\xa0.weight").has_value());  // U+00E9, U+1F9E0
+  EXPECT_TRUE(validateTensorName(std::string(kMaxTensorNameBytes, 'n')).has_value());
+  EXPECT_FALSE(validateTensorName(std::string(kMaxTensorNameBytes + 1, 'n')).has_value());
+}
+
+// The wire form holds exactly the bytes the digest covers: names are written with their length.
+TEST(TensorName, WireFormKeepsNamesByteForByte) {
+  const std::vector<TensorSpec> tensors = {{"模型.层.0.权重", msg::DType::BF16, {4, 4}},
+                                           {"caf\xc3\xa9 au lait", msg::DType::F32, {}},
+                                           {std::string(kMaxTensorNameBytes, 'z'), msg::DType::U8, {3}}};
+  auto manifest = Manifest::create(tensors);
+  ASSERT_TRUE(manifest.has_value()) << manifest.error().describe();
+  MessageBuilder builder;
+  auto message = Message::decode(builder.finish(manifest->toMessage(builder.fbb())));
+  ASSERT_TRUE(message.has_value());
+  const auto* entries = message->as<msg::Manifest>()->tensors();
+  ASSERT_EQ(entries->size(), tensors.size());
+  for (flatbuffers::uoffset_t i = 0; i < entries->size(); ++i) {
+    EXPECT_EQ(entries->Get(i)->name()->str(), tensors[i].name);
+  }
+  auto back = Manifest::fromMessage(*message->as<msg::Manifest>());
+  ASSERT_TRUE(back.has_value()) << back.error().describe();
+  EXPECT_EQ(back->tensors(), tensors);
+  EXPECT_EQ(back->digest(), manifest->digest());
+}
+
+// A name with a NUL from the wire is refused as such, not taken with its NUL (the digest would cover it) and later
+// cut by a C-string re-encoding that workers then see as a digest mismatch.
+TEST(TensorName, NulInANameFromTheWireIsRefused) {
+  MessageBuilder builder;
+  auto& fbb = builder.fbb();
+  const std::vector<std::int64_t> shape{2};
+  std::vector<flatbuffers::Offset<msg::TensorInfo>> entries{
+      msg::CreateTensorInfo(fbb, fbb.CreateString("nul\0inside"s), msg::DType::F32, fbb.CreateVector(shape))};
+  const msg::Digest128 digest(0, 0);
+  auto message = Message::decode(builder.finish(msg::CreateManifestDirect(fbb, &digest, &entries, 8)));
+  ASSERT_TRUE(message.has_value());
+  auto manifest = Manifest::fromMessage(*message->as<msg::Manifest>());
+  ASSERT_FALSE(manifest.has_value());
+  EXPECT_EQ(manifest.error().code, ManifestError::InvalidName);
+  EXPECT_EQ(manifest.error().detail, "tensor 'nul\\x00inside' has a NUL byte at offset 3");
 }
 
 }  // namespace

@@ -1,15 +1,20 @@
 // Control messages: every body type survives a round trip; corrupted, truncated, oversized, foreign and
 // wrong-protocol buffers are rejected with the right MessageError and never read out of bounds (the ASan run
-// checks the latter).
+// checks the latter); an enum value its enum does not declare is refused wherever it sits, naming the field.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "wsync/bus/message.hpp"
 #include "wsync/bus/protocol.hpp"
+#include "wsync/bus/received.hpp"
+#include "wsync/bus/router_endpoint.hpp"
 
 namespace wsync::bus {
 namespace {
@@ -33,6 +38,11 @@ Bytes beginUpdateWithManifest(std::size_t tensorCount = 3) {
   auto body = msg::CreateBeginUpdateDirect(fbb, 7, "step-7", &digest, manifest, msg::ChannelKind::Shm,
                                            msg::PauseMode::Keep, 4096);
   return toBytes(builder.finish(body, EnvelopeStamp{0xE, 42}));
+}
+
+Bytes truncated(Bytes bytes) {
+  bytes.resize(bytes.size() / 2);
+  return bytes;
 }
 
 // An envelope written by hand, to forge fields MessageBuilder always gets right.
@@ -340,6 +350,196 @@ TEST(Message, BuilderIsReusable) {
     EXPECT_EQ(message->as<msg::Resume>()->version(), round * 10);
     EXPECT_EQ(message->seq(), round);
   }
+}
+
+// --- enum ranges ------------------------------------------------------------------------------------------------
+
+// The refusal an out-of-range enum gets, from both entry points, and the detail that names it.
+std::string expectEnumOutOfRange(std::span<const std::uint8_t> bytes) {
+  EXPECT_EQ(verifyMessage(bytes).error(), MessageError::EnumOutOfRange);
+  std::string detail;
+  auto message = Message::decode(zmq::message_t(bytes.data(), bytes.size()), detail);
+  EXPECT_FALSE(message.has_value());
+  if (!message) {
+    EXPECT_EQ(message.error(), MessageError::EnumOutOfRange);
+  }
+  EXPECT_EQ(detail, describeEnumViolation(bytes));
+  return detail;
+}
+
+TEST(MessageEnums, RefusesABodyFieldOutOfRange) {
+  MessageBuilder builder;
+  auto& fbb = builder.fbb();
+  const auto pause = builder.finish(msg::CreateControlRequestDirect(fbb, msg::ControlAction::Pause,
+                                                                    static_cast<msg::PauseMode>(200), nullptr, "x"));
+  EXPECT_EQ(expectEnumOutOfRange(pause), "ControlRequest.pause_mode = 200 is not one of Abort, Wait, Keep (0..2)");
+
+  builder.reset();
+  const auto hello = builder.finish(
+      msg::CreateAgentHelloDirect(fbb, "worker-0", static_cast<msg::Role>(77), kProtocolVersion));
+  EXPECT_EQ(expectEnumOutOfRange(hello),
+            "AgentHello.role = 77 is not one of Unknown, Coordinator, Trainer, Worker, Monitor (0..4)");
+
+  // A 16-bit enum.
+  builder.reset();
+  const auto error = builder.finish(msg::CreateErrorDirect(fbb, static_cast<msg::ErrorCode>(500), "x", 1));
+  EXPECT_EQ(expectEnumOutOfRange(error).rfind("Error.code = 500 is not one of None, Malformed,", 0), 0U);
+}
+
+TEST(MessageEnums, RefusesAVectorElementOutOfRange) {
+  MessageBuilder builder;
+  auto& fbb = builder.fbb();
+  const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm, static_cast<msg::ChannelKind>(9)};
+  const auto hello = builder.finish(msg::CreateAgentHelloDirect(fbb, "worker-0", msg::Role::Worker,
+                                                                kProtocolVersion, -1, 1, 0, "node", &channels));
+  EXPECT_EQ(expectEnumOutOfRange(hello), "AgentHello.channels[1] = 9 is not one of Shm, Nccl, CudaIpc (0..2)");
+}
+
+TEST(MessageEnums, RefusesANestedTableFieldOutOfRange) {
+  MessageBuilder builder;
+  auto& fbb = builder.fbb();
+  const std::vector<std::int64_t> shape{4, 4};
+  std::vector<flatbuffers::Offset<msg::TensorInfo>> tensors{
+      msg::CreateTensorInfoDirect(fbb, "a", msg::DType::F32, &shape),
+      msg::CreateTensorInfoDirect(fbb, "b", msg::DType::BF16, &shape),
+      msg::CreateTensorInfoDirect(fbb, "c", static_cast<msg::DType>(200), &shape)};
+  const msg::Digest128 digest(1, 2);
+  const auto manifest = msg::CreateManifestDirect(fbb, &digest, &tensors, 96);
+  const auto begin = builder.finish(msg::CreateBeginUpdateDirect(fbb, 7, "step-7", &digest, manifest,
+                                                                 msg::ChannelKind::Shm, msg::PauseMode::Keep, 96));
+  const std::string detail = expectEnumOutOfRange(begin);
+  EXPECT_EQ(detail.rfind("BeginUpdate.manifest.tensors[2].dtype = 200 is not one of Unknown, Bool,", 0), 0U)
+      << detail;
+}
+
+TEST(MessageEnums, RefusesAFieldOfATableInAVectorOutOfRange) {
+  MessageBuilder builder;
+  auto& fbb = builder.fbb();
+  std::vector<flatbuffers::Offset<msg::AgentInfo>> agents{
+      msg::CreateAgentInfoDirect(fbb, "trainer-0", msg::Role::Trainer, 0, 0, 8, 12, msg::AgentState::Sending),
+      msg::CreateAgentInfoDirect(fbb, "worker-0", msg::Role::Worker, 1, 1, 8, 12, static_cast<msg::AgentState>(99))};
+  const auto reply = builder.finish(msg::CreateSnapshotReplyDirect(fbb, nullptr, 77, 8, "step-8",
+                                                                   msg::RoundPhase::Idle, 0, 0, msg::PauseMode::Wait,
+                                                                   false, nullptr, &agents));
+  EXPECT_EQ(expectEnumOutOfRange(reply),
+            "SnapshotReply.agents[1].state = 99 is not one of Unknown, Idle, Paused, Receiving, Sending, Staged "
+            "(0..5)");
+
+  // A table nested alone (AgentEvent.agent) rather than in a vector.
+  builder.reset();
+  const auto agent = msg::CreateAgentInfoDirect(fbb, "worker-0", static_cast<msg::Role>(5));
+  const auto event = builder.finish(msg::CreateAgentEventDirect(fbb, msg::AgentEventKind::Joined, agent, "x"));
+  EXPECT_EQ(expectEnumOutOfRange(event).rfind("AgentEvent.agent.role = 5 is not one of", 0), 0U);
+}
+
+// Every value each enum declares, in the messages that carry it, still decodes.
+TEST(MessageEnums, EveryDeclaredValueDecodes) {
+  MessageBuilder builder;
+  auto& fbb = builder.fbb();
+  auto decodes = [&](std::span<const std::uint8_t> bytes) {
+    auto message = Message::decode(bytes);
+    EXPECT_TRUE(message.has_value()) << toString(message.error()) << ": " << describeEnumViolation(bytes);
+    builder.reset();
+  };
+  for (const msg::PauseMode mode : msg::EnumValuesPauseMode()) {
+    for (const msg::ControlAction action : msg::EnumValuesControlAction()) {
+      decodes(builder.finish(msg::CreateControlRequestDirect(fbb, action, mode, "worker-0", "why")));
+    }
+    decodes(builder.finish(msg::CreatePause(fbb, 1, 2, mode)));
+  }
+  for (const msg::Role role : msg::EnumValuesRole()) {
+    const std::vector<msg::ChannelKind> channels(std::begin(msg::EnumValuesChannelKind()),
+                                                 std::end(msg::EnumValuesChannelKind()));
+    decodes(builder.finish(
+        msg::CreateAgentHelloDirect(fbb, "agent", role, kProtocolVersion, -1, 1, 0, "node", &channels)));
+  }
+  {
+    std::vector<flatbuffers::Offset<msg::TensorInfo>> tensors;
+    for (const msg::DType dtype : msg::EnumValuesDType()) {
+      tensors.push_back(msg::CreateTensorInfoDirect(fbb, msg::EnumNameDType(dtype), dtype));
+    }
+    decodes(builder.finish(msg::CreateManifestDirect(fbb, nullptr, &tensors)));
+  }
+  for (const msg::AbortReason reason : msg::EnumValuesAbortReason()) {
+    decodes(builder.finish(msg::CreateAbortDirect(fbb, 1, 2, reason, "detail")));
+  }
+  for (const msg::ErrorCode code : msg::EnumValuesErrorCode()) {
+    decodes(builder.finish(msg::CreateErrorDirect(fbb, code, "detail")));
+  }
+  for (const msg::AgentState state : msg::EnumValuesAgentState()) {
+    for (const msg::AgentEventKind kind : msg::EnumValuesAgentEventKind()) {
+      const auto agent = msg::CreateAgentInfoDirect(fbb, "agent", msg::Role::Worker, 0, 0, 0, 0, state);
+      decodes(builder.finish(msg::CreateAgentEventDirect(fbb, kind, agent)));
+    }
+  }
+  for (const msg::RoundPhase phase : msg::EnumValuesRoundPhase()) {
+    decodes(builder.finish(msg::CreateRoundTransitionDirect(fbb, 1, 2, phase)));
+  }
+  for (const msg::VersionFate fate : msg::EnumValuesVersionFate()) {
+    decodes(builder.finish(msg::CreateVersionReportDirect(fbb, 2, fate, 1, msg::AbortReason::None, "detail", 1)));
+  }
+  // The enum fields appended last to Welcome and SnapshotReply.
+  decodes(builder.finish(msg::CreateWelcomeDirect(fbb, "agent", 0, 0, 1, 1, 0, 100, 1500, "cb", 0, nullptr, 1, 1, 1,
+                                                  true, msg::PauseMode::Keep)));
+  decodes(builder.finish(msg::CreateSnapshotReplyDirect(fbb, nullptr, 1, 0, nullptr, msg::RoundPhase::Idle, 0, 0,
+                                                        msg::PauseMode::Abort, false, nullptr, nullptr, 0, true,
+                                                        msg::PauseMode::Keep)));
+}
+
+TEST(MessageEnums, NothingToDescribeForAcceptedOrOtherwiseRefusedBytes) {
+  const Bytes valid = beginUpdateWithManifest();
+  EXPECT_EQ(describeEnumViolation(valid), "");
+  EXPECT_EQ(describeEnumViolation(Bytes{1, 2, 3}), "");
+  EXPECT_EQ(describeEnumViolation(truncated(valid)), "");
+  std::string detail = "untouched";
+  EXPECT_EQ(Message::decode(zmq::message_t(valid.data(), valid.size() / 2), detail).error(),
+            MessageError::Unverifiable);
+  EXPECT_EQ(detail, "untouched");
+}
+
+// Union type tags are not enum-checked: a body type a newer build appended still reads as "Unknown".
+TEST(MessageEnums, UnknownBodyTypeIsNotAnEnumViolation) {
+  const auto future = static_cast<msg::Body>(static_cast<std::uint8_t>(msg::Body::MAX) + 1);
+  const Bytes bytes = handmadeEnvelope(kProtocolVersion, true, future);
+  EXPECT_TRUE(verifyMessage(bytes).has_value());
+  EXPECT_EQ(describeEnumViolation(bytes), "");
+}
+
+TEST(MessageEnums, RejectionTextJoinsErrorAndDetail) {
+  EXPECT_EQ(rejectionText(MessageError::Unverifiable, ""), toString(MessageError::Unverifiable));
+  EXPECT_EQ(rejectionText(MessageError::EnumOutOfRange, "AgentHello.role = 77 is not one of Unknown"),
+            std::string(toString(MessageError::EnumOutOfRange)) + ": AgentHello.role = 77 is not one of Unknown");
+}
+
+// What a coordinator sees: the socket hands the refusal over with the field named, and counts it.
+TEST(MessageEnums, ReceivedCarriesTheDetail) {
+  zmq::context_t context;
+  auto router = RouterEndpoint::bind(context, "inproc://wsync-message-enums");
+  ASSERT_TRUE(router.has_value()) << router.error().detail;
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect("inproc://wsync-message-enums");
+
+  MessageBuilder builder;
+  const auto hostile = builder.finish(msg::CreateControlRequestDirect(
+      builder.fbb(), msg::ControlAction::Pause, static_cast<msg::PauseMode>(200), nullptr, "maintenance"));
+  ASSERT_TRUE(dealer.send(zmq::buffer(hostile.data(), hostile.size()), zmq::send_flags::none));
+  auto received = router->receive(std::chrono::seconds(5));
+  ASSERT_TRUE(received.has_value()) << received.error().detail;
+  ASSERT_TRUE(received->has_value());
+  const Received& delivery = **received;
+  ASSERT_FALSE(delivery.message.has_value());
+  EXPECT_EQ(delivery.message.error(), MessageError::EnumOutOfRange);
+  EXPECT_EQ(delivery.detail, "ControlRequest.pause_mode = 200 is not one of Abort, Wait, Keep (0..2)");
+  EXPECT_EQ(router->rejections().of(MessageError::EnumOutOfRange), 1U);
+
+  builder.reset();
+  const auto valid = builder.finish(msg::CreateHeartbeat(builder.fbb(), 3));
+  ASSERT_TRUE(dealer.send(zmq::buffer(valid.data(), valid.size()), zmq::send_flags::none));
+  received = router->receive(std::chrono::seconds(5));
+  ASSERT_TRUE(received.has_value() && received->has_value());
+  EXPECT_TRUE((*received)->message.has_value());
+  EXPECT_EQ((*received)->detail, "");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "wsync/worker_agent/worker_bindings.hpp"
@@ -76,7 +77,7 @@ TEST(WorkerBindings, RefusesMalformedBindingsNamingTheTensor) {
                      "tensor 'fc1.weight': bound twice");
   expectBindingError(bindings.bind("", DType::F16, {1}, buffers.make(2)), "empty");
   expectBindingError(bindings.bind(std::string(bus::kMaxTensorNameBytes + 1, 'x'), DType::F16, {1}, buffers.make(2)),
-                     "name longer than");
+                     "has a name of 1025 bytes, over 1024");
   expectBindingError(bindings.bind("w", DType::Unknown, {1}, buffers.make(2)), "tensor 'w': unknown dtype");
   expectBindingError(bindings.bind("w", static_cast<DType>(200), {1}, buffers.make(2)), "unknown dtype 200");
   expectBindingError(bindings.bind("w", DType::F16, {4, -1}, buffers.make(2)), "tensor 'w': shape [4, -1]");
@@ -89,6 +90,27 @@ TEST(WorkerBindings, RefusesMalformedBindingsNamingTheTensor) {
   // Refusals leave the bindings as they were.
   EXPECT_EQ(bindings.size(), 1U);
   EXPECT_EQ(bindings.totalBytes(), 64U);
+}
+
+// A worker can bind only names a manifest can carry, and is told why in the manifest's own words: a name the
+// coordinator would refuse (or, before, cut at a NUL) must not be bindable.
+TEST(WorkerBindings, RefusesNamesAsTheManifestDoes) {
+  using namespace std::string_literals;
+  Buffers buffers;
+  WorkerBindings bindings;
+  for (const std::string& name : {"nul\0inside"s, "\0lead"s, "tab\there"s, "del\x7f"s, "caf\xe9.weight"s,
+                                  "cut\xe6\xa8"s, ""s, std::string(bus::kMaxTensorNameBytes + 1, 'x')}) {
+    const auto expected = bus::validateTensorName(name);
+    ASSERT_FALSE(expected.has_value());
+    const auto bound = bindings.bind(name, DType::F16, {1}, buffers.make(2));
+    ASSERT_FALSE(bound.has_value());
+    EXPECT_EQ(bound.error().code, WorkerError::InvalidBinding);
+    EXPECT_EQ(bound.error().detail, expected.error().detail);
+  }
+  EXPECT_EQ(bindings.bind("nul\0inside"s, DType::F16, {1}, buffers.make(2)).error().detail,
+            "tensor 'nul\\x00inside' has a NUL byte at offset 3");
+  EXPECT_EQ(bindings.size(), 0U);
+  EXPECT_TRUE(bindings.bind("模型.层.0.权重", DType::F16, {1}, buffers.make(2)).has_value());
 }
 
 TEST(MatchManifest, MapsManifestOrderToBindingOrder) {

@@ -1,6 +1,7 @@
 #include "wsync/worker_agent/worker_bindings.hpp"
 
 #include <limits>
+#include <utility>
 
 #include "wsync/bus/dtype.hpp"
 
@@ -37,10 +38,9 @@ std::string formatShape(std::span<const std::int64_t> shape) {
 tl::expected<void, WorkerFailure> WorkerBindings::bind(std::string name, msg::DType dtype,
                                                        std::vector<std::int64_t> shape,
                                                        std::span<std::byte> destination) {
-  if (name.empty()) return bus::fail(WorkerError::InvalidBinding, "a tensor name is empty");
-  if (name.size() > bus::kMaxTensorNameBytes) {
-    return bus::fail(WorkerError::InvalidBinding, quoted(name.substr(0, 64) + "...") + ": name longer than " +
-                                                      std::to_string(bus::kMaxTensorNameBytes) + " bytes");
+  // The manifest's own rule, so that every name a worker can bind is one a manifest can carry.
+  if (auto valid = bus::validateTensorName(name); !valid) {
+    return bus::fail(WorkerError::InvalidBinding, std::move(valid.error().detail));
   }
   if (byName_.contains(name)) return bus::fail(WorkerError::InvalidBinding, quoted(name) + ": bound twice");
   if (bus::elementBytes(dtype) == 0) {

@@ -3,6 +3,7 @@
 // entry against its bindings before any byte moves; on the wire it is sent once and referenced by digest after.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <tl/expected.hpp>
@@ -34,7 +35,16 @@ struct Digest {
   friend bool operator==(const Digest&, const Digest&) = default;
 };
 
-// A validated manifest: every tensor has a unique non-empty name, a known dtype and a byte count that fits.
+// Why `name` cannot name a tensor (InvalidName), or nothing: it must be 1 to kMaxTensorNameBytes bytes of
+// well-formed UTF-8 without control characters (U+0000-U+001F, U+007F). Names end up in logs, JSON (wsync-mon) and
+// safetensors headers, and an API that takes C strings would cut one at a NUL while the digest covers every byte.
+// The one check for manifests (Manifest::create) and worker bindings alike; the detail shows the name with
+// non-printable bytes as \xNN, so a log line never carries a raw control byte: "tensor 'a\x00b' has a NUL byte
+// at offset 1".
+tl::expected<void, ManifestFailure> validateTensorName(std::string_view name);
+
+// A validated manifest: every tensor has a unique valid name (validateTensorName), a known dtype and a byte count
+// that fits.
 class Manifest {
  public:
   static tl::expected<Manifest, ManifestFailure> create(std::vector<TensorSpec> tensors);

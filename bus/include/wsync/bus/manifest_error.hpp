@@ -10,7 +10,7 @@ namespace wsync::bus {
 enum class ManifestError : std::uint8_t {
   Empty,             // no tensors
   TooManyTensors,
-  InvalidName,       // empty or longer than kMaxTensorNameBytes
+  InvalidName,       // empty, over kMaxTensorNameBytes, not UTF-8, or with a control byte (validateTensorName)
   DuplicateName,
   UnknownDType,
   RankTooLarge,      // more than kMaxTensorRank dimensions

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include <tl/expected.hpp>
@@ -14,10 +16,21 @@
 
 namespace wsync::bus {
 
-// Checks a buffer and returns its envelope. Nothing in `bytes` is read before the Verifier has passed it.
-// `bytes` must stay alive while the envelope is used and be 8-byte aligned (else Misaligned); Message::decode
-// realigns what it is given.
+// Checks a buffer and returns its envelope. Nothing in `bytes` is read before the Verifier has passed it; after it,
+// every enum-typed field anywhere in the message must hold a value its enum declares (EnumOutOfRange), so that no
+// role switches on `pause_mode: 200`. Union type tags are the exception: a body type a newer build appended reads
+// as "Unknown" (bodyName()). `bytes` must stay alive while the envelope is used and be 8-byte aligned (else
+// Misaligned); Message::decode realigns what it is given.
 tl::expected<const msg::Envelope*, MessageError> verifyMessage(std::span<const std::uint8_t> bytes);
+
+// Which field made verifyMessage() answer EnumOutOfRange, with its value and what its enum declares:
+// "ControlRequest.pause_mode = 200 is not one of Abort, Wait, Keep (0..2)". Empty when the bytes are refused for
+// another reason or accepted. Walks the message again: meant for the refusal path only. Needs 8-byte aligned bytes.
+std::string describeEnumViolation(std::span<const std::uint8_t> bytes);
+
+// A refusal for the sender or a log: toString(error), then ": " and `detailText` when there is one (the field an
+// EnumOutOfRange names, as Received::detail carries it).
+std::string rejectionText(MessageError error, std::string_view detailText);
 
 // What the sender stamps on every envelope.
 struct EnvelopeStamp {
@@ -53,6 +66,9 @@ class MessageBuilder {
 class Message {
  public:
   static tl::expected<Message, MessageError> decode(zmq::message_t&& frame);
+  // As above; when the message is refused for EnumOutOfRange, `rejectionDetail` is set to the field, value and
+  // declared values (describeEnumViolation()), and left alone otherwise.
+  static tl::expected<Message, MessageError> decode(zmq::message_t&& frame, std::string& rejectionDetail);
   static tl::expected<Message, MessageError> decode(std::span<const std::uint8_t> bytes);
 
   // Derived on each call rather than cached: ZeroMQ keeps small messages inside the message object, so their
@@ -72,6 +88,7 @@ class Message {
 
  private:
   explicit Message(zmq::message_t&& frame) : frame_(std::move(frame)) {}
+  static tl::expected<Message, MessageError> decodeFrame(zmq::message_t&& frame, std::string* rejectionDetail);
 
   zmq::message_t frame_;
 };

@@ -15,8 +15,9 @@ enum class MessageError : std::uint8_t {
   MissingBody,       // an envelope without a body
   BadFraming,        // the ZeroMQ frames around it were not what the socket pattern sends
   Misaligned,        // verifyMessage() got a buffer not aligned for in-place reads (a caller's mistake)
+  EnumOutOfRange,    // an enum-typed field holds a value its enum does not declare (describeEnumViolation says which)
 };
-inline constexpr std::size_t kMessageErrorCount = 8;
+inline constexpr std::size_t kMessageErrorCount = 9;
 
 std::string_view toString(MessageError error);
 

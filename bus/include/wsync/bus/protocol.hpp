@@ -20,4 +20,14 @@ inline constexpr unsigned kMaxVerifierTables = 250'000;
 // Longest agent id, in bytes; it is stored in the control block and used as the ZeroMQ routing id.
 inline constexpr std::size_t kMaxAgentIdBytes = 63;
 
+// Highest version a round may publish. Versions are increasing 64-bit integers, read by signed 64-bit consumers too
+// (Python and torch int64, Java longs), and committed + 1 must never wrap to 0.
+inline constexpr std::uint64_t kMaxVersion = (std::uint64_t{1} << 63) - 1;
+
+// Longest free text a client may have logged or forwarded (a round's label, a refusal's detail, a goodbye's reason):
+// enough for any explanation, and a hostile client cannot fill logs or every monitor's stream with megabytes.
+inline constexpr std::size_t kMaxClientTextBytes = 1024;
+// Longest round label: it travels in every Commit and commit event.
+inline constexpr std::size_t kMaxLabelBytes = 256;
+
 }  // namespace wsync::bus

@@ -13,6 +13,9 @@ namespace wsync::bus {
 struct Received {
   std::string source;  // ROUTER: the sender's routing id; SUB: the topic; DEALER: empty
   tl::expected<Message, MessageError> message;
+  // Set when `message` is refused for a reason that names a field (EnumOutOfRange): "ControlRequest.pause_mode =
+  // 200 is not one of Abort, Wait, Keep (0..2)"; empty otherwise. rejectionText(error, detail) joins the two.
+  std::string detail;
 };
 
 }  // namespace wsync::bus

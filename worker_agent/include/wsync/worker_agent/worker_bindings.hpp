@@ -24,9 +24,9 @@ struct TensorBinding {
 
 class WorkerBindings {
  public:
-  // Binds `destination` to tensor `name`. Refused (InvalidBinding, the detail naming the tensor) for an empty or
-  // over-long name, a name already bound, an unknown dtype, a negative or too-large shape, or a span whose size is
-  // not dtype size x elements.
+  // Binds `destination` to tensor `name`. Refused (InvalidBinding, the detail naming the tensor) for a name
+  // bus::validateTensorName() refuses (with its detail), a name already bound, an unknown dtype, a negative or
+  // too-large shape, or a span whose size is not dtype size x elements.
   tl::expected<void, WorkerFailure> bind(std::string name, msg::DType dtype, std::vector<std::int64_t> shape,
                                          std::span<std::byte> destination);
 
