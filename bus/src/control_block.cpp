@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -104,6 +105,19 @@ RoundState unpackRound(std::uint64_t word) {
   return RoundState{static_cast<msg::RoundPhase>(word & 0xFFU), word >> 8};
 }
 
+// BusStateData::operatorPause: 0 for none, else 1 + the mode.
+std::uint32_t packOperatorPause(std::optional<msg::PauseMode> mode) {
+  return mode ? 1U + static_cast<std::uint32_t>(*mode) : 0U;
+}
+
+std::optional<msg::PauseMode> unpackOperatorPause(std::uint32_t word) {
+  if (word == 0) return std::nullopt;
+  const std::uint32_t mode = word - 1;
+  // A word no build of ours writes (another layout, damage) is read as the safest pause: abort.
+  if (mode > static_cast<std::uint32_t>(msg::PauseMode::MAX)) return msg::PauseMode::Abort;
+  return static_cast<msg::PauseMode>(mode);
+}
+
 std::uint64_t newEpoch() {
   std::random_device entropy;
   const std::uint64_t epoch = (std::uint64_t{entropy()} << 32) ^ entropy() ^ monotonicMillis();
@@ -169,6 +183,7 @@ std::optional<ReplacedBlock> readReplaced(const std::string& segment) {
     replaced.committedVersion = data.bus.committedVersion.load(std::memory_order_acquire);
     replaced.committedRound = data.bus.committedRound.load(std::memory_order_acquire);
     replaced.lastRound = unpackRound(data.bus.roundWord.load(std::memory_order_acquire)).round;
+    replaced.operatorPause = unpackOperatorPause(data.bus.operatorPause.load(std::memory_order_acquire));
     return replaced;
   } catch (const bip::interprocess_exception&) {
     return std::nullopt;  // missing or unreadable: nothing to carry on
@@ -211,6 +226,10 @@ PauseState ControlBlockView::pauseState() const {
 
 bool ControlBlockView::coordinatorAlive() const {
   return isAlive(ProcessIdentity{data().header.creatorPid, data().header.creatorStartTicks});
+}
+
+std::optional<msg::PauseMode> ControlBlockView::operatorPause() const {
+  return unpackOperatorPause(data().bus.operatorPause.load(std::memory_order_acquire));
 }
 
 RoundState ControlBlockView::roundState() const {
@@ -271,12 +290,21 @@ std::optional<PlanSnapshot> ControlBlockView::plan() const {
 tl::expected<AgentSlotWriter, ControlBlockFailure> AgentSlotWriter::attach(std::string_view busName,
                                                                            std::uint32_t slot,
                                                                            std::string_view agentId,
-                                                                           std::uint64_t appliedVersion) {
+                                                                           std::uint64_t appliedVersion,
+                                                                           std::optional<std::uint64_t> epoch) {
   if (slot >= kMaxAgents) {
     return fail(ControlBlockError::SlotOutOfRange, "slot " + std::to_string(slot) + " of " + std::to_string(kMaxAgents));
   }
   auto view = map(busName, true);
   if (!view) return tl::unexpected(view.error());
+  if (epoch && view->epoch() != *epoch) {
+    char text[96];
+    std::snprintf(text, sizeof text, "its epoch is %016llx, the Welcome's %016llx",
+                  static_cast<unsigned long long>(view->epoch()), static_cast<unsigned long long>(*epoch));
+    return fail(ControlBlockError::SlotMismatch, view->segmentName() +
+                                                     " belongs to another coordinator than the one that welcomed "
+                                                     "this agent (" + text + ")");
+  }
   auto snapshot = view->agentSlot(slot);
   if (!snapshot || snapshot->occupancy != SlotOccupancy::Active || snapshot->agentId != agentId) {
     return fail(ControlBlockError::SlotMismatch,
@@ -297,21 +325,12 @@ tl::expected<AgentSlotWriter, ControlBlockFailure> AgentSlotWriter::attach(std::
 tl::expected<ControlBlockOwner, ControlBlockFailure> ControlBlockOwner::create(std::string_view busName) {
   auto name = validateBusName(busName);
   if (!name) return fail(ControlBlockError::InvalidBusName, name.error().detail);
-  auto dir = runtimeDirectory();
-  if (!dir) return fail(ControlBlockError::Unsafe, dir.error().describe());
   const std::string segment = controlBlockSegmentName(*name);
 
-  auto lock = BusLock::acquire(*dir + "/" + *name + ".lock");
-  if (!lock) {
-    if (lock.error().code == ControlBlockError::BusInUse) {
-      const auto pid = liveCreatorOf(segment);
-      return fail(ControlBlockError::BusInUse, "bus '" + *name + "' is run by coordinator pid " +
-                                                   (pid ? std::to_string(*pid) : std::string("(unknown)")) + " (" +
-                                                   lock.error().detail + ")");
-    }
-    return tl::unexpected(lock.error());
-  }
-  // Holding the lock, only a coordinator started under another runtime folder could still own the segment.
+  auto lock = BusLock::acquire(*name);
+  if (!lock) return tl::unexpected(lock.error());
+  // Holding the name, only a coordinator in another network namespace that shares this /dev/shm (a container with
+  // the host's ipc but its own network) could still own the segment: its header names a live creator.
   if (const auto pid = liveCreatorOf(segment)) {
     return fail(ControlBlockError::BusInUse,
                 "bus '" + *name + "' is run by coordinator pid " + std::to_string(*pid) + " (segment " + segment + ")");
@@ -338,6 +357,7 @@ tl::expected<ControlBlockOwner, ControlBlockFailure> ControlBlockOwner::create(s
     if (replaced) {
       state.committedVersion.store(replaced->committedVersion, std::memory_order_relaxed);
       state.committedRound.store(replaced->committedRound, std::memory_order_relaxed);
+      state.operatorPause.store(packOperatorPause(replaced->operatorPause), std::memory_order_relaxed);
     }
     header.magic.store(kControlBlockMagic, std::memory_order_release);  // publishes the block
     ControlBlockOwner owner(std::move(region), segment, std::move(*lock));
@@ -360,6 +380,10 @@ void ControlBlockOwner::setCommitted(std::uint64_t version, std::uint64_t round)
 
 void ControlBlockOwner::setPauseState(const PauseState& state) {
   data().bus.pauseWord.store(packPause(state), std::memory_order_release);
+}
+
+void ControlBlockOwner::setOperatorPause(std::optional<msg::PauseMode> mode) {
+  data().bus.operatorPause.store(packOperatorPause(mode), std::memory_order_release);
 }
 
 void ControlBlockOwner::setRoundState(const RoundState& state) {

@@ -6,7 +6,7 @@ std::string_view toString(ControlBlockError error) {
   switch (error) {
     case ControlBlockError::InvalidBusName: return "invalid bus name";
     case ControlBlockError::NoCoordinator: return "no coordinator runs this bus";
-    case ControlBlockError::BusInUse: return "bus already has a live coordinator";
+    case ControlBlockError::BusInUse: return "bus already taken on this host";
     case ControlBlockError::NotInitialized: return "control block not initialised";
     case ControlBlockError::LayoutMismatch: return "control block of an incompatible layout";
     case ControlBlockError::Unsafe: return "control block not private to this user";

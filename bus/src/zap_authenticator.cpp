@@ -76,9 +76,13 @@ void ZapAuthenticator::serve() {
       log::debug("admitted CURVE client {} from {}", clientKey, address);
     } else {
       refused_.fetch_add(1, std::memory_order_relaxed);
-      log::warn("refused a connection from {}: {}", address,
-                clientKey.empty() ? "mechanism " + mechanism + ", not CURVE"
+      const auto now = std::chrono::steady_clock::now();
+      refusals_.flush(now);
+      refusals_.warn("zap:" + address + "/" + clientKey, now, [&] {
+        return "refused a connection from " + address + ": " +
+               (clientKey.empty() ? "mechanism " + mechanism + ", not CURVE"
                                   : "CURVE key " + clientKey + " is not on the allowlist");
+      });
     }
     const std::array<std::string, 6> reply{"1.0", requestId, admit ? "200" : "400",
                                            admit ? "OK" : "not on the allowlist", admit ? clientKey : "", ""};

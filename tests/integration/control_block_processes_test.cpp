@@ -2,7 +2,11 @@
 // readers in one process stay consistent while another writes, and an agent process writes its own slot.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
 
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "child_process.hpp"
@@ -59,6 +63,35 @@ TEST(ControlBlockProcesses, LiveOwnerIsNeverClobbered) {
   EXPECT_EQ(reopened->committedVersion(), 7U);
 }
 
+// The defect this guards against: with the segment unlinked, a second coordinator started under another runtime
+// folder found no lock and no live block, and ran beside the first. The bus is held by an abstract socket instead,
+// which neither the runtime folder nor deleted files affect.
+TEST(ControlBlockProcesses, OwnerIsNamedWhateverTheRuntimeFolderAndAfterItsSegmentIsGone) {
+  const std::string bus = test::uniqueBusName("unlinked");
+  auto holder = ChildProcess::spawn(WSYNC_BLOCK_HOLDER, {"own", bus, "4"});
+  auto view = openWhenReady(bus);
+  ASSERT_TRUE(view.has_value()) << "the holder never created the block";
+  ASSERT_TRUE(boost::interprocess::shared_memory_object::remove(view->segmentName().c_str()));
+
+  const std::string otherFolder = test::useTemporaryRuntimeDirectory() + "/other-" + bus;
+  std::filesystem::create_directory(otherFolder);
+  std::filesystem::permissions(otherFolder, std::filesystem::perms::owner_all);
+  const std::string ownFolder = std::getenv("WSYNC_RUNTIME_DIR");
+  ::setenv("WSYNC_RUNTIME_DIR", otherFolder.c_str(), 1);  // for this process and the second holder below
+  auto second = ControlBlockOwner::create(bus);
+  auto secondHolder = ChildProcess::spawn(WSYNC_BLOCK_HOLDER, {"own", bus, "9"});
+  const std::optional<int> secondExit = secondHolder.wait(kExitTimeout);
+  ::setenv("WSYNC_RUNTIME_DIR", ownFolder.c_str(), 1);
+
+  ASSERT_FALSE(second.has_value()) << "a second owner ran beside the first";
+  EXPECT_EQ(second.error().code, ControlBlockError::BusInUse);
+  EXPECT_NE(second.error().detail.find("coordinator pid " + std::to_string(holder.pid())), std::string::npos)
+      << second.error().detail;
+  EXPECT_EQ(secondExit, 3) << "the second holder process was not refused";
+  EXPECT_FALSE(ControlBlockView::open(bus).has_value()) << "nobody may have made a new block beside the holder";
+  EXPECT_FALSE(holder.wait(std::chrono::milliseconds(0)).has_value()) << "the first holder died";
+}
+
 TEST(ControlBlockProcesses, SecondHolderProcessRefusesToStart) {
   const std::string bus = test::uniqueBusName("twice");
   auto first = ChildProcess::spawn(WSYNC_BLOCK_HOLDER, {"own", bus, "1"});
@@ -83,7 +116,7 @@ TEST(ControlBlockProcesses, KilledOwnersBlockIsReplaced) {
     if (reapFirst) {
       ASSERT_TRUE(holder.wait(kExitTimeout).has_value());
     }
-    // The flock goes with the process; with it gone the segment is stale but still there.
+    // The abstract socket goes with the process, zombie or not; with it gone the segment is stale but still there.
     ASSERT_TRUE(eventually([&] {
       auto owner = ControlBlockOwner::create(bus);
       if (!owner) return false;

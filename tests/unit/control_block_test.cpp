@@ -1,17 +1,27 @@
 // The shared-memory control block within one process: create/open, privacy, layout checks, every writer's
 // fields, the slot and plan protocols, and readers racing a writer thread.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
 #include <functional>
+#include <optional>
 #include <sys/wait.h>
 #include <thread>
 
 #include "test_environment.hpp"
+#include "wsync/bus/bus_lock.hpp"
 #include "wsync/bus/control_block.hpp"
 
 namespace wsync::bus {
@@ -32,6 +42,38 @@ void writeSegment(const std::string& bus, int mode, const std::function<void(Con
   shm.truncate(sizeof(ControlBlockData));
   bip::mapped_region region(shm, bip::read_write);
   fill(*static_cast<ControlBlockData*>(region.get_address()));
+}
+
+// Sets an environment variable for one test and restores it afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// The address of the abstract socket that holds `bus` (BusLock), as another process would reach it.
+sockaddr_un busLockAddress(const std::string& bus, socklen_t& length) {
+  const std::string name = BusLock::socketName(bus);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return address;
 }
 
 void fillValidHeader(ControlBlockData& data, std::uint32_t pid) {
@@ -174,6 +216,100 @@ TEST_F(ControlBlockTest, AFreshBusReplacesNothing) {
   ASSERT_TRUE(owner.has_value()) << owner.error().describe();
   EXPECT_FALSE(owner->replaced().has_value());
   EXPECT_EQ(owner->committedVersion(), 0U);
+}
+
+// The bus is held by an abstract socket, not by a file or the segment: another runtime folder and a deleted
+// segment do not let a second owner in, and the refusal names the holder.
+TEST_F(ControlBlockTest, SecondOwnerIsRefusedWhateverTheRuntimeFolderAndTheSegment) {
+  auto first = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(first.has_value()) << first.error().describe();
+  const std::string otherFolder = test::useTemporaryRuntimeDirectory() + "/elsewhere";
+  std::filesystem::create_directory(otherFolder);
+  std::filesystem::permissions(otherFolder, std::filesystem::perms::owner_all);
+  ScopedEnv elsewhere("WSYNC_RUNTIME_DIR", otherFolder);
+  ASSERT_TRUE(bip::shared_memory_object::remove(first->segmentName().c_str()));
+
+  auto second = ControlBlockOwner::create(bus);
+  ASSERT_FALSE(second.has_value()) << "a second owner ran beside the first";
+  EXPECT_EQ(second.error().code, ControlBlockError::BusInUse);
+  const std::string expected = "bus '" + bus + "' is run by coordinator pid " + std::to_string(::getpid()) +
+                               " (abstract socket @" + BusLock::socketName(bus) + ")";
+  EXPECT_EQ(second.error().detail, expected);
+  EXPECT_FALSE(std::filesystem::exists(otherFolder + "/" + bus + ".lock"));
+}
+
+TEST_F(ControlBlockTest, TheBusNameIsFreedWithTheOwner) {
+  { auto owner = ControlBlockOwner::create(bus); ASSERT_TRUE(owner.has_value()); }
+  auto again = BusLock::acquire(bus);
+  EXPECT_TRUE(again.has_value()) << again.error().describe();
+}
+
+// Contenders queue on the holder's socket until its heartbeat dismisses them; a full queue hides only the holder's
+// pid, never the fact that the bus is taken.
+TEST_F(ControlBlockTest, HeartbeatDismissesContendersSoThatTheHolderStaysNamed) {
+  auto owner = ControlBlockOwner::create(bus);
+  ASSERT_TRUE(owner.has_value());
+  socklen_t length = 0;
+  const sockaddr_un address = busLockAddress(bus, length);
+  constexpr int kContenders = 200;  // more than the holder's listen queue
+  for (int n = 0; n < kContenders; ++n) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    ASSERT_GE(fd, 0);
+    (void)::connect(fd, reinterpret_cast<const sockaddr*>(&address), length);
+    ::close(fd);
+  }
+  auto hidden = ControlBlockOwner::create(bus);
+  ASSERT_FALSE(hidden.has_value());
+  EXPECT_EQ(hidden.error().code, ControlBlockError::BusInUse);
+  EXPECT_NE(hidden.error().detail.find("does not say who it is"), std::string::npos) << hidden.error().detail;
+
+  owner->beat(1);
+  auto named = ControlBlockOwner::create(bus);
+  ASSERT_FALSE(named.has_value());
+  EXPECT_NE(named.error().detail.find("pid " + std::to_string(::getpid())), std::string::npos)
+      << named.error().detail;
+}
+
+// Abstract names are not per user: another user can bind ours first. We cannot take it back, so we say who holds it.
+TEST_F(ControlBlockTest, AnotherUserSquattingTheNameIsNamed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a child as another user";
+  constexpr uid_t kSquatter = 65534;  // nobody
+  socklen_t length = 0;
+  const sockaddr_un address = busLockAddress(bus, length);  // our name, computed before the child changes user
+  int ready[2];
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    if (::setresgid(kSquatter, kSquatter, kSquatter) != 0 || ::setresuid(kSquatter, kSquatter, kSquatter) != 0 ||
+        ::bind(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0 || ::listen(fd, 8) != 0) {
+      ::_exit(1);
+    }
+    const char byte = 1;
+    if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
+    while (true) ::pause();
+  }
+  ASSERT_GT(child, 0);
+  ::close(ready[1]);
+  char byte = 0;
+  const bool squatting = ::read(ready[0], &byte, 1) == 1;
+  ::close(ready[0]);
+
+  std::optional<tl::expected<ControlBlockOwner, ControlBlockFailure>> refused;
+  if (squatting) refused.emplace(ControlBlockOwner::create(bus));
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(squatting) << "the child could not bind the name as uid " << kSquatter;
+
+  ASSERT_FALSE(refused->has_value());
+  EXPECT_EQ(refused->error().code, ControlBlockError::BusInUse);
+  const std::string& detail = refused->error().detail;
+  EXPECT_NE(detail.find("held by uid " + std::to_string(kSquatter) + " (pid " + std::to_string(child) + ")"),
+            std::string::npos)
+      << detail;
+  EXPECT_NE(detail.find("not per user"), std::string::npos) << detail;
+  EXPECT_TRUE(ControlBlockOwner::create(bus).has_value()) << "the name stays taken after the squatter died";
 }
 
 TEST_F(ControlBlockTest, BusStateRoundTrips) {

@@ -1,7 +1,7 @@
 #pragma once
 // What a bus has in the file system: its shared-memory segments in /dev/shm (control block "wsync-<uid>-<bus>",
 // arena "...-shm", and anything else named after the bus) and its files in the runtime folder (sockets
-// "<bus>.req" and "<bus>.evt", lock "<bus>.lock"). Counted over a soak run: they must not accumulate.
+// "<bus>.req" and "<bus>.evt"). Counted over a soak run: they must not accumulate.
 #include <cstdint>
 #include <string>
 

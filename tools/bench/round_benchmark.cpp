@@ -29,7 +29,6 @@
 #include "latency_benchmark.hpp"
 #include "machine_load.hpp"
 #include "report_format.hpp"
-#include "run_files.hpp"
 #include "tensor_memory.hpp"
 
 namespace wsync::bench {
@@ -76,11 +75,11 @@ std::string describeOutcome(const trainer_agent::PublishOutcome& outcome) {
 
 // One bus under test: its coordinator (a thread of this process), its worker processes and its trainer, all for
 // one manifest. Members are declared in the order they must outlive one another: the trainer goes first, then the
-// workers, then the coordinator, and the lock file last.
+// workers, then the coordinator.
 class BenchBus {
  public:
   BenchBus(const std::string& busName, const std::string& model, std::size_t workerCount, std::uint64_t bucketBytes,
-           const std::string& runtimeDir, std::ostream& progress)
+           std::ostream& progress)
       : manifest_(catalogManifest(model)), weights_(manifest_) {
     auto plan = bus::BucketPlan::build(manifest_, bucketBytes, coordinator::kDefaultAlignment);
     if (!plan) throw BenchFailure("model " + model + ": bucket plan: " + plan.error().describe());
@@ -100,7 +99,6 @@ class BenchBus {
                                         scratch.tensors());
     }
 
-    runFiles_.add(runtimeDir + "/" + busName + ".lock");
     coordinator::CoordinatorOptions options;
     options.bus = busName;
     options.bucketBytes = bucketBytes;
@@ -239,7 +237,6 @@ class BenchBus {
   RoundMeasurement result_;
   RoundSamples samples_;
   std::uint64_t nextVersion_ = 1;
-  RunFiles runFiles_;  // the bus's lock file, removed once the coordinator has released it
   std::unique_ptr<CoordinatorThread> coordinator_;
   std::optional<bus::ControlBlockView> view_;
   std::vector<std::uint32_t> slots_;
@@ -285,11 +282,7 @@ class MonitorProcesses {
 
 class RoundRun {
  public:
-  RoundRun(const RoundBenchConfig& config, std::ostream& progress) : config_(config), progress_(progress) {
-    auto dir = bus::runtimeDirectory();
-    if (!dir) throw BenchFailure("runtime folder: " + dir.error().describe());
-    runtimeDir_ = *dir;
-  }
+  RoundRun(const RoundBenchConfig& config, std::ostream& progress) : config_(config), progress_(progress) {}
 
   // One manifest, `workerCount` workers: warm-up, then `rounds` measured rounds in a row.
   RoundMeasurement measure(const std::string& model, std::size_t workerCount) {
@@ -377,7 +370,7 @@ class RoundRun {
   std::unique_ptr<BenchBus> open(const std::string& model, std::size_t workerCount) {
     const std::string busName = "wsync-bench-round-" + std::to_string(::getpid()) + "-" + std::to_string(buses_++);
     busExample_ = busName;
-    return std::make_unique<BenchBus>(busName, model, workerCount, config_.bucketKiB * kKiB, runtimeDir_, progress_);
+    return std::make_unique<BenchBus>(busName, model, workerCount, config_.bucketKiB * kKiB, progress_);
   }
 
   // Each worker holds its weights and, from the first round on, a staging copy; the trainer one more copy.
@@ -403,7 +396,6 @@ class RoundRun {
 
   const RoundBenchConfig& config_;
   std::ostream& progress_;
-  std::string runtimeDir_;
   std::size_t buses_ = 0;
   std::string busExample_;
 };

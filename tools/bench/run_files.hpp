@@ -1,8 +1,7 @@
 #pragma once
-// Files a run leaves in the runtime folder that nothing will use again, since its bus names are unique to the
-// run: libzmq 4.3 keeps ipc socket files after the socket closes, and the bus keeps its lock files by design
-// (unlinking a flock file races with the next owner). Removed when the owner of this object goes away, which
-// must be after the sockets and control blocks that use them.
+// Files a run leaves that nothing will use again, since its bus names are unique to the run: libzmq 4.3 keeps ipc
+// socket files after the socket closes, and a killed coordinator leaves its segments. Removed when the owner of
+// this object goes away, which must be after the sockets and control blocks that use them.
 #include <cstdio>
 #include <string>
 #include <string_view>

@@ -195,7 +195,6 @@ class SoakRun {
   // previous one to be ready (the control block says so), every wait bounded.
   void startBus() {
     const std::string& bus = results_.busName;
-    runFiles_.add(runtimeDir_ + "/" + bus + ".lock");  // kept by design; nothing uses this bus again
     // A coordinator that stops cleanly removes its segments (the report counts what it left first); one that was
     // killed cannot, and no later coordinator will purge them, since the bus name is unique to this run.
     runFiles_.add("/dev/shm/" + bus::controlBlockSegmentName(bus));
@@ -566,7 +565,7 @@ class SoakRun {
   std::vector<std::uint64_t> withTimes_;
   SoakResults results_;
   // Stopped in reverse order by stopAll(), and again (a no-op then) by their destructors.
-  RunFiles runFiles_;  // the bus's lock file and sockets, removed once the coordinator is gone
+  RunFiles runFiles_;  // the bus's sockets and segments, removed once the coordinator is gone
   ProgramProcess coordinator_;
   std::optional<bus::ControlBlockView> view_;
   std::vector<SoakWorker> workers_;

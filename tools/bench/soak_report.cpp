@@ -229,8 +229,7 @@ void afterSection(std::ostringstream& out, const SoakResults& r) {
       << "The trainer said goodbye, the workers got SIGTERM together, then the coordinator: `wsync-coordinator` "
       << r.coordinatorExit << ". Left of the bus: " << r.residueAfterStop.shmSegments << " /dev/shm segments, "
       << r.residueAfterStop.runtimeFiles
-      << " runtime files (the lock file stays by design: unlinking a flock file races with the next owner; the "
-         "benchmark removes it, since its bus name is unique to the run).\n\n";
+      << " runtime files.\n\n";
 }
 
 void methodSection(std::ostringstream& out) {

@@ -16,7 +16,6 @@
 
 #include "bench_failure.hpp"
 #include "interruption.hpp"
-#include "run_files.hpp"
 
 namespace wsync::bench {
 namespace {
@@ -98,11 +97,6 @@ VersionReadResult runVersionReadBenchmark(const BusBenchConfig& config, std::ost
   progress << "version read: " << config.versionRepetitions << " x " << config.versionReads << " reads per kind\n";
   const std::string busName = "wsync-bench-" + std::to_string(::getpid()) + "-cb";
   const std::string agentId = "version-reader";
-
-  RunFiles runFiles;  // the bus's lock file, removed after the owner below has released it
-  auto dir = bus::runtimeDirectory();
-  if (!dir) throw BenchFailure("runtime folder: " + dir.error().describe());
-  runFiles.add(*dir + "/" + busName + ".lock");
 
   // The coordinator's side creates the block and gives a slot; the agent attaches to it and owns its fields.
   auto owner = bus::ControlBlockOwner::create(busName);

@@ -122,6 +122,8 @@ class ControlBlockView {
   std::uint64_t committedRound() const { return data().bus.committedRound.load(std::memory_order_acquire); }
   PauseState pauseState() const;
   RoundState roundState() const;
+  // An operator's pause (wsync-ctl pause), which outlives rounds and coordinator restarts; nothing when none holds.
+  std::optional<msg::PauseMode> operatorPause() const;
   std::uint64_t eventsPublished() const { return data().bus.eventsPublished.load(std::memory_order_acquire); }
   std::uint32_t activeAgents() const { return data().bus.activeAgents.load(std::memory_order_acquire); }
 
@@ -149,11 +151,14 @@ class ControlBlockView {
 
 class AgentSlotWriter : public ControlBlockView {
  public:
-  // Attaches to the slot the coordinator gave `agentId` (Welcome::slot); refuses a slot holding someone else.
-  // Claims the slot's agent-written fields with `appliedVersion`, phase Idle and a fresh heartbeat.
+  // Attaches to the slot the coordinator gave `agentId` (Welcome::slot); refuses a slot holding someone else, and a
+  // block whose epoch is not `epoch` (the Welcome's) when that is given: the block must be the one of the
+  // coordinator that welcomed us. Claims the slot's agent-written fields with `appliedVersion`, phase Idle and a
+  // fresh heartbeat.
   static tl::expected<AgentSlotWriter, ControlBlockFailure> attach(std::string_view busName, std::uint32_t slot,
                                                                    std::string_view agentId,
-                                                                   std::uint64_t appliedVersion = 0);
+                                                                   std::uint64_t appliedVersion = 0,
+                                                                   std::optional<std::uint64_t> epoch = {});
 
   std::uint32_t slot() const { return slot_; }
   void setAppliedVersion(std::uint64_t version) { mine().appliedVersion.store(version, std::memory_order_release); }
@@ -182,11 +187,13 @@ struct ReplacedBlock {
   std::uint64_t committedVersion = 0;
   std::uint64_t committedRound = 0;
   std::uint64_t lastRound = 0;  // the round in progress or last finished, committed or not
+  std::optional<msg::PauseMode> operatorPause;  // an operator's pause that held when it died
 };
 
 class ControlBlockOwner : public ControlBlockView {
  public:
-  // Takes the bus: fails with BusInUse while another coordinator lives; replaces a block left by a dead one.
+  // Takes the bus (BusLock: one owner per bus name and user on this host, whatever the runtime folder): fails with
+  // BusInUse while another coordinator lives; replaces a block left by a dead one.
   static tl::expected<ControlBlockOwner, ControlBlockFailure> create(std::string_view busName);
 
   ControlBlockOwner(ControlBlockOwner&& other) noexcept
@@ -200,10 +207,15 @@ class ControlBlockOwner : public ControlBlockView {
   // Removes the segment name (mapped processes keep their mapping) and then releases the bus.
   ~ControlBlockOwner();
 
-  void beat(std::uint64_t nowMs) { data().header.coordinatorHeartbeatMs.store(nowMs, std::memory_order_release); }
+  // Also dismisses contenders that asked who holds the bus (BusLock::dismissContenders): a few syscalls at most.
+  void beat(std::uint64_t nowMs) {
+    data().header.coordinatorHeartbeatMs.store(nowMs, std::memory_order_release);
+    lock_.dismissContenders();
+  }
   void setCommitted(std::uint64_t version, std::uint64_t round);
   void setPauseState(const PauseState& state);
   void setRoundState(const RoundState& state);
+  void setOperatorPause(std::optional<msg::PauseMode> mode);
   void setEventsPublished(std::uint64_t count) {
     data().bus.eventsPublished.store(count, std::memory_order_release);
   }

@@ -47,7 +47,9 @@ struct alignas(kCacheLineBytes) BusStateData {
   std::atomic<std::uint64_t> roundWord;         // packed RoundState
   std::atomic<std::uint64_t> eventsPublished;   // events published so far, all topic families together
   std::atomic<std::uint32_t> activeAgents;
-  std::uint32_t reserved;
+  // An operator's pause (wsync-ctl pause until resume): 0 none, else 1 + msg::PauseMode. Kept here, not only in the
+  // coordinator's memory, so that a restarted coordinator holds it (the layout-2 word was reserved and always 0).
+  std::atomic<std::uint32_t> operatorPause;
 };
 
 // One agent. The first half is written by the coordinator under `sequence` (odd while it rewrites the slot);

@@ -9,7 +9,7 @@ namespace wsync::bus {
 enum class ControlBlockError : std::uint8_t {
   InvalidBusName,
   NoCoordinator,    // no control block for this bus: its coordinator is not running
-  BusInUse,         // a live coordinator already owns this bus (detail: its pid)
+  BusInUse,         // taken on this host: by a live coordinator (detail: its pid) or another user (detail: its uid)
   NotInitialized,   // the block exists but its creator has not finished (or died) initialising it
   LayoutMismatch,   // another magic, layout version or size: written by an incompatible wsync
   Unsafe,           // the segment belongs to another user or is open to others

@@ -14,6 +14,8 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
+#include "wsync/bus/log_limiter.hpp"
+
 namespace wsync::bus {
 
 class ZapAuthenticator {
@@ -36,6 +38,8 @@ class ZapAuthenticator {
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> admitted_{0};
   std::atomic<std::uint64_t> refused_{0};
+  // A refused client may reconnect in a loop: its refusals are a few lines per interval (the handler's thread only).
+  LogLimiter refusals_;
   std::thread thread_;
 };
 
