@@ -38,7 +38,8 @@ Options:
                        (with --no-sanitizers: ThreadSanitizer only); --sanitize=address,undefined is the default
   --fuzz SECONDS       also build build-fuzz/ with clang (WSYNC_FUZZ=ON) and run every libFuzzer target
                        wsync_fuzz_NAME for SECONDS on a copy of tests/fuzz/corpus/NAME
-  -L LABEL             run only the tests with this ctest label (unit, integration, fuzz, ...)
+  -L LABEL             run only the tests with this ctest label (unit, integration, faults, fuzz, ...; long: the
+                       full-length fault cases, minutes of real time, never run without being asked for)
   --build-only         install, configure and build build/, run nothing (used by tools/quickstart.sh)
   -h, --help           this text
 EOF
@@ -131,12 +132,15 @@ configure_and_build() {
   cmake --build "$dir" --parallel "$jobs"
 }
 
-# run_ctest DIR [COMMAND-PREFIX...]: every test of DIR (or those of -L LABEL); no tests at all is a failure.
+# run_ctest DIR [COMMAND-PREFIX...]: every test of DIR (or those of -L LABEL); no tests at all is a failure. Tests
+# labelled `long` (faults at full length: minutes of real time) run only when asked for with -L long.
 run_ctest() {
   local dir="$1"; shift
-  stage "ctest $dir${ctest_label[*]:+ ${ctest_label[*]}}"
+  local selection=("${ctest_label[@]}")
+  ((${#selection[@]})) || selection=(-LE long)
+  stage "ctest $dir ${selection[*]}"
   "$@" ctest --test-dir "$dir" --output-on-failure --no-tests=error --timeout "$TEST_TIMEOUT_SECONDS" \
-    --parallel "$jobs" "${ctest_label[@]}"
+    --parallel "$jobs" "${selection[@]}"
 }
 
 asan_options_exported=0

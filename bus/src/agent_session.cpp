@@ -6,6 +6,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "wsync/bus/bounded_poll.hpp"
 #include "wsync/bus/bus_address.hpp"
@@ -36,6 +37,12 @@ std::string hostName() {
 
 }  // namespace
 
+std::chrono::milliseconds Registration::roundBound(std::uint64_t payloadBytes) const {
+  const auto gib = static_cast<std::int64_t>((payloadBytes + (std::uint64_t{1} << 30) - 1) >> 30);
+  // Two heartbeat timeouts on top: the coordinator finds a dead peer within one, and its Abort must still arrive.
+  return pauseTimeout + transferTimeout + transferTimeoutPerGiB * gib + 2 * heartbeatTimeout;
+}
+
 tl::expected<std::unique_ptr<AgentSession>, SessionFailure> AgentSession::open(zmq::context_t& context,
                                                                                SessionOptions options) {
   if (options.agentId.empty() || options.agentId.size() > kMaxAgentIdBytes) {
@@ -46,7 +53,7 @@ tl::expected<std::unique_ptr<AgentSession>, SessionFailure> AgentSession::open(z
   if (!busName) return fail(SessionError::InvalidOptions, busName.error().describe());
   auto endpoints = resolveEndpoints(options.bus, options.transport);
   if (!endpoints) return fail(SessionError::InvalidOptions, endpoints.error().describe());
-  auto dealer = DealerEndpoint::connect(context, endpoints->requests, options.agentId, options.curve);
+  auto dealer = DealerEndpoint::connect(context, endpoints->requests, options.agentId, options.curve, options.link);
   if (!dealer) return fail(SessionError::Transport, dealer.error().describe());
   const int wakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wakeFd < 0) return fail(SessionError::Transport, std::string("eventfd: ") + std::strerror(errno));
@@ -111,11 +118,14 @@ tl::expected<bool, SessionFailure> AgentSession::handleRegistrationReply(const M
       return true;
     }
     if (error->code() == msg::ErrorCode::UnknownAgent && !awaitingWelcome_) {
-      // The coordinator does not know this connection: it restarted. Register again.
+      // The coordinator does not know this connection: it restarted, or it dropped us (a command it could not
+      // deliver, a heartbeat it missed). The registration is void, as after a lost link: register again.
       stopHeartbeatThread();
       slot_.reset();
+      linkLostPending_ = true;
       auto hello = sendHello();
       if (!hello) return tl::unexpected(hello.error());
+      nextHelloRetry_ = std::chrono::steady_clock::now() + kHelloRepeatInterval;
       return true;
     }
     return false;  // an error about a round request: the agent's business
@@ -131,7 +141,14 @@ tl::expected<bool, SessionFailure> AgentSession::handleRegistrationReply(const M
   granted.committedVersion = welcome->committed_version();
   granted.heartbeatInterval = std::chrono::milliseconds(std::max<std::uint32_t>(welcome->heartbeat_interval_ms(), 1));
   granted.heartbeatTimeout = std::chrono::milliseconds(welcome->heartbeat_timeout_ms());
-  auto slot = AgentSlotWriter::attach(options_.bus, granted.slot, options_.agentId, appliedVersion());
+  granted.committedRound = welcome->committed_round();
+  if (welcome->committed_digest() != nullptr) granted.committedDigest = fromMessage(*welcome->committed_digest());
+  granted.pauseTimeout = std::chrono::milliseconds(welcome->pause_timeout_ms());
+  granted.transferTimeout = std::chrono::milliseconds(welcome->transfer_timeout_ms());
+  granted.transferTimeoutPerGiB = std::chrono::milliseconds(welcome->transfer_timeout_per_gib_ms());
+  granted.operatorPaused = welcome->operator_paused();
+  granted.operatorPauseMode = welcome->operator_pause_mode();
+  auto slot = AgentSlotWriter::attach(options_.bus, granted.slot, options_.agentId, appliedVersion(), granted.epoch);
   if (!slot) return fail(SessionError::ControlBlock, slot.error().describe());
   stopHeartbeatThread();
   slot_ = std::make_unique<AgentSlotWriter>(std::move(*slot));
@@ -167,6 +184,11 @@ tl::expected<Registration, SessionFailure> AgentSession::registerAgent(std::uint
     if (!received) return fail(SessionError::Transport, received.error().describe());
     // A refused key is final: say so now rather than after the registration timeout.
     if (auto refused = dealer_.handshakeRefusal()) return fail(SessionError::Refused, *refused);
+    if (dealer_.linkLost()) {
+      replaceConnection(std::chrono::milliseconds(0));  // says hello again on a new connection
+      linkLostPending_ = false;                          // nothing to leave yet: we never were registered
+      continue;
+    }
     if (!*received || !(*received)->message) continue;  // nothing, or a malformed frame (counted by the socket)
     auto handled = handleRegistrationReply(*(*received)->message);
     if (!handled) return tl::unexpected(handled.error());
@@ -178,11 +200,12 @@ tl::expected<Registration, SessionFailure> AgentSession::registerAgent(std::uint
 
 void AgentSession::sendHeartbeatIfDue() {
   if (!registered()) {
-    // Registering again after a restart, or retrying a refused duplicate: repeat the hello now and then.
+    // Registering again after a restart or a lost link, or retrying a refused duplicate: repeat the hello now and
+    // then.
     const auto now = std::chrono::steady_clock::now();
     if (awaitingWelcome_ && now >= nextHelloRetry_) {
       (void)sendHello();
-      nextHelloRetry_ = now + kDuplicateRetryInterval * 4;
+      nextHelloRetry_ = now + kHelloRepeatInterval;
     }
     return;
   }
@@ -198,6 +221,16 @@ tl::expected<SessionDelivery, SessionFailure> AgentSession::next(std::chrono::mi
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   SessionDelivery delivery;
   while (true) {
+    if (!linkLostPending_ && dealer_.linkLost()) {
+      log::warn("lost the connection to the coordinator (it exited, dropped this agent, or stopped answering for {} "
+                "ms): registering again on a new connection",
+                options_.link.timeout.count());
+      replaceConnection(std::chrono::milliseconds(0));
+    }
+    if (std::exchange(linkLostPending_, false)) {
+      delivery.linkLost = true;
+      return delivery;
+    }
     sendHeartbeatIfDue();
     const auto now = std::chrono::steady_clock::now();
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
@@ -230,6 +263,12 @@ tl::expected<SessionDelivery, SessionFailure> AgentSession::next(std::chrono::mi
       auto handled = handleRegistrationReply(*(*received)->message);
       if (!handled) return tl::unexpected(handled.error());
       if (!*handled) {
+        if (registered() && (*received)->message->epoch() != registration_.epoch) {
+          // Not from the coordinator that welcomed us: nothing it says can be about our registration.
+          log::warn("dropped a {} of epoch {:016x} (registered under epoch {:016x})",
+                    bodyName((*received)->message->type()), (*received)->message->epoch(), registration_.epoch);
+          continue;
+        }
         delivery.message = std::move(*(*received)->message);
         return delivery;
       }
@@ -248,25 +287,37 @@ void AgentSession::goodbye(const std::string& reason) {
   (void)send(builder_, msg::CreateGoodbye(builder_.fbb(), builder_.fbb().CreateString(reason)));
 }
 
-void AgentSession::dropConnection(std::chrono::milliseconds outage) {
+void AgentSession::replaceConnection(std::chrono::milliseconds outage) {
+  // The registration went with the connection: stop beating its slot, so that the coordinator lets it expire, and
+  // never write the slot again (it may be given to another agent).
   stopHeartbeatThread();
-  dealer_.handle().set(zmq::sockopt::linger, 0);  // a cut link delivers nothing more
+  slot_.reset();
+  dealer_.handle().set(zmq::sockopt::linger, 0);  // what was queued for the dead connection is void
   {
     const DealerEndpoint cut = std::move(dealer_);
   }
-  log::warn("control connection dropped for {} ms", outage.count());
-  std::this_thread::sleep_for(outage);
-  auto dealer = DealerEndpoint::connect(*context_, requestEndpoint_, options_.agentId, options_.curve);
+  if (outage.count() > 0) std::this_thread::sleep_for(outage);
+  auto dealer = DealerEndpoint::connect(*context_, requestEndpoint_, options_.agentId, options_.curve, options_.link);
   if (!dealer) {
-    log::error("reconnecting after the outage failed: {}", dealer.error().describe());
+    // Only a bad endpoint fails here, and it connected before: keep trying at the next hello.
+    log::error("reconnecting to {} failed: {}", requestEndpoint_, dealer.error().describe());
     return;
   }
   dealer_ = std::move(*dealer);
+  linkLostPending_ = true;
+  (void)sendHello();
+  nextHelloRetry_ = std::chrono::steady_clock::now() + kHelloRepeatInterval;
+}
+
+void AgentSession::restartConnection(const std::string& why) {
+  log::warn("{}: registering again on a new connection", why);
+  replaceConnection(std::chrono::milliseconds(0));
+}
+
+void AgentSession::dropConnection(std::chrono::milliseconds outage) {
+  log::warn("control connection dropped for {} ms", outage.count());
+  replaceConnection(outage);
   log::warn("control connection back as {}", dealer_.routingId());
-  // The new routing id is unknown to the coordinator: the next heartbeat is refused with UnknownAgent and the agent
-  // registers again. The shared-memory beat stays off until then, so that the old registration expires and the
-  // new hello is not refused as a duplicate of a live agent.
-  nextHeartbeat_ = std::chrono::steady_clock::now();
 }
 
 void AgentSession::startHeartbeatThread() {

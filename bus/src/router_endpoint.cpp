@@ -7,10 +7,11 @@ namespace wsync::bus {
 
 tl::expected<RouterEndpoint, TransportFailure> RouterEndpoint::bind(zmq::context_t& context, const std::string& endpoint,
                                                                     std::uint64_t ioThreadAffinity,
-                                                                    const std::optional<CurveKeyPair>& curveServer) {
+                                                                    const std::optional<CurveKeyPair>& curveServer,
+                                                                    const LinkHeartbeat& link) {
   try {
     zmq::socket_t socket(context, zmq::socket_type::router);
-    applyCommonOptions(socket);
+    applyCommonOptions(socket, link);
     if (ioThreadAffinity != 0) socket.set(zmq::sockopt::affinity, ioThreadAffinity);
     socket.set(zmq::sockopt::router_mandatory, 1);
     if (curveServer) applyCurveServer(socket, *curveServer);

@@ -46,6 +46,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--transfer-timeout-ms", transferTimeoutMs, "base allowance of a transfer (plus 1 s per GiB)")
       ->capture_default_str();
+  std::int64_t linkTimeoutMs = options.link.timeout.count();
+  app.add_option("--link-timeout-ms", linkTimeoutMs,
+                 "silence after which a connection is dropped (ZMTP heartbeats; its agent registers again)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{100}, std::int64_t{3'600'000}));
+  std::uint64_t receiveBudgetMiB = options.receiveMemoryBudget >> 20;
+  app.add_option("--receive-budget-mib", receiveBudgetMiB,
+                 "memory incoming messages may hold before the request endpoint is reset (clients reconnect)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint64_t{16}, std::uint64_t{1} << 20));
   std::string curveKeysPath;
   std::string allowKeysPath;
   app.add_option("--curve-keys", curveKeysPath, "tcp: the coordinator's CURVE key-pair file (wsync-keygen makes one)");
@@ -85,6 +95,8 @@ int main(int argc, char** argv) {
   options.heartbeatTimeout = std::chrono::milliseconds(heartbeatTimeoutMs);
   options.pauseTimeout = std::chrono::milliseconds(pauseTimeoutMs);
   options.transferTimeout = std::chrono::milliseconds(transferTimeoutMs);
+  options.link.timeout = std::chrono::milliseconds(linkTimeoutMs);
+  options.receiveMemoryBudget = receiveBudgetMiB << 20;
 
   auto coordinator = Coordinator::start(options);
   if (!coordinator) {

@@ -5,13 +5,17 @@
 #include <cstdio>
 
 #include "coordinator_impl.hpp"
+#include "wsync/bus/client_text.hpp"
 #include "wsync/bus/topics.hpp"
 
 namespace wsync::coordinator {
 
 namespace {
 
-std::string text(const flatbuffers::String* string) { return string ? string->str() : std::string(); }
+// What an operator's client said, bounded and printable before it reaches the log and every monitor.
+std::string text(const flatbuffers::String* string) {
+  return string ? bus::printableText(string->string_view()) : std::string();
+}
 
 std::string lower(std::string_view name) {
   std::string out(name);
@@ -36,6 +40,8 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
     case msg::ControlAction::Pause: {
       const bool already = operatorPause.has_value();
       operatorPause = request.pause_mode();
+      // Kept in the control block too: a restarted coordinator holds the pause until an operator resumes.
+      block.setOperatorPause(operatorPause);
       // Engines that poll the control block see it at once; the workers' agents get the message.
       block.setPauseState(bus::PauseState{true, *operatorPause, round ? round->id : 0});
       for (const auto& [routingId, agent] : agents) {
@@ -53,6 +59,7 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
         return;
       }
       operatorPause.reset();
+      block.setOperatorPause(operatorPause);
       // A round in progress keeps its own pause until it resumes the workers itself.
       block.setPauseState(bus::PauseState{round.has_value(), round ? round->mode : msg::PauseMode::Abort,
                                           round ? round->id : 0});
@@ -77,11 +84,12 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
       break;
     }
     case msg::ControlAction::Evict: {
-      const std::string agentId = text(request.agent_id());
+      const std::string agentId = request.agent_id() ? request.agent_id()->str() : std::string();
       AgentRecord* agent = findById(agentId);
       if (agent == nullptr) {
         ++stats.requestsRejected;
-        replyError(source, message.seq(), msg::ErrorCode::UnknownAgent, "no agent '" + agentId + "' on this bus");
+        replyError(source, message.seq(), msg::ErrorCode::UnknownAgent,
+                   "no agent '" + bus::printableText(agentId) + "' on this bus");
         return;
       }
       const std::string routingId = agent->routingId;

@@ -1,16 +1,22 @@
 // The coordinator's loop, registration, liveness and snapshots. The round itself is in round.cpp.
 #include "wsync/coordinator/coordinator.hpp"
 
+#include <malloc.h>
 #include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#include <sanitizer/allocator_interface.h>
+#endif
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include "coordinator_impl.hpp"
 #include "wsync/bus/bus_address.hpp"
+#include "wsync/bus/client_text.hpp"
 #include "wsync/bus/clock.hpp"
 #include "wsync/bus/protocol.hpp"
 #include "wsync/bus/topics.hpp"
@@ -33,6 +39,28 @@ namespace {
 constexpr int kIoThreads = 2;
 constexpr std::uint64_t kRequestIoThreads = 0b01;  // ZMQ_AFFINITY bit masks over the I/O threads
 constexpr std::uint64_t kEventIoThreads = 0b10;
+// A hostname longer than DNS allows is not one.
+constexpr std::size_t kMaxHostnameBytes = 253;
+// More channel kinds than the schema has are a list padded to cost us work.
+constexpr std::size_t kMaxOfferedChannels = 16;
+// After a reset of the request endpoint for memory, the next check waits this long: ZeroMQ frees what the closed
+// connections held on its own threads, a moment after the close, and the agents reconnect meanwhile.
+constexpr std::chrono::seconds kMemoryResetCooldown{2};
+// Allocations from this size up are mapped on their own and returned to the system when freed, so that the
+// process's resident size falls again once ZeroMQ has let go of a client's message (glibc's default threshold adapts
+// upwards to the largest block freed and would keep such blocks in the heap).
+constexpr int kMmapThresholdBytes = 256 * 1024;
+
+// Bytes this process has allocated and not freed: the heap allocator's own count, which falls as soon as ZeroMQ
+// frees a message (the resident size lags behind, and under AddressSanitizer freed memory sits in its quarantine).
+std::uint64_t allocatedBytes() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return __sanitizer_get_current_allocated_bytes();
+#else
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<std::uint64_t>(info.uordblks) + static_cast<std::uint64_t>(info.hblkhd);
+#endif
+}
 
 std::string hostName() {
   std::array<char, 256> name{};
@@ -43,6 +71,16 @@ std::string hostName() {
 // The arena of a bus, per user like the control block: "wsync-<uid>-<bus>-shm".
 std::string arenaSegmentName(std::string_view busName) {
   return "wsync-" + std::to_string(getuid()) + "-" + std::string(busName) + "-shm";
+}
+
+// A channel as the programs' --channel flag names it.
+std::string channelName(msg::ChannelKind kind) {
+  switch (kind) {
+    case msg::ChannelKind::Shm: return "shm";
+    case msg::ChannelKind::Nccl: return "nccl";
+    case msg::ChannelKind::CudaIpc: return "cuda_ipc";
+  }
+  return msg::EnumNameChannelKind(kind);
 }
 
 std::string ipcPath(const std::string& endpoint) {
@@ -76,6 +114,21 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   if (options.curveKeys && options.allowedClientKeys.empty()) {
     return bus::fail(CoordinatorError::InvalidOptions, "CURVE without any allowed client key would admit nobody");
   }
+  // Agents learn the phase timeouts from their Welcome (32-bit milliseconds, about 49 days).
+  constexpr auto kLongestTimeout = std::chrono::milliseconds(std::numeric_limits<std::uint32_t>::max());
+  if (options.pauseTimeout.count() <= 0 || options.transferTimeout.count() <= 0 ||
+      options.pauseTimeout > kLongestTimeout || options.transferTimeout > kLongestTimeout ||
+      options.heartbeatTimeout > kLongestTimeout) {
+    return bus::fail(CoordinatorError::InvalidOptions, "the pause, transfer and heartbeat timeouts must be positive "
+                                                       "and under 2^32 ms");
+  }
+  if (options.link.timeout.count() <= 0) {
+    return bus::fail(CoordinatorError::InvalidOptions, "the link timeout must be positive");
+  }
+  if (options.receiveMemoryBudget == 0) {
+    return bus::fail(CoordinatorError::InvalidOptions, "the receive memory budget must be positive");
+  }
+  mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
 
   // The control block first: it holds the bus lock, so a second coordinator stops here, before its bind could
   // take over the first one's ipc socket files.
@@ -100,7 +153,8 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
     if (!started) return bus::fail(CoordinatorError::Transport, started.error());
     authenticator = std::move(*started);
   }
-  auto router = bus::RouterEndpoint::bind(context, endpoints->requests, kRequestIoThreads, options.curveKeys);
+  auto router =
+      bus::RouterEndpoint::bind(context, endpoints->requests, kRequestIoThreads, options.curveKeys, options.link);
   if (!router) return bus::fail(CoordinatorError::Transport, router.error().describe());
   auto events = bus::EventPublisher::bind(context, endpoints->events, kEventIoThreads, options.curveKeys);
   if (!events) return bus::fail(CoordinatorError::Transport, events.error().describe());
@@ -111,15 +165,24 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   impl->hostname = hostName();
   log::setAgent("coordinator");
   if (const auto& replaced = impl->block.replaced()) {
-    // The versions and round numbers go on from where the dead coordinator left them; the agents' reports can
-    // only raise the committed version further (handleHello).
+    // The versions and round numbers go on from where the dead coordinator left them, and so does an operator's
+    // pause. Nothing an agent reports changes the committed version: only a commit of this bus does.
     impl->committedVersion = replaced->committedVersion;
+    impl->committedRound = replaced->committedRound;
     impl->roundCounter = std::max(replaced->committedRound, replaced->lastRound);
+    impl->operatorPause = replaced->operatorPause;
     log::setVersion(impl->committedVersion);
-    log::warn("replaced the control block of coordinator pid {}, which died: committed version {}, last round {}",
-              replaced->creatorPid, replaced->committedVersion, impl->roundCounter);
+    log::warn("replaced the control block of coordinator pid {}, which died: committed version {}, last round {}{}",
+              replaced->creatorPid, replaced->committedVersion, impl->roundCounter,
+              replaced->operatorPause ? std::string(", generation paused by an operator (mode ") +
+                                            msg::EnumNamePauseMode(*replaced->operatorPause) + ") until wsync-ctl resume"
+                                      : std::string());
+    if (impl->operatorPause) {
+      impl->block.setPauseState(bus::PauseState{true, *impl->operatorPause, 0});
+    }
   }
   impl->block.beat(bus::monotonicMillis());
+  impl->baselineAllocatedBytes = allocatedBytes();
   return std::unique_ptr<Coordinator>(new Coordinator(std::move(impl)));
 }
 
@@ -156,7 +219,9 @@ void Coordinator::Impl::step(std::chrono::milliseconds maxWait) {
       block.beat(bus::monotonicMillis());
       checkLiveness();
       checkRoundDeadline();
+      checkReceiveMemory();
       dropUnreachable();
+      logLimiter.flush(now);
       nextLivenessCheck = now + kLivenessCheckInterval;
     }
     if (now >= nextBeat) {
@@ -189,55 +254,105 @@ void Coordinator::Impl::step(std::chrono::milliseconds maxWait) {
 void Coordinator::Impl::sendTo(const std::string& peer, std::span<const std::uint8_t> bytes) {
   auto sent = router.send(peer, bytes);
   if (sent) return;
-  if (sent.error().code != bus::TransportError::PeerUnreachable) {
-    log::warn("send to {} failed: {}", peer, sent.error().describe());
-  } else if (agents.contains(peer) &&
-             std::find(unreachable.begin(), unreachable.end(), peer) == unreachable.end()) {
-    unreachable.push_back(peer);
+  const auto code = sent.error().code;
+  if (agents.contains(peer) && (code == bus::TransportError::PeerUnreachable || code == bus::TransportError::WouldBlock)) {
+    // A registered agent that cannot take a command (gone, or its queue full because it does not read) would wait
+    // for that command for good: it is dropped, and registers again.
+    if (std::none_of(unreachable.begin(), unreachable.end(), [&](const auto& entry) { return entry.first == peer; })) {
+      unreachable.emplace_back(peer, code == bus::TransportError::PeerUnreachable
+                                         ? "its connection is gone: a message to it could not be delivered"
+                                         : "it does not read its messages: its queue is full");
+    }
+    return;
   }
+  // A client that is not registered loses its answer: routine when it has gone (its old connection's queued
+  // requests are answered after it left), worth a warning when it does not read what it asks for; either way a
+  // flood of them is a few lines per interval, not one per message.
+  const auto level = code == bus::TransportError::PeerUnreachable ? spdlog::level::debug : spdlog::level::warn;
+  logLimiter.log(level, "send:" + peer, Clock::now(), [&] {
+    return "send to " + bus::printableText(peer) + " failed: " + sent.error().describe();
+  });
 }
 
 void Coordinator::Impl::dropUnreachable() {
   // removeAgent may abort a round, whose messages may find more agents gone.
   while (!unreachable.empty()) {
-    const std::string peer = unreachable.back();
+    const auto [peer, why] = unreachable.back();
     unreachable.pop_back();
-    removeAgent(peer, msg::AgentEventKind::Dead, "its connection is gone: a message to it could not be delivered");
+    removeAgent(peer, msg::AgentEventKind::Dead, why);
   }
 }
 
-void Coordinator::Impl::dropConnections(std::chrono::milliseconds outage) {
+void Coordinator::Impl::rebindRequestEndpoint(std::chrono::milliseconds outage, const std::string& why) {
   // The request endpoint only: the event stream is for monitors, and its sequence numbers must not restart.
   const std::string endpoint = router.endpoint();
   router.handle().set(zmq::sockopt::linger, 0);  // what was queued is lost, as on a cut link
   {
     const bus::RouterEndpoint cut = std::move(router);
   }
-  log::warn("request endpoint {} closed for {} ms", endpoint, outage.count());
-  std::this_thread::sleep_for(outage);
-  auto rebound = bus::RouterEndpoint::bind(context, endpoint, kRequestIoThreads, options.curveKeys);
+  log::warn("request endpoint {} closed{}: {}", endpoint,
+            outage.count() > 0 ? " for " + std::to_string(outage.count()) + " ms" : std::string(), why);
+  if (outage.count() > 0) std::this_thread::sleep_for(outage);
+  auto rebound = bus::RouterEndpoint::bind(context, endpoint, kRequestIoThreads, options.curveKeys, options.link);
   if (!rebound) {
-    // Only a test fault gets here; without its endpoint the coordinator is useless, so say so and stop.
-    log::error("cannot bind {} again after the outage: {}", endpoint, rebound.error().describe());
+    // Without its endpoint the coordinator is useless: say so and stop (a supervisor restarts it).
+    log::error("cannot bind {} again: {}", endpoint, rebound.error().describe());
     std::abort();
   }
   router = std::move(*rebound);
   log::warn("request endpoint {} open again", endpoint);
+  // Every agent's connection went with the endpoint, and with it whatever was queued for it: its registration is
+  // void. Dropped by dropUnreachable(), once the caller's step of the round is done (a commit in progress finishes
+  // first); each registers again on a new connection.
+  for (const auto& [routingId, agent] : agents) {
+    unreachable.emplace_back(routingId, "its connection went with the request endpoint");
+  }
+}
+
+void Coordinator::Impl::checkReceiveMemory() {
+  const auto now = Clock::now();
+  if (now < nextMemoryCheck) return;
+  const std::uint64_t allocated = allocatedBytes();
+  if (allocated <= baselineAllocatedBytes + options.receiveMemoryBudget) return;
+  // Only ZeroMQ's receive queues grow without a bound of ours: every structure of the coordinator is capped, so
+  // this much memory is messages that clients are still sending (a message of many parts arrives whole or not at
+  // all). Resetting the endpoint frees them; every agent notices its link lost and registers again.
+  ++stats.endpointResets;
+  rebindRequestEndpoint(std::chrono::milliseconds(0),
+                        "the coordinator has " + std::to_string(allocated >> 20) + " MiB allocated, " +
+                            std::to_string((allocated - baselineAllocatedBytes) >> 20) +
+                            " MiB more than at its start and over the receive budget of " +
+                            std::to_string(options.receiveMemoryBudget >> 20) +
+                            " MiB: a client is sending more than the bus takes (a message of many parts?)");
+  malloc_trim(0);
+  nextMemoryCheck = Clock::now() + kMemoryResetCooldown;
 }
 
 void Coordinator::Impl::replyError(const std::string& peer, std::uint64_t inReplyTo, msg::ErrorCode code,
                                    const std::string& detail) {
   builder.reset();
   auto& fbb = builder.fbb();
-  const auto body = msg::CreateError(fbb, code, fbb.CreateString(detail), inReplyTo);
+  const auto body = msg::CreateError(fbb, code, fbb.CreateString(detail), inReplyTo, committedVersion);
   sendTo(peer, builder.finish(body, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
 }
 
 void Coordinator::Impl::handle(const std::string& source, const bus::Message& message) {
+  // Requests that need no registration. A hello may carry any epoch (it is how a client learns the current one); a
+  // control request meant for an earlier coordinator of this bus must not steer this one.
   switch (message.type()) {
     case msg::Body::AgentHello: handleHello(source, message, *message.as<msg::AgentHello>()); return;
     case msg::Body::SnapshotRequest: handleSnapshotRequest(source, message); return;
-    case msg::Body::ControlRequest: handleControl(source, message, *message.as<msg::ControlRequest>()); return;
+    case msg::Body::VersionQuery: handleVersionQuery(source, message, *message.as<msg::VersionQuery>()); return;
+    case msg::Body::ControlRequest:
+      if (message.epoch() != 0 && message.epoch() != block.epoch()) {
+        ++stats.requestsRejected;
+        replyError(source, message.seq(), msg::ErrorCode::StaleEpoch,
+                   "a control request for the coordinator of epoch " + std::to_string(message.epoch()) +
+                       "; this one's is " + std::to_string(block.epoch()) + " (send epoch 0 to mean any)");
+        return;
+      }
+      handleControl(source, message, *message.as<msg::ControlRequest>());
+      return;
     default: break;
   }
   const auto found = agents.find(source);
@@ -249,8 +364,17 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
     return;
   }
   AgentRecord& agent = found->second;
+  if (message.epoch() != block.epoch()) {
+    // A registered agent stamps the epoch its Welcome gave: anything else is not about this registration.
+    ++stats.requestsRejected;
+    replyError(source, message.seq(), msg::ErrorCode::StaleEpoch,
+               std::string(bus::bodyName(message.type())) + " of epoch " + std::to_string(message.epoch()) +
+                   " from '" + agent.agentId + "', registered under epoch " + std::to_string(block.epoch()));
+    return;
+  }
   agent.lastMessageMs = bus::monotonicMillis();
   switch (message.type()) {
+    // The agent's own claim about what it serves, shown as such; it changes no state of the bus.
     case msg::Body::Heartbeat: agent.appliedVersion = message.as<msg::Heartbeat>()->applied_version(); return;
     case msg::Body::BeginUpdate: handleBegin(source, message, *message.as<msg::BeginUpdate>()); return;
     case msg::Body::PauseAck: handlePauseAck(agent, *message.as<msg::PauseAck>()); return;
@@ -259,7 +383,7 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
     case msg::Body::Goodbye: {
       const auto* goodbye = message.as<msg::Goodbye>();
       removeAgent(source, msg::AgentEventKind::Left,
-                  goodbye->reason() ? goodbye->reason()->str() : std::string("goodbye"));
+                  goodbye->reason() ? bus::printableText(goodbye->reason()->string_view()) : std::string("goodbye"));
       return;
     }
     default:
@@ -330,10 +454,49 @@ bool Coordinator::Impl::isAlive(const AgentRecord& agent, std::uint64_t nowMs, s
   return true;
 }
 
+std::string Coordinator::Impl::helloProblem(const msg::AgentHello& hello) const {
+  if (auto problem = bus::checkAgentId(hello.agent_id()->string_view()); !problem.empty()) return problem;
+  if (hello.pid() == 0) return "pid 0 is not a process";
+  const std::int32_t rank = hello.requested_rank();
+  if (rank < -1 || rank >= static_cast<std::int32_t>(bus::kMaxAgents)) {
+    return "requested rank " + std::to_string(rank) + " is outside -1 (any) to " + std::to_string(bus::kMaxAgents - 1);
+  }
+  if (hello.hostname() != nullptr && hello.hostname()->size() > kMaxHostnameBytes) {
+    return "a hostname of " + std::to_string(hello.hostname()->size()) + " bytes (at most " +
+           std::to_string(kMaxHostnameBytes) + ")";
+  }
+  if (hello.channels() != nullptr && hello.channels()->size() > kMaxOfferedChannels) {
+    return std::to_string(hello.channels()->size()) + " channels offered (at most " +
+           std::to_string(kMaxOfferedChannels) + ")";
+  }
+  return {};
+}
+
+std::string Coordinator::Impl::admissionProblem(const msg::AgentHello& hello) const {
+  if (hello.role() != msg::Role::Worker || hello.channels() == nullptr) return {};
+  // Every registered worker takes part in every round, and a round needs all of them on its channel: one worker more
+  // than a channel takes would make every round on that channel fail. Refused here, naming the limit, instead.
+  for (const auto offered : *hello.channels()) {
+    const auto kind = static_cast<msg::ChannelKind>(offered);
+    const std::uint32_t capacity = channelCapacity(kind);
+    if (capacity == 0) continue;  // no round can run on it here anyway
+    const auto offering = std::count_if(agents.begin(), agents.end(), [&](const auto& entry) {
+      const AgentRecord& agent = entry.second;
+      return agent.role == msg::Role::Worker &&
+             std::find(agent.channels.begin(), agent.channels.end(), kind) != agent.channels.end();
+    });
+    if (static_cast<std::uint64_t>(offering) + 1 > capacity) {
+      return "a round on the " + channelName(kind) + " channel takes at most " +
+             std::to_string(capacity) + " workers, and " + std::to_string(offering) +
+             " workers offering it are registered";
+    }
+  }
+  return {};
+}
+
 void Coordinator::Impl::handleHello(const std::string& source, const bus::Message& message,
                                     const msg::AgentHello& hello) {
   const std::uint64_t seq = message.seq();
-  const std::string agentId = hello.agent_id()->str();
   auto refuse = [&](msg::ErrorCode code, const std::string& detail) {
     ++stats.requestsRejected;
     replyError(source, seq, code, detail);
@@ -343,10 +506,11 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
                                                  ", this coordinator " + std::to_string(bus::kProtocolVersion));
     return;
   }
-  if (agentId.empty() || agentId.size() > bus::kMaxAgentIdBytes) {
-    refuse(msg::ErrorCode::Malformed, "agent id must be 1 to " + std::to_string(bus::kMaxAgentIdBytes) + " bytes");
+  if (const std::string problem = helloProblem(hello); !problem.empty()) {
+    refuse(msg::ErrorCode::InvalidField, problem);
     return;
   }
+  const std::string agentId = hello.agent_id()->str();
   if (hello.role() != msg::Role::Trainer && hello.role() != msg::Role::Worker) {
     refuse(msg::ErrorCode::NotAllowed, std::string("role ") + msg::EnumNameRole(hello.role()) +
                                            " cannot register (monitors subscribe and ask for snapshots)");
@@ -356,10 +520,15 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   auto sendWelcome = [&](const AgentRecord& agent) {
     builder.reset();
     auto& fbb = builder.fbb();
+    const msg::Digest128 digest = bus::toMessage(committedDigest);
     const auto welcome = msg::CreateWelcome(
         fbb, fbb.CreateString(agent.agentId), agent.slot, agent.rank, workerCount(), block.epoch(),
         committedVersion, static_cast<std::uint32_t>(options.heartbeatInterval.count()),
-        static_cast<std::uint32_t>(options.heartbeatTimeout.count()), fbb.CreateString(block.segmentName()));
+        static_cast<std::uint32_t>(options.heartbeatTimeout.count()), fbb.CreateString(block.segmentName()),
+        committedRound, &digest, static_cast<std::uint32_t>(options.pauseTimeout.count()),
+        static_cast<std::uint32_t>(options.transferTimeout.count()),
+        static_cast<std::uint32_t>(kTransferTimeoutPerGiB.count()), operatorPause.has_value(),
+        operatorPause.value_or(msg::PauseMode::Keep));
     sendTo(source, builder.finish(welcome, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
   };
 
@@ -372,15 +541,27 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
     return;
   }
   const std::uint64_t nowMs = bus::monotonicMillis();
+  const bool sameHost = hello.hostname() != nullptr && hello.hostname()->string_view() == hostname;
+  const std::uint64_t startTicks =
+      sameHost ? bus::processStartTicks(static_cast<pid_t>(hello.pid())).value_or(0) : std::uint64_t{0};
   if (AgentRecord* holder = findById(agentId)) {
     std::string why;
-    if (isAlive(*holder, nowMs, why)) {
+    // The same process (this host, same pid and start time) registering on a new connection lost the old one: its
+    // old registration is void, and waiting for its heartbeat to expire would only delay its return.
+    const bool sameProcess = sameHost && holder->sameHost && startTicks != 0 &&
+                             holder->process.pid == hello.pid() && holder->process.startTicks == startTicks;
+    if (sameProcess) {
+      why = "its process (pid " + std::to_string(hello.pid()) + ") registered again on a new connection";
+    } else if (isAlive(*holder, nowMs, why)) {
       refuse(msg::ErrorCode::DuplicateAgent,
-             "agent id '" + agentId + "' is held by pid " + std::to_string(holder->process.pid) + " (connection " +
-                 holder->routingId + "), which is alive");
+             "agent id '" + agentId + "' is held by pid " + std::to_string(holder->process.pid) + ", which is alive");
       return;
     }
     removeAgent(holder->routingId, msg::AgentEventKind::Replaced, "replaced by a new registration: " + why);
+  }
+  if (const std::string problem = admissionProblem(hello); !problem.empty()) {
+    refuse(msg::ErrorCode::BusFull, problem);
+    return;
   }
   const auto slot = freeSlot();
   if (!slot) {
@@ -400,9 +581,9 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   agent.role = hello.role();
   agent.rank = *rank;
   agent.slot = *slot;
-  agent.sameHost = hello.hostname() != nullptr && hello.hostname()->str() == hostname;
+  agent.sameHost = sameHost;
   agent.process.pid = hello.pid();
-  if (agent.sameHost) agent.process.startTicks = bus::processStartTicks(static_cast<pid_t>(hello.pid())).value_or(0);
+  agent.process.startTicks = startTicks;
   agent.lastMessageMs = nowMs;
   agent.appliedVersion = hello.applied_version();
   if (hello.channels() != nullptr) {
@@ -413,12 +594,12 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
     refuse(msg::ErrorCode::Internal, assigned.error().describe());
     return;
   }
-  // After a restart the coordinator knows nothing committed; the agents do. Versions only go up, so the highest
-  // reported one is the last commit (a worker cannot hold a version that was never committed).
-  if (!round && hello.applied_version() > committedVersion) {
-    committedVersion = hello.applied_version();
-    log::setVersion(committedVersion);
-    block.setCommitted(committedVersion, roundCounter);
+  // What an agent reports is its claim about itself, never bus state: the committed version changes only when this
+  // bus commits (or carries on a dead coordinator's block). A worker above it holds bytes this bus never verified.
+  if (agent.role == msg::Role::Worker && hello.applied_version() > committedVersion) {
+    log::warn("worker '{}' reports version {}, above the committed version {}: not a version this bus committed (a "
+              "lost control block, or a client that lies); it counts for nothing",
+              agentId, hello.applied_version(), committedVersion);
   }
   const AgentRecord& stored = agents.emplace(source, std::move(agent)).first->second;
   ++stats.agentsJoined;
@@ -516,9 +697,55 @@ void Coordinator::Impl::handleSnapshotRequest(const std::string& source, const b
   const auto reply = msg::CreateSnapshotReply(
       fbb, fbb.CreateVector(sequences), block.epoch(), committedVersion, fbb.CreateString(committedLabel),
       round ? round->phase : msg::RoundPhase::Idle, round ? round->id : roundCounter, round ? round->version : 0,
-      pause.mode, pause.paused, &digest, fbb.CreateVector(infos), round ? round->totalBytes : 0);
+      pause.mode, pause.paused, &digest, fbb.CreateVector(infos), round ? round->totalBytes : 0,
+      operatorPause.has_value(), operatorPause.value_or(msg::PauseMode::Keep));
   (void)message;
   sendTo(source, builder.finish(reply, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+}
+
+void Coordinator::Impl::handleVersionQuery(const std::string& source, const bus::Message& message,
+                                           const msg::VersionQuery& query) {
+  const std::uint64_t version = query.version();
+  if (version == 0) {
+    ++stats.requestsRejected;
+    replyError(source, message.seq(), msg::ErrorCode::InvalidField, "version 0 is never published");
+    return;
+  }
+  msg::VersionFate fate = msg::VersionFate::Unknown;
+  std::uint64_t roundId = 0;
+  msg::AbortReason reason = msg::AbortReason::None;
+  std::string detail;
+  const auto record = std::find_if(history.rbegin(), history.rend(),
+                                   [&](const RoundRecord& entry) { return entry.version == version; });
+  if (round && round->version == version) {
+    fate = msg::VersionFate::InProgress;
+    roundId = round->id;
+    detail = std::string("round ") + std::to_string(round->id) + " is in phase " + msg::EnumNameRoundPhase(round->phase);
+  } else if (record != history.rend()) {
+    fate = record->committed ? msg::VersionFate::Committed : msg::VersionFate::Aborted;
+    roundId = record->round;
+    reason = record->reason;
+    detail = record->detail;
+  } else if (version == committedVersion) {
+    fate = msg::VersionFate::Committed;
+    roundId = committedRound;
+    detail = "it is the committed version";
+  } else if (version > committedVersion) {
+    fate = msg::VersionFate::NotCommitted;
+    reason = msg::AbortReason::Lost;
+    detail = "no round of version " + std::to_string(version) +
+             " is known here (its BeginUpdate never arrived, or the coordinator that ran it died) and the committed "
+             "version is " + std::to_string(committedVersion);
+  } else {
+    fate = msg::VersionFate::Superseded;
+    detail = "version " + std::to_string(committedVersion) + " is committed, and no record of version " +
+             std::to_string(version) + " is left";
+  }
+  builder.reset();
+  auto& fbb = builder.fbb();
+  const auto report = msg::CreateVersionReport(fbb, version, fate, roundId, reason, fbb.CreateString(detail),
+                                               committedVersion);
+  sendTo(source, builder.finish(report, bus::EnvelopeStamp{block.epoch(), message.seq()}));
 }
 
 void Coordinator::Impl::shutdown() {

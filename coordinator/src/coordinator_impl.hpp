@@ -2,6 +2,7 @@
 // The coordinator's state. Private: everything here is touched by the coordinator's one thread only.
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "gpu_resources.hpp"
 #include "wsync/bus/control_block.hpp"
 #include "wsync/bus/log.hpp"
+#include "wsync/bus/log_limiter.hpp"
 #include "wsync/bus/zap_authenticator.hpp"
 #include "wsync/bus/event_publisher.hpp"
 #include "wsync/bus/fault_injection.hpp"
@@ -50,6 +52,17 @@ struct Participant {
   bool done = false;
   std::uint64_t bytes = 0;
   bus::Digest digest;
+};
+
+// How a finished round ended, kept for VersionQuery: a trainer that lost its connection mid-round learns its
+// version's fate from it instead of guessing.
+struct RoundRecord {
+  std::uint64_t round = 0;
+  std::uint64_t version = 0;
+  std::string trainerAgentId;
+  bool committed = false;
+  msg::AbortReason reason = msg::AbortReason::None;
+  std::string detail;
 };
 
 struct ActiveRound {
@@ -114,8 +127,18 @@ struct Coordinator::Impl {
   void handle(const std::string& source, const bus::Message& message);
   void handleHello(const std::string& source, const bus::Message& message, const msg::AgentHello& hello);
   void handleSnapshotRequest(const std::string& source, const bus::Message& message);
+  void handleVersionQuery(const std::string& source, const bus::Message& message, const msg::VersionQuery& query);
+  // Why this hello cannot register (the field and the limit it breaks), or empty when it can.
+  std::string helloProblem(const msg::AgentHello& hello) const;
+  // Why one more worker offering these channels would exceed what a round on one of them can take, or empty.
+  std::string admissionProblem(const msg::AgentHello& hello) const;
   void checkLiveness();
   void publishBeat();
+  // The request endpoint's memory budget (CoordinatorOptions::receiveMemoryBudget): checked every liveness pass.
+  void checkReceiveMemory();
+  // Closes the request endpoint (every connection and what ZeroMQ held for it goes), stays closed for `outage`, and
+  // binds it again. Agents find their link lost and register again.
+  void rebindRequestEndpoint(std::chrono::milliseconds outage, const std::string& why);
 
   // control.cpp: an operator's requests (wsync-ctl).
   void handleControl(const std::string& source, const bus::Message& message, const msg::ControlRequest& request);
@@ -139,23 +162,27 @@ struct Coordinator::Impl {
   void verifyAndCommit();
   void abortRound(msg::AbortReason reason, const std::string& detail, const std::string& agentId);
   void resumeWorkers(bool committed);
+  // Keeps how the round ended in `history` (VersionQuery).
+  void recordOutcome(bool committed, msg::AbortReason reason, const std::string& detail);
   void checkRoundDeadline();
   void agentGone(const AgentRecord& agent, const std::string& why);
   void setPhase(msg::RoundPhase phase, const std::string& detail = {});
   Participant* findParticipant(const std::string& routingId);
   const CachedManifest* cacheManifest(bus::Manifest&& manifest);
+  // Receivers a round on `kind` can take (0: this coordinator cannot run rounds on it).
+  std::uint32_t channelCapacity(msg::ChannelKind kind) const;
   // The channel resources of a round about to begin (arena or segment name, NCCL unique id), or why it cannot run
   // on the channel it asks for.
   tl::expected<void, std::string> prepareChannel(ActiveRound& next, const AgentRecord& trainer,
                                                  const std::vector<const AgentRecord*>& workers);
-  // Sends to one agent. A registered agent its message cannot reach is noted and dropped by dropUnreachable().
+  // Sends to one agent. A registered agent its message cannot reach (gone, or not reading) is noted and dropped by
+  // dropUnreachable().
   void sendTo(const std::string& peer, std::span<const std::uint8_t> bytes);
   // Removes the agents whose connection was found gone: a command they never got (a Pause, an Abort, a Commit)
   // would leave them waiting for good. Their next message is refused as unknown and they register again.
   void dropUnreachable();
   // Test faults: the fault of this point and round, if it is armed; a disconnect closes the request endpoint.
   void strike(bus::FaultPoint point);
-  void dropConnections(std::chrono::milliseconds outage);
   std::uint64_t nextSeq() { return ++sentSeq; }
 
   CoordinatorOptions options;
@@ -169,17 +196,25 @@ struct Coordinator::Impl {
   GpuResources gpu;
   std::optional<NcclGroup> ncclGroup;
   bus::FaultInjector faults;
-  std::vector<std::string> unreachable;  // routing ids of registered agents a send could not reach
+  // Registered agents a command could not reach (routing id, why), dropped by dropUnreachable().
+  std::vector<std::pair<std::string, std::string>> unreachable;
+  // Log lines a client can cause (a reply it does not read, a refused connection) come at most a few per interval.
+  bus::LogLimiter logLimiter;
   bus::MessageBuilder builder{4096};
   std::string hostname;
 
   std::map<std::string, AgentRecord, std::less<>> agents;  // by routing id
   std::map<bus::Digest, CachedManifest, DigestLess> manifests;
   std::optional<ActiveRound> round;
-  std::optional<msg::PauseMode> operatorPause;  // set by wsync-ctl pause until wsync-ctl resume
+  std::optional<msg::PauseMode> operatorPause;  // set by wsync-ctl pause until wsync-ctl resume; in the block too
   std::uint64_t roundCounter = 0;
   std::uint64_t committedVersion = 0;
+  std::uint64_t committedRound = 0;
+  bus::Digest committedDigest;  // zero when the version was committed by a coordinator before this one
   std::string committedLabel;
+  std::deque<RoundRecord> history;  // newest last, at most kRoundHistory
+  std::uint64_t baselineAllocatedBytes = 0;  // the coordinator's heap once started
+  Clock::time_point nextMemoryCheck{};
   std::uint64_t sentSeq = 0;
   Clock::time_point nextLivenessCheck{};
   Clock::time_point nextBeat{};  // the next "bus/beat" event

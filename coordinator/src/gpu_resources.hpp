@@ -25,6 +25,8 @@ class GpuResources {
   tl::expected<std::string, std::string> cudaIpcSegment();
   // Makes every cuda_ipc sender and receiver waiting on `round` give up.
   void abortCudaIpc(std::uint64_t round);
+  // Receivers a cuda_ipc round can take (0 in a build without CUDA: no such round runs).
+  std::uint32_t maxCudaIpcReceivers() const;
 
  private:
   struct State;

@@ -41,6 +41,8 @@ tl::expected<std::string, std::string> GpuResources::cudaIpcSegment() {
   return state_->ipc->name();
 }
 
+std::uint32_t GpuResources::maxCudaIpcReceivers() const { return bus::gpu::kMaxIpcReceivers; }
+
 void GpuResources::abortCudaIpc(std::uint64_t round) {
   if (state_->ipc) state_->ipc->abort(round);
 }

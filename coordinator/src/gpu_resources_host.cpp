@@ -20,4 +20,6 @@ tl::expected<std::string, std::string> GpuResources::cudaIpcSegment() { return t
 
 void GpuResources::abortCudaIpc(std::uint64_t /*round*/) {}
 
+std::uint32_t GpuResources::maxCudaIpcReceivers() const { return 0; }
+
 }  // namespace wsync::coordinator

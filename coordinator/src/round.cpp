@@ -7,11 +7,18 @@
 
 #include "coordinator_impl.hpp"
 #include "wsync/bus/bucket_plan.hpp"
+#include "wsync/bus/client_text.hpp"
+#include "wsync/bus/protocol.hpp"
 #include "wsync/bus/topics.hpp"
 
 namespace wsync::coordinator {
 
 namespace {
+
+// A client's explanation (a refusal's detail), bounded and printable before it reaches logs and every monitor.
+std::string clientDetail(const flatbuffers::String* text, const char* fallback) {
+  return text != nullptr ? bus::printableText(text->string_view()) : std::string(fallback);
+}
 
 std::string hex(const bus::Digest& digest) {
   char text[40];
@@ -50,6 +57,15 @@ const CachedManifest* Coordinator::Impl::cacheManifest(bus::Manifest&& manifest)
               .emplace(digest, CachedManifest{std::move(manifest), plan->bucketCount(), gpuPlan->bucketCount(),
                                               roundCounter})
               .first->second;
+}
+
+std::uint32_t Coordinator::Impl::channelCapacity(msg::ChannelKind kind) const {
+  switch (kind) {
+    case msg::ChannelKind::Shm: return arena.geometry().maxReceivers;
+    case msg::ChannelKind::CudaIpc: return gpu.maxCudaIpcReceivers();
+    case msg::ChannelKind::Nccl: return static_cast<std::uint32_t>(bus::kMaxAgents);  // one rank per agent slot
+  }
+  return 0;
 }
 
 tl::expected<void, std::string> Coordinator::Impl::prepareChannel(ActiveRound& next, const AgentRecord& trainer,
@@ -112,7 +128,9 @@ tl::expected<void, std::string> Coordinator::Impl::prepareChannel(ActiveRound& n
 
 void Coordinator::Impl::strike(bus::FaultPoint point) {
   if (!faults.armed()) return;
-  if (const auto fault = faults.reach(point, round->version)) dropConnections(fault->outage);
+  if (const auto fault = faults.reach(point, round->version)) {
+    rebindRequestEndpoint(fault->outage, "test fault " + bus::describe(*fault));
+  }
 }
 
 void Coordinator::Impl::setPhase(msg::RoundPhase phase, const std::string& detail) {
@@ -158,6 +176,18 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
                                                      " is not above the committed version " +
                                                      std::to_string(committedVersion));
     return;
+  }
+  if (begin.version() > bus::kMaxVersion) {
+    refuse(msg::ErrorCode::InvalidField, "version " + std::to_string(begin.version()) + " is above the highest a bus "
+                                         "takes, " + std::to_string(bus::kMaxVersion) + " (2^63 - 1)");
+    return;
+  }
+  if (begin.label() != nullptr) {
+    if (const std::string problem = bus::checkClientText("label", begin.label()->string_view(), bus::kMaxLabelBytes);
+        !problem.empty()) {
+      refuse(msg::ErrorCode::InvalidField, problem);
+      return;
+    }
   }
   if (begin.manifest_digest() == nullptr) {
     refuse(msg::ErrorCode::Malformed, "BeginUpdate without a manifest digest");
@@ -254,8 +284,7 @@ void Coordinator::Impl::handlePauseAck(const AgentRecord& agent, const msg::Paus
   if (participant == nullptr || ack.round() != round->id || round->phase != msg::RoundPhase::Pause) return;
   if (!ack.ok()) {
     const auto reason = ack.reason() == msg::AbortReason::None ? msg::AbortReason::AgentRefused : ack.reason();
-    abortRound(reason, "worker '" + agent.agentId + "' refused to pause: " +
-                           (ack.detail() ? ack.detail()->str() : std::string("no reason given")),
+    abortRound(reason, "worker '" + agent.agentId + "' refused to pause: " + clientDetail(ack.detail(), "no reason given"),
                agent.agentId);
     return;
   }
@@ -309,7 +338,7 @@ void Coordinator::Impl::handleUpdateDone(const AgentRecord& agent, const msg::Up
   if (!done.ok()) {
     const auto reason = done.reason() == msg::AbortReason::None ? msg::AbortReason::ChannelFailure : done.reason();
     abortRound(reason, std::string(fromTrainer ? "trainer '" : "worker '") + agent.agentId +
-                           "' failed the transfer: " + (done.detail() ? done.detail()->str() : std::string()),
+                           "' failed the transfer: " + clientDetail(done.detail(), "no reason given"),
                agent.agentId);
     return;
   }
@@ -357,9 +386,12 @@ void Coordinator::Impl::verifyAndCommit() {
   }
 
   committedVersion = round->version;
+  committedRound = round->id;
+  committedDigest = round->trainerDigest;
   log::setVersion(committedVersion);
   committedLabel = round->label;
   block.setCommitted(round->version, round->id);
+  recordOutcome(true, msg::AbortReason::None, {});
   round->phase = msg::RoundPhase::Commit;
   block.setRoundState(bus::RoundState{msg::RoundPhase::Commit, round->id});
   // The sharpest point of all: the bus has decided (shared memory says so), nobody has been told.
@@ -424,6 +456,7 @@ void Coordinator::Impl::abortRound(msg::AbortReason reason, const std::string& d
   (void)events.publish(std::string(bus::topics::kRound) + "abort", builder, buildAbort(), block.epoch());
   block.setEventsPublished(events.published());
   ++stats.roundsAborted;
+  recordOutcome(false, reason, detail);
   log::warn("round {} (version {}) aborted: {}: {}", round->id, round->version, msg::EnumNameAbortReason(reason),
             detail);
   if (round->phase >= msg::RoundPhase::Pause) {
@@ -434,10 +467,15 @@ void Coordinator::Impl::abortRound(msg::AbortReason reason, const std::string& d
   }
 }
 
+void Coordinator::Impl::recordOutcome(bool committed, msg::AbortReason reason, const std::string& detail) {
+  history.push_back(RoundRecord{round->id, round->version, round->trainerAgentId, committed, reason, detail});
+  if (history.size() > kRoundHistory) history.pop_front();
+}
+
 void Coordinator::Impl::handleTrainerAbort(const AgentRecord& agent, const msg::Abort& abort) {
   if (!round || agent.routingId != round->trainerRoutingId || abort.round() != round->id) return;
   abortRound(msg::AbortReason::Requested,
-             "trainer '" + agent.agentId + "' cancelled: " + (abort.detail() ? abort.detail()->str() : std::string()),
+             "trainer '" + agent.agentId + "' cancelled: " + clientDetail(abort.detail(), "no reason given"),
              agent.agentId);
 }
 

@@ -3,6 +3,8 @@
 // codes (0 done, 3 no coordinator, 4 refused).
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -132,6 +134,55 @@ TEST_F(ControlTest, AnOperatorsPauseHoldsEveryEngineThroughARoundUntilResume) {
   const auto again = ctl({"resume"});
   EXPECT_EQ(again.status, 4) << "nothing to resume";
   EXPECT_NE(again.err.find("not paused by an operator"), std::string::npos) << again.err;
+}
+
+// Issue 13, 10: the pause is kept in the control block, so a coordinator killed and restarted holds it, and the
+// workers that register again never resume generating in between.
+TEST_F(ControlTest, AnOperatorsPauseSurvivesACoordinatorRestart) {
+  startCoordinator();
+  // Debug logs: the worker says each time its engine resumes.
+  auto w0 = startWorker("w0", {"--log-level", "debug"}, path("w0.log"));
+  waitForAgents(1);
+  const auto paused = ctl({"pause", "--mode", "keep", "--reason", "maintenance"});
+  ASSERT_EQ(paused.status, 0) << paused.err;
+  ASSERT_TRUE(waitForWorkerPhases(bus::AgentPhase::Paused, 1));
+  const auto resumesBefore = [&] {
+    const std::string log = readTextFile(path("w0.log"));
+    std::size_t count = 0;
+    for (std::size_t at = log.find("generation resumes"); at != std::string::npos;
+         at = log.find("generation resumes", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  const std::size_t before = resumesBefore();
+
+  coordinator_->signal(SIGKILL);
+  ASSERT_EQ(coordinator_->wait(kPatience), 128 + SIGKILL);
+  startCoordinator({}, path("coordinator-2.log"));
+  EXPECT_NE(readTextFile(path("coordinator-2.log")).find("paused by an operator"), std::string::npos);
+  waitForAgents(1);
+  EXPECT_TRUE(waitForWorkerPhases(bus::AgentPhase::Paused, 1));
+  EXPECT_TRUE(block_->pauseState().paused);
+  EXPECT_EQ(block_->operatorPause(), msg::PauseMode::Keep);
+  const auto status = ctl({"status"});
+  EXPECT_NE(status.out.find("generation paused by an operator (keep) until 'wsync-ctl resume'"), std::string::npos)
+      << status.out;
+  EXPECT_NE(ctl({"status", "--json"}).out.find("\"operator_paused\":true"), std::string::npos);
+  // Rounds still run under the pause, as before the restart.
+  auto trainer = startTrainer("t0", {"--steps", "1"});
+  ASSERT_TRUE(nextOutcome().committed);
+  EXPECT_EQ(trainer.wait(kPatience), 0);
+  ASSERT_TRUE(waitForApplied("w0", 1));
+  EXPECT_TRUE(waitForWorkerPhases(bus::AgentPhase::Paused, 1));
+  EXPECT_EQ(resumesBefore(), before) << "the engine generated again without an operator's resume:\n"
+                                     << readTextFile(path("w0.log"));
+
+  const auto resumed = ctl({"resume"});
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_TRUE(waitForWorkerPhases(bus::AgentPhase::Idle, 1));
+  EXPECT_FALSE(block_->operatorPause());
+  EXPECT_GT(resumesBefore(), before);
 }
 
 TEST_F(ControlTest, AbortEndsTheRoundInProgressAndTheWorkersKeepTheirVersion) {

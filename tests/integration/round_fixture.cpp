@@ -61,8 +61,15 @@ void RoundFixture::TearDown() {
 }
 
 void RoundFixture::startCoordinator(const std::vector<std::string>& extraArgs, const std::string& stderrPath) {
-  std::vector<std::string> args{"--bus", bus_, "--bucket-mib", "1", "--heartbeat-interval-ms", "100",
-                                "--heartbeat-timeout-ms", std::to_string(kTestHeartbeatTimeout.count())};
+  std::vector<std::string> args{"--bus", bus_};
+  // The fixture's settings, unless the test gives its own (the programs refuse an option given twice).
+  const std::vector<std::pair<std::string, std::string>> defaults{
+      {"--bucket-mib", "1"},
+      {"--heartbeat-interval-ms", "100"},
+      {"--heartbeat-timeout-ms", std::to_string(kTestHeartbeatTimeout.count())}};
+  for (const auto& [flag, value] : defaults) {
+    if (std::find(extraArgs.begin(), extraArgs.end(), flag) == extraArgs.end()) args.insert(args.end(), {flag, value});
+  }
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
   coordinator_.reset();
   block_.reset();

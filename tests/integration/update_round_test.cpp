@@ -1,15 +1,18 @@
 // Update rounds end to end with the real binaries: commits, and each way a round must fail without losing
 // anything (docs/update-round.md, "Aborts").
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "round_fixture.hpp"
+#include "text_file.hpp"
 #include "wsync/bus/agent_session.hpp"
 #include "wsync/bus/bus_address.hpp"
 #include "wsync/bus/message.hpp"
@@ -214,7 +217,8 @@ TEST_F(RoundFixture, AgentsReconnectToARestartedCoordinatorAndContinue) {
   ASSERT_EQ(coordinator_->wait(kPatience), 128 + SIGKILL);
   startCoordinator();
   waitForAgents(2);
-  // The new coordinator learns the committed version from the agents and the rounds go on above it.
+  // The new coordinator carries the committed version on from the dead one's control block, and the rounds go on
+  // above it.
   std::optional<RoundOutcome> committed;
   for (int attempt = 0; attempt < 5 && !committed; ++attempt) {
     auto outcome = nextOutcome();
@@ -301,6 +305,73 @@ TEST_F(RoundFixture, ASecondCoordinatorRefusesToStart) {
   auto second = ChildProcess::spawn(WSYNC_COORDINATOR_BIN, {"--bus", bus_});
   EXPECT_EQ(second.wait(kPatience), 3);
   EXPECT_FALSE(coordinator_->wait(std::chrono::milliseconds(0))) << "the first coordinator must stay up";
+}
+
+// Issue 13, 9: one coordinator per bus name on a host, whatever its runtime folder, even once the first one's
+// control segment was unlinked.
+TEST_F(RoundFixture, ASecondCoordinatorRefusesToStartWhateverItsRuntimeFolder) {
+  startCoordinator();
+  auto worker = startWorker("w0");
+  waitForAgents(1);
+  ASSERT_EQ(::shm_unlink(("/" + bus::controlBlockSegmentName(bus_)).c_str()), 0);
+  const std::string otherRuntime = path("other-runtime");
+  std::filesystem::create_directories(otherRuntime);
+  std::filesystem::permissions(otherRuntime, std::filesystem::perms::owner_all);
+  auto second = ChildProcess::spawn("/usr/bin/env", {"WSYNC_RUNTIME_DIR=" + otherRuntime, WSYNC_COORDINATOR_BIN,
+                                                     "--bus", bus_},
+                                    path("second.log"));
+  EXPECT_EQ(second.wait(kPatience), 3);
+  EXPECT_THAT(readTextFile(path("second.log")), HasSubstr("pid " + std::to_string(coordinator_->pid())));
+  EXPECT_FALSE(coordinator_->wait(std::chrono::milliseconds(0))) << "the first coordinator must stay up";
+  // No second block was made under the name: an agent that registers now cannot be sent to another's block.
+  EXPECT_FALSE(bus::ControlBlockView::open(bus_));
+}
+
+// Issue 13, 5: a trainer refused for a version another trainer committed meanwhile goes on above the bus's committed
+// version (every refusal carries it) instead of retrying the refused one for good.
+TEST_F(RoundFixture, ATrainerGoesOnAboveVersionsAnotherTrainerCommitted) {
+  startCoordinator();
+  auto worker = startWorker("w0");
+  waitForAgents(1);
+  auto slow = startTrainer("slow", {"--steps", "3", "--interval-ms", "3000"}, path("slow.log"));
+  auto first = nextOutcome();
+  ASSERT_TRUE(first.committed) << first.detail;
+  ASSERT_EQ(first.version, 1U);
+  // While the slow trainer waits between its steps, another commits three versions.
+  auto fast = startTrainer("fast", {"--steps", "3"});
+  for (std::uint64_t version = 2; version <= 4; ++version) {
+    const auto outcome = nextOutcome();
+    ASSERT_TRUE(outcome.committed) << outcome.detail;
+    ASSERT_EQ(outcome.version, version);
+  }
+  ASSERT_EQ(fast.wait(kPatience), 0);
+  // The slow trainer's next step is refused (version 2 is not above 4) and the one after publishes version 5.
+  const auto outcome = nextOutcome();
+  EXPECT_TRUE(outcome.committed) << outcome.detail;
+  EXPECT_EQ(outcome.version, 5U);
+  EXPECT_EQ(slow.wait(kPatience), 4) << "one step was refused";
+  EXPECT_THAT(readTextFile(path("slow.log")), HasSubstr("VersionNotIncreasing"));
+}
+
+// Issue 13, 5: SIGTERM stops a trainer that waits for an outcome that does not come (its coordinator is frozen).
+TEST_F(RoundFixture, ATrainerWaitingForAnOutcomeStopsOnSigterm) {
+  startCoordinator({"--fault", "stop@transfer:2"});
+  auto worker = startWorker("w0");
+  waitForAgents(1);
+  auto trainer = startTrainer("t0", {"--steps", "0", "--interval-ms", "20"}, path("trainer.log"));
+  ASSERT_TRUE(nextOutcome().committed);
+  // The coordinator stops itself once version 2's transfer plans are out; the trainer waits for the outcome.
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (readTextFile("/proc/" + std::to_string(coordinator_->pid()) + "/stat").find(") T ") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the coordinator's stop fault never struck";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto signalled = std::chrono::steady_clock::now();
+  trainer.signal(SIGTERM);
+  EXPECT_TRUE(trainer.wait(kPatience).has_value()) << "the trainer ignored SIGTERM";
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::seconds(5));
+  coordinator_->signal(SIGCONT);
 }
 
 TEST_F(RoundFixture, ALiveAgentIdIsNotTakenTwice) {

@@ -68,6 +68,7 @@ nlohmann::json snapshotJson(const std::string& busName, const msg::SnapshotReply
           {"round_bytes", snapshot.round_bytes()},
           {"paused", snapshot.paused()},
           {"pause_mode", lower(msg::EnumNamePauseMode(snapshot.pause_mode()))},
+          {"operator_paused", snapshot.operator_paused()},
           {"agents", agents}};
 }
 
@@ -217,9 +218,15 @@ int main(int argc, char** argv) {
         std::printf("round %" PRIu64 " (version %" PRIu64 ") in phase %s\n", snapshot->round(),
                     snapshot->round_version(), lower(msg::EnumNameRoundPhase(snapshot->phase())).c_str());
       }
-      std::printf("generation %s\n", snapshot->paused()
-                                         ? ("paused (" + lower(msg::EnumNamePauseMode(snapshot->pause_mode())) + ")").c_str()
-                                         : "running");
+      std::string generation = "running";
+      if (snapshot->operator_paused()) {
+        // Held until 'wsync-ctl resume', through rounds and coordinator restarts.
+        generation = "paused by an operator (" + lower(msg::EnumNamePauseMode(snapshot->operator_pause_mode())) +
+                     ") until 'wsync-ctl resume'";
+      } else if (snapshot->paused()) {
+        generation = "paused (" + lower(msg::EnumNamePauseMode(snapshot->pause_mode())) + ") for the round";
+      }
+      std::printf("generation %s\n", generation.c_str());
       printAgents(*snapshot);
     }
     return kExitOk;

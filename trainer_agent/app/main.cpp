@@ -13,6 +13,7 @@
 #include "wsync/bus/log_flags.hpp"
 #include "wsync/bus/model_catalog.hpp"
 #include "wsync/bus/progress_bar.hpp"
+#include "wsync/bus/protocol.hpp"
 #include "wsync/bus/safetensors.hpp"
 #include "wsync/trainer_agent/trainer_agent.hpp"
 
@@ -24,6 +25,10 @@ using trainer_agent::PublishOutcome;
 
 std::atomic<bool> stopRequested{false};
 void requestStop(int) { stopRequested.store(true, std::memory_order_release); }
+
+// After a refused or aborted version, the next attempt waits this long: a refusal for a round in progress or a
+// busy bus is answered at once, and retrying in a tight loop would only flood the coordinator's log.
+constexpr std::chrono::milliseconds kRetryPause{200};
 
 // The weights the trainer publishes: one owned buffer per tensor, in manifest order.
 struct Model {
@@ -116,13 +121,14 @@ void logOutcome(const PublishOutcome& outcome) {
 }
 
 // Waits for the outcome of `version`, drawing a progress bar while its payload moves (on a terminal, and only for
-// transfers longer than bus::kProgressBarDelay).
+// transfers longer than bus::kProgressBarDelay). Nothing when SIGINT or SIGTERM came first: stopping the agent then
+// aborts the round in flight.
 std::optional<PublishOutcome> waitWithProgress(trainer_agent::TrainerAgent& trainer, std::uint64_t version) {
   constexpr std::chrono::milliseconds kProgressPoll{50};  // a redraw needs no more (bus::kProgressBarRedraw)
   std::optional<bus::ProgressBar> bar;
   while (true) {
     if (auto outcome = trainer.waitOutcome(kProgressPoll)) return outcome;
-    if (trainer.stopped()) return std::nullopt;
+    if (trainer.stopped() || stopRequested.load(std::memory_order_acquire)) return std::nullopt;
     const trainer_agent::PublishProgress progress = trainer.progress();
     if (progress.version != version || !progress.sending) continue;
     const auto now = std::chrono::steady_clock::now();
@@ -169,6 +175,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"shm", "nccl", "cuda_ipc"}));
   app.add_option("--cuda-device", options.cudaDevice, "the GPU of the model (nccl, cuda_ipc)")->capture_default_str();
+  std::int64_t linkTimeoutMs = options.link.timeout.count();
+  app.add_option("--link-timeout-ms", linkTimeoutMs,
+                 "silence of the coordinator after which its connection counts as lost (and the agent registers again)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{100}, std::int64_t{3'600'000}));
   app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] (docs/faults.md)")->group("Testing");
   log::LogFlags logFlags;
   logFlags.addTo(app);
@@ -190,6 +201,7 @@ int main(int argc, char** argv) {
     }
     options.fault = *spec;
   }
+  options.link.timeout = std::chrono::milliseconds(linkTimeoutMs);
   options.channel = channel == "nccl"       ? msg::ChannelKind::Nccl
                     : channel == "cuda_ipc" ? msg::ChannelKind::CudaIpc
                                             : msg::ChannelKind::Shm;
@@ -237,6 +249,11 @@ int main(int argc, char** argv) {
   const auto& views = onDevice ? onDevice->views : hostViews;
   bool uploaded = false;
   for (std::uint64_t step = 0; (steps == 0 || step < steps) && !stopRequested.load(); ++step) {
+    if (version > bus::kMaxVersion) {
+      log::error("version {} is above the highest a bus takes ({}): nothing more can be published", version,
+                 bus::kMaxVersion);
+      return 4;
+    }
     if (!noPerturb) perturb(*weights, seed, version);
     if (onDevice && (!noPerturb || !uploaded)) {
       if (auto copied = onDevice->upload(*weights); !copied) {
@@ -260,8 +277,14 @@ int main(int argc, char** argv) {
       ++version;
     } else {
       ++failures;
-      // Someone else committed meanwhile: continue above it. Otherwise the same version is tried again.
+      if (outcome->refusal == msg::ErrorCode::InvalidField) {
+        log::error("version {} will never be accepted; stopping", version);
+        break;
+      }
+      // Someone else committed meanwhile: go on above the bus's committed version (every refusal and every fate
+      // report carries it). Otherwise the same version is tried again.
       version = std::max(version, trainer.committedVersion() + 1);
+      std::this_thread::sleep_for(kRetryPause);
     }
     if (intervalMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(intervalMs));
   }

@@ -21,6 +21,9 @@ constexpr std::chrono::milliseconds kIoSlice{100};
 constexpr std::chrono::minutes kSendDeadline{10};
 // A pause fault waits at most this long for the coordinator to reach its pause phase.
 constexpr std::chrono::seconds kFaultPhaseWait{5};
+// A question about a version's fate is asked again this often until answered: the coordinator answers at once, so
+// only a lost connection (handled on its own) leaves it unanswered.
+constexpr std::chrono::milliseconds kFateQueryRepeat{1000};
 
 }  // namespace
 
@@ -57,6 +60,11 @@ struct TrainerAgent::Job {
   Clock::time_point beganAt{};
   Clock::time_point planAt{};
   std::chrono::nanoseconds sending{0};
+  // By then the round's outcome must have arrived (Registration::roundBound), or the connection is given up.
+  Clock::time_point outcomeDeadline{};
+  // The connection was lost after BeginUpdate left: the outcome comes from a VersionQuery once registered again.
+  bool fateUnknown = false;
+  Clock::time_point nextFateQuery{};
 };
 
 // I/O-thread state that survives jobs: the open channel and the bucket plan, both reused round after round.
@@ -80,6 +88,7 @@ tl::expected<std::unique_ptr<TrainerAgent>, TrainerFailure> TrainerAgent::start(
   sessionOptions.role = msg::Role::Trainer;
   sessionOptions.requestedRank = options.requestedRank;
   sessionOptions.channels = {options.channel};
+  sessionOptions.link = options.link;
   auto session = bus::AgentSession::open(*context, sessionOptions);
   if (!session) return bus::fail(TrainerError::Session, session.error().describe());
   auto registration = (*session)->registerAgent(0);
@@ -200,6 +209,86 @@ void TrainerAgent::finish(PublishOutcome outcome) {
   outcomeReady_.notify_all();
 }
 
+void TrainerAgent::noteCommitted(std::uint64_t version) {
+  // Versions only go up: an answer that arrived late never lowers what we know.
+  if (version <= committed_.load(std::memory_order_acquire)) return;
+  committed_.store(version, std::memory_order_release);
+  session_->setAppliedVersion(version);
+  log::setVersion(version);
+}
+
+void TrainerAgent::linkLost() {
+  // Whatever the coordinator does with our round now, we can no longer hear it on this connection: the channel of
+  // the old registration goes, and the version's fate is asked once registered again.
+  cache_->channel.reset();
+  if (active_ && active_->began && !active_->fateUnknown) {
+    active_->fateUnknown = true;
+    log::warn("version {}: lost the coordinator mid-round; its outcome will be asked once registered again",
+              active_->version);
+  }
+}
+
+void TrainerAgent::reregistered() {
+  // Perhaps a new coordinator: it may have neither our manifest nor our channel.
+  noteCommitted(session_->registration().committedVersion);
+  cache_->channel.reset();
+  cache_->manifestSentEpoch = 0;
+  if (active_ && active_->began) {
+    active_->fateUnknown = true;
+    askFate();
+  }
+}
+
+void TrainerAgent::askFate() {
+  bus::MessageBuilder builder;
+  (void)session_->send(builder, msg::CreateVersionQuery(builder.fbb(), active_->version));
+  active_->nextFateQuery = Clock::now() + kFateQueryRepeat;
+}
+
+void TrainerAgent::handleFate(const msg::VersionReport& report) {
+  noteCommitted(report.committed_version());
+  if (!active_ || !active_->fateUnknown || report.version() != active_->version) return;
+  PublishOutcome outcome;
+  switch (report.fate()) {
+    case msg::VersionFate::Committed:
+      noteCommitted(report.version());
+      outcome = outcomeOf(OutcomeKind::Committed);
+      break;
+    case msg::VersionFate::InProgress:
+      // Another trainer's round of the same version (ours ended when our registration did): ask again later.
+      return;
+    case msg::VersionFate::Superseded:
+      outcome = outcomeOf(OutcomeKind::Aborted);
+      outcome.reason = msg::AbortReason::VersionNotIncreasing;
+      break;
+    case msg::VersionFate::Aborted:
+    case msg::VersionFate::NotCommitted:
+    case msg::VersionFate::Unknown:
+      outcome = outcomeOf(OutcomeKind::Aborted);
+      outcome.reason = report.reason() == msg::AbortReason::None ? msg::AbortReason::Lost : report.reason();
+      break;
+  }
+  if (report.round() != 0) outcome.round = report.round();
+  outcome.detail = "the coordinator says, after the connection was lost: " +
+                   std::string(msg::EnumNameVersionFate(report.fate())) +
+                   (report.detail() != nullptr && report.detail()->size() != 0 ? ": " + report.detail()->str()
+                                                                               : std::string());
+  log::info("version {}: {}", active_->version, outcome.detail);
+  finish(std::move(outcome));
+}
+
+void TrainerAgent::checkOutcomeDeadline() {
+  if (!active_ || !active_->began || active_->fateUnknown) return;
+  if (Clock::now() < active_->outcomeDeadline) return;
+  // The coordinator ends every round within its phase timeouts: an outcome this late was lost with a message, or
+  // the coordinator is stuck. A new connection and the version's fate settle it either way.
+  session_->restartConnection("version " + std::to_string(active_->version) + ": no outcome within " +
+                              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 Clock::now() - active_->beganAt)
+                                                 .count()) +
+                              " ms, longer than its round can last");
+}
+
 void TrainerAgent::ioLoop() {
   while (true) {
     {
@@ -207,36 +296,26 @@ void TrainerAgent::ioLoop() {
       if (stopping_) break;
       if (!active_ && pending_) active_ = std::move(pending_);
     }
-    if (active_ && !active_->began) beginRound();
+    if (active_ && !active_->began && session_->registered()) beginRound();
+    checkOutcomeDeadline();
+    if (active_ && active_->fateUnknown && session_->registered() && Clock::now() >= active_->nextFateQuery) {
+      askFate();
+    }
     auto delivery = session_->next(kIoSlice);
     if (!delivery) {
       log::error("{}", delivery.error().describe());
       std::this_thread::sleep_for(kIoSlice);
       continue;
     }
-    if (delivery->reregistered) {
-      // A new coordinator: it has neither our manifest nor our round.
-      const std::uint64_t known = session_->registration().committedVersion;
-      if (known > committed_.load()) {
-        committed_.store(known, std::memory_order_release);
-        log::setVersion(known);
-      }
-      cache_->channel.reset();
-      cache_->manifestSentEpoch = 0;
-      if (active_ && active_->began) {
-        PublishOutcome outcome = outcomeOf(OutcomeKind::Aborted);
-        outcome.reason = msg::AbortReason::CoordinatorRestart;
-        outcome.detail = "registered again during the round (the coordinator restarted or the connection was lost)";
-        finish(std::move(outcome));
-      }
-    }
+    if (delivery->linkLost) linkLost();
+    if (delivery->reregistered) reregistered();
     if (delivery->message) handle(*delivery->message);
   }
   if (active_) {
     PublishOutcome outcome = outcomeOf(OutcomeKind::Aborted);
     outcome.reason = msg::AbortReason::Requested;
     outcome.detail = "the trainer agent stopped";
-    if (active_->began) {
+    if (active_->began && !active_->fateUnknown) {
       bus::MessageBuilder builder;
       auto& fbb = builder.fbb();
       (void)session_->send(builder, msg::CreateAbort(fbb, active_->round, active_->version,
@@ -268,6 +347,7 @@ void TrainerAgent::beginRound() {
   }
   job.began = true;
   job.beginSeq = session_->lastRequestSeq();
+  job.outcomeDeadline = job.beganAt + session_->registration().roundBound(manifest.totalBytes());
   if (withManifest) cache_->manifestSentEpoch = session_->registration().epoch;
   strike(bus::FaultPoint::Begin, job.version);
   strikeDuringPause(job.version);
@@ -283,7 +363,8 @@ void TrainerAgent::strikeDuringPause(std::uint64_t version) {
   // The trainer takes no part in the pause: its fault strikes once the control block shows the coordinator waiting
   // for the workers' acks. A test widens that phase with a slow worker (a delay fault at the worker's begin).
   const auto deadline = Clock::now() + kFaultPhaseWait;
-  while (Clock::now() < deadline && session_->slot().roundState().phase != msg::RoundPhase::Pause) {
+  while (Clock::now() < deadline && session_->registered() &&
+         session_->slot().roundState().phase != msg::RoundPhase::Pause) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   strike(bus::FaultPoint::Pause, version);
@@ -291,9 +372,10 @@ void TrainerAgent::strikeDuringPause(std::uint64_t version) {
 
 void TrainerAgent::handle(const bus::Message& message) {
   if (const auto* error = message.as<msg::Error>()) {
+    noteCommitted(error->committed_version());
     const std::string detail = std::string(msg::EnumNameErrorCode(error->code())) + ": " +
                                (error->detail() ? error->detail()->str() : std::string());
-    if (!active_ || !active_->began || error->in_reply_to() != active_->beginSeq) {
+    if (!active_ || !active_->began || active_->fateUnknown || error->in_reply_to() != active_->beginSeq) {
       log::warn("coordinator: {}", detail);
       return;
     }
@@ -303,11 +385,16 @@ void TrainerAgent::handle(const bus::Message& message) {
       return;
     }
     PublishOutcome outcome = outcomeOf(OutcomeKind::Refused);
+    outcome.refusal = error->code();
     outcome.detail = detail;
     finish(std::move(outcome));
     return;
   }
-  if (!active_ || !active_->began) return;
+  if (const auto* report = message.as<msg::VersionReport>()) {
+    handleFate(*report);
+    return;
+  }
+  if (!active_ || !active_->began || active_->fateUnknown) return;
   if (const auto* plan = message.as<msg::TransferPlan>()) {
     if (plan->version() != active_->version || plan->receiver() != -1) return;
     active_->round = plan->round();
@@ -318,9 +405,7 @@ void TrainerAgent::handle(const bus::Message& message) {
   if (const auto* commit = message.as<msg::Commit>()) {
     if (commit->version() != active_->version) return;
     strike(bus::FaultPoint::Commit, commit->version());
-    committed_.store(commit->version(), std::memory_order_release);
-    log::setVersion(commit->version());
-    session_->setAppliedVersion(commit->version());
+    noteCommitted(commit->version());
     PublishOutcome outcome = outcomeOf(OutcomeKind::Committed);
     outcome.round = commit->round();
     outcome.bytes = commit->bytes();
@@ -361,6 +446,8 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
   // The channels give up when the coordinator ends the round (an abort: its phase in the control block) or dies.
   const std::uint64_t round = plan.round();
   auto roundEnded = [this, round] {
+    // A lost connection took the registration, and the round with it.
+    if (!session_->registered()) return true;
     const bus::RoundState state = session_->slot().roundState();
     // A dead coordinator aborts nothing: give up rather than wait out the send deadline (docs/faults.md).
     return state.round != round || state.phase != msg::RoundPhase::Transfer || coordinatorWatch_.gone(session_->slot());
@@ -399,8 +486,10 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
                             " buckets, the manifest gives " + std::to_string(cache.plan->bucketCount()));
     return;
   }
-  session_->slot().setPhase(bus::AgentPhase::Sending);
-  session_->slot().setTransferProgress(round, 0);
+  if (session_->registered()) {
+    session_->slot().setPhase(bus::AgentPhase::Sending);
+    session_->slot().setTransferProgress(round, 0);
+  }
   progressBytes_.store(0, std::memory_order_relaxed);
   progressTotal_.store(manifest.totalBytes(), std::memory_order_relaxed);
   progressVersion_.store(job.version, std::memory_order_relaxed);
@@ -416,7 +505,7 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
                                   Clock::now() + kSendDeadline);
   job.sending = Clock::now() - started;
   progressSending_.store(false, std::memory_order_release);
-  session_->slot().setPhase(bus::AgentPhase::Idle);
+  if (session_->registered()) session_->slot().setPhase(bus::AgentPhase::Idle);
   if (!sent) {
     // An NCCL communicator that failed a transfer is aborted; the coordinator hands out a new unique id.
     if (cache.channel->kind() == msg::ChannelKind::Nccl) cache.channel.reset();

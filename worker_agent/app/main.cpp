@@ -94,6 +94,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"shm", "nccl", "cuda_ipc"}));
   app.add_option("--cuda-device", options.cudaDevice, "the GPU of the weights (nccl, cuda_ipc)")->capture_default_str();
+  std::int64_t linkTimeoutMs = options.link.timeout.count();
+  app.add_option("--link-timeout-ms", linkTimeoutMs,
+                 "silence of the coordinator after which its connection counts as lost (and the agent registers again)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{100}, std::int64_t{3'600'000}));
   app.add_flag("-q,--quiet", quiet, "log only warnings and errors (unless --log-level says otherwise)");
   log::LogFlags logFlags;
   logFlags.addTo(app);
@@ -121,6 +126,7 @@ int main(int argc, char** argv) {
     }
     options.faults = *faults;
   }
+  options.link.timeout = std::chrono::milliseconds(linkTimeoutMs);
   engineOptions.step = std::chrono::milliseconds(stepMs);
   if (exitAfter->count() > 0) engineOptions.exitAfterVersion = exitAfterVersion;
 

@@ -77,7 +77,17 @@ void RoundHandler::resumeEngine() {
   }
   paused_ = false;
   setPhase(bus::AgentPhase::Idle);
-  hooks_.resume(appliedVersion_.load(std::memory_order_acquire));
+  const std::uint64_t version = appliedVersion_.load(std::memory_order_acquire);
+  log::debug("generation resumes on version {}", version);
+  hooks_.resume(version);
+}
+
+void RoundHandler::pauseEngine(msg::PauseMode mode, std::uint64_t round) {
+  if (paused_) return;  // already held, by a round, an operator or a torn in-place receive
+  log::debug("generation pauses (mode {}, {})", msg::EnumNamePauseMode(mode),
+             round == 0 ? std::string("an operator's pause") : "round " + std::to_string(round));
+  hooks_.pause(mode, round);
+  paused_ = true;
 }
 
 void RoundHandler::handle(const bus::Message& message) {
@@ -101,20 +111,52 @@ void RoundHandler::handle(const bus::Message& message) {
   }
 }
 
-void RoundHandler::reregistered() {
-  log::info("registered again with a restarted coordinator (rank {}){}", session_.registration().rank,
-            paused_ || staged_ ? "; its round is gone: dropping what was staged" : "");
-  staged_.reset();
-  // The new coordinator knows nothing of the old one's round or of an operator's pause.
+void RoundHandler::linkLost() {
+  if (inRound_) {
+    log::warn("lost the coordinator during round {} (version {}): generating on version {} meanwhile{}", pausedRound_,
+              pausedVersion_, appliedVersion_.load(std::memory_order_acquire),
+              staged_ ? "; the staged version waits for the coordinator's word" : "");
+  }
   inRound_ = false;
-  operatorPaused_ = false;
-  // The new coordinator created a new arena segment under the same name: the old mapping is of a dead one.
+  // The old registration's arena mapping and communicators are of a round that is over.
+  channels_.clear();
+  if (paused_) resumeEngine();  // keeps it paused for an operator, or when an in-place receive tore the bindings
+}
+
+void RoundHandler::reregistered() {
+  const bus::Registration& welcome = session_.registration();
+  log::info("registered again (rank {}, committed version {})", welcome.rank, welcome.committedVersion);
+  inRound_ = false;
   channels_.clear();
   if (auto attached = attach(); !attached) log::error("{}", attached.error().describe());
-  // Its round is gone and no Resume will come for it: the engine goes on with the version it has (unless an
-  // in-place receive tore it).
+  // An operator's pause outlives coordinators and links: the Welcome says whether it still holds.
+  if (welcome.operatorPaused && !operatorPaused_) {
+    log::info("an operator's pause holds (mode {})", msg::EnumNamePauseMode(welcome.operatorPauseMode));
+    pauseEngine(welcome.operatorPauseMode, 0);
+  }
+  operatorPaused_ = welcome.operatorPaused;
+  // The staged version was committed if the bus's last commit is exactly it: its Commit was lost with the link.
+  const bool missedCommit = staged_ && welcome.committedDigest != bus::Digest{} &&
+                            staged_->round == welcome.committedRound && staged_->version == welcome.committedVersion &&
+                            staged_->digest == welcome.committedDigest;
+  if (missedCommit) {
+    log::info("version {} of round {} was committed while the link was down: applying it", staged_->version,
+              staged_->round);
+    pauseEngine(pausedMode_, staged_->round);  // the copy must not race generation
+    applyStaged();
+  } else if (staged_) {
+    log::info("dropping staged version {} of round {}: the bus committed version {}", staged_->version,
+              staged_->round, welcome.committedVersion);
+    staged_.reset();
+  }
   if (paused_) resumeEngine();
   if (!paused_) setPhase(bus::AgentPhase::Idle);
+}
+
+void RoundHandler::checkRoundDeadline() {
+  if (!inRound_ || std::chrono::steady_clock::now() < roundDeadline_) return;
+  session_.restartConnection("round " + std::to_string(pausedRound_) + " (version " + std::to_string(pausedVersion_) +
+                             ") has not ended within the longest a round can last");
 }
 
 CachedManifest* RoundHandler::findManifest(const bus::Digest& digest) {
@@ -170,8 +212,7 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
     // An operator's pause: no manifest, no ack; the engine stays paused until the operator's resume.
     log::info("an operator paused generation (mode {})", msg::EnumNamePauseMode(pause.mode()));
     operatorPaused_ = true;
-    if (!paused_) hooks_.pause(pause.mode(), 0);
-    paused_ = true;
+    pauseEngine(pause.mode(), 0);
     setPhase(bus::AgentPhase::Paused);
     return;
   }
@@ -199,11 +240,12 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
     return;
   }
   // A torn worker's engine is still paused from the round that tore it, an operator's from the operator's pause.
-  if (!paused_) hooks_.pause(pause.mode(), pause.round());
-  paused_ = true;
+  pauseEngine(pause.mode(), pause.round());
   inRound_ = true;
   pausedRound_ = pause.round();
   pausedVersion_ = pause.version();
+  pausedMode_ = pause.mode();
+  roundDeadline_ = std::chrono::steady_clock::now() + session_.registration().roundBound(cached->manifest.totalBytes());
   setPhase(bus::AgentPhase::Paused);
   sendPauseAck(pause.round(), true, msg::AbortReason::None, {});
   strike(bus::FaultPoint::Pause, pause.version());
@@ -390,24 +432,29 @@ void RoundHandler::handleCommit(const msg::Commit& commit) {
     if (paused_) setPhase(bus::AgentPhase::Paused);
     return;
   }
+  applyStaged();
+  setPhase(bus::AgentPhase::Paused);
+}
+
+void RoundHandler::applyStaged() {
   // The engine is parked, so this copy is atomic with respect to generation: no step sees a mix of versions.
   // Device bindings received in place: the bytes are already there, and now they are a committed version.
+  const StagedVersion staged = *staged_;
   if (memory_ == BindingMemory::Host) {
-    const BindingMap& map = *staged_->manifest->bindingMap;
-    const auto staged = staging_.tensors();
+    const BindingMap& map = *staged.manifest->bindingMap;
+    const auto tensors = staging_.tensors();
     for (std::size_t index = 0; index < map.size(); ++index) {
       const auto& destination = bindings_.tensors()[map[index]].destination;
-      if (!staged[index].empty()) std::memcpy(destination.data(), staged[index].data(), staged[index].size());
+      if (!tensors[index].empty()) std::memcpy(destination.data(), tensors[index].data(), tensors[index].size());
     }
   }
   torn_ = false;
-  session_.setAppliedVersion(commit.version());
-  appliedVersion_.store(commit.version(), std::memory_order_release);
-  log::setVersion(commit.version());
+  session_.setAppliedVersion(staged.version);
+  appliedVersion_.store(staged.version, std::memory_order_release);
+  log::setVersion(staged.version);
   ++roundsApplied_;
   staged_.reset();
-  setPhase(bus::AgentPhase::Paused);
-  if (hooks_.applied) hooks_.applied(commit.version(), commit.round());
+  if (hooks_.applied) hooks_.applied(staged.version, staged.round);
 }
 
 void RoundHandler::handleAbort(const msg::Abort& abort) {

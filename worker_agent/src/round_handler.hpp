@@ -2,6 +2,7 @@
 // The worker's side of each update round (docs/update-round.md), message by message. Owned by WorkerAgent and
 // called only on its I/O thread, except committedVersion() and counters(), which any thread may call.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -49,8 +50,16 @@ class RoundHandler {
   // every re-registration (a restarted coordinator has a new block).
   tl::expected<void, WorkerFailure> attach();
   void handle(const bus::Message& message);
-  // The coordinator restarted and we registered again: its round is gone, so is ours.
+  // The connection to the coordinator was lost (or given up): the round we were in is out of our hands. The engine
+  // goes on with the version it holds (unless an in-place receive tore it) instead of waiting for a coordinator that
+  // may be gone or frozen; what was staged is kept until the next Welcome says whether it was committed.
+  void linkLost();
+  // Registered again (a restarted coordinator, a lost link): applies the staged version if the Welcome says it was
+  // committed (its Commit was lost with the link), drops it otherwise, and takes over the operator's pause.
   void reregistered();
+  // A round that has heard nothing from the coordinator for longer than a round can last is given up: the connection
+  // is replaced and the Welcome settles what the bus decided.
+  void checkRoundDeadline();
 
   std::uint64_t committedVersion() const;
   WorkerCounters counters() const;
@@ -62,6 +71,8 @@ class RoundHandler {
   void handleCommit(const msg::Commit& commit);
   void handleAbort(const msg::Abort& abort);
   void handleResume(const msg::Resume& resume);
+  // Copies the staged version into the bindings (the engine is paused) and makes it the applied one.
+  void applyStaged();
   // Test faults (WorkerFaults::fault); a disconnect drops the session's connection for its outage.
   void strike(bus::FaultPoint point, std::uint64_t version);
 
@@ -76,6 +87,8 @@ class RoundHandler {
   void sendUpdateDone(std::uint64_t round, std::uint64_t version, bool ok, const bus::TransferResult& result,
                       msg::AbortReason reason, const std::string& detail);
   void setPhase(bus::AgentPhase phase);
+  // Quiesces the engine unless something holds it paused already.
+  void pauseEngine(msg::PauseMode mode, std::uint64_t round);
   void resumeEngine();
   CachedManifest* findManifest(const bus::Digest& digest);
   tl::expected<bus::Channel*, bus::ChannelFailure> channel(const msg::TransferPlan& plan);
@@ -107,6 +120,9 @@ class RoundHandler {
   bool operatorPaused_ = false;  // an operator's pause (Pause of round 0) until its Resume
   std::uint64_t pausedRound_ = 0;
   std::uint64_t pausedVersion_ = 0;
+  msg::PauseMode pausedMode_ = msg::PauseMode::Keep;
+  // While in a round: by then it must have ended (Registration::roundBound), or the connection is given up.
+  std::chrono::steady_clock::time_point roundDeadline_{};
 
   std::atomic<std::uint64_t> roundsApplied_{0};
   std::atomic<std::uint64_t> roundsAborted_{0};

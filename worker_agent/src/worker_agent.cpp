@@ -35,6 +35,7 @@ tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(Wor
                      "device bindings need the GPU channels, and this build of wsync has none (built without CUDA)");
   }
   session.registrationTimeout = options.registrationTimeout;
+  session.link = options.link;
   auto opened = bus::AgentSession::open(agent->context_, std::move(session));
   if (!opened) {
     const auto code = opened.error().code == bus::SessionError::InvalidOptions ? WorkerError::InvalidOptions
@@ -86,8 +87,10 @@ void WorkerAgent::run() {
       continue;
     }
     lastFailure.clear();
+    if (delivery->linkLost) rounds_->linkLost();
     if (delivery->reregistered) rounds_->reregistered();
     if (delivery->message) rounds_->handle(*delivery->message);
+    rounds_->checkRoundDeadline();
   }
 }
 

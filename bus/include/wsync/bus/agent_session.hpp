@@ -17,7 +17,9 @@
 #include "wsync/bus/control_block.hpp"
 #include "wsync/bus/dealer_endpoint.hpp"
 #include "wsync/bus/failure.hpp"
+#include "wsync/bus/manifest.hpp"
 #include "wsync/bus/message.hpp"
+#include "wsync/bus/socket_options.hpp"
 
 namespace wsync::bus {
 
@@ -37,6 +39,9 @@ inline constexpr std::chrono::milliseconds kRegistrationTimeout{30'000};
 // A refused duplicate id is retried at this pace: the coordinator replaces the old registration as soon as it
 // sees the old process gone or its heartbeat expire.
 inline constexpr std::chrono::milliseconds kDuplicateRetryInterval{250};
+// While registering again (after a lost link or an unknown-agent refusal), the hello is repeated this often: a
+// coordinator frozen or restarting answers the first one it reads.
+inline constexpr std::chrono::milliseconds kHelloRepeatInterval{1000};
 
 struct SessionOptions {
   std::string bus;
@@ -47,6 +52,7 @@ struct SessionOptions {
   std::int32_t requestedRank = -1;
   std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm};
   std::chrono::milliseconds registrationTimeout = kRegistrationTimeout;
+  LinkHeartbeat link{};  // how soon a silent coordinator's connection counts as lost
 };
 
 // What the coordinator granted (from Welcome).
@@ -58,12 +64,30 @@ struct Registration {
   std::uint64_t committedVersion = 0;
   std::chrono::milliseconds heartbeatInterval{200};
   std::chrono::milliseconds heartbeatTimeout{2000};
+  // The last commit: an agent that lost its connection mid-round learns from it what the bus decided.
+  std::uint64_t committedRound = 0;
+  Digest committedDigest{};  // zero when the coordinator does not know it (it restarted since)
+  // The coordinator's phase timeouts, from which an agent bounds its own wait for a round's outcome (roundBound).
+  std::chrono::milliseconds pauseTimeout{0};
+  std::chrono::milliseconds transferTimeout{0};
+  std::chrono::milliseconds transferTimeoutPerGiB{0};
+  bool operatorPaused = false;  // an operator's pause holds: a worker keeps its engine paused
+  msg::PauseMode operatorPauseMode = msg::PauseMode::Keep;
+
+  // The longest a round of `payloadBytes` can last before the coordinator ends it, plus the time its last message
+  // needs to arrive: an agent that has heard nothing of its round by then has lost it (docs/faults.md).
+  std::chrono::milliseconds roundBound(std::uint64_t payloadBytes) const;
 };
 
-// One delivery from the coordinator. `reregistered` is set on the first delivery after the agent registered
-// again with a restarted coordinator: whatever round the agent was in is gone.
+// One delivery from the coordinator.
 struct SessionDelivery {
   std::optional<Message> message;
+  // The connection was lost (or replaced: restartConnection()) and the registration with it: whatever the agent
+  // was doing for its round must end now, without waiting for a coordinator that may be gone or frozen. The agent
+  // is registering again on a new connection.
+  bool linkLost = false;
+  // Set on the first delivery after the agent registered again (a restarted coordinator, a lost link, a coordinator
+  // that had dropped it): registration() holds the new Welcome, with what the bus committed meanwhile.
   bool reregistered = false;
   bool woken = false;  // wake() was called
 };
@@ -100,10 +124,14 @@ class AgentSession {
   // Frees the slot at the coordinator now rather than after the heartbeat timeout.
   void goodbye(const std::string& reason);
 
+  // Gives up the connection and the registration it carried, and registers again on a new one: for an agent that
+  // has heard nothing of its round for longer than the round can last (a message lost, a coordinator stuck). The
+  // next delivery reports `linkLost`.
+  void restartConnection(const std::string& why);
+
   // Test faults (fault_injection.hpp): cuts the control connection as a broken link to another host would (its
   // messages and heartbeats stop; what was queued is lost), stays silent for `outage`, then connects again under a
-  // new routing id. The coordinator, having lost the agent or not, answers its next heartbeat with UnknownAgent and
-  // the agent registers again (next() reports `reregistered`), as after a coordinator restart.
+  // new routing id and registers again, as after any lost link (next() reports `linkLost`, then `reregistered`).
   void dropConnection(std::chrono::milliseconds outage);
 
   bool registered() const { return slot_ != nullptr; }
@@ -129,6 +157,10 @@ class AgentSession {
 
   tl::expected<void, SessionFailure> sendBytes(std::span<const std::uint8_t> bytes);
   tl::expected<void, SessionFailure> sendHello();
+  // Closes the connection (nothing queued is sent), ends the registration it carried (the shared-memory heartbeat
+  // stops, so that the old registration expires) and, after `outage`, connects again under a new routing id and
+  // says hello. The next delivery reports `linkLost`.
+  void replaceConnection(std::chrono::milliseconds outage);
   void sendHeartbeatIfDue();
   // Handles a Welcome or a registration Error; returns true when the message was one of them.
   tl::expected<bool, SessionFailure> handleRegistrationReply(const Message& message);
@@ -147,6 +179,7 @@ class AgentSession {
   std::uint64_t requestSeq_ = 0;
   std::uint64_t helloSeq_ = 0;        // seq of the hello the current registration answers
   bool awaitingWelcome_ = false;
+  bool linkLostPending_ = false;  // replaceConnection() ran and next() has not reported it yet
   bool refusedDuplicate_ = false;
   std::optional<SessionFailure> refusal_;  // a refusal other than a duplicate id, for registerAgent
   std::chrono::steady_clock::time_point nextHeartbeat_{};

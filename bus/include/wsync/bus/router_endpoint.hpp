@@ -12,6 +12,7 @@
 #include "wsync/bus/curve.hpp"
 #include "wsync/bus/received.hpp"
 #include "wsync/bus/rejection_counters.hpp"
+#include "wsync/bus/socket_options.hpp"
 #include "wsync/bus/transport_error.hpp"
 
 namespace wsync::bus {
@@ -21,10 +22,12 @@ namespace wsync::bus {
 class RouterEndpoint {
  public:
   // `ioThreadAffinity`: ZMQ_AFFINITY, the context's I/O threads (bit i: thread i) this socket's connections use;
-  // 0 leaves the choice to ZeroMQ. `curveServer`: a CURVE server with this key pair (tcp, curve.hpp).
+  // 0 leaves the choice to ZeroMQ. `curveServer`: a CURVE server with this key pair (tcp, curve.hpp). `link`: how
+  // soon a connection whose peer stopped answering is dropped.
   static tl::expected<RouterEndpoint, TransportFailure> bind(zmq::context_t& context, const std::string& endpoint,
                                                              std::uint64_t ioThreadAffinity = 0,
-                                                             const std::optional<CurveKeyPair>& curveServer = {});
+                                                             const std::optional<CurveKeyPair>& curveServer = {},
+                                                             const LinkHeartbeat& link = {});
 
   // Waits up to `timeout` (0: just look) for one request; empty when none arrived.
   tl::expected<std::optional<Received>, TransportFailure> receive(std::chrono::milliseconds timeout);

@@ -32,6 +32,7 @@ struct CoordinatorStats {
   std::uint64_t agentsJoined = 0;
   std::uint64_t agentsDied = 0;
   std::uint64_t requestsRejected = 0;  // malformed, unknown sender, refused
+  std::uint64_t endpointResets = 0;    // the request endpoint was reset to free what its connections held
 };
 
 class Coordinator {

@@ -7,6 +7,7 @@
 
 #include "wsync/bus/curve.hpp"
 #include "wsync/bus/fault_injection.hpp"
+#include "wsync/bus/socket_options.hpp"
 
 namespace wsync::coordinator {
 
@@ -35,6 +36,13 @@ inline constexpr std::uint64_t kDefaultGpuBucketBytes = std::uint64_t{1} << 30;
 inline constexpr std::uint32_t kDefaultAlignment = 256;
 // Manifests kept by digest; a trainer re-declaring an older one resends it.
 inline constexpr std::size_t kMaxCachedManifests = 8;
+// Outcomes of the last rounds, for a trainer that lost its connection and asks what became of its version
+// (VersionQuery): it asks within seconds, and this covers minutes of rounds back to back.
+inline constexpr std::size_t kRoundHistory = 1024;
+// Memory the request endpoint may hold beyond the coordinator's own: ZeroMQ assembles a message of many parts whole
+// before handing it over (ZMQ_MAXMSGSIZE bounds each part, not their number), so a client could otherwise make the
+// coordinator hold gigabytes. Past the budget the endpoint is reset (docs/security.md, "Bounded resources").
+inline constexpr std::uint64_t kDefaultReceiveMemoryBudget = std::uint64_t{1} << 30;
 
 struct CoordinatorOptions {
   std::string bus;
@@ -47,6 +55,8 @@ struct CoordinatorOptions {
   std::uint32_t bufferCount = kDefaultBufferCount;
   std::uint64_t gpuBucketBytes = kDefaultGpuBucketBytes;  // nccl and cuda_ipc rounds
   std::uint32_t alignment = kDefaultAlignment;
+  bus::LinkHeartbeat link{};  // how soon a connection whose agent stopped answering is dropped
+  std::uint64_t receiveMemoryBudget = kDefaultReceiveMemoryBudget;
   // tcp only (docs/security.md): the coordinator's CURVE key pair and the client public keys it admits; or
   // `insecure`, for plain tcp on a network the operator trusts. A tcp bus with neither refuses to start.
   std::optional<bus::CurveKeyPair> curveKeys{};

@@ -55,6 +55,7 @@ struct TrainerOptions {
   // the stream that wrote them) before publish().
   msg::ChannelKind channel = msg::ChannelKind::Shm;
   int cudaDevice = 0;
+  bus::LinkHeartbeat link{};  // how soon a silent coordinator's connection counts as lost
   // Test only (tests/faults, docs/faults.md): strike this process at one point of one version's round.
   std::optional<bus::FaultSpec> fault{};
 };
@@ -73,7 +74,8 @@ enum class OutcomeKind : std::uint8_t {
 struct PublishOutcome {
   std::uint64_t version = 0;
   OutcomeKind kind = OutcomeKind::Aborted;
-  msg::AbortReason reason = msg::AbortReason::None;
+  msg::AbortReason reason = msg::AbortReason::None;  // Aborted: why
+  msg::ErrorCode refusal = msg::ErrorCode::None;     // Refused: the coordinator's error code
   std::string detail;
   std::uint64_t round = 0;
   std::uint64_t bytes = 0;
@@ -119,7 +121,9 @@ class TrainerAgent {
 
   PublishProgress progress() const;
 
-  // The last version this agent knows to be committed on the bus.
+  // The bus's committed version as this agent last heard it: from its own commits, its registration, and every
+  // answer of the coordinator (a refusal carries it too), so that a trainer refused for a version another trainer
+  // committed meanwhile knows where to go on from.
   std::uint64_t committedVersion() const;
   std::int32_t rank() const { return rank_; }
   const std::string& agentId() const { return options_.agentId; }
@@ -142,6 +146,15 @@ class TrainerAgent {
   void strikeDuringPause(std::uint64_t version);
   void finish(PublishOutcome outcome);
   PublishOutcome outcomeOf(OutcomeKind kind) const;
+  // The connection to the coordinator was lost: the round of the version in flight is out of our hands.
+  void linkLost();
+  // Registered again: asks the coordinator what became of the version in flight (VersionQuery).
+  void reregistered();
+  void askFate();
+  void handleFate(const msg::VersionReport& report);
+  // The version in flight heard nothing of its round for longer than a round can last: give up the connection.
+  void checkOutcomeDeadline();
+  void noteCommitted(std::uint64_t version);
 
   TrainerOptions options_;
   std::unique_ptr<zmq::context_t> context_;  // outlives the session's socket

@@ -58,6 +58,7 @@ struct WorkerOptions {
   BindingMemory bindingMemory = BindingMemory::Host;
   int cudaDevice = 0;  // Device bindings: the CUDA device they are on
   std::chrono::milliseconds registrationTimeout = kRegistrationTimeout;
+  bus::LinkHeartbeat link{};  // how soon a silent coordinator's connection counts as lost
   WorkerFaults faults{};  // test only
 };
 

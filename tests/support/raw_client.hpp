@@ -1,0 +1,111 @@
+#pragma once
+// Test support: a client written from schemas/control.fbs alone: a plain ZeroMQ DEALER and the generated FlatBuffers
+// builders, none of the agents' library. It can say what no agent would (a hello that lies, an enum out of range, a
+// message of many parts), which is what the hostile-client tests need.
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "wsync/bus/message.hpp"
+#include "wsync/bus/protocol.hpp"
+
+namespace wsync::test {
+
+class RawClient {
+ public:
+  // Connects a DEALER to `endpoint` under routing id "<label>#raw<random>". `receiveHighWaterMark`: messages the
+  // socket queues for us before the coordinator's sends to us fail (1 makes a client that never reads cheap to be).
+  RawClient(zmq::context_t& context, const std::string& endpoint, const std::string& label,
+            int receiveHighWaterMark = 1000)
+      : socket_(context, zmq::socket_type::dealer) {
+    std::random_device entropy;
+    routingId_ = label + "#raw" + std::to_string(entropy());
+    socket_.set(zmq::sockopt::routing_id, routingId_);
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::rcvhwm, receiveHighWaterMark);
+    socket_.set(zmq::sockopt::sndhwm, 0);  // no limit on our side: the coordinator's own limits must hold
+    socket_.connect(endpoint);
+  }
+
+  // Sends one message (one frame), stamped with `epoch` and the next request number; returns that number.
+  template <typename Body>
+  std::uint64_t send(bus::MessageBuilder& builder, flatbuffers::Offset<Body> body, std::uint64_t epoch = 0) {
+    const auto bytes = builder.finish(body, bus::EnvelopeStamp{epoch, ++seq_});
+    socket_.send(zmq::const_buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
+    return seq_;
+  }
+
+  // The next message that decodes and `accept`s, within `timeout`.
+  template <typename Accept>
+  std::optional<bus::Message> receive(Accept&& accept, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      zmq::message_t frame;
+      while (socket_.recv(frame, zmq::recv_flags::dontwait)) {
+        auto message = bus::Message::decode(std::move(frame));
+        if (message && accept(*message)) return std::move(*message);
+      }
+    }
+    return std::nullopt;
+  }
+  // The next message of type `Body`.
+  template <typename Body>
+  std::optional<bus::Message> receive(std::chrono::milliseconds timeout) {
+    return receive([](const bus::Message& message) { return message.as<Body>() != nullptr; }, timeout);
+  }
+
+  // An AgentHello as an agent of this host would send it, with every field a test may want to bend.
+  struct Hello {
+    std::string agentId;
+    msg::Role role = msg::Role::Worker;
+    std::uint64_t appliedVersion = 0;
+    std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
+    std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm};
+    std::int32_t requestedRank = -1;
+  };
+  std::uint64_t sendHello(const Hello& hello) {
+    bus::MessageBuilder builder;
+    auto& fbb = builder.fbb();
+    std::array<char, 256> host{};
+    ::gethostname(host.data(), host.size() - 1);
+    const auto channels = fbb.CreateVector(hello.channels);
+    return send(builder, msg::CreateAgentHello(fbb, fbb.CreateString(hello.agentId), hello.role, bus::kProtocolVersion,
+                                               hello.requestedRank, 1, hello.pid, fbb.CreateString(host.data()),
+                                               channels, hello.appliedVersion));
+  }
+  // Registers and returns the Welcome's epoch (nothing when refused or unanswered).
+  std::optional<std::uint64_t> registerAs(const Hello& hello, std::chrono::milliseconds timeout) {
+    sendHello(hello);
+    auto reply = receive(
+        [](const bus::Message& message) {
+          return message.as<msg::Welcome>() != nullptr || message.as<msg::Error>() != nullptr;
+        },
+        timeout);
+    if (!reply || reply->as<msg::Welcome>() == nullptr) return std::nullopt;
+    epoch_ = reply->as<msg::Welcome>()->epoch();
+    return epoch_;
+  }
+
+  const std::string& routingId() const { return routingId_; }
+  std::uint64_t epoch() const { return epoch_; }
+  zmq::socket_t& socket() { return socket_; }
+
+ private:
+  zmq::socket_t socket_;
+  std::string routingId_;
+  std::uint64_t seq_ = 0;
+  std::uint64_t epoch_ = 0;
+};
+
+}  // namespace wsync::test
