@@ -5,31 +5,14 @@
 
 #include <filesystem>
 
+#include "scoped_env.hpp"
 #include "test_environment.hpp"
 #include "wsync/bus/bus_address.hpp"
 
 namespace wsync::bus {
 namespace {
 
-// Sets an environment variable for one test and restores it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test::ScopedEnv;
 
 // A path that does not exist yet under this process's private runtime folder (unique across --gtest_repeat).
 std::string freshFolderName(const std::string& leaf) {

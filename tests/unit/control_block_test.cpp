@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "test_environment.hpp"
+#include "scoped_env.hpp"
 #include "wsync/bus/bus_lock.hpp"
 #include "wsync/bus/control_block.hpp"
 
@@ -44,27 +45,7 @@ void writeSegment(const std::string& bus, int mode, const std::function<void(Con
   fill(*static_cast<ControlBlockData*>(region.get_address()));
 }
 
-// Sets an environment variable for one test and restores it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test::ScopedEnv;
 
 // The address of the abstract socket that holds `bus` (BusLock), as another process would reach it.
 sockaddr_un busLockAddress(const std::string& bus, socklen_t& length) {
