@@ -38,6 +38,8 @@ std::string hostName() {
 }  // namespace
 
 std::chrono::milliseconds Registration::roundBound(std::uint64_t payloadBytes) const {
+  // A coordinator that sends no phase timeouts (a build before they were in the Welcome) sets no bound here.
+  if (pauseTimeout.count() == 0 && transferTimeout.count() == 0) return kNoRoundBound;
   const auto gib = static_cast<std::int64_t>((payloadBytes + (std::uint64_t{1} << 30) - 1) >> 30);
   // Two heartbeat timeouts on top: the coordinator finds a dead peer within one, and its Abort must still arrive.
   return pauseTimeout + transferTimeout + transferTimeoutPerGiB * gib + 2 * heartbeatTimeout;

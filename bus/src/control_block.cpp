@@ -184,6 +184,8 @@ std::optional<ReplacedBlock> readReplaced(const std::string& segment) {
     replaced.committedRound = data.bus.committedRound.load(std::memory_order_acquire);
     replaced.lastRound = unpackRound(data.bus.roundWord.load(std::memory_order_acquire)).round;
     replaced.operatorPause = unpackOperatorPause(data.bus.operatorPause.load(std::memory_order_acquire));
+    replaced.committedDigest = Digest{data.bus.committedDigestLo.load(std::memory_order_acquire),
+                                      data.bus.committedDigestHi.load(std::memory_order_acquire)};
     return replaced;
   } catch (const bip::interprocess_exception&) {
     return std::nullopt;  // missing or unreadable: nothing to carry on
@@ -358,6 +360,8 @@ tl::expected<ControlBlockOwner, ControlBlockFailure> ControlBlockOwner::create(s
       state.committedVersion.store(replaced->committedVersion, std::memory_order_relaxed);
       state.committedRound.store(replaced->committedRound, std::memory_order_relaxed);
       state.operatorPause.store(packOperatorPause(replaced->operatorPause), std::memory_order_relaxed);
+      state.committedDigestLo.store(replaced->committedDigest.lo, std::memory_order_relaxed);
+      state.committedDigestHi.store(replaced->committedDigest.hi, std::memory_order_relaxed);
     }
     header.magic.store(kControlBlockMagic, std::memory_order_release);  // publishes the block
     ControlBlockOwner owner(std::move(region), segment, std::move(*lock));
@@ -373,7 +377,9 @@ ControlBlockOwner::~ControlBlockOwner() {
   if (removeOnDestroy_) bip::shared_memory_object::remove(segmentName().c_str());
 }
 
-void ControlBlockOwner::setCommitted(std::uint64_t version, std::uint64_t round) {
+void ControlBlockOwner::setCommitted(std::uint64_t version, std::uint64_t round, const Digest& digest) {
+  data().bus.committedDigestLo.store(digest.lo, std::memory_order_release);
+  data().bus.committedDigestHi.store(digest.hi, std::memory_order_release);
   data().bus.committedRound.store(round, std::memory_order_release);
   data().bus.committedVersion.store(version, std::memory_order_release);
 }

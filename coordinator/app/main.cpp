@@ -1,4 +1,6 @@
 // wsync-coordinator: runs one bus until SIGINT or SIGTERM.
+#include <malloc.h>
+
 #include <atomic>
 #include <csignal>
 
@@ -13,6 +15,11 @@ namespace {
 std::atomic<bool> stopRequested{false};
 
 void requestStop(int) { stopRequested.store(true, std::memory_order_release); }
+
+// Allocations from this size up are mapped on their own and returned to the system when freed, so that the
+// daemon's resident size falls again once ZeroMQ has let go of a client's message (glibc's default threshold adapts
+// upwards to the largest block freed and would keep such blocks in the heap).
+constexpr int kMmapThresholdBytes = 256 * 1024;
 
 }  // namespace
 
@@ -51,11 +58,11 @@ int main(int argc, char** argv) {
                  "silence after which a connection is dropped (ZMTP heartbeats; its agent registers again)")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{100}, std::int64_t{3'600'000}));
-  std::uint64_t receiveBudgetMiB = options.receiveMemoryBudget >> 20;
+  std::uint64_t receiveBudgetMiB = kDefaultReceiveMemoryBudget >> 20;
   app.add_option("--receive-budget-mib", receiveBudgetMiB,
-                 "memory incoming messages may hold before the request endpoint is reset (clients reconnect)")
+                 "memory incoming messages may hold before the request endpoint is reset (clients reconnect); 0: off")
       ->capture_default_str()
-      ->check(CLI::Range(std::uint64_t{16}, std::uint64_t{1} << 20));
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 20));
   std::string curveKeysPath;
   std::string allowKeysPath;
   app.add_option("--curve-keys", curveKeysPath, "tcp: the coordinator's CURVE key-pair file (wsync-keygen makes one)");
@@ -98,6 +105,7 @@ int main(int argc, char** argv) {
   options.link.timeout = std::chrono::milliseconds(linkTimeoutMs);
   options.receiveMemoryBudget = receiveBudgetMiB << 20;
 
+  mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
   auto coordinator = Coordinator::start(options);
   if (!coordinator) {
     wsync::log::error("cannot start bus '{}': {}", options.bus, coordinator.error().describe());

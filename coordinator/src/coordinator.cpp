@@ -4,7 +4,9 @@
 #include <malloc.h>
 #include <unistd.h>
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#include <sanitizer/allocator_interface.h>
+// The sanitizer runtimes' allocator keeps its own count (clang declares it in <sanitizer/allocator_interface.h>,
+// which GCC 12 does not ship).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();  // size_t: <malloc.h>
 #endif
 
 #include <algorithm>
@@ -46,10 +48,6 @@ constexpr std::size_t kMaxOfferedChannels = 16;
 // After a reset of the request endpoint for memory, the next check waits this long: ZeroMQ frees what the closed
 // connections held on its own threads, a moment after the close, and the agents reconnect meanwhile.
 constexpr std::chrono::seconds kMemoryResetCooldown{2};
-// Allocations from this size up are mapped on their own and returned to the system when freed, so that the
-// process's resident size falls again once ZeroMQ has let go of a client's message (glibc's default threshold adapts
-// upwards to the largest block freed and would keep such blocks in the heap).
-constexpr int kMmapThresholdBytes = 256 * 1024;
 
 // Bytes this process has allocated and not freed: the heap allocator's own count, which falls as soon as ZeroMQ
 // frees a message (the resident size lags behind, and under AddressSanitizer freed memory sits in its quarantine).
@@ -125,10 +123,7 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   if (options.link.timeout.count() <= 0) {
     return bus::fail(CoordinatorError::InvalidOptions, "the link timeout must be positive");
   }
-  if (options.receiveMemoryBudget == 0) {
-    return bus::fail(CoordinatorError::InvalidOptions, "the receive memory budget must be positive");
-  }
-  mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
+
 
   // The control block first: it holds the bus lock, so a second coordinator stops here, before its bind could
   // take over the first one's ipc socket files.
@@ -169,6 +164,7 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
     // pause. Nothing an agent reports changes the committed version: only a commit of this bus does.
     impl->committedVersion = replaced->committedVersion;
     impl->committedRound = replaced->committedRound;
+    impl->committedDigest = replaced->committedDigest;
     impl->roundCounter = std::max(replaced->committedRound, replaced->lastRound);
     impl->operatorPause = replaced->operatorPause;
     log::setVersion(impl->committedVersion);
@@ -311,7 +307,7 @@ void Coordinator::Impl::rebindRequestEndpoint(std::chrono::milliseconds outage, 
 
 void Coordinator::Impl::checkReceiveMemory() {
   const auto now = Clock::now();
-  if (now < nextMemoryCheck) return;
+  if (options.receiveMemoryBudget == 0 || now < nextMemoryCheck) return;
   const std::uint64_t allocated = allocatedBytes();
   if (allocated <= baselineAllocatedBytes + options.receiveMemoryBudget) return;
   // Only ZeroMQ's receive queues grow without a bound of ours: every structure of the coordinator is capped, so
@@ -597,9 +593,11 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   // What an agent reports is its claim about itself, never bus state: the committed version changes only when this
   // bus commits (or carries on a dead coordinator's block). A worker above it holds bytes this bus never verified.
   if (agent.role == msg::Role::Worker && hello.applied_version() > committedVersion) {
-    log::warn("worker '{}' reports version {}, above the committed version {}: not a version this bus committed (a "
-              "lost control block, or a client that lies); it counts for nothing",
-              agentId, hello.applied_version(), committedVersion);
+    logLimiter.warn("claim:" + agentId, Clock::now(), [&] {
+      return "worker '" + agentId + "' reports version " + std::to_string(hello.applied_version()) +
+             ", above the committed version " + std::to_string(committedVersion) +
+             ": not a version this bus committed (a lost control block, or a client that lies); it counts for nothing";
+    });
   }
   const AgentRecord& stored = agents.emplace(source, std::move(agent)).first->second;
   ++stats.agentsJoined;
@@ -607,8 +605,12 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   // A worker joining while an operator holds generation paused is paused too.
   if (operatorPause && stored.role == msg::Role::Worker) sendOperatorPause(stored.routingId);
   publishAgentEvent(stored, msg::AgentEventKind::Joined, {});
-  log::info("{} '{}' joined (rank {}, slot {}, pid {})", msg::EnumNameRole(stored.role), stored.agentId, stored.rank,
-            stored.slot, stored.process.pid);
+  // Through the limiter, as departures are: a client registering in a loop is a few lines per interval.
+  logLimiter.info("agent:" + stored.agentId, Clock::now(), [&] {
+    return std::string(msg::EnumNameRole(stored.role)) + " '" + stored.agentId + "' joined (rank " +
+           std::to_string(stored.rank) + ", slot " + std::to_string(stored.slot) + ", pid " +
+           std::to_string(stored.process.pid) + ")";
+  });
 }
 
 void Coordinator::Impl::publishAgentEvent(const AgentRecord& agent, msg::AgentEventKind kind,
@@ -638,12 +640,13 @@ void Coordinator::Impl::removeAgent(const std::string& routingId, msg::AgentEven
   publishAgentEvent(agent, kind, detail);
   // A departure that was not asked for is worth a warning; leaving is routine.
   const auto level = kind == msg::AgentEventKind::Left ? spdlog::level::info : spdlog::level::warn;
-  log::logger()->log(level, "{} '{}' {}: {}", msg::EnumNameRole(agent.role), agent.agentId,
-      kind == msg::AgentEventKind::Left      ? "left"
-      : kind == msg::AgentEventKind::Dead    ? "died"
-      : kind == msg::AgentEventKind::Evicted ? "was evicted"
-                                             : "was replaced",
-      detail);
+  logLimiter.log(level, "agent:" + agent.agentId, Clock::now(), [&] {
+    const char* what = kind == msg::AgentEventKind::Left      ? "left"
+                       : kind == msg::AgentEventKind::Dead    ? "died"
+                       : kind == msg::AgentEventKind::Evicted ? "was evicted"
+                                                              : "was replaced";
+    return std::string(msg::EnumNameRole(agent.role)) + " '" + agent.agentId + "' " + what + ": " + detail;
+  });
   agentGone(agent, detail);
 }
 

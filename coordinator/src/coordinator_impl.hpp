@@ -210,7 +210,7 @@ struct Coordinator::Impl {
   std::uint64_t roundCounter = 0;
   std::uint64_t committedVersion = 0;
   std::uint64_t committedRound = 0;
-  bus::Digest committedDigest;  // zero when the version was committed by a coordinator before this one
+  bus::Digest committedDigest;  // the committed payload's (carried over from a dead coordinator's block)
   std::string committedLabel;
   std::deque<RoundRecord> history;  // newest last, at most kRoundHistory
   std::uint64_t baselineAllocatedBytes = 0;  // the coordinator's heap once started

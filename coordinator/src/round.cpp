@@ -390,7 +390,7 @@ void Coordinator::Impl::verifyAndCommit() {
   committedDigest = round->trainerDigest;
   log::setVersion(committedVersion);
   committedLabel = round->label;
-  block.setCommitted(round->version, round->id);
+  block.setCommitted(round->version, round->id, round->trainerDigest);
   recordOutcome(true, msg::AbortReason::None, {});
   round->phase = msg::RoundPhase::Commit;
   block.setRoundState(bus::RoundState{msg::RoundPhase::Commit, round->id});

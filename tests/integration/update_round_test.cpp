@@ -327,6 +327,26 @@ TEST_F(RoundFixture, ASecondCoordinatorRefusesToStartWhateverItsRuntimeFolder) {
   EXPECT_FALSE(bus::ControlBlockView::open(bus_));
 }
 
+// A coordinator killed after it committed a version but before it told anyone (issue 13: "every state has an owner"):
+// the next coordinator carries the commit, digest included, on from the dead one's block; the workers that staged it
+// apply it as they register again, and the trainer learns it was committed, with no further round.
+TEST_F(RoundFixture, ACommitWhoseCoordinatorDiedBeforeTellingIsAppliedAndReported) {
+  startCoordinator({"--fault", "kill@commit:2"});
+  auto w0 = startWorker("w0");
+  auto w1 = startWorker("w1");
+  waitForAgents(2);
+  auto trainer = startTrainer("t0", {"--steps", "2"}, path("trainer.log"));
+  ASSERT_TRUE(nextOutcome().committed);
+  ASSERT_EQ(coordinator_->wait(kPatience), 128 + SIGKILL) << "the commit fault never struck";
+  startCoordinator();
+  EXPECT_EQ(block_->committedVersion(), 2U);
+  EXPECT_TRUE(waitForApplied("w0", 2));
+  EXPECT_TRUE(waitForApplied("w1", 2));
+  EXPECT_EQ(trainer.wait(kPatience), 0) << "the trainer must learn that version 2 was committed";
+  EXPECT_THAT(readTextFile(path("trainer.log")), HasSubstr("Committed"));
+  EXPECT_EQ(block_->roundState().round, 0U) << "no round ran after the restart";
+}
+
 // Issue 13, 5: a trainer refused for a version another trainer committed meanwhile goes on above the bus's committed
 // version (every refusal carries it) instead of retrying the refused one for good.
 TEST_F(RoundFixture, ATrainerGoesOnAboveVersionsAnotherTrainerCommitted) {

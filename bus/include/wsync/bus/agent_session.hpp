@@ -42,6 +42,8 @@ inline constexpr std::chrono::milliseconds kDuplicateRetryInterval{250};
 // While registering again (after a lost link or an unknown-agent refusal), the hello is repeated this often: a
 // coordinator frozen or restarting answers the first one it reads.
 inline constexpr std::chrono::milliseconds kHelloRepeatInterval{1000};
+// Registration::roundBound when the coordinator named no phase timeouts: a day, i.e. no bound of the agent's own.
+inline constexpr std::chrono::milliseconds kNoRoundBound = std::chrono::hours(24);
 
 struct SessionOptions {
   std::string bus;

@@ -23,6 +23,7 @@
 #include "wsync/bus/bus_lock.hpp"
 #include "wsync/bus/control_block_data.hpp"
 #include "wsync/bus/control_block_error.hpp"
+#include "wsync/bus/manifest.hpp"
 
 namespace wsync::bus {
 
@@ -188,6 +189,7 @@ struct ReplacedBlock {
   std::uint64_t committedRound = 0;
   std::uint64_t lastRound = 0;  // the round in progress or last finished, committed or not
   std::optional<msg::PauseMode> operatorPause;  // an operator's pause that held when it died
+  Digest committedDigest{};                     // the committed payload's digest (zero: unknown)
 };
 
 class ControlBlockOwner : public ControlBlockView {
@@ -212,7 +214,8 @@ class ControlBlockOwner : public ControlBlockView {
     data().header.coordinatorHeartbeatMs.store(nowMs, std::memory_order_release);
     lock_.dismissContenders();
   }
-  void setCommitted(std::uint64_t version, std::uint64_t round);
+  // `digest`: the committed payload's; stored first, so that whoever sees the version sees its digest.
+  void setCommitted(std::uint64_t version, std::uint64_t round, const Digest& digest = {});
   void setPauseState(const PauseState& state);
   void setRoundState(const RoundState& state);
   void setOperatorPause(std::optional<msg::PauseMode> mode);

@@ -50,6 +50,11 @@ struct alignas(kCacheLineBytes) BusStateData {
   // An operator's pause (wsync-ctl pause until resume): 0 none, else 1 + msg::PauseMode. Kept here, not only in the
   // coordinator's memory, so that a restarted coordinator holds it (the layout-2 word was reserved and always 0).
   std::atomic<std::uint32_t> operatorPause;
+  // The committed payload's XXH3-128 digest, stored before committedVersion: a restarted coordinator tells it in
+  // its Welcome, and a worker that staged exactly that version applies it although the Commit died with the old
+  // coordinator. Zero: unknown (these 16 bytes were padding, always 0, in layout 2 before).
+  std::atomic<std::uint64_t> committedDigestLo;
+  std::atomic<std::uint64_t> committedDigestHi;
 };
 
 // One agent. The first half is written by the coordinator under `sequence` (odd while it rewrites the slot);
@@ -111,6 +116,7 @@ static_assert(sizeof(std::atomic<std::uint64_t>) == 8 && sizeof(std::atomic<std:
 static_assert(std::is_standard_layout_v<ControlBlockData>);
 static_assert(sizeof(ControlHeaderData) == 64);
 static_assert(sizeof(BusStateData) == 64);
+static_assert(offsetof(BusStateData, committedDigestHi) == 56);  // the last padding of layout 2, now used
 static_assert(sizeof(PlanBufferData) == 88);
 static_assert(sizeof(PlanData) == 1536);
 static_assert(sizeof(AgentSlotData) == 192);

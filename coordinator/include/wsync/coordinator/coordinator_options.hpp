@@ -41,7 +41,8 @@ inline constexpr std::size_t kMaxCachedManifests = 8;
 inline constexpr std::size_t kRoundHistory = 1024;
 // Memory the request endpoint may hold beyond the coordinator's own: ZeroMQ assembles a message of many parts whole
 // before handing it over (ZMQ_MAXMSGSIZE bounds each part, not their number), so a client could otherwise make the
-// coordinator hold gigabytes. Past the budget the endpoint is reset (docs/security.md, "Bounded resources").
+// coordinator hold gigabytes. Past the budget the endpoint is reset (docs/security.md, "What no client can do").
+// wsync-coordinator's default; 1 GiB is far above what its own capped state holds.
 inline constexpr std::uint64_t kDefaultReceiveMemoryBudget = std::uint64_t{1} << 30;
 
 struct CoordinatorOptions {
@@ -56,7 +57,9 @@ struct CoordinatorOptions {
   std::uint64_t gpuBucketBytes = kDefaultGpuBucketBytes;  // nccl and cuda_ipc rounds
   std::uint32_t alignment = kDefaultAlignment;
   bus::LinkHeartbeat link{};  // how soon a connection whose agent stopped answering is dropped
-  std::uint64_t receiveMemoryBudget = kDefaultReceiveMemoryBudget;
+  // Off (0) unless set: the check reads the whole process's heap, which is the coordinator's only where it owns the
+  // process (wsync-coordinator sets kDefaultReceiveMemoryBudget); embedded beside other work it would misfire.
+  std::uint64_t receiveMemoryBudget = 0;
   // tcp only (docs/security.md): the coordinator's CURVE key pair and the client public keys it admits; or
   // `insecure`, for plain tcp on a network the operator trusts. A tcp bus with neither refuses to start.
   std::optional<bus::CurveKeyPair> curveKeys{};
