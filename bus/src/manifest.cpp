@@ -49,6 +49,8 @@ tl::expected<std::uint64_t, ManifestFailure> bytesOf(const TensorSpec& tensor) {
   return bytes;
 }
 
+}  // namespace
+
 // The digest covers what a worker checks its bindings against: names, dtypes and shapes, in order, each field
 // length-prefixed so that no two different manifests hash the same byte stream.
 Digest digestOf(const std::vector<TensorSpec>& tensors) {
@@ -70,8 +72,6 @@ Digest digestOf(const std::vector<TensorSpec>& tensors) {
   const XXH128_hash_t hash = XXH3_128bits_digest(state.get());
   return Digest{hash.low64, hash.high64};
 }
-
-}  // namespace
 
 tl::expected<void, ManifestFailure> validateTensorName(std::string_view name) {
   // Enough of an over-long name to recognise it in a log line.

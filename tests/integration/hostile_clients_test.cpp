@@ -358,7 +358,8 @@ TEST_F(RoundFixture, ATensorNameWithANulIsRefusedBeforeAnyRoundBegins) {
     auto& fbb = builder.fbb();
     const std::vector<std::int64_t> shape{4};
     const auto tensor = msg::CreateTensorInfo(fbb, fbb.CreateString(name), msg::DType::F32, fbb.CreateVector(shape));
-    const msg::Digest128 digest(1, 2);
+    // The true digest of the list, NUL included, as the client sent it: only the name can be refused.
+    const msg::Digest128 digest = bus::toMessage(bus::digestOf({bus::TensorSpec{name, msg::DType::F32, shape}}));
     const auto manifest = msg::CreateManifest(fbb, &digest, fbb.CreateVector(std::vector{tensor}), 16);
     const auto seq = trainer.send(builder,
                                   msg::CreateBeginUpdate(fbb, 1, 0, &digest, manifest, msg::ChannelKind::Shm,

@@ -71,6 +71,10 @@ class Manifest {
   Digest digest_;
 };
 
+// The digest of an ordered tensor list, the manifest's when the list is a valid one (Manifest::digest). For tools
+// and tests that must state the digest of a list the manifest rules refuse (a hostile client's).
+Digest digestOf(const std::vector<TensorSpec>& tensors);
+
 inline msg::Digest128 toMessage(const Digest& digest) { return msg::Digest128(digest.lo, digest.hi); }
 inline Digest fromMessage(const msg::Digest128& digest) { return Digest{digest.lo(), digest.hi()}; }
 
