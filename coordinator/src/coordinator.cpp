@@ -71,6 +71,13 @@ std::string arenaSegmentName(std::string_view busName) {
   return "wsync-" + std::to_string(getuid()) + "-" + std::string(busName) + "-shm";
 }
 
+// An epoch as the programs print it (wsync-ctl status, the coordinator's start line): 16 hex digits.
+std::string epochText(std::uint64_t epoch) {
+  std::array<char, 17> text{};
+  std::snprintf(text.data(), text.size(), "%016llx", static_cast<unsigned long long>(epoch));
+  return text.data();
+}
+
 // A channel as the programs' --channel flag names it.
 std::string channelName(msg::ChannelKind kind) {
   switch (kind) {
@@ -343,8 +350,8 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
       if (message.epoch() != 0 && message.epoch() != block.epoch()) {
         ++stats.requestsRejected;
         replyError(source, message.seq(), msg::ErrorCode::StaleEpoch,
-                   "a control request for the coordinator of epoch " + std::to_string(message.epoch()) +
-                       "; this one's is " + std::to_string(block.epoch()) + " (send epoch 0 to mean any)");
+                   "a control request for the coordinator of epoch " + epochText(message.epoch()) +
+                       "; this one's is " + epochText(block.epoch()) + " (send epoch 0 to mean any)");
         return;
       }
       handleControl(source, message, *message.as<msg::ControlRequest>());
@@ -364,8 +371,8 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
     // A registered agent stamps the epoch its Welcome gave: anything else is not about this registration.
     ++stats.requestsRejected;
     replyError(source, message.seq(), msg::ErrorCode::StaleEpoch,
-               std::string(bus::bodyName(message.type())) + " of epoch " + std::to_string(message.epoch()) +
-                   " from '" + agent.agentId + "', registered under epoch " + std::to_string(block.epoch()));
+               std::string(bus::bodyName(message.type())) + " of epoch " + epochText(message.epoch()) + " from '" +
+                   agent.agentId + "', registered under epoch " + epochText(block.epoch()));
     return;
   }
   agent.lastMessageMs = bus::monotonicMillis();
