@@ -146,15 +146,7 @@ TEST_F(ControlTest, AnOperatorsPauseSurvivesACoordinatorRestart) {
   const auto paused = ctl({"pause", "--mode", "keep", "--reason", "maintenance"});
   ASSERT_EQ(paused.status, 0) << paused.err;
   ASSERT_TRUE(waitForWorkerPhases(bus::AgentPhase::Paused, 1));
-  const auto resumesBefore = [&] {
-    const std::string log = readTextFile(path("w0.log"));
-    std::size_t count = 0;
-    for (std::size_t at = log.find("generation resumes"); at != std::string::npos;
-         at = log.find("generation resumes", at + 1)) {
-      ++count;
-    }
-    return count;
-  };
+  const auto resumesBefore = [&] { return occurrences(readTextFile(path("w0.log")), "generation resumes"); };
   const std::size_t before = resumesBefore();
 
   coordinator_->signal(SIGKILL);

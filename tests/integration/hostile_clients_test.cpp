@@ -263,14 +263,7 @@ TEST_F(RoundFixture, AMessageOfManyPartsCannotTakeMoreMemoryThanTheReceiveBudget
       << " MiB for a message of " << ((kHugeMessageParts * kHugeMessagePartBytes) >> 20) << " MiB";
   // The agents' registrations went with the endpoint; they noticed their link gone and registered again.
   const auto back = std::chrono::steady_clock::now() + kPatience;
-  const auto joins = [&] {
-    const std::string log = readTextFile(path("coordinator.log"));
-    std::size_t count = 0;
-    for (auto at = log.find("Worker 'w0' joined"); at != std::string::npos; at = log.find("Worker 'w0' joined", at + 1)) {
-      ++count;
-    }
-    return count;
-  };
+  const auto joins = [&] { return occurrences(readTextFile(path("coordinator.log")), "Worker 'w0' joined"); };
   while (joins() < 2) {
     ASSERT_LT(std::chrono::steady_clock::now(), back) << "the worker never registered again after the reset";
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
