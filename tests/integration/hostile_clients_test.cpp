@@ -333,6 +333,14 @@ TEST_F(RoundFixture, NoMoreWorkersRegisterThanARoundOnTheirChannelTakes) {
   bus::MessageBuilder builder;
   workers.back()->send(builder, msg::CreateGoodbye(builder.fbb(), builder.fbb().CreateString("bye")),
                        workers.back()->epoch());
+  // The goodbye and the next hello travel on different connections, which the coordinator may read in either
+  // order: wait until the goodbye has been handled.
+  const auto registered = static_cast<std::uint32_t>(bus::kMaxArenaReceivers) + 1;
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (block_->activeAgents() >= registered) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the goodbye was not handled";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   RawClient replacement(context_, endpoints->requests, "w64b");
   EXPECT_TRUE(replacement.registerAs({.agentId = "w64"}, kPatience));
 }
