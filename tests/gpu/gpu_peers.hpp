@@ -15,11 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "child_process.hpp"
+#include <wsync/tools/child_process.hpp>
+
 #include "gpu_peer_protocol.hpp"
 #include "wsync/bus/gpu/cuda_ipc_channel.hpp"
 
 namespace wsync::test {
+
+using tools::ChildProcess;
 
 // Why this machine cannot run a test that needs `devices` GPUs (and, for nccl, libnccl.so.2), or nothing.
 std::optional<std::string> missingGpus(int devices);

@@ -9,14 +9,14 @@
 #include <optional>
 #include <thread>
 
-#include "child_process.hpp"
 #include "test_environment.hpp"
 #include "wsync/bus/control_block.hpp"
+#include "wsync/tools/child_process.hpp"
 
 namespace wsync::bus {
 namespace {
 
-using test::ChildProcess;
+using tools::ChildProcess;
 
 // Generous: a helper process starts in milliseconds, but CI machines are shared and may be slow.
 constexpr std::chrono::seconds kStartupTimeout{20};

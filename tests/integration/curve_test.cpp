@@ -84,7 +84,7 @@ TEST_F(CurveTest, AllowedAgentsRunRoundsAndOthersAreRefusedAndLogged) {
     for (auto& arg : clientArgs("stranger")) args.push_back(arg);
     args.emplace_back("status");
     return args;
-  }(), path("ctl-stranger.log"));
+  }(), {.stderrFile = path("ctl-stranger.log")});
   EXPECT_EQ(refusedCtl.wait(kPatience), 1);
   const std::string ctlLog = readTextFile(path("ctl-stranger.log"));
   EXPECT_NE(ctlLog.find("refused this client's CURVE key"), std::string::npos) << ctlLog;
@@ -93,7 +93,7 @@ TEST_F(CurveTest, AllowedAgentsRunRoundsAndOthersAreRefusedAndLogged) {
     std::vector<std::string> args{"--bus", bus_, "--once"};
     for (auto& arg : clientArgs("stranger")) args.push_back(arg);
     return args;
-  }(), path("mon-stranger.log"));
+  }(), {.stderrFile = path("mon-stranger.log")});
   EXPECT_EQ(refusedMon.wait(kPatience), 1);
   const std::string monLog = readTextFile(path("mon-stranger.log"));
   EXPECT_NE(monLog.find("refused this client's CURVE key"), std::string::npos) << monLog;
@@ -110,7 +110,7 @@ TEST_F(CurveTest, AllowedAgentsRunRoundsAndOthersAreRefusedAndLogged) {
 
 TEST_F(CurveTest, ATcpBusWithoutKeysStartsOnlyWhenToldInsecure) {
   auto refused = ChildProcess::spawn(testBinary(WSYNC_COORDINATOR_BIN), {"--bus", bus_, "--transport", transport_},
-                                     path("refused.log"));
+                                     {.stderrFile = path("refused.log")});
   EXPECT_EQ(refused.wait(kPatience), 1);
   const std::string why = readTextFile(path("refused.log"));
   EXPECT_NE(why.find("--curve-keys"), std::string::npos) << why;
@@ -133,7 +133,7 @@ TEST_F(CurveTest, KeyFilesAreCheckedBeforeAnythingStarts) {
     std::vector<std::string> args{"--bus", bus_, "--id", "w0"};
     for (auto& arg : clientArgs("worker")) args.push_back(arg);
     return args;
-  }(), path("worker.log"));
+  }(), {.stderrFile = path("worker.log")});
   EXPECT_EQ(worker.wait(kPatience), 2);
   EXPECT_NE(readTextFile(path("worker.log")).find("other users can read it"), std::string::npos);
 
@@ -142,7 +142,7 @@ TEST_F(CurveTest, KeyFilesAreCheckedBeforeAnythingStarts) {
       testBinary(WSYNC_COORDINATOR_BIN),
       {"--bus", bus_, "--transport", transport_, "--curve-keys", keyFile("server"), "--allow-keys",
        path("bad-allowlist")},
-      path("coordinator.log"));
+      {.stderrFile = path("coordinator.log")});
   EXPECT_EQ(coordinator.wait(kPatience), 2);
   EXPECT_NE(readTextFile(path("coordinator.log")).find("an allowlist holds public keys only"), std::string::npos);
 }

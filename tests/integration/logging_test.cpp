@@ -65,13 +65,13 @@ TEST_F(LoggingTest, AgentsLogTheirIdAndVersionOnEveryLine) {
 
 TEST_F(LoggingTest, BadLogFlagsAreRefusedByName) {
   auto worker = ChildProcess::spawn(testBinary(WSYNC_WORKER_BIN), {"--bus", bus_, "--log-level", "loud"},
-                                    path("bad.log"));
+                                    {.stderrFile = path("bad.log")});
   EXPECT_EQ(worker.wait(kPatience), 2);
   const std::string error = readTextFile(path("bad.log"));
   EXPECT_NE(error.find("--log-level"), std::string::npos) << error;
   EXPECT_NE(error.find("loud"), std::string::npos) << error;
   auto trainer = ChildProcess::spawn(testBinary(WSYNC_TRAINER_BIN), {"--bus", bus_, "--log-format", "xml"},
-                                     path("bad-trainer.log"));
+                                     {.stderrFile = path("bad-trainer.log")});
   EXPECT_NE(trainer.wait(kPatience), 0);
   EXPECT_NE(readTextFile(path("bad-trainer.log")).find("--log-format"), std::string::npos);
 }

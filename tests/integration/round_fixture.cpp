@@ -74,7 +74,7 @@ void RoundFixture::startCoordinator(const std::vector<std::string>& extraArgs, c
   coordinator_.reset();
   block_.reset();
   events_.reset();
-  coordinator_.emplace(ChildProcess::spawn(testBinary(WSYNC_COORDINATOR_BIN), args, stderrPath));
+  coordinator_.emplace(ChildProcess::spawn(testBinary(WSYNC_COORDINATOR_BIN), args, {.stderrFile = stderrPath}));
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
   while (true) {
     auto view = bus::ControlBlockView::open(bus_);
@@ -100,7 +100,7 @@ ChildProcess RoundFixture::startWorker(const std::string& id, const std::vector<
     args.insert(args.end(), {"--model", "tiny"});
   }
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  return ChildProcess::spawn(testBinary(WSYNC_WORKER_BIN), args, stderrPath);
+  return ChildProcess::spawn(testBinary(WSYNC_WORKER_BIN), args, {.stderrFile = stderrPath});
 }
 
 ChildProcess RoundFixture::startTrainer(const std::string& id, const std::vector<std::string>& extraArgs,
@@ -110,7 +110,7 @@ ChildProcess RoundFixture::startTrainer(const std::string& id, const std::vector
     args.insert(args.end(), {"--model", "tiny"});
   }
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  return ChildProcess::spawn(testBinary(WSYNC_TRAINER_BIN), args, stderrPath);
+  return ChildProcess::spawn(testBinary(WSYNC_TRAINER_BIN), args, {.stderrFile = stderrPath});
 }
 
 void RoundFixture::waitForAgents(std::uint32_t count) {

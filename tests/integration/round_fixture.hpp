@@ -9,14 +9,16 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <wsync/tools/child_process.hpp>
 #include <zmq.hpp>
 
-#include "child_process.hpp"
 #include "wsync/bus/control_block.hpp"
 #include "wsync/bus/event_subscriber.hpp"
 #include "wsync/bus/topics.hpp"
 
 namespace wsync::test {
+
+using tools::ChildProcess;
 
 // A test waits this long for something that normally takes milliseconds; only a hang should reach it.
 inline constexpr std::chrono::seconds kPatience{60};

@@ -24,18 +24,18 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 
-#include "child_process.hpp"
 #include "test_environment.hpp"
 #include "wsync/bus/bucket_plan.hpp"
 #include "wsync/bus/model_catalog.hpp"
 #include "wsync/bus/shm_arena.hpp"
+#include "wsync/tools/child_process.hpp"
 #include "wsync/bus/shm_arena_data.hpp"
 
 namespace wsync::bus {
 namespace {
 
 namespace bip = boost::interprocess;
-using test::ChildProcess;
+using tools::ChildProcess;
 
 // A peer's own bound on each transfer: longer than any wait below, so that a stuck peer is ended by what the test
 // does (a kill, an abort) or fails the test, never ended by its own deadline while the test looks the other way.

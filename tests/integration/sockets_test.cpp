@@ -18,16 +18,16 @@
 #include <wsync/bus/message.hpp>
 #include <wsync/bus/router_endpoint.hpp>
 #include <wsync/bus/topics.hpp>
+#include <wsync/tools/child_process.hpp>
 #include <zmq.hpp>
 
-#include "child_process.hpp"
 #include "test_environment.hpp"
 
 namespace wsync {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using test::ChildProcess;
+using tools::ChildProcess;
 
 // Bounds one peer's whole run. The peer gives up on each of its own waits after 10 s and says why, so this is
 // longer: a hung peer is killed here, a slow one still reports its own reason first.

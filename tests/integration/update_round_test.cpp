@@ -319,7 +319,7 @@ TEST_F(RoundFixture, ASecondCoordinatorRefusesToStartWhateverItsRuntimeFolder) {
   std::filesystem::permissions(otherRuntime, std::filesystem::perms::owner_all);
   auto second = ChildProcess::spawn("/usr/bin/env", {"WSYNC_RUNTIME_DIR=" + otherRuntime, WSYNC_COORDINATOR_BIN,
                                                      "--bus", bus_},
-                                    path("second.log"));
+                                    {.stderrFile = path("second.log")});
   EXPECT_EQ(second.wait(kPatience), 3);
   EXPECT_THAT(readTextFile(path("second.log")), HasSubstr("pid " + std::to_string(coordinator_->pid())));
   EXPECT_FALSE(coordinator_->wait(std::chrono::milliseconds(0))) << "the first coordinator must stay up";

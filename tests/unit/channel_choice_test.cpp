@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "coordinator_thread.hpp"
+#include <wsync/tools/coordinator_thread.hpp>
 #include "test_environment.hpp"
 #include "wsync/bus/model_catalog.hpp"
 #include "wsync/trainer_agent/trainer_agent.hpp"
@@ -16,6 +16,8 @@
 
 namespace wsync::test {
 namespace {
+
+using tools::CoordinatorThread;
 
 using namespace std::chrono_literals;
 

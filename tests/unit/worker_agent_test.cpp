@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "coordinator_thread.hpp"
+#include <wsync/tools/coordinator_thread.hpp>
 #include "test_environment.hpp"
 #include "wsync/bus/agent_session.hpp"
 #include "wsync/bus/bucket_plan.hpp"
@@ -198,7 +198,7 @@ WorkerOptions optionsFor(const std::string& bus, FakeEngine& engine) {
 
 TEST(WorkerAgent, AppliesACommittedVersionBetweenPauseAndResume) {
   const std::string bus = test::uniqueBusName("wapply");
-  test::CoordinatorThread coordinator(coordinatorOptions(bus));
+  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
   FakeEngine engine;
   auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
   ASSERT_TRUE(agent.has_value()) << agent.error().describe();
@@ -226,7 +226,7 @@ TEST(WorkerAgent, AppliesACommittedVersionBetweenPauseAndResume) {
 
 TEST(WorkerAgent, RefusesAMismatchedManifestBeforePausing) {
   const std::string bus = test::uniqueBusName("wmismatch");
-  test::CoordinatorThread coordinator(coordinatorOptions(bus));
+  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
   auto specs = tinyModel();
   std::swap(specs[1].shape[0], specs[1].shape[1]);  // layers.0.attn.qkv.weight [48, 16] bound as [16, 48]
   FakeEngine engine(specs);
@@ -248,7 +248,7 @@ TEST(WorkerAgent, RefusesAMismatchedManifestBeforePausing) {
 
 TEST(WorkerAgent, NeverAppliesACorruptedReceive) {
   const std::string bus = test::uniqueBusName("wcorrupt");
-  test::CoordinatorThread coordinator(coordinatorOptions(bus));
+  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
   FakeEngine engine;
   WorkerOptions options = optionsFor(bus, engine);
   options.faults.corruptReceiveAtVersion = 2;
