@@ -4,13 +4,12 @@
 #include <chrono>
 #include <exception>
 #include <iostream>
+#include <string>
 #include <vector>
 
-#include "agent_processes.hpp"
 #include "bench_config.hpp"
 #include "bench_failure.hpp"
 #include "latency_paths.hpp"
-#include "samples_file.hpp"
 #include "schedule.hpp"
 
 namespace wsync::bench {
@@ -34,22 +33,29 @@ int reportingFailures(const AgentOptions& options, Body&& body) {
   return 2;
 }
 
+// One line of samples on stdout (a pipe the benchmark reads once the round trips are done).
+void writeSamples(const char* path, const std::vector<std::uint64_t>& samples) {
+  std::string line = path;
+  for (const std::uint64_t sample : samples) line += " " + std::to_string(sample);
+  std::cout << line << std::endl;
+}
+
 }  // namespace
 
 int runRoundTripAgent(const AgentOptions& options) {
-  dieWithParent(options.parent);
   return reportingFailures(options, [&] {
     zmq::context_t context;
     auto busPath = makeBusAgent(context, busEndpoints(options), options.id, false);
     auto rawPath = makeRawAgent(context, rawEndpoints(options), options.id, false);
 
-    RoundTripSamples samples;
-    samples.busNs.reserve(options.iterations);
-    samples.rawNs.reserve(options.iterations);
+    std::vector<std::uint64_t> busNs;
+    std::vector<std::uint64_t> rawNs;
+    busNs.reserve(options.iterations);
+    rawNs.reserve(options.iterations);
     std::uint64_t seq = 0;
     for (const Block& block : interleavedSchedule(options.iterations, options.warmup, options.block)) {
       AgentPath& path = block.path == Path::Bus ? *busPath : *rawPath;
-      std::vector<std::uint64_t>& out = block.path == Path::Bus ? samples.busNs : samples.rawNs;
+      std::vector<std::uint64_t>& out = block.path == Path::Bus ? busNs : rawNs;
       for (std::size_t i = 0; i < block.count; ++i) {
         const auto start = Clock::now();
         path.roundTrip(++seq);
@@ -59,12 +65,12 @@ int runRoundTripAgent(const AgentOptions& options) {
         }
       }
     }
-    writeSamples(options.samplesPath, samples);
+    writeSamples("bus", busNs);
+    writeSamples("raw", rawNs);
   });
 }
 
 int runPauseAgent(const AgentOptions& options) {
-  dieWithParent(options.parent);
   return reportingFailures(options, [&] {
     zmq::context_t context;
     auto busPath = makeBusAgent(context, busEndpoints(options), options.id, true);

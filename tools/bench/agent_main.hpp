@@ -1,28 +1,25 @@
 #pragma once
 // The agent roles of `wsync-bench bus`, run in processes of their own (hidden subcommands). Each agent opens
 // both paths, bus and raw, so that one process, with one scheduling history, serves both sides of a comparison.
-#include <sys/types.h>
-
 #include <cstddef>
 #include <string>
 
 namespace wsync::bench {
 
 struct AgentOptions {
-  pid_t parent = 0;  // the benchmark; the agent dies with it
   std::string id;    // routing id, the same on both paths
   std::string busRequests;
   std::string busEvents;
   std::string rawRequests;
   std::string rawEvents;
-  // Round-trip role only: the schedule (shared with the coordinator) and where the samples go.
+  // Round-trip role only: the schedule (shared with the coordinator).
   std::size_t iterations = 0;
   std::size_t warmup = 0;
   std::size_t block = 0;
-  std::string samplesPath;
 };
 
-// Sends requests through both paths as the schedule says, times each round trip, writes the samples, exits.
+// Sends requests through both paths as the schedule says, times each round trip, writes the samples on stdout as
+// two lines ("bus NS NS ...", then "raw ..."), exits.
 int runRoundTripAgent(const AgentOptions& options);
 
 // Answers every Pause on either path with a PauseAck until it is stopped (SIGTERM) or nothing arrives for

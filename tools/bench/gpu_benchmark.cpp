@@ -18,8 +18,7 @@
 #include <wsync/bus/gpu/gpu_runtime.hpp>
 #include <wsync/bus/manifest.hpp>
 
-#include "agent_pipe.hpp"
-#include "agent_processes.hpp"
+#include "agents.hpp"
 #include "bench_failure.hpp"
 #include "catalog_manifest.hpp"
 #include "expected_digest.hpp"
@@ -74,14 +73,11 @@ class GpuRanks {
   GpuRanks& operator=(const GpuRanks&) = delete;
 
   void start(const std::string& label, const std::vector<std::string>& args) {
-    pipes_.push_back(AgentPipe::withCommands());
-    agents_.spawn(label, args, pipes_.back().writeEnd(), pipes_.back().writeEnd());
-    pipes_.back().closeWriteEnd();
-    labels_.push_back(label);
+    agents_.start(label, args, Agents::Link::Commands);
   }
 
-  std::size_t size() const { return pipes_.size(); }
-  const std::string& label(std::size_t rank) const { return labels_[rank]; }
+  std::size_t size() const { return agents_.size(); }
+  const std::string& label(std::size_t rank) const { return agents_.label(rank); }
 
   // Called before a dead or silent rank is reported, while the others may still wait on it (cuda_ipc: the
   // segment's abort, so that they give up at once instead of at their deadline).
@@ -89,7 +85,7 @@ class GpuRanks {
 
   void send(std::size_t rank, const std::string& line) {
     try {
-      pipes_[rank].writeLine(line);
+      agents_.pipe(rank).writeLine(line);
     } catch (const BenchFailure&) {
       failed(rank, "'" + line + "' to be sent");
     }
@@ -103,8 +99,8 @@ class GpuRanks {
   RankLine next(std::size_t rank, std::chrono::milliseconds timeout, const std::string& waitingFor) {
     const auto deadline = Clock::now() + timeout;
     for (;;) {
-      if (auto line = pipes_[rank].readLine(kCollectSlice)) return parseRankLine(*line, labels_[rank]);
-      if (pipes_[rank].ended() || agents_.anyExited()) failed(rank, waitingFor);
+      if (auto line = agents_.pipe(rank).readLine(kCollectSlice)) return parseRankLine(*line, label(rank));
+      if (agents_.pipe(rank).ended() || agents_.anyExited()) failed(rank, waitingFor);
       if (Clock::now() > deadline) silent({rank}, timeout, waitingFor);
     }
   }
@@ -112,7 +108,7 @@ class GpuRanks {
   RankLine expect(std::size_t rank, const std::string& word, std::chrono::milliseconds timeout,
                   const std::string& waitingFor) {
     RankLine line = next(rank, timeout, waitingFor);
-    if (line.word != word) throw BenchFailure(labels_[rank] + " said '" + line.word + "' instead of '" + word + "'");
+    if (line.word != word) throw BenchFailure(label(rank) + " said '" + line.word + "' instead of '" + word + "'");
     return line;
   }
 
@@ -126,13 +122,13 @@ class GpuRanks {
     while (pending > 0) {
       for (std::size_t rank = 0; rank < size(); ++rank) {
         if (lines[rank]) continue;
-        if (auto line = pipes_[rank].readLine(kCollectSlice)) {
-          lines[rank] = parseRankLine(*line, labels_[rank]);
+        if (auto line = agents_.pipe(rank).readLine(kCollectSlice)) {
+          lines[rank] = parseRankLine(*line, label(rank));
           if (lines[rank]->word != word) {
-            throw BenchFailure(labels_[rank] + " said '" + *line + "' while the benchmark waited for " + waitingFor);
+            throw BenchFailure(label(rank) + " said '" + *line + "' while the benchmark waited for " + waitingFor);
           }
           --pending;
-        } else if (pipes_[rank].ended()) {
+        } else if (agents_.pipe(rank).ended()) {
           failed(rank, waitingFor);
         }
       }
@@ -163,7 +159,7 @@ class GpuRanks {
     const auto until = Clock::now() + kExitNoticeTimeout;
     while (!agents_.anyExited() && Clock::now() < until) std::this_thread::sleep_for(kExitPollInterval);
     agents_.throwIfAnyExited();
-    throw BenchFailure(labels_[rank] + " closed its socket while the benchmark waited for " + waitingFor);
+    throw BenchFailure(label(rank) + " closed its socket while the benchmark waited for " + waitingFor);
   }
 
   [[noreturn]] void silent(const std::vector<std::size_t>& ranks, std::chrono::milliseconds timeout,
@@ -171,14 +167,12 @@ class GpuRanks {
     if (onFailure_) onFailure_();
     agents_.throwIfAnyExited();
     std::string names;
-    for (std::size_t rank : ranks) names += (names.empty() ? "" : ", ") + labels_[rank];
+    for (std::size_t rank : ranks) names += (names.empty() ? "" : ", ") + label(rank);
     throw BenchFailure(names + " said nothing for " + std::to_string(timeout.count()) +
                        " ms while the benchmark waited for " + waitingFor);
   }
 
-  std::vector<AgentPipe> pipes_;
-  AgentProcesses agents_;  // declared after the pipes: stopped and reaped before they close
-  std::vector<std::string> labels_;
+  Agents agents_;
   std::function<void()> onFailure_;
 };
 
@@ -520,7 +514,7 @@ class GpuRun {
     for (std::size_t rank = 0; rank < devices.size(); ++rank) {
       const std::string label = "rank " + std::to_string(rank) + " (" + (rank == 0 ? "sender" : "receiver") +
                                 ", GPU " + std::to_string(devices[rank]) + ")";
-      std::vector<std::string> args{"agent-gpu-rank", "--parent", std::to_string(::getpid()), "--channel", channel,
+      std::vector<std::string> args{"agent-gpu-rank", "--channel", channel,
                                     "--rank", std::to_string(rank), "--world", std::to_string(devices.size()),
                                     "--device", std::to_string(devices[rank]), "--baseline-device",
                                     std::to_string(baselineDevice), "--model", model, "--allocation",

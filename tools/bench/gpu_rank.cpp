@@ -29,12 +29,12 @@
 #include <wsync/bus/gpu/nccl_channel.hpp>
 #include <wsync/bus/gpu/nccl_library.hpp>
 
-#include "agent_processes.hpp"
 #include "bench_failure.hpp"
 #include "catalog_manifest.hpp"
 #include "device_memory.hpp"
 #include "gpu_config.hpp"
 #include "gpu_rank_protocol.hpp"
+#include "line_pipe.hpp"
 
 namespace wsync::bench {
 namespace {
@@ -44,7 +44,6 @@ using Clock = std::chrono::steady_clock;
 // The raw broadcast that sets up the raw communicator's connections before anything is measured (NCCL connects
 // lazily, at a communicator's first collective).
 constexpr std::uint64_t kConnectBroadcastBytes = std::uint64_t{64} << 20;
-constexpr std::size_t kReadChunk = 4096;
 
 std::int64_t nanosecondsOf(Clock::time_point time) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
@@ -71,60 +70,23 @@ DeviceMemory deviceMemory() {
 // to stdout) cannot garble a report.
 class CommandLink {
  public:
-  CommandLink() {
-    reportFd_ = ::dup(STDOUT_FILENO);
-    if (reportFd_ < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+  CommandLink() : pipe_(STDIN_FILENO, ::dup(STDOUT_FILENO)) {
+    if (::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
       throw BenchFailure(std::string("cannot set up the report descriptor: ") + std::strerror(errno));
     }
   }
-  CommandLink(const CommandLink&) = delete;
-  CommandLink& operator=(const CommandLink&) = delete;
-  ~CommandLink() { ::close(reportFd_); }
 
   // The next command; throws BenchFailure when none comes within `timeout` or the benchmark closed the socket.
   std::string next(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    for (;;) {
-      if (const auto newline = buffered_.find('\n'); newline != std::string::npos) {
-        std::string line = buffered_.substr(0, newline);
-        buffered_.erase(0, newline + 1);
-        return line;
-      }
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) {
-        throw BenchFailure("no command for " + std::to_string(timeout.count()) + " ms: the benchmark is gone or stuck");
-      }
-      pollfd item{STDIN_FILENO, POLLIN, 0};
-      const int ready = ::poll(&item, 1, static_cast<int>(left.count()));
-      if (ready < 0 && errno != EINTR) throw BenchFailure(std::string("poll on stdin: ") + std::strerror(errno));
-      if (ready <= 0) continue;
-      std::array<char, kReadChunk> chunk{};
-      const ssize_t got = ::read(STDIN_FILENO, chunk.data(), chunk.size());
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        throw BenchFailure(std::string("read from stdin: ") + std::strerror(errno));
-      }
-      if (got == 0) throw BenchFailure("the benchmark closed the command socket");
-      buffered_.append(chunk.data(), static_cast<std::size_t>(got));
-    }
+    if (auto line = pipe_.readLine(timeout)) return *line;
+    if (pipe_.ended()) throw BenchFailure("the benchmark closed the command socket");
+    throw BenchFailure("no command for " + std::to_string(timeout.count()) + " ms: the benchmark is gone or stuck");
   }
 
-  void report(const std::string& line) {
-    const std::string text = line + "\n";
-    std::size_t sent = 0;
-    while (sent < text.size()) {
-      const ssize_t done = ::send(reportFd_, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
-      if (done < 0) {
-        if (errno == EINTR) continue;
-        throw BenchFailure(std::string("cannot report to the benchmark: ") + std::strerror(errno));
-      }
-      sent += static_cast<std::size_t>(done);
-    }
-  }
+  void report(const std::string& line) { pipe_.writeLine(line); }
 
  private:
-  int reportFd_ = -1;
-  std::string buffered_;
+  LinePipe pipe_;
 };
 
 // The least free memory seen on the device while the channel is open: a thread reads it every
@@ -499,7 +461,6 @@ class GpuRank {
 }  // namespace
 
 int runGpuRank(const GpuRankOptions& options) {
-  dieWithParent(options.parent);
   std::unique_ptr<GpuRank> rank;
   try {
     rank = std::make_unique<GpuRank>(options);

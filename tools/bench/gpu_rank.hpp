@@ -3,15 +3,12 @@
 // 1..world-1 the receivers. Each allocates the model's tensors on its device, then follows the benchmark's commands
 // (gpu_rank_protocol.hpp): the raw baseline's buffers and communicator, the channel, and every round, timed with
 // CLOCK_MONOTONIC (one clock for every process of the host) from a start time the benchmark gives all ranks alike.
-#include <sys/types.h>
-
 #include <cstdint>
 #include <string>
 
 namespace wsync::bench {
 
 struct GpuRankOptions {
-  pid_t parent = 0;     // the benchmark; the rank dies with it
   std::string channel;  // "nccl" or "cuda_ipc"
   std::uint32_t rank = 0;
   std::uint32_t world = 0;  // sender + receivers

@@ -1,6 +1,6 @@
 #pragma once
 // The lines between `wsync-bench gpu` and its rank processes (gpu_rank.hpp), one per command or report, over the
-// socket that is each rank's stdin and stdout (AgentPipe::withCommands).
+// socket that is each rank's stdin and stdout (LinePipe::commands).
 //
 // Commands, in the order a measurement sends them (every rank gets each; the reply comes when it is done):
 //   baseline BYTES [NCCL_ID]    allocate the raw baseline's buffers of BYTES (0: none); nccl: join the raw

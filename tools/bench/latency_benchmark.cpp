@@ -5,18 +5,18 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <sstream>
 #include <string_view>
 #include <utility>
 
 #include <wsync/bus/bus_address.hpp>
 #include <zmq.hpp>
 
-#include "agent_processes.hpp"
+#include "agents.hpp"
 #include "bench_failure.hpp"
 #include "interruption.hpp"
 #include "latency_paths.hpp"
 #include "run_files.hpp"
-#include "samples_file.hpp"
 #include "schedule.hpp"
 
 namespace wsync::bench {
@@ -60,12 +60,26 @@ BenchEndpoints resolveBenchEndpoints() {
 
 std::vector<std::string> agentArgs(std::string_view role, std::string_view id, const BenchEndpoints& endpoints) {
   return {std::string(role),
-          "--parent", std::to_string(::getpid()),
           "--id", std::string(id),
           "--bus-requests", endpoints.bus.requests,
           "--bus-events", endpoints.bus.events,
           "--raw-requests", endpoints.raw.requests,
           "--raw-events", endpoints.raw.events};
+}
+
+// One line of the round-trip agent's samples: "bus NS NS ..." or "raw ...".
+std::vector<std::uint64_t> readSamples(Agents& agents, const std::string& path, std::size_t expected) {
+  std::istringstream line(agents.readLine(0, kAgentExitTimeout, "its " + path + " samples"));
+  std::string word;
+  line >> word;
+  std::vector<std::uint64_t> samples;
+  samples.reserve(expected);
+  for (std::uint64_t sample = 0; line >> sample;) samples.push_back(sample);
+  if (word != path || samples.size() != expected) {
+    throw BenchFailure("round trip: the agent sent " + std::to_string(samples.size()) + " samples for '" + word +
+                       "', expected " + std::to_string(expected) + " for '" + path + "'");
+  }
+  return samples;
 }
 
 struct Coordinators {
@@ -77,17 +91,14 @@ struct Coordinators {
 LatencyComparison measureRoundTrip(const BusBenchConfig& config, const BenchEndpoints& endpoints,
                                    Coordinators& coordinators, std::ostream& progress) {
   const std::size_t warmup = warmupFor(config.roundTrips);
-  const std::string samplesPath = endpoints.runtimeDir + "/" + endpoints.busName + ".rtt";
   progress << "round trip: " << config.roundTrips << " per path (+" << warmup << " warm-up), blocks of "
            << config.block << '\n';
 
-  RunFiles runFiles;  // the samples file, should a failure leave it behind
-  runFiles.add(samplesPath);
-  AgentProcesses agents;
+  Agents agents;
   std::vector<std::string> args = agentArgs("agent-roundtrip", kRoundTripAgentId, endpoints);
   args.insert(args.end(), {"--iterations", std::to_string(config.roundTrips), "--warmup", std::to_string(warmup),
-                           "--block", std::to_string(config.block), "--samples", samplesPath});
-  agents.spawn("round-trip agent", args);
+                           "--block", std::to_string(config.block)});
+  agents.start("round-trip agent", args, Agents::Link::Reports);
 
   // The agent drives; the coordinator follows the same schedule, so it knows which socket the next request uses.
   bool first = true;
@@ -105,14 +116,10 @@ LatencyComparison measureRoundTrip(const BusBenchConfig& config, const BenchEndp
       first = false;
     }
   }
+  std::vector<std::uint64_t> busNs = readSamples(agents, "bus", config.roundTrips);
+  std::vector<std::uint64_t> rawNs = readSamples(agents, "raw", config.roundTrips);
   agents.waitForAll(kAgentExitTimeout);
-  RoundTripSamples samples = takeSamples(samplesPath);
-  if (samples.busNs.size() != config.roundTrips || samples.rawNs.size() != config.roundTrips) {
-    throw BenchFailure("round trip: the agent returned " + std::to_string(samples.busNs.size()) + " bus and " +
-                       std::to_string(samples.rawNs.size()) + " raw samples, expected " +
-                       std::to_string(config.roundTrips) + " each");
-  }
-  return {summarize(std::move(samples.busNs)), summarize(std::move(samples.rawNs))};
+  return {summarize(std::move(busNs)), summarize(std::move(rawNs))};
 }
 
 // One path's state in the fan-out: round numbers only grow, so an ack to an earlier round (a probe) is told
@@ -126,7 +133,7 @@ struct PauseRun {
 // The slow-joiner problem, solved deterministically: PUB drops events for a SUB whose subscription has not
 // arrived yet, so probe pauses go out until every agent has acked one on this path. An ack proves both the
 // agent's subscription and its DEALER connection.
-void joinAgents(PauseRun& run, Path path, std::size_t agentCount, AgentProcesses& agents) {
+void joinAgents(PauseRun& run, Path path, std::size_t agentCount, Agents& agents) {
   std::vector<bool> joined(agentCount, false);
   std::size_t joinedCount = 0;
   const auto deadline = Clock::now() + kJoinTimeout;
@@ -160,7 +167,7 @@ void drainAcks(PauseRun& run) {
 }
 
 // Time from just before the Pause is built and published until the N-th verified ack of that round is in.
-std::uint64_t measurePauseRound(PauseRun& run, Path path, std::size_t agentCount, AgentProcesses& agents) {
+std::uint64_t measurePauseRound(PauseRun& run, Path path, std::size_t agentCount, Agents& agents) {
   const std::uint64_t round = run.nextRound++;
   const auto start = Clock::now();
   run.path.publishPause(round);
@@ -192,10 +199,10 @@ FanoutResult measureFanout(const BusBenchConfig& config, std::size_t measurement
   FanoutResult result;
   result.agents = agentCount;
 
-  AgentProcesses agents;
+  Agents agents;
   for (std::size_t i = 0; i < agentCount; ++i) {
     const std::string id = pauseAgentId(measurement, i);
-    agents.spawn("agent " + id, agentArgs("agent-pause", id, endpoints));
+    agents.start("agent " + id, agentArgs("agent-pause", id, endpoints));
   }
   const auto joinStart = Clock::now();
   joinAgents(busRun, Path::Bus, agentCount, agents);

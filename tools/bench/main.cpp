@@ -218,7 +218,6 @@ int reportingFailures(const char* name, Mode&& mode) {
 }
 
 void addAgentOptions(CLI::App& command, AgentOptions& options) {
-  command.add_option("--parent", options.parent)->required();
   command.add_option("--id", options.id)->required();
   command.add_option("--bus-requests", options.busRequests)->required();
   command.add_option("--bus-events", options.busEvents)->required();
@@ -463,7 +462,6 @@ int main(int argc, char** argv) {
 
   GpuRankOptions gpuRank;
   CLI::App& gpuRankAgent = *app.add_subcommand("agent-gpu-rank", "internal: GPU rank")->group("");
-  gpuRankAgent.add_option("--parent", gpuRank.parent)->required();
   gpuRankAgent.add_option("--channel", gpuRank.channel)->required();
   gpuRankAgent.add_option("--rank", gpuRank.rank)->required();
   gpuRankAgent.add_option("--world", gpuRank.world)->required();
@@ -486,13 +484,11 @@ int main(int argc, char** argv) {
   roundTripAgent.add_option("--iterations", agent.iterations)->required();
   roundTripAgent.add_option("--warmup", agent.warmup)->required();
   roundTripAgent.add_option("--block", agent.block)->required()->check(CLI::PositiveNumber);
-  roundTripAgent.add_option("--samples", agent.samplesPath)->required();
   CLI::App& pauseAgent = *app.add_subcommand("agent-pause", "internal: fan-out agent")->group("");
   addAgentOptions(pauseAgent, agent);
 
   ShmReceiverOptions receiver;
   CLI::App& shmReceiver = *app.add_subcommand("agent-shm-receive", "internal: shm receiver")->group("");
-  shmReceiver.add_option("--parent", receiver.parent)->required();
   shmReceiver.add_option("--arena", receiver.arena)->required();
   shmReceiver.add_option("--receiver", receiver.receiver)->required();
   shmReceiver.add_option("--model", receiver.model)->required();
@@ -500,7 +496,6 @@ int main(int argc, char** argv) {
 
   RoundWorkerOptions roundWorker;
   CLI::App& roundWorkerAgent = *app.add_subcommand("agent-round-worker", "internal: round worker")->group("");
-  roundWorkerAgent.add_option("--parent", roundWorker.parent)->required();
   roundWorkerAgent.add_option("--bus", roundWorker.bus)->required();
   roundWorkerAgent.add_option("--id", roundWorker.id)->required();
   roundWorkerAgent.add_option("--model", roundWorker.model)->required();

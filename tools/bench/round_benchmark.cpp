@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,13 +16,14 @@
 #include <wsync/bus/bus_address.hpp>
 #include <wsync/bus/control_block.hpp>
 #include <wsync/coordinator/coordinator_options.hpp>
+#include <wsync/tools/child_process.hpp>
+#include <wsync/tools/coordinator_thread.hpp>
 #include <wsync/trainer_agent/trainer_agent.hpp>
 
-#include "agent_processes.hpp"
+#include "agents.hpp"
 #include "bench_config.hpp"
 #include "bench_failure.hpp"
 #include "catalog_manifest.hpp"
-#include "coordinator_thread.hpp"
 #include "interruption.hpp"
 #include "latency_benchmark.hpp"
 #include "machine_load.hpp"
@@ -102,7 +101,7 @@ class BenchBus {
     coordinator::CoordinatorOptions options;
     options.bus = busName;
     options.bucketBytes = bucketBytes;
-    coordinator_ = std::make_unique<CoordinatorThread>(options);
+    coordinator_ = std::make_unique<tools::CoordinatorThread>(options);
     auto view = bus::ControlBlockView::open(busName);
     if (!view) throw BenchFailure("control block of " + busName + ": " + view.error().describe());
     view_.emplace(std::move(*view));
@@ -110,8 +109,7 @@ class BenchBus {
     const auto joinStart = Clock::now();
     for (std::size_t index = 0; index < workerCount; ++index) {
       const std::string id = "worker-" + std::to_string(index);
-      workers_.spawn(busName + " " + id, {"agent-round-worker", "--parent", std::to_string(::getpid()), "--bus",
-                                          busName, "--id", id, "--model", model});
+      workers_.start(busName + " " + id, {"agent-round-worker", "--bus", busName, "--id", id, "--model", model});
     }
     waitForWorkers();
     result_.joinMs = milliseconds(Clock::now() - joinStart);
@@ -237,47 +235,36 @@ class BenchBus {
   RoundMeasurement result_;
   RoundSamples samples_;
   std::uint64_t nextVersion_ = 1;
-  std::unique_ptr<CoordinatorThread> coordinator_;
+  std::unique_ptr<tools::CoordinatorThread> coordinator_;
   std::optional<bus::ControlBlockView> view_;
   std::vector<std::uint32_t> slots_;
-  AgentProcesses workers_;
+  Agents workers_;
   std::unique_ptr<trainer_agent::TrainerAgent> trainer_;
 };
 
 // `count` wsync-mon processes watching one bus in live-view mode (redrawing 4 times a second into /dev/null, a
-// snapshot a second), as operators' terminals would. SIGTERMed and reaped when this goes.
+// snapshot a second), as operators' terminals would. Stopped together (SIGTERM) and reaped when this goes.
 class MonitorProcesses {
  public:
-  MonitorProcesses(const std::string& binary, const std::string& busName, std::size_t count) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  MonitorProcesses(const std::string& binary, const std::string& busName, std::size_t count)
+      : devNull_(::open("/dev/null", O_WRONLY | O_CLOEXEC)) {
+    if (devNull_ < 0) throw BenchFailure("cannot open /dev/null");
+    const tools::ChildOptions options{.stdoutFd = devNull_, .deathSignal = SIGTERM, .stopGrace = kMonitorStopGrace};
     for (std::size_t index = 0; index < count; ++index) {
-      std::vector<std::string> args{binary, "--bus", busName, "--refresh-ms", "250"};
-      std::vector<char*> argv;
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      pid_t pid = -1;
-      if (posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ) != 0) {
-        posix_spawn_file_actions_destroy(&actions);
-        stop();
-        throw BenchFailure("cannot start " + binary);
-      }
-      pids_.push_back(pid);
+      monitors_.push_back(tools::ChildProcess::spawn(binary, {"--bus", busName, "--refresh-ms", "250"}, options));
     }
-    posix_spawn_file_actions_destroy(&actions);
   }
-  ~MonitorProcesses() { stop(); }
+  ~MonitorProcesses() {
+    for (const tools::ChildProcess& monitor : monitors_) monitor.signal(SIGTERM);
+    monitors_.clear();
+    ::close(devNull_);
+  }
   MonitorProcesses(const MonitorProcesses&) = delete;
   MonitorProcesses& operator=(const MonitorProcesses&) = delete;
 
  private:
-  void stop() noexcept {
-    for (const pid_t pid : pids_) ::kill(pid, SIGTERM);
-    for (const pid_t pid : pids_) ::waitpid(pid, nullptr, 0);
-    pids_.clear();
-  }
-  std::vector<pid_t> pids_;
+  int devNull_;
+  std::vector<tools::ChildProcess> monitors_;
 };
 
 class RoundRun {

@@ -52,6 +52,8 @@ inline constexpr double kMaxRoundMemoryShare = 0.75;
 // Monitors attached for `wsync-bench monitors` need this long to subscribe, prove their subscription live and take
 // their first snapshot (they do all three within a heartbeat interval or two).
 inline constexpr std::chrono::milliseconds kMonitorSettle{2000};
+// wsync-mon stops on SIGTERM at its next redraw (250 ms); then SIGKILL.
+inline constexpr std::chrono::milliseconds kMonitorStopGrace{5000};
 // The goal (issue): round times with 10 monitors attached within 2% of those without.
 inline constexpr std::size_t kDefaultMonitors = 10;
 inline constexpr double kMaxMonitorSlowdown = 1.02;

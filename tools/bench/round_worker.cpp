@@ -10,7 +10,6 @@
 
 #include <wsync/worker_agent/worker_agent.hpp>
 
-#include "agent_processes.hpp"
 #include "bench_config.hpp"
 #include "bench_failure.hpp"
 #include "catalog_manifest.hpp"
@@ -71,7 +70,6 @@ void serve(const RoundWorkerOptions& options) {
 }  // namespace
 
 int runRoundWorker(const RoundWorkerOptions& options) {
-  dieWithParent(options.parent);
   try {
     serve(options);
     return 0;

@@ -22,8 +22,7 @@
 #include <wsync/bus/model_catalog.hpp>
 #include <wsync/bus/shm_arena.hpp>
 
-#include "agent_pipe.hpp"
-#include "agent_processes.hpp"
+#include "agents.hpp"
 #include "bench_config.hpp"
 #include "bench_failure.hpp"
 #include "interruption.hpp"
@@ -137,12 +136,10 @@ class Receivers {
  public:
   Receivers(const std::string& arena, const std::string& model, std::size_t count, std::uint64_t transfers) {
     for (std::size_t i = 0; i < count; ++i) {
-      pipes_.emplace_back();
-      agents_.spawn("receiver " + std::to_string(i),
-                    {"agent-shm-receive", "--parent", std::to_string(::getpid()), "--arena", arena, "--receiver",
-                     std::to_string(i), "--model", model, "--transfers", std::to_string(transfers)},
-                    pipes_.back().writeEnd());
-      pipes_.back().closeWriteEnd();
+      agents_.start("receiver " + std::to_string(i),
+                    {"agent-shm-receive", "--arena", arena, "--receiver", std::to_string(i), "--model", model,
+                     "--transfers", std::to_string(transfers)},
+                    Agents::Link::Reports);
       ids_.push_back(static_cast<std::uint32_t>(i));
     }
   }
@@ -151,15 +148,11 @@ class Receivers {
 
   // The next line of receiver `index`, or BenchFailure naming a receiver that died or went silent.
   std::string nextLine(std::size_t index, std::chrono::milliseconds timeout, const std::string& waitingFor) {
-    auto line = pipes_[index].readLine(timeout);
-    if (line) return *line;
-    agents_.throwIfAnyExited();
-    throw BenchFailure("receiver " + std::to_string(index) + " said nothing for " +
-                       std::to_string(timeout.count()) + " ms while the benchmark waited for " + waitingFor);
+    return agents_.readLine(index, timeout, waitingFor);
   }
 
   void waitUntilReady() {
-    for (std::size_t i = 0; i < pipes_.size(); ++i) {
+    for (std::size_t i = 0; i < agents_.size(); ++i) {
       const std::string line = nextLine(i, kReceiverReadyTimeout, "it to start");
       if (line != "ready") throw BenchFailure("receiver " + std::to_string(i) + " said '" + line + "' on start");
     }
@@ -167,11 +160,10 @@ class Receivers {
 
   void waitForExit() { agents_.waitForAll(kAgentExitTimeout); }
   void throwIfAnyExited() { agents_.throwIfAnyExited(); }
-  const AgentProcesses& agents() const { return agents_; }
+  const Agents& agents() const { return agents_; }
 
  private:
-  std::vector<AgentPipe> pipes_;
-  AgentProcesses agents_;  // declared after the pipes: stopped and reaped before they close
+  Agents agents_;
   std::vector<std::uint32_t> ids_;
 };
 
@@ -180,7 +172,7 @@ class Receivers {
 // neither then costs the whole kShmTransferTimeout.
 class SendWatchdog {
  public:
-  SendWatchdog(bus::ShmArena& arena, std::uint64_t transfer, const AgentProcesses& receivers)
+  SendWatchdog(bus::ShmArena& arena, std::uint64_t transfer, const Agents& receivers)
       : thread_([this, &arena, transfer, &receivers] {
           while (!stop_.load(std::memory_order_acquire)) {
             if (interrupted() || receivers.anyExited()) {

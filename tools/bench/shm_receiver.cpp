@@ -10,7 +10,6 @@
 #include <wsync/bus/model_catalog.hpp>
 #include <wsync/bus/shm_arena.hpp>
 
-#include "agent_processes.hpp"
 #include "bench_failure.hpp"
 #include "shm_config.hpp"
 #include "tensor_memory.hpp"
@@ -55,7 +54,6 @@ void receiveAll(const ShmReceiverOptions& options) {
 }  // namespace
 
 int runShmReceiver(const ShmReceiverOptions& options) {
-  dieWithParent(options.parent);
   try {
     receiveAll(options);
     return 0;

@@ -6,15 +6,12 @@
 // where FINISH_NS is steady_clock (CLOCK_MONOTONIC, one clock for every process of the machine) when receive()
 // returned, so the benchmark can time a transfer until its last receiver finished without a wake-up in between, and
 // CPU_NS the CPU time receive() took (its sleeps cost none).
-#include <sys/types.h>
-
 #include <cstdint>
 #include <string>
 
 namespace wsync::bench {
 
 struct ShmReceiverOptions {
-  pid_t parent = 0;  // the benchmark; the receiver dies with it
   std::string arena;
   std::uint32_t receiver = 0;
   std::string model;        // a name bus::modelTensors knows

@@ -17,6 +17,7 @@
 
 #include <wsync/bus/bus_address.hpp>
 #include <wsync/bus/control_block.hpp>
+#include <wsync/tools/child_process.hpp>
 #include <wsync/trainer_agent/trainer_agent.hpp>
 
 #include "bench_failure.hpp"
@@ -24,7 +25,6 @@
 #include "interruption.hpp"
 #include "machine_load.hpp"
 #include "program_location.hpp"
-#include "program_process.hpp"
 #include "report_format.hpp"
 #include "run_files.hpp"
 #include "tensor_memory.hpp"
@@ -71,7 +71,7 @@ struct CpuReading {
 
 struct SoakWorker {
   std::string id;
-  ProgramProcess process;
+  std::optional<tools::ChildProcess> process;
   Clock::time_point startedAt{};
   bool rejoinPending = false;
   std::optional<std::size_t> restart;  // its entry in SoakResults::restarts while the rejoin is pending
@@ -170,7 +170,7 @@ class SoakRun {
       finishWindow(window);
     }
     stopAll();
-    results_.coordinatorExit = coordinator_.describeExit();
+    results_.coordinatorExit = coordinator_->describeExit();
     results_.residueAfterStop = countBusResidue(results_.busName, runtimeDir_);
     results_.abortedRoundTime = summarize(std::move(abortTimes_));
     results_.rejoin = summarize(std::move(rejoinTimes_));
@@ -205,14 +205,13 @@ class SoakRun {
       runFiles_.addEndpoint(endpoints->events);
     }
     const auto start = Clock::now();
-    coordinator_ = ProgramProcess::start(results_.coordinatorPath, {"--bus", bus, "--log-level", config_.childLogLevel},
-                                         SIGTERM, childLog_.fd());
+    coordinator_ = startProgram(results_.coordinatorPath, {"--bus", bus, "--log-level", config_.childLogLevel}, SIGTERM);
     const auto deadline = start + kSoakCoordinatorStartTimeout;
     for (;;) {
       throwIfInterrupted();
-      if (!coordinator_.running()) throw BenchFailure("wsync-coordinator " + coordinator_.describeExit());
+      if (!coordinator_->running()) throw BenchFailure("wsync-coordinator " + coordinator_->describeExit());
       auto view = bus::ControlBlockView::open(bus);
-      if (view && view->coordinatorPid() == static_cast<std::uint32_t>(coordinator_.pid())) {
+      if (view && view->coordinatorPid() == static_cast<std::uint32_t>(coordinator_->pid())) {
         view_.emplace(std::move(*view));
         break;
       }
@@ -235,7 +234,7 @@ class SoakRun {
     for (;;) {
       throwIfInterrupted();
       for (SoakWorker& worker : workers_) {
-        if (!worker.process.running()) throw BenchFailure(worker.id + " " + worker.process.describeExit());
+        if (!worker.process->running()) throw BenchFailure(worker.id + " " + worker.process->describeExit());
       }
       if (markRegistered() == workers_.size()) break;
       if (Clock::now() > joinDeadline) {
@@ -256,12 +255,22 @@ class SoakRun {
               << static_cast<long>(results_.startupMs) << " ms\n";
   }
 
-  ProgramProcess startWorker(const std::string& id) {
-    return ProgramProcess::start(results_.workerPath,
-                                 {"--bus", results_.busName, "--id", id, "--model", config_.model, "--channel", "shm",
-                                  "--step-ms", std::to_string(config_.workerStepMs), "--log-level",
-                                  config_.childLogLevel},
-                                 SIGKILL, childLog_.fd());
+  // A program of the run: a process group of its own (Ctrl-C reaches the benchmark alone, which stops the programs
+  // in order), none of the benchmark's descriptors (its fd count is its own), `deathSignal` should the benchmark die.
+  tools::ChildProcess startProgram(const std::string& path, const std::vector<std::string>& args, int deathSignal) {
+    return tools::ChildProcess::spawn(path, args,
+                                      {.stderrFd = childLog_.fd(),
+                                       .deathSignal = deathSignal,
+                                       .ownProcessGroup = true,
+                                       .closeOtherFds = true,
+                                       .stopGrace = kSoakStopGrace});
+  }
+
+  tools::ChildProcess startWorker(const std::string& id) {
+    return startProgram(results_.workerPath,
+                        {"--bus", results_.busName, "--id", id, "--model", config_.model, "--channel", "shm",
+                         "--step-ms", std::to_string(config_.workerStepMs), "--log-level", config_.childLogLevel},
+                        SIGKILL);
   }
 
   // Clears the pending rejoin of every worker whose current process holds an attached slot; returns how many
@@ -277,7 +286,7 @@ class SoakRun {
     }
     for (SoakWorker& worker : workers_) {
       const bool found = std::any_of(active.begin(), active.end(), [&](const bus::AgentSlotSnapshot& snapshot) {
-        return snapshot.agentId == worker.id && snapshot.pid == static_cast<std::uint32_t>(worker.process.pid());
+        return snapshot.agentId == worker.id && snapshot.pid == static_cast<std::uint32_t>(worker.process->pid());
       });
       if (!found) continue;
       ++registered;
@@ -297,8 +306,8 @@ class SoakRun {
     throwIfInterrupted();
     rejoinCounted_ = true;  // from here on every (re)start's rejoin is timed
     superviseWorkers(round);
-    if (!coordinator_.running()) {
-      throw BenchFailure("wsync-coordinator " + coordinator_.describeExit() + " before round " +
+    if (!coordinator_->running()) {
+      throw BenchFailure("wsync-coordinator " + coordinator_->describeExit() + " before round " +
                          std::to_string(round + 1));
     }
     if (std::any_of(workers_.begin(), workers_.end(), [](const SoakWorker& w) { return w.rejoinPending; })) {
@@ -336,7 +345,7 @@ class SoakRun {
     const std::string phase = msg::EnumNameRoundPhase(view_->roundState().phase);
 
     SoakWorker& worker = workers_[victim];
-    worker.process.kill();  // SIGKILL and reap: the coordinator sees the pid gone, as after a crash
+    worker.process->stop(std::chrono::milliseconds{0});  // SIGKILL and reap: the coordinator sees the pid gone, as after a crash
     killedIds_.insert(worker.id);
     worker.process = startWorker(worker.id);
     worker.startedAt = Clock::now();
@@ -351,10 +360,10 @@ class SoakRun {
   // A worker that ended without being killed is a finding: it is reported and started again, and the run goes on.
   void superviseWorkers(std::size_t round) {
     for (SoakWorker& worker : workers_) {
-      if (worker.process.running()) continue;
+      if (worker.process->running()) continue;
       ++results_.unexpectedExits;
       addDetail("before round " + std::to_string(round + 1) + ": " + worker.id + " (pid " +
-                std::to_string(worker.process.pid()) + ") " + worker.process.describeExit() + " by itself");
+                std::to_string(worker.process->pid()) + ") " + worker.process->describeExit() + " by itself");
       if (results_.unexpectedExits > kMaxUnexpectedExits) {
         throw BenchFailure(std::to_string(results_.unexpectedExits) + " workers ended by themselves; the last: " +
                            results_.details.back());
@@ -382,7 +391,7 @@ class SoakRun {
   void checkRejoinDeadlines() {
     for (SoakWorker& worker : workers_) {
       if (!worker.rejoinPending || Clock::now() - worker.startedAt < kSoakRejoinTimeout) continue;
-      throw BenchFailure(worker.id + " (pid " + std::to_string(worker.process.pid()) +
+      throw BenchFailure(worker.id + " (pid " + std::to_string(worker.process->pid()) +
                          ") was started again but has not registered within " +
                          std::to_string(kSoakRejoinTimeout.count()) + " ms (its stderr says why)");
     }
@@ -400,9 +409,9 @@ class SoakRun {
         return *outcome;
       }
       // A coordinator that died leaves the trainer waiting for a heartbeat refusal: the cause is known now.
-      if (!coordinator_.running()) {
+      if (!coordinator_->running()) {
         throw BenchFailure("version " + std::to_string(version) + " in flight: wsync-coordinator " +
-                           coordinator_.describeExit());
+                           coordinator_->describeExit());
       }
       if (Clock::now() > deadline) {
         throw BenchFailure("version " + std::to_string(version) + ": no outcome within " +
@@ -450,10 +459,10 @@ class SoakRun {
     SoakSample sample;
     sample.round = round;
     sample.seconds = round == 0 ? 0 : std::chrono::duration<double>(Clock::now() - runStart_).count();
-    sample.coordinator = readProcessUsage(coordinator_.pid());
+    sample.coordinator = readProcessUsage(coordinator_->pid());
     sample.trainer = readProcessUsage(::getpid());
     for (std::size_t index = 0; index < workers_.size(); ++index) {
-      const ProcessUsage usage = readProcessUsage(workers_[index].process.pid());
+      const ProcessUsage usage = readProcessUsage(workers_[index].process->pid());
       if (index == 0) sample.resident = usage;
       if (!usage.alive) continue;
       ++sample.liveWorkers;
@@ -495,8 +504,8 @@ class SoakRun {
     CpuReading reading;
     reading.machine = readMachineTicks();
     const ProcessUsage self = readProcessUsage(::getpid());
-    reading.ownTicks = self.cpuTicks + self.childCpuTicks + readProcessUsage(coordinator_.pid()).cpuTicks;
-    for (const SoakWorker& worker : workers_) reading.ownTicks += readProcessUsage(worker.process.pid()).cpuTicks;
+    reading.ownTicks = self.cpuTicks + self.childCpuTicks + readProcessUsage(coordinator_->pid()).cpuTicks;
+    for (const SoakWorker& worker : workers_) reading.ownTicks += readProcessUsage(worker.process->pid()).cpuTicks;
     return reading;
   }
 
@@ -533,10 +542,14 @@ class SoakRun {
   // together), then the coordinator, which removes its segments and sockets on SIGTERM. Safe to call twice.
   void stopAll() noexcept {
     trainer_.reset();
-    for (SoakWorker& worker : workers_) worker.process.requestStop();
-    for (SoakWorker& worker : workers_) worker.process.stop(kSoakStopGrace);
+    for (SoakWorker& worker : workers_) {
+      if (worker.process) worker.process->signal(SIGTERM);
+    }
+    for (SoakWorker& worker : workers_) {
+      if (worker.process) worker.process->stop(kSoakStopGrace);
+    }
     view_.reset();
-    coordinator_.stop(kSoakStopGrace);
+    if (coordinator_) coordinator_->stop(kSoakStopGrace);
   }
 
   static constexpr std::size_t kNever = static_cast<std::size_t>(-1);
@@ -566,7 +579,7 @@ class SoakRun {
   SoakResults results_;
   // Stopped in reverse order by stopAll(), and again (a no-op then) by their destructors.
   RunFiles runFiles_;  // the bus's sockets and segments, removed once the coordinator is gone
-  ProgramProcess coordinator_;
+  std::optional<tools::ChildProcess> coordinator_;
   std::optional<bus::ControlBlockView> view_;
   std::vector<SoakWorker> workers_;
   std::unique_ptr<trainer_agent::TrainerAgent> trainer_;
