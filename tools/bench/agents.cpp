@@ -4,7 +4,6 @@
 
 #include <filesystem>
 
-#include "bench_config.hpp"
 #include "bench_failure.hpp"
 #include "interruption.hpp"
 

@@ -13,6 +13,13 @@
 
 namespace wsync::bench {
 
+// Agents get this long to go after SIGTERM before SIGKILL.
+inline constexpr std::chrono::milliseconds kStopGrace{2000};
+// An agent with nothing to do for this long takes the benchmark for gone or stuck and exits (it also dies with it).
+inline constexpr std::chrono::milliseconds kAgentIdleTimeout{60000};
+// An agent exits right after its last report; this long after it, it is stuck.
+inline constexpr std::chrono::milliseconds kAgentExitTimeout{10000};
+
 class Agents {
  public:
   enum class Link { None, Reports, Commands };  // no pipe; the agent's stdout; its stdin and stdout

@@ -1,14 +1,32 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include <tl/expected.hpp>
 
 namespace wsync::bench {
 
 // A measurement that cannot go on (a peer died, a wait ran out, a message was wrong). The benchmark is a tool,
-// not a hot path of the product: failures unwind to main, and destructors stop and reap the agent processes.
+// not a hot path of the product: failures unwind to the runner, and destructors stop and reap the agent processes.
 class BenchFailure : public std::runtime_error {
  public:
   explicit BenchFailure(const std::string& what) : std::runtime_error(what) {}
 };
+
+// The value of a bus call's result, or BenchFailure naming `what` and the error (a Failure, or a message).
+template <typename T, typename E>
+T orThrow(tl::expected<T, E>&& result, std::string_view what) {
+  if (!result) {
+    if constexpr (std::is_convertible_v<E, std::string>) {
+      throw BenchFailure(std::string(what) + ": " + result.error());
+    } else {
+      throw BenchFailure(std::string(what) + ": " + result.error().describe());
+    }
+  }
+  if constexpr (!std::is_void_v<T>) return std::move(*result);
+}
 
 }  // namespace wsync::bench

@@ -11,23 +11,13 @@
 #include <wsync/bus/router_endpoint.hpp>
 #include <wsync/bus/topics.hpp>
 
-#include "bench_config.hpp"
 #include "bench_failure.hpp"
-#include "bench_messages.hpp"
+#include "bus_config.hpp"
+#include "bus_messages.hpp"
 #include "latency_paths.hpp"
 
 namespace wsync::bench {
 namespace {
-
-template <typename T>
-T orThrow(tl::expected<T, bus::TransportFailure>&& result, const std::string& what) {
-  if (!result) throw BenchFailure("bus: " + what + ": " + result.error().describe());
-  return std::move(*result);
-}
-
-void orThrow(tl::expected<void, bus::TransportFailure>&& result, const std::string& what) {
-  if (!result) throw BenchFailure("bus: " + what + ": " + result.error().describe());
-}
 
 // The message of a delivery, or BenchFailure naming why the library rejected it.
 const bus::Message& acceptedMessage(const bus::Received& received, const char* what) {
@@ -41,27 +31,27 @@ const bus::Message& acceptedMessage(const bus::Received& received, const char* w
 class BusCoordinator final : public CoordinatorPath {
  public:
   BusCoordinator(zmq::context_t& context, const bus::BusEndpoints& endpoints)
-      : router_(orThrow(bus::RouterEndpoint::bind(context, endpoints.requests), "bind " + endpoints.requests)),
-        publisher_(orThrow(bus::EventPublisher::bind(context, endpoints.events), "bind " + endpoints.events)) {}
+      : router_(orThrow(bus::RouterEndpoint::bind(context, endpoints.requests), "bus: bind " + endpoints.requests)),
+        publisher_(orThrow(bus::EventPublisher::bind(context, endpoints.events), "bus: bind " + endpoints.events)) {}
 
   bool answerRequest(std::chrono::milliseconds timeout) override {
-    auto received = orThrow(router_.receive(timeout), "receive request");
+    auto received = orThrow(router_.receive(timeout), "bus: receive request");
     if (!received) return false;
     const bus::Message& request = acceptedMessage(*received, "request");
     if (request.as<msg::SnapshotRequest>() == nullptr) {
       throw BenchFailure(std::string("bus: expected SnapshotRequest, got ") + bus::bodyName(request.type()));
     }
-    orThrow(router_.send(received->source, buildSnapshotReply(builder_, request.seq())), "send reply");
+    orThrow(router_.send(received->source, buildSnapshotReply(builder_, request.seq())), "bus: send reply");
     return true;
   }
 
   void publishPause(std::uint64_t round) override {
     auto body = createPause(builder_, round);
-    orThrow(publisher_.publish(pauseTopic(), builder_, body, kBenchEpoch), "publish pause");
+    orThrow(publisher_.publish(pauseTopic(), builder_, body, kBenchEpoch), "bus: publish pause");
   }
 
   std::optional<ReceivedAck> receiveAck(std::chrono::milliseconds timeout) override {
-    auto received = orThrow(router_.receive(timeout), "receive ack");
+    auto received = orThrow(router_.receive(timeout), "bus: receive ack");
     if (!received) return std::nullopt;
     const bus::Message& message = acceptedMessage(*received, "ack");
     const msg::PauseAck* ack = message.as<msg::PauseAck>();
@@ -84,17 +74,17 @@ class BusAgent final : public AgentPath {
  public:
   BusAgent(zmq::context_t& context, const bus::BusEndpoints& endpoints, const std::string& agentId, bool subscribe)
       : dealer_(orThrow(bus::DealerEndpoint::connect(context, endpoints.requests, agentId),
-                        "connect " + endpoints.requests)) {
+                        "bus: connect " + endpoints.requests)) {
     if (subscribe) {
       subscriber_.emplace(orThrow(
           bus::EventSubscriber::connect(context, endpoints.events, {std::string(bus::topics::kRound)}),
-          "subscribe " + endpoints.events));
+          "bus: subscribe " + endpoints.events));
     }
   }
 
   void roundTrip(std::uint64_t seq) override {
-    orThrow(dealer_.send(buildSnapshotRequest(builder_, seq)), "send request");
-    auto received = orThrow(dealer_.receive(kReplyTimeout), "receive reply");
+    orThrow(dealer_.send(buildSnapshotRequest(builder_, seq)), "bus: send request");
+    auto received = orThrow(dealer_.receive(kReplyTimeout), "bus: receive reply");
     if (!received) throw BenchFailure("bus: no reply to request " + std::to_string(seq) + " within the timeout");
     const bus::Message& reply = acceptedMessage(*received, "reply");
     if (reply.as<msg::SnapshotReply>() == nullptr || reply.seq() != seq) {
@@ -111,14 +101,14 @@ class BusAgent final : public AgentPath {
   void answerPendingPauses() override {
     if (!subscriber_) throw BenchFailure("bus: this agent has no event socket");
     for (;;) {
-      auto received = orThrow(subscriber_->receive(std::chrono::milliseconds{0}), "receive pause");
+      auto received = orThrow(subscriber_->receive(std::chrono::milliseconds{0}), "bus: receive pause");
       if (!received) return;
       const bus::Message& event = acceptedMessage(*received, "event");
       const msg::Pause* pause = event.as<msg::Pause>();
       if (pause == nullptr) {
         throw BenchFailure(std::string("bus: expected Pause, got ") + bus::bodyName(event.type()));
       }
-      orThrow(dealer_.send(buildPauseAck(builder_, pause->round())), "send ack");
+      orThrow(dealer_.send(buildPauseAck(builder_, pause->round())), "bus: send ack");
     }
   }
 

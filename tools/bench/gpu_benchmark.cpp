@@ -24,7 +24,6 @@
 #include "expected_digest.hpp"
 #include "gpu_rank_protocol.hpp"
 #include "interruption.hpp"
-#include "report_format.hpp"
 
 namespace wsync::bench {
 namespace {
@@ -40,19 +39,6 @@ std::string gib(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) /
 
 std::int64_t nanosecondsOf(Clock::time_point time) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
-}
-
-RoundTimes summarise(std::vector<double> milliseconds) {
-  RoundTimes result;
-  result.samples = milliseconds.size();
-  if (milliseconds.empty()) return result;
-  std::sort(milliseconds.begin(), milliseconds.end());
-  const std::size_t middle = milliseconds.size() / 2;
-  result.medianMs = milliseconds.size() % 2 == 1 ? milliseconds[middle]
-                                                 : (milliseconds[middle - 1] + milliseconds[middle]) / 2;
-  result.minMs = milliseconds.front();
-  result.maxMs = milliseconds.back();
-  return result;
 }
 
 double millisecondsBetween(std::int64_t startNs, std::int64_t endNs) {
@@ -230,15 +216,15 @@ class Rounds {
         }
       }
     }
-    row_.channelRound = summarise(std::move(channelMs));
-    row_.senderReturn = summarise(std::move(senderMs));
-    row_.baselineRound = summarise(std::move(baselineMs));
-    row_.baselineGpu = summarise(std::move(baselineGpuMs));
-    progress << "    channel " << fixed(row_.channelRound.medianMs, 1) << " ms ("
-             << fixed(row_.channelRound.gigabytesPerSecond(row_.modelBytes), 1) << " GB/s)";
+    row_.channelRound = summarize(std::move(channelMs));
+    row_.senderReturn = summarize(std::move(senderMs));
+    row_.baselineRound = summarize(std::move(baselineMs));
+    row_.baselineGpu = summarize(std::move(baselineGpuMs));
+    progress << "    channel " << fixed(row_.channelRound.median, 1) << " ms ("
+             << fixed(gigabytesPerSecond(row_.channelRound, row_.modelBytes), 1) << " GB/s)";
     if (baseline) {
-      progress << ", baseline " << fixed(row_.baselineRound.medianMs, 1) << " ms ("
-               << fixed(row_.baselineRound.gigabytesPerSecond(row_.modelBytes), 1) << " GB/s), ratio "
+      progress << ", baseline " << fixed(row_.baselineRound.median, 1) << " ms ("
+               << fixed(gigabytesPerSecond(row_.baselineRound, row_.modelBytes), 1) << " GB/s), ratio "
                << ratio(row_.ratio());
     }
     progress << ", digests equal " << row_.digestsEqual << "/" << row_.digestsCompared << "\n";
@@ -589,7 +575,7 @@ class GpuRun {
 
 }  // namespace
 
-GpuResults runGpuBenchmarks(const GpuBenchConfig& config, const GpuInfo& gpus, std::ostream& progress) {
+GpuResults measureGpus(const GpuBenchConfig& config, const GpuInfo& gpus, std::ostream& progress) {
   if (gpus.deviceCount == 0) throw BenchFailure("no GPU: " + gpus.noDeviceReason);
   GpuResults results;
   GpuRun run(config, gpus, progress);

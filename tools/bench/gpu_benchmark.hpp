@@ -1,6 +1,6 @@
 #pragma once
 // The measurements of `wsync-bench gpu`: the nccl and cuda_ipc channels between rank processes of this executable
-// (gpu_rank.hpp), each beside its raw baseline in the same processes, interleaved round by round: one ncclBroadcast
+// (gpu_config.hpp), each beside its raw baseline in the same processes, interleaved round by round: one ncclBroadcast
 // of the model's bytes from one contiguous buffer (nccl), one cudaMemcpy of them between two contiguous buffers
 // (cuda_ipc).
 #include <cstddef>
@@ -11,21 +11,15 @@
 
 #include "gpu_config.hpp"
 #include "gpu_info.hpp"
+#include "stats.hpp"
 
 namespace wsync::bench {
 
-// Round times of one path over the timed rounds, in milliseconds.
-struct RoundTimes {
-  std::size_t samples = 0;
-  double medianMs = 0;
-  double minMs = 0;
-  double maxMs = 0;
-
-  // Bytes per second at the median, in GB/s (10^9 bytes).
-  double gigabytesPerSecond(std::uint64_t bytes) const {
-    return medianMs > 0 ? static_cast<double>(bytes) / (medianMs * 1e-3) / 1e9 : 0;
-  }
-};
+// Round times of one path over the timed rounds are Summaries in milliseconds; this is `bytes` per second at the
+// median, in GB/s (10^9 bytes).
+inline double gigabytesPerSecond(const Summary& milliseconds, std::uint64_t bytes) {
+  return milliseconds.median > 0 ? static_cast<double>(bytes) / (milliseconds.median * 1e-3) / 1e9 : 0;
+}
 
 // Device memory on one GPU of a measurement, from cudaMemGetInfo in the ranks on it (device-wide figures).
 struct DeviceMemoryUse {
@@ -55,12 +49,12 @@ struct GpuMeasurement {
 
   // nccl: from the common start until the last rank's send/receive returned; cuda_ipc: send() from its call to its
   // return (it returns once every receiver has copied and the digests agree).
-  RoundTimes channelRound;
-  RoundTimes senderReturn;  // nccl: from the common start until the sender's send() returned
+  Summary channelRound;
+  Summary senderReturn;  // nccl: from the common start until the sender's send() returned
   // nccl: one ncclBroadcast of the model's bytes, timed like the channel; cuda_ipc: one cudaMemcpy (cudaMemcpyPeer
   // across GPUs) of them, wall clock in the sender.
-  RoundTimes baselineRound;
-  RoundTimes baselineGpu;  // the same, between CUDA events on the sender's stream
+  Summary baselineRound;
+  Summary baselineGpu;  // the same, between CUDA events on the sender's stream
   std::uint64_t baselineChunkBytes = 0;  // the baseline buffer; smaller than the model when memory was short
   std::size_t baselineCalls = 0;         // broadcasts or copies per round (1 unless memory was short)
   std::string baselineSkipped;           // why there was no baseline; empty when there was one
@@ -80,7 +74,7 @@ struct GpuMeasurement {
 
   std::string skipped;  // why the measurement did not run; empty when it did
 
-  double ratio() const { return baselineRound.medianMs > 0 ? channelRound.medianMs / baselineRound.medianMs : 0; }
+  double ratio() const { return baselineRound.median > 0 ? channelRound.median / baselineRound.median : 0; }
   bool digestsAllEqual() const { return digestsCompared > 0 && digestsEqual == digestsCompared; }
 };
 
@@ -92,6 +86,6 @@ struct GpuResults {
 
 // Progress lines go to `progress`. Throws BenchFailure when there is no GPU, when a rank fails or goes silent (the
 // other ranks are stopped first), and on an interruption.
-GpuResults runGpuBenchmarks(const GpuBenchConfig& config, const GpuInfo& gpus, std::ostream& progress);
+GpuResults measureGpus(const GpuBenchConfig& config, const GpuInfo& gpus, std::ostream& progress);
 
 }  // namespace wsync::bench

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "report.hpp"
+
 namespace wsync::bench {
 
 // Starting a rank: CUDA's initialisation, then one cudaMalloc per tensor (18,867 for qwen3-30b-a3b: seconds).
@@ -70,6 +72,7 @@ inline constexpr double kMaxIpcToMemcpyRatio = 1.15;
 inline constexpr double kMaxNcclExtraBuckets = 2.0;
 
 struct GpuBenchConfig {
+  ModeOptions mode;
   std::vector<std::string> channels{"nccl", "cuda_ipc"};
   bool channelsGiven = false;  // --channel named: a channel the machine cannot run is an error, not a skip
   std::vector<std::string> models{"qwen2.5-7b", "qwen3-30b-a3b"};
@@ -80,11 +83,26 @@ struct GpuBenchConfig {
   std::size_t repetitions = kDefaultGpuRepetitions;
   std::string allocation = "tensor";  // "tensor": one cudaMalloc per tensor; "torch": PyTorch's caching segments
   bool hostCheck = true;  // the first channel round's digest against the host's reference
-  bool quick = false;
-  std::string outPath;
-  std::string jsonPath;
-  std::string commit;
   std::string commandLine;  // as typed, for the report
 };
+
+// The rank processes (hidden subcommand agent-gpu-rank): rank 0 is the sender, ranks 1..world-1 the receivers. Each
+// allocates the model's tensors on its device, then follows the benchmark's commands (gpu_rank_protocol.hpp): the
+// raw baseline's buffers and communicator, the channel, and every round, timed with CLOCK_MONOTONIC (one clock for
+// every process of the host) from a start time the benchmark gives all ranks alike.
+struct GpuRankOptions {
+  std::string channel;  // "nccl" or "cuda_ipc"
+  std::uint32_t rank = 0;
+  std::uint32_t world = 0;  // sender + receivers
+  int device = 0;
+  int baselineDevice = 0;   // cuda_ipc sender: where the memcpy baseline's destination lives
+  std::string model;        // a name bus::modelTensors knows
+  std::string allocation;   // "tensor" or "torch" (device_memory.hpp)
+  std::string segment;      // cuda_ipc: the segment the benchmark created
+};
+int runGpuRank(const GpuRankOptions& options);
+
+// The mode: measures, then fills the report. Sets NCCL_NVLS_ENABLE=0 first unless the environment sets it.
+void runGpuBenchmark(const GpuBenchConfig& config, Report& report);
 
 }  // namespace wsync::bench

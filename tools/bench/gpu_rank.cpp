@@ -1,11 +1,7 @@
-#include "gpu_rank.hpp"
-
-#include <poll.h>
-#include <sys/socket.h>
+// The rank processes of `wsync-bench gpu` (gpu_config.hpp).
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>

@@ -42,6 +42,17 @@ MachineTicks readMachineTicks() {
   return ticks;
 }
 
+std::uint64_t availableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
 MachineLoad::Reading MachineLoad::read() {
   Reading reading;
   const MachineTicks ticks = readMachineTicks();

@@ -13,6 +13,9 @@ struct MachineTicks {
 };
 MachineTicks readMachineTicks();
 
+// MemAvailable of /proc/meminfo: what can be allocated without swapping or reclaim trouble; 0 when unknown.
+std::uint64_t availableMemoryBytes();
+
 class MachineLoad {
  public:
   MachineLoad();  // starts the interval

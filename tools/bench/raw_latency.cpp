@@ -8,9 +8,9 @@
 #include <wsync/bus/socket_options.hpp>
 #include <wsync/bus/topics.hpp>
 
-#include "bench_config.hpp"
 #include "bench_failure.hpp"
-#include "bench_messages.hpp"
+#include "bus_config.hpp"
+#include "bus_messages.hpp"
 #include "latency_paths.hpp"
 
 namespace wsync::bench {

@@ -8,6 +8,8 @@
 
 #include <wsync/bus/shm_arena_data.hpp>
 
+#include "report.hpp"
+
 namespace wsync::bench {
 
 // Starting N worker processes: each maps and writes every page of its bound tensors (64 MiB at most here) and
@@ -49,14 +51,14 @@ inline constexpr std::uint64_t kDefaultRoundBucketKiB = 256;
 // when that would need more than this share of the memory the kernel calls available.
 inline constexpr double kMaxRoundMemoryShare = 0.75;
 
-// Monitors attached for `wsync-bench monitors` need this long to subscribe, prove their subscription live and take
-// their first snapshot (they do all three within a heartbeat interval or two).
+// Monitors attached (--monitors) need this long to subscribe, prove their subscription live and take their first
+// snapshot (they do all three within a heartbeat interval or two).
 inline constexpr std::chrono::milliseconds kMonitorSettle{2000};
 // wsync-mon stops on SIGTERM at its next redraw (250 ms); then SIGKILL.
 inline constexpr std::chrono::milliseconds kMonitorStopGrace{5000};
 // The goal (issue): round times with 10 monitors attached within 2% of those without.
-inline constexpr std::size_t kDefaultMonitors = 10;
 inline constexpr double kMaxMonitorSlowdown = 1.02;
+inline constexpr std::size_t kMaxMonitors = 256;
 
 // Every worker of a round is a receiver of the coordinator's shm arena.
 inline constexpr std::size_t kMaxRoundWorkers = bus::kMaxArenaReceivers;
@@ -66,6 +68,7 @@ inline constexpr double kMaxRoundOverheadMs = 2.0;
 inline constexpr std::size_t kRoundGoalWorkers = 8;
 
 struct RoundBenchConfig {
+  ModeOptions mode;
   std::vector<std::size_t> workerCounts{1, 8, 32};
   // About 1 MiB, so that the data of a round is small next to its control; and 4 KiB ("tiny"), where there is no
   // data time to speak of and the round time is the control overhead itself.
@@ -78,10 +81,24 @@ struct RoundBenchConfig {
   std::size_t countRounds = kDefaultCountRounds;
   std::size_t baselineRoundTrips = kDefaultBaselineRoundTrips;
   std::uint64_t bucketKiB = kDefaultRoundBucketKiB;
-  bool quick = false;
-  std::string outPath;
-  std::string jsonPath;
-  std::string commit;
+  // wsync-mon processes (live view) attached to every bus of the worker sweep for `rounds` rounds, between two
+  // phases of `rounds` without them (so that a drifting machine favours neither); 0: none.
+  std::size_t monitors = 0;
+  std::string monBinary;  // wsync-mon: beside wsync-bench (an install), else this build's
 };
+
+// The worker processes (hidden subcommand agent-round-worker): a real WorkerAgent bound to a model's tensors, in
+// front of an idle engine whose pause hook returns at once, so that a round costs the process only what the agent
+// does. Serves rounds until SIGTERM (Goodbye, exit 0) or until no round has paused it for kAgentIdleTimeout (the
+// benchmark is stuck: exit 2).
+struct RoundWorkerOptions {
+  std::string bus;    // the benchmark's coordinator
+  std::string id;     // agent id
+  std::string model;  // a name bus::modelTensors knows: the tensors to bind, the trainer's manifest
+};
+int runRoundWorker(const RoundWorkerOptions& options);
+
+// The mode: measures, then fills the report.
+void runRoundBenchmark(const RoundBenchConfig& config, Report& report);
 
 }  // namespace wsync::bench

@@ -1,6 +1,6 @@
 #pragma once
 // The measurements of `wsync-bench shm`: the shm channel from this process (the sender, which owns the arena) to
-// receiver processes, beside memcpy of the same tensors within this process, interleaved repetition by repetition.
+// receiver processes, beside memcpy of the same tensors within this process, interleaved round by round.
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
@@ -8,17 +8,11 @@
 #include <vector>
 
 #include "shm_config.hpp"
+#include "stats.hpp"
 
 namespace wsync::bench {
 
-// GB/s (10^9 bytes per second) over the timed repetitions of one path.
-struct Throughput {
-  std::size_t samples = 0;
-  double medianGBps = 0;
-  double minGBps = 0;
-  double maxGBps = 0;
-};
-
+// Throughputs in GB/s (10^9 bytes per second of model bytes) over the timed repetitions.
 struct ShmMeasurement {
   std::string model;
   std::size_t tensors = 0;
@@ -28,19 +22,16 @@ struct ShmMeasurement {
   std::uint32_t buffers = 0;
   std::uint32_t buckets = 0;  // of the plan
 
-  // Model bytes over the time from the sender's start until the last receiver finished: what each receiver got.
-  Throughput channel;
-  // Model bytes over the time from the sender's start until send() returned (the last bucket published).
-  Throughput sender;
-  // Baselines in this process, tensor by tensor from the source to a second copy of the model.
-  Throughput memcpy;
-  Throughput copyDigest;  // memcpy, then XXH3-128 over the copy: the plain way to move and check the bytes
-  // GB per CPU-second of the thread doing the work (sleeps excluded), robust against other processes' load: how
-  // fast each side would go on a core of its own. For several receivers, the one that took the most.
-  Throughput senderCpu;
-  Throughput receiverCpu;
-  Throughput memcpyCpu;
-  Throughput copyDigestCpu;
+  Summary channel;     // from the sender's start until the last receiver finished: what each receiver got
+  Summary sender;      // from the sender's start until send() returned (the last bucket published)
+  Summary memcpy;      // in this process, tensor by tensor from the source to a second copy of the model
+  Summary copyDigest;  // memcpy, then XXH3-128 over the copy: the plain way to move and check the bytes
+  // GB per CPU-second of the thread doing the work (sleeps excluded), robust against other processes' load: how fast
+  // each side would go on a core of its own. For several receivers, the one that took the most.
+  Summary senderCpu;
+  Summary receiverCpu;
+  Summary memcpyCpu;
+  Summary copyDigestCpu;
 
   std::size_t digestsCompared = 0;  // receivers x transfers, warm-up included
   std::size_t digestsEqual = 0;     // a receiver's digest and byte count equal to the sender's
@@ -48,9 +39,7 @@ struct ShmMeasurement {
   double othersCpuShare = 0;        // of all CPU time during the measurement, used by other processes
   std::size_t busyRounds = 0;       // --wait-for-quiet: rounds that started without the machine having been quiet
 
-  double ratio() const { return memcpy.medianGBps > 0 ? channel.medianGBps / memcpy.medianGBps : 0; }
-  double aggregateGBps() const { return channel.medianGBps * static_cast<double>(receivers); }
-  bool digestsAllEqual() const { return digestsCompared > 0 && digestsEqual == digestsCompared; }
+  double ratio() const { return memcpy.median > 0 ? channel.median / memcpy.median : 0; }
 };
 
 struct ShmResults {
@@ -64,6 +53,6 @@ struct ShmResults {
 };
 
 // Progress lines go to `progress`; failures throw BenchFailure after the receivers are stopped.
-ShmResults runShmBenchmarks(const ShmBenchConfig& config, std::ostream& progress);
+ShmResults measureShm(const ShmBenchConfig& config, std::ostream& progress);
 
 }  // namespace wsync::bench

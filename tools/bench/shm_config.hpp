@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "report.hpp"
+
 namespace wsync::bench {
 
 // Starting a receiver: mapping the arena and writing every page of its destination tensors once (2 GiB take about
@@ -54,6 +56,7 @@ inline constexpr double kMinChannelToMemcpyRatio = 0.8;
 inline constexpr double kMaxMemoryShare = 0.5;
 
 struct ShmBenchConfig {
+  ModeOptions mode;
   std::vector<std::string> models{"opt-125m", "synthetic:20000:2048"};
   std::vector<std::size_t> fanoutReceivers{3, 8};
   std::uint64_t bucketMiB = kDefaultBucketMiB;
@@ -63,11 +66,24 @@ struct ShmBenchConfig {
   std::vector<std::uint64_t> sweepBucketMiB;
   std::vector<std::uint32_t> sweepBuffers;
   std::size_t sweepRepetitions = kDefaultSweepRepetitions;
-  bool quick = false;
   bool waitForQuiet = false;  // start every round on an idle machine (see kQuietMaxBusyShare)
-  std::string outPath;
-  std::string jsonPath;
-  std::string commit;
 };
+
+// The receivers (hidden subcommand agent-shm-receive): each opens the arena, writes every page of its destination
+// tensors once, says "ready" on stdout and then receives transfers 1..N in order, reporting each on stdout as
+//   done TRANSFER BYTES DIGEST_HI DIGEST_LO FINISH_NS CPU_NS
+// where FINISH_NS is steady_clock (CLOCK_MONOTONIC, one clock for every process of the machine) when receive()
+// returned, so the benchmark can time a transfer until its last receiver finished without a wake-up in between, and
+// CPU_NS the CPU time receive() took (its sleeps cost none).
+struct ShmReceiverOptions {
+  std::string arena;
+  std::uint32_t receiver = 0;
+  std::string model;  // a name bus::modelTensors knows
+  std::uint64_t transfers = 0;
+};
+int runShmReceiver(const ShmReceiverOptions& options);
+
+// The mode: measures, then fills the report.
+void runShmBenchmark(const ShmBenchConfig& config, Report& report);
 
 }  // namespace wsync::bench

@@ -1,61 +1,37 @@
-#include "shm_receiver.hpp"
-
+// The receiver processes of `wsync-bench shm` (shm_config.hpp).
 #include <chrono>
-#include <cinttypes>
-#include <cstdio>
 #include <exception>
 #include <iostream>
 
 #include <wsync/bus/bucket_plan.hpp>
-#include <wsync/bus/model_catalog.hpp>
 #include <wsync/bus/shm_arena.hpp>
 
 #include "bench_failure.hpp"
+#include "catalog_manifest.hpp"
 #include "shm_config.hpp"
 #include "tensor_memory.hpp"
 #include "thread_cpu_time.hpp"
 
 namespace wsync::bench {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-void report(const char* line) {
-  std::fputs(line, stdout);
-  std::fflush(stdout);  // a pipe: without the flush the line would wait in stdio's buffer
-}
-
-void receiveAll(const ShmReceiverOptions& options) {
-  auto arena = bus::ShmArena::open(options.arena);
-  if (!arena) throw BenchFailure(arena.error().describe());
-  auto specs = bus::modelTensors(options.model);
-  if (!specs) throw BenchFailure(specs.error().describe());
-  auto manifest = bus::Manifest::create(std::move(*specs));
-  if (!manifest) throw BenchFailure(manifest.error().describe());
-  auto plan = bus::BucketPlan::build(*manifest, arena->geometry().bucketBytes, kShmPlanAlignment);
-  if (!plan) throw BenchFailure(plan.error().describe());
-  const TensorMemory staging(*manifest);  // every page written once, before "ready"
-  report("ready\n");
-
-  for (std::uint64_t transfer = 1; transfer <= options.transfers; ++transfer) {
-    const std::uint64_t cpuStart = threadCpuNanoseconds();
-    auto received = arena->receive(transfer, *plan, staging.tensors(), options.receiver,
-                                   Clock::now() + kReceiverIdleTimeout);
-    const auto finish = Clock::now();
-    const std::uint64_t cpuNs = threadCpuNanoseconds() - cpuStart;
-    if (!received) throw BenchFailure("transfer " + std::to_string(transfer) + ": " + received.error().describe());
-    const auto finishNs = std::chrono::duration_cast<std::chrono::nanoseconds>(finish.time_since_epoch()).count();
-    std::printf("done %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %lld %" PRIu64 "\n", transfer, received->bytes,
-                received->digest.hi, received->digest.lo, static_cast<long long>(finishNs), cpuNs);
-    std::fflush(stdout);
-  }
-}
-
-}  // namespace
 
 int runShmReceiver(const ShmReceiverOptions& options) {
   try {
-    receiveAll(options);
+    auto arena = orThrow(bus::ShmArena::open(options.arena), "arena");
+    const bus::Manifest manifest = catalogManifest(options.model);
+    const auto plan = orThrow(bus::BucketPlan::build(manifest, arena.geometry().bucketBytes, kShmPlanAlignment), "plan");
+    const TensorMemory staging(manifest);  // every page written once, before "ready"
+    // stdout is a pipe: every line is flushed (std::endl), or it would wait in the stream's buffer.
+    std::cout << "ready" << std::endl;
+    for (std::uint64_t transfer = 1; transfer <= options.transfers; ++transfer) {
+      const std::uint64_t cpuStart = threadCpuNanoseconds();
+      auto received = arena.receive(transfer, plan, staging.tensors(), options.receiver,
+                                    std::chrono::steady_clock::now() + kReceiverIdleTimeout);
+      const auto finish = std::chrono::steady_clock::now();
+      const std::uint64_t cpuNs = threadCpuNanoseconds() - cpuStart;
+      const bus::TransferResult result = orThrow(std::move(received), "transfer " + std::to_string(transfer));
+      std::cout << "done " << transfer << ' ' << result.bytes << ' ' << result.digest.hi << ' ' << result.digest.lo
+                << ' ' << std::chrono::nanoseconds(finish.time_since_epoch()).count() << ' ' << cpuNs << std::endl;
+    }
     return 0;
   } catch (const std::exception& error) {
     // The benchmark sees the pipe close, names this receiver and points here.

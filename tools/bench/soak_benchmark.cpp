@@ -25,7 +25,6 @@
 #include "interruption.hpp"
 #include "machine_load.hpp"
 #include "program_location.hpp"
-#include "report_format.hpp"
 #include "run_files.hpp"
 #include "tensor_memory.hpp"
 
@@ -39,12 +38,11 @@ constexpr std::uint64_t kSoakContentSeed = 20261122;
 // A worker that keeps ending by itself is a crash loop, not a soak: the run stops after this many.
 constexpr std::size_t kMaxUnexpectedExits = 16;
 constexpr const char* kTrainerId = "soak-trainer";
+constexpr std::size_t kNever = static_cast<std::size_t>(-1);
 
-std::uint64_t nanoseconds(std::chrono::nanoseconds duration) {
-  return duration.count() > 0 ? static_cast<std::uint64_t>(duration.count()) : 0;
+double microseconds(std::chrono::nanoseconds duration) {
+  return std::max(0.0, static_cast<double>(duration.count()) / 1e3);
 }
-
-double milliseconds(Clock::duration duration) { return std::chrono::duration<double, std::milli>(duration).count(); }
 
 msg::PauseMode pauseModeOf(const std::string& name) {
   if (name == "abort") return msg::PauseMode::Abort;
@@ -56,14 +54,13 @@ msg::PauseMode pauseModeOf(const std::string& name) {
 // The workers' agent id in an abort's detail ("worker 'worker-3': process 1234 is gone"), if it names one.
 std::optional<std::string> workerNamedBy(const std::string& detail) {
   constexpr std::string_view kPrefix = "worker '";
-  if (!detail.starts_with(kPrefix)) return std::nullopt;
   const auto end = detail.find('\'', kPrefix.size());
-  if (end == std::string::npos) return std::nullopt;
+  if (!detail.starts_with(kPrefix) || end == std::string::npos) return std::nullopt;
   return detail.substr(kPrefix.size(), end - kPrefix.size());
 }
 
-// CPU time of the machine and of this run's processes (this one, its live children, the children it reaped), to
-// tell in each window how much of the machine others took.
+// CPU time of the machine and of this run's processes (this one, its live children, the children it reaped), to tell
+// in each window how much of the machine others took.
 struct CpuReading {
   MachineTicks machine;
   std::uint64_t ownTicks = 0;
@@ -77,25 +74,6 @@ struct SoakWorker {
   std::optional<std::size_t> restart;  // its entry in SoakResults::restarts while the rejoin is pending
 };
 
-// The child processes' stderr: a file of the run, or the benchmark's own.
-class ChildLog {
- public:
-  explicit ChildLog(const std::string& path) {
-    if (path.empty()) return;
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd_ < 0) throw BenchFailure("--child-log " + path + ": " + std::strerror(errno));
-  }
-  ~ChildLog() {
-    if (fd_ != STDERR_FILENO) ::close(fd_);
-  }
-  ChildLog(const ChildLog&) = delete;
-  ChildLog& operator=(const ChildLog&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  int fd_ = STDERR_FILENO;
-};
-
 class SoakRun {
  public:
   SoakRun(const SoakBenchConfig& config, std::ostream& progress)
@@ -103,24 +81,20 @@ class SoakRun {
         progress_(progress),
         manifest_(catalogManifest(config.model)),
         weights_(manifest_),
-        childLog_(config.childLog),
         pauseMode_(pauseModeOf(config.pauseMode)),
-        rng_(config.seed) {
-    auto dir = bus::runtimeDirectory();
-    if (!dir) throw BenchFailure("runtime folder: " + dir.error().describe());
-    runtimeDir_ = *dir;
+        rng_(config.seed),
+        runtimeDir_(orThrow(bus::runtimeDirectory(), "runtime folder")) {
     results_.busName = "wsync-soak-" + std::to_string(::getpid());
     results_.coordinatorPath = locateProgram("wsync-coordinator", config.binDir, WSYNC_BENCH_COORDINATOR);
     results_.workerPath = locateProgram("wsync-worker", config.binDir, WSYNC_BENCH_WORKER);
     results_.tensors = manifest_.size();
     results_.bytes = manifest_.totalBytes();
     weights_.fill(kSoakContentSeed);
-
     windowCount_ = config.rounds / config.window;
     results_.sampleEvery = std::max<std::size_t>(1, config.window / kSoakSamplesPerWindow);
     if (config.restartEvery > 0) {
-      restartBegin_ = 2 * config.window;                   // after the warm-up and the restart-free baseline
-      restartEnd_ = (windowCount_ - 1) * config.window;    // the last window runs without restarts again
+      restartBegin_ = 2 * config.window;                 // after the warm-up and the restart-free baseline
+      restartEnd_ = (windowCount_ - 1) * config.window;  // the last window runs without restarts again
       nextKill_ = restartBegin_ + drawGap() - 1;
       if (nextKill_ >= restartEnd_) nextKill_ = kNever;
     }
@@ -128,24 +102,26 @@ class SoakRun {
     results_.windows.reserve(windowCount_);
     results_.samples.reserve(windowCount_ * (kSoakSamplesPerWindow + 2) + 1);
     results_.restarts.reserve(config.restartEvery > 0 ? 2 * config.rounds / config.restartEvery + 1 : 0);
-    windowTimes_.reserve(config.window);
-    abortTimes_.reserve(config.rounds);
+    for (auto* times : {&windowTimes_, &abortTimes_, &withoutTimes_, &withTimes_}) times->reserve(config.rounds);
     rejoinTimes_.reserve(results_.restarts.capacity() + kMaxUnexpectedExits);
-    withoutTimes_.reserve(config.rounds);
-    withTimes_.reserve(config.rounds);
+    if (!config.childLog.empty()) {  // last: nothing after it throws, so the destructor closes it
+      childLogFd_ = ::open(config.childLog.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (childLogFd_ < 0) throw BenchFailure("--child-log " + config.childLog + ": " + std::strerror(errno));
+    }
   }
 
-  ~SoakRun() { stopAll(); }
+  ~SoakRun() {
+    stopAll();
+    if (childLogFd_ != STDERR_FILENO) ::close(childLogFd_);
+  }
   SoakRun(const SoakRun&) = delete;
   SoakRun& operator=(const SoakRun&) = delete;
 
   SoakResults execute() {
     startBus();
     progress_ << "soak: " << config_.rounds << " rounds in " << windowCount_ << " windows of " << config_.window
-              << ", " << config_.workers << " workers, " << config_.model << " (" << results_.tensors << " tensors, "
-              << fixed(static_cast<double>(results_.bytes) / (1024.0 * 1024.0), 2) << " MiB), "
-              << (config_.restartEvery > 0 ? "a restart every ~" + std::to_string(config_.restartEvery) +
-                                                 " rounds in windows 3 to " + std::to_string(windowCount_ - 1)
+              << ", " << config_.workers << " workers, " << config_.model << ", "
+              << (config_.restartEvery > 0 ? "a restart every ~" + std::to_string(config_.restartEvery) + " rounds"
                                            : std::string("no restarts"))
               << "; bus " << results_.busName << '\n';
     runStart_ = Clock::now();
@@ -180,10 +156,10 @@ class SoakRun {
     std::size_t withoutRounds = 0, withRounds = 0;
     for (const SoakWindow& window : results_.windows) {
       if (window.warmup) continue;
-      const std::size_t aborted = window.abortedByRestart + window.abortedOther;
       (window.withRestarts ? withSeconds : withoutSeconds) += window.seconds;
       (window.withRestarts ? withRounds : withoutRounds) += window.rounds;
-      (window.withRestarts ? results_.withAborted : results_.withoutAborted) += aborted;
+      (window.withRestarts ? results_.withAborted : results_.withoutAborted) +=
+          window.abortedByRestart + window.abortedOther;
     }
     results_.withoutRoundsPerSecond = withoutSeconds > 0 ? static_cast<double>(withoutRounds) / withoutSeconds : 0;
     results_.withRoundsPerSecond = withSeconds > 0 ? static_cast<double>(withRounds) / withSeconds : 0;
@@ -195,18 +171,16 @@ class SoakRun {
   // previous one to be ready (the control block says so), every wait bounded.
   void startBus() {
     const std::string& bus = results_.busName;
-    // A coordinator that stops cleanly removes its segments (the report counts what it left first); one that was
-    // killed cannot, and no later coordinator will purge them, since the bus name is unique to this run.
+    // A coordinator that stops cleanly removes its segments and sockets (the report counts what it left first); one
+    // that was killed cannot, and no later coordinator will purge them, since the bus name is unique to this run.
     runFiles_.add("/dev/shm/" + bus::controlBlockSegmentName(bus));
     runFiles_.add("/dev/shm/" + bus::controlBlockSegmentName(bus) + "-shm");
-    if (auto endpoints = bus::resolveEndpoints(bus); endpoints) {
-      // Removed by a coordinator that stops cleanly; these cover one that did not.
+    if (auto endpoints = bus::resolveEndpoints(bus)) {
       runFiles_.addEndpoint(endpoints->requests);
       runFiles_.addEndpoint(endpoints->events);
     }
     const auto start = Clock::now();
     coordinator_ = startProgram(results_.coordinatorPath, {"--bus", bus, "--log-level", config_.childLogLevel}, SIGTERM);
-    const auto deadline = start + kSoakCoordinatorStartTimeout;
     for (;;) {
       throwIfInterrupted();
       if (!coordinator_->running()) throw BenchFailure("wsync-coordinator " + coordinator_->describeExit());
@@ -215,68 +189,63 @@ class SoakRun {
         view_.emplace(std::move(*view));
         break;
       }
-      if (Clock::now() > deadline) {
+      if (Clock::now() - start > kSoakCoordinatorStartTimeout) {
         throw BenchFailure("wsync-coordinator on bus " + bus + " not up within " +
                            std::to_string(kSoakCoordinatorStartTimeout.count()) + " ms");
       }
       std::this_thread::sleep_for(kSoakJoinPollInterval);
     }
-
-    workers_.reserve(config_.workers);
+    workers_.resize(config_.workers);
     for (std::size_t index = 0; index < config_.workers; ++index) {
-      SoakWorker& worker = workers_.emplace_back();
-      worker.id = "worker-" + std::to_string(index);
-      worker.process = startWorker(worker.id);
-      worker.startedAt = Clock::now();
-      worker.rejoinPending = true;
+      workers_[index].id = "worker-" + std::to_string(index);
+      startWorker(workers_[index], std::nullopt);
     }
     const auto joinDeadline = Clock::now() + kSoakWorkerJoinTimeout;
-    for (;;) {
+    while (markRegistered() < workers_.size()) {
       throwIfInterrupted();
       for (SoakWorker& worker : workers_) {
         if (!worker.process->running()) throw BenchFailure(worker.id + " " + worker.process->describeExit());
       }
-      if (markRegistered() == workers_.size()) break;
       if (Clock::now() > joinDeadline) {
         throw BenchFailure(std::to_string(view_->activeAgents()) + " of " + std::to_string(config_.workers) +
                            " workers registered within " + std::to_string(kSoakWorkerJoinTimeout.count()) + " ms");
       }
       std::this_thread::sleep_for(kSoakJoinPollInterval);
     }
-
-    auto trainer = trainer_agent::TrainerAgent::start({.bus = bus, .agentId = kTrainerId});
-    if (!trainer) throw BenchFailure("trainer agent: " + trainer.error().describe());
-    trainer_ = std::move(*trainer);
-    if (auto declared = trainer_->declareManifest(manifest_.tensors()); !declared) {
-      throw BenchFailure("trainer agent: " + declared.error().describe());
-    }
-    results_.startupMs = milliseconds(Clock::now() - start);
+    trainer_ = orThrow(trainer_agent::TrainerAgent::start({.bus = bus, .agentId = kTrainerId}), "trainer agent");
+    orThrow(trainer_->declareManifest(manifest_.tensors()), "trainer agent");
+    results_.startupMs = microseconds(Clock::now() - start) / 1000;
     progress_ << "  coordinator, " << config_.workers << " workers and the trainer registered in "
               << static_cast<long>(results_.startupMs) << " ms\n";
   }
 
-  // A program of the run: a process group of its own (Ctrl-C reaches the benchmark alone, which stops the programs
-  // in order), none of the benchmark's descriptors (its fd count is its own), `deathSignal` should the benchmark die.
+  // A program of the run: a process group of its own (Ctrl-C reaches the benchmark alone, which stops the programs in
+  // order), none of the benchmark's descriptors (its fd count is its own), `deathSignal` should the benchmark die
+  // (SIGTERM for the coordinator, so that it still removes its segments).
   tools::ChildProcess startProgram(const std::string& path, const std::vector<std::string>& args, int deathSignal) {
     return tools::ChildProcess::spawn(path, args,
-                                      {.stderrFd = childLog_.fd(),
+                                      {.stderrFd = childLogFd_,
                                        .deathSignal = deathSignal,
                                        .ownProcessGroup = true,
                                        .closeOtherFds = true,
                                        .stopGrace = kSoakStopGrace});
   }
 
-  tools::ChildProcess startWorker(const std::string& id) {
-    return startProgram(results_.workerPath,
-                        {"--bus", results_.busName, "--id", id, "--model", config_.model, "--channel", "shm",
-                         "--step-ms", std::to_string(config_.workerStepMs), "--log-level", config_.childLogLevel},
-                        SIGKILL);
+  // Starts (or starts again) a worker under its agent id; its rejoin is timed from now.
+  void startWorker(SoakWorker& worker, std::optional<std::size_t> restart) {
+    worker.process = startProgram(results_.workerPath,
+                                  {"--bus", results_.busName, "--id", worker.id, "--model", config_.model, "--channel",
+                                   "shm", "--step-ms", std::to_string(config_.workerStepMs), "--log-level",
+                                   config_.childLogLevel},
+                                  SIGKILL);
+    worker.startedAt = Clock::now();
+    worker.rejoinPending = true;
+    worker.restart = restart;
   }
 
-  // Clears the pending rejoin of every worker whose current process holds an attached slot; returns how many
-  // workers are registered that way. One pass over the control block's slots.
+  // Clears the pending rejoin of every worker whose current process holds an attached slot; returns how many workers
+  // are registered that way. One pass over the control block's slots.
   std::size_t markRegistered() {
-    std::size_t registered = 0;
     std::vector<bus::AgentSlotSnapshot> active;
     for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
       auto snapshot = view_->agentSlot(slot);
@@ -284,6 +253,7 @@ class SoakRun {
         active.push_back(std::move(*snapshot));
       }
     }
+    std::size_t registered = 0;
     for (SoakWorker& worker : workers_) {
       const bool found = std::any_of(active.begin(), active.end(), [&](const bus::AgentSlotSnapshot& snapshot) {
         return snapshot.agentId == worker.id && snapshot.pid == static_cast<std::uint32_t>(worker.process->pid());
@@ -293,9 +263,9 @@ class SoakRun {
       if (!worker.rejoinPending) continue;
       worker.rejoinPending = false;
       if (worker.restart || rejoinCounted_) {
-        const auto elapsed = Clock::now() - worker.startedAt;
-        rejoinTimes_.push_back(nanoseconds(elapsed));
-        if (worker.restart) results_.restarts[*worker.restart].rejoinMs = milliseconds(elapsed);
+        const double elapsedUs = microseconds(Clock::now() - worker.startedAt);
+        rejoinTimes_.push_back(elapsedUs);
+        if (worker.restart) results_.restarts[*worker.restart].rejoinMs = elapsedUs / 1000;
         worker.restart.reset();
       }
     }
@@ -314,17 +284,12 @@ class SoakRun {
       markRegistered();
       checkRejoinDeadlines();
     }
-    // Agents registered, less the trainer; a dead worker counts until the coordinator has seen it go.
-    const std::uint32_t active = view_->activeAgents();
-    if (active < config_.workers + 1) ++window.roundsShortOfWorkers;
-
+    // Agents registered, the trainer included; a dead worker counts until the coordinator has seen it go.
+    if (view_->activeAgents() < config_.workers + 1) ++window.roundsShortOfWorkers;
     const std::uint64_t version = ++version_;
     weights_.moveToVersion(kSoakContentSeed, version);
-    const trainer_agent::PublishOptions options{.label = {}, .pauseMode = pauseMode_};
-    auto published = trainer_->publish(version, weights_.constTensors(), options);
-    if (!published) {
-      throw BenchFailure("publish version " + std::to_string(version) + ": " + published.error().describe());
-    }
+    orThrow(trainer_->publish(version, weights_.constTensors(), {.label = {}, .pauseMode = pauseMode_}),
+            "publish version " + std::to_string(version));
     if (round == nextKill_) {
       restartWorker(round, window);
       nextKill_ = round + drawGap();
@@ -339,18 +304,13 @@ class SoakRun {
     const double maxDelayUs = p50EstimateUs_ > 0 ? kSoakKillDelayFactor * p50EstimateUs_
                                                  : static_cast<double>(kSoakDefaultKillDelayMax.count());
     const double delayUs = std::uniform_real_distribution<double>(0, maxDelayUs)(rng_);
-    const std::size_t victim = std::uniform_int_distribution<std::size_t>(1, workers_.size() - 1)(rng_);
+    SoakWorker& worker = workers_[std::uniform_int_distribution<std::size_t>(1, workers_.size() - 1)(rng_)];
     std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(delayUs));
     const bool midRound = !trainer_->pollOutcome().has_value();
     const std::string phase = msg::EnumNameRoundPhase(view_->roundState().phase);
-
-    SoakWorker& worker = workers_[victim];
-    worker.process->stop(std::chrono::milliseconds{0});  // SIGKILL and reap: the coordinator sees the pid gone, as after a crash
+    worker.process->stop(std::chrono::milliseconds{0});  // SIGKILL and reap: the coordinator sees the pid gone
     killedIds_.insert(worker.id);
-    worker.process = startWorker(worker.id);
-    worker.startedAt = Clock::now();
-    worker.rejoinPending = true;
-    worker.restart = results_.restarts.size();
+    startWorker(worker, results_.restarts.size());
     results_.restarts.push_back(SoakRestart{round, worker.id, midRound, phase, delayUs, -1});
     ++results_.killPhases[phase];
     ++window.restarts;
@@ -369,10 +329,7 @@ class SoakRun {
                            results_.details.back());
       }
       killedIds_.insert(worker.id);  // the rounds its death aborts are accounted to it, not to the bus
-      worker.process = startWorker(worker.id);
-      worker.startedAt = Clock::now();
-      worker.rejoinPending = true;
-      worker.restart.reset();
+      startWorker(worker, std::nullopt);
     }
   }
 
@@ -402,11 +359,9 @@ class SoakRun {
     for (;;) {
       throwIfInterrupted();
       if (auto outcome = trainer_->waitOutcome(kSoakOutcomeSlice)) {
-        if (outcome->version != version) {
-          throw BenchFailure("outcome of version " + std::to_string(outcome->version) + " while " +
-                             std::to_string(version) + " was in flight");
-        }
-        return *outcome;
+        if (outcome->version == version) return *outcome;
+        throw BenchFailure("outcome of version " + std::to_string(outcome->version) + " while " +
+                           std::to_string(version) + " was in flight");
       }
       // A coordinator that died leaves the trainer waiting for a heartbeat refusal: the cause is known now.
       if (!coordinator_->running()) {
@@ -422,15 +377,16 @@ class SoakRun {
 
   void record(const trainer_agent::PublishOutcome& outcome, SoakWindow& window) {
     ++window.rounds;
+    const double totalUs = microseconds(outcome.total);
     switch (outcome.kind) {
       case trainer_agent::OutcomeKind::Committed:
         ++window.committed;
-        windowTimes_.push_back(nanoseconds(outcome.total));
-        if (outcome.version == 1) results_.firstRoundMs = milliseconds(outcome.total);
-        if (!window.warmup) (window.withRestarts ? withTimes_ : withoutTimes_).push_back(nanoseconds(outcome.total));
+        windowTimes_.push_back(totalUs);
+        if (outcome.version == 1) results_.firstRoundMs = totalUs / 1000;
+        if (!window.warmup) (window.withRestarts ? withTimes_ : withoutTimes_).push_back(totalUs);
         return;
       case trainer_agent::OutcomeKind::Aborted: {
-        abortTimes_.push_back(nanoseconds(outcome.total));
+        abortTimes_.push_back(totalUs);
         ++results_.abortsByReason[msg::EnumNameAbortReason(outcome.reason)];
         const auto named = workerNamedBy(outcome.detail);
         if (named && killedIds_.contains(*named)) {
@@ -474,22 +430,12 @@ class SoakRun {
     sample.children = countChildren(::getpid());
     for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
       const auto snapshot = view_->agentSlot(slot);
-      if (!snapshot) continue;
-      if (snapshot->occupancy == bus::SlotOccupancy::Active) ++sample.activeSlots;
-      if (snapshot->occupancy == bus::SlotOccupancy::Dead) ++sample.deadSlots;
+      if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Active) ++sample.activeSlots;
+      if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Dead) ++sample.deadSlots;
     }
-    window.coordinatorRss.add(sample.coordinator.rssBytes);
-    window.coordinatorAnon.add(sample.coordinator.anonBytes);
-    window.coordinatorFds.add(sample.coordinator.fds);
-    window.coordinatorThreads.add(sample.coordinator.threads);
-    window.trainerRss.add(sample.trainer.rssBytes);
-    window.trainerAnon.add(sample.trainer.anonBytes);
-    window.trainerFds.add(sample.trainer.fds);
-    window.trainerThreads.add(sample.trainer.threads);
-    window.residentRss.add(sample.resident.rssBytes);
-    window.residentAnon.add(sample.resident.anonBytes);
-    window.residentFds.add(sample.resident.fds);
-    window.residentThreads.add(sample.resident.threads);
+    window.coordinator.add(sample.coordinator);
+    window.trainer.add(sample.trainer);
+    window.resident.add(sample.resident);
     window.workersMaxRss.add(sample.workersMaxRss);
     window.workersMaxFds.add(sample.workersMaxFds);
     window.shmSegments.add(sample.residue.shmSegments);
@@ -501,8 +447,7 @@ class SoakRun {
   }
 
   CpuReading readCpu() const {
-    CpuReading reading;
-    reading.machine = readMachineTicks();
+    CpuReading reading{readMachineTicks(), 0};
     const ProcessUsage self = readProcessUsage(::getpid());
     reading.ownTicks = self.cpuTicks + self.childCpuTicks + readProcessUsage(coordinator_->pid()).cpuTicks;
     for (const SoakWorker& worker : workers_) reading.ownTicks += readProcessUsage(worker.process->pid()).cpuTicks;
@@ -518,17 +463,15 @@ class SoakRun {
 
   void finishWindow(SoakWindow& window) {
     window.roundTime = summarize(windowTimes_);
-    if (window.roundTime.samples > 0) p50EstimateUs_ = window.roundTime.p50Us;
+    if (window.roundTime.samples > 0) p50EstimateUs_ = window.roundTime.p50;
     progress_ << "  window " << window.index + 1 << "/" << windowCount_ << (window.warmup ? " (warm-up)" : "")
               << (window.withRestarts ? "" : ", no restarts") << ": " << fixed(window.roundsPerSecond(), 0)
-              << " rounds/s, p50 " << fixed(window.roundTime.p50Us / 1000, 2) << " ms, p99 "
-              << fixed(window.roundTime.p99Us / 1000, 2) << " ms, " << window.restarts << " restarts, "
+              << " rounds/s, p50 " << fixed(window.roundTime.p50 / 1000, 2) << " ms, p99 "
+              << fixed(window.roundTime.p99 / 1000, 2) << " ms, " << window.restarts << " restarts, "
               << window.abortedByRestart + window.abortedOther << " aborted; coordinator "
-              << fixed(static_cast<double>(window.coordinatorRss.last) / (1024.0 * 1024.0), 1) << " MiB / "
-              << window.coordinatorFds.last << " fds, trainer "
-              << fixed(static_cast<double>(window.trainerRss.last) / (1024.0 * 1024.0), 1) << " MiB / "
-              << window.trainerFds.last << " fds; others used " << static_cast<int>(window.othersCpuShare * 100)
-              << "% of the CPUs\n";
+              << fixed(static_cast<double>(window.coordinator.rss.last) / (1 << 20), 1) << " MiB / "
+              << window.coordinator.fds.last << " fds; others used " << percent(window.othersCpuShare)
+              << " of the CPUs\n";
   }
 
   // Uniform in [mean/2, 3 mean/2]: restarts come irregularly, yet their number is close to rounds / mean.
@@ -552,16 +495,14 @@ class SoakRun {
     if (coordinator_) coordinator_->stop(kSoakStopGrace);
   }
 
-  static constexpr std::size_t kNever = static_cast<std::size_t>(-1);
-
   const SoakBenchConfig& config_;
   std::ostream& progress_;
   const bus::Manifest manifest_;
   TensorMemory weights_;  // the trainer's, read by its I/O thread until it stops
-  ChildLog childLog_;
   const msg::PauseMode pauseMode_;
   std::mt19937_64 rng_;
-  std::string runtimeDir_;
+  const std::string runtimeDir_;
+  int childLogFd_ = STDERR_FILENO;  // the programs' stderr: --child-log, or the benchmark's own
   std::size_t windowCount_ = 0;
   std::size_t restartBegin_ = 0;
   std::size_t restartEnd_ = 0;
@@ -571,11 +512,7 @@ class SoakRun {
   bool rejoinCounted_ = false;
   Clock::time_point runStart_{};
   std::set<std::string> killedIds_;
-  std::vector<std::uint64_t> windowTimes_;
-  std::vector<std::uint64_t> abortTimes_;
-  std::vector<std::uint64_t> rejoinTimes_;
-  std::vector<std::uint64_t> withoutTimes_;
-  std::vector<std::uint64_t> withTimes_;
+  std::vector<double> windowTimes_, abortTimes_, rejoinTimes_, withoutTimes_, withTimes_;
   SoakResults results_;
   // Stopped in reverse order by stopAll(), and again (a no-op then) by their destructors.
   RunFiles runFiles_;  // the bus's sockets and segments, removed once the coordinator is gone
@@ -587,7 +524,7 @@ class SoakRun {
 
 }  // namespace
 
-SoakResults runSoakBenchmark(const SoakBenchConfig& config, std::ostream& progress) {
+SoakResults measureSoak(const SoakBenchConfig& config, std::ostream& progress) {
   const std::size_t windows = config.window > 0 ? config.rounds / config.window : 0;
   const std::size_t minWindows = config.restartEvery > 0 ? kSoakMinWindowsWithRestarts : kSoakMinWindows;
   if (config.window < kSoakMinWindowRounds || config.rounds % config.window != 0 || windows < minWindows) {
@@ -600,11 +537,7 @@ SoakResults runSoakBenchmark(const SoakBenchConfig& config, std::ostream& progre
     throw BenchFailure("restarts need at least 2 workers: worker-0 is never restarted (or give --restart-every 0)");
   }
   const MachineLoad load;
-  SoakResults results;
-  {
-    SoakRun run(config, progress);
-    results = run.execute();
-  }
+  SoakResults results = SoakRun(config, progress).execute();
   results.othersCpuShare = load.othersShare();  // every process of the run is reaped by now
   return results;
 }

@@ -1,14 +1,12 @@
 #pragma once
-// `wsync-bench soak`: thousands of update rounds back to back through the real programs, with random worker
-// restarts, and whether anything grows over time. A real wsync-coordinator on a bus of its own, N real
-// wsync-worker processes (shm channel) and a TrainerAgent in this process publishing version after version; every
-// so often one worker (never worker-0, the resident that shows a worker's own growth) is SIGKILLed at a random
-// moment and started again under the same agent id. Every window of rounds gives rounds/s, round-time
-// percentiles, aborts, and samples of RSS, open fds and threads of the coordinator, the trainer and the workers,
-// the bus's /dev/shm segments and runtime files, and the child processes. The same-run baseline is the run's own
-// beginning: the first window after the warm-up, which like the last has no restarts.
-#include <sys/types.h>
-
+// `wsync-bench soak`: thousands of update rounds back to back through the real programs, with random worker restarts,
+// and whether anything grows over time. A real wsync-coordinator on a bus of its own, N real wsync-worker processes
+// (shm channel) and a TrainerAgent in this process publishing version after version; every so often one worker
+// (never worker-0, the resident that shows a worker's own growth) is SIGKILLed at a random moment and started again
+// under the same agent id. Every window of rounds gives rounds/s, round-time percentiles, aborts, and samples of RSS,
+// open fds and threads of the coordinator, the trainer and the workers, the bus's /dev/shm segments and runtime
+// files, and the child processes. The same-run baseline is the run's own beginning: the first window after the
+// warm-up, which like the last has no restarts.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -17,9 +15,9 @@
 #include <vector>
 
 #include "bus_residue.hpp"
-#include "latency_stats.hpp"
 #include "process_usage.hpp"
 #include "soak_config.hpp"
+#include "stats.hpp"
 
 namespace wsync::bench {
 
@@ -35,6 +33,21 @@ struct SampledRange {
     max = samples == 0 || value > max ? value : max;
     last = value;
     ++samples;
+  }
+};
+
+// One process's figures over a window.
+struct UsageRanges {
+  SampledRange rss;   // VmRSS
+  SampledRange anon;  // RssAnon: heap and stacks, where a leak shows first
+  SampledRange fds;
+  SampledRange threads;
+
+  void add(const ProcessUsage& usage) {
+    rss.add(usage.rssBytes);
+    anon.add(usage.anonBytes);
+    fds.add(usage.fds);
+    threads.add(usage.threads);
   }
 };
 
@@ -66,16 +79,13 @@ struct SoakWindow {
   std::size_t abortedOther = 0;
   std::size_t refused = 0;
   std::size_t restarts = 0;
-  std::size_t restartsMidRound = 0;   // the round's outcome was not in yet when the worker died
+  std::size_t restartsMidRound = 0;      // the round's outcome was not in yet when the worker died
   std::size_t roundsShortOfWorkers = 0;  // published while fewer than N workers were registered
-  double seconds = 0;          // the first publish to the last outcome (restarts and samples included)
-  double othersCpuShare = 0;   // CPU time of processes not of this run, as a share of all cores
-  LatencySummary roundTime;    // committed rounds: PublishOutcome::total, BeginUpdate sent -> Commit handled
-  SampledRange coordinatorRss, coordinatorAnon, coordinatorFds, coordinatorThreads;
-  SampledRange trainerRss, trainerAnon, trainerFds, trainerThreads;
-  SampledRange residentRss, residentAnon, residentFds, residentThreads;
-  SampledRange workersMaxRss, workersMaxFds;
-  SampledRange shmSegments, runtimeFiles, children, zombies, deadSlots;
+  double seconds = 0;                    // the first publish to the last outcome (restarts and samples included)
+  double othersCpuShare = 0;             // CPU time of processes not of this run, as a share of all cores
+  Summary roundTime;                     // committed rounds, us: BeginUpdate sent -> Commit handled
+  UsageRanges coordinator, trainer, resident;
+  SampledRange workersMaxRss, workersMaxFds, shmSegments, runtimeFiles, children, zombies, deadSlots;
 
   double roundsPerSecond() const { return seconds > 0 ? static_cast<double>(rounds) / seconds : 0; }
 };
@@ -84,9 +94,9 @@ struct SoakRestart {
   std::size_t round = 0;  // 0-based index of the round published just before the kill
   std::string worker;
   bool midRound = false;
-  std::string phase;       // the coordinator's round phase (control block) at the kill
-  double delayUs = 0;      // after the publish
-  double rejoinMs = -1;    // from the new process's start until it held an attached slot; -1: killed again first
+  std::string phase;     // the coordinator's round phase (control block) at the kill
+  double delayUs = 0;    // after the publish
+  double rejoinMs = -1;  // from the new process's start until it held an attached slot; -1: killed again first
 };
 
 struct SoakResults {
@@ -106,11 +116,11 @@ struct SoakResults {
   std::size_t unexpectedAborts = 0;                   // aborts that name no killed worker
   std::size_t unexpectedExits = 0;                    // workers that ended without being killed (restarted too)
   std::size_t refused = 0;
-  std::vector<std::string> details;                   // of the first unexpected aborts, exits and refusals
-  LatencySummary abortedRoundTime;                    // aborted rounds: BeginUpdate sent -> Abort handled
-  LatencySummary rejoin;                              // restarted worker started -> registered again (us)
+  std::vector<std::string> details;  // of the first unexpected aborts, exits and refusals
+  Summary abortedRoundTime;          // aborted rounds, us: BeginUpdate sent -> Abort handled
+  Summary rejoin;                    // restarted worker started -> registered again, us
   // Committed rounds pooled over the windows without restarts (but the warm-up) and over those with them.
-  LatencySummary withoutRestarts, withRestarts;
+  Summary withoutRestarts, withRestarts;
   double withoutRoundsPerSecond = 0, withRoundsPerSecond = 0;
   std::size_t withoutAborted = 0, withAborted = 0;
   // After the run: how the coordinator ended (SIGTERM, then its own clean-up), and what the bus left behind.
@@ -120,6 +130,6 @@ struct SoakResults {
 };
 
 // Progress lines go to `progress`; failures throw BenchFailure after every process is stopped.
-SoakResults runSoakBenchmark(const SoakBenchConfig& config, std::ostream& progress);
+SoakResults measureSoak(const SoakBenchConfig& config, std::ostream& progress);
 
 }  // namespace wsync::bench

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "report.hpp"
+
 namespace wsync::bench {
 
 // wsync-coordinator creates its control block, arena and sockets in milliseconds; ten seconds is a machine that
@@ -66,6 +68,7 @@ inline constexpr double kSoakOthersShiftWarning = 0.10;
 inline constexpr std::size_t kSoakMaxListedDetails = 10;
 
 struct SoakBenchConfig {
+  ModeOptions mode;
   std::size_t rounds = kDefaultSoakRounds;
   std::size_t workers = kDefaultSoakWorkers;
   std::size_t window = kDefaultSoakWindow;  // rounds per window of figures
@@ -77,10 +80,9 @@ struct SoakBenchConfig {
   std::string binDir;             // wsync-coordinator and wsync-worker; empty: beside wsync-bench, else this build
   std::string childLog;           // the programs' stderr; empty: the benchmark's
   std::string childLogLevel = "warn";
-  bool quick = false;
-  std::string outPath;
-  std::string jsonPath;
-  std::string commit;
 };
+
+// The mode: measures, then fills the report.
+void runSoakBenchmark(const SoakBenchConfig& config, Report& report);
 
 }  // namespace wsync::bench

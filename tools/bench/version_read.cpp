@@ -5,13 +5,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
-#include <tuple>
-#include <utility>
 #include <vector>
 
-#include <wsync/bus/bus_address.hpp>
 #include <wsync/bus/control_block.hpp>
 
 #include "bench_failure.hpp"
@@ -20,63 +19,48 @@
 namespace wsync::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Tells the compiler `value` is used and memory may have changed, so the read can be neither dropped nor
-// hoisted out of the loop; it emits no instruction.
+// Tells the compiler `value` is used and memory may have changed, so the read can be neither dropped nor hoisted out
+// of the loop; it emits no instruction.
 inline void keep(std::uint64_t value) { asm volatile("" : : "r"(value) : "memory"); }
 
 template <typename Read>
-double nanosecondsPerRead(Read&& read, std::uint64_t reads) {
-  const auto start = Clock::now();
+double nanosecondsPerRead(Read& read, std::uint64_t reads) {
+  const auto start = std::chrono::steady_clock::now();
   for (std::uint64_t i = 0; i < reads; ++i) keep(read());
-  const auto elapsed = std::chrono::duration<double, std::nano>(Clock::now() - start);
-  return elapsed.count() / static_cast<double>(reads);
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() /
+         static_cast<double>(reads);
 }
 
-ReadCost summarise(std::vector<double> values) {
+ReadCost costOf(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return ReadCost{values[values.size() / 2], values.front()};
 }
 
-// Alternates the two reads repetition by repetition, so that machine noise hits both alike.
-template <typename SharedRead, typename LocalRead>
-std::pair<ReadCost, ReadCost> timeBoth(const BusBenchConfig& config, SharedRead&& shared, LocalRead&& local) {
-  std::vector<double> sharedNs;
-  std::vector<double> localNs;
-  (void)nanosecondsPerRead(shared, config.versionReads / 10);  // warm-up: page-in, caches, clock frequency
-  (void)nanosecondsPerRead(local, config.versionReads / 10);
+// Each read kind gets a warm-up (page-in, caches, clock frequency), then the kinds alternate repetition by
+// repetition, the order flipping each time, so that machine noise hits them alike.
+template <typename... Reads>
+std::vector<ReadCost> timeReads(const BusBenchConfig& config, Reads&... reads) {
+  std::vector<std::function<double()>> kinds{[&] { return nanosecondsPerRead(reads, config.versionReads); }...};
+  (nanosecondsPerRead(reads, config.versionReads / 10), ...);
+  std::vector<std::vector<double>> samples(kinds.size());
   for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
     throwIfInterrupted();
-    if (rep % 2 == 0) {
-      sharedNs.push_back(nanosecondsPerRead(shared, config.versionReads));
-      localNs.push_back(nanosecondsPerRead(local, config.versionReads));
-    } else {
-      localNs.push_back(nanosecondsPerRead(local, config.versionReads));
-      sharedNs.push_back(nanosecondsPerRead(shared, config.versionReads));
+    for (std::size_t k = 0; k < kinds.size(); ++k) {
+      const std::size_t kind = rep % 2 == 0 ? k : kinds.size() - 1 - k;
+      samples[kind].push_back(kinds[kind]());
     }
   }
-  return {summarise(std::move(sharedNs)), summarise(std::move(localNs))};
+  std::vector<ReadCost> costs;
+  for (auto& values : samples) costs.push_back(costOf(std::move(values)));
+  return costs;
 }
 
-template <typename Read>
-ReadCost timeOne(const BusBenchConfig& config, Read&& read) {
-  std::vector<double> ns;
-  (void)nanosecondsPerRead(read, config.versionReads / 10);
-  for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
-    throwIfInterrupted();
-    ns.push_back(nanosecondsPerRead(read, config.versionReads));
-  }
-  return summarise(std::move(ns));
-}
-
-// A thread that keeps writing new versions until destroyed: the worst case for a reader, whose cache line is
-// taken away on every write.
+// A thread that keeps writing new versions until destroyed: the worst case for a reader, whose cache line is taken
+// away on every write.
 class BusyWriter {
  public:
-  template <typename Write>
-  explicit BusyWriter(Write write)
-      : thread_([this, write] {
+  explicit BusyWriter(std::function<void(std::uint64_t)> write)
+      : thread_([this, write = std::move(write)] {
           for (std::uint64_t version = 1; !stop_.load(std::memory_order_relaxed); ++version) write(version);
         }) {}
   BusyWriter(const BusyWriter&) = delete;
@@ -88,7 +72,7 @@ class BusyWriter {
 
  private:
   std::atomic<bool> stop_{false};
-  std::thread thread_;
+  std::thread thread_;  // last: starts once stop_ exists
 };
 
 }  // namespace
@@ -97,40 +81,36 @@ VersionReadResult runVersionReadBenchmark(const BusBenchConfig& config, std::ost
   progress << "version read: " << config.versionRepetitions << " x " << config.versionReads << " reads per kind\n";
   const std::string busName = "wsync-bench-" + std::to_string(::getpid()) + "-cb";
   const std::string agentId = "version-reader";
-
-  // The coordinator's side creates the block and gives a slot; the agent attaches to it and owns its fields.
-  auto owner = bus::ControlBlockOwner::create(busName);
-  if (!owner) throw BenchFailure("control block: " + owner.error().describe());
-  const auto slot = owner->findFreeSlot();
-  if (!slot) throw BenchFailure("control block: no free slot");
-  auto assigned = owner->assignSlot(*slot, {agentId, msg::Role::Worker, 0, static_cast<std::uint32_t>(::getpid())});
-  if (!assigned) throw BenchFailure("control block: " + assigned.error().describe());
-  auto writer = bus::AgentSlotWriter::attach(busName, *slot, agentId, 1);
-  if (!writer) throw BenchFailure("control block: " + writer.error().describe());
-  // A separate read-only mapping, as a process tagging outputs would have.
-  auto view = bus::ControlBlockView::open(busName);
-  if (!view) throw BenchFailure("control block: " + view.error().describe());
-
-  // Process-local baseline, on a cache line of its own like the slot's field.
+  // The coordinator's side creates the block and gives a slot; the agent attaches to it and owns its fields; a
+  // separate read-only mapping reads, as a process tagging outputs would.
+  auto owner = orThrow(bus::ControlBlockOwner::create(busName), "control block");
+  const std::optional<std::uint32_t> maybeSlot = owner.findFreeSlot();
+  if (!maybeSlot) throw BenchFailure("control block: no free slot");
+  const std::uint32_t slot = *maybeSlot;
+  orThrow(owner.assignSlot(slot, {agentId, msg::Role::Worker, 0, static_cast<std::uint32_t>(::getpid())}),
+          "control block");
+  auto writer = orThrow(bus::AgentSlotWriter::attach(busName, slot, agentId, 1), "control block");
+  const auto view = orThrow(bus::ControlBlockView::open(busName), "control block");
+  // The process-local baseline, on a cache line of its own like the slot's field.
   struct alignas(64) LocalVersion {
     std::atomic<std::uint64_t> value{1};
   };
-  auto local = std::make_unique<LocalVersion>();
+  const auto local = std::make_unique<LocalVersion>();
 
+  auto readShared = [&view, slot] { return view.appliedVersion(slot); };
+  auto readLocal = [&local] { return local->value.load(std::memory_order_acquire); };
   VersionReadResult result;
-  result.slot = *slot;
-  const std::uint32_t slotIndex = *slot;
-  const auto readShared = [&view, slotIndex] { return view->appliedVersion(slotIndex); };
-  const auto readLocal = [&local] { return local->value.load(std::memory_order_acquire); };
-  std::tie(result.shared, result.local) = timeBoth(config, readShared, readLocal);
+  const std::vector<ReadCost> quiet = timeReads(config, readShared, readLocal);
+  result.shared = quiet[0];
+  result.local = quiet[1];
   // Contended: one writer thread at a time, so that on a small machine the reader keeps a core to itself.
   {
-    BusyWriter busy([&writer](std::uint64_t version) { writer->setAppliedVersion(version); });
-    result.sharedContended = timeOne(config, readShared);
+    const BusyWriter busy([&writer](std::uint64_t version) { writer.setAppliedVersion(version); });
+    result.sharedContended = timeReads(config, readShared)[0];
   }
   {
-    BusyWriter busy([&local](std::uint64_t version) { local->value.store(version, std::memory_order_release); });
-    result.localContended = timeOne(config, readLocal);
+    const BusyWriter busy([&local](std::uint64_t version) { local->value.store(version, std::memory_order_release); });
+    result.localContended = timeReads(config, readLocal)[0];
   }
   return result;
 }

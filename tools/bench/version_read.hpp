@@ -1,11 +1,9 @@
 #pragma once
 // The hot-path read of an agent's applied version from the shared-memory control block
 // (ControlBlockView::appliedVersion), beside an acquire load of a process-local std::atomic.
-#include <cstddef>
-#include <cstdint>
 #include <ostream>
 
-#include "bench_config.hpp"
+#include "bus_config.hpp"
 
 namespace wsync::bench {
 
@@ -20,7 +18,6 @@ struct VersionReadResult {
   ReadCost local;            // std::atomic<uint64_t>::load(acquire) in process memory, nobody writing
   ReadCost sharedContended;  // the same while another thread keeps calling setAppliedVersion
   ReadCost localContended;   // the same while another thread keeps storing to the local atomic
-  std::uint32_t slot = 0;
 };
 
 VersionReadResult runVersionReadBenchmark(const BusBenchConfig& config, std::ostream& progress);

@@ -1,7 +1,7 @@
 #pragma once
-// The messages the benchmark exchanges. The bus path builds them with MessageBuilder and takes them in through
-// the bus library (which verifies every one); the raw path sends frames of exactly the same sizes, carrying only
-// the number that pairs a reply with its request (no encoding, no verification).
+// The messages of the latency measurements. The bus path builds them with MessageBuilder and takes them in through
+// the bus library (which verifies every one); the raw path sends frames of exactly the same sizes, carrying only the
+// number that pairs a reply with its request (no encoding, no verification).
 //
 //   round trip:  agent -> coordinator SnapshotRequest, coordinator -> agent SnapshotReply (the protocol's
 //                request/reply pair of a late joiner); the reply's envelope seq is the request's.
@@ -17,8 +17,8 @@
 
 namespace wsync::bench {
 
-// The coordinator's epoch in every message of the benchmark (nonzero, so every field is present and every
-// message of a kind has the same size whatever its sequence number).
+// The coordinator's epoch in every message (nonzero, so every field is present and every message of a kind has the
+// same size whatever its sequence number).
 inline constexpr std::uint64_t kBenchEpoch = 1;
 inline constexpr std::uint64_t kBenchVersion = 7;
 
@@ -44,9 +44,9 @@ const std::string& pauseTopic();
 void stampFrame(std::span<std::uint8_t> frame, std::uint64_t number);
 std::uint64_t readStamp(std::span<const std::uint8_t> frame);
 
-// Routing ids of the agents: "rt" for the round-trip agent; "f<measurement>-<index>" for the fan-out agents,
-// unique per fan-out measurement, because a ROUTER refuses a new peer whose routing id still belongs to a
-// connection it has not yet seen close (an agent of the previous measurement).
+// Routing ids: "rt" for the round-trip agent; "f<measurement>-<index>" for the fan-out agents, unique per fan-out
+// measurement, because a ROUTER refuses a new peer whose routing id still belongs to a connection it has not yet
+// seen close (an agent of the previous measurement).
 inline constexpr std::string_view kRoundTripAgentId = "rt";
 std::string pauseAgentId(std::size_t measurement, std::size_t index);
 std::optional<std::size_t> pauseAgentIndex(std::string_view agentId);

@@ -1,4 +1,4 @@
-#include "bench_messages.hpp"
+#include "bus_messages.hpp"
 
 #include <charconv>
 #include <cstring>
