@@ -5,7 +5,6 @@
 #include <filesystem>
 
 #include "bench_failure.hpp"
-#include "interruption.hpp"
 
 namespace wsync::bench {
 

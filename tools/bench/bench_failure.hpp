@@ -1,4 +1,8 @@
 #pragma once
+// How a run ends early. A measurement that cannot go on (a peer died, a wait ran out, a message was wrong) throws
+// BenchFailure: the benchmark is a tool, not a hot path of the product, so failures unwind to the runner and
+// destructors stop and reap the agent processes. Ctrl-C and SIGTERM end a run cleanly too: the handler only records
+// the signal, the blocking calls it interrupts fail with EINTR, and the run unwinds through the same destructors.
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -9,8 +13,6 @@
 
 namespace wsync::bench {
 
-// A measurement that cannot go on (a peer died, a wait ran out, a message was wrong). The benchmark is a tool,
-// not a hot path of the product: failures unwind to the runner, and destructors stop and reap the agent processes.
 class BenchFailure : public std::runtime_error {
  public:
   explicit BenchFailure(const std::string& what) : std::runtime_error(what) {}
@@ -28,5 +30,10 @@ T orThrow(tl::expected<T, E>&& result, std::string_view what) {
   }
   if constexpr (!std::is_void_v<T>) return std::move(*result);
 }
+
+void installInterruptHandlers();
+bool interrupted();
+// Throws BenchFailure when a signal arrived; called between blocks of work and inside every bounded wait.
+void throwIfInterrupted();
 
 }  // namespace wsync::bench

@@ -1,4 +1,4 @@
-#include "bus_messages.hpp"
+#include "latency_paths.hpp"
 
 #include <charconv>
 #include <cstring>

@@ -1,9 +1,8 @@
 // `wsync-bench bus`: the latency measurements and the version read, and their report.
 #include <iostream>
 
-#include "bus_config.hpp"
-#include "latency_benchmark.hpp"
-#include "version_read.hpp"
+#include "bus.hpp"
+#include "latency_paths.hpp"
 
 namespace wsync::bench {
 namespace {
@@ -29,7 +28,7 @@ std::string warmupLine(std::size_t iterations) {
 void runBusBenchmark(const BusBenchConfig& c, Report& report) {
   const VersionReadResult v = runVersionReadBenchmark(c, std::cerr);
   const LatencyResults l = runLatencyBenchmarks(c, std::cerr);
-  const MessageSizes& s = l.sizes;
+  const MessageSizes s = busMessageSizes();
 
   report.json["parameters"].update(Json{{"round_trips", c.roundTrips}, {"pause_rounds", c.pauseRounds},
                                         {"block", c.block}, {"version_reads", c.versionReads},

@@ -1,4 +1,4 @@
-#include "expected_digest.hpp"
+#include "gpu.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "gpu_benchmark.hpp"
+#include "gpu.hpp"
 
 #include <unistd.h>
 
@@ -20,10 +20,8 @@
 
 #include "agents.hpp"
 #include "bench_failure.hpp"
-#include "catalog_manifest.hpp"
-#include "expected_digest.hpp"
+#include "tensor_memory.hpp"
 #include "gpu_rank_protocol.hpp"
-#include "interruption.hpp"
 
 namespace wsync::bench {
 namespace {

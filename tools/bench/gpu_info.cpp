@@ -1,4 +1,4 @@
-#include "gpu_info.hpp"
+#include "gpu.hpp"
 
 #include <unistd.h>
 

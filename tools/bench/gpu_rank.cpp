@@ -1,4 +1,4 @@
-// The rank processes of `wsync-bench gpu` (gpu_config.hpp).
+// The rank processes of `wsync-bench gpu` (gpu.hpp).
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,11 +26,11 @@
 #include <wsync/bus/gpu/nccl_library.hpp>
 
 #include "bench_failure.hpp"
-#include "catalog_manifest.hpp"
 #include "device_memory.hpp"
-#include "gpu_config.hpp"
+#include "gpu.hpp"
 #include "gpu_rank_protocol.hpp"
 #include "line_pipe.hpp"
+#include "tensor_memory.hpp"
 
 namespace wsync::bench {
 namespace {

@@ -1,5 +1,5 @@
 #pragma once
-// The lines between `wsync-bench gpu` and its rank processes (gpu_config.hpp), one per command or report, over the
+// The lines between `wsync-bench gpu` and its rank processes (gpu.hpp), one per command or report, over the
 // socket that is each rank's stdin and stdout (LinePipe::commands).
 //
 // Commands, in the order a measurement sends them (every rank gets each; the reply comes when it is done):

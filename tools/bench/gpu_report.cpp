@@ -3,7 +3,7 @@
 
 #include <wsync/bus/gpu/nccl_channel.hpp>
 
-#include "gpu_benchmark.hpp"
+#include "gpu.hpp"
 
 namespace wsync::bench {
 namespace {

@@ -8,9 +8,8 @@
 
 #include "agents.hpp"
 #include "bench_failure.hpp"
-#include "bus_config.hpp"
+#include "bus.hpp"
 #include "latency_paths.hpp"
-#include "schedule.hpp"
 
 namespace wsync::bench {
 namespace {

@@ -1,4 +1,4 @@
-#include "latency_benchmark.hpp"
+#include "bus.hpp"
 
 #include <unistd.h>
 
@@ -14,10 +14,8 @@
 
 #include "agents.hpp"
 #include "bench_failure.hpp"
-#include "interruption.hpp"
 #include "latency_paths.hpp"
 #include "run_files.hpp"
-#include "schedule.hpp"
 
 namespace wsync::bench {
 namespace {
@@ -211,7 +209,6 @@ Json toJson(const LatencyComparison& comparison) {
 LatencyResults runLatencyBenchmarks(const BusBenchConfig& config, std::ostream& progress) {
   LatencyRun run;
   LatencyResults results;
-  results.sizes = busMessageSizes();
   results.busEndpoint = run.busEndpoints.requests;
   results.rawEndpoint = run.rawEndpoints.requests;
   results.roundTrip = measureRoundTrip(run, config.roundTrips, config.block, progress);

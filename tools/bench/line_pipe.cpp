@@ -11,7 +11,6 @@
 #include <utility>
 
 #include "bench_failure.hpp"
-#include "interruption.hpp"
 
 namespace wsync::bench {
 namespace {

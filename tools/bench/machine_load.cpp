@@ -7,7 +7,8 @@
 #include <string>
 #include <thread>
 
-#include "interruption.hpp"
+#include "bench_failure.hpp"
+
 
 namespace wsync::bench {
 namespace {

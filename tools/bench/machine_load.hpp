@@ -1,6 +1,9 @@
 #pragma once
 // How busy other processes kept the machine during a run: on a shared machine the figures mean little when others
-// used the cores the benchmark needed, and the report says so instead of leaving it to guesswork.
+// used the cores the benchmark needed, and the report says so instead of leaving it to guesswork. And the CPU time of
+// one thread: what a copy cost in work, whatever else the cores were doing meanwhile.
+#include <time.h>
+
 #include <chrono>
 #include <cstdint>
 
@@ -12,6 +15,14 @@ struct MachineTicks {
   std::uint64_t busy = 0;   // total less idle and iowait
 };
 MachineTicks readMachineTicks();
+
+// CPU time of the calling thread. Sleeps (a futex wait for a peer) cost none, so a side's CPU time per byte says how
+// fast it could go on a core of its own, which wall-clock times on a shared machine cannot.
+inline std::uint64_t threadCpuNanoseconds() {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000U + static_cast<std::uint64_t>(now.tv_nsec);
+}
 
 // MemAvailable of /proc/meminfo: what can be allocated without swapping or reclaim trouble; 0 when unknown.
 std::uint64_t availableMemoryBytes();

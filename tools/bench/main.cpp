@@ -10,14 +10,14 @@
 
 #include <CLI/CLI.hpp>
 
-#include "bus_config.hpp"
+#include "bus.hpp"
 #include "program_location.hpp"
-#include "round_config.hpp"
-#include "shm_config.hpp"
-#include "soak_config.hpp"
+#include "round.hpp"
+#include "shm.hpp"
+#include "soak.hpp"
 #include "wsync/bus/log.hpp"
 #ifdef WSYNC_HAVE_CUDA
-#include "gpu_config.hpp"
+#include "gpu.hpp"
 #endif
 
 namespace wsync::bench {

@@ -9,8 +9,7 @@
 #include <wsync/bus/topics.hpp>
 
 #include "bench_failure.hpp"
-#include "bus_config.hpp"
-#include "bus_messages.hpp"
+#include "bus.hpp"
 #include "latency_paths.hpp"
 
 namespace wsync::bench {

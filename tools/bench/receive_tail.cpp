@@ -1,4 +1,4 @@
-#include "receive_tail.hpp"
+#include "round.hpp"
 
 #include <xxhash.h>
 

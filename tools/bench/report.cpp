@@ -7,7 +7,6 @@
 #include <iostream>
 
 #include "bench_failure.hpp"
-#include "interruption.hpp"
 #include "machine_info.hpp"
 
 namespace wsync::bench {

@@ -1,4 +1,4 @@
-#include "round_benchmark.hpp"
+#include "round.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,8 +20,6 @@
 
 #include "agents.hpp"
 #include "bench_failure.hpp"
-#include "catalog_manifest.hpp"
-#include "interruption.hpp"
 #include "machine_load.hpp"
 #include "tensor_memory.hpp"
 

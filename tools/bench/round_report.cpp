@@ -4,7 +4,7 @@
 
 #include <wsync/coordinator/coordinator_options.hpp>
 
-#include "round_benchmark.hpp"
+#include "round.hpp"
 
 namespace wsync::bench {
 namespace {

@@ -11,8 +11,7 @@
 
 #include "agents.hpp"
 #include "bench_failure.hpp"
-#include "catalog_manifest.hpp"
-#include "round_config.hpp"
+#include "round.hpp"
 #include "tensor_memory.hpp"
 
 namespace wsync::bench {

@@ -1,4 +1,4 @@
-#include "shm_benchmark.hpp"
+#include "shm.hpp"
 
 #include <unistd.h>
 #include <xxhash.h>
@@ -21,11 +21,9 @@
 
 #include "agents.hpp"
 #include "bench_failure.hpp"
-#include "catalog_manifest.hpp"
-#include "interruption.hpp"
 #include "machine_load.hpp"
 #include "tensor_memory.hpp"
-#include "thread_cpu_time.hpp"
+#include "machine_load.hpp"
 
 namespace wsync::bench {
 namespace {

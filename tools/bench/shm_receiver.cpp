@@ -7,10 +7,9 @@
 #include <wsync/bus/shm_arena.hpp>
 
 #include "bench_failure.hpp"
-#include "catalog_manifest.hpp"
-#include "shm_config.hpp"
+#include "shm.hpp"
 #include "tensor_memory.hpp"
-#include "thread_cpu_time.hpp"
+#include "machine_load.hpp"
 
 namespace wsync::bench {
 

@@ -3,7 +3,7 @@
 #include <iostream>
 #include <thread>
 
-#include "shm_benchmark.hpp"
+#include "shm.hpp"
 
 namespace wsync::bench {
 namespace {

@@ -1,4 +1,4 @@
-#include "soak_benchmark.hpp"
+#include "soak.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -21,8 +21,6 @@
 #include <wsync/trainer_agent/trainer_agent.hpp>
 
 #include "bench_failure.hpp"
-#include "catalog_manifest.hpp"
-#include "interruption.hpp"
 #include "machine_load.hpp"
 #include "program_location.hpp"
 #include "run_files.hpp"

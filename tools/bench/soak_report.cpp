@@ -5,7 +5,7 @@
 
 #include <wsync/coordinator/coordinator_options.hpp>
 
-#include "soak_benchmark.hpp"
+#include "soak.hpp"
 
 namespace wsync::bench {
 namespace {

@@ -1,14 +1,24 @@
 #pragma once
-// A model's tensors in one anonymous mapping, each starting on a cache line as a CPU allocator would place it.
-// Every page is written once when the memory is allocated, so that no timed copy pays for a page fault.
+// A model of the catalog (bus::modelTensors: "opt-125m", "tiny", "synthetic:COUNT:MIB", ...): its manifest, and its
+// tensors in one anonymous mapping, each starting on a cache line as a CPU allocator would place it. Every page is
+// written once when the memory is allocated, so that no timed copy pays for a page fault.
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <wsync/bus/manifest.hpp>
+#include <wsync/bus/model_catalog.hpp>
+
+#include "bench_failure.hpp"
 
 namespace wsync::bench {
+
+// Throws BenchFailure naming the model when the catalog does not know it.
+inline bus::Manifest catalogManifest(const std::string& model) {
+  return orThrow(bus::Manifest::create(orThrow(bus::modelTensors(model), "model " + model)), "model " + model);
+}
 
 class TensorMemory {
  public:

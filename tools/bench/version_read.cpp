@@ -1,4 +1,4 @@
-#include "version_read.hpp"
+#include "bus.hpp"
 
 #include <unistd.h>
 
@@ -14,7 +14,6 @@
 #include <wsync/bus/control_block.hpp>
 
 #include "bench_failure.hpp"
-#include "interruption.hpp"
 
 namespace wsync::bench {
 namespace {

@@ -1,9 +1,6 @@
-#include "interruption.hpp"
+#include "bench_failure.hpp"
 
 #include <csignal>
-#include <string>
-
-#include "bench_failure.hpp"
 
 namespace wsync::bench {
 namespace {

@@ -1,17 +1,22 @@
 #pragma once
-// Parameters of one `wsync-bench bus` run, its goals, and the limits every wait in it is bounded by.
+// `wsync-bench bus`: the control plane through the bus library against raw ZeroMQ doing the same work (a
+// request/reply round trip, "publish pause, collect N acks"), interleaved block by block in the same run, and the
+// shared-memory read of an applied version against a process-local atomic. Its parameters, goals, limits, agents and
+// results.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "report.hpp"
+#include "stats.hpp"
 
 namespace wsync::bench {
 
-// A reply or an ack on an idle host takes microseconds; a second of silence means the peer died or is stuck.
-// Five seconds leaves room for a loaded 2-core machine that is also starting 32 agent processes.
+// A reply or an ack on an idle host takes microseconds; a second of silence means the peer died or is stuck. Five
+// seconds leave room for a loaded 2-core machine that is also starting 32 agent processes.
 inline constexpr std::chrono::milliseconds kReplyTimeout{5000};
 // Starting N agent processes and getting every SUB socket subscribed (32 agents on 2 cores take a few seconds).
 inline constexpr std::chrono::milliseconds kJoinTimeout{30000};
@@ -51,8 +56,8 @@ struct BusBenchConfig {
 // Unmeasured iterations on each path before the first measured block: connections, allocator, caches.
 inline std::size_t warmupFor(std::size_t iterations) { return iterations / 10 < 10 ? 10 : iterations / 10; }
 
-// The agents of the latency measurements (hidden subcommands agent-roundtrip and agent-pause). Each serves both
-// paths, bus and raw, so that one process, with one scheduling history, serves both sides of a comparison.
+// The agents (hidden subcommands agent-roundtrip and agent-pause). Each serves both paths, bus and raw, so that one
+// process, with one scheduling history, serves both sides of a comparison.
 struct LatencyAgentOptions {
   std::string id;  // routing id, the same on both paths
   std::string busRequests;
@@ -64,12 +69,50 @@ struct LatencyAgentOptions {
   std::size_t warmup = 0;
   std::size_t block = 0;
 };
-
 // Sends requests through both paths as the schedule says, times each round trip, writes the samples on stdout as two
 // lines ("bus NS NS ...", then "raw ..."), exits.
 int runRoundTripAgent(const LatencyAgentOptions& options);
 // Answers every Pause on either path with a PauseAck until it is stopped (SIGTERM) or idle for kAgentIdleTimeout.
 int runPauseAgent(const LatencyAgentOptions& options);
+
+// A bus measurement beside its raw ZeroMQ baseline from the same run, in microseconds.
+struct LatencyComparison {
+  Summary bus;
+  Summary raw;
+  double p50Ratio() const { return raw.p50 > 0 ? bus.p50 / raw.p50 : 0; }
+};
+Json toJson(const LatencyComparison& comparison);  // {"bus": ..., "raw": ...}
+
+struct FanoutResult {
+  std::size_t agents = 0;
+  LatencyComparison latency;
+  double joinMs = 0;            // until every agent's SUB had delivered a probe, on both paths
+  std::uint64_t staleAcks = 0;  // acks to earlier rounds seen while measuring (expected 0 after the drain)
+};
+
+struct LatencyResults {
+  LatencyComparison roundTrip;
+  std::vector<FanoutResult> fanout;
+  std::string busEndpoint;  // an example endpoint, to show the transport in the report
+  std::string rawEndpoint;
+};
+// Progress lines go to `progress`; failures throw BenchFailure after the agents are stopped.
+LatencyResults runLatencyBenchmarks(const BusBenchConfig& config, std::ostream& progress);
+// The round trip alone, for modes that use it as their same-run baseline (`wsync-bench round`).
+LatencyComparison runRoundTripBenchmark(std::size_t roundTrips, std::size_t block, std::ostream& progress);
+
+// Nanoseconds per read over the timed repetitions: median and least.
+struct ReadCost {
+  double medianNs = 0;
+  double minNs = 0;
+};
+struct VersionReadResult {
+  ReadCost shared;           // ControlBlockView::appliedVersion(slot), nobody writing
+  ReadCost local;            // std::atomic<uint64_t>::load(acquire) in process memory, nobody writing
+  ReadCost sharedContended;  // the same while another thread keeps calling setAppliedVersion
+  ReadCost localContended;   // the same while another thread keeps storing to the local atomic
+};
+VersionReadResult runVersionReadBenchmark(const BusBenchConfig& config, std::ostream& progress);
 
 // The mode: measures, then fills the report.
 void runBusBenchmark(const BusBenchConfig& config, Report& report);

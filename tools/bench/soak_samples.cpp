@@ -1,4 +1,5 @@
-#include "process_usage.hpp"
+// What a soak samples from /proc and the file system (soak.hpp).
+#include "soak.hpp"
 
 #include <dirent.h>
 
@@ -8,7 +9,10 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <wsync/bus/control_block.hpp>
 
 namespace wsync::bench {
 namespace {
@@ -46,6 +50,21 @@ std::uint32_t directoryEntries(const std::string& path, bool& opened) {
   std::uint32_t count = 0;
   while (const dirent* entry = ::readdir(directory)) {
     if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0) ++count;
+  }
+  ::closedir(directory);
+  return count;
+}
+
+// Entries of `path` named `stem`, or `stem` followed by one of `separators` and more: "wsync-soak-1" must not
+// count the segments of a bus called "wsync-soak-12".
+std::uint32_t countNamed(const std::string& path, const std::string& stem, std::string_view separators) {
+  DIR* directory = ::opendir(path.c_str());
+  if (directory == nullptr) return 0;
+  std::uint32_t count = 0;
+  while (const dirent* entry = ::readdir(directory)) {
+    const std::string_view name(entry->d_name);
+    if (!name.starts_with(stem)) continue;
+    if (name.size() == stem.size() || separators.find(name[stem.size()]) != std::string_view::npos) ++count;
   }
   ::closedir(directory);
   return count;
@@ -100,6 +119,13 @@ ChildProcesses countChildren(pid_t parent) {
   }
   ::closedir(proc);
   return children;
+}
+
+BusResidue countBusResidue(const std::string& busName, const std::string& runtimeDir) {
+  BusResidue residue;
+  residue.shmSegments = countNamed("/dev/shm", bus::controlBlockSegmentName(busName), "-.");
+  residue.runtimeFiles = countNamed(runtimeDir, busName, ".");
+  return residue;
 }
 
 }  // namespace wsync::bench
