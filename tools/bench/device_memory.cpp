@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <wsync/bus/device_block.hpp>
+
 #include "device_content.hpp"
 
 namespace wsync::bench {
@@ -35,46 +37,19 @@ void throwIfCudaFailed(cudaError_t error, const std::string& what) {
   throw BenchFailure(what + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
 }
 
-DeviceBuffer::DeviceBuffer(std::uint64_t bytes, const std::string& what) : size_(bytes) {
-  throwIfCudaFailed(cudaGetDevice(&device_), "cudaGetDevice");
-  void* address = nullptr;
-  const cudaError_t error = cudaMalloc(&address, bytes);
-  if (error == cudaErrorMemoryAllocation) {
-    cudaGetLastError();
+bus::DeviceBlock allocateDevice(int device, std::uint64_t bytes, const std::string& what) {
+  auto block = bus::DeviceBlock::allocate(device, bytes);
+  if (block) return std::move(*block);
+  // A failed cudaMalloc leaves its error as the runtime's last one: out of memory is a skip, anything else a failure.
+  if (cudaGetLastError() == cudaErrorMemoryAllocation) {
     std::size_t free = 0;
     std::size_t total = 0;
     cudaMemGetInfo(&free, &total);
     throw DeviceMemoryShort("cudaMalloc of " + std::to_string(bytes) + " bytes for " + what + " on GPU " +
-                            std::to_string(device_) + ": out of memory (" + std::to_string(free >> 20) +
+                            std::to_string(device) + ": out of memory (" + std::to_string(free >> 20) +
                             " MiB free of " + std::to_string(total >> 20) + " MiB)");
   }
-  throwIfCudaFailed(error, "cudaMalloc of " + std::to_string(bytes) + " bytes for " + what);
-  data_ = static_cast<std::byte*>(address);
-}
-
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), device_(other.device_) {}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    release();
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-    device_ = other.device_;
-  }
-  return *this;
-}
-
-DeviceBuffer::~DeviceBuffer() { release(); }
-
-void DeviceBuffer::release() noexcept {
-  if (data_ == nullptr) return;
-  int current = 0;
-  cudaGetDevice(&current);
-  if (current != device_) cudaSetDevice(device_);
-  cudaFree(data_);
-  if (current != device_) cudaSetDevice(current);
-  data_ = nullptr;
+  throw BenchFailure(what + ": " + block.error());
 }
 
 DeviceAllocation deviceAllocationFromName(const std::string& name) {
@@ -84,6 +59,8 @@ DeviceAllocation deviceAllocationFromName(const std::string& name) {
 }
 
 DeviceTensors::DeviceTensors(const bus::Manifest& manifest, DeviceAllocation allocation) {
+  int device = 0;
+  throwIfCudaFailed(cudaGetDevice(&device), "cudaGetDevice");
   tensors_.reserve(manifest.size());
   OpenSegment small;
   OpenSegment large;
@@ -95,20 +72,20 @@ DeviceTensors::DeviceTensors(const bus::Manifest& manifest, DeviceAllocation all
       continue;
     }
     if (allocation == DeviceAllocation::PerTensor) {
-      blocks_.emplace_back(bytes, what);
+      blocks_.push_back(allocateDevice(device, bytes, what));
       tensors_.emplace_back(blocks_.back().data(), bytes);
       continue;
     }
     const std::uint64_t rounded = roundUp(bytes, kTorchMinBlock);
     if (rounded >= kTorchMinLargeAlloc) {
-      blocks_.emplace_back(roundUp(rounded, kTorchRoundLarge), what);
+      blocks_.push_back(allocateDevice(device, roundUp(rounded, kTorchRoundLarge), what));
       tensors_.emplace_back(blocks_.back().data(), bytes);
       continue;
     }
     OpenSegment& pool = rounded <= kTorchSmallSize ? small : large;
     if (pool.base == nullptr || pool.capacity - pool.used < rounded) {
       const std::uint64_t segment = rounded <= kTorchSmallSize ? kTorchSmallSegment : kTorchLargeSegment;
-      blocks_.emplace_back(segment, what);
+      blocks_.push_back(allocateDevice(device, segment, what));
       pool = OpenSegment{blocks_.back().data(), 0, segment};
     }
     tensors_.emplace_back(pool.base + pool.used, bytes);
@@ -119,7 +96,7 @@ DeviceTensors::DeviceTensors(const bus::Manifest& manifest, DeviceAllocation all
 
 std::uint64_t DeviceTensors::allocatedBytes() const {
   std::uint64_t total = 0;
-  for (const DeviceBuffer& block : blocks_) total += block.size();
+  for (const bus::DeviceBlock& block : blocks_) total += block.size();
   return total;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Device memory of a `wsync-bench gpu` rank: a model's tensors, allocated as a trainer's or an engine's would be,
-// and plain buffers for the raw baselines. Both free what they hold when destroyed.
+// Device memory of a `wsync-bench gpu` rank: a model's tensors, allocated as a trainer's or an engine's would be, and
+// plain buffers for the raw baselines, all bus::DeviceBlocks (zeroed when allocated, freed when destroyed).
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <wsync/bus/device_block.hpp>
 #include <wsync/bus/manifest.hpp>
 
 #include "bench_failure.hpp"
@@ -24,34 +25,16 @@ class DeviceMemoryShort : public BenchFailure {
 // Throws BenchFailure naming `what` and CUDA's error when `error` is not cudaSuccess.
 void throwIfCudaFailed(cudaError_t error, const std::string& what);
 
-// One cudaMalloc on the current device.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(std::uint64_t bytes, const std::string& what);  // throws DeviceMemoryShort or BenchFailure
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer();
-
-  std::byte* data() const { return data_; }
-  std::uint64_t size() const { return size_; }
-
- private:
-  void release() noexcept;
-
-  std::byte* data_ = nullptr;
-  std::uint64_t size_ = 0;
-  int device_ = 0;
-};
+// `bytes` on `device`, which stays the current device. Throws DeviceMemoryShort when the device is full, BenchFailure
+// on other errors.
+bus::DeviceBlock allocateDevice(int device, std::uint64_t bytes, const std::string& what);
 
 // How a model's tensors are laid out in device memory.
-//  - PerTensor: one cudaMalloc per tensor (what a loader that allocates tensor by tensor without a caching
-//    allocator does; the cuda_ipc sender then exports one handle per tensor).
-//  - TorchSegments: PyTorch's caching allocator as it serves a model loaded tensor by tensor: sizes rounded up to
-//    512 bytes; up to 1 MiB carved from 2 MiB segments, up to 10 MiB from 20 MiB segments, larger ones in a
-//    segment of their own rounded up to 2 MiB (c10/cuda/CUDACachingAllocator.cpp, without expandable segments).
+//  - PerTensor: one cudaMalloc per tensor (what a loader that allocates tensor by tensor without a caching allocator
+//    does; the cuda_ipc sender then exports one handle per tensor).
+//  - TorchSegments: PyTorch's caching allocator as it serves a model loaded tensor by tensor: sizes rounded up to 512
+//    bytes; up to 1 MiB carved from 2 MiB segments, up to 10 MiB from 20 MiB segments, larger ones in a segment of
+//    their own rounded up to 2 MiB (c10/cuda/CUDACachingAllocator.cpp, without expandable segments).
 enum class DeviceAllocation : std::uint8_t { PerTensor, TorchSegments };
 
 // "tensor" / "torch"; throws BenchFailure for another name.
@@ -71,7 +54,7 @@ class DeviceTensors {
   void enqueueFill(std::uint64_t seed, std::uint64_t version, cudaStream_t stream) const;
 
  private:
-  std::vector<DeviceBuffer> blocks_;
+  std::vector<bus::DeviceBlock> blocks_;
   std::vector<std::span<std::byte>> tensors_;
   std::vector<std::span<const std::byte>> constTensors_;
 };

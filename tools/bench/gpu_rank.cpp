@@ -152,8 +152,8 @@ class GpuRank {
       nccl_->commDestroy(rawComm_);
     }
     tensors_.reset();
-    baselineSource_ = DeviceBuffer();
-    baselineTarget_ = DeviceBuffer();
+    baselineSource_ = bus::DeviceBlock();
+    baselineTarget_ = bus::DeviceBlock();
     if (before_ != nullptr) cudaEventDestroy(before_);
     if (after_ != nullptr) cudaEventDestroy(after_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -219,8 +219,7 @@ class GpuRank {
     std::string idHex;
     arguments >> bytes >> idHex;
     if (bytes > 0 && nccl()) {
-      baselineSource_ = DeviceBuffer(bytes, "the raw broadcast's buffer");
-      throwIfCudaFailed(cudaMemset(baselineSource_.data(), 0, bytes), "cudaMemset");
+      baselineSource_ = allocateDevice(options_.device, bytes, "the raw broadcast's buffer");
       auto library = bus::gpu::ncclLibrary();
       if (!library) throw BenchFailure(library.error().describe());
       nccl_ = *library;
@@ -243,11 +242,9 @@ class GpuRank {
       const std::uint64_t afterCommunicator = deviceMemory().free;
       communicatorBytes_ = beforeCommunicator > afterCommunicator ? beforeCommunicator - afterCommunicator : 0;
     } else if (bytes > 0 && sender()) {
-      baselineSource_ = DeviceBuffer(bytes, "the memcpy's source");
+      baselineSource_ = allocateDevice(options_.device, bytes, "the memcpy's source");
       if (options_.baselineDevice != options_.device) {
-        throwIfCudaFailed(cudaSetDevice(options_.baselineDevice), "cudaSetDevice (baseline)");
-        baselineTarget_ = DeviceBuffer(bytes, "the memcpy's destination");
-        throwIfCudaFailed(cudaMemset(baselineTarget_.data(), 0, bytes), "cudaMemset");
+        baselineTarget_ = allocateDevice(options_.baselineDevice, bytes, "the memcpy's destination");
         throwIfCudaFailed(cudaSetDevice(options_.device), "cudaSetDevice");
         int reachable = 0;
         throwIfCudaFailed(cudaDeviceCanAccessPeer(&reachable, options_.device, options_.baselineDevice),
@@ -260,10 +257,8 @@ class GpuRank {
           cudaGetLastError();
         }
       } else {
-        baselineTarget_ = DeviceBuffer(bytes, "the memcpy's destination");
-        throwIfCudaFailed(cudaMemset(baselineTarget_.data(), 0, bytes), "cudaMemset");
+        baselineTarget_ = allocateDevice(options_.device, bytes, "the memcpy's destination");
       }
-      throwIfCudaFailed(cudaMemset(baselineSource_.data(), 0, bytes), "cudaMemset");
       enqueueCopy(std::min(bytes, kConnectBroadcastBytes));
       throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
       waitFor(after_, Clock::now() + kRankSetupTimeout, "the first baseline copy");
@@ -442,8 +437,8 @@ class GpuRank {
   cudaEvent_t before_ = nullptr;
   cudaEvent_t after_ = nullptr;
   std::optional<DeviceTensors> tensors_;
-  DeviceBuffer baselineSource_;  // nccl: the raw broadcast's buffer; cuda_ipc sender: the copy's source
-  DeviceBuffer baselineTarget_;  // cuda_ipc sender: the copy's destination, on the baseline device
+  bus::DeviceBlock baselineSource_;  // nccl: the raw broadcast's buffer; cuda_ipc sender: the copy's source
+  bus::DeviceBlock baselineTarget_;  // cuda_ipc sender: the copy's destination, on the baseline device
   std::uint64_t baselineBytes_ = 0;  // of each buffer: the baseline moves the model's bytes in pieces of this
   std::uint64_t communicatorBytes_ = 0;  // what the raw communicator took of the device, once connected
   const bus::gpu::NcclLibrary* nccl_ = nullptr;
