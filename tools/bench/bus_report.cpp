@@ -33,18 +33,15 @@ void runBusBenchmark(const BusBenchConfig& c, Report& report) {
   report.json["parameters"].update(Json{{"round_trips", c.roundTrips}, {"pause_rounds", c.pauseRounds},
                                         {"block", c.block}, {"version_reads", c.versionReads},
                                         {"version_repetitions", c.versionRepetitions},
-                                        {"message_bytes", {{"snapshot_request", s.request},
-                                                           {"snapshot_reply", s.reply},
-                                                           {"pause", s.pause},
-                                                           {"pause_ack", s.pauseAck}}}});
+                                        {"message_bytes", {{"snapshot_request", s.request}, {"snapshot_reply", s.reply},
+                                        {"pause", s.pause}, {"pause_ack", s.pauseAck}}}});
   report.json["round_trip"] = withGoal(l.roundTrip);
   Json& fanout = report.json["pause_fanout"] = Json::array();
   for (const FanoutResult& f : l.fanout) {
     fanout.push_back({{"agents", f.agents}, {"join_ms", f.joinMs}, {"stale_acks", f.staleAcks},
                       {"latency", withGoal(f.latency)}});
   }
-  report.json["version_read"] = {{"shared", toJson(v.shared)},
-                                 {"local", toJson(v.local)},
+  report.json["version_read"] = {{"shared", toJson(v.shared)}, {"local", toJson(v.local)},
                                  {"shared_contended", toJson(v.sharedContended)},
                                  {"local_contended", toJson(v.localContended)},
                                  {"goal_met", v.shared.medianNs < kMaxVersionReadNs}};

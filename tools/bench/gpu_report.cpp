@@ -62,33 +62,23 @@ Json toJson(const GpuMeasurement& m) {
   if (m.channel == "nccl") json["sender_returned"] = toJson(m.senderReturn, m.modelBytes);
   json["baseline"] = {{"kind", m.channel == "nccl" ? "ncclBroadcast" : "cudaMemcpy"},
                       {"skipped", m.baselineSkipped.empty() ? Json() : Json(m.baselineSkipped)},
-                      {"buffer_bytes", m.baselineChunkBytes},
-                      {"calls", m.baselineCalls},
+                      {"buffer_bytes", m.baselineChunkBytes}, {"calls", m.baselineCalls},
                       {"round", toJson(m.baselineRound, m.modelBytes)},
                       {"gpu_events", toJson(m.baselineGpu, m.modelBytes)}};
-  json.update(Json{{"ratio", m.ratio()},
-                   {"ratio_goal", ratioGoal(m)},
-                   {"goal_met", ratioMet(m)},
-                   {"digests_compared", m.digestsCompared},
-                   {"digests_equal", m.digestsEqual},
+  json.update(Json{{"ratio", m.ratio()}, {"ratio_goal", ratioGoal(m)}, {"goal_met", ratioMet(m)},
+                   {"digests_compared", m.digestsCompared}, {"digests_equal", m.digestsEqual},
                    {"host_check", m.hostCheck}});
   Json& memory = json["memory"] = Json::array();
   for (const DeviceMemoryUse& use : m.memory) {
-    memory.push_back({{"device", use.device},
-                      {"side", use.side},
-                      {"tensor_bytes", use.tensorBytes},
-                      {"free_before_open", use.freeBeforeOpen},
-                      {"min_free", use.minFree},
-                      {"extra_bytes", use.extraBytes()},
-                      {"extra_buckets", extraBuckets(m, use)},
-                      {"channel_buffer_bytes", use.channelBuffers},
-                      {"channel_table_bytes", use.channelTables},
+    memory.push_back({{"device", use.device}, {"side", use.side}, {"tensor_bytes", use.tensorBytes},
+                      {"free_before_open", use.freeBeforeOpen}, {"min_free", use.minFree},
+                      {"extra_bytes", use.extraBytes()}, {"extra_buckets", extraBuckets(m, use)},
+                      {"channel_buffer_bytes", use.channelBuffers}, {"channel_table_bytes", use.channelTables},
                       {"raw_communicator_bytes", use.rawCommunicator}});
   }
   json["max_late_start_ms"] = m.maxLateStartMs;
   if (m.channel == "cuda_ipc") {
-    json.update(Json{{"handles_after_first", m.handlesAfterFirst},
-                     {"handles_at_end", m.handlesAtEnd},
+    json.update(Json{{"handles_after_first", m.handlesAfterFirst}, {"handles_at_end", m.handlesAtEnd},
                      {"export_generation", m.exportGeneration}});
   }
   return json;
@@ -97,21 +87,13 @@ Json toJson(const GpuMeasurement& m) {
 Json toJson(const GpuInfo& g) {
   Json devicesJson = Json::array();
   for (const GpuDeviceInfo& d : g.devices) {
-    devicesJson.push_back({{"index", d.index},
-                           {"name", d.name},
-                           {"memory_bytes", d.memoryBytes},
-                           {"pci_bus_id", d.pciBusId},
-                           {"compute_capability", d.capability},
+    devicesJson.push_back({{"index", d.index}, {"name", d.name}, {"memory_bytes", d.memoryBytes},
+                           {"pci_bus_id", d.pciBusId}, {"compute_capability", d.capability},
                            {"multiprocessors", d.multiprocessors}});
   }
-  return {{"host", g.hostName},
-          {"visible", g.deviceCount},
-          {"driver_cuda_version", g.driverVersion},
-          {"runtime_version", g.runtimeVersion},
-          {"nccl_version", g.ncclVersion},
-          {"nccl_environment", g.ncclEnvironment},
-          {"devices", devicesJson},
-          {"peer_access", g.peerAccess}};
+  return {{"host", g.hostName}, {"visible", g.deviceCount}, {"driver_cuda_version", g.driverVersion},
+          {"runtime_version", g.runtimeVersion}, {"nccl_version", g.ncclVersion},
+          {"nccl_environment", g.ncclEnvironment}, {"devices", devicesJson}, {"peer_access", g.peerAccess}};
 }
 
 void notes(std::ostream& out, const std::vector<GpuMeasurement>& rows) {
@@ -226,16 +208,11 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
   const GpuResults r = measureGpus(c, g, std::cerr);
   report.json["gpus"] = toJson(g);
   report.json["command_line"] = c.commandLine;
-  report.json["parameters"].update(Json{{"channels", c.channels},
-                                        {"models", c.models},
-                                        {"receivers", c.receivers},
-                                        {"ipc_devices", c.ipcDevices},
-                                        {"bucket_mib", c.bucketMiB},
+  report.json["parameters"].update(Json{{"channels", c.channels}, {"models", c.models}, {"receivers", c.receivers},
+                                        {"ipc_devices", c.ipcDevices}, {"bucket_mib", c.bucketMiB},
                                         {"nccl_buffers", bus::gpu::kNcclDefaultBuffers},
-                                        {"plan_alignment", kGpuPlanAlignment},
-                                        {"warmup_rounds", c.warmup},
-                                        {"repetitions", c.repetitions},
-                                        {"allocation", c.allocation},
+                                        {"plan_alignment", kGpuPlanAlignment}, {"warmup_rounds", c.warmup},
+                                        {"repetitions", c.repetitions}, {"allocation", c.allocation},
                                         {"host_check", c.hostCheck}});
   for (const auto& [key, rows] : {std::pair{"nccl", &r.nccl}, std::pair{"cuda_ipc", &r.cudaIpc}}) {
     Json& list = report.json[key] = Json::array();

@@ -34,6 +34,16 @@ CLI::App& addMode(CLI::App& app, const std::string& name, const std::string& des
   return mode;
 }
 
+// An option whose default --help shows; a list of them, comma-separated.
+template <typename T>
+CLI::Option* option(CLI::App& app, const std::string& name, T& value, const std::string& help) {
+  return app.add_option(name, value, help)->capture_default_str();
+}
+template <typename T>
+CLI::Option* list(CLI::App& app, const std::string& name, std::vector<T>& values, const std::string& help) {
+  return option(app, name, values, help)->delimiter(',');
+}
+
 // A quick run's value of an option, unless the command line gave one.
 template <typename T, typename Quick>
 void quickDefault(bool quick, const CLI::Option* option, T& value, Quick quickValue) {
@@ -81,30 +91,21 @@ int main(int argc, char** argv) {
   CLI::App app{"wsync-bench: wsync measured against raw baselines, side by side in the same run"};
   app.require_subcommand(1);
   int status = 0;
+  const auto positive = CLI::PositiveNumber;
 
   BusBenchConfig bus;
   CLI::App& busMode = addMode(app, "bus", "Control-plane latency through the bus library vs raw ZeroMQ, and the "
                               "shared-memory version read", bus.mode, "Few iterations: every table in seconds");
-  auto* roundTrips = busMode.add_option("--round-trips", bus.roundTrips, "Measured request/reply round trips per path")
-                         ->check(CLI::PositiveNumber)
-                         ->capture_default_str();
-  auto* iterations = busMode.add_option("--iterations", bus.pauseRounds, "Measured pause rounds per path and N")
-                         ->check(CLI::PositiveNumber)
-                         ->capture_default_str();
-  busMode.add_option("--block", bus.block, "Iterations per block; blocks alternate bus and raw")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  busMode.add_option("--agents", bus.agentCounts, "Agent process counts N for the fan-out, e.g. 1,8,32")
-      ->delimiter(',')
-      ->check(CLI::Range(std::size_t{1}, kMaxBenchAgents))
-      ->capture_default_str();
-  auto* versionReads = busMode.add_option("--version-reads", bus.versionReads, "Version reads per timed repetition")
-                           ->check(CLI::PositiveNumber)
-                           ->capture_default_str();
+  auto* roundTrips = option(busMode, "--round-trips", bus.roundTrips, "Measured round trips per path")->check(positive);
+  auto* pauses = option(busMode, "--iterations", bus.pauseRounds, "Measured pause rounds per path and N")->check(positive);
+  option(busMode, "--block", bus.block, "Iterations per block; blocks alternate bus and raw")->check(positive);
+  list(busMode, "--agents", bus.agentCounts, "Agent process counts N for the fan-out")
+      ->check(CLI::Range(std::size_t{1}, kMaxBenchAgents));
+  auto* reads = option(busMode, "--version-reads", bus.versionReads, "Version reads per repetition")->check(positive);
   busMode.callback([&] {
     quickDefault(bus.mode.quick, roundTrips, bus.roundTrips, kQuickRoundTrips);
-    quickDefault(bus.mode.quick, iterations, bus.pauseRounds, kQuickPauseRounds);
-    quickDefault(bus.mode.quick, versionReads, bus.versionReads, kQuickVersionReads);
+    quickDefault(bus.mode.quick, pauses, bus.pauseRounds, kQuickPauseRounds);
+    quickDefault(bus.mode.quick, reads, bus.versionReads, kQuickVersionReads);
     if (bus.mode.quick) bus.versionRepetitions = kQuickVersionRepetitions;
     status = runMode("bus", bus.mode, [&](Report& report) { runBusBenchmark(bus, report); });
   });
@@ -112,39 +113,24 @@ int main(int argc, char** argv) {
   ShmBenchConfig shm;
   CLI::App& shmMode = addMode(app, "shm", "The shm payload channel, one sender process to 1, 3 and 8 receiver "
                               "processes, vs memcpy", shm.mode, "opt-125m only, 3 receivers at most: seconds");
-  auto* models = shmMode.add_option("--models", shm.models, "Models (names bus::modelTensors knows)")
-                     ->delimiter(',')
-                     ->capture_default_str();
-  auto* fanout = shmMode.add_option("--fanout", shm.fanoutReceivers, "Receiver counts of the fan-out")
-                     ->delimiter(',')
-                     ->check(CLI::Range(std::size_t{2}, std::size_t{64}))
-                     ->capture_default_str();
+  auto* models = list(shmMode, "--models", shm.models, "Models (names bus::modelTensors knows)");
+  auto* fanout = list(shmMode, "--fanout", shm.fanoutReceivers, "Receiver counts of the fan-out")
+                     ->check(CLI::Range(std::size_t{2}, std::size_t{64}));
   bool noFanout = false;
   shmMode.add_flag("--no-fanout", noFanout, "Only the one-receiver measurements")->excludes(fanout);
-  shmMode.add_option("--bucket-mib", shm.bucketMiB, "Bucket size in MiB")
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{4096}))
-      ->capture_default_str();
-  shmMode.add_option("--buffers", shm.buffers, "Buffers in the arena's ring")
-      ->check(CLI::Range(std::uint32_t{2}, std::uint32_t{8}))
-      ->capture_default_str();
-  auto* repetitions = shmMode.add_option("--repetitions", shm.repetitions, "Timed repetitions per path")
-                          ->check(CLI::PositiveNumber)
-                          ->capture_default_str();
-  shmMode.add_option("--sweep-buckets", shm.sweepBucketMiB, "Also one receiver with these bucket sizes in MiB")
-      ->delimiter(',')
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{4096}));
-  shmMode.add_option("--sweep-buffers", shm.sweepBuffers, "... and these buffer counts (with --sweep-buckets)")
-      ->delimiter(',')
-      ->check(CLI::Range(std::uint32_t{2}, std::uint32_t{8}));
-  shmMode.add_option("--sweep-repetitions", shm.sweepRepetitions, "Timed repetitions per sweep geometry")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  option(shmMode, "--bucket-mib", shm.bucketMiB, "Bucket size in MiB")->check(CLI::Range(1, 4096));
+  option(shmMode, "--buffers", shm.buffers, "Buffers in the arena's ring")->check(CLI::Range(2, 8));
+  auto* reps = option(shmMode, "--repetitions", shm.repetitions, "Timed repetitions per path")->check(positive);
+  list(shmMode, "--sweep-buckets", shm.sweepBucketMiB, "Also one receiver with these bucket sizes in MiB")
+      ->check(CLI::Range(1, 4096));
+  list(shmMode, "--sweep-buffers", shm.sweepBuffers, "... and these buffer counts")->check(CLI::Range(2, 8));
+  option(shmMode, "--sweep-repetitions", shm.sweepRepetitions, "Timed repetitions per sweep geometry")->check(positive);
   shmMode.add_flag("--wait-for-quiet", shm.waitForQuiet,
                    "Start every round once the machine's CPUs were 90% idle for 0.5 s (shared machines)");
   shmMode.callback([&] {
     quickDefault(shm.mode.quick, models, shm.models, std::vector<std::string>{"opt-125m"});
     quickDefault(shm.mode.quick, fanout, shm.fanoutReceivers, std::vector<std::size_t>{3});
-    quickDefault(shm.mode.quick, repetitions, shm.repetitions, kQuickShmRepetitions);
+    quickDefault(shm.mode.quick, reps, shm.repetitions, kQuickShmRepetitions);
     if (shm.mode.quick) shm.sweepRepetitions = std::min(shm.sweepRepetitions, kQuickShmRepetitions);
     if (noFanout) shm.fanoutReceivers.clear();
     status = runMode("shm", shm.mode, [&](Report& report) { runShmBenchmark(shm, report); });
@@ -155,47 +141,30 @@ int main(int argc, char** argv) {
                                 "1, 8 and 32 worker processes and by number of tensors, vs the raw ZeroMQ round trip; "
                                 "with --monitors, round times with wsync-mon processes attached", round.mode,
                                 "Few rounds: every table in about 15 seconds");
-  roundMode.add_option("--workers", round.workerCounts, "Worker process counts, e.g. 1,8,32")
-      ->delimiter(',')
-      ->check(CLI::Range(std::size_t{1}, kMaxRoundWorkers))
-      ->capture_default_str();
-  roundMode.add_option("--models", round.models, "Manifests of the worker sweep (names bus::modelTensors knows)")
-      ->delimiter(',')
-      ->capture_default_str();
-  auto* countModels = roundMode.add_option("--count-models", round.countModels,
-                                           "Manifests of the tensor-count sweep: same bytes, different tensor counts")
-                          ->delimiter(',')
-                          ->capture_default_str();
+  const auto workerRange = CLI::Range(std::size_t{1}, kMaxRoundWorkers);
+  list(roundMode, "--workers", round.workerCounts, "Worker process counts")->check(workerRange);
+  list(roundMode, "--models", round.models, "Manifests of the worker sweep (names bus::modelTensors knows)");
+  auto* countModels = list(roundMode, "--count-models", round.countModels, "Manifests of the tensor-count sweep: "
+                           "same bytes, different tensor counts");
   bool noCountSweep = false;
   roundMode.add_flag("--no-count-sweep", noCountSweep, "Only the worker sweep")->excludes(countModels);
-  roundMode.add_option("--count-workers", round.countWorkers, "Worker processes of the tensor-count sweep")
-      ->check(CLI::Range(std::size_t{1}, kMaxRoundWorkers))
-      ->capture_default_str();
-  auto* roundWarmup = roundMode.add_option("--warmup", round.warmup, "Unmeasured rounds before each measurement")
-                          ->check(CLI::PositiveNumber)
-                          ->capture_default_str();
-  auto* roundRounds = roundMode.add_option("--rounds", round.rounds, "Measured rounds per worker count (and phase)")
-                          ->check(CLI::PositiveNumber)
-                          ->capture_default_str();
-  auto* countRounds = roundMode.add_option("--count-rounds", round.countRounds, "Measured rounds per count manifest")
-                          ->check(CLI::PositiveNumber)
-                          ->capture_default_str();
-  auto* baselineRoundTrips = roundMode.add_option("--round-trips", round.baselineRoundTrips,
-                                                  "Baseline request/reply round trips per path, before and after")
-                                 ->check(CLI::PositiveNumber)
-                                 ->capture_default_str();
-  roundMode.add_option("--bucket-kib", round.bucketKiB, "The coordinator's bucket size in KiB (a multiple of 4)")
-      ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{4} << 20))
-      ->capture_default_str();
-  roundMode.add_option("--monitors", round.monitors, "wsync-mon processes attached to each bus of the worker sweep "
-                       "for --rounds more rounds, between two phases without (goal: round times under 2% apart)")
-      ->check(CLI::Range(std::size_t{0}, kMaxMonitors))
-      ->capture_default_str();
+  option(roundMode, "--count-workers", round.countWorkers, "Workers of the tensor-count sweep")->check(workerRange);
+  auto* warmup = option(roundMode, "--warmup", round.warmup, "Unmeasured rounds first")->check(positive);
+  auto* rounds = option(roundMode, "--rounds", round.rounds, "Measured rounds per worker count")->check(positive);
+  auto* countRounds = option(roundMode, "--count-rounds", round.countRounds, "Measured rounds per count manifest")
+                          ->check(positive);
+  auto* baseline = option(roundMode, "--round-trips", round.baselineRoundTrips, "Baseline round trips per path, "
+                          "before and after")->check(positive);
+  option(roundMode, "--bucket-kib", round.bucketKiB, "The coordinator's bucket size in KiB (a multiple of 4)")
+      ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{4} << 20));
+  option(roundMode, "--monitors", round.monitors, "wsync-mon processes attached to each bus of the worker sweep for "
+         "--rounds more rounds, between two phases without (goal: round times under 2% apart)")
+      ->check(CLI::Range(std::size_t{0}, kMaxMonitors));
   roundMode.callback([&] {
-    quickDefault(round.mode.quick, roundWarmup, round.warmup, kQuickRoundWarmup);
-    quickDefault(round.mode.quick, roundRounds, round.rounds, kQuickRounds);
+    quickDefault(round.mode.quick, warmup, round.warmup, kQuickRoundWarmup);
+    quickDefault(round.mode.quick, rounds, round.rounds, kQuickRounds);
     quickDefault(round.mode.quick, countRounds, round.countRounds, kQuickCountRounds);
-    quickDefault(round.mode.quick, baselineRoundTrips, round.baselineRoundTrips, kQuickBaselineRoundTrips);
+    quickDefault(round.mode.quick, baseline, round.baselineRoundTrips, kQuickBaselineRoundTrips);
     if (noCountSweep) round.countModels.clear();
     status = runMode("round", round.mode, [&](Report& report) {
       if (round.monitors > 0) round.monBinary = locateProgram("wsync-mon", "", WSYNC_BENCH_MON);
@@ -208,36 +177,27 @@ int main(int argc, char** argv) {
                                "wsync-worker processes, with random worker restarts: rounds/s, round time, RSS and "
                                "open fds over time (goal: flat)", soak.mode,
                                "600 rounds in windows of 100, a restart every ~25: seconds");
-  auto* soakRounds = soakMode.add_option("--rounds", soak.rounds, "Rounds in all (a multiple of --window)")
-                         ->check(CLI::PositiveNumber)
-                         ->capture_default_str();
-  soakMode.add_option("--workers", soak.workers, "wsync-worker processes")
-      ->check(CLI::Range(std::size_t{1}, kMaxRoundWorkers))
-      ->capture_default_str();
-  auto* soakWindow = soakMode.add_option("--window", soak.window, "Rounds per window of figures (the first is a "
-                                         "warm-up; the second and the last run without restarts)")
-                         ->check(CLI::PositiveNumber)
-                         ->capture_default_str();
-  auto* restartEvery = soakMode.add_option("--restart-every", soak.restartEvery, "Mean rounds between worker "
-                                           "restarts (SIGKILL at a random moment, then the same id again); 0: none")
-                           ->capture_default_str();
-  soakMode.add_option("--seed", soak.seed, "Seed of the restart schedule")->capture_default_str();
-  soakMode.add_option("--model", soak.model, "Manifest (names bus::modelTensors knows)")->capture_default_str();
-  soakMode.add_option("--pause-mode", soak.pauseMode, "The trainer's pause mode")
-      ->check(CLI::IsMember({"abort", "wait", "keep"}))
-      ->capture_default_str();
-  soakMode.add_option("--step-ms", soak.workerStepMs, "The workers' decode step (wsync-worker --step-ms)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000}))
-      ->capture_default_str();
+  auto* soakRounds = option(soakMode, "--rounds", soak.rounds, "Rounds in all (a multiple of --window)")
+                         ->check(positive);
+  option(soakMode, "--workers", soak.workers, "wsync-worker processes")->check(workerRange);
+  auto* window = option(soakMode, "--window", soak.window, "Rounds per window of figures (the first is a warm-up; "
+                        "the second and the last run without restarts)")->check(positive);
+  auto* restartEvery = option(soakMode, "--restart-every", soak.restartEvery, "Mean rounds between worker restarts "
+                              "(SIGKILL at a random moment, then the same id again); 0: none");
+  option(soakMode, "--seed", soak.seed, "Seed of the restart schedule");
+  option(soakMode, "--model", soak.model, "Manifest (names bus::modelTensors knows)");
+  option(soakMode, "--pause-mode", soak.pauseMode, "The trainer's pause mode")
+      ->check(CLI::IsMember({"abort", "wait", "keep"}));
+  option(soakMode, "--step-ms", soak.workerStepMs, "The workers' decode step (wsync-worker --step-ms)")
+      ->check(CLI::Range(0, 1000));
   soakMode.add_option("--bin-dir", soak.binDir, "Folder of wsync-coordinator and wsync-worker (default: beside "
                       "wsync-bench, else this build's)");
   soakMode.add_option("--child-log", soak.childLog, "The coordinator's and workers' stderr (default: this stderr)");
-  soakMode.add_option("--child-log-level", soak.childLogLevel, "--log-level of the coordinator and workers")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
-      ->capture_default_str();
+  option(soakMode, "--child-log-level", soak.childLogLevel, "--log-level of the coordinator and workers")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   soakMode.callback([&] {
     quickDefault(soak.mode.quick, soakRounds, soak.rounds, kQuickSoakRounds);
-    quickDefault(soak.mode.quick, soakWindow, soak.window, kQuickSoakWindow);
+    quickDefault(soak.mode.quick, window, soak.window, kQuickSoakWindow);
     quickDefault(soak.mode.quick, restartEvery, soak.restartEvery, kQuickSoakRestartEvery);
     status = runMode("soak", soak.mode, [&](Report& report) { runSoakBenchmark(soak, report); });
   });
@@ -246,44 +206,29 @@ int main(int argc, char** argv) {
   GpuBenchConfig gpu;
   CLI::App& gpuMode = addMode(app, "gpu", "The nccl and cuda_ipc channels between GPU processes, vs one raw "
                               "ncclBroadcast / cudaMemcpy of the same bytes", gpu.mode, "qwen2.5-7b only, few rounds");
-  auto* gpuChannels = gpuMode.add_option("--channel", gpu.channels, "Channels to measure")
-                          ->delimiter(',')
-                          ->check(CLI::IsMember({"nccl", "cuda_ipc"}))
-                          ->capture_default_str();
-  auto* gpuModels = gpuMode.add_option("--models", gpu.models, "Models (names bus::modelTensors knows, e.g. "
-                                       "synthetic:1000:512 for a quick run)")
-                        ->delimiter(',')
-                        ->capture_default_str();
+  auto* channels = list(gpuMode, "--channel", gpu.channels, "Channels to measure")
+                       ->check(CLI::IsMember({"nccl", "cuda_ipc"}));
+  auto* gpuModels = list(gpuMode, "--models", gpu.models, "Models (names bus::modelTensors knows, e.g. "
+                         "synthetic:1000:512 for a quick run)");
   gpuMode.add_option("--receivers", gpu.receivers, "Receiver processes (default: nccl, one per other visible GPU; "
-                     "cuda_ipc, 1)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{64}));
-  gpuMode.add_option("--devices", gpu.ipcDevices, "cuda_ipc: the sender's GPU and the receivers' GPU")
-      ->delimiter(',')
+                     "cuda_ipc, 1)")->check(CLI::Range(1, 64));
+  list(gpuMode, "--devices", gpu.ipcDevices, "cuda_ipc: the sender's GPU and the receivers' GPU")
       ->expected(2)
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  gpuMode.add_option("--bucket-mib", gpu.bucketMiB, "nccl bucket size in MiB; a list measures each (cuda_ipc plans "
-                     "with the first)")
-      ->delimiter(',')
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{16384}))
-      ->capture_default_str();
-  auto* gpuWarmup = gpuMode.add_option("--warmup", gpu.warmup, "Unmeasured rounds per measurement")
-                        ->check(CLI::NonNegativeNumber)
-                        ->capture_default_str();
-  auto* gpuReps = gpuMode.add_option("--reps", gpu.repetitions, "Timed rounds per path and measurement")
-                      ->check(CLI::PositiveNumber)
-                      ->capture_default_str();
-  gpuMode.add_option("--allocation", gpu.allocation, "tensor: one cudaMalloc per tensor; torch: segments as "
-                     "PyTorch's caching allocator makes them")
-      ->check(CLI::IsMember({"tensor", "torch"}))
-      ->capture_default_str();
+      ->check(CLI::NonNegativeNumber);
+  list(gpuMode, "--bucket-mib", gpu.bucketMiB, "nccl bucket size in MiB; a list measures each (cuda_ipc plans with "
+       "the first)")->check(CLI::Range(1, 16384));
+  auto* gpuWarmup = option(gpuMode, "--warmup", gpu.warmup, "Unmeasured rounds per measurement")
+                        ->check(CLI::NonNegativeNumber);
+  auto* gpuReps = option(gpuMode, "--reps", gpu.repetitions, "Timed rounds per path and measurement")->check(positive);
+  option(gpuMode, "--allocation", gpu.allocation, "tensor: one cudaMalloc per tensor; torch: segments as PyTorch's "
+         "caching allocator makes them")->check(CLI::IsMember({"tensor", "torch"}));
   bool noHostCheck = false;
   gpuMode.add_flag("--no-host-check", noHostCheck, "Skip recomputing the first channel round's digest on the host");
   gpuMode.callback([&] {
     quickDefault(gpu.mode.quick, gpuModels, gpu.models, std::vector<std::string>{"qwen2.5-7b"});
     quickDefault(gpu.mode.quick, gpuWarmup, gpu.warmup, kQuickGpuWarmup);
     quickDefault(gpu.mode.quick, gpuReps, gpu.repetitions, kQuickGpuRepetitions);
-    gpu.channelsGiven = gpuChannels->count() > 0;
+    gpu.channelsGiven = channels->count() > 0;
     gpu.hostCheck = !noHostCheck;
     gpu.commandLine = commandLine(argc, argv);
     status = runMode("gpu", gpu.mode, [&](Report& report) { runGpuBenchmark(gpu, report); });
@@ -323,7 +268,7 @@ int main(int argc, char** argv) {
     if (!roundTrip) continue;
     agent.add_option("--iterations", latency.iterations)->required();
     agent.add_option("--warmup", latency.warmup)->required();
-    agent.add_option("--block", latency.block)->required()->check(CLI::PositiveNumber);
+    agent.add_option("--block", latency.block)->required()->check(positive);
   }
   ShmReceiverOptions receiver;
   CLI::App& receiverAgent = addAgent(app, "agent-shm-receive", status, [&] { return runShmReceiver(receiver); });

@@ -64,8 +64,7 @@ Json toJson(const RoundMeasurement& m, double rawUs) {
             {"caller", toJson(m.caller, "us")},
             {"apply", toJson(m.apply, "us")}};
   if (m.withMonitors.samples > 0) {
-    json["with_monitors"] = {{"total", toJson(m.withMonitors, "us")},
-                             {"p50_ratio", monitorRatio(m)},
+    json["with_monitors"] = {{"total", toJson(m.withMonitors, "us")}, {"p50_ratio", monitorRatio(m)},
                              {"goal_met", monitorRatio(m) <= kMaxMonitorSlowdown}};
   }
   return json;
@@ -82,17 +81,12 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
   }
   const std::optional<CountRatio> counts = countRatio(r.countSweep);
 
-  report.json["parameters"].update(Json{{"models", c.models},
-                                        {"count_models", c.countModels},
-                                        {"warmup_rounds", c.warmup},
-                                        {"rounds", c.rounds},
-                                        {"count_rounds", c.countRounds},
-                                        {"count_block", kCountBlock},
-                                        {"count_workers", c.countWorkers},
-                                        {"bucket_kib", c.bucketKiB},
+  report.json["parameters"].update(Json{{"models", c.models}, {"count_models", c.countModels},
+                                        {"warmup_rounds", c.warmup}, {"rounds", c.rounds},
+                                        {"count_rounds", c.countRounds}, {"count_block", kCountBlock},
+                                        {"count_workers", c.countWorkers}, {"bucket_kib", c.bucketKiB},
                                         {"buffers", coordinator::kDefaultBufferCount},
-                                        {"baseline_round_trips", c.baselineRoundTrips},
-                                        {"pause_mode", "keep"},
+                                        {"baseline_round_trips", c.baselineRoundTrips}, {"pause_mode", "keep"},
                                         {"monitors", c.monitors}});
   report.json["baseline"] = {
       {"before", toJson(r.baselineBefore)}, {"after", toJson(r.baselineAfter)}, {"raw_p50_us", rawUs}};
@@ -106,8 +100,7 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
     goal["results"].push_back({{"model", m->model}, {"overhead_p50_ms", m->overhead.p50 / 1000}, {"met", goalMet(*m)}});
   }
   if (counts) {
-    report.json["count_ratio"] = {{"fewest_tensors", counts->fewest->tensors},
-                                  {"most_tensors", counts->most->tensors},
+    report.json["count_ratio"] = {{"fewest_tensors", counts->fewest->tensors}, {"most_tensors", counts->most->tensors},
                                   {"overhead", counts->of(&RoundMeasurement::overhead)},
                                   {"until_plan", counts->of(&RoundMeasurement::untilPlan)},
                                   {"after_send", counts->of(&RoundMeasurement::afterSend)},

@@ -36,23 +36,13 @@ Json toJson(const ShmMeasurement& m) {
             {"bucket_bytes", m.bucketBytes}, {"buffers", m.buffers}, {"buckets", m.buckets},
             {"skipped", m.skipped.empty() ? Json() : Json(m.skipped)}};
   if (!m.skipped.empty()) return json;
-  json.update(Json{{"channel", gb(m.channel)},
-                   {"sender", gb(m.sender)},
-                   {"memcpy", gb(m.memcpy)},
+  json.update(Json{{"channel", gb(m.channel)}, {"sender", gb(m.sender)}, {"memcpy", gb(m.memcpy)},
                    {"memcpy_xxh3", gb(m.copyDigest)},
-                   {"cpu",
-                    {{"sender", gb(m.senderCpu)},
-                     {"receiver", gb(m.receiverCpu)},
-                     {"memcpy", gb(m.memcpyCpu)},
-                     {"memcpy_xxh3", gb(m.copyDigestCpu)},
-                     {"bound_ratio", cpuBoundRatio(m)}}},
-                   {"ratio", m.ratio()},
-                   {"aggregate_gbps", aggregate(m)},
-                   {"digests_compared", m.digestsCompared},
-                   {"digests_equal", m.digestsEqual},
-                   {"goal_met", goalMet(m)},
-                   {"others_cpu_share", m.othersCpuShare},
-                   {"busy_rounds", m.busyRounds}});
+                   {"cpu", {{"sender", gb(m.senderCpu)}, {"receiver", gb(m.receiverCpu)}, {"memcpy", gb(m.memcpyCpu)},
+                            {"memcpy_xxh3", gb(m.copyDigestCpu)}, {"bound_ratio", cpuBoundRatio(m)}}},
+                   {"ratio", m.ratio()}, {"aggregate_gbps", aggregate(m)}, {"digests_compared", m.digestsCompared},
+                   {"digests_equal", m.digestsEqual}, {"goal_met", goalMet(m)},
+                   {"others_cpu_share", m.othersCpuShare}, {"busy_rounds", m.busyRounds}});
   return json;
 }
 
@@ -66,16 +56,11 @@ Json toJson(const std::vector<ShmMeasurement>& list) {
 
 void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
   const ShmResults r = measureShm(c, std::cerr);
-  report.json["parameters"].update(Json{{"models", c.models},
-                                        {"fanout_receivers", c.fanoutReceivers},
-                                        {"bucket_bytes", c.bucketMiB * 1024 * 1024},
-                                        {"buffers", c.buffers},
-                                        {"plan_alignment", kShmPlanAlignment},
-                                        {"repetitions", c.repetitions},
-                                        {"warmup_rounds", kShmWarmupRounds},
-                                        {"sweep_bucket_mib", c.sweepBucketMiB},
-                                        {"sweep_buffers", c.sweepBuffers},
-                                        {"sweep_repetitions", c.sweepRepetitions},
+  report.json["parameters"].update(Json{{"models", c.models}, {"fanout_receivers", c.fanoutReceivers},
+                                        {"bucket_bytes", c.bucketMiB * 1024 * 1024}, {"buffers", c.buffers},
+                                        {"plan_alignment", kShmPlanAlignment}, {"repetitions", c.repetitions},
+                                        {"warmup_rounds", kShmWarmupRounds}, {"sweep_bucket_mib", c.sweepBucketMiB},
+                                        {"sweep_buffers", c.sweepBuffers}, {"sweep_repetitions", c.sweepRepetitions},
                                         {"wait_for_quiet", c.waitForQuiet},
                                         {"min_ratio_goal", kMinChannelToMemcpyRatio}});
   report.json["memory"] = {{"available_bytes", r.availableMemoryBytes}, {"transparent_huge_pages", r.hugePages}};

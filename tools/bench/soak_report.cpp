@@ -148,11 +148,9 @@ void addJson(Json& json, const SoakResults& r, const std::vector<SoakCheck>& fla
   json["flat"] = allFlat;
   json["flatness"] = toJson(flat);
   json["health"] = toJson(healthChecks(r));
-  json["without_restarts"] = {{"rounds_per_second", r.withoutRoundsPerSecond},
-                              {"aborted", r.withoutAborted},
+  json["without_restarts"] = {{"rounds_per_second", r.withoutRoundsPerSecond}, {"aborted", r.withoutAborted},
                               {"round_time", roundTimes(r.withoutRestarts)}};
-  json["with_restarts"] = {{"rounds_per_second", r.withRoundsPerSecond},
-                           {"aborted", r.withAborted},
+  json["with_restarts"] = {{"rounds_per_second", r.withRoundsPerSecond}, {"aborted", r.withAborted},
                            {"round_time", roundTimes(r.withRestarts)}};
   json["aborts_by_reason"] = r.abortsByReason;
   json["kill_phases"] = r.killPhases;
@@ -164,30 +162,17 @@ void addJson(Json& json, const SoakResults& r, const std::vector<SoakCheck>& fla
   json["details"] = r.details;
   Json& windows = json["windows"] = Json::array();
   for (const SoakWindow& w : r.windows) {
-    windows.push_back({{"index", w.index + 1},
-                       {"first_round", w.firstRound + 1},
-                       {"rounds", w.rounds},
-                       {"warmup", w.warmup},
-                       {"with_restarts", w.withRestarts},
-                       {"committed", w.committed},
-                       {"aborted_by_restart", w.abortedByRestart},
-                       {"aborted_other", w.abortedOther},
-                       {"refused", w.refused},
-                       {"restarts", w.restarts},
-                       {"restarts_mid_round", w.restartsMidRound},
-                       {"rounds_short_of_workers", w.roundsShortOfWorkers},
-                       {"seconds", w.seconds},
-                       {"rounds_per_second", w.roundsPerSecond()},
-                       {"others_cpu_share", w.othersCpuShare},
-                       {"round_time", roundTimes(w.roundTime)},
-                       {"coordinator", toJson(w.coordinator)},
-                       {"trainer", toJson(w.trainer)},
-                       {"resident_worker", toJson(w.resident)},
+    windows.push_back({{"index", w.index + 1}, {"first_round", w.firstRound + 1}, {"rounds", w.rounds},
+                       {"warmup", w.warmup}, {"with_restarts", w.withRestarts}, {"committed", w.committed},
+                       {"aborted_by_restart", w.abortedByRestart}, {"aborted_other", w.abortedOther},
+                       {"refused", w.refused}, {"restarts", w.restarts}, {"restarts_mid_round", w.restartsMidRound},
+                       {"rounds_short_of_workers", w.roundsShortOfWorkers}, {"seconds", w.seconds},
+                       {"rounds_per_second", w.roundsPerSecond()}, {"others_cpu_share", w.othersCpuShare},
+                       {"round_time", roundTimes(w.roundTime)}, {"coordinator", toJson(w.coordinator)},
+                       {"trainer", toJson(w.trainer)}, {"resident_worker", toJson(w.resident)},
                        {"workers_max", {{"rss", toJson(w.workersMaxRss)}, {"fds", toJson(w.workersMaxFds)}}},
-                       {"shm_segments", toJson(w.shmSegments)},
-                       {"runtime_files", toJson(w.runtimeFiles)},
-                       {"children", toJson(w.children)},
-                       {"zombies", toJson(w.zombies)},
+                       {"shm_segments", toJson(w.shmSegments)}, {"runtime_files", toJson(w.runtimeFiles)},
+                       {"children", toJson(w.children)}, {"zombies", toJson(w.zombies)},
                        {"dead_slots", toJson(w.deadSlots)}});
   }
   Json& restarts = json["restarts"] = Json::array();
@@ -197,24 +182,15 @@ void addJson(Json& json, const SoakResults& r, const std::vector<SoakCheck>& fla
   }
   Json& samples = json["samples"] = Json::array();
   for (const SoakSample& s : r.samples) {
-    samples.push_back({{"round", s.round},
-                       {"seconds", s.seconds},
-                       {"coordinator", toJson(s.coordinator)},
-                       {"trainer", toJson(s.trainer)},
-                       {"resident_worker", toJson(s.resident)},
-                       {"workers_max_rss", s.workersMaxRss},
-                       {"workers_sum_rss", s.workersSumRss},
-                       {"workers_max_fds", s.workersMaxFds},
-                       {"live_workers", s.liveWorkers},
-                       {"shm_segments", s.residue.shmSegments},
-                       {"runtime_files", s.residue.runtimeFiles},
-                       {"children", s.children.count},
-                       {"zombies", s.children.zombies},
-                       {"active_slots", s.activeSlots},
+    samples.push_back({{"round", s.round}, {"seconds", s.seconds}, {"coordinator", toJson(s.coordinator)},
+                       {"trainer", toJson(s.trainer)}, {"resident_worker", toJson(s.resident)},
+                       {"workers_max_rss", s.workersMaxRss}, {"workers_sum_rss", s.workersSumRss},
+                       {"workers_max_fds", s.workersMaxFds}, {"live_workers", s.liveWorkers},
+                       {"shm_segments", s.residue.shmSegments}, {"runtime_files", s.residue.runtimeFiles},
+                       {"children", s.children.count}, {"zombies", s.children.zombies}, {"active_slots", s.activeSlots},
                        {"dead_slots", s.deadSlots}});
   }
-  json["after_stop"] = {{"coordinator_exit", r.coordinatorExit},
-                        {"shm_segments", r.residueAfterStop.shmSegments},
+  json["after_stop"] = {{"coordinator_exit", r.coordinatorExit}, {"shm_segments", r.residueAfterStop.shmSegments},
                         {"runtime_files", r.residueAfterStop.runtimeFiles}};
   json["others_cpu_share"] = r.othersCpuShare;
 }
@@ -228,19 +204,11 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
   for (const SoakCheck& check : flat) {
     if (!check.met) missed += (missed.empty() ? "" : ", ") + check.figure;
   }
-  report.json["parameters"].update(Json{{"rounds", c.rounds},
-                                        {"workers", c.workers},
-                                        {"window", c.window},
-                                        {"restart_every", c.restartEvery},
-                                        {"seed", c.seed},
-                                        {"model", c.model},
-                                        {"tensors", r.tensors},
-                                        {"bytes", r.bytes},
-                                        {"pause_mode", c.pauseMode},
-                                        {"worker_step_ms", c.workerStepMs},
-                                        {"sample_every", r.sampleEvery},
-                                        {"bus", r.busName},
-                                        {"coordinator", r.coordinatorPath},
+  report.json["parameters"].update(Json{{"rounds", c.rounds}, {"workers", c.workers}, {"window", c.window},
+                                        {"restart_every", c.restartEvery}, {"seed", c.seed}, {"model", c.model},
+                                        {"tensors", r.tensors}, {"bytes", r.bytes}, {"pause_mode", c.pauseMode},
+                                        {"worker_step_ms", c.workerStepMs}, {"sample_every", r.sampleEvery},
+                                        {"bus", r.busName}, {"coordinator", r.coordinatorPath},
                                         {"worker", r.workerPath}});
   addJson(report.json, r, flat, missed.empty());
 
