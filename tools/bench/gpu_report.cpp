@@ -32,7 +32,9 @@ std::string digests(const GpuMeasurement& m) {
   return m.digestsAllEqual() ? "all " + count : "**" + count + "**";
 }
 std::string hostCheck(const GpuMeasurement& m) { return m.hostCheck == "differs" ? "**differs**" : m.hostCheck; }
-double ratioGoal(const GpuMeasurement& m) { return m.channel == "nccl" ? kMaxNcclToBroadcastRatio : kMaxIpcToMemcpyRatio; }
+double ratioGoal(const GpuMeasurement& m) {
+  return m.channel == "nccl" ? kMaxNcclToBroadcastRatio : kMaxIpcToMemcpyRatio;
+}
 bool ratioMet(const GpuMeasurement& m) { return m.ratio() > 0 && m.ratio() <= ratioGoal(m); }
 double extraBuckets(const GpuMeasurement& m, const DeviceMemoryUse& use) {
   return m.bucketBytes > 0 ? static_cast<double>(use.extraBytes()) / static_cast<double>(m.bucketBytes) : 0;
@@ -43,7 +45,8 @@ std::uint64_t beyondChannel(const DeviceMemoryUse& use) {
 }
 // "3 calls of up to 20.00 GiB": how the baseline moved the model when GPU memory was short for a second copy.
 std::string baselineShape(const GpuMeasurement& m) {
-  return m.baselineCalls <= 1 ? "one call" : std::to_string(m.baselineCalls) + " calls of up to " + gib(m.baselineChunkBytes);
+  if (m.baselineCalls <= 1) return "one call";
+  return std::to_string(m.baselineCalls) + " calls of up to " + gib(m.baselineChunkBytes);
 }
 
 Json toJson(const Summary& t, std::uint64_t bytes) {
@@ -238,7 +241,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
     }
     out << " |\n";
   }
-  out << "| CUDA | driver supports " << g.driverVersion << ", runtime " << g.runtimeVersion << " (linked statically) |\n"
+  out << "| CUDA | driver supports " << g.driverVersion << ", runtime " << g.runtimeVersion
+      << " (linked statically) |\n"
       << "| NCCL | " << g.ncclVersion << " (libnccl.so.2, loaded at run time) |\n| NCCL environment | ";
   for (std::size_t i = 0; i < g.ncclEnvironment.size(); ++i) {
     out << (i == 0 ? "" : ", ") << "`" << g.ncclEnvironment[i] << "`";

@@ -67,8 +67,8 @@ std::string commandLine(int argc, char** argv) {
   std::string line = "wsync-bench";
   for (int index = 1; index < argc; ++index) {
     const std::string arg = argv[index];
-    if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,:/+@%") ==
-                            std::string::npos) {
+    constexpr const char* kPlain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,:/+@%";
+    if (!arg.empty() && arg.find_first_not_of(kPlain) == std::string::npos) {
       line += " " + arg;
       continue;
     }
@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
   CLI::App& busMode = addMode(app, "bus", "Control-plane latency through the bus library vs raw ZeroMQ, and the "
                               "shared-memory version read", bus.mode, "Few iterations: every table in seconds");
   auto* roundTrips = option(busMode, "--round-trips", bus.roundTrips, "Measured round trips per path")->check(positive);
-  auto* pauses = option(busMode, "--iterations", bus.pauseRounds, "Measured pause rounds per path and N")->check(positive);
+  auto* pauses = option(busMode, "--iterations", bus.pauseRounds, "Measured pause rounds per path, each N")
+                     ->check(positive);
   option(busMode, "--block", bus.block, "Iterations per block; blocks alternate bus and raw")->check(positive);
   list(busMode, "--agents", bus.agentCounts, "Agent process counts N for the fan-out")
       ->check(CLI::Range(std::size_t{1}, kMaxBenchAgents));
@@ -246,7 +247,7 @@ int main(int argc, char** argv) {
   rankAgent.add_option("--segment", rank.segment);
 #else
   // Listed, so that asking for it says why it is missing rather than "unknown subcommand".
-  CLI::App& gpuMode = *app.add_subcommand("gpu", "The GPU channels against raw NCCL and cudaMemcpy (not in this build)");
+  CLI::App& gpuMode = *app.add_subcommand("gpu", "The GPU channels vs raw NCCL and cudaMemcpy (not in this build)");
   gpuMode.allow_extras();
   gpuMode.callback([&] {
     std::cerr << "wsync-bench gpu: this build has no GPU channels (configure with -DWSYNC_CUDA=ON on a host with the "

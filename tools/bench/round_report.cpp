@@ -90,7 +90,8 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
                                         {"monitors", c.monitors}});
   report.json["baseline"] = {
       {"before", toJson(r.baselineBefore)}, {"after", toJson(r.baselineAfter)}, {"raw_p50_us", rawUs}};
-  for (const auto& [key, sweep] : {std::pair{"worker_sweep", &r.workerSweep}, std::pair{"count_sweep", &r.countSweep}}) {
+  for (const auto& [key, sweep] :
+       {std::pair{"worker_sweep", &r.workerSweep}, std::pair{"count_sweep", &r.countSweep}}) {
     Json& list = report.json[key] = Json::array();
     for (const RoundMeasurement& m : *sweep) list.push_back(toJson(m, rawUs));
   }
@@ -131,7 +132,7 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
         << "), every manifest on its own bus at the same time; " << c.warmup << " warm-up + " << c.countRounds
         << " measured rounds each, taking turns in blocks of " << kCountBlock << "\n";
   }
-  out << "- Baseline: " << c.baselineRoundTrips << " request/reply round trips per path, before and after the rounds\n\n";
+  out << "- Baseline: " << c.baselineRoundTrips << " request/reply round trips per path, before and after\n\n";
 
   Table baseline("lrrrr", {"", "raw ZeroMQ p50", "raw p90", "bus p50", "bus p90"});
   for (const auto& [when, b] : {std::pair{"before the rounds", &r.baselineBefore},

@@ -17,7 +17,8 @@ int runShmReceiver(const ShmReceiverOptions& options) {
   try {
     auto arena = orThrow(bus::ShmArena::open(options.arena), "arena");
     const bus::Manifest manifest = catalogManifest(options.model);
-    const auto plan = orThrow(bus::BucketPlan::build(manifest, arena.geometry().bucketBytes, kShmPlanAlignment), "plan");
+    const auto plan =
+        orThrow(bus::BucketPlan::build(manifest, arena.geometry().bucketBytes, kShmPlanAlignment), "plan");
     const TensorMemory staging(manifest);  // every page written once, before "ready"
     // stdout is a pipe: every line is flushed (std::endl), or it would wait in the stream's buffer.
     std::cout << "ready" << std::endl;

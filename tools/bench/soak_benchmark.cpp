@@ -178,7 +178,8 @@ class SoakRun {
       runFiles_.addEndpoint(endpoints->events);
     }
     const auto start = Clock::now();
-    coordinator_ = startProgram(results_.coordinatorPath, {"--bus", bus, "--log-level", config_.childLogLevel}, SIGTERM);
+    coordinator_ =
+        startProgram(results_.coordinatorPath, {"--bus", bus, "--log-level", config_.childLogLevel}, SIGTERM);
     for (;;) {
       throwIfInterrupted();
       if (!coordinator_->running()) throw BenchFailure("wsync-coordinator " + coordinator_->describeExit());

@@ -60,7 +60,8 @@ SoakCheck memoryCheck(const std::string& figure, const SampledRange& first, cons
 }
 
 SoakCheck fdCheck(const std::string& figure, const SampledRange& first, const SampledRange& last) {
-  return noGrowth(figure, first, last, 1, static_cast<double>(kSoakFdTolerance), " + " + std::to_string(kSoakFdTolerance));
+  const auto tolerance = static_cast<double>(kSoakFdTolerance);
+  return noGrowth(figure, first, last, 1, tolerance, " + " + std::to_string(kSoakFdTolerance));
 }
 
 void addUsageChecks(std::vector<SoakCheck>& checks, const std::string& who, const UsageRanges& first,
@@ -77,8 +78,10 @@ std::vector<SoakCheck> flatnessChecks(const SoakResults& r) {
   const SoakWindow& first = r.windows[1];
   const SoakWindow& last = r.windows.back();
   checks.push_back(withinTolerance("rounds/s", first.roundsPerSecond(), last.roundsPerSecond(), true));
-  checks.push_back(withinTolerance("round time p50 (ms)", first.roundTime.p50 / 1000, last.roundTime.p50 / 1000, false));
-  checks.push_back(withinTolerance("round time p99 (ms)", first.roundTime.p99 / 1000, last.roundTime.p99 / 1000, false));
+  const Summary& a = first.roundTime;
+  const Summary& b = last.roundTime;
+  checks.push_back(withinTolerance("round time p50 (ms)", a.p50 / 1000, b.p50 / 1000, false));
+  checks.push_back(withinTolerance("round time p99 (ms)", a.p99 / 1000, b.p99 / 1000, false));
   addUsageChecks(checks, "coordinator", first.coordinator, last.coordinator);
   addUsageChecks(checks, "trainer (this process)", first.trainer, last.trainer);
   addUsageChecks(checks, "worker-0 (resident)", first.resident, last.resident);
@@ -116,10 +119,10 @@ Json toJson(const std::vector<SoakCheck>& checks) {
 }
 
 Table checkTable(const std::vector<SoakCheck>& checks, bool withRatio) {
-  Table table(withRatio ? "lrrrll" : "lrll", withRatio ? std::vector<std::string>{"figure", "first window",
-                                                                                  "last window", "last/first",
-                                                                                  "goal", "verdict"}
-                                                       : std::vector<std::string>{"figure", "value", "goal", "verdict"});
+  using Header = std::vector<std::string>;
+  Table table(withRatio ? "lrrrll" : "lrll", withRatio ? Header{"figure", "first window", "last window", "last/first",
+                                                                "goal", "verdict"}
+                                                       : Header{"figure", "value", "goal", "verdict"});
   for (const SoakCheck& c : checks) {
     const std::string judged = verdict(c.met) + (c.better ? " (better)" : "");
     if (withRatio) {

@@ -17,7 +17,9 @@ namespace {
 // glibc's malloc and PyTorch's CPU allocator both hand out at least cache-line-aligned blocks for large tensors.
 constexpr std::size_t kTensorAlignment = 64;
 
-std::size_t alignUp(std::size_t value, std::size_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+std::size_t alignUp(std::size_t value, std::size_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
 
 }  // namespace
 

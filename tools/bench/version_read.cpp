@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <wsync/bus/control_block.hpp>
@@ -18,16 +19,18 @@
 namespace wsync::bench {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 // Tells the compiler `value` is used and memory may have changed, so the read can be neither dropped nor hoisted out
 // of the loop; it emits no instruction.
 inline void keep(std::uint64_t value) { asm volatile("" : : "r"(value) : "memory"); }
 
 template <typename Read>
-double nanosecondsPerRead(Read& read, std::uint64_t reads) {
-  const auto start = std::chrono::steady_clock::now();
+double nanosecondsPerRead(Read&& read, std::uint64_t reads) {
+  const auto start = Clock::now();
   for (std::uint64_t i = 0; i < reads; ++i) keep(read());
-  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() /
-         static_cast<double>(reads);
+  const auto elapsed = std::chrono::duration<double, std::nano>(Clock::now() - start);
+  return elapsed.count() / static_cast<double>(reads);
 }
 
 ReadCost costOf(std::vector<double> values) {
@@ -35,31 +38,44 @@ ReadCost costOf(std::vector<double> values) {
   return ReadCost{values[values.size() / 2], values.front()};
 }
 
-// Each read kind gets a warm-up (page-in, caches, clock frequency), then the kinds alternate repetition by
-// repetition, the order flipping each time, so that machine noise hits them alike.
-template <typename... Reads>
-std::vector<ReadCost> timeReads(const BusBenchConfig& config, Reads&... reads) {
-  std::vector<std::function<double()>> kinds{[&] { return nanosecondsPerRead(reads, config.versionReads); }...};
-  (nanosecondsPerRead(reads, config.versionReads / 10), ...);
-  std::vector<std::vector<double>> samples(kinds.size());
+// Alternates the two reads repetition by repetition, so that machine noise hits both alike.
+template <typename SharedRead, typename LocalRead>
+std::pair<ReadCost, ReadCost> timeBoth(const BusBenchConfig& config, SharedRead&& shared, LocalRead&& local) {
+  std::vector<double> sharedNs;
+  std::vector<double> localNs;
+  (void)nanosecondsPerRead(shared, config.versionReads / 10);  // warm-up: page-in, caches, clock frequency
+  (void)nanosecondsPerRead(local, config.versionReads / 10);
   for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
     throwIfInterrupted();
-    for (std::size_t k = 0; k < kinds.size(); ++k) {
-      const std::size_t kind = rep % 2 == 0 ? k : kinds.size() - 1 - k;
-      samples[kind].push_back(kinds[kind]());
+    if (rep % 2 == 0) {
+      sharedNs.push_back(nanosecondsPerRead(shared, config.versionReads));
+      localNs.push_back(nanosecondsPerRead(local, config.versionReads));
+    } else {
+      localNs.push_back(nanosecondsPerRead(local, config.versionReads));
+      sharedNs.push_back(nanosecondsPerRead(shared, config.versionReads));
     }
   }
-  std::vector<ReadCost> costs;
-  for (auto& values : samples) costs.push_back(costOf(std::move(values)));
-  return costs;
+  return {costOf(std::move(sharedNs)), costOf(std::move(localNs))};
 }
 
-// A thread that keeps writing new versions until destroyed: the worst case for a reader, whose cache line is taken
-// away on every write.
+template <typename Read>
+ReadCost timeOne(const BusBenchConfig& config, Read&& read) {
+  std::vector<double> ns;
+  (void)nanosecondsPerRead(read, config.versionReads / 10);
+  for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
+    throwIfInterrupted();
+    ns.push_back(nanosecondsPerRead(read, config.versionReads));
+  }
+  return costOf(std::move(ns));
+}
+
+// A thread that keeps writing new versions until destroyed: the worst case for a reader, whose cache line is
+// taken away on every write.
 class BusyWriter {
  public:
-  explicit BusyWriter(std::function<void(std::uint64_t)> write)
-      : thread_([this, write = std::move(write)] {
+  template <typename Write>
+  explicit BusyWriter(Write write)
+      : thread_([this, write] {
           for (std::uint64_t version = 1; !stop_.load(std::memory_order_relaxed); ++version) write(version);
         }) {}
   BusyWriter(const BusyWriter&) = delete;
@@ -71,7 +87,7 @@ class BusyWriter {
 
  private:
   std::atomic<bool> stop_{false};
-  std::thread thread_;  // last: starts once stop_ exists
+  std::thread thread_;
 };
 
 }  // namespace
@@ -99,17 +115,15 @@ VersionReadResult runVersionReadBenchmark(const BusBenchConfig& config, std::ost
   auto readShared = [&view, slot] { return view.appliedVersion(slot); };
   auto readLocal = [&local] { return local->value.load(std::memory_order_acquire); };
   VersionReadResult result;
-  const std::vector<ReadCost> quiet = timeReads(config, readShared, readLocal);
-  result.shared = quiet[0];
-  result.local = quiet[1];
+  std::tie(result.shared, result.local) = timeBoth(config, readShared, readLocal);
   // Contended: one writer thread at a time, so that on a small machine the reader keeps a core to itself.
   {
     const BusyWriter busy([&writer](std::uint64_t version) { writer.setAppliedVersion(version); });
-    result.sharedContended = timeReads(config, readShared)[0];
+    result.sharedContended = timeOne(config, readShared);
   }
   {
     const BusyWriter busy([&local](std::uint64_t version) { local->value.store(version, std::memory_order_release); });
-    result.localContended = timeReads(config, readLocal)[0];
+    result.localContended = timeOne(config, readLocal);
   }
   return result;
 }
