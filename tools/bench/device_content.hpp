@@ -1,7 +1,7 @@
 #pragma once
 // The content `wsync-bench gpu` moves: written on the device by a kernel (a model of 61 GB is never built on the
-// host), and recomputed on the host for the host check (expected_digest.hpp). Included by nvcc and by the C++
-// compiler alike, so it needs nothing but the CUDA runtime's header.
+// host), and recomputed on the host for the host check (expectedDeviceDigest, gpu.hpp). Included by nvcc and by the
+// C++ compiler alike, so it needs nothing but the CUDA runtime's header.
 //
 // Word `w` (little-endian 64 bits) of tensor `t` at version `v` is word(key(seed, t, v), w); a tensor whose size is
 // not a multiple of 8 ends with the low bytes of its next word. Every word changes from one version to the next, so

@@ -1,4 +1,4 @@
-// The agents of the latency measurements, in processes of their own (bus_config.hpp).
+// The agents of the latency measurements, in processes of their own (bus.hpp).
 #include <array>
 #include <chrono>
 #include <exception>

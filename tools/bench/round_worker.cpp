@@ -1,4 +1,4 @@
-// The worker processes of `wsync-bench round` (round_config.hpp).
+// The worker processes of `wsync-bench round` (round.hpp).
 #include <signal.h>
 
 #include <atomic>

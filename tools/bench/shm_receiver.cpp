@@ -1,4 +1,4 @@
-// The receiver processes of `wsync-bench shm` (shm_config.hpp).
+// The receiver processes of `wsync-bench shm` (shm.hpp).
 #include <chrono>
 #include <exception>
 #include <iostream>
