@@ -2,10 +2,13 @@
 // update rounds while the workers generate, prints each round live, and at the end verifies that every worker
 // holds the trainer's bytes of the last version and that every output's version spans are consistent.
 // Exit code 0 only when all of that holds.
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -13,8 +16,9 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <tl/expected.hpp>
+#include <wsync/tools/child_process.hpp>
 
-#include "process.hpp"
 #include "round_reporter.hpp"
 #include "verification.hpp"
 #include "wsync/bus/bus_address.hpp"
@@ -33,6 +37,25 @@ constexpr std::chrono::seconds kStartTimeout{30};
 // Longest the demo waits for the whole run; a 20-round opt-125m run takes seconds.
 constexpr std::chrono::minutes kRunTimeout{10};
 constexpr std::chrono::seconds kStopTimeout{30};
+// A child that ignores SIGTERM this long when the demo gives up on it is killed.
+constexpr std::chrono::seconds kTerminateGrace{5};
+
+// A child of the demo, its stdout and stderr appended to `logPath`; stopped (SIGTERM, then SIGKILL) and reaped when
+// the handle goes away, so that a failed demo leaves nothing running.
+tl::expected<tools::ChildProcess, std::string> start(const std::string& path, const std::vector<std::string>& args,
+                                                     const std::string& logPath) {
+  const int log = ::open(logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log < 0) return tl::unexpected("cannot open " + logPath + ": " + std::strerror(errno));
+  try {
+    auto child =
+        tools::ChildProcess::spawn(path, args, {.stdoutFd = log, .stderrFd = log, .stopGrace = kTerminateGrace});
+    ::close(log);
+    return child;
+  } catch (const std::exception& error) {
+    ::close(log);
+    return tl::unexpected(std::string(error.what()));
+  }
+}
 
 std::string siblingOrBuilt(const fs::path& self, const std::string& name, const char* built) {
   const fs::path sibling = self.parent_path() / name;
@@ -153,7 +176,7 @@ int main(int argc, char** argv) {
   std::printf("            logs, outputs and weight dumps in %s\n\n", workDir.c_str());
   std::fflush(stdout);
 
-  auto coordinator = demo::Process::spawn(
+  auto coordinator = start(
       coordinatorBin, {"--bus", bus, "--bucket-mib", std::to_string(bucketMiB)},
       (workDir / "coordinator.log").string());
   if (!coordinator) return fail(coordinator.error(), workDir);
@@ -175,7 +198,7 @@ int main(int argc, char** argv) {
     return fail("no event from the coordinator (see coordinator.log)", workDir);
   }
 
-  std::vector<demo::Process> workerProcesses;
+  std::vector<tools::ChildProcess> workerProcesses;
   for (std::uint32_t index = 0; index < workers; ++index) {
     const std::string id = "worker-" + std::to_string(index);
     std::vector<std::string> args{"--bus", bus, "--id", id, "--model", model, "--outputs",
@@ -183,7 +206,7 @@ int main(int argc, char** argv) {
                                   (workDir / (id + ".safetensors")).string(), "--concurrency", "4", "--tokens", "48",
                                   "--step-ms", "2"};
     for (auto& arg : gpuArgs(workerDevice(index))) args.push_back(std::move(arg));
-    auto worker = demo::Process::spawn(workerBin, args, (workDir / (id + ".log")).string());
+    auto worker = start(workerBin, args, (workDir / (id + ".log")).string());
     if (!worker) return fail(worker.error(), workDir);
     workerProcesses.push_back(std::move(*worker));
   }
@@ -198,7 +221,7 @@ int main(int argc, char** argv) {
                                        "--pause-mode", pauseMode, "--dump",
                                        (workDir / "trainer.safetensors").string()};
   for (auto& arg : gpuArgs(cudaDevices[0])) trainerArgs.push_back(std::move(arg));
-  auto trainer = demo::Process::spawn(trainerBin, trainerArgs, (workDir / "trainer.log").string());
+  auto trainer = start(trainerBin, trainerArgs, (workDir / "trainer.log").string());
   if (!trainer) return fail(trainer.error(), workDir);
 
   demo::RoundReporter reporter;
@@ -229,10 +252,10 @@ int main(int argc, char** argv) {
       // Round and agent events come in bursts: drain them before looking at the trainer. Beats come steadily.
       if (!(*received)->source.starts_with(bus::topics::kBus)) continue;
     }
-    if (!trainerStatus) trainerStatus = trainer->poll();
+    if (!trainerStatus) trainerStatus = trainer->wait(std::chrono::milliseconds{0});
     if (trainerStatus) break;
     for (auto& worker : workerProcesses) {
-      if (worker.poll()) return fail("a worker exited during the run (see worker-*.log)", workDir);
+      if (!worker.running()) return fail("a worker exited during the run (see worker-*.log)", workDir);
     }
   }
   if (!trainerStatus) return fail("the run did not finish in time", workDir);
