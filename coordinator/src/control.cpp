@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "coordinator_impl.hpp"
-#include "wsync/bus/client_text.hpp"
-#include "wsync/bus/topics.hpp"
+#include "wsync/bus/protocol/client_text.hpp"
+#include "wsync/bus/protocol/topics.hpp"
 
 namespace wsync::coordinator {
 

@@ -17,11 +17,12 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();  // size_t: <malloc
 #include <thread>
 
 #include "coordinator_impl.hpp"
-#include "wsync/bus/bus_address.hpp"
-#include "wsync/bus/client_text.hpp"
-#include "wsync/bus/clock.hpp"
-#include "wsync/bus/protocol.hpp"
-#include "wsync/bus/topics.hpp"
+#include "wsync/bus/channel/registry.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
+#include "wsync/bus/protocol/client_text.hpp"
+#include "wsync/bus/core/clock.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/protocol/topics.hpp"
 
 namespace wsync::coordinator {
 
@@ -30,7 +31,7 @@ std::string_view toString(CoordinatorError error) {
     case CoordinatorError::InvalidOptions: return "invalid options";
     case CoordinatorError::BusInUse: return "bus in use";
     case CoordinatorError::ControlBlock: return "control block";
-    case CoordinatorError::Arena: return "shm arena";
+    case CoordinatorError::Channel: return "payload channel";
     case CoordinatorError::Transport: return "transport";
   }
   return "unknown coordinator error";
@@ -66,26 +67,11 @@ std::string hostName() {
   return name.data();
 }
 
-// The arena of a bus, per user like the control block: "wsync-<uid>-<bus>-shm".
-std::string arenaSegmentName(std::string_view busName) {
-  return "wsync-" + std::to_string(getuid()) + "-" + std::string(busName) + "-shm";
-}
-
 // An epoch as the programs print it (wsync-ctl status, the coordinator's start line): 16 hex digits.
 std::string epochText(std::uint64_t epoch) {
   std::array<char, 17> text{};
   std::snprintf(text.data(), text.size(), "%016llx", static_cast<unsigned long long>(epoch));
   return text.data();
-}
-
-// A channel as the programs' --channel flag names it.
-std::string channelName(msg::ChannelKind kind) {
-  switch (kind) {
-    case msg::ChannelKind::Shm: return "shm";
-    case msg::ChannelKind::Nccl: return "nccl";
-    case msg::ChannelKind::CudaIpc: return "cuda_ipc";
-  }
-  return msg::EnumNameChannelKind(kind);
 }
 
 std::string ipcPath(const std::string& endpoint) {
@@ -140,10 +126,9 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
     return bus::fail(inUse ? CoordinatorError::BusInUse : CoordinatorError::ControlBlock,
                      block.error().describe());
   }
-  auto arena = bus::ShmArena::create(arenaSegmentName(options.bus),
-                                     bus::ArenaGeometry{options.bucketBytes, options.bufferCount,
-                                                        static_cast<std::uint32_t>(bus::kMaxArenaReceivers)});
-  if (!arena) return bus::fail(CoordinatorError::Arena, arena.error().describe());
+  auto channels =
+      bus::createChannelOwners(bus::ChannelOwnersConfig{options.bus, options.bucketBytes, options.bufferCount});
+  if (!channels) return bus::fail(CoordinatorError::Channel, channels.error().describe());
 
   // Two I/O threads: the requests and replies of rounds on one, the event stream on the other, so that fanning
   // events out to many monitors never queues a round's messages behind it (bench/results/monitors-*).
@@ -161,7 +146,7 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   auto events = bus::EventPublisher::bind(context, endpoints->events, kEventIoThreads, options.curveKeys);
   if (!events) return bus::fail(CoordinatorError::Transport, events.error().describe());
 
-  auto impl = std::make_unique<Impl>(options, std::move(*block), std::move(*arena), std::move(context),
+  auto impl = std::make_unique<Impl>(options, std::move(*block), std::move(*channels), std::move(context),
                                      std::move(*router), std::move(*events));
   impl->authenticator = std::move(authenticator);
   impl->hostname = hostName();
@@ -481,15 +466,16 @@ std::string Coordinator::Impl::admissionProblem(const msg::AgentHello& hello) co
   // than a channel takes would make every round on that channel fail. Refused here, naming the limit, instead.
   for (const auto offered : *hello.channels()) {
     const auto kind = static_cast<msg::ChannelKind>(offered);
-    const std::uint32_t capacity = channelCapacity(kind);
-    if (capacity == 0) continue;  // no round can run on it here anyway
+    const bus::ChannelOwner* owner = ownerOf(kind);
+    if (owner == nullptr) continue;  // no round can run on it here anyway
+    const std::uint32_t capacity = owner->maxReceivers();
     const auto offering = std::count_if(agents.begin(), agents.end(), [&](const auto& entry) {
       const AgentRecord& agent = entry.second;
       return agent.role == msg::Role::Worker &&
              std::find(agent.channels.begin(), agent.channels.end(), kind) != agent.channels.end();
     });
     if (static_cast<std::uint64_t>(offering) + 1 > capacity) {
-      return "a round on the " + channelName(kind) + " channel takes at most " +
+      return "a round on the " + bus::channelName(kind) + " channel takes at most " +
              std::to_string(capacity) + " workers, and " + std::to_string(offering) +
              " workers offering it are registered";
     }

@@ -26,9 +26,9 @@
 #include "round_fixture.hpp"
 #include "stuck_process.hpp"
 #include "text_file.hpp"
-#include "wsync/bus/fault_injection.hpp"
-#include "wsync/bus/model_catalog.hpp"
-#include "wsync/bus/safetensors.hpp"
+#include "wsync/bus/core/fault_injection.hpp"
+#include "wsync/cli/model_catalog.hpp"
+#include "wsync/cli/safetensors.hpp"
 
 namespace wsync::test {
 namespace {
@@ -181,22 +181,22 @@ std::vector<std::string> filesOfBus(const std::string& bus) {
 // The bytes a worker must hold for `version`: wsync-trainer's content of the model at that version.
 void expectDumpHoldsACommittedVersion(const std::string& path, const std::set<std::uint64_t>& committed,
                                       const std::string& who) {
-  auto file = bus::SafetensorsFile::open(path);
+  auto file = cli::SafetensorsFile::open(path);
   ASSERT_TRUE(file) << who << ": " << file.error().describe();
   const auto found = file->metadata().find("wsync_version");
   ASSERT_NE(found, file->metadata().end()) << who;
   const std::uint64_t version = std::stoull(found->second);
   EXPECT_TRUE(version == 0 || committed.contains(version))
       << who << " serves version " << version << ", which was never committed";
-  auto specs = bus::modelTensors(kModel);
+  auto specs = cli::modelTensors(kModel);
   ASSERT_TRUE(specs);
   ASSERT_EQ(file->tensors().size(), specs->size()) << who;
   for (std::size_t index = 0; index < specs->size(); ++index) {
     const auto held = file->bytes(index);
     std::vector<std::byte> expected(held.size());
     if (version > 0) {
-      bus::fillTensor(expected, kSeed, static_cast<std::uint32_t>(index));
-      bus::perturbTensor(expected, kSeed, static_cast<std::uint32_t>(index), version);
+      cli::fillTensor(expected, kSeed, static_cast<std::uint32_t>(index));
+      cli::perturbTensor(expected, kSeed, static_cast<std::uint32_t>(index), version);
     }  // version 0: a worker's weights start zeroed
     ASSERT_TRUE(std::equal(held.begin(), held.end(), expected.begin()))
         << who << ": tensor " << (*specs)[index].name << " is not version " << version << "'s: a partial apply";

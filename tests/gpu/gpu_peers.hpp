@@ -17,7 +17,7 @@
 
 #include "child_process.hpp"
 #include "gpu_peer_protocol.hpp"
-#include "wsync/bus/gpu/cuda_ipc_channel.hpp"
+#include "wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp"
 
 namespace wsync::test {
 

@@ -11,7 +11,7 @@
 
 #include "child_process.hpp"
 #include "test_environment.hpp"
-#include "wsync/bus/control_block.hpp"
+#include "wsync/bus/state/control_block.hpp"
 
 namespace wsync::bus {
 namespace {

@@ -12,9 +12,9 @@
 #include <zmq.hpp>
 
 #include "child_process.hpp"
-#include "wsync/bus/control_block.hpp"
-#include "wsync/bus/event_subscriber.hpp"
-#include "wsync/bus/topics.hpp"
+#include "wsync/bus/state/control_block.hpp"
+#include "wsync/bus/transport/event_subscriber.hpp"
+#include "wsync/bus/protocol/topics.hpp"
 
 namespace wsync::test {
 

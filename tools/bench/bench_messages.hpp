@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include <wsync/bus/message.hpp>
+#include <wsync/bus/protocol/message.hpp>
 #include <wsync/schemas/control_generated.h>
 
 namespace wsync::bench {

@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include <wsync/bus/control_block.hpp>
+#include <wsync/bus/state/control_block.hpp>
 
 namespace wsync::bench {
 namespace {

@@ -1,8 +1,8 @@
 #pragma once
-// The manifest of a model the catalog knows (bus::modelTensors): "opt-125m", "tiny", "synthetic:COUNT:MIB".
+// The manifest of a model the catalog knows (cli::modelTensors): "opt-125m", "tiny", "synthetic:COUNT:MIB".
 #include <string>
 
-#include <wsync/bus/manifest.hpp>
+#include <wsync/bus/protocol/manifest.hpp>
 
 namespace wsync::bench {
 

@@ -9,7 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include <wsync/bus/manifest.hpp>
+#include <wsync/bus/protocol/manifest.hpp>
 
 #include "bench_failure.hpp"
 

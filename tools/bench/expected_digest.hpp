@@ -5,7 +5,7 @@
 // sender held were the version the benchmark meant.
 #include <cstdint>
 
-#include <wsync/bus/manifest.hpp>
+#include <wsync/bus/protocol/manifest.hpp>
 
 namespace wsync::bench {
 

@@ -4,7 +4,7 @@
 #include <sstream>
 #include <vector>
 
-#include <wsync/bus/gpu/nccl_channel.hpp>
+#include <wsync/bus/channel/nccl/nccl_channel.hpp>
 
 #include "report_format.hpp"
 

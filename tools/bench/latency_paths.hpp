@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include <wsync/bus/bus_address.hpp>
+#include <wsync/bus/transport/bus_address.hpp>
 #include <zmq.hpp>
 
 namespace wsync::bench {

@@ -41,7 +41,7 @@
 #include "soak_config.hpp"
 #include "soak_report.hpp"
 #include "version_read.hpp"
-#include "wsync/bus/log.hpp"
+#include "wsync/bus/core/log.hpp"
 
 #ifdef WSYNC_HAVE_CUDA
 #include "gpu_benchmark.hpp"
@@ -267,7 +267,7 @@ int main(int argc, char** argv) {
   ShmBenchConfig shmConfig;
   CLI::App& shmMode = *app.add_subcommand(
       "shm", "The shm payload channel, one sender process to 1, 3 and 8 receiver processes, vs memcpy");
-  auto* models = shmMode.add_option("--models", shmConfig.models, "Models (names bus::modelTensors knows)")
+  auto* models = shmMode.add_option("--models", shmConfig.models, "Models (names cli::modelTensors knows)")
                      ->delimiter(',')
                      ->capture_default_str();
   auto* fanout = shmMode.add_option("--fanout", shmConfig.fanoutReceivers, "Receiver counts of the fan-out")
@@ -334,7 +334,7 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(std::size_t{1}, kMaxRoundWorkers))
       ->capture_default_str();
-  roundMode.add_option("--models", roundConfig.models, "Manifests of the worker sweep (names bus::modelTensors knows)")
+  roundMode.add_option("--models", roundConfig.models, "Manifests of the worker sweep (names cli::modelTensors knows)")
       ->delimiter(',')
       ->capture_default_str();
   auto* countModels = roundMode
@@ -394,7 +394,7 @@ int main(int argc, char** argv) {
                                ->capture_default_str();
   soakMode.add_option("--seed", soakConfig.seed, "Seed of the restart schedule (rounds, victims, moments)")
       ->capture_default_str();
-  soakMode.add_option("--model", soakConfig.model, "Manifest (names bus::modelTensors knows)")->capture_default_str();
+  soakMode.add_option("--model", soakConfig.model, "Manifest (names cli::modelTensors knows)")->capture_default_str();
   soakMode.add_option("--pause-mode", soakConfig.pauseMode, "The trainer's pause mode")
       ->check(CLI::IsMember({"abort", "wait", "keep"}))
       ->capture_default_str();
@@ -424,7 +424,7 @@ int main(int argc, char** argv) {
                           ->capture_default_str();
   auto* gpuModels = gpuMode
                         .add_option("--models", gpuConfig.models,
-                                    "Models (names bus::modelTensors knows, e.g. synthetic:1000:512 for a quick run)")
+                                    "Models (names cli::modelTensors knows, e.g. synthetic:1000:512 for a quick run)")
                         ->delimiter(',')
                         ->capture_default_str();
   gpuMode

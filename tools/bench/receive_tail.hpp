@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include <wsync/bus/bucket_plan.hpp>
+#include <wsync/bus/channel/bucket_plan.hpp>
 
 namespace wsync::bench {
 

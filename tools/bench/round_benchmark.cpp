@@ -14,9 +14,9 @@
 #include <thread>
 #include <utility>
 
-#include <wsync/bus/bucket_plan.hpp>
-#include <wsync/bus/bus_address.hpp>
-#include <wsync/bus/control_block.hpp>
+#include <wsync/bus/channel/bucket_plan.hpp>
+#include <wsync/bus/transport/bus_address.hpp>
+#include <wsync/bus/state/control_block.hpp>
 #include <wsync/coordinator/coordinator_options.hpp>
 #include <wsync/trainer_agent/trainer_agent.hpp>
 

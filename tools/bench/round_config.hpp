@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include <wsync/bus/shm_arena_data.hpp>
+#include <wsync/bus/channel/shm/shm_arena_data.hpp>
 
 namespace wsync::bench {
 

@@ -12,7 +12,7 @@ struct RoundWorkerOptions {
   pid_t parent = 0;   // the benchmark; the worker dies with it
   std::string bus;    // the benchmark's coordinator
   std::string id;     // agent id
-  std::string model;  // a name bus::modelTensors knows: the tensors to bind, the trainer's manifest
+  std::string model;  // a name cli::modelTensors knows: the tensors to bind, the trainer's manifest
 };
 
 // Registers, then serves rounds until SIGTERM (stops the agent: Goodbye, exit 0) or until no round has paused it

@@ -18,9 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include <wsync/bus/bucket_plan.hpp>
-#include <wsync/bus/model_catalog.hpp>
-#include <wsync/bus/shm_arena.hpp>
+#include <wsync/bus/channel/bucket_plan.hpp>
+#include <wsync/cli/model_catalog.hpp>
+#include <wsync/bus/channel/shm/shm_arena.hpp>
 
 #include "agent_pipe.hpp"
 #include "agent_processes.hpp"
@@ -100,7 +100,7 @@ struct ModelUnderTest {
 };
 
 ModelUnderTest loadModel(const std::string& name) {
-  auto specs = bus::modelTensors(name);
+  auto specs = cli::modelTensors(name);
   if (!specs) throw BenchFailure("model " + name + ": " + specs.error().describe());
   auto manifest = bus::Manifest::create(std::move(*specs));
   if (!manifest) throw BenchFailure("model " + name + ": " + manifest.error().describe());

@@ -6,9 +6,9 @@
 #include <exception>
 #include <iostream>
 
-#include <wsync/bus/bucket_plan.hpp>
-#include <wsync/bus/model_catalog.hpp>
-#include <wsync/bus/shm_arena.hpp>
+#include <wsync/bus/channel/bucket_plan.hpp>
+#include <wsync/cli/model_catalog.hpp>
+#include <wsync/bus/channel/shm/shm_arena.hpp>
 
 #include "agent_processes.hpp"
 #include "bench_failure.hpp"
@@ -29,7 +29,7 @@ void report(const char* line) {
 void receiveAll(const ShmReceiverOptions& options) {
   auto arena = bus::ShmArena::open(options.arena);
   if (!arena) throw BenchFailure(arena.error().describe());
-  auto specs = bus::modelTensors(options.model);
+  auto specs = cli::modelTensors(options.model);
   if (!specs) throw BenchFailure(specs.error().describe());
   auto manifest = bus::Manifest::create(std::move(*specs));
   if (!manifest) throw BenchFailure(manifest.error().describe());

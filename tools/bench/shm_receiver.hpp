@@ -17,7 +17,7 @@ struct ShmReceiverOptions {
   pid_t parent = 0;  // the benchmark; the receiver dies with it
   std::string arena;
   std::uint32_t receiver = 0;
-  std::string model;        // a name bus::modelTensors knows
+  std::string model;        // a name cli::modelTensors knows
   std::uint64_t transfers = 0;
 };
 

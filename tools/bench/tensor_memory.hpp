@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include <wsync/bus/manifest.hpp>
+#include <wsync/bus/protocol/manifest.hpp>
 
 namespace wsync::bench {
 

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include <wsync/bus/bus_address.hpp>
-#include <wsync/bus/control_block.hpp>
+#include <wsync/bus/transport/bus_address.hpp>
+#include <wsync/bus/state/control_block.hpp>
 
 #include "bench_failure.hpp"
 #include "interruption.hpp"

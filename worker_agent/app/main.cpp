@@ -18,10 +18,10 @@
 
 #include "engine.hpp"
 #include "model_weights.hpp"
-#include "wsync/bus/curve_flags.hpp"
-#include "wsync/bus/fault_injection.hpp"
-#include "wsync/bus/log.hpp"
-#include "wsync/bus/log_flags.hpp"
+#include "wsync/cli/curve_flags.hpp"
+#include "wsync/bus/core/fault_injection.hpp"
+#include "wsync/bus/core/log.hpp"
+#include "wsync/cli/log_flags.hpp"
 #include "wsync/worker_agent/pause_gate.hpp"
 #include "wsync/worker_agent/worker_agent.hpp"
 
@@ -100,9 +100,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{100}, std::int64_t{3'600'000}));
   app.add_flag("-q,--quiet", quiet, "log only warnings and errors (unless --log-level says otherwise)");
-  log::LogFlags logFlags;
+  cli::LogFlags logFlags;
   logFlags.addTo(app);
-  bus::CurveClientFlags curveFlags;
+  cli::CurveClientFlags curveFlags;
   curveFlags.addTo(app);
   try {
     app.parse(argc, argv);

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "wsync/bus/curve.hpp"
-#include "wsync/bus/fault_injection.hpp"
-#include "wsync/bus/socket_options.hpp"
+#include "wsync/bus/transport/curve.hpp"
+#include "wsync/bus/core/fault_injection.hpp"
+#include "wsync/bus/transport/socket_options.hpp"
 
 namespace wsync::coordinator {
 

@@ -23,12 +23,15 @@
 
 #include <tl/expected.hpp>
 
-#include "wsync/bus/curve.hpp"
-#include "wsync/bus/agent_session.hpp"
-#include "wsync/bus/coordinator_watch.hpp"
-#include "wsync/bus/failure.hpp"
-#include "wsync/bus/fault_injection.hpp"
-#include "wsync/bus/manifest.hpp"
+#include "wsync/bus/transport/curve.hpp"
+#include "wsync/bus/session/agent_session.hpp"
+#include "wsync/bus/core/failure.hpp"
+#include "wsync/bus/core/fault_injection.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+
+namespace wsync::bus {
+class PayloadEndpoint;
+}  // namespace wsync::bus
 
 namespace wsync::trainer_agent {
 
@@ -134,7 +137,6 @@ class TrainerAgent {
 
  private:
   struct Job;
-  struct ChannelCache;
   TrainerAgent(TrainerOptions options, std::unique_ptr<zmq::context_t> context,
                std::unique_ptr<bus::AgentSession> session);
   void ioLoop();
@@ -176,9 +178,9 @@ class TrainerAgent {
 
   // I/O thread only.
   std::unique_ptr<Job> active_;
-  std::unique_ptr<ChannelCache> cache_;
+  std::unique_ptr<bus::PayloadEndpoint> payload_;  // the channel and bucket plan, reused round after round
+  std::uint64_t manifestSentEpoch_ = 0;             // the coordinator epoch that has our manifest
   bus::FaultInjector faults_;
-  bus::CoordinatorWatch coordinatorWatch_;  // for the channels' cancel probe
   std::thread io_;
 };
 

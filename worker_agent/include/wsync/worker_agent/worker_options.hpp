@@ -8,9 +8,9 @@
 
 #include <wsync/schemas/control_generated.h>
 
-#include "wsync/bus/fault_injection.hpp"
-#include "wsync/bus/agent_session.hpp"
-#include "wsync/bus/curve.hpp"
+#include "wsync/bus/core/fault_injection.hpp"
+#include "wsync/bus/session/agent_session.hpp"
+#include "wsync/bus/transport/curve.hpp"
 #include "wsync/worker_agent/worker_bindings.hpp"
 
 namespace wsync::worker_agent {
