@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "wsync/bus/core/log.hpp"
+#include "wsync/cli/fault_injection.hpp"
 #include "wsync/cli/log_flags.hpp"
 #include "wsync/coordinator/coordinator.hpp"
 
@@ -75,12 +76,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   logFlags.apply("wsync-coordinator");
   if (!fault.empty()) {
-    auto spec = wsync::bus::parseFaultSpec(fault);
+    auto spec = wsync::cli::parseFaultSpec(fault);
     if (!spec) {
       wsync::log::error("--fault: {}", spec.error());
       return 2;
     }
-    options.fault = *spec;
+    options.faultHook = std::make_shared<wsync::cli::FaultInjector>(*spec);
   }
   if (!curveKeysPath.empty() || !allowKeysPath.empty()) {
     if (curveKeysPath.empty() || allowKeysPath.empty()) {

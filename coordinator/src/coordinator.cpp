@@ -23,6 +23,7 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();  // size_t: <malloc
 #include "wsync/bus/core/clock.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/protocol/topics.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace wsync::coordinator {
 
@@ -59,19 +60,6 @@ std::uint64_t allocatedBytes() {
   const struct mallinfo2 info = mallinfo2();
   return static_cast<std::uint64_t>(info.uordblks) + static_cast<std::uint64_t>(info.hblkhd);
 #endif
-}
-
-std::string hostName() {
-  std::array<char, 256> name{};
-  if (gethostname(name.data(), name.size() - 1) != 0) return {};
-  return name.data();
-}
-
-// An epoch as the programs print it (wsync-ctl status, the coordinator's start line): 16 hex digits.
-std::string epochText(std::uint64_t epoch) {
-  std::array<char, 17> text{};
-  std::snprintf(text.data(), text.size(), "%016llx", static_cast<unsigned long long>(epoch));
-  return text.data();
 }
 
 std::string ipcPath(const std::string& endpoint) {
@@ -149,7 +137,7 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   auto impl = std::make_unique<Impl>(options, std::move(*block), std::move(*channels), std::move(context),
                                      std::move(*router), std::move(*events));
   impl->authenticator = std::move(authenticator);
-  impl->hostname = hostName();
+  impl->hostname = bus::hostName();
   log::setAgent("coordinator");
   if (const auto& replaced = impl->block.replaced()) {
     // The versions and round numbers go on from where the dead coordinator left them, and so does an operator's
@@ -335,8 +323,8 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
       if (message.epoch() != 0 && message.epoch() != block.epoch()) {
         ++stats.requestsRejected;
         replyError(source, message.seq(), msg::ErrorCode::StaleEpoch,
-                   "a control request for the coordinator of epoch " + epochText(message.epoch()) +
-                       "; this one's is " + epochText(block.epoch()) + " (send epoch 0 to mean any)");
+                   "a control request for the coordinator of epoch " + bus::hex64(message.epoch()) +
+                       "; this one's is " + bus::hex64(block.epoch()) + " (send epoch 0 to mean any)");
         return;
       }
       handleControl(source, message, *message.as<msg::ControlRequest>());
@@ -356,8 +344,8 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
     // A registered agent stamps the epoch its Welcome gave: anything else is not about this registration.
     ++stats.requestsRejected;
     replyError(source, message.seq(), msg::ErrorCode::StaleEpoch,
-               std::string(bus::bodyName(message.type())) + " of epoch " + epochText(message.epoch()) + " from '" +
-                   agent.agentId + "', registered under epoch " + epochText(block.epoch()));
+               std::string(bus::bodyName(message.type())) + " of epoch " + bus::hex64(message.epoch()) + " from '" +
+                   agent.agentId + "', registered under epoch " + bus::hex64(block.epoch()));
     return;
   }
   agent.lastMessageMs = bus::monotonicMillis();

@@ -18,7 +18,7 @@
 #include "wsync/bus/core/log_limiter.hpp"
 #include "wsync/bus/transport/zap_authenticator.hpp"
 #include "wsync/bus/transport/event_publisher.hpp"
-#include "wsync/bus/core/fault_injection.hpp"
+#include "wsync/bus/core/fault_hook.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/bus/protocol/message.hpp"
 #include "wsync/bus/core/process_identity.hpp"
@@ -110,7 +110,7 @@ struct Coordinator::Impl {
         context(std::move(context_)),
         router(std::move(router_)),
         events(std::move(events_)),
-        faults(options.fault) {}
+        faults(options.faultHook) {}
 
   // coordinator.cpp: the loop, registration, liveness, snapshots.
   void step(std::chrono::milliseconds maxWait);
@@ -183,7 +183,7 @@ struct Coordinator::Impl {
   bus::EventPublisher events;
   // tcp with CURVE: admits the allowed client keys (declared after the context: it must close its socket first).
   std::unique_ptr<bus::ZapAuthenticator> authenticator;
-  bus::FaultInjector faults;
+  std::shared_ptr<bus::FaultHook> faults;  // test only: null in production
   // Registered agents a command could not reach (routing id, why), dropped by dropUnreachable().
   std::vector<std::pair<std::string, std::string>> unreachable;
   // Log lines a client can cause (a reply it does not read, a refused connection) come at most a few per interval.

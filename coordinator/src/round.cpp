@@ -11,6 +11,7 @@
 #include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/protocol/topics.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace wsync::coordinator {
 
@@ -21,11 +22,7 @@ std::string clientDetail(const flatbuffers::String* text, const char* fallback) 
   return text != nullptr ? bus::printableText(text->string_view()) : std::string(fallback);
 }
 
-std::string hex(const bus::Digest& digest) {
-  char text[40];
-  std::snprintf(text, sizeof text, "%016" PRIx64 "%016" PRIx64, digest.hi, digest.lo);
-  return text;
-}
+std::string hex(const bus::Digest& digest) { return bus::hex128(digest.hi, digest.lo); }
 
 double millisSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -95,9 +92,8 @@ tl::expected<void, std::string> Coordinator::Impl::prepareChannel(ActiveRound& n
 }
 
 void Coordinator::Impl::strike(bus::FaultPoint point) {
-  if (!faults.armed()) return;
-  if (const auto fault = faults.reach(point, round->version)) {
-    rebindRequestEndpoint(fault->outage, "test fault " + bus::describe(*fault));
+  if (const auto outage = bus::reachFault(faults.get(), point, round->version)) {
+    rebindRequestEndpoint(*outage, "test fault at " + std::string(bus::toString(point)));
   }
 }
 

@@ -2,7 +2,7 @@
 // disconnected at each phase of a round (begin, pause, transfer, verify, commit, resume), with the real programs;
 // and each role frozen at each phase for longer than every heartbeat and phase timeout ("Freezes": in CI with the
 // link timeout shortened; at full length, 10 s and 40 s with the default link timeout, in the `long` suite).
-// The faulted process strikes itself (--fault, bus/fault_injection.hpp) so that every case hits its phase exactly.
+// The faulted process strikes itself (--fault, wsync/cli/fault_injection.hpp) so that every case hits its phase exactly.
 // Every case asserts the same things:
 //  - the round of the faulted version ends (aborts or commits, as the matrix says) within kOutcomeBound;
 //  - committed versions only go up, across coordinator restarts too (a killed coordinator's block is recovered);
@@ -26,15 +26,15 @@
 #include "round_fixture.hpp"
 #include "stuck_process.hpp"
 #include "text_file.hpp"
-#include "wsync/bus/core/fault_injection.hpp"
+#include "wsync/cli/fault_injection.hpp"
 #include "wsync/cli/model_catalog.hpp"
 #include "wsync/cli/safetensors.hpp"
 
 namespace wsync::test {
 namespace {
 
-using bus::FaultAction;
-using bus::FaultPoint;
+using cli::FaultAction;
+using cli::FaultPoint;
 using Clock = std::chrono::steady_clock;
 
 // Versions 1 and 2 commit before the fault, so that "keeps its previous version" means something.
@@ -96,7 +96,7 @@ const char* roleName(Role role) {
 }
 
 std::string caseName(const FaultCase& c) {
-  std::string name = std::string(roleName(c.role)) + "_" + std::string(bus::toString(c.action)) + "_at_" +
+  std::string name = std::string(roleName(c.role)) + "_" + std::string(cli::toString(c.action)) + "_at_" +
                      std::string(bus::toString(c.point));
   if (c.action == FaultAction::Stop && c.frozenFor != kFrozenFor) {
     name += "_for_" + std::to_string(c.frozenFor.count() / 1000) + "s";
@@ -105,7 +105,7 @@ std::string caseName(const FaultCase& c) {
 }
 
 std::string faultSpec(const FaultCase& c) {
-  return std::string(bus::toString(c.action)) + "@" + std::string(bus::toString(c.point)) + ":" +
+  return std::string(cli::toString(c.action)) + "@" + std::string(bus::toString(c.point)) + ":" +
          std::to_string(kFaultVersion);
 }
 

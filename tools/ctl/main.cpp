@@ -16,6 +16,7 @@
 #include "wsync/bus/transport/bus_address.hpp"
 #include "wsync/bus/transport/dealer_endpoint.hpp"
 #include "wsync/bus/protocol/message.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace {
 
@@ -56,10 +57,8 @@ nlohmann::json snapshotJson(const std::string& busName, const msg::SnapshotReply
                         {"transfer_bytes", agent->transfer_bytes()}});
     }
   }
-  char epoch[17];
-  std::snprintf(epoch, sizeof epoch, "%016" PRIx64, snapshot.epoch());
   return {{"bus", busName},
-          {"epoch", epoch},
+          {"epoch", bus::hex64(snapshot.epoch())},
           {"committed_version", snapshot.committed_version()},
           {"committed_label", text(snapshot.committed_label())},
           {"phase", lower(msg::EnumNameRoundPhase(snapshot.phase()))},

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "wsync/cli/fault_injection.hpp"
 #include "wsync/cli/curve_flags.hpp"
 #include "wsync/bus/channel/device_block.hpp"
 #include "wsync/bus/core/log.hpp"
@@ -194,12 +195,12 @@ int main(int argc, char** argv) {
   }
 
   if (!fault.empty()) {
-    auto spec = bus::parseFaultSpec(fault);
+    auto spec = cli::parseFaultSpec(fault);
     if (!spec) {
       log::error("--fault: {}", spec.error());
       return 2;
     }
-    options.fault = *spec;
+    options.faultHook = std::make_shared<cli::FaultInjector>(*spec);
   }
   options.link.timeout = std::chrono::milliseconds(linkTimeoutMs);
   options.channel = channel == "nccl"       ? msg::ChannelKind::Nccl

@@ -88,8 +88,7 @@ TrainerAgent::TrainerAgent(TrainerOptions options, std::unique_ptr<zmq::context_
     : options_(std::move(options)),
       context_(std::move(context)),
       session_(std::move(session)),
-      payload_(std::make_unique<bus::PayloadEndpoint>(*session_, options_.cudaDevice, kSendDeadline)),
-      faults_(options_.fault) {
+      payload_(std::make_unique<bus::PayloadEndpoint>(*session_, options_.cudaDevice, kSendDeadline)) {
   rank_ = session_->registration().rank;
   committed_.store(session_->registration().committedVersion, std::memory_order_release);
   session_->setAppliedVersion(session_->registration().committedVersion);
@@ -341,12 +340,11 @@ void TrainerAgent::beginRound() {
 }
 
 void TrainerAgent::strike(bus::FaultPoint point, std::uint64_t version) {
-  if (!faults_.armed()) return;
-  if (const auto fault = faults_.reach(point, version)) session_->dropConnection(fault->outage);
+  if (const auto outage = bus::reachFault(options_.faultHook.get(), point, version)) session_->dropConnection(*outage);
 }
 
 void TrainerAgent::strikeDuringPause(std::uint64_t version) {
-  if (!options_.fault || options_.fault->point != bus::FaultPoint::Pause || options_.fault->version != version) return;
+  if (!options_.faultHook || !options_.faultHook->armedAt(bus::FaultPoint::Pause, version)) return;
   // The trainer takes no part in the pause: its fault strikes once the control block shows the coordinator waiting
   // for the workers' acks. A test widens that phase with a slow worker (a delay fault at the worker's begin).
   const auto deadline = Clock::now() + kFaultPhaseWait;

@@ -7,16 +7,13 @@
 #include <cstring>
 
 #include "wsync/bus/core/log.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace wsync::worker_agent::detail {
 
 namespace {
 
-std::string hex(const bus::Digest& digest) {
-  char text[40];
-  std::snprintf(text, sizeof text, "%016" PRIx64 "%016" PRIx64, digest.hi, digest.lo);
-  return text;
-}
+std::string hex(const bus::Digest& digest) { return bus::hex128(digest.hi, digest.lo); }
 
 std::string text(const flatbuffers::String* string) { return string ? string->str() : std::string(); }
 
@@ -29,7 +26,6 @@ RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, 
       bindings_(std::move(bindings)),
       hooks_(std::move(hooks)),
       faults_(faults),
-      faultInjector_(faults.fault),
       memory_(memory),
       appliedVersion_(appliedVersion),
       rank_(rank),
@@ -256,8 +252,7 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
 }
 
 void RoundHandler::strike(bus::FaultPoint point, std::uint64_t version) {
-  if (!faultInjector_.armed()) return;
-  if (const auto fault = faultInjector_.reach(point, version)) session_.dropConnection(fault->outage);
+  if (const auto outage = bus::reachFault(faults_.hook.get(), point, version)) session_.dropConnection(*outage);
 }
 
 tl::expected<bus::TransferResult, bus::PayloadFailure> RoundHandler::receive(const msg::TransferPlan& plan) {

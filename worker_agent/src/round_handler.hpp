@@ -72,7 +72,7 @@ class RoundHandler {
   void handleResume(const msg::Resume& resume);
   // Copies the staged version into the bindings (the engine is paused) and makes it the applied one.
   void applyStaged();
-  // Test faults (WorkerFaults::fault); a disconnect drops the session's connection for its outage.
+  // Test faults (WorkerFaults::hook); a disconnect drops the session's connection for its outage.
   void strike(bus::FaultPoint point, std::uint64_t version);
 
   // Receives the payload into staging (or in place); returns what was received or why it failed.
@@ -91,7 +91,6 @@ class RoundHandler {
   const WorkerBindings bindings_;
   const PauseHooks hooks_;
   const WorkerFaults faults_;
-  bus::FaultInjector faultInjector_;
   const BindingMemory memory_;
   std::atomic<std::uint64_t>& appliedVersion_;
   std::atomic<std::int32_t>& rank_;

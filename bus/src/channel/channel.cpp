@@ -1,4 +1,5 @@
 #include "wsync/bus/channel/channel.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace wsync::bus {
 
@@ -8,15 +9,8 @@ std::string channelKey(const msg::TransferPlan& plan) {
     case msg::ChannelKind::CudaIpc: return plan.arena() ? plan.arena()->str() : std::string();
     case msg::ChannelKind::Nccl: {
       // NcclChannel::key(): a new unique id is a new communicator.
-      static constexpr char kDigits[] = "0123456789abcdef";
-      std::string key = "nccl:";
-      if (plan.nccl_unique_id() != nullptr) {
-        for (const std::uint8_t value : *plan.nccl_unique_id()) {
-          key.push_back(kDigits[value >> 4]);
-          key.push_back(kDigits[value & 15U]);
-        }
-      }
-      return key;
+      if (plan.nccl_unique_id() == nullptr) return "nccl:";
+      return "nccl:" + hexBytes(std::span(plan.nccl_unique_id()->data(), plan.nccl_unique_id()->size()));
     }
   }
   return std::string(msg::EnumNameChannelKind(plan.channel()));

@@ -1,7 +1,5 @@
 #include "wsync/bus/protocol/manifest.hpp"
 
-#include <xxhash.h>
-
 #include <bit>
 #include <cstring>
 #include <memory>
@@ -11,6 +9,7 @@
 
 #include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/bus/protocol/stream_digest.hpp"
 
 namespace wsync::bus {
 namespace {
@@ -54,9 +53,8 @@ tl::expected<std::uint64_t, ManifestFailure> bytesOf(const TensorSpec& tensor) {
 // The digest covers what a worker checks its bindings against: names, dtypes and shapes, in order, each field
 // length-prefixed so that no two different manifests hash the same byte stream.
 Digest digestOf(const std::vector<TensorSpec>& tensors) {
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
-  XXH3_128bits_reset(state.get());
-  auto add = [&](const void* data, std::size_t size) { XXH3_128bits_update(state.get(), data, size); };
+  StreamDigest stream;
+  auto add = [&](const void* data, std::size_t size) { stream.add(data, size); };
   const std::uint64_t count = tensors.size();
   add(&count, sizeof(count));
   for (const TensorSpec& tensor : tensors) {
@@ -69,8 +67,7 @@ Digest digestOf(const std::vector<TensorSpec>& tensors) {
     add(&rank, sizeof(rank));
     add(tensor.shape.data(), tensor.shape.size() * sizeof(std::int64_t));
   }
-  const XXH128_hash_t hash = XXH3_128bits_digest(state.get());
-  return Digest{hash.low64, hash.high64};
+  return stream.digest();
 }
 
 tl::expected<void, ManifestFailure> validateTensorName(std::string_view name) {

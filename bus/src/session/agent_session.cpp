@@ -13,6 +13,7 @@
 #include "wsync/bus/core/clock.hpp"
 #include "wsync/bus/core/log.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace wsync::bus {
 
@@ -28,12 +29,6 @@ std::string_view toString(SessionError error) {
 }
 
 namespace {
-
-std::string hostName() {
-  std::array<char, 256> name{};
-  if (gethostname(name.data(), name.size() - 1) != 0) return {};
-  return name.data();
-}
 
 }  // namespace
 

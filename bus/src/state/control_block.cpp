@@ -15,6 +15,7 @@
 #include "wsync/bus/core/clock.hpp"
 #include "wsync/bus/core/process_identity.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace wsync::bus {
 namespace bip = boost::interprocess;
@@ -273,12 +274,10 @@ tl::expected<AgentSlotWriter, ControlBlockFailure> AgentSlotWriter::attach(std::
   auto view = map(busName, true);
   if (!view) return tl::unexpected(view.error());
   if (epoch && view->epoch() != *epoch) {
-    char text[96];
-    std::snprintf(text, sizeof text, "its epoch is %016llx, the Welcome's %016llx",
-                  static_cast<unsigned long long>(view->epoch()), static_cast<unsigned long long>(*epoch));
     return fail(ControlBlockError::SlotMismatch, view->segmentName() +
                                                      " belongs to another coordinator than the one that welcomed "
-                                                     "this agent (" + text + ")");
+                                                     "this agent (its epoch is " + hex64(view->epoch()) +
+                                                     ", the Welcome's " + hex64(*epoch) + ")");
   }
   auto snapshot = view->agentSlot(slot);
   if (!snapshot || snapshot->occupancy != SlotOccupancy::Active || snapshot->agentId != agentId) {

@@ -8,19 +8,16 @@
 #include "transport/frames.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/transport/socket_options.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace wsync::bus {
 
 namespace {
 
 std::string uniqueRoutingId(std::string_view label) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::random_device entropy;
-  std::uint32_t nonce = entropy();
-  std::string id(label);
-  id += '#';
-  for (int digit = 0; digit < 8; ++digit, nonce >>= 4) id += kHex[nonce & 0xFU];
-  return id;
+  // 8 hex digits of a 32-bit nonce.
+  return std::string(label) + '#' + hex64(entropy()).substr(8);
 }
 
 constexpr int kHandshakeFailures = ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "wsync/bus/channel/nccl/nccl_library.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace wsync::bus::gpu {
 
@@ -40,16 +41,7 @@ tl::expected<NcclUniqueId, ChannelFailure> makeNcclUniqueId() {
   return id;
 }
 
-std::string toHex(const NcclUniqueId& id) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string text;
-  text.reserve(2 * id.size());
-  for (const std::byte value : id) {
-    text.push_back(kDigits[std::to_integer<unsigned>(value) >> 4]);
-    text.push_back(kDigits[std::to_integer<unsigned>(value) & 15U]);
-  }
-  return text;
-}
+std::string toHex(const NcclUniqueId& id) { return hexBytes(id); }
 
 tl::expected<NcclUniqueId, ChannelFailure> ncclUniqueIdFromHex(const std::string& hex) {
   if (hex.size() != 2 * kNcclUniqueIdBytes) {

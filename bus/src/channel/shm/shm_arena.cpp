@@ -1,12 +1,5 @@
 #include "wsync/bus/channel/shm/shm_arena.hpp"
 
-#include <xxhash.h>
-#if defined(__x86_64__) || defined(__i386__)
-// libxxhash as Debian builds it runs XXH3 on SSE2; the *_dispatch entry points the same library exports pick AVX2 or
-// AVX-512 at run time, which hashes 2-3x faster on hosts that have them. The header maps the plain names onto them.
-#include <xxh_x86dispatch.h>
-#endif
-
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -15,6 +8,7 @@
 
 #include "core/private_segment.hpp"
 #include "wsync/bus/core/shared_futex.hpp"
+#include "wsync/bus/protocol/stream_digest.hpp"
 #include "wsync/bus/channel/shm/streaming_copy.hpp"
 
 namespace wsync::bus {
@@ -104,25 +98,6 @@ tl::expected<void, ChannelFailure> checkBindings(const BucketPlan& plan, std::sp
   }
   return {};
 }
-
-// XXH3-128 streamed piece by piece; pieces run in manifest order, so this is the digest of the tensors' bytes.
-class StreamDigest {
- public:
-  StreamDigest() : state_(XXH3_createState(), &XXH3_freeState) { XXH3_128bits_reset(state_.get()); }
-  void add(const std::byte* data, std::uint64_t bytes) {
-    XXH3_128bits_update(state_.get(), data, bytes);
-    total_ += bytes;
-  }
-  std::uint64_t bytes() const { return total_; }
-  TransferResult result() const {
-    const XXH128_hash_t hash = XXH3_128bits_digest(state_.get());
-    return TransferResult{total_, Digest{hash.low64, hash.high64}};
-  }
-
- private:
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state_;
-  std::uint64_t total_ = 0;
-};
 
 // The sender: copies a piece of a tensor into a bucket and digests the tensor's bytes, slice by slice. Ordinary
 // stores: the receivers read the bucket next, and should find it in the cache.
@@ -271,7 +246,7 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transf
       if (!drained) return tl::unexpected(drained.error());
     }
   }
-  return digest.result();
+  return TransferResult{digest.bytes(), digest.digest()};
 }
 
 tl::expected<TransferResult, ChannelFailure> ShmArena::receive(std::uint64_t transfer, const BucketPlan& plan,
@@ -313,7 +288,7 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::receive(std::uint64_t tra
     publish(drain.ticket, drain.notify, wanted);
     if (progress) progress(digest.bytes());
   }
-  return digest.result();
+  return TransferResult{digest.bytes(), digest.digest()};
 }
 
 }  // namespace wsync::bus

@@ -26,7 +26,7 @@
 #include "wsync/bus/transport/curve.hpp"
 #include "wsync/bus/session/agent_session.hpp"
 #include "wsync/bus/core/failure.hpp"
-#include "wsync/bus/core/fault_injection.hpp"
+#include "wsync/bus/core/fault_hook.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
 
 namespace wsync::bus {
@@ -59,8 +59,8 @@ struct TrainerOptions {
   msg::ChannelKind channel = msg::ChannelKind::Shm;
   int cudaDevice = 0;
   bus::LinkHeartbeat link{};  // how soon a silent coordinator's connection counts as lost
-  // Test only (tests/faults, docs/faults.md): strike this process at one point of one version's round.
-  std::optional<bus::FaultSpec> fault{};
+  // Test only (tests/faults, docs/faults.md): called at each point of each round; none in production.
+  std::shared_ptr<bus::FaultHook> faultHook{};
 };
 
 struct PublishOptions {
@@ -143,7 +143,7 @@ class TrainerAgent {
   void handle(const bus::Message& message);
   void beginRound();
   void sendPayload(const msg::TransferPlan& plan);
-  // Test faults (options_.fault); a disconnect drops the session's connection for its outage.
+  // Test faults (options_.faultHook); a disconnect drops the session's connection for its outage.
   void strike(bus::FaultPoint point, std::uint64_t version);
   void strikeDuringPause(std::uint64_t version);
   void finish(PublishOutcome outcome);
@@ -180,7 +180,6 @@ class TrainerAgent {
   std::unique_ptr<Job> active_;
   std::unique_ptr<bus::PayloadEndpoint> payload_;  // the channel and bucket plan, reused round after round
   std::uint64_t manifestSentEpoch_ = 0;             // the coordinator epoch that has our manifest
-  bus::FaultInjector faults_;
   std::thread io_;
 };
 

@@ -1,4 +1,4 @@
-#include "wsync/bus/core/fault_injection.hpp"
+#include "wsync/cli/fault_injection.hpp"
 
 #include <charconv>
 #include <csignal>
@@ -6,7 +6,9 @@
 
 #include "wsync/bus/core/log.hpp"
 
-namespace wsync::bus {
+namespace wsync::cli {
+
+using bus::toString;
 
 std::string_view toString(FaultAction action) {
   switch (action) {
@@ -14,18 +16,6 @@ std::string_view toString(FaultAction action) {
     case FaultAction::Stop: return "stop";
     case FaultAction::Disconnect: return "disconnect";
     case FaultAction::Delay: return "delay";
-  }
-  return "unknown";
-}
-
-std::string_view toString(FaultPoint point) {
-  switch (point) {
-    case FaultPoint::Begin: return "begin";
-    case FaultPoint::Pause: return "pause";
-    case FaultPoint::Transfer: return "transfer";
-    case FaultPoint::Verify: return "verify";
-    case FaultPoint::Commit: return "commit";
-    case FaultPoint::Resume: return "resume";
   }
   return "unknown";
 }
@@ -89,27 +79,27 @@ tl::expected<FaultSpec, std::string> parseFaultSpec(std::string_view text) {
   return spec;
 }
 
-std::optional<FaultSpec> FaultInjector::reach(FaultPoint point, std::uint64_t version) {
-  if (!spec_ || spec_->point != point || spec_->version != version) return std::nullopt;
+std::optional<std::chrono::milliseconds> FaultInjector::reached(FaultPoint point, std::uint64_t version) {
+  if (!armedAt(point, version)) return std::nullopt;
   if (fired_.exchange(true, std::memory_order_acq_rel)) return std::nullopt;
-  log::warn("test fault {}: striking now", describe(*spec_));
+  log::warn("test fault {}: striking now", describe(spec_));
   log::logger()->flush();
-  switch (spec_->action) {
+  switch (spec_.action) {
     case FaultAction::Kill:
       std::raise(SIGKILL);
       return std::nullopt;
     case FaultAction::Stop:
       std::raise(SIGSTOP);  // returns once someone sends SIGCONT
-      log::warn("test fault {}: continued", describe(*spec_));
+      log::warn("test fault {}: continued", describe(spec_));
       return std::nullopt;
     case FaultAction::Delay:
-      std::this_thread::sleep_for(spec_->outage);
-      log::warn("test fault {}: delay over", describe(*spec_));
+      std::this_thread::sleep_for(spec_.outage);
+      log::warn("test fault {}: delay over", describe(spec_));
       return std::nullopt;
     case FaultAction::Disconnect:
-      return spec_;
+      return spec_.outage;
   }
   return std::nullopt;
 }
 
-}  // namespace wsync::bus
+}  // namespace wsync::cli

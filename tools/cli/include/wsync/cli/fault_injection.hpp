@@ -11,7 +11,11 @@
 
 #include <tl/expected.hpp>
 
-namespace wsync::bus {
+#include "wsync/bus/core/fault_hook.hpp"
+
+namespace wsync::cli {
+
+using bus::FaultPoint;
 
 enum class FaultAction : std::uint8_t {
   Kill,        // SIGKILL on itself: a crash, nothing cleaned up
@@ -19,9 +23,6 @@ enum class FaultAction : std::uint8_t {
   Disconnect,  // drops its control connection and stays silent for the outage, then reconnects
   Delay,       // holds the calling thread for the outage: a slow process, to widen a phase
 };
-
-// The phases of docs/update-round.md. Where each role's point lies is in docs/faults.md.
-enum class FaultPoint : std::uint8_t { Begin, Pause, Transfer, Verify, Commit, Resume };
 
 // A disconnect or delay lasts this long unless the spec says otherwise: longer than the heartbeat timeout the
 // tests use (1 s), so that the coordinator declares a silent agent dead before it is back.
@@ -35,32 +36,27 @@ struct FaultSpec {
 };
 
 std::string_view toString(FaultAction action);
-std::string_view toString(FaultPoint point);
 std::string describe(const FaultSpec& spec);
 
 // "kill@transfer:3", "stop@commit:2", "disconnect@pause:4+2500". The error names what is wrong.
 tl::expected<FaultSpec, std::string> parseFaultSpec(std::string_view text);
 
-// Fires its fault once, at the first reach() of its point and version. Kill and Stop act inside reach() (after
-// flushing the log, so the test sees why); Delay sleeps there; Disconnect is the caller's to carry out, because
-// only it owns the connection: reach() hands the spec back.
-class FaultInjector {
+// The hook a program started with --fault installs in its role (bus::FaultHook). Fires its fault once, at the first
+// reached() of its point and version. Kill and Stop act inside reached() (after flushing the log, so the test sees
+// why); Delay sleeps there; Disconnect is the caller's to carry out, because only it owns the connection: reached()
+// hands back the outage.
+class FaultInjector final : public bus::FaultHook {
  public:
-  FaultInjector() = default;
-  explicit FaultInjector(std::optional<FaultSpec> spec) : spec_(spec) {}
-  FaultInjector(const FaultInjector& other) : spec_(other.spec_) {}
-  FaultInjector& operator=(const FaultInjector& other) {
-    spec_ = other.spec_;
-    fired_.store(false, std::memory_order_relaxed);
-    return *this;
-  }
+  explicit FaultInjector(FaultSpec spec) : spec_(spec) {}
 
-  std::optional<FaultSpec> reach(FaultPoint point, std::uint64_t version);
-  bool armed() const { return spec_.has_value(); }
+  bool armedAt(FaultPoint point, std::uint64_t version) const override {
+    return spec_.point == point && spec_.version == version;
+  }
+  std::optional<std::chrono::milliseconds> reached(FaultPoint point, std::uint64_t version) override;
 
  private:
-  std::optional<FaultSpec> spec_;
+  const FaultSpec spec_;
   std::atomic<bool> fired_{false};
 };
 
-}  // namespace wsync::bus
+}  // namespace wsync::cli
