@@ -18,8 +18,9 @@ PayloadFailure localFailure(std::string detail) {
 
 }  // namespace
 
-PayloadEndpoint::PayloadEndpoint(AgentSession& session, int cudaDevice, std::chrono::milliseconds transferDeadline)
-    : session_(session), cudaDevice_(cudaDevice), transferDeadline_(transferDeadline) {}
+PayloadEndpoint::PayloadEndpoint(AgentSession& session, int cudaDevice, std::chrono::milliseconds transferDeadline,
+                                 ChannelOpener opener)
+    : session_(session), opener_(std::move(opener)), cudaDevice_(cudaDevice), transferDeadline_(transferDeadline) {}
 
 PayloadEndpoint::~PayloadEndpoint() = default;
 
@@ -80,7 +81,7 @@ tl::expected<Channel*, PayloadFailure> PayloadEndpoint::channelFor(const msg::Tr
   setup.cudaDevice = cudaDevice_;
   setup.cancelProbe = probe;
   setup.deadline = std::chrono::steady_clock::now() + transferDeadline_;
-  auto opened = openChannel(plan, setup);
+  auto opened = opener_(plan, setup);
   if (!opened) {
     return tl::unexpected(localFailure("cannot open the payload channel: " + opened.error().describe()));
   }

@@ -22,6 +22,7 @@
 
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/channel/channel.hpp"
+#include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/bus/session/agent_session.hpp"
 #include "wsync/bus/state/coordinator_watch.hpp"
@@ -46,10 +47,15 @@ struct PreparedTransfer {
   std::uint32_t receiverCount = 0;
 };
 
+// How an endpoint opens the channel a plan names: openChannel (registry.hpp), or a test channel in unit tests.
+using ChannelOpener = std::function<tl::expected<std::unique_ptr<Channel>, ChannelFailure>(const msg::TransferPlan&,
+                                                                                            const ChannelSetup&)>;
+
 class PayloadEndpoint {
  public:
   // `transferDeadline`: how long one transfer (and the opening of its channel) may take.
-  PayloadEndpoint(AgentSession& session, int cudaDevice, std::chrono::milliseconds transferDeadline);
+  PayloadEndpoint(AgentSession& session, int cudaDevice, std::chrono::milliseconds transferDeadline,
+                  ChannelOpener opener = openChannel);
   ~PayloadEndpoint();
   PayloadEndpoint(const PayloadEndpoint&) = delete;
   PayloadEndpoint& operator=(const PayloadEndpoint&) = delete;
@@ -93,6 +99,7 @@ class PayloadEndpoint {
   PayloadFailure failure(const ChannelFailure& error) const;
 
   AgentSession& session_;
+  const ChannelOpener opener_;
   const int cudaDevice_;
   const std::chrono::milliseconds transferDeadline_;
   CoordinatorWatch coordinatorWatch_;
