@@ -309,7 +309,7 @@ void Coordinator::Impl::replyError(const std::string& peer, std::uint64_t inRepl
   builder.reset();
   auto& fbb = builder.fbb();
   const auto body = msg::CreateError(fbb, code, fbb.CreateString(detail), inReplyTo, committedVersion);
-  sendTo(peer, builder.finish(body, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+  sendTo(peer, stamp(body));
 }
 
 void Coordinator::Impl::handle(const std::string& source, const bus::Message& message) {
@@ -506,7 +506,7 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
         static_cast<std::uint32_t>(options.transferTimeout.count()),
         static_cast<std::uint32_t>(kTransferTimeoutPerGiB.count()), operatorPause.has_value(),
         operatorPause.value_or(msg::PauseMode::Keep));
-    sendTo(source, builder.finish(welcome, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+    sendTo(source, stamp(welcome));
   };
 
   if (auto existing = agents.find(source); existing != agents.end()) {
@@ -601,11 +601,7 @@ void Coordinator::Impl::publishAgentEvent(const AgentRecord& agent, msg::AgentEv
   const auto info = msg::CreateAgentInfo(fbb, fbb.CreateString(agent.agentId), agent.role, agent.slot, agent.rank,
                                          agent.appliedVersion, 0);
   const auto body = msg::CreateAgentEvent(fbb, kind, info, fbb.CreateString(detail));
-  std::string topic(bus::topics::kAgent);
-  topic += msg::EnumNameAgentEventKind(kind);
-  std::transform(topic.begin(), topic.end(), topic.begin(), [](unsigned char c) { return std::tolower(c); });
-  (void)events.publish(topic, builder, body, block.epoch());
-  block.setEventsPublished(events.published());
+  publish(bus::topics::topicOf(bus::topics::kAgent, msg::EnumNameAgentEventKind(kind)), body);
 }
 
 void Coordinator::Impl::removeAgent(const std::string& routingId, msg::AgentEventKind kind,
@@ -636,8 +632,7 @@ void Coordinator::Impl::publishBeat() {
   const auto body = msg::CreateCoordinatorBeat(builder.fbb(), committedVersion, roundCounter,
                                                round ? round->phase : msg::RoundPhase::Idle,
                                                static_cast<std::uint32_t>(agents.size()), workerCount());
-  (void)events.publish(std::string(bus::topics::kBus) + "beat", builder, body, block.epoch());
-  block.setEventsPublished(events.published());
+  publish(std::string(bus::topics::kBus) + "beat", body);
 }
 
 void Coordinator::Impl::checkLiveness() {
@@ -684,7 +679,7 @@ void Coordinator::Impl::handleSnapshotRequest(const std::string& source, const b
       pause.mode, pause.paused, &digest, fbb.CreateVector(infos), round ? round->totalBytes : 0,
       operatorPause.has_value(), operatorPause.value_or(msg::PauseMode::Keep));
   (void)message;
-  sendTo(source, builder.finish(reply, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+  sendTo(source, stamp(reply));
 }
 
 void Coordinator::Impl::handleVersionQuery(const std::string& source, const bus::Message& message,

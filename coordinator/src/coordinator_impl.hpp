@@ -174,6 +174,18 @@ struct Coordinator::Impl {
   // Test faults: the fault of this point and round, if it is armed; a disconnect closes the request endpoint.
   void strike(bus::FaultPoint point);
   std::uint64_t nextSeq() { return ++sentSeq; }
+  // The one way a message leaves for an agent: `body`, built in `builder`, in an envelope with this coordinator's
+  // epoch and the next sequence number. The bytes stay valid until the builder is reset (one message to many peers).
+  template <typename Body>
+  std::span<const std::uint8_t> stamp(flatbuffers::Offset<Body> body) {
+    return builder.finish(body, bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  }
+  // The one way an event leaves: `body`, built in `builder`, on `topic`, counted in the control block.
+  template <typename Body>
+  void publish(const std::string& topic, flatbuffers::Offset<Body> body) {
+    (void)events.publish(topic, builder, body, block.epoch());
+    block.setEventsPublished(events.published());
+  }
 
   CoordinatorOptions options;
   bus::ControlBlockOwner block;

@@ -105,11 +105,7 @@ void Coordinator::Impl::setPhase(msg::RoundPhase phase, const std::string& detai
   const auto body = msg::CreateRoundTransition(fbb, round->id, round->version, phase,
                                                static_cast<std::uint32_t>(round->participants.size()),
                                                fbb.CreateString(detail), round->totalBytes);
-  std::string topic(bus::topics::kRound);
-  topic += msg::EnumNameRoundPhase(phase);
-  std::transform(topic.begin(), topic.end(), topic.begin(), [](unsigned char c) { return std::tolower(c); });
-  (void)events.publish(topic, builder, body, block.epoch());
-  block.setEventsPublished(events.published());
+  publish(bus::topics::topicOf(bus::topics::kRound, msg::EnumNameRoundPhase(phase)), body);
 }
 
 void Coordinator::Impl::handleBegin(const std::string& source, const bus::Message& message,
@@ -228,7 +224,7 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
       // Once per worker and manifest: later rounds refer to it by digest, whatever the number of tensors.
       builder.reset();
       sendTo(worker.routingId,
-             builder.finish(manifest.toMessage(builder.fbb()), bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+             stamp(manifest.toMessage(builder.fbb())));
       worker.knownManifests.push_back(digest);
       if (worker.knownManifests.size() > kMaxCachedManifests) worker.knownManifests.erase(worker.knownManifests.begin());
     }
@@ -236,7 +232,7 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
   builder.reset();
   const msg::Digest128 wireDigest = bus::toMessage(digest);
   const auto pause = msg::CreatePause(builder.fbb(), round->id, round->version, round->mode, &wireDigest);
-  const auto bytes = builder.finish(pause, bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  const auto bytes = stamp(pause);
   for (const Participant& participant : round->participants) sendTo(participant.routingId, bytes);
   strike(bus::FaultPoint::Pause);
   if (round->participants.empty()) startTransfer();
@@ -276,7 +272,7 @@ void Coordinator::Impl::startTransfer() {
         round->bucketCount, options.bufferCount, options.alignment, fbb.CreateString(grant.segment),
         grant.groupId.empty() ? 0 : fbb.CreateVector(grant.groupId), grant.ranked ? receiver + 1 : -1,
         grant.ranked ? receivers + 1 : 0, receiver, receivers);
-    sendTo(peer, builder.finish(body, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+    sendTo(peer, stamp(body));
   };
   // Receivers first: they are ready to drain before the trainer has filled the first bucket.
   for (std::uint32_t index = 0; index < receivers; ++index) {
@@ -359,14 +355,13 @@ void Coordinator::Impl::verifyAndCommit() {
                              &digest);
   };
   builder.reset();
-  const auto bytes = builder.finish(buildCommit(), bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  const auto bytes = stamp(buildCommit());
   // The trainer first: on a host with fewer cores than processes, workers copying the version into their weights
   // would otherwise delay the trainer's outcome by their whole apply.
   sendTo(round->trainerRoutingId, bytes);
   for (const Participant& participant : round->participants) sendTo(participant.routingId, bytes);
   builder.reset();
-  (void)events.publish(std::string(bus::topics::kRound) + "commit", builder, buildCommit(), block.epoch());
-  block.setEventsPublished(events.published());
+  publish(std::string(bus::topics::kRound) + "commit", buildCommit());
   ++stats.roundsCommitted;
   log::info("round {} committed version {} ({} bytes to {} workers, {:.1f} ms in transfer, {:.1f} ms in all)",
             round->id, round->version, round->trainerBytes, round->participants.size(),
@@ -381,7 +376,7 @@ void Coordinator::Impl::resumeWorkers(bool committed) {
   strike(bus::FaultPoint::Resume);
   builder.reset();
   const auto resume = msg::CreateResume(builder.fbb(), round->id, committed ? round->version : committedVersion);
-  const auto bytes = builder.finish(resume, bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  const auto bytes = stamp(resume);
   for (const Participant& participant : round->participants) {
     if (agents.contains(participant.routingId)) sendTo(participant.routingId, bytes);
   }
@@ -400,14 +395,13 @@ void Coordinator::Impl::abortRound(msg::AbortReason reason, const std::string& d
                             fbb.CreateString(agentId));
   };
   builder.reset();
-  const auto bytes = builder.finish(buildAbort(), bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  const auto bytes = stamp(buildAbort());
   if (agents.contains(round->trainerRoutingId)) sendTo(round->trainerRoutingId, bytes);
   for (const Participant& participant : round->participants) {
     if (agents.contains(participant.routingId)) sendTo(participant.routingId, bytes);
   }
   builder.reset();
-  (void)events.publish(std::string(bus::topics::kRound) + "abort", builder, buildAbort(), block.epoch());
-  block.setEventsPublished(events.published());
+  publish(std::string(bus::topics::kRound) + "abort", buildAbort());
   ++stats.roundsAborted;
   recordOutcome(false, reason, detail);
   log::warn("round {} (version {}) aborted: {}: {}", round->id, round->version, msg::EnumNameAbortReason(reason),
