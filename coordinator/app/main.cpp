@@ -6,8 +6,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "wsync/bus/log.hpp"
-#include "wsync/bus/log_flags.hpp"
+#include "wsync/bus/core/log.hpp"
+#include "wsync/cli/fault_injection.hpp"
+#include "wsync/cli/log_flags.hpp"
 #include "wsync/coordinator/coordinator.hpp"
 
 namespace {
@@ -70,17 +71,17 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", options.insecure, "tcp without CURVE: unauthenticated and unencrypted (trusted networks)");
   std::string fault;
   app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] (docs/faults.md)")->group("Testing");
-  wsync::log::LogFlags logFlags;
+  wsync::cli::LogFlags logFlags;
   logFlags.addTo(app);
   CLI11_PARSE(app, argc, argv);
   logFlags.apply("wsync-coordinator");
   if (!fault.empty()) {
-    auto spec = wsync::bus::parseFaultSpec(fault);
+    auto spec = wsync::cli::parseFaultSpec(fault);
     if (!spec) {
       wsync::log::error("--fault: {}", spec.error());
       return 2;
     }
-    options.fault = *spec;
+    options.faultHook = std::make_shared<wsync::cli::FaultInjector>(*spec);
   }
   if (!curveKeysPath.empty() || !allowKeysPath.empty()) {
     if (curveKeysPath.empty() || allowKeysPath.empty()) {

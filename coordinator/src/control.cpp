@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "coordinator_impl.hpp"
-#include "wsync/bus/client_text.hpp"
-#include "wsync/bus/topics.hpp"
+#include "wsync/bus/protocol/client_text.hpp"
+#include "wsync/bus/protocol/topics.hpp"
 
 namespace wsync::coordinator {
 
@@ -17,18 +17,12 @@ std::string text(const flatbuffers::String* string) {
   return string ? bus::printableText(string->string_view()) : std::string();
 }
 
-std::string lower(std::string_view name) {
-  std::string out(name);
-  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return out;
-}
-
 }  // namespace
 
 void Coordinator::Impl::sendOperatorPause(const std::string& routingId) {
   builder.reset();
   const auto pause = msg::CreatePause(builder.fbb(), 0, committedVersion, *operatorPause, nullptr);
-  sendTo(routingId, builder.finish(pause, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+  sendTo(routingId, stamp(pause));
 }
 
 void Coordinator::Impl::handleControl(const std::string& source, const bus::Message& message,
@@ -65,7 +59,7 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
                                           round ? round->id : 0});
       builder.reset();
       const auto resume = msg::CreateResume(builder.fbb(), 0, committedVersion);
-      const auto bytes = builder.finish(resume, bus::EnvelopeStamp{block.epoch(), nextSeq()});
+      const auto bytes = stamp(resume);
       for (const auto& [routingId, agent] : agents) {
         if (agent.role == msg::Role::Worker) sendTo(routingId, bytes);
       }
@@ -115,9 +109,7 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
   const auto event = msg::CreateControlRequest(eventFbb, request.action(), request.pause_mode(),
                                                eventFbb.CreateString(text(request.agent_id())),
                                                eventFbb.CreateString(reason));
-  (void)events.publish(std::string(bus::topics::kBus) + lower(msg::EnumNameControlAction(request.action())), builder,
-                       event, block.epoch());
-  block.setEventsPublished(events.published());
+  publish(bus::topics::topicOf(bus::topics::kBus, msg::EnumNameControlAction(request.action())), event);
   log::info("operator: {}{}", detail, because);
 }
 

@@ -17,11 +17,13 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();  // size_t: <malloc
 #include <thread>
 
 #include "coordinator_impl.hpp"
-#include "wsync/bus/bus_address.hpp"
-#include "wsync/bus/client_text.hpp"
-#include "wsync/bus/clock.hpp"
-#include "wsync/bus/protocol.hpp"
-#include "wsync/bus/topics.hpp"
+#include "wsync/bus/channel/registry.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
+#include "wsync/bus/protocol/client_text.hpp"
+#include "wsync/bus/core/clock.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/protocol/topics.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace wsync::coordinator {
 
@@ -30,7 +32,7 @@ std::string_view toString(CoordinatorError error) {
     case CoordinatorError::InvalidOptions: return "invalid options";
     case CoordinatorError::BusInUse: return "bus in use";
     case CoordinatorError::ControlBlock: return "control block";
-    case CoordinatorError::Arena: return "shm arena";
+    case CoordinatorError::Channel: return "payload channel";
     case CoordinatorError::Transport: return "transport";
   }
   return "unknown coordinator error";
@@ -58,34 +60,6 @@ std::uint64_t allocatedBytes() {
   const struct mallinfo2 info = mallinfo2();
   return static_cast<std::uint64_t>(info.uordblks) + static_cast<std::uint64_t>(info.hblkhd);
 #endif
-}
-
-std::string hostName() {
-  std::array<char, 256> name{};
-  if (gethostname(name.data(), name.size() - 1) != 0) return {};
-  return name.data();
-}
-
-// The arena of a bus, per user like the control block: "wsync-<uid>-<bus>-shm".
-std::string arenaSegmentName(std::string_view busName) {
-  return "wsync-" + std::to_string(getuid()) + "-" + std::string(busName) + "-shm";
-}
-
-// An epoch as the programs print it (wsync-ctl status, the coordinator's start line): 16 hex digits.
-std::string epochText(std::uint64_t epoch) {
-  std::array<char, 17> text{};
-  std::snprintf(text.data(), text.size(), "%016llx", static_cast<unsigned long long>(epoch));
-  return text.data();
-}
-
-// A channel as the programs' --channel flag names it.
-std::string channelName(msg::ChannelKind kind) {
-  switch (kind) {
-    case msg::ChannelKind::Shm: return "shm";
-    case msg::ChannelKind::Nccl: return "nccl";
-    case msg::ChannelKind::CudaIpc: return "cuda_ipc";
-  }
-  return msg::EnumNameChannelKind(kind);
 }
 
 std::string ipcPath(const std::string& endpoint) {
@@ -140,10 +114,9 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
     return bus::fail(inUse ? CoordinatorError::BusInUse : CoordinatorError::ControlBlock,
                      block.error().describe());
   }
-  auto arena = bus::ShmArena::create(arenaSegmentName(options.bus),
-                                     bus::ArenaGeometry{options.bucketBytes, options.bufferCount,
-                                                        static_cast<std::uint32_t>(bus::kMaxArenaReceivers)});
-  if (!arena) return bus::fail(CoordinatorError::Arena, arena.error().describe());
+  auto channels =
+      bus::createChannelOwners(bus::ChannelOwnersConfig{options.bus, options.bucketBytes, options.bufferCount});
+  if (!channels) return bus::fail(CoordinatorError::Channel, channels.error().describe());
 
   // Two I/O threads: the requests and replies of rounds on one, the event stream on the other, so that fanning
   // events out to many monitors never queues a round's messages behind it (bench/results/monitors-*).
@@ -161,10 +134,10 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   auto events = bus::EventPublisher::bind(context, endpoints->events, kEventIoThreads, options.curveKeys);
   if (!events) return bus::fail(CoordinatorError::Transport, events.error().describe());
 
-  auto impl = std::make_unique<Impl>(options, std::move(*block), std::move(*arena), std::move(context),
+  auto impl = std::make_unique<Impl>(options, std::move(*block), std::move(*channels), std::move(context),
                                      std::move(*router), std::move(*events));
   impl->authenticator = std::move(authenticator);
-  impl->hostname = hostName();
+  impl->hostname = bus::hostName();
   log::setAgent("coordinator");
   if (const auto& replaced = impl->block.replaced()) {
     // The versions and round numbers go on from where the dead coordinator left them, and so does an operator's
@@ -336,7 +309,7 @@ void Coordinator::Impl::replyError(const std::string& peer, std::uint64_t inRepl
   builder.reset();
   auto& fbb = builder.fbb();
   const auto body = msg::CreateError(fbb, code, fbb.CreateString(detail), inReplyTo, committedVersion);
-  sendTo(peer, builder.finish(body, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+  sendTo(peer, stamp(body));
 }
 
 void Coordinator::Impl::handle(const std::string& source, const bus::Message& message) {
@@ -350,8 +323,8 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
       if (message.epoch() != 0 && message.epoch() != block.epoch()) {
         ++stats.requestsRejected;
         replyError(source, message.seq(), msg::ErrorCode::StaleEpoch,
-                   "a control request for the coordinator of epoch " + epochText(message.epoch()) +
-                       "; this one's is " + epochText(block.epoch()) + " (send epoch 0 to mean any)");
+                   "a control request for the coordinator of epoch " + bus::hex64(message.epoch()) +
+                       "; this one's is " + bus::hex64(block.epoch()) + " (send epoch 0 to mean any)");
         return;
       }
       handleControl(source, message, *message.as<msg::ControlRequest>());
@@ -371,8 +344,8 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
     // A registered agent stamps the epoch its Welcome gave: anything else is not about this registration.
     ++stats.requestsRejected;
     replyError(source, message.seq(), msg::ErrorCode::StaleEpoch,
-               std::string(bus::bodyName(message.type())) + " of epoch " + epochText(message.epoch()) + " from '" +
-                   agent.agentId + "', registered under epoch " + epochText(block.epoch()));
+               std::string(bus::bodyName(message.type())) + " of epoch " + bus::hex64(message.epoch()) + " from '" +
+                   agent.agentId + "', registered under epoch " + bus::hex64(block.epoch()));
     return;
   }
   agent.lastMessageMs = bus::monotonicMillis();
@@ -481,15 +454,16 @@ std::string Coordinator::Impl::admissionProblem(const msg::AgentHello& hello) co
   // than a channel takes would make every round on that channel fail. Refused here, naming the limit, instead.
   for (const auto offered : *hello.channels()) {
     const auto kind = static_cast<msg::ChannelKind>(offered);
-    const std::uint32_t capacity = channelCapacity(kind);
-    if (capacity == 0) continue;  // no round can run on it here anyway
+    const bus::ChannelOwner* owner = ownerOf(kind);
+    if (owner == nullptr) continue;  // no round can run on it here anyway
+    const std::uint32_t capacity = owner->maxReceivers();
     const auto offering = std::count_if(agents.begin(), agents.end(), [&](const auto& entry) {
       const AgentRecord& agent = entry.second;
       return agent.role == msg::Role::Worker &&
              std::find(agent.channels.begin(), agent.channels.end(), kind) != agent.channels.end();
     });
     if (static_cast<std::uint64_t>(offering) + 1 > capacity) {
-      return "a round on the " + channelName(kind) + " channel takes at most " +
+      return "a round on the " + bus::channelName(kind) + " channel takes at most " +
              std::to_string(capacity) + " workers, and " + std::to_string(offering) +
              " workers offering it are registered";
     }
@@ -532,7 +506,7 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
         static_cast<std::uint32_t>(options.transferTimeout.count()),
         static_cast<std::uint32_t>(kTransferTimeoutPerGiB.count()), operatorPause.has_value(),
         operatorPause.value_or(msg::PauseMode::Keep));
-    sendTo(source, builder.finish(welcome, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+    sendTo(source, stamp(welcome));
   };
 
   if (auto existing = agents.find(source); existing != agents.end()) {
@@ -627,11 +601,7 @@ void Coordinator::Impl::publishAgentEvent(const AgentRecord& agent, msg::AgentEv
   const auto info = msg::CreateAgentInfo(fbb, fbb.CreateString(agent.agentId), agent.role, agent.slot, agent.rank,
                                          agent.appliedVersion, 0);
   const auto body = msg::CreateAgentEvent(fbb, kind, info, fbb.CreateString(detail));
-  std::string topic(bus::topics::kAgent);
-  topic += msg::EnumNameAgentEventKind(kind);
-  std::transform(topic.begin(), topic.end(), topic.begin(), [](unsigned char c) { return std::tolower(c); });
-  (void)events.publish(topic, builder, body, block.epoch());
-  block.setEventsPublished(events.published());
+  publish(bus::topics::topicOf(bus::topics::kAgent, msg::EnumNameAgentEventKind(kind)), body);
 }
 
 void Coordinator::Impl::removeAgent(const std::string& routingId, msg::AgentEventKind kind,
@@ -662,8 +632,7 @@ void Coordinator::Impl::publishBeat() {
   const auto body = msg::CreateCoordinatorBeat(builder.fbb(), committedVersion, roundCounter,
                                                round ? round->phase : msg::RoundPhase::Idle,
                                                static_cast<std::uint32_t>(agents.size()), workerCount());
-  (void)events.publish(std::string(bus::topics::kBus) + "beat", builder, body, block.epoch());
-  block.setEventsPublished(events.published());
+  publish(std::string(bus::topics::kBus) + "beat", body);
 }
 
 void Coordinator::Impl::checkLiveness() {
@@ -710,7 +679,7 @@ void Coordinator::Impl::handleSnapshotRequest(const std::string& source, const b
       pause.mode, pause.paused, &digest, fbb.CreateVector(infos), round ? round->totalBytes : 0,
       operatorPause.has_value(), operatorPause.value_or(msg::PauseMode::Keep));
   (void)message;
-  sendTo(source, builder.finish(reply, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+  sendTo(source, stamp(reply));
 }
 
 void Coordinator::Impl::handleVersionQuery(const std::string& source, const bus::Message& message,

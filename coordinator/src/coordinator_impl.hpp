@@ -12,18 +12,17 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
-#include "gpu_resources.hpp"
-#include "wsync/bus/control_block.hpp"
-#include "wsync/bus/log.hpp"
-#include "wsync/bus/log_limiter.hpp"
-#include "wsync/bus/zap_authenticator.hpp"
-#include "wsync/bus/event_publisher.hpp"
-#include "wsync/bus/fault_injection.hpp"
-#include "wsync/bus/manifest.hpp"
-#include "wsync/bus/message.hpp"
-#include "wsync/bus/process_identity.hpp"
-#include "wsync/bus/router_endpoint.hpp"
-#include "wsync/bus/shm_arena.hpp"
+#include "wsync/bus/channel/channel_owner.hpp"
+#include "wsync/bus/state/control_block.hpp"
+#include "wsync/bus/core/log.hpp"
+#include "wsync/bus/core/log_limiter.hpp"
+#include "wsync/bus/transport/zap_authenticator.hpp"
+#include "wsync/bus/transport/event_publisher.hpp"
+#include "wsync/bus/core/fault_hook.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/protocol/message.hpp"
+#include "wsync/bus/core/process_identity.hpp"
+#include "wsync/bus/transport/router_endpoint.hpp"
 #include "wsync/coordinator/coordinator.hpp"
 
 namespace wsync::coordinator {
@@ -74,9 +73,8 @@ struct ActiveRound {
   std::uint64_t bucketBytes = 0;
   std::uint32_t bucketCount = 0;
   msg::PauseMode mode = msg::PauseMode::Keep;
-  msg::ChannelKind channel = msg::ChannelKind::Shm;
-  std::string channelName;                // shm: the arena; cuda_ipc: its segment
-  std::vector<std::uint8_t> ncclUniqueId;  // nccl: the communicator of this round's members
+  bus::ChannelOwner* owner = nullptr;  // of the round's channel
+  bus::ChannelGrant grant;              // what its agents open
   std::string trainerRoutingId;
   std::string trainerAgentId;
   bool trainerDone = false;
@@ -102,25 +100,17 @@ struct CachedManifest {
   std::uint64_t lastUsedRound = 0;
 };
 
-// The NCCL communicator the agents hold: made for one list of members (the trainer, then the workers in rank
-// order) and kept while rounds commit. A new member list or an aborted nccl round (a communicator may then be
-// aborted on some ranks and not on others) gets a new unique id, and the agents build a new communicator.
-struct NcclGroup {
-  std::vector<std::string> members;  // routing ids; index = NCCL rank
-  std::vector<std::uint8_t> uniqueId;
-};
-
 struct Coordinator::Impl {
-  Impl(CoordinatorOptions options_, bus::ControlBlockOwner&& block_, bus::ShmArena&& arena_,
-       zmq::context_t&& context_, bus::RouterEndpoint&& router_, bus::EventPublisher&& events_)
+  Impl(CoordinatorOptions options_, bus::ControlBlockOwner&& block_,
+       std::vector<std::unique_ptr<bus::ChannelOwner>>&& channels_, zmq::context_t&& context_,
+       bus::RouterEndpoint&& router_, bus::EventPublisher&& events_)
       : options(std::move(options_)),
         block(std::move(block_)),
-        arena(std::move(arena_)),
+        channels(std::move(channels_)),
         context(std::move(context_)),
         router(std::move(router_)),
         events(std::move(events_)),
-        gpu(options.bus),
-        faults(options.fault) {}
+        faults(options.faultHook) {}
 
   // coordinator.cpp: the loop, registration, liveness, snapshots.
   void step(std::chrono::milliseconds maxWait);
@@ -169,11 +159,11 @@ struct Coordinator::Impl {
   void setPhase(msg::RoundPhase phase, const std::string& detail = {});
   Participant* findParticipant(const std::string& routingId);
   const CachedManifest* cacheManifest(bus::Manifest&& manifest);
-  // Receivers a round on `kind` can take (0: this coordinator cannot run rounds on it).
-  std::uint32_t channelCapacity(msg::ChannelKind kind) const;
-  // The channel resources of a round about to begin (arena or segment name, NCCL unique id), or why it cannot run
-  // on the channel it asks for.
-  tl::expected<void, std::string> prepareChannel(ActiveRound& next, const AgentRecord& trainer,
+  // The owner of channel `kind`, or null where this coordinator has none (a build without CUDA, a kind a newer
+  // agent offers).
+  bus::ChannelOwner* ownerOf(msg::ChannelKind kind) const;
+  // The channel resources of a round about to begin on `kind`, or why it cannot run on it.
+  tl::expected<void, std::string> prepareChannel(ActiveRound& next, msg::ChannelKind kind, const AgentRecord& trainer,
                                                  const std::vector<const AgentRecord*>& workers);
   // Sends to one agent. A registered agent its message cannot reach (gone, or not reading) is noted and dropped by
   // dropUnreachable().
@@ -184,18 +174,28 @@ struct Coordinator::Impl {
   // Test faults: the fault of this point and round, if it is armed; a disconnect closes the request endpoint.
   void strike(bus::FaultPoint point);
   std::uint64_t nextSeq() { return ++sentSeq; }
+  // The one way a message leaves for an agent: `body`, built in `builder`, in an envelope with this coordinator's
+  // epoch and the next sequence number. The bytes stay valid until the builder is reset (one message to many peers).
+  template <typename Body>
+  std::span<const std::uint8_t> stamp(flatbuffers::Offset<Body> body) {
+    return builder.finish(body, bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  }
+  // The one way an event leaves: `body`, built in `builder`, on `topic`, counted in the control block.
+  template <typename Body>
+  void publish(const std::string& topic, flatbuffers::Offset<Body> body) {
+    (void)events.publish(topic, builder, body, block.epoch());
+    block.setEventsPublished(events.published());
+  }
 
   CoordinatorOptions options;
   bus::ControlBlockOwner block;
-  bus::ShmArena arena;
+  std::vector<std::unique_ptr<bus::ChannelOwner>> channels;  // one per channel this build has (bus::registry)
   zmq::context_t context;
   bus::RouterEndpoint router;
   bus::EventPublisher events;
   // tcp with CURVE: admits the allowed client keys (declared after the context: it must close its socket first).
   std::unique_ptr<bus::ZapAuthenticator> authenticator;
-  GpuResources gpu;
-  std::optional<NcclGroup> ncclGroup;
-  bus::FaultInjector faults;
+  std::shared_ptr<bus::FaultHook> faults;  // test only: null in production
   // Registered agents a command could not reach (routing id, why), dropped by dropUnreachable().
   std::vector<std::pair<std::string, std::string>> unreachable;
   // Log lines a client can cause (a reply it does not read, a refused connection) come at most a few per interval.

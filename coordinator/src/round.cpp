@@ -6,10 +6,12 @@
 #include <cstdio>
 
 #include "coordinator_impl.hpp"
-#include "wsync/bus/bucket_plan.hpp"
-#include "wsync/bus/client_text.hpp"
-#include "wsync/bus/protocol.hpp"
-#include "wsync/bus/topics.hpp"
+#include "wsync/bus/channel/registry.hpp"
+#include "wsync/bus/channel/bucket_plan.hpp"
+#include "wsync/bus/protocol/client_text.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/protocol/topics.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace wsync::coordinator {
 
@@ -20,11 +22,7 @@ std::string clientDetail(const flatbuffers::String* text, const char* fallback) 
   return text != nullptr ? bus::printableText(text->string_view()) : std::string(fallback);
 }
 
-std::string hex(const bus::Digest& digest) {
-  char text[40];
-  std::snprintf(text, sizeof text, "%016" PRIx64 "%016" PRIx64, digest.hi, digest.lo);
-  return text;
-}
+std::string hex(const bus::Digest& digest) { return bus::hex128(digest.hi, digest.lo); }
 
 double millisSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -59,77 +57,43 @@ const CachedManifest* Coordinator::Impl::cacheManifest(bus::Manifest&& manifest)
               .first->second;
 }
 
-std::uint32_t Coordinator::Impl::channelCapacity(msg::ChannelKind kind) const {
-  switch (kind) {
-    case msg::ChannelKind::Shm: return arena.geometry().maxReceivers;
-    case msg::ChannelKind::CudaIpc: return gpu.maxCudaIpcReceivers();
-    case msg::ChannelKind::Nccl: return static_cast<std::uint32_t>(bus::kMaxAgents);  // one rank per agent slot
+bus::ChannelOwner* Coordinator::Impl::ownerOf(msg::ChannelKind kind) const {
+  for (const auto& owner : channels) {
+    if (owner->kind() == kind) return owner.get();
   }
-  return 0;
+  return nullptr;
 }
 
-tl::expected<void, std::string> Coordinator::Impl::prepareChannel(ActiveRound& next, const AgentRecord& trainer,
+tl::expected<void, std::string> Coordinator::Impl::prepareChannel(ActiveRound& next, msg::ChannelKind kind,
+                                                                  const AgentRecord& trainer,
                                                                   const std::vector<const AgentRecord*>& workers) {
-  const char* channelName = msg::EnumNameChannelKind(next.channel);
+  const std::string channelName = bus::channelName(kind);
+  next.owner = ownerOf(kind);
+  if (next.owner == nullptr) return tl::unexpected("channel " + channelName + " is not in this coordinator's build");
   auto offers = [&](const AgentRecord& agent) {
-    return std::find(agent.channels.begin(), agent.channels.end(), next.channel) != agent.channels.end();
+    return std::find(agent.channels.begin(), agent.channels.end(), kind) != agent.channels.end();
   };
+  std::vector<bus::ChannelMember> receivers;
   for (const AgentRecord* worker : workers) {
     if (!offers(*worker)) {
       std::string offered;
-      for (const msg::ChannelKind kind : worker->channels) {
-        offered += (offered.empty() ? "" : ", ") + std::string(msg::EnumNameChannelKind(kind));
+      for (const msg::ChannelKind other : worker->channels) {
+        offered += (offered.empty() ? "" : ", ") + bus::channelName(other);
       }
       return tl::unexpected("worker '" + worker->agentId + "' cannot use channel " + channelName + " (it offers " +
                             (offered.empty() ? std::string("none") : offered) + ")");
     }
+    receivers.push_back(bus::ChannelMember{worker->agentId, worker->routingId, worker->sameHost});
   }
-  switch (next.channel) {
-    case msg::ChannelKind::Shm:
-      if (workers.size() > arena.geometry().maxReceivers) {
-        return tl::unexpected(std::to_string(workers.size()) + " workers exceed the shm arena's " +
-                              std::to_string(arena.geometry().maxReceivers) + " receivers");
-      }
-      next.channelName = arena.name();
-      return {};
-    case msg::ChannelKind::CudaIpc: {
-      if (workers.empty()) return {};  // nobody copies: no segment
-      // The segment lives in this host's shared memory and CUDA IPC handles only open on the host that made them.
-      for (const AgentRecord* agent : workers) {
-        if (!agent->sameHost) {
-          return tl::unexpected("worker '" + agent->agentId +
-                                "' is on another host: cuda_ipc needs every agent on the coordinator's host");
-        }
-      }
-      if (!trainer.sameHost) {
-        return tl::unexpected("trainer '" + trainer.agentId +
-                              "' is on another host: cuda_ipc needs every agent on the coordinator's host");
-      }
-      auto segment = gpu.cudaIpcSegment();
-      if (!segment) return tl::unexpected(segment.error());
-      next.channelName = *segment;
-      return {};
-    }
-    case msg::ChannelKind::Nccl: {
-      if (workers.empty()) return {};  // nothing to broadcast to: no communicator
-      std::vector<std::string> members{trainer.routingId};
-      for (const AgentRecord* worker : workers) members.push_back(worker->routingId);
-      if (!ncclGroup || ncclGroup->members != members) {
-        auto id = gpu.newNcclUniqueId();
-        if (!id) return tl::unexpected(id.error());
-        ncclGroup = NcclGroup{std::move(members), std::move(*id)};
-      }
-      next.ncclUniqueId = ncclGroup->uniqueId;
-      return {};
-    }
-  }
-  return tl::unexpected(std::string("channel ") + channelName + " is unknown to this coordinator");
+  auto grant = next.owner->prepare(bus::ChannelMember{trainer.agentId, trainer.routingId, trainer.sameHost}, receivers);
+  if (!grant) return tl::unexpected(grant.error());
+  next.grant = std::move(*grant);
+  return {};
 }
 
 void Coordinator::Impl::strike(bus::FaultPoint point) {
-  if (!faults.armed()) return;
-  if (const auto fault = faults.reach(point, round->version)) {
-    rebindRequestEndpoint(fault->outage, "test fault " + bus::describe(*fault));
+  if (const auto outage = bus::reachFault(faults.get(), point, round->version)) {
+    rebindRequestEndpoint(*outage, "test fault at " + std::string(bus::toString(point)));
   }
 }
 
@@ -141,11 +105,7 @@ void Coordinator::Impl::setPhase(msg::RoundPhase phase, const std::string& detai
   const auto body = msg::CreateRoundTransition(fbb, round->id, round->version, phase,
                                                static_cast<std::uint32_t>(round->participants.size()),
                                                fbb.CreateString(detail), round->totalBytes);
-  std::string topic(bus::topics::kRound);
-  topic += msg::EnumNameRoundPhase(phase);
-  std::transform(topic.begin(), topic.end(), topic.begin(), [](unsigned char c) { return std::tolower(c); });
-  (void)events.publish(topic, builder, body, block.epoch());
-  block.setEventsPublished(events.published());
+  publish(bus::topics::topicOf(bus::topics::kRound, msg::EnumNameRoundPhase(phase)), body);
 }
 
 void Coordinator::Impl::handleBegin(const std::string& source, const bus::Message& message,
@@ -229,12 +189,11 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
   std::sort(workers.begin(), workers.end(), [](const AgentRecord* a, const AgentRecord* b) { return a->rank < b->rank; });
 
   ActiveRound next;
-  next.channel = begin.channel();
-  if (auto prepared = prepareChannel(next, trainer, workers); !prepared) {
+  if (auto prepared = prepareChannel(next, begin.channel(), trainer, workers); !prepared) {
     refuse(msg::ErrorCode::NotAllowed, prepared.error());
     return;
   }
-  const bool gpuChannel = next.channel != msg::ChannelKind::Shm;
+  const bool gpuChannel = next.owner->tensorMemory() == bus::TensorMemory::Device;
   next.id = ++roundCounter;
   next.version = begin.version();
   next.label = begin.label() ? begin.label()->str() : std::string();
@@ -265,7 +224,7 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
       // Once per worker and manifest: later rounds refer to it by digest, whatever the number of tensors.
       builder.reset();
       sendTo(worker.routingId,
-             builder.finish(manifest.toMessage(builder.fbb()), bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+             stamp(manifest.toMessage(builder.fbb())));
       worker.knownManifests.push_back(digest);
       if (worker.knownManifests.size() > kMaxCachedManifests) worker.knownManifests.erase(worker.knownManifests.begin());
     }
@@ -273,7 +232,7 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
   builder.reset();
   const msg::Digest128 wireDigest = bus::toMessage(digest);
   const auto pause = msg::CreatePause(builder.fbb(), round->id, round->version, round->mode, &wireDigest);
-  const auto bytes = builder.finish(pause, bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  const auto bytes = stamp(pause);
   for (const Participant& participant : round->participants) sendTo(participant.routingId, bytes);
   strike(bus::FaultPoint::Pause);
   if (round->participants.empty()) startTransfer();
@@ -296,31 +255,24 @@ void Coordinator::Impl::handlePauseAck(const AgentRecord& agent, const msg::Paus
 }
 
 void Coordinator::Impl::startTransfer() {
-  bus::PlanSnapshot plan;
-  plan.round = round->id;
-  plan.version = round->version;
-  plan.bucketBytes = round->bucketBytes;
-  plan.channel = round->channel;
-  plan.arenaName = round->channelName;
-  (void)block.publishPlan(plan);
   setPhase(msg::RoundPhase::Transfer);
   round->transferStarted = Clock::now();
   const std::uint64_t gib = (round->totalBytes + (std::uint64_t{1} << 30) - 1) >> 30;
   round->deadline = Clock::now() + options.transferTimeout + kTransferTimeoutPerGiB * static_cast<std::int64_t>(gib);
 
   const auto receivers = static_cast<std::uint32_t>(round->participants.size());
-  const bool nccl = round->channel == msg::ChannelKind::Nccl;
+  const bus::ChannelGrant& grant = round->grant;
   auto sendPlan = [&](const std::string& peer, std::int32_t receiver) {
     builder.reset();
     auto& fbb = builder.fbb();
     const msg::Digest128 digest = bus::toMessage(round->manifestDigest);
-    // NCCL ranks: the trainer (the broadcast's root) is 0, receiver i is i + 1.
+    // Ranked channels: the trainer (the broadcast's root) is rank 0, receiver i is rank i + 1.
     const auto body = msg::CreateTransferPlan(
-        fbb, round->id, round->version, round->channel, &digest, round->totalBytes, round->bucketBytes,
-        round->bucketCount, options.bufferCount, options.alignment, fbb.CreateString(round->channelName),
-        nccl ? fbb.CreateVector(round->ncclUniqueId) : 0, nccl ? receiver + 1 : -1, nccl ? receivers + 1 : 0,
-        receiver, receivers);
-    sendTo(peer, builder.finish(body, bus::EnvelopeStamp{block.epoch(), nextSeq()}));
+        fbb, round->id, round->version, round->owner->kind(), &digest, round->totalBytes, round->bucketBytes,
+        round->bucketCount, options.bufferCount, options.alignment, fbb.CreateString(grant.segment),
+        grant.groupId.empty() ? 0 : fbb.CreateVector(grant.groupId), grant.ranked ? receiver + 1 : -1,
+        grant.ranked ? receivers + 1 : 0, receiver, receivers);
+    sendTo(peer, stamp(body));
   };
   // Receivers first: they are ready to drain before the trainer has filled the first bucket.
   for (std::uint32_t index = 0; index < receivers; ++index) {
@@ -403,14 +355,13 @@ void Coordinator::Impl::verifyAndCommit() {
                              &digest);
   };
   builder.reset();
-  const auto bytes = builder.finish(buildCommit(), bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  const auto bytes = stamp(buildCommit());
   // The trainer first: on a host with fewer cores than processes, workers copying the version into their weights
   // would otherwise delay the trainer's outcome by their whole apply.
   sendTo(round->trainerRoutingId, bytes);
   for (const Participant& participant : round->participants) sendTo(participant.routingId, bytes);
   builder.reset();
-  (void)events.publish(std::string(bus::topics::kRound) + "commit", builder, buildCommit(), block.epoch());
-  block.setEventsPublished(events.published());
+  publish(std::string(bus::topics::kRound) + "commit", buildCommit());
   ++stats.roundsCommitted;
   log::info("round {} committed version {} ({} bytes to {} workers, {:.1f} ms in transfer, {:.1f} ms in all)",
             round->id, round->version, round->trainerBytes, round->participants.size(),
@@ -425,7 +376,7 @@ void Coordinator::Impl::resumeWorkers(bool committed) {
   strike(bus::FaultPoint::Resume);
   builder.reset();
   const auto resume = msg::CreateResume(builder.fbb(), round->id, committed ? round->version : committedVersion);
-  const auto bytes = builder.finish(resume, bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  const auto bytes = stamp(resume);
   for (const Participant& participant : round->participants) {
     if (agents.contains(participant.routingId)) sendTo(participant.routingId, bytes);
   }
@@ -435,26 +386,22 @@ void Coordinator::Impl::resumeWorkers(bool committed) {
 
 void Coordinator::Impl::abortRound(msg::AbortReason reason, const std::string& detail, const std::string& agentId) {
   if (!round) return;
-  // Wakes every sender and receiver of this transfer within one wait slice: nobody hangs on a dead peer. The nccl
-  // agents see it through their cancel probe (the round's phase in the control block).
-  arena.abortTransfer(round->id);
-  if (round->channel == msg::ChannelKind::CudaIpc) gpu.abortCudaIpc(round->id);
-  // Some ranks may have aborted their communicator and others not: the next nccl round builds a new one.
-  if (round->channel == msg::ChannelKind::Nccl && round->phase >= msg::RoundPhase::Transfer) ncclGroup.reset();
+  // Wakes every sender and receiver of this transfer within one wait slice: nobody hangs on a dead peer (the agents'
+  // cancel probes also see the round's phase in the control block change).
+  round->owner->abort(round->id, round->phase >= msg::RoundPhase::Transfer);
   auto buildAbort = [&] {
     auto& fbb = builder.fbb();
     return msg::CreateAbort(fbb, round->id, round->version, reason, fbb.CreateString(detail),
                             fbb.CreateString(agentId));
   };
   builder.reset();
-  const auto bytes = builder.finish(buildAbort(), bus::EnvelopeStamp{block.epoch(), nextSeq()});
+  const auto bytes = stamp(buildAbort());
   if (agents.contains(round->trainerRoutingId)) sendTo(round->trainerRoutingId, bytes);
   for (const Participant& participant : round->participants) {
     if (agents.contains(participant.routingId)) sendTo(participant.routingId, bytes);
   }
   builder.reset();
-  (void)events.publish(std::string(bus::topics::kRound) + "abort", builder, buildAbort(), block.epoch());
-  block.setEventsPublished(events.published());
+  publish(std::string(bus::topics::kRound) + "abort", buildAbort());
   ++stats.roundsAborted;
   recordOutcome(false, reason, detail);
   log::warn("round {} (version {}) aborted: {}: {}", round->id, round->version, msg::EnumNameAbortReason(reason),

@@ -2,7 +2,7 @@
 // disconnected at each phase of a round (begin, pause, transfer, verify, commit, resume), with the real programs;
 // and each role frozen at each phase for longer than every heartbeat and phase timeout ("Freezes": in CI with the
 // link timeout shortened; at full length, 10 s and 40 s with the default link timeout, in the `long` suite).
-// The faulted process strikes itself (--fault, bus/fault_injection.hpp) so that every case hits its phase exactly.
+// The faulted process strikes itself (--fault, wsync/cli/fault_injection.hpp) so that every case hits its phase exactly.
 // Every case asserts the same things:
 //  - the round of the faulted version ends (aborts or commits, as the matrix says) within kOutcomeBound;
 //  - committed versions only go up, across coordinator restarts too (a killed coordinator's block is recovered);
@@ -26,15 +26,15 @@
 #include "round_fixture.hpp"
 #include "stuck_process.hpp"
 #include "text_file.hpp"
-#include "wsync/bus/fault_injection.hpp"
-#include "wsync/bus/model_catalog.hpp"
-#include "wsync/bus/safetensors.hpp"
+#include "wsync/cli/fault_injection.hpp"
+#include "wsync/cli/model_catalog.hpp"
+#include "wsync/cli/safetensors.hpp"
 
 namespace wsync::test {
 namespace {
 
-using bus::FaultAction;
-using bus::FaultPoint;
+using cli::FaultAction;
+using cli::FaultPoint;
 using Clock = std::chrono::steady_clock;
 
 // Versions 1 and 2 commit before the fault, so that "keeps its previous version" means something.
@@ -96,7 +96,7 @@ const char* roleName(Role role) {
 }
 
 std::string caseName(const FaultCase& c) {
-  std::string name = std::string(roleName(c.role)) + "_" + std::string(bus::toString(c.action)) + "_at_" +
+  std::string name = std::string(roleName(c.role)) + "_" + std::string(cli::toString(c.action)) + "_at_" +
                      std::string(bus::toString(c.point));
   if (c.action == FaultAction::Stop && c.frozenFor != kFrozenFor) {
     name += "_for_" + std::to_string(c.frozenFor.count() / 1000) + "s";
@@ -105,7 +105,7 @@ std::string caseName(const FaultCase& c) {
 }
 
 std::string faultSpec(const FaultCase& c) {
-  return std::string(bus::toString(c.action)) + "@" + std::string(bus::toString(c.point)) + ":" +
+  return std::string(cli::toString(c.action)) + "@" + std::string(bus::toString(c.point)) + ":" +
          std::to_string(kFaultVersion);
 }
 
@@ -181,22 +181,22 @@ std::vector<std::string> filesOfBus(const std::string& bus) {
 // The bytes a worker must hold for `version`: wsync-trainer's content of the model at that version.
 void expectDumpHoldsACommittedVersion(const std::string& path, const std::set<std::uint64_t>& committed,
                                       const std::string& who) {
-  auto file = bus::SafetensorsFile::open(path);
+  auto file = cli::SafetensorsFile::open(path);
   ASSERT_TRUE(file) << who << ": " << file.error().describe();
   const auto found = file->metadata().find("wsync_version");
   ASSERT_NE(found, file->metadata().end()) << who;
   const std::uint64_t version = std::stoull(found->second);
   EXPECT_TRUE(version == 0 || committed.contains(version))
       << who << " serves version " << version << ", which was never committed";
-  auto specs = bus::modelTensors(kModel);
+  auto specs = cli::modelTensors(kModel);
   ASSERT_TRUE(specs);
   ASSERT_EQ(file->tensors().size(), specs->size()) << who;
   for (std::size_t index = 0; index < specs->size(); ++index) {
     const auto held = file->bytes(index);
     std::vector<std::byte> expected(held.size());
     if (version > 0) {
-      bus::fillTensor(expected, kSeed, static_cast<std::uint32_t>(index));
-      bus::perturbTensor(expected, kSeed, static_cast<std::uint32_t>(index), version);
+      cli::fillTensor(expected, kSeed, static_cast<std::uint32_t>(index));
+      cli::perturbTensor(expected, kSeed, static_cast<std::uint32_t>(index), version);
     }  // version 0: a worker's weights start zeroed
     ASSERT_TRUE(std::equal(held.begin(), held.end(), expected.begin()))
         << who << ": tensor " << (*specs)[index].name << " is not version " << version << "'s: a partial apply";

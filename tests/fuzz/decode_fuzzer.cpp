@@ -19,8 +19,8 @@
 #include <zmq.hpp>
 
 #include "fuzz_check.hpp"
-#include "wsync/bus/message.hpp"
-#include "wsync/bus/protocol.hpp"
+#include "wsync/bus/protocol/message.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
 
 namespace {
 

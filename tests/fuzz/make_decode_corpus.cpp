@@ -17,8 +17,8 @@
 
 #include <wsync/schemas/control_generated.h>
 
-#include "wsync/bus/message.hpp"
-#include "wsync/bus/protocol.hpp"
+#include "wsync/bus/protocol/message.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
 
 namespace {
 

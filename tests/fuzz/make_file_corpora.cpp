@@ -13,13 +13,14 @@
 
 #include <flatbuffers/flatbuffers.h>
 
-#include "wsync/bus/manifest.hpp"
-#include "wsync/bus/model_catalog.hpp"
-#include "wsync/bus/safetensors.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/cli/model_catalog.hpp"
+#include "wsync/cli/safetensors.hpp"
 
 namespace {
 
 namespace bus = wsync::bus;
+namespace cli = wsync::cli;
 namespace msg = wsync::msg;
 namespace fs = std::filesystem;
 
@@ -61,7 +62,7 @@ Bytes rawManifest(const std::vector<RawTensor>& tensors, std::optional<bus::Dige
 }
 
 Bytes catalogManifest(const char* model) {
-  auto manifest = bus::Manifest::create(*bus::modelTensors(model));
+  auto manifest = bus::Manifest::create(*cli::modelTensors(model));
   flatbuffers::FlatBufferBuilder fbb;
   fbb.Finish(manifest->toMessage(fbb));
   return Bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
@@ -85,8 +86,8 @@ Bytes rawSafetensors(const std::string& header, const Bytes& data) {
   return out;
 }
 
-std::optional<bus::SafetensorsError> safetensorsVerdict(const fs::path& path) {
-  auto file = bus::SafetensorsFile::open(path);
+std::optional<cli::SafetensorsError> safetensorsVerdict(const fs::path& path) {
+  auto file = cli::SafetensorsFile::open(path);
   if (file) return std::nullopt;
   return file.error().code;
 }
@@ -152,17 +153,17 @@ int main(int argc, char** argv) {
   fs::create_directories(checkpoints);
   {
     // A real checkpoint as writeSafetensors makes them: the tiny model, with metadata.
-    const auto specs = *bus::modelTensors("tiny");
+    const auto specs = *cli::modelTensors("tiny");
     auto manifest = bus::Manifest::create(specs);
     std::vector<std::vector<std::byte>> buffers;
     std::vector<std::span<const std::byte>> views;
     for (std::size_t index = 0; index < specs.size(); ++index) {
       buffers.emplace_back(manifest->tensorBytes(index));
-      bus::fillTensor(buffers.back(), 1, static_cast<std::uint32_t>(index));
+      cli::fillTensor(buffers.back(), 1, static_cast<std::uint32_t>(index));
     }
     for (const auto& buffer : buffers) views.emplace_back(buffer);
     const fs::path path = checkpoints / "tiny.safetensors";
-    if (!bus::writeSafetensors(path, specs, views, {{"wsync_version", "3"}}) || safetensorsVerdict(path)) {
+    if (!cli::writeSafetensors(path, specs, views, {{"wsync_version", "3"}}) || safetensorsVerdict(path)) {
       std::fprintf(stderr, "make_file_corpora: tiny.safetensors does not read back\n");
       ++failures;
     } else {
@@ -172,7 +173,7 @@ int main(int argc, char** argv) {
   struct FileSeed {
     const char* name;
     Bytes bytes;
-    std::optional<bus::SafetensorsError> expected;
+    std::optional<cli::SafetensorsError> expected;
   };
   const Bytes eight(8, 0x11);
   const Bytes sixteen(16, 0x22);
@@ -182,27 +183,27 @@ int main(int argc, char** argv) {
                       R"("b":{"dtype":"BF16","shape":[2,2],"data_offsets":[8,16]}})",
                       Bytes(24, 0x33)),
        std::nullopt},
-      {"refused_too_short", Bytes{1, 2, 3}, bus::SafetensorsError::TooShort},
+      {"refused_too_short", Bytes{1, 2, 3}, cli::SafetensorsError::TooShort},
       // The length prefix announces 255 bytes of header; 2 follow.
-      {"refused_header_past_the_end", Bytes{0xff, 0, 0, 0, 0, 0, 0, 0, '{', '}'}, bus::SafetensorsError::TooShort},
-      {"refused_not_json", rawSafetensors("{\"a\":", eight), bus::SafetensorsError::HeaderNotJson},
-      {"refused_not_an_object", rawSafetensors("[1,2]", eight), bus::SafetensorsError::HeaderNotObject},
+      {"refused_header_past_the_end", Bytes{0xff, 0, 0, 0, 0, 0, 0, 0, '{', '}'}, cli::SafetensorsError::TooShort},
+      {"refused_not_json", rawSafetensors("{\"a\":", eight), cli::SafetensorsError::HeaderNotJson},
+      {"refused_not_an_object", rawSafetensors("[1,2]", eight), cli::SafetensorsError::HeaderNotObject},
       {"refused_unknown_dtype", rawSafetensors(R"({"a":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", eight),
-       bus::SafetensorsError::UnknownDType},
+       cli::SafetensorsError::UnknownDType},
       {"refused_negative_shape", rawSafetensors(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight),
-       bus::SafetensorsError::InvalidShape},
+       cli::SafetensorsError::InvalidShape},
       {"refused_offsets_not_the_byte_count",
        rawSafetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", eight),
-       bus::SafetensorsError::InvalidOffsets},
+       cli::SafetensorsError::InvalidOffsets},
       {"refused_out_of_bounds", rawSafetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", eight),
-       bus::SafetensorsError::OutOfBounds},
+       cli::SafetensorsError::OutOfBounds},
       {"refused_overlap",
        rawSafetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                       R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                       sixteen),
-       bus::SafetensorsError::Overlap},
+       cli::SafetensorsError::Overlap},
       {"refused_bad_metadata", rawSafetensors(R"({"__metadata__":{"k":1}})", {}),
-       bus::SafetensorsError::InvalidMetadata},
+       cli::SafetensorsError::InvalidMetadata},
   };
   for (const FileSeed& seed : fileSeeds) {
     const fs::path path = checkpoints / (std::string(seed.name) + ".safetensors");

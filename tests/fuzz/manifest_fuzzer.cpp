@@ -12,9 +12,9 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include "fuzz_check.hpp"
-#include "wsync/bus/dtype.hpp"
-#include "wsync/bus/manifest.hpp"
-#include "wsync/bus/protocol.hpp"
+#include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
 
 namespace {
 

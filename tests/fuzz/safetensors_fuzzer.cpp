@@ -10,13 +10,14 @@
 #include <string>
 
 #include "fuzz_check.hpp"
-#include "wsync/bus/dtype.hpp"
-#include "wsync/bus/manifest.hpp"
-#include "wsync/bus/safetensors.hpp"
+#include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/cli/safetensors.hpp"
 
 namespace {
 
 namespace bus = wsync::bus;
+namespace cli = wsync::cli;
 
 // A file holding `size` bytes, closed when this goes out of scope.
 class MemoryFile {
@@ -43,7 +44,7 @@ class MemoryFile {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const MemoryFile file(data, size);
-  auto opened = bus::SafetensorsFile::open(file.path());
+  auto opened = cli::SafetensorsFile::open(file.path());
   if (!opened) {
     WSYNC_FUZZ_CHECK(!opened.error().describe().empty());
     return 0;

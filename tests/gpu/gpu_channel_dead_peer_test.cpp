@@ -14,7 +14,7 @@
 #include <string>
 
 #include "gpu_peers.hpp"
-#include "wsync/bus/gpu/nccl_channel.hpp"
+#include "wsync/bus/channel/nccl/nccl_channel.hpp"
 
 namespace wsync::test {
 namespace {

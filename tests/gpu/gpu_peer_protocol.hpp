@@ -10,8 +10,8 @@
 
 #include <tl/expected.hpp>
 
-#include "wsync/bus/manifest.hpp"
-#include "wsync/bus/model_catalog.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/cli/model_catalog.hpp"
 
 namespace wsync::test::gpu_peer {
 
@@ -61,21 +61,21 @@ inline std::vector<bus::TensorSpec> mixedDtypeTensors() {
   };
 }
 
-// The tensors of `model`: kMixedModel, or a name bus::modelTensors knows ("tiny", "synthetic:COUNT:MIB", ...).
-inline tl::expected<std::vector<bus::TensorSpec>, bus::ModelCatalogFailure> peerModelTensors(std::string_view model) {
+// The tensors of `model`: kMixedModel, or a name cli::modelTensors knows ("tiny", "synthetic:COUNT:MIB", ...).
+inline tl::expected<std::vector<bus::TensorSpec>, cli::ModelCatalogFailure> peerModelTensors(std::string_view model) {
   if (model == kMixedModel) return mixedDtypeTensors();
-  return bus::modelTensors(model);
+  return cli::modelTensors(model);
 }
 
 // Version `version` of the content under `seed`, from tensors that hold any earlier version of it (or were just
 // filled: fillTensor once, then this for every version). What the sender sends and every receiver must get.
 inline void fillContent(std::vector<std::vector<std::byte>>& tensors, std::uint64_t seed) {
-  for (std::size_t i = 0; i < tensors.size(); ++i) bus::fillTensor(tensors[i], seed, static_cast<std::uint32_t>(i));
+  for (std::size_t i = 0; i < tensors.size(); ++i) cli::fillTensor(tensors[i], seed, static_cast<std::uint32_t>(i));
 }
 inline void moveContentToVersion(std::vector<std::vector<std::byte>>& tensors, std::uint64_t seed,
                                  std::uint64_t version) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    bus::perturbTensor(tensors[i], seed, static_cast<std::uint32_t>(i), version);
+    cli::perturbTensor(tensors[i], seed, static_cast<std::uint32_t>(i), version);
   }
 }
 

@@ -16,8 +16,8 @@
 
 #include "test_environment.hpp"
 #include "text_file.hpp"
-#include "wsync/bus/device_checksum.hpp"
-#include "wsync/bus/gpu/gpu_runtime.hpp"
+#include "wsync/bus/channel/device_checksum.hpp"
+#include "wsync/bus/channel/gpu/gpu_runtime.hpp"
 
 namespace wsync::test {
 namespace {

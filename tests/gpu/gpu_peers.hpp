@@ -18,7 +18,7 @@
 #include <wsync/tools/child_process.hpp>
 
 #include "gpu_peer_protocol.hpp"
-#include "wsync/bus/gpu/cuda_ipc_channel.hpp"
+#include "wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp"
 
 namespace wsync::test {
 

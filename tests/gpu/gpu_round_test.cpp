@@ -15,7 +15,7 @@
 #include "gpu_peers.hpp"
 #include "round_fixture.hpp"
 #include "text_file.hpp"
-#include "wsync/bus/gpu/nccl_channel.hpp"
+#include "wsync/bus/channel/nccl/nccl_channel.hpp"
 
 namespace wsync::test {
 namespace {

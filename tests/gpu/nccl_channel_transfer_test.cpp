@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "gpu_peers.hpp"
-#include "wsync/bus/bucket_plan.hpp"
+#include "wsync/bus/channel/bucket_plan.hpp"
 
 namespace wsync::test {
 namespace {

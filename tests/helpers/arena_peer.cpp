@@ -44,16 +44,17 @@
 
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
-#include <wsync/bus/bucket_plan.hpp>
-#include <wsync/bus/manifest.hpp>
-#include <wsync/bus/model_catalog.hpp>
-#include <wsync/bus/shm_arena.hpp>
-#include <wsync/bus/shm_arena_data.hpp>
+#include <wsync/bus/channel/bucket_plan.hpp>
+#include <wsync/bus/protocol/manifest.hpp>
+#include <wsync/cli/model_catalog.hpp>
+#include <wsync/bus/channel/shm/shm_arena.hpp>
+#include <wsync/bus/channel/shm/shm_arena_data.hpp>
 
 namespace {
 
 namespace bip = boost::interprocess;
 namespace bus = wsync::bus;
+namespace cli = wsync::cli;
 using Clock = std::chrono::steady_clock;
 
 enum ExitCode : int {
@@ -155,8 +156,8 @@ std::vector<std::vector<std::byte>> allocateTensors(const bus::Manifest& manifes
 // The content of `version`: what the sender packs and what every receiver must end up with.
 void writeVersion(std::vector<std::vector<std::byte>>& tensors, std::uint64_t seed, std::uint64_t version) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    bus::fillTensor(tensors[i], seed, static_cast<std::uint32_t>(i));
-    bus::perturbTensor(tensors[i], seed, static_cast<std::uint32_t>(i), version);
+    cli::fillTensor(tensors[i], seed, static_cast<std::uint32_t>(i));
+    cli::perturbTensor(tensors[i], seed, static_cast<std::uint32_t>(i), version);
   }
 }
 
@@ -192,7 +193,7 @@ void printResult(std::uint64_t transfer, const bus::TransferResult& result) {
 int run(const Arguments& arguments) {
   auto arena = bus::ShmArena::open(arguments.arena);
   if (!arena) return failWith(kSetupFailed, arena.error().describe());
-  auto specs = bus::modelTensors(arguments.model);
+  auto specs = cli::modelTensors(arguments.model);
   if (!specs) return failWith(kSetupFailed, specs.error().describe());
   auto manifest = bus::Manifest::create(std::move(*specs));
   if (!manifest) return failWith(kSetupFailed, manifest.error().describe());

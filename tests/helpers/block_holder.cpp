@@ -14,8 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "wsync/bus/clock.hpp"
-#include "wsync/bus/control_block.hpp"
+#include "wsync/bus/core/clock.hpp"
+#include "wsync/bus/state/control_block.hpp"
 
 namespace {
 

@@ -47,12 +47,12 @@
 
 #include <CLI/CLI.hpp>
 #include <tl/expected.hpp>
-#include <wsync/bus/bucket_plan.hpp>
-#include <wsync/bus/device_checksum.hpp>
-#include <wsync/bus/gpu/cuda_ipc_channel.hpp>
-#include <wsync/bus/gpu/gpu_runtime.hpp>
-#include <wsync/bus/gpu/nccl_channel.hpp>
-#include <wsync/bus/manifest.hpp>
+#include <wsync/bus/channel/bucket_plan.hpp>
+#include <wsync/bus/channel/device_checksum.hpp>
+#include <wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp>
+#include <wsync/bus/channel/gpu/gpu_runtime.hpp>
+#include <wsync/bus/channel/nccl/nccl_channel.hpp>
+#include <wsync/bus/protocol/manifest.hpp>
 
 #include "gpu_peer_protocol.hpp"
 
@@ -458,7 +458,7 @@ int run(const Options& options) {
     }
 
     peakUsed = std::max({peakUsed, before.total - before.free, after.total - after.free});
-    const gpu::ChannelMemory channelMemory = ncclChannel ? ncclChannel->memory() : ipcChannel->memory();
+    const bus::ChannelMemory channelMemory = ncclChannel ? ncclChannel->memory() : ipcChannel->memory();
     std::printf("%.*s %" PRIu64 " %.*s bytes=%" PRIu64 " digest=%s ms=%.3f gpu_free_before=%zu gpu_free_after=%zu "
                 "gpu_used_peak=%zu rss_kib=%" PRIu64 " channel_buffer_bytes=%" PRIu64 " channel_table_bytes=%" PRIu64
                 "%s moved=%d\n",
@@ -490,7 +490,7 @@ int main(int argc, char** argv) {
   app.add_option("--receivers", options.receivers, "receivers of each transfer")
       ->capture_default_str()
       ->check(CLI::Range(1U, gpu::kMaxIpcReceivers));
-  app.add_option("--model", options.model, "mixed | a name bus::modelTensors knows")->capture_default_str();
+  app.add_option("--model", options.model, "mixed | a name cli::modelTensors knows")->capture_default_str();
   app.add_option("--bucket-bytes", options.bucketBytes, "bucket size of the plan")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

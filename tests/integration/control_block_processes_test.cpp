@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "test_environment.hpp"
-#include "wsync/bus/control_block.hpp"
+#include "wsync/bus/state/control_block.hpp"
 #include "wsync/tools/child_process.hpp"
 
 namespace wsync::bus {

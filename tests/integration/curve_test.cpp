@@ -9,7 +9,7 @@
 #include "free_port.hpp"
 #include "round_fixture.hpp"
 #include "text_file.hpp"
-#include "wsync/bus/curve.hpp"
+#include "wsync/bus/transport/curve.hpp"
 
 namespace wsync::test {
 namespace {

@@ -19,13 +19,13 @@
 #include "raw_client.hpp"
 #include "round_fixture.hpp"
 #include "text_file.hpp"
-#include "wsync/bus/agent_session.hpp"
-#include "wsync/bus/bus_address.hpp"
-#include "wsync/bus/dealer_endpoint.hpp"
-#include "wsync/bus/manifest.hpp"
-#include "wsync/bus/model_catalog.hpp"
-#include "wsync/bus/protocol.hpp"
-#include "wsync/bus/shm_arena_data.hpp"
+#include "wsync/bus/session/agent_session.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
+#include "wsync/bus/transport/dealer_endpoint.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/cli/model_catalog.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/channel/shm/shm_arena_data.hpp"
 
 namespace wsync::test {
 namespace {
@@ -94,7 +94,7 @@ TEST_F(RoundFixture, ATrainerReplayingOldVersionsIsRefusedAndNothingGoesBack) {
   auto session = bus::AgentSession::open(context, options);
   ASSERT_TRUE(session);
   ASSERT_TRUE((*session)->registerAgent(0));
-  auto specs = bus::modelTensors("tiny");
+  auto specs = cli::modelTensors("tiny");
   ASSERT_TRUE(specs);
   auto manifest = bus::Manifest::create(*specs);
   ASSERT_TRUE(manifest);

@@ -10,8 +10,8 @@
 
 #include "log_tails.hpp"
 #include "test_environment.hpp"
-#include "wsync/bus/bus_address.hpp"
-#include "wsync/bus/topics.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
+#include "wsync/bus/protocol/topics.hpp"
 
 namespace wsync::test {
 

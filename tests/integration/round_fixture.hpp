@@ -12,9 +12,9 @@
 #include <wsync/tools/child_process.hpp>
 #include <zmq.hpp>
 
-#include "wsync/bus/control_block.hpp"
-#include "wsync/bus/event_subscriber.hpp"
-#include "wsync/bus/topics.hpp"
+#include "wsync/bus/state/control_block.hpp"
+#include "wsync/bus/transport/event_subscriber.hpp"
+#include "wsync/bus/protocol/topics.hpp"
 
 namespace wsync::test {
 

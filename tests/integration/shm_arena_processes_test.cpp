@@ -25,11 +25,11 @@
 #include <boost/interprocess/shared_memory_object.hpp>
 
 #include "test_environment.hpp"
-#include "wsync/bus/bucket_plan.hpp"
-#include "wsync/bus/model_catalog.hpp"
-#include "wsync/bus/shm_arena.hpp"
+#include "wsync/bus/channel/bucket_plan.hpp"
+#include "wsync/cli/model_catalog.hpp"
+#include "wsync/bus/channel/shm/shm_arena.hpp"
 #include "wsync/tools/child_process.hpp"
-#include "wsync/bus/shm_arena_data.hpp"
+#include "wsync/bus/channel/shm/shm_arena_data.hpp"
 
 namespace wsync::bus {
 namespace {
@@ -176,7 +176,7 @@ Peer startSender(const std::string& arena, std::uint64_t first, std::uint64_t co
 }
 
 std::uint32_t bucketCount() {
-  auto manifest = Manifest::create(*modelTensors(kModel));
+  auto manifest = Manifest::create(*cli::modelTensors(kModel));
   return BucketPlan::build(*manifest, kGeometry.bucketBytes, kPlanAlignment)->bucketCount();
 }
 
@@ -212,7 +212,7 @@ void expectConsecutiveTransfers(const char* senderRole) {
   ASSERT_EQ(sender.process.wait(kExitTimeout), kPeerOk);
   const std::vector<Reported> sent = sender.reported();
   ASSERT_EQ(sent.size(), kTransfers);
-  const std::uint64_t modelBytes = Manifest::create(*modelTensors(kModel))->totalBytes();
+  const std::uint64_t modelBytes = Manifest::create(*cli::modelTensors(kModel))->totalBytes();
   for (std::uint64_t t = 0; t < kTransfers; ++t) {
     EXPECT_EQ(sent[t].transfer, t + 1);
     EXPECT_EQ(sent[t].bytes, modelBytes);

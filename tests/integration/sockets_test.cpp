@@ -12,12 +12,12 @@
 #include <thread>
 #include <vector>
 
-#include <wsync/bus/bus_address.hpp>
-#include <wsync/bus/event_publisher.hpp>
-#include <wsync/bus/event_subscriber.hpp>
-#include <wsync/bus/message.hpp>
-#include <wsync/bus/router_endpoint.hpp>
-#include <wsync/bus/topics.hpp>
+#include <wsync/bus/transport/bus_address.hpp>
+#include <wsync/bus/transport/event_publisher.hpp>
+#include <wsync/bus/transport/event_subscriber.hpp>
+#include <wsync/bus/protocol/message.hpp>
+#include <wsync/bus/transport/router_endpoint.hpp>
+#include <wsync/bus/protocol/topics.hpp>
 #include <wsync/tools/child_process.hpp>
 #include <zmq.hpp>
 

@@ -13,12 +13,12 @@
 
 #include "round_fixture.hpp"
 #include "text_file.hpp"
-#include "wsync/bus/agent_session.hpp"
-#include "wsync/bus/bus_address.hpp"
-#include "wsync/bus/message.hpp"
-#include "wsync/bus/model_catalog.hpp"
-#include "wsync/bus/protocol.hpp"
-#include "wsync/bus/safetensors.hpp"
+#include "wsync/bus/session/agent_session.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
+#include "wsync/bus/protocol/message.hpp"
+#include "wsync/cli/model_catalog.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/cli/safetensors.hpp"
 
 namespace wsync::test {
 namespace {
@@ -28,7 +28,7 @@ using ::testing::HasSubstr;
 // Writes the "tiny" model with `change` applied to its spec list, as a checkpoint a worker can be started with.
 template <typename Change>
 std::string writeTinyVariant(const std::string& path, Change change) {
-  auto specs = bus::modelTensors("tiny");
+  auto specs = cli::modelTensors("tiny");
   EXPECT_TRUE(specs);
   change(*specs);
   auto manifest = bus::Manifest::create(*specs);
@@ -37,7 +37,7 @@ std::string writeTinyVariant(const std::string& path, Change change) {
   std::vector<std::span<const std::byte>> views;
   for (std::size_t index = 0; index < specs->size(); ++index) buffers.emplace_back(manifest->tensorBytes(index));
   for (const auto& buffer : buffers) views.emplace_back(buffer);
-  auto written = bus::writeSafetensors(path, *specs, views);
+  auto written = cli::writeSafetensors(path, *specs, views);
   EXPECT_TRUE(written) << written.error().describe();
   return "file:" + path;
 }
@@ -62,10 +62,10 @@ TEST_F(RoundFixture, VersionsReachEveryWorkerByteForByte) {
   ASSERT_EQ(first.wait(kPatience), 0);
   ASSERT_EQ(second.wait(kPatience), 0);
 
-  auto expected = bus::SafetensorsFile::open(path("trainer.safetensors"));
+  auto expected = cli::SafetensorsFile::open(path("trainer.safetensors"));
   ASSERT_TRUE(expected) << expected.error().describe();
   for (const char* worker : {"w0.safetensors", "w1.safetensors"}) {
-    auto actual = bus::SafetensorsFile::open(path(worker));
+    auto actual = cli::SafetensorsFile::open(path(worker));
     ASSERT_TRUE(actual) << actual.error().describe();
     ASSERT_EQ(actual->tensors(), expected->tensors());
     for (std::size_t index = 0; index < expected->tensors().size(); ++index) {

@@ -15,8 +15,8 @@
 
 #include <zmq.hpp>
 
-#include "wsync/bus/message.hpp"
-#include "wsync/bus/protocol.hpp"
+#include "wsync/bus/protocol/message.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
 
 namespace wsync::test {
 

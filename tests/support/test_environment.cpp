@@ -11,7 +11,7 @@
 
 #include <boost/interprocess/shared_memory_object.hpp>
 
-#include "wsync/bus/control_block.hpp"
+#include "wsync/bus/state/control_block.hpp"
 
 namespace wsync::test {
 

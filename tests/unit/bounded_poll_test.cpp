@@ -1,7 +1,7 @@
 // boundedPoll: a timeout already passed polls once and returns, where zmq::poll would wait forever; a positive one
 // still waits for a message. Each poll runs on its own thread so that a regression fails the test instead of
 // hanging it: the peer's message then frees the thread.
-#include "wsync/bus/bounded_poll.hpp"
+#include "wsync/bus/transport/bounded_poll.hpp"
 
 #include <gtest/gtest.h>
 

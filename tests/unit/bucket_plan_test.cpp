@@ -5,7 +5,7 @@
 #include <numeric>
 #include <random>
 
-#include "wsync/bus/bucket_plan.hpp"
+#include "wsync/bus/channel/bucket_plan.hpp"
 
 namespace wsync::bus {
 namespace {

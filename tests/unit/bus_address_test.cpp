@@ -7,7 +7,7 @@
 
 #include "scoped_env.hpp"
 #include "test_environment.hpp"
-#include "wsync/bus/bus_address.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
 
 namespace wsync::bus {
 namespace {

@@ -10,7 +10,8 @@
 
 #include <wsync/tools/coordinator_thread.hpp>
 #include "test_environment.hpp"
-#include "wsync/bus/model_catalog.hpp"
+#include "wsync/bus/channel/registry.hpp"
+#include "wsync/cli/model_catalog.hpp"
 #include "wsync/trainer_agent/trainer_agent.hpp"
 #include "wsync/worker_agent/worker_agent.hpp"
 
@@ -25,7 +26,7 @@ using namespace std::chrono_literals;
 constexpr auto kGenerous = 20s;
 
 struct TinyModel {
-  std::vector<bus::TensorSpec> specs = *bus::modelTensors("tiny");
+  std::vector<bus::TensorSpec> specs = *cli::modelTensors("tiny");
   std::vector<std::vector<std::byte>> buffers;
 
   TinyModel() {
@@ -85,7 +86,7 @@ TEST_P(ChannelChoice, AGpuRoundIsRefusedNamingAWorkerBoundToHostMemory) {
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->kind, trainer_agent::OutcomeKind::Refused);
   EXPECT_NE(outcome->detail.find("worker 'host-worker' cannot use channel " +
-                                 std::string(msg::EnumNameChannelKind(GetParam())) + " (it offers Shm)"),
+                                 bus::channelName(GetParam()) + " (it offers shm)"),
             std::string::npos)
       << outcome->detail;
   EXPECT_EQ(pauses.load(), 0) << "a refused round must not pause anyone";

@@ -1,5 +1,5 @@
 // The shared-memory control block within one process: create/open, privacy, layout checks, every writer's
-// fields, the slot and plan protocols, and readers racing a writer thread.
+// fields, the slot protocol, and readers racing a writer thread.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -22,8 +22,8 @@
 
 #include "test_environment.hpp"
 #include "scoped_env.hpp"
-#include "wsync/bus/bus_lock.hpp"
-#include "wsync/bus/control_block.hpp"
+#include "wsync/bus/state/bus_lock.hpp"
+#include "wsync/bus/state/control_block.hpp"
 
 namespace wsync::bus {
 namespace {
@@ -414,33 +414,7 @@ TEST_F(ControlBlockTest, FullBusHasNoFreeSlot) {
   EXPECT_EQ(owner->activeAgents(), kMaxAgents);
 }
 
-TEST_F(ControlBlockTest, PlanRoundTrips) {
-  auto owner = ControlBlockOwner::create(bus);
-  ASSERT_TRUE(owner.has_value());
-  PlanSnapshot plan;
-  plan.round = 4;
-  plan.version = 8;
-  plan.bucketBytes = 1 << 26;
-  plan.channel = msg::ChannelKind::CudaIpc;
-  plan.arenaName = "wsync-0-bus-arena";
-  for (int i = 0; i < 3; ++i) {
-    PlanBuffer buffer{PlanBufferKind::CudaIpc, i, static_cast<std::uint64_t>(i) << 26, 1 << 26, {}};
-    buffer.ipcHandle.fill(static_cast<std::uint8_t>(0xA0 + i));
-    plan.buffers.push_back(buffer);
-  }
-  ASSERT_TRUE(owner->publishPlan(plan).has_value());
-  auto view = ControlBlockView::open(bus);
-  ASSERT_TRUE(view.has_value());
-  EXPECT_EQ(view->plan(), plan);
-
-  plan.buffers.resize(kMaxPlanBuffers + 1);
-  EXPECT_EQ(owner->publishPlan(plan).error().code, ControlBlockError::PlanTooLarge);
-  plan.buffers.resize(1);
-  plan.arenaName = std::string(64, 'n');
-  EXPECT_EQ(owner->publishPlan(plan).error().code, ControlBlockError::PlanTooLarge);
-}
-
-// Readers never see a slot or plan torn between two writes, and the committed version never goes back, while a
+// Readers never see a slot torn between two writes, and the committed version never goes back, while a
 // writer thread rewrites them as fast as it can.
 TEST_F(ControlBlockTest, ReadersSeeConsistentStateWhileTheWriterRuns) {
   auto owner = ControlBlockOwner::create(bus);
@@ -452,15 +426,9 @@ TEST_F(ControlBlockTest, ReadersSeeConsistentStateWhileTheWriterRuns) {
   std::thread writer([&] {
     for (std::uint32_t n = 1; !stop.load(std::memory_order_relaxed); ++n) {
       owner->setCommitted(n, n);
-      // Every field of the slot and the plan encodes n, so a mix of two writes is detectable.
+      // Every field of the slot encodes n, so a mix of two writes is detectable.
       (void)owner->assignSlot(0, SlotAssignment{"agent-" + std::to_string(n), msg::Role::Worker,
                                                 static_cast<std::int32_t>(n), n});
-      PlanSnapshot plan;
-      plan.round = n;
-      plan.version = n;
-      plan.arenaName = "arena-" + std::to_string(n);
-      plan.buffers.assign(1 + n % kMaxPlanBuffers, PlanBuffer{PlanBufferKind::HostArena, -1, n, n, {}});
-      (void)owner->publishPlan(plan);
     }
   });
 
@@ -474,12 +442,6 @@ TEST_F(ControlBlockTest, ReadersSeeConsistentStateWhileTheWriterRuns) {
       if (auto slot = view->agentSlot(0); slot && slot->occupancy == SlotOccupancy::Active) {
         ASSERT_EQ(slot->agentId, "agent-" + std::to_string(slot->rank));
         ASSERT_EQ(slot->pid, static_cast<std::uint32_t>(slot->rank));
-      }
-      if (auto plan = view->plan(); plan && plan->round != 0) {
-        ASSERT_EQ(plan->version, plan->round);
-        ASSERT_EQ(plan->arenaName, "arena-" + std::to_string(plan->round));
-        ASSERT_EQ(plan->buffers.size(), 1 + plan->round % kMaxPlanBuffers);
-        for (const PlanBuffer& buffer : plan->buffers) ASSERT_EQ(buffer.offset, plan->round);
       }
       checks.fetch_add(1, std::memory_order_relaxed);
     }

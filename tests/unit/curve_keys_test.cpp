@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "test_environment.hpp"
-#include "wsync/bus/curve.hpp"
+#include "wsync/bus/transport/curve.hpp"
 
 namespace wsync::bus {
 namespace {

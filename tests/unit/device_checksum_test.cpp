@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "wsync/bus/device_checksum.hpp"
+#include "wsync/bus/channel/device_checksum.hpp"
 
 namespace wsync::bus {
 namespace {

@@ -11,8 +11,8 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/base_sink.h>
 
-#include "wsync/bus/log.hpp"
-#include "wsync/bus/log_limiter.hpp"
+#include "wsync/bus/core/log.hpp"
+#include "wsync/bus/core/log_limiter.hpp"
 
 namespace wsync::bus {
 namespace {

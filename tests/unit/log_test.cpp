@@ -13,8 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "wsync/bus/log.hpp"
-#include "wsync/bus/progress_bar.hpp"
+#include "wsync/bus/core/log.hpp"
+#include "wsync/cli/progress_bar.hpp"
 
 namespace wsync::log {
 namespace {
@@ -132,16 +132,16 @@ TEST(Log, ParsesLevelsAndFormatsAndNamesBadOnes) {
 }
 
 TEST(ProgressBar, RendersBytesPercentAndRate) {
-  const std::string bar = bus::renderProgressBar("version 3", 1'210'000'000, 2'470'000'000, 4.83e9, 10);
+  const std::string bar = cli::renderProgressBar("version 3", 1'210'000'000, 2'470'000'000, 4.83e9, 10);
   EXPECT_EQ(bar, "version 3  [####......]  48%  1.21 GB / 2.47 GB  4.83 GB/s");
-  EXPECT_EQ(bus::renderProgressBar("v", 0, 0, 0, 4), "v  [####] 100%  0.00 B / 0.00 B  0.00 B/s");
+  EXPECT_EQ(cli::renderProgressBar("v", 0, 0, 0, 4), "v  [####] 100%  0.00 B / 0.00 B  0.00 B/s");
 }
 
 TEST(ProgressBar, WritesNothingWhereStderrIsNotATerminal) {
   const std::string text = logToFile({.program = "p"}, [] {
     const auto start = Clock::now();
-    bus::ProgressBar bar("version 1", start);
-    EXPECT_FALSE(bar.update(10, 100, start + 2 * bus::kProgressBarDelay));
+    cli::ProgressBar bar("version 1", start);
+    EXPECT_FALSE(bar.update(10, 100, start + 2 * cli::kProgressBarDelay));
     info("a line");
   });
   EXPECT_EQ(text.find('\r'), std::string::npos) << text;
@@ -157,10 +157,10 @@ TEST(ProgressBar, OnATerminalSitsUnderTheLogLinesAndIsErased) {
   {
     StderrRedirect redirect(slave, {.program = "p"});
     const auto start = Clock::now();
-    bus::ProgressBar bar("version 9", start);
-    EXPECT_FALSE(bar.update(1, 100, start + bus::kProgressBarDelay / 2)) << "too early: a short transfer stays quiet";
-    EXPECT_TRUE(bar.update(50, 100, start + 2 * bus::kProgressBarDelay));
-    EXPECT_FALSE(bar.update(60, 100, start + 2 * bus::kProgressBarDelay + bus::kProgressBarRedraw / 2));
+    cli::ProgressBar bar("version 9", start);
+    EXPECT_FALSE(bar.update(1, 100, start + cli::kProgressBarDelay / 2)) << "too early: a short transfer stays quiet";
+    EXPECT_TRUE(bar.update(50, 100, start + 2 * cli::kProgressBarDelay));
+    EXPECT_FALSE(bar.update(60, 100, start + 2 * cli::kProgressBarDelay + cli::kProgressBarRedraw / 2));
     info("a line while the bar shows");
     bar.finish();
   }

@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "wsync/bus/dtype.hpp"
-#include "wsync/bus/manifest.hpp"
-#include "wsync/bus/message.hpp"
+#include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/protocol/message.hpp"
 
 namespace wsync::bus {
 namespace {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "wsync/bus/message.hpp"
-#include "wsync/bus/protocol.hpp"
-#include "wsync/bus/received.hpp"
-#include "wsync/bus/router_endpoint.hpp"
+#include "wsync/bus/protocol/message.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/protocol/received.hpp"
+#include "wsync/bus/transport/router_endpoint.hpp"
 
 namespace wsync::bus {
 namespace {

@@ -8,13 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "wsync/bus/bucket_plan.hpp"
-#include "wsync/bus/dtype.hpp"
-#include "wsync/bus/manifest.hpp"
-#include "wsync/bus/model_catalog.hpp"
+#include "wsync/bus/channel/bucket_plan.hpp"
+#include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/cli/model_catalog.hpp"
 
-namespace wsync::bus {
+namespace wsync::cli {
 namespace {
+
+// The catalog and the files speak in the bus's tensor specs, manifests and bucket plans.
+using namespace wsync::bus;
 
 std::uint64_t bytesOf(const TensorSpec& tensor) {
   std::uint64_t bytes = elementBytes(tensor.dtype);
@@ -309,4 +312,4 @@ TEST(ModelCatalog, PerturbChangesEveryBucketOfAPlan) {
 }
 
 }  // namespace
-}  // namespace wsync::bus
+}  // namespace wsync::cli

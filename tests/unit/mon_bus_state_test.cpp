@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "bus_state.hpp"
-#include "wsync/bus/topics.hpp"
+#include "wsync/bus/protocol/topics.hpp"
 
 namespace wsync::mon {
 namespace {

@@ -11,13 +11,16 @@
 #include <string>
 #include <vector>
 
-#include "wsync/bus/dtype.hpp"
-#include "wsync/bus/manifest.hpp"
-#include "wsync/bus/model_catalog.hpp"
-#include "wsync/bus/safetensors.hpp"
+#include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/cli/model_catalog.hpp"
+#include "wsync/cli/safetensors.hpp"
 
-namespace wsync::bus {
+namespace wsync::cli {
 namespace {
+
+// The catalog and the files speak in the bus's tensor specs, manifests and bucket plans.
+using namespace wsync::bus;
 
 namespace fs = std::filesystem;
 
@@ -374,4 +377,4 @@ TEST_F(Safetensors, WriterRefusesInconsistentInput) {
 }
 
 }  // namespace
-}  // namespace wsync::bus
+}  // namespace wsync::cli

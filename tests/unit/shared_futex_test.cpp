@@ -8,7 +8,7 @@
 
 #include <thread>
 
-#include "wsync/bus/shared_futex.hpp"
+#include "wsync/bus/core/shared_futex.hpp"
 
 namespace wsync::bus {
 namespace {

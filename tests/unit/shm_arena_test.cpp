@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "test_environment.hpp"
-#include "wsync/bus/shm_arena.hpp"
+#include "wsync/bus/channel/shm/shm_arena.hpp"
 
 namespace wsync::bus {
 namespace {

@@ -1,6 +1,6 @@
 // streamingCopy: every byte lands, whatever the sizes and the alignments of either side (the streaming body needs
 // an aligned target, so head and tail take other paths), and nothing around the target is touched.
-#include "wsync/bus/streaming_copy.hpp"
+#include "wsync/bus/channel/shm/streaming_copy.hpp"
 
 #include <gtest/gtest.h>
 

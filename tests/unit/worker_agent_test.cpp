@@ -13,11 +13,11 @@
 
 #include <wsync/tools/coordinator_thread.hpp>
 #include "test_environment.hpp"
-#include "wsync/bus/agent_session.hpp"
-#include "wsync/bus/bucket_plan.hpp"
-#include "wsync/bus/dtype.hpp"
-#include "wsync/bus/model_catalog.hpp"
-#include "wsync/bus/shm_arena.hpp"
+#include "wsync/bus/session/agent_session.hpp"
+#include "wsync/bus/channel/bucket_plan.hpp"
+#include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/cli/model_catalog.hpp"
+#include "wsync/bus/channel/shm/shm_arena.hpp"
 #include "wsync/coordinator/coordinator.hpp"
 #include "wsync/worker_agent/worker_agent.hpp"
 
@@ -30,7 +30,7 @@ using namespace std::chrono_literals;
 constexpr auto kGenerous = 20s;
 constexpr std::uint64_t kSeed = 11;
 
-std::vector<bus::TensorSpec> tinyModel() { return *bus::modelTensors("tiny"); }
+std::vector<bus::TensorSpec> tinyModel() { return *cli::modelTensors("tiny"); }
 
 // The content of `version` of every tiny tensor (version 0: zeros, as the worker starts).
 std::vector<std::vector<std::byte>> contentOf(std::uint64_t version) {
@@ -39,8 +39,8 @@ std::vector<std::vector<std::byte>> contentOf(std::uint64_t version) {
   for (std::size_t index = 0; index < tensors.size(); ++index) {
     tensors[index].assign(manifest->tensorBytes(index), std::byte{0});
     if (version == 0) continue;
-    bus::fillTensor(tensors[index], kSeed, static_cast<std::uint32_t>(index));
-    bus::perturbTensor(tensors[index], kSeed, static_cast<std::uint32_t>(index), version);
+    cli::fillTensor(tensors[index], kSeed, static_cast<std::uint32_t>(index));
+    cli::perturbTensor(tensors[index], kSeed, static_cast<std::uint32_t>(index), version);
   }
   return tensors;
 }
@@ -222,6 +222,42 @@ TEST(WorkerAgent, AppliesACommittedVersionBetweenPauseAndResume) {
   EXPECT_EQ(counters.roundsAborted + counters.roundsRefused + counters.transfersFailed, 0U);
   (*agent)->stop();
   (*agent)->stop();  // idempotent
+}
+
+// The pause word: an engine polling pauseRequested() sees a round's pause by the time its hook is called, with the
+// round's mode, and sees it lifted once the round has resumed.
+TEST(WorkerAgent, PauseRequestedShowsTheBusPauseWord) {
+  const std::string bus = test::uniqueBusName("wpauseword");
+  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  FakeEngine engine;
+  std::atomic<WorkerAgent*> self{nullptr};
+  std::mutex seenMutex;
+  std::optional<bus::PauseState> seenInHook;
+  PauseHooks hooks = engine.hooks();
+  hooks.pause = [&, notePause = hooks.pause](msg::PauseMode mode, std::uint64_t round) {
+    if (WorkerAgent* agent = self.load()) {
+      std::lock_guard lock(seenMutex);
+      seenInHook = agent->pauseRequested();
+    }
+    notePause(mode, round);
+  };
+  auto agent = WorkerAgent::start(optionsFor(bus, engine), hooks);
+  ASSERT_TRUE(agent.has_value()) << agent.error().describe();
+  self = agent->get();
+  EXPECT_FALSE((*agent)->pauseRequested().paused);
+  BareTrainer trainer(bus);
+  ASSERT_TRUE(trainer.publish(1, msg::PauseMode::Wait).committed);
+  EXPECT_EQ(engine.calls(3).back(), "resume at 1");
+  {
+    std::lock_guard lock(seenMutex);
+    ASSERT_TRUE(seenInHook.has_value());
+    EXPECT_TRUE(seenInHook->paused);
+    EXPECT_EQ(seenInHook->mode, msg::PauseMode::Wait);
+    EXPECT_EQ(seenInHook->round, 1U);
+  }
+  EXPECT_FALSE((*agent)->pauseRequested().paused);
+  (*agent)->stop();
+  self = nullptr;
 }
 
 TEST(WorkerAgent, RefusesAMismatchedManifestBeforePausing) {

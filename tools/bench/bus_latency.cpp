@@ -4,12 +4,12 @@
 #include <string>
 #include <utility>
 
-#include <wsync/bus/dealer_endpoint.hpp>
-#include <wsync/bus/event_publisher.hpp>
-#include <wsync/bus/event_subscriber.hpp>
-#include <wsync/bus/message.hpp>
-#include <wsync/bus/router_endpoint.hpp>
-#include <wsync/bus/topics.hpp>
+#include <wsync/bus/transport/dealer_endpoint.hpp>
+#include <wsync/bus/transport/event_publisher.hpp>
+#include <wsync/bus/transport/event_subscriber.hpp>
+#include <wsync/bus/protocol/message.hpp>
+#include <wsync/bus/transport/router_endpoint.hpp>
+#include <wsync/bus/protocol/topics.hpp>
 
 #include "bench_failure.hpp"
 #include "bus.hpp"

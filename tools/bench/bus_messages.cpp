@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <wsync/bus/topics.hpp>
+#include <wsync/bus/protocol/topics.hpp>
 
 namespace wsync::bench {
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include <wsync/bus/device_block.hpp>
+#include <wsync/bus/channel/device_block.hpp>
 
 #include "device_content.hpp"
 

@@ -9,8 +9,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include <wsync/bus/device_block.hpp>
-#include <wsync/bus/manifest.hpp>
+#include <wsync/bus/channel/device_block.hpp>
+#include <wsync/bus/protocol/manifest.hpp>
 
 #include "bench_failure.hpp"
 

@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include <wsync/bus/device_checksum.hpp>
+#include <wsync/bus/channel/device_checksum.hpp>
 
 #include "device_content.hpp"
 

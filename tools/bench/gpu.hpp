@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <wsync/bus/manifest.hpp>
+#include <wsync/bus/protocol/manifest.hpp>
 
 #include "report.hpp"
 #include "stats.hpp"
@@ -103,7 +103,7 @@ struct GpuRankOptions {
   std::uint32_t world = 0;  // sender + receivers
   int device = 0;
   int baselineDevice = 0;   // cuda_ipc sender: where the memcpy baseline's destination lives
-  std::string model;        // a name bus::modelTensors knows
+  std::string model;        // a name cli::modelTensors knows
   std::string allocation;   // "tensor" or "torch" (device_memory.hpp)
   std::string segment;      // cuda_ipc: the segment the benchmark created
 };

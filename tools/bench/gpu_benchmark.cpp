@@ -14,9 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include <wsync/bus/gpu/cuda_ipc_channel.hpp>
-#include <wsync/bus/gpu/gpu_runtime.hpp>
-#include <wsync/bus/manifest.hpp>
+#include <wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp>
+#include <wsync/bus/channel/nccl/nccl_channel.hpp>
+#include <wsync/bus/channel/gpu/gpu_runtime.hpp>
+#include <wsync/bus/protocol/manifest.hpp>
 
 #include "agents.hpp"
 #include "bench_failure.hpp"

@@ -10,7 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include <wsync/bus/gpu/gpu_runtime.hpp>
+#include <wsync/bus/channel/gpu/gpu_runtime.hpp>
 
 extern char** environ;
 

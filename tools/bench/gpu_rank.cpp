@@ -19,11 +19,11 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include <wsync/bus/bucket_plan.hpp>
-#include <wsync/bus/gpu/cuda_ipc_channel.hpp>
-#include <wsync/bus/gpu/gpu_runtime.hpp>
-#include <wsync/bus/gpu/nccl_channel.hpp>
-#include <wsync/bus/gpu/nccl_library.hpp>
+#include <wsync/bus/channel/bucket_plan.hpp>
+#include <wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp>
+#include <wsync/bus/channel/gpu/gpu_runtime.hpp>
+#include <wsync/bus/channel/nccl/nccl_channel.hpp>
+#include <wsync/bus/channel/nccl/nccl_library.hpp>
 
 #include "bench_failure.hpp"
 #include "device_memory.hpp"
@@ -338,7 +338,7 @@ class GpuRank {
     }
     sampler_->sample();
     add(fields, "min_free", sampler_->minimum());
-    const bus::gpu::ChannelMemory memory = nccl() ? ncclChannel_->memory() : ipcChannel_->memory();
+    const bus::ChannelMemory memory = nccl() ? ncclChannel_->memory() : ipcChannel_->memory();
     add(fields, "buffers", memory.bufferBytes);
     add(fields, "tables", memory.tableBytes);
     if (!nccl()) {

@@ -1,7 +1,7 @@
 // `wsync-bench gpu`: the GPUs, the measurements and their report.
 #include <iostream>
 
-#include <wsync/bus/gpu/nccl_channel.hpp>
+#include <wsync/bus/channel/nccl/nccl_channel.hpp>
 
 #include "gpu.hpp"
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <utility>
 
-#include <wsync/bus/bus_address.hpp>
+#include <wsync/bus/transport/bus_address.hpp>
 #include <zmq.hpp>
 
 #include "agents.hpp"

@@ -20,8 +20,8 @@
 #include <string_view>
 #include <vector>
 
-#include <wsync/bus/bus_address.hpp>
-#include <wsync/bus/message.hpp>
+#include <wsync/bus/transport/bus_address.hpp>
+#include <wsync/bus/protocol/message.hpp>
 #include <wsync/schemas/control_generated.h>
 #include <zmq.hpp>
 

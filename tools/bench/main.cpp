@@ -15,7 +15,7 @@
 #include "round.hpp"
 #include "shm.hpp"
 #include "soak.hpp"
-#include "wsync/bus/log.hpp"
+#include "wsync/bus/core/log.hpp"
 #ifdef WSYNC_HAVE_CUDA
 #include "gpu.hpp"
 #endif
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   ShmBenchConfig shm;
   CLI::App& shmMode = addMode(app, "shm", "The shm payload channel, one sender process to 1, 3 and 8 receiver "
                               "processes, vs memcpy", shm.mode, "opt-125m only, 3 receivers at most: seconds");
-  auto* models = list(shmMode, "--models", shm.models, "Models (names bus::modelTensors knows)");
+  auto* models = list(shmMode, "--models", shm.models, "Models (names cli::modelTensors knows)");
   auto* fanout = list(shmMode, "--fanout", shm.fanoutReceivers, "Receiver counts of the fan-out")
                      ->check(CLI::Range(std::size_t{2}, std::size_t{64}));
   bool noFanout = false;
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
                                 "Few rounds: every table in about 15 seconds");
   const auto workerRange = CLI::Range(std::size_t{1}, kMaxRoundWorkers);
   list(roundMode, "--workers", round.workerCounts, "Worker process counts")->check(workerRange);
-  list(roundMode, "--models", round.models, "Manifests of the worker sweep (names bus::modelTensors knows)");
+  list(roundMode, "--models", round.models, "Manifests of the worker sweep (names cli::modelTensors knows)");
   auto* countModels = list(roundMode, "--count-models", round.countModels, "Manifests of the tensor-count sweep: "
                            "same bytes, different tensor counts");
   bool noCountSweep = false;
@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
   auto* restartEvery = option(soakMode, "--restart-every", soak.restartEvery, "Mean rounds between worker restarts "
                               "(SIGKILL at a random moment, then the same id again); 0: none");
   option(soakMode, "--seed", soak.seed, "Seed of the restart schedule");
-  option(soakMode, "--model", soak.model, "Manifest (names bus::modelTensors knows)");
+  option(soakMode, "--model", soak.model, "Manifest (names cli::modelTensors knows)");
   option(soakMode, "--pause-mode", soak.pauseMode, "The trainer's pause mode")
       ->check(CLI::IsMember({"abort", "wait", "keep"}));
   option(soakMode, "--step-ms", soak.workerStepMs, "The workers' decode step (wsync-worker --step-ms)")
@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
                               "ncclBroadcast / cudaMemcpy of the same bytes", gpu.mode, "qwen2.5-7b only, few rounds");
   auto* channels = list(gpuMode, "--channel", gpu.channels, "Channels to measure")
                        ->check(CLI::IsMember({"nccl", "cuda_ipc"}));
-  auto* gpuModels = list(gpuMode, "--models", gpu.models, "Models (names bus::modelTensors knows, e.g. "
+  auto* gpuModels = list(gpuMode, "--models", gpu.models, "Models (names cli::modelTensors knows, e.g. "
                          "synthetic:1000:512 for a quick run)");
   gpuMode.add_option("--receivers", gpu.receivers, "Receiver processes (default: nccl, one per other visible GPU; "
                      "cuda_ipc, 1)")->check(CLI::Range(1, 64));

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include <wsync/bus/socket_options.hpp>
-#include <wsync/bus/topics.hpp>
+#include <wsync/bus/transport/socket_options.hpp>
+#include <wsync/bus/protocol/topics.hpp>
 
 #include "bench_failure.hpp"
 #include "bus.hpp"

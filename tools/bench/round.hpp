@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include <wsync/bus/bucket_plan.hpp>
-#include <wsync/bus/shm_arena_data.hpp>
+#include <wsync/bus/channel/bucket_plan.hpp>
+#include <wsync/bus/channel/shm/shm_arena_data.hpp>
 
 #include "bus.hpp"
 #include "report.hpp"
@@ -102,7 +102,7 @@ struct RoundBenchConfig {
 struct RoundWorkerOptions {
   std::string bus;    // the benchmark's coordinator
   std::string id;     // agent id
-  std::string model;  // a name bus::modelTensors knows: the tensors to bind, the trainer's manifest
+  std::string model;  // a name cli::modelTensors knows: the tensors to bind, the trainer's manifest
 };
 int runRoundWorker(const RoundWorkerOptions& options);
 

@@ -11,8 +11,8 @@
 #include <thread>
 #include <utility>
 
-#include <wsync/bus/bucket_plan.hpp>
-#include <wsync/bus/control_block.hpp>
+#include <wsync/bus/channel/bucket_plan.hpp>
+#include <wsync/bus/state/control_block.hpp>
 #include <wsync/coordinator/coordinator_options.hpp>
 #include <wsync/tools/child_process.hpp>
 #include <wsync/tools/coordinator_thread.hpp>

@@ -82,7 +82,7 @@ struct ShmBenchConfig {
 struct ShmReceiverOptions {
   std::string arena;
   std::uint32_t receiver = 0;
-  std::string model;  // a name bus::modelTensors knows
+  std::string model;  // a name cli::modelTensors knows
   std::uint64_t transfers = 0;
 };
 int runShmReceiver(const ShmReceiverOptions& options);

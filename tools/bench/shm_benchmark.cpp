@@ -16,8 +16,8 @@
 #include <thread>
 #include <utility>
 
-#include <wsync/bus/bucket_plan.hpp>
-#include <wsync/bus/shm_arena.hpp>
+#include <wsync/bus/channel/bucket_plan.hpp>
+#include <wsync/bus/channel/shm/shm_arena.hpp>
 
 #include "agents.hpp"
 #include "bench_failure.hpp"

@@ -3,8 +3,8 @@
 #include <exception>
 #include <iostream>
 
-#include <wsync/bus/bucket_plan.hpp>
-#include <wsync/bus/shm_arena.hpp>
+#include <wsync/bus/channel/bucket_plan.hpp>
+#include <wsync/bus/channel/shm/shm_arena.hpp>
 
 #include "bench_failure.hpp"
 #include "shm.hpp"

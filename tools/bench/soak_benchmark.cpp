@@ -15,8 +15,8 @@
 #include <thread>
 #include <utility>
 
-#include <wsync/bus/bus_address.hpp>
-#include <wsync/bus/control_block.hpp>
+#include <wsync/bus/transport/bus_address.hpp>
+#include <wsync/bus/state/control_block.hpp>
 #include <wsync/tools/child_process.hpp>
 #include <wsync/trainer_agent/trainer_agent.hpp>
 

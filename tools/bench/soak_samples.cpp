@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include <wsync/bus/control_block.hpp>
+#include <wsync/bus/state/control_block.hpp>
 
 namespace wsync::bench {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include <wsync/bus/model_catalog.hpp>
+#include <wsync/cli/model_catalog.hpp>
 
 #include "bench_failure.hpp"
 
@@ -57,12 +57,12 @@ TensorMemory::~TensorMemory() {
 }
 
 void TensorMemory::fill(std::uint64_t seed) {
-  for (std::size_t i = 0; i < tensors_.size(); ++i) bus::fillTensor(tensors_[i], seed, static_cast<std::uint32_t>(i));
+  for (std::size_t i = 0; i < tensors_.size(); ++i) cli::fillTensor(tensors_[i], seed, static_cast<std::uint32_t>(i));
 }
 
 void TensorMemory::moveToVersion(std::uint64_t seed, std::uint64_t version) {
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
-    bus::perturbTensor(tensors_[i], seed, static_cast<std::uint32_t>(i), version);
+    cli::perturbTensor(tensors_[i], seed, static_cast<std::uint32_t>(i), version);
   }
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// A model of the catalog (bus::modelTensors: "opt-125m", "tiny", "synthetic:COUNT:MIB", ...): its manifest, and its
+// A model of the catalog (cli::modelTensors: "opt-125m", "tiny", "synthetic:COUNT:MIB", ...): its manifest, and its
 // tensors in one anonymous mapping, each starting on a cache line as a CPU allocator would place it. Every page is
 // written once when the memory is allocated, so that no timed copy pays for a page fault.
 #include <cstddef>
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include <wsync/bus/manifest.hpp>
-#include <wsync/bus/model_catalog.hpp>
+#include <wsync/bus/protocol/manifest.hpp>
+#include <wsync/cli/model_catalog.hpp>
 
 #include "bench_failure.hpp"
 
@@ -17,7 +17,7 @@ namespace wsync::bench {
 
 // Throws BenchFailure naming the model when the catalog does not know it.
 inline bus::Manifest catalogManifest(const std::string& model) {
-  return orThrow(bus::Manifest::create(orThrow(bus::modelTensors(model), "model " + model)), "model " + model);
+  return orThrow(bus::Manifest::create(orThrow(cli::modelTensors(model), "model " + model)), "model " + model);
 }
 
 class TensorMemory {

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include <wsync/bus/control_block.hpp>
+#include <wsync/bus/state/control_block.hpp>
 
 #include "bench_failure.hpp"
 

@@ -12,10 +12,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "wsync/bus/curve_flags.hpp"
-#include "wsync/bus/bus_address.hpp"
-#include "wsync/bus/dealer_endpoint.hpp"
-#include "wsync/bus/message.hpp"
+#include "wsync/cli/curve_flags.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
+#include "wsync/bus/transport/dealer_endpoint.hpp"
+#include "wsync/bus/protocol/message.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace {
 
@@ -56,10 +57,8 @@ nlohmann::json snapshotJson(const std::string& busName, const msg::SnapshotReply
                         {"transfer_bytes", agent->transfer_bytes()}});
     }
   }
-  char epoch[17];
-  std::snprintf(epoch, sizeof epoch, "%016" PRIx64, snapshot.epoch());
   return {{"bus", busName},
-          {"epoch", epoch},
+          {"epoch", bus::hex64(snapshot.epoch())},
           {"committed_version", snapshot.committed_version()},
           {"committed_label", text(snapshot.committed_label())},
           {"phase", lower(msg::EnumNameRoundPhase(snapshot.phase()))},
@@ -98,7 +97,7 @@ int main(int argc, char** argv) {
   CLI::App app{"wsync-ctl: status and commands for a running wsync bus"};
   app.add_option("--bus", busName, "bus name")->required();
   app.add_option("--transport", transport, "ipc or tcp://HOST:PORT (the coordinator's)")->capture_default_str();
-  bus::CurveClientFlags curveFlags;
+  cli::CurveClientFlags curveFlags;
   curveFlags.addTo(app);
   app.add_option("--timeout-ms", timeoutMs, "how long to wait for the coordinator's answer")
       ->capture_default_str()

@@ -21,11 +21,11 @@
 
 #include "round_reporter.hpp"
 #include "verification.hpp"
-#include "wsync/bus/bus_address.hpp"
-#include "wsync/bus/control_block.hpp"
-#include "wsync/bus/event_subscriber.hpp"
-#include "wsync/bus/progress_bar.hpp"
-#include "wsync/bus/topics.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
+#include "wsync/bus/state/control_block.hpp"
+#include "wsync/bus/transport/event_subscriber.hpp"
+#include "wsync/cli/progress_bar.hpp"
+#include "wsync/bus/protocol/topics.hpp"
 
 namespace fs = std::filesystem;
 using namespace wsync;
@@ -229,8 +229,8 @@ int main(int argc, char** argv) {
   std::uint32_t aborted = 0;
   std::optional<int> trainerStatus;
   const auto runDeadline = std::chrono::steady_clock::now() + kRunTimeout;
-  // A bar under the round lines while a long payload moves (on a terminal only; bus::kProgressBarDelay).
-  std::optional<bus::ProgressBar> bar;
+  // A bar under the round lines while a long payload moves (on a terminal only; cli::kProgressBarDelay).
+  std::optional<cli::ProgressBar> bar;
   // Live progress, until the trainer is done and its last round reported.
   while (std::chrono::steady_clock::now() < runDeadline) {
     auto received = events->receive(std::chrono::milliseconds(100));

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "wsync/bus/message.hpp"
+#include "wsync/bus/protocol/message.hpp"
 
 namespace wsync::demo {
 

@@ -6,15 +6,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "wsync/bus/safetensors.hpp"
+#include "wsync/cli/safetensors.hpp"
 
 namespace wsync::demo {
 
 tl::expected<std::uint64_t, std::string> compareWeights(const std::string& expectedPath,
                                                         const std::string& actualPath) {
-  auto expected = bus::SafetensorsFile::open(expectedPath);
+  auto expected = cli::SafetensorsFile::open(expectedPath);
   if (!expected) return tl::unexpected(expectedPath + ": " + expected.error().describe());
-  auto actual = bus::SafetensorsFile::open(actualPath);
+  auto actual = cli::SafetensorsFile::open(actualPath);
   if (!actual) return tl::unexpected(actualPath + ": " + actual.error().describe());
   if (expected->tensors().size() != actual->tensors().size()) {
     return tl::unexpected(std::to_string(actual->tensors().size()) + " tensors, expected " +
@@ -33,7 +33,7 @@ tl::expected<std::uint64_t, std::string> compareWeights(const std::string& expec
       return tl::unexpected("tensor '" + want.name + "' differs from the trainer's bytes");
     }
   }
-  const auto versionOf = [](const bus::SafetensorsFile& file) -> std::string {
+  const auto versionOf = [](const cli::SafetensorsFile& file) -> std::string {
     const auto found = file.metadata().find("wsync_version");
     return found == file.metadata().end() ? std::string() : found->second;
   };

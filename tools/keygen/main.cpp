@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "wsync/bus/curve.hpp"
+#include "wsync/bus/transport/curve.hpp"
 
 int main(int argc, char** argv) {
   std::string path;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "wsync/bus/topics.hpp"
+#include "wsync/bus/protocol/topics.hpp"
 
 namespace wsync::mon {
 

@@ -16,7 +16,7 @@
 #include <wsync/schemas/control_generated.h>
 
 #include "histogram.hpp"
-#include "wsync/bus/message.hpp"
+#include "wsync/bus/protocol/message.hpp"
 
 namespace wsync::mon {
 

@@ -1,4 +1,5 @@
 #include "event_json.hpp"
+#include "wsync/bus/core/text.hpp"
 
 #include <cinttypes>
 #include <cstdio>
@@ -10,14 +11,8 @@ namespace {
 
 std::string text(const flatbuffers::String* string) { return string ? string->str() : std::string(); }
 
-std::string hex64(std::uint64_t value) {
-  char buffer[17];
-  std::snprintf(buffer, sizeof buffer, "%016" PRIx64, value);
-  return buffer;
-}
-
 std::string digestHex(const msg::Digest128* digest) {
-  return digest == nullptr ? std::string() : hex64(digest->hi()) + hex64(digest->lo());
+  return digest == nullptr ? std::string() : bus::hex128(digest->hi(), digest->lo());
 }
 
 nlohmann::json agentJson(const msg::AgentInfo& info) {
@@ -35,7 +30,7 @@ nlohmann::json agentJson(const msg::AgentInfo& info) {
 nlohmann::json eventJson(std::string_view topic, const bus::Message& event) {
   nlohmann::json out{{"topic", std::string(topic)},
                      {"seq", event.seq()},
-                     {"epoch", hex64(event.epoch())},
+                     {"epoch", bus::hex64(event.epoch())},
                      {"sent_at_ns", event.envelope().sent_at_ns()},
                      {"type", bus::bodyName(event.type())}};
   if (const auto* beat = event.as<msg::CoordinatorBeat>()) {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "wsync/bus/message.hpp"
+#include "wsync/bus/protocol/message.hpp"
 
 namespace wsync::mon {
 

@@ -20,11 +20,11 @@
 #include "event_json.hpp"
 #include "live_view.hpp"
 #include "prometheus_text.hpp"
-#include "wsync/bus/curve_flags.hpp"
-#include "wsync/bus/bus_address.hpp"
-#include "wsync/bus/dealer_endpoint.hpp"
-#include "wsync/bus/event_subscriber.hpp"
-#include "wsync/bus/message.hpp"
+#include "wsync/cli/curve_flags.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
+#include "wsync/bus/transport/dealer_endpoint.hpp"
+#include "wsync/bus/transport/event_subscriber.hpp"
+#include "wsync/bus/protocol/message.hpp"
 
 namespace {
 
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   CLI::App app{"wsync-mon: watches a wsync bus (agents, rounds, metrics) without touching its data path"};
   app.add_option("--bus", busName, "bus name")->required();
   app.add_option("--transport", transport, "ipc or tcp://HOST:PORT (the coordinator's)")->capture_default_str();
-  bus::CurveClientFlags curveFlags;
+  cli::CurveClientFlags curveFlags;
   curveFlags.addTo(app);
   app.add_flag("--json", json, "print one JSON object per event, one per line, instead of the live view");
   app.add_option("--prometheus", prometheus, "serve the metrics on http://HOST:PORT/metrics (port 0: any free one)");

@@ -7,14 +7,15 @@
 
 #include <CLI/CLI.hpp>
 
-#include "wsync/bus/curve_flags.hpp"
-#include "wsync/bus/device_block.hpp"
-#include "wsync/bus/log.hpp"
-#include "wsync/bus/log_flags.hpp"
-#include "wsync/bus/model_catalog.hpp"
-#include "wsync/bus/progress_bar.hpp"
-#include "wsync/bus/protocol.hpp"
-#include "wsync/bus/safetensors.hpp"
+#include "wsync/cli/fault_injection.hpp"
+#include "wsync/cli/curve_flags.hpp"
+#include "wsync/bus/channel/device_block.hpp"
+#include "wsync/bus/core/log.hpp"
+#include "wsync/cli/log_flags.hpp"
+#include "wsync/cli/model_catalog.hpp"
+#include "wsync/cli/progress_bar.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/cli/safetensors.hpp"
 #include "wsync/trainer_agent/trainer_agent.hpp"
 
 namespace {
@@ -44,7 +45,7 @@ tl::expected<Model, std::string> loadModel(const std::string& name, std::uint64_
   Model model;
   constexpr std::string_view kFile = "file:";
   if (name.starts_with(kFile)) {
-    auto file = bus::SafetensorsFile::open(name.substr(kFile.size()));
+    auto file = cli::SafetensorsFile::open(name.substr(kFile.size()));
     if (!file) return tl::unexpected(file.error().describe());
     model.specs = file->tensors();
     for (std::size_t index = 0; index < model.specs.size(); ++index) {
@@ -53,21 +54,21 @@ tl::expected<Model, std::string> loadModel(const std::string& name, std::uint64_
     }
     return model;
   }
-  auto specs = bus::modelTensors(name);
+  auto specs = cli::modelTensors(name);
   if (!specs) return tl::unexpected(specs.error().describe());
   model.specs = std::move(*specs);
   auto manifest = bus::Manifest::create(model.specs);
   if (!manifest) return tl::unexpected(manifest.error().describe());
   for (std::size_t index = 0; index < model.specs.size(); ++index) {
     model.buffers.emplace_back(manifest->tensorBytes(index));
-    bus::fillTensor(model.buffers.back(), seed, static_cast<std::uint32_t>(index));
+    cli::fillTensor(model.buffers.back(), seed, static_cast<std::uint32_t>(index));
   }
   return model;
 }
 
 void perturb(Model& model, std::uint64_t seed, std::uint64_t version) {
   for (std::size_t index = 0; index < model.buffers.size(); ++index) {
-    bus::perturbTensor(model.buffers[index], seed, static_cast<std::uint32_t>(index), version);
+    cli::perturbTensor(model.buffers[index], seed, static_cast<std::uint32_t>(index), version);
   }
 }
 
@@ -121,11 +122,11 @@ void logOutcome(const PublishOutcome& outcome) {
 }
 
 // Waits for the outcome of `version`, drawing a progress bar while its payload moves (on a terminal, and only for
-// transfers longer than bus::kProgressBarDelay). Nothing when SIGINT or SIGTERM came first: stopping the agent then
+// transfers longer than cli::kProgressBarDelay). Nothing when SIGINT or SIGTERM came first: stopping the agent then
 // aborts the round in flight.
 std::optional<PublishOutcome> waitWithProgress(trainer_agent::TrainerAgent& trainer, std::uint64_t version) {
-  constexpr std::chrono::milliseconds kProgressPoll{50};  // a redraw needs no more (bus::kProgressBarRedraw)
-  std::optional<bus::ProgressBar> bar;
+  constexpr std::chrono::milliseconds kProgressPoll{50};  // a redraw needs no more (cli::kProgressBarRedraw)
+  std::optional<cli::ProgressBar> bar;
   while (true) {
     if (auto outcome = trainer.waitOutcome(kProgressPoll)) return outcome;
     if (trainer.stopped() || stopRequested.load(std::memory_order_acquire)) return std::nullopt;
@@ -156,7 +157,7 @@ int main(int argc, char** argv) {
   CLI::App app{"wsync-trainer: publishes model versions to the workers of a bus"};
   app.add_option("--bus", options.bus, "bus name")->required();
   app.add_option("--transport", options.transport, "ipc or tcp://HOST:PORT")->capture_default_str();
-  bus::CurveClientFlags curveFlags;
+  cli::CurveClientFlags curveFlags;
   curveFlags.addTo(app);
   app.add_option("--id", options.agentId, "agent id (default trainer-<pid>)");
   app.add_option("--rank", options.requestedRank, "trainer rank (default: assigned)");
@@ -181,7 +182,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{100}, std::int64_t{3'600'000}));
   app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] (docs/faults.md)")->group("Testing");
-  log::LogFlags logFlags;
+  cli::LogFlags logFlags;
   logFlags.addTo(app);
   CLI11_PARSE(app, argc, argv);
   logFlags.apply("wsync-trainer");
@@ -194,12 +195,12 @@ int main(int argc, char** argv) {
   }
 
   if (!fault.empty()) {
-    auto spec = bus::parseFaultSpec(fault);
+    auto spec = cli::parseFaultSpec(fault);
     if (!spec) {
       log::error("--fault: {}", spec.error());
       return 2;
     }
-    options.fault = *spec;
+    options.faultHook = std::make_shared<cli::FaultInjector>(*spec);
   }
   options.link.timeout = std::chrono::milliseconds(linkTimeoutMs);
   options.channel = channel == "nccl"       ? msg::ChannelKind::Nccl
@@ -292,7 +293,7 @@ int main(int argc, char** argv) {
 
   if (!dumpPath.empty() && lastCommitted != 0) {
     if (!noPerturb) perturb(*weights, seed, lastCommitted);  // perturbations are idempotent per version
-    auto written = bus::writeSafetensors(dumpPath, weights->specs, hostViews,
+    auto written = cli::writeSafetensors(dumpPath, weights->specs, hostViews,
                                          {{"wsync_version", std::to_string(lastCommitted)}});
     if (!written) {
       log::error("dump: {}", written.error().describe());

@@ -2,10 +2,8 @@
 
 #include <csignal>
 
-#include "wsync/bus/bucket_plan.hpp"
-#include "wsync/bus/channel.hpp"
-#include "wsync/bus/log.hpp"
-#include "wsync/bus/open_channel.hpp"
+#include "wsync/bus/channel/payload_endpoint.hpp"
+#include "wsync/bus/core/log.hpp"
 
 namespace wsync::trainer_agent {
 
@@ -67,17 +65,6 @@ struct TrainerAgent::Job {
   Clock::time_point nextFateQuery{};
 };
 
-// I/O-thread state that survives jobs: the open channel and the bucket plan, both reused round after round.
-struct TrainerAgent::ChannelCache {
-  std::unique_ptr<bus::Channel> channel;
-  std::uint64_t channelEpoch = 0;
-  std::optional<bus::BucketPlan> plan;
-  bus::Digest planDigest;
-  std::uint64_t planBucketBytes = 0;
-  std::uint32_t planAlignment = 0;
-  std::uint64_t manifestSentEpoch = 0;  // the coordinator epoch that has our manifest
-};
-
 tl::expected<std::unique_ptr<TrainerAgent>, TrainerFailure> TrainerAgent::start(TrainerOptions options) {
   auto context = std::make_unique<zmq::context_t>(1);
   bus::SessionOptions sessionOptions;
@@ -101,8 +88,7 @@ TrainerAgent::TrainerAgent(TrainerOptions options, std::unique_ptr<zmq::context_
     : options_(std::move(options)),
       context_(std::move(context)),
       session_(std::move(session)),
-      cache_(std::make_unique<ChannelCache>()),
-      faults_(options_.fault) {
+      payload_(std::make_unique<bus::PayloadEndpoint>(*session_, options_.cudaDevice, kSendDeadline)) {
   rank_ = session_->registration().rank;
   committed_.store(session_->registration().committedVersion, std::memory_order_release);
   session_->setAppliedVersion(session_->registration().committedVersion);
@@ -220,7 +206,7 @@ void TrainerAgent::noteCommitted(std::uint64_t version) {
 void TrainerAgent::linkLost() {
   // Whatever the coordinator does with our round now, we can no longer hear it on this connection: the channel of
   // the old registration goes, and the version's fate is asked once registered again.
-  cache_->channel.reset();
+  payload_->reset();
   if (active_ && active_->began && !active_->fateUnknown) {
     active_->fateUnknown = true;
     log::warn("version {}: lost the coordinator mid-round; its outcome will be asked once registered again",
@@ -231,8 +217,8 @@ void TrainerAgent::linkLost() {
 void TrainerAgent::reregistered() {
   // Perhaps a new coordinator: it may have neither our manifest nor our channel.
   noteCommitted(session_->registration().committedVersion);
-  cache_->channel.reset();
-  cache_->manifestSentEpoch = 0;
+  payload_->reset();
+  manifestSentEpoch_ = 0;
   if (active_ && active_->began) {
     active_->fateUnknown = true;
     askFate();
@@ -329,7 +315,7 @@ void TrainerAgent::ioLoop() {
 void TrainerAgent::beginRound() {
   Job& job = *active_;
   const bus::Manifest& manifest = *manifest_;
-  const bool withManifest = cache_->manifestSentEpoch != session_->registration().epoch || job.manifestResent;
+  const bool withManifest = manifestSentEpoch_ != session_->registration().epoch || job.manifestResent;
   bus::MessageBuilder builder(withManifest ? 64 * 1024 : 512);
   auto& fbb = builder.fbb();
   const auto manifestOffset = withManifest ? manifest.toMessage(fbb) : flatbuffers::Offset<msg::Manifest>();
@@ -348,18 +334,17 @@ void TrainerAgent::beginRound() {
   job.began = true;
   job.beginSeq = session_->lastRequestSeq();
   job.outcomeDeadline = job.beganAt + session_->registration().roundBound(manifest.totalBytes());
-  if (withManifest) cache_->manifestSentEpoch = session_->registration().epoch;
+  if (withManifest) manifestSentEpoch_ = session_->registration().epoch;
   strike(bus::FaultPoint::Begin, job.version);
   strikeDuringPause(job.version);
 }
 
 void TrainerAgent::strike(bus::FaultPoint point, std::uint64_t version) {
-  if (!faults_.armed()) return;
-  if (const auto fault = faults_.reach(point, version)) session_->dropConnection(fault->outage);
+  if (const auto outage = bus::reachFault(options_.faultHook.get(), point, version)) session_->dropConnection(*outage);
 }
 
 void TrainerAgent::strikeDuringPause(std::uint64_t version) {
-  if (!options_.fault || options_.fault->point != bus::FaultPoint::Pause || options_.fault->version != version) return;
+  if (!options_.faultHook || !options_.faultHook->armedAt(bus::FaultPoint::Pause, version)) return;
   // The trainer takes no part in the pause: its fault strikes once the control block shows the coordinator waiting
   // for the workers' acks. A test widens that phase with a slow worker (a delay fault at the worker's begin).
   const auto deadline = Clock::now() + kFaultPhaseWait;
@@ -429,90 +414,36 @@ void TrainerAgent::handle(const bus::Message& message) {
 void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
   Job& job = *active_;
   bus::MessageBuilder builder;
-  auto reply = [&](bool ok, std::uint64_t bytes, const bus::Digest& digest, const std::string& detail) {
+  auto reply = [&](bool ok, std::uint64_t bytes, const bus::Digest& digest, const bus::PayloadFailure& failure) {
     builder.reset();
     auto& fbb = builder.fbb();
     const msg::Digest128 wire = bus::toMessage(digest);
     (void)session_->send(builder, msg::CreateUpdateDone(fbb, plan.round(), plan.version(), ok, bytes, &wire,
-                                                        ok ? msg::AbortReason::None : msg::AbortReason::ChannelFailure,
-                                                        fbb.CreateString(detail)));
+                                                        ok ? msg::AbortReason::None : failure.reason,
+                                                        fbb.CreateString(failure.detail)));
   };
-  ChannelCache& cache = *cache_;
-  if (plan.receiver_count() == 0 && plan.channel() != msg::ChannelKind::Shm) {
-    // No worker: a GPU channel has nobody to build a communicator or copy with; the version is committed as sent.
-    reply(true, manifest_->totalBytes(), {}, {});
+  auto transfer = payload_->prepare(plan, *manifest_, std::nullopt);
+  if (!transfer) {
+    reply(false, 0, {}, transfer.error());
     return;
-  }
-  // The channels give up when the coordinator ends the round (an abort: its phase in the control block) or dies.
-  const std::uint64_t round = plan.round();
-  auto roundEnded = [this, round] {
-    // A lost connection took the registration, and the round with it.
-    if (!session_->registered()) return true;
-    const bus::RoundState state = session_->slot().roundState();
-    // A dead coordinator aborts nothing: give up rather than wait out the send deadline (docs/faults.md).
-    return state.round != round || state.phase != msg::RoundPhase::Transfer || coordinatorWatch_.gone(session_->slot());
-  };
-  if (!cache.channel || cache.channel->kind() != plan.channel() || cache.channel->key() != bus::channelKey(plan) ||
-      cache.channelEpoch != session_->registration().epoch) {
-    cache.channel.reset();  // an old NCCL communicator is released before the new one is built
-    bus::ChannelSetup setup;
-    setup.cudaDevice = options_.cudaDevice;
-    setup.cancelProbe = roundEnded;
-    setup.deadline = Clock::now() + kSendDeadline;
-    auto channel = bus::openChannel(plan, setup);
-    if (!channel) {
-      reply(false, 0, {}, "cannot open the payload channel: " + channel.error().describe());
-      return;
-    }
-    cache.channel = std::move(*channel);
-    cache.channelEpoch = session_->registration().epoch;
-  }
-  const bus::Manifest& manifest = *manifest_;
-  if (!cache.plan || cache.planDigest != manifest.digest() || cache.planBucketBytes != plan.bucket_bytes() ||
-      cache.planAlignment != plan.alignment()) {
-    cache.plan.reset();
-    auto built = bus::BucketPlan::build(manifest, plan.bucket_bytes(), plan.alignment());
-    if (!built) {
-      reply(false, 0, {}, "bucket plan: " + built.error().describe());
-      return;
-    }
-    cache.plan.emplace(std::move(*built));
-    cache.planDigest = manifest.digest();
-    cache.planBucketBytes = plan.bucket_bytes();
-    cache.planAlignment = plan.alignment();
-  }
-  if (cache.plan->bucketCount() != plan.bucket_count()) {
-    reply(false, 0, {}, "the coordinator's plan has " + std::to_string(plan.bucket_count()) +
-                            " buckets, the manifest gives " + std::to_string(cache.plan->bucketCount()));
-    return;
-  }
-  if (session_->registered()) {
-    session_->slot().setPhase(bus::AgentPhase::Sending);
-    session_->slot().setTransferProgress(round, 0);
   }
   progressBytes_.store(0, std::memory_order_relaxed);
-  progressTotal_.store(manifest.totalBytes(), std::memory_order_relaxed);
+  progressTotal_.store(manifest_->totalBytes(), std::memory_order_relaxed);
   progressVersion_.store(job.version, std::memory_order_relaxed);
   progressSending_.store(true, std::memory_order_release);
-  cache.channel->setCancelProbe(roundEnded);
-  cache.channel->setProgress([this, round, version = job.version](std::uint64_t bytes) {
+  const auto started = Clock::now();
+  auto sent = payload_->send(*transfer, job.tensors, [this, version = job.version](std::uint64_t bytes) {
     progressBytes_.store(bytes, std::memory_order_relaxed);
-    if (session_->registered()) session_->slot().setTransferProgress(round, bytes);
     if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // mid-transfer: after the first bucket
   });
-  const auto started = Clock::now();
-  auto sent = cache.channel->send(plan.round(), *cache.plan, job.tensors, plan.receiver_count(),
-                                  Clock::now() + kSendDeadline);
   job.sending = Clock::now() - started;
   progressSending_.store(false, std::memory_order_release);
   if (session_->registered()) session_->slot().setPhase(bus::AgentPhase::Idle);
   if (!sent) {
-    // An NCCL communicator that failed a transfer is aborted; the coordinator hands out a new unique id.
-    if (cache.channel->kind() == msg::ChannelKind::Nccl) cache.channel.reset();
-    reply(false, 0, {}, sent.error().describe());
+    reply(false, 0, {}, sent.error());
     return;
   }
-  reply(true, sent->bytes, sent->digest, {});
+  reply(true, sent->bytes, sent->digest, bus::PayloadFailure{});
   strike(bus::FaultPoint::Verify, job.version);
 }
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "wsync/bus/log.hpp"
+#include "wsync/bus/core/log.hpp"
 
 namespace wsync::worker_app {
 

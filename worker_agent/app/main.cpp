@@ -18,10 +18,10 @@
 
 #include "engine.hpp"
 #include "model_weights.hpp"
-#include "wsync/bus/curve_flags.hpp"
-#include "wsync/bus/fault_injection.hpp"
-#include "wsync/bus/log.hpp"
-#include "wsync/bus/log_flags.hpp"
+#include "wsync/cli/curve_flags.hpp"
+#include "wsync/cli/fault_injection.hpp"
+#include "wsync/bus/core/log.hpp"
+#include "wsync/cli/log_flags.hpp"
 #include "wsync/worker_agent/pause_gate.hpp"
 #include "wsync/worker_agent/worker_agent.hpp"
 
@@ -35,7 +35,7 @@ constexpr int kExitUsage = 2;
 // How often the signal thread looks up from sigtimedwait to see whether the worker is done anyway.
 constexpr std::chrono::milliseconds kSignalPoll{100};
 
-// "corrupt-receive@V", or a fault of bus/fault_injection.hpp ("kill@transfer:2").
+// "corrupt-receive@V", or a fault of wsync/cli/fault_injection.hpp ("kill@transfer:2").
 tl::expected<worker_agent::WorkerFaults, std::string> parseFault(const std::string& text) {
   constexpr std::string_view kCorrupt = "corrupt-receive@";
   worker_agent::WorkerFaults faults;
@@ -50,9 +50,9 @@ tl::expected<worker_agent::WorkerFaults, std::string> parseFault(const std::stri
     faults.corruptReceiveAtVersion = version;
     return faults;
   }
-  auto spec = bus::parseFaultSpec(text);
+  auto spec = cli::parseFaultSpec(text);
   if (!spec) return tl::unexpected(spec.error() + " (or corrupt-receive@VERSION)");
-  faults.fault = *spec;
+  faults.hook = std::make_shared<cli::FaultInjector>(*spec);
   return faults;
 }
 
@@ -100,9 +100,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{100}, std::int64_t{3'600'000}));
   app.add_flag("-q,--quiet", quiet, "log only warnings and errors (unless --log-level says otherwise)");
-  log::LogFlags logFlags;
+  cli::LogFlags logFlags;
   logFlags.addTo(app);
-  bus::CurveClientFlags curveFlags;
+  cli::CurveClientFlags curveFlags;
   curveFlags.addTo(app);
   try {
     app.parse(argc, argv);

@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "wsync/bus/model_catalog.hpp"
-#include "wsync/bus/safetensors.hpp"
+#include "wsync/cli/model_catalog.hpp"
+#include "wsync/cli/safetensors.hpp"
 
 namespace wsync::worker_app {
 
@@ -25,11 +25,11 @@ tl::expected<ModelWeights, ModelError> ModelWeights::load(std::string_view model
   std::vector<bus::TensorSpec> specs;
   if (model.starts_with(kFilePrefix)) {
     const std::string path(model.substr(kFilePrefix.size()));
-    auto file = bus::SafetensorsFile::open(path);
+    auto file = cli::SafetensorsFile::open(path);
     if (!file) return tl::unexpected(ModelError{false, file.error().describe()});
     specs = file->tensors();
   } else {
-    auto listed = bus::modelTensors(model);
+    auto listed = cli::modelTensors(model);
     if (!listed) return tl::unexpected(ModelError{true, listed.error().describe()});
     specs = std::move(*listed);
   }
@@ -94,7 +94,7 @@ tl::expected<void, std::string> ModelWeights::dump(const std::filesystem::path& 
   std::vector<std::span<const std::byte>> data;
   data.reserve(tensors_.size());
   for (std::size_t index = 0; index < tensors_.size(); ++index) data.emplace_back(bytes(index));
-  auto written = bus::writeSafetensors(path, tensors_, data, {{"wsync_version", std::to_string(version)}});
+  auto written = cli::writeSafetensors(path, tensors_, data, {{"wsync_version", std::to_string(version)}});
   if (!written) return tl::unexpected(written.error().describe());
   return {};
 }

@@ -14,8 +14,8 @@
 
 #include <tl/expected.hpp>
 
-#include "wsync/bus/device_block.hpp"
-#include "wsync/bus/manifest.hpp"
+#include "wsync/bus/channel/device_block.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/worker_agent/worker_bindings.hpp"
 
 namespace wsync::worker_app {

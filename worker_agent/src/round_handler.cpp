@@ -6,18 +6,14 @@
 #include <cstdio>
 #include <cstring>
 
-#include "wsync/bus/log.hpp"
-#include "wsync/bus/open_channel.hpp"
+#include "wsync/bus/core/log.hpp"
+#include "wsync/bus/core/text.hpp"
 
 namespace wsync::worker_agent::detail {
 
 namespace {
 
-std::string hex(const bus::Digest& digest) {
-  char text[40];
-  std::snprintf(text, sizeof text, "%016" PRIx64 "%016" PRIx64, digest.hi, digest.lo);
-  return text;
-}
+std::string hex(const bus::Digest& digest) { return bus::hex128(digest.hi, digest.lo); }
 
 std::string text(const flatbuffers::String* string) { return string ? string->str() : std::string(); }
 
@@ -30,11 +26,10 @@ RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, 
       bindings_(std::move(bindings)),
       hooks_(std::move(hooks)),
       faults_(faults),
-      faultInjector_(faults.fault),
       memory_(memory),
-      cudaDevice_(cudaDevice),
       appliedVersion_(appliedVersion),
-      rank_(rank) {}
+      rank_(rank),
+      payload_(session, cudaDevice, kTransferDeadline) {}
 
 tl::expected<void, WorkerFailure> RoundHandler::attach() {
   rank_.store(session_.registration().rank, std::memory_order_release);
@@ -49,6 +44,11 @@ tl::expected<void, WorkerFailure> RoundHandler::attach() {
 std::uint64_t RoundHandler::committedVersion() const {
   std::lock_guard lock(blockMutex_);
   return block_ ? block_->committedVersion() : 0;
+}
+
+bus::PauseState RoundHandler::pauseRequested() const {
+  std::lock_guard lock(blockMutex_);
+  return block_ ? block_->pauseState() : bus::PauseState{};
 }
 
 WorkerCounters RoundHandler::counters() const {
@@ -119,7 +119,7 @@ void RoundHandler::linkLost() {
   }
   inRound_ = false;
   // The old registration's arena mapping and communicators are of a round that is over.
-  channels_.clear();
+  payload_.reset();
   if (paused_) resumeEngine();  // keeps it paused for an operator, or when an in-place receive tore the bindings
 }
 
@@ -127,7 +127,7 @@ void RoundHandler::reregistered() {
   const bus::Registration& welcome = session_.registration();
   log::info("registered again (rank {}, committed version {})", welcome.rank, welcome.committedVersion);
   inRound_ = false;
-  channels_.clear();
+  payload_.reset();
   if (auto attached = attach(); !attached) log::error("{}", attached.error().describe());
   // An operator's pause outlives coordinators and links: the Welcome says whether it still holds.
   if (welcome.operatorPaused && !operatorPaused_) {
@@ -185,7 +185,7 @@ void RoundHandler::handleManifest(const msg::Manifest& message) {
   }
   auto bindingMap = matchManifest(*manifest, bindings_);
   manifests_.push_back(std::make_unique<CachedManifest>(
-      CachedManifest{std::move(*manifest), std::move(bindingMap), std::nullopt, {}, ++useCounter_}));
+      CachedManifest{std::move(*manifest), std::move(bindingMap), {}, ++useCounter_}));
 }
 
 void RoundHandler::sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail) {
@@ -252,51 +252,12 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
 }
 
 void RoundHandler::strike(bus::FaultPoint point, std::uint64_t version) {
-  if (!faultInjector_.armed()) return;
-  if (const auto fault = faultInjector_.reach(point, version)) session_.dropConnection(fault->outage);
+  if (const auto outage = bus::reachFault(faults_.hook.get(), point, version)) session_.dropConnection(*outage);
 }
 
-bool RoundHandler::roundEnded(std::uint64_t round) {
-  if (!session_.registered()) return true;
-  const bus::RoundState state = session_.slot().roundState();
-  // A coordinator killed mid-transfer can abort nothing: without this the transfer would wait for its deadline
-  // (minutes) on a peer that may never have been sent its plan (the fault matrix found it).
-  return state.round != round || state.phase != msg::RoundPhase::Transfer || coordinatorWatch_.gone(session_.slot());
-}
-
-tl::expected<bus::Channel*, bus::ChannelFailure> RoundHandler::channel(const msg::TransferPlan& plan) {
-  const std::string key = bus::channelKey(plan);
-  const std::uint64_t round = plan.round();
-  auto probe = [this, round] { return roundEnded(round); };
-  if (auto found = channels_.find(key); found != channels_.end() && found->second->kind() == plan.channel()) {
-    found->second->setCancelProbe(probe);
-    return found->second.get();
-  }
-  // One NCCL communicator at a time: a new unique id replaces the old one (whose peers have moved on).
-  if (plan.channel() == msg::ChannelKind::Nccl) {
-    std::erase_if(channels_, [](const auto& entry) { return entry.second->kind() == msg::ChannelKind::Nccl; });
-  }
-  bus::ChannelSetup setup;
-  setup.cudaDevice = cudaDevice_;
-  setup.cancelProbe = probe;
-  setup.deadline = std::chrono::steady_clock::now() + kTransferDeadline;
-  auto opened = bus::openChannel(plan, setup);
-  if (!opened) return tl::unexpected(opened.error());
-  const bool device = (*opened)->tensorMemory() == bus::TensorMemory::Device;
-  if (device != (memory_ == BindingMemory::Device)) {
-    return tl::unexpected(bus::ChannelFailure{
-        bus::ChannelError::Unsupported, std::string("channel ") + msg::EnumNameChannelKind(plan.channel()) +
-                                            (device ? " moves device memory and this worker's bindings are host memory"
-                                                    : " moves host memory and this worker's bindings are device memory")});
-  }
-  auto& slot = channels_[key];
-  slot = std::move(*opened);
-  return slot.get();
-}
-
-tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::receive(const msg::TransferPlan& plan) {
+tl::expected<bus::TransferResult, bus::PayloadFailure> RoundHandler::receive(const msg::TransferPlan& plan) {
   auto refuse = [](msg::AbortReason reason, std::string detail) {
-    return tl::unexpected(ReceiveFailure{reason, std::move(detail)});
+    return tl::unexpected(bus::PayloadFailure{reason, bus::FailureCause::Local, std::move(detail)});
   };
   if (!paused_ || pausedRound_ != plan.round() || pausedVersion_ != plan.version()) {
     return refuse(msg::AbortReason::AgentRefused,
@@ -312,24 +273,10 @@ tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::re
                                                           " is not one this worker accepted");
   }
   const bus::Manifest& manifest = cached->manifest;
-  if (!cached->plan || cached->plan->bucketBytes() != plan.bucket_bytes() ||
-      cached->plan->alignment() != plan.alignment()) {
-    auto built = bus::BucketPlan::build(manifest, plan.bucket_bytes(), plan.alignment());
-    if (!built) return refuse(msg::AbortReason::ChannelFailure, "bucket plan: " + built.error().describe());
-    cached->plan.reset();
-    cached->plan.emplace(std::move(*built));
-  }
-  // The plan is a pure function of these numbers, so a disagreement means a different manifest or build: better
-  // to fail here, naming both sides, than to receive bytes into the wrong places.
-  if (cached->plan->bucketCount() != plan.bucket_count() || manifest.totalBytes() != plan.total_bytes()) {
-    return refuse(msg::AbortReason::ChannelFailure,
-                  "the coordinator plans " + std::to_string(plan.bucket_count()) + " buckets of " +
-                      std::to_string(plan.total_bytes()) + " bytes, this worker computes " +
-                      std::to_string(cached->plan->bucketCount()) + " of " + std::to_string(manifest.totalBytes()));
-  }
-  auto mapped = channel(plan);
-  if (!mapped) return refuse(msg::AbortReason::ChannelFailure, mapped.error().describe());
   const bool inPlace = memory_ == BindingMemory::Device;
+  auto transfer = payload_.prepare(plan, manifest,
+                                   inPlace ? bus::TensorMemory::Device : bus::TensorMemory::Host);
+  if (!transfer) return tl::unexpected(transfer.error());
   if (inPlace) {
     if (cached->inPlace.size() != manifest.size()) {
       cached->inPlace.clear();
@@ -341,22 +288,13 @@ tl::expected<bus::TransferResult, RoundHandler::ReceiveFailure> RoundHandler::re
     staging_.prepare(manifest);
   }
 
-  setPhase(bus::AgentPhase::Receiving);
-  if (session_.registered()) session_.slot().setTransferProgress(plan.round(), 0);
-  (*mapped)->setProgress([this, round = plan.round(), version = plan.version()](std::uint64_t bytes) {
-    if (session_.registered()) session_.slot().setTransferProgress(round, bytes);
-    if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // mid-transfer: after the first bucket
-  });
-  const auto deadline = std::chrono::steady_clock::now() + kTransferDeadline;
   // From here on the bound buffers of an in-place worker no longer hold its applied version.
   if (inPlace) torn_ = true;
-  auto received = (*mapped)->receive(plan.round(), *cached->plan, inPlace ? cached->inPlace : staging_.tensors(),
-                                     static_cast<std::uint32_t>(plan.receiver()), deadline);
-  if (!received) {
-    // A failed NCCL transfer aborts the communicator; the coordinator hands out a new unique id.
-    if (plan.channel() == msg::ChannelKind::Nccl) channels_.erase(bus::channelKey(plan));
-    return refuse(msg::AbortReason::ChannelFailure, received.error().describe());
-  }
+  auto received = payload_.receive(*transfer, inPlace ? cached->inPlace : staging_.tensors(),
+                                   [this, version = plan.version()](std::uint64_t bytes) {
+                                     if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
+                                   });
+  if (!received) return tl::unexpected(received.error());
   staged_ = StagedVersion{plan.round(), plan.version(), received->bytes, received->digest, cached};
   if (inPlace) {
     if (faults_.corruptReceiveAtVersion == plan.version()) {
@@ -398,7 +336,12 @@ void RoundHandler::handleTransferPlan(const msg::TransferPlan& plan) {
     ++transfersFailed_;
     staged_.reset();
     if (paused_) setPhase(bus::AgentPhase::Paused);
-    log::warn("round {} (version {}): receive failed: {}", plan.round(), plan.version(), received.error().detail);
+    // A cancelled receive is the coordinator's own abort, whose message says why; anything else is news.
+    if (received.error().cause == bus::FailureCause::Cancelled) {
+      log::info("round {} (version {}): receive cancelled: {}", plan.round(), plan.version(), received.error().detail);
+    } else {
+      log::warn("round {} (version {}): receive failed: {}", plan.round(), plan.version(), received.error().detail);
+    }
     sendUpdateDone(plan.round(), plan.version(), false, bus::TransferResult{}, received.error().reason,
                    received.error().detail);
     return;
@@ -462,7 +405,7 @@ void RoundHandler::handleAbort(const msg::Abort& abort) {
   ++roundsAborted_;
   // The dead agent may be the trainer, whose memory a cuda_ipc receiver still maps: let go of it.
   if (abort.reason() == msg::AbortReason::AgentDied) {
-    for (auto& [key, channel] : channels_) channel->releasePeers();
+    payload_.releasePeers();
   }
   log::warn("round {} (version {}) aborted: {}: {}; keeping version {}", abort.round(), abort.version(),
             msg::EnumNameAbortReason(abort.reason()), text(abort.detail()),

@@ -1,6 +1,7 @@
 #pragma once
 // The worker's side of each update round (docs/update-round.md), message by message. Owned by WorkerAgent and
-// called only on its I/O thread, except committedVersion() and counters(), which any thread may call.
+// called only on its I/O thread, except committedVersion(), pauseRequested() and counters(), which any thread may
+// call.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -13,11 +14,9 @@
 #include <vector>
 
 #include "staging.hpp"
-#include "wsync/bus/coordinator_watch.hpp"
-#include "wsync/bus/agent_session.hpp"
-#include "wsync/bus/bucket_plan.hpp"
-#include "wsync/bus/control_block.hpp"
-#include "wsync/bus/channel.hpp"
+#include "wsync/bus/channel/payload_endpoint.hpp"
+#include "wsync/bus/session/agent_session.hpp"
+#include "wsync/bus/state/control_block.hpp"
 #include "wsync/worker_agent/worker_agent.hpp"
 
 namespace wsync::worker_agent::detail {
@@ -26,7 +25,6 @@ namespace wsync::worker_agent::detail {
 struct CachedManifest {
   bus::Manifest manifest;
   tl::expected<BindingMap, WorkerFailure> bindingMap;  // matchManifest(manifest, bindings)
-  std::optional<bus::BucketPlan> plan;                 // the last plan built for it (plans rarely change)
   std::vector<std::span<std::byte>> inPlace;           // Device bindings: the bound buffers in manifest order
   std::uint64_t lastUsed = 0;
 };
@@ -62,6 +60,7 @@ class RoundHandler {
   void checkRoundDeadline();
 
   std::uint64_t committedVersion() const;
+  bus::PauseState pauseRequested() const;
   WorkerCounters counters() const;
 
  private:
@@ -73,15 +72,11 @@ class RoundHandler {
   void handleResume(const msg::Resume& resume);
   // Copies the staged version into the bindings (the engine is paused) and makes it the applied one.
   void applyStaged();
-  // Test faults (WorkerFaults::fault); a disconnect drops the session's connection for its outage.
+  // Test faults (WorkerFaults::hook); a disconnect drops the session's connection for its outage.
   void strike(bus::FaultPoint point, std::uint64_t version);
 
-  // Receives the payload into staging; returns what was received or why it failed (reason, detail).
-  struct ReceiveFailure {
-    msg::AbortReason reason;
-    std::string detail;
-  };
-  tl::expected<bus::TransferResult, ReceiveFailure> receive(const msg::TransferPlan& plan);
+  // Receives the payload into staging (or in place); returns what was received or why it failed.
+  tl::expected<bus::TransferResult, bus::PayloadFailure> receive(const msg::TransferPlan& plan);
 
   void sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail);
   void sendUpdateDone(std::uint64_t round, std::uint64_t version, bool ok, const bus::TransferResult& result,
@@ -91,25 +86,19 @@ class RoundHandler {
   void pauseEngine(msg::PauseMode mode, std::uint64_t round);
   void resumeEngine();
   CachedManifest* findManifest(const bus::Digest& digest);
-  tl::expected<bus::Channel*, bus::ChannelFailure> channel(const msg::TransferPlan& plan);
-  // True once the coordinator has left the transfer phase of `round` (aborted it): the GPU channels' cancel probe.
-  bool roundEnded(std::uint64_t round);
 
   bus::AgentSession& session_;
   const WorkerBindings bindings_;
   const PauseHooks hooks_;
   const WorkerFaults faults_;
-  bus::FaultInjector faultInjector_;
-  bus::CoordinatorWatch coordinatorWatch_;  // for the cancel probe, on the I/O thread
   const BindingMemory memory_;
-  const int cudaDevice_;
   std::atomic<std::uint64_t>& appliedVersion_;
   std::atomic<std::int32_t>& rank_;
 
   bus::MessageBuilder builder_;
   std::vector<std::unique_ptr<CachedManifest>> manifests_;  // at most kCachedManifests; pointers stay valid
   std::uint64_t useCounter_ = 0;
-  std::map<std::string, std::unique_ptr<bus::Channel>> channels_;  // by channel key, opened once
+  bus::PayloadEndpoint payload_;
   Staging staging_;
   std::optional<StagedVersion> staged_;
   bool paused_ = false;  // the engine is quiesced for pausedRound_

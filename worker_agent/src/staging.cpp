@@ -1,6 +1,6 @@
 #include "staging.hpp"
 
-#include <xxhash.h>
+#include "wsync/bus/protocol/stream_digest.hpp"
 
 namespace wsync::worker_agent::detail {
 
@@ -38,15 +38,9 @@ void Staging::prepare(const bus::Manifest& manifest) {
 }
 
 bus::TransferResult digestTensors(std::span<const std::span<std::byte>> tensors) {
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
-  XXH3_128bits_reset(state.get());
-  std::uint64_t total = 0;
-  for (const auto& tensor : tensors) {
-    XXH3_128bits_update(state.get(), tensor.data(), tensor.size());
-    total += tensor.size();
-  }
-  const XXH128_hash_t hash = XXH3_128bits_digest(state.get());
-  return bus::TransferResult{total, bus::Digest{hash.low64, hash.high64}};
+  bus::StreamDigest stream;
+  for (const auto& tensor : tensors) stream.add(tensor.data(), tensor.size());
+  return bus::TransferResult{stream.bytes(), stream.digest()};
 }
 
 }  // namespace wsync::worker_agent::detail

@@ -8,8 +8,8 @@
 #include <span>
 #include <vector>
 
-#include "wsync/bus/manifest.hpp"
-#include "wsync/bus/shm_arena.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/channel/shm/shm_arena.hpp"
 
 namespace wsync::worker_agent::detail {
 

@@ -1,8 +1,8 @@
 #include "wsync/worker_agent/worker_agent.hpp"
 
 #include "round_handler.hpp"
-#include "wsync/bus/log.hpp"
-#include "wsync/bus/open_channel.hpp"
+#include "wsync/bus/core/log.hpp"
+#include "wsync/bus/channel/registry.hpp"
 
 namespace wsync::worker_agent {
 
@@ -27,7 +27,7 @@ tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(Wor
   session.requestedRank = options.requestedRank;
   session.channels.clear();
   for (const msg::ChannelKind kind : bus::buildChannels()) {
-    const bool device = kind != msg::ChannelKind::Shm;
+    const bool device = bus::channelMemory(kind) == bus::TensorMemory::Device;
     if (device == (options.bindingMemory == BindingMemory::Device)) session.channels.push_back(kind);
   }
   if (session.channels.empty()) {
@@ -69,6 +69,8 @@ void WorkerAgent::stop() {
 }
 
 std::uint64_t WorkerAgent::committedVersion() const { return rounds_->committedVersion(); }
+
+bus::PauseState WorkerAgent::pauseRequested() const { return rounds_->pauseRequested(); }
 
 WorkerCounters WorkerAgent::counters() const { return rounds_->counters(); }
 

@@ -3,7 +3,7 @@
 #include <limits>
 #include <utility>
 
-#include "wsync/bus/dtype.hpp"
+#include "wsync/bus/protocol/dtype.hpp"
 
 namespace wsync::worker_agent {
 

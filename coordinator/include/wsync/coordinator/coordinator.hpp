@@ -9,7 +9,7 @@
 
 #include <tl/expected.hpp>
 
-#include "wsync/bus/failure.hpp"
+#include "wsync/bus/core/failure.hpp"
 #include "wsync/coordinator/coordinator_options.hpp"
 
 namespace wsync::coordinator {
@@ -18,7 +18,7 @@ enum class CoordinatorError : std::uint8_t {
   InvalidOptions,
   BusInUse,      // another coordinator runs this bus (detail names its pid)
   ControlBlock,  // the control block could not be created
-  Arena,         // the shm payload arena could not be created
+  Channel,       // a payload channel's resources (the shm arena) could not be created
   Transport,     // an endpoint could not be bound
 };
 

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "wsync/bus/curve.hpp"
-#include "wsync/bus/fault_injection.hpp"
-#include "wsync/bus/socket_options.hpp"
+#include "wsync/bus/transport/curve.hpp"
+#include "wsync/bus/core/fault_hook.hpp"
+#include "wsync/bus/transport/socket_options.hpp"
 
 namespace wsync::coordinator {
 
@@ -65,8 +65,8 @@ struct CoordinatorOptions {
   std::optional<bus::CurveKeyPair> curveKeys{};
   std::vector<std::string> allowedClientKeys{};
   bool insecure = false;
-  // Test only (tests/faults): strike the coordinator itself at one point of one round (bus/fault_injection.hpp).
-  std::optional<bus::FaultSpec> fault{};
+  // Test only (tests/faults, docs/faults.md): called at each point of each round; none in production.
+  std::shared_ptr<bus::FaultHook> faultHook{};
 };
 
 }  // namespace wsync::coordinator

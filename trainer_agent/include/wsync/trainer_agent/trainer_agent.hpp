@@ -23,12 +23,15 @@
 
 #include <tl/expected.hpp>
 
-#include "wsync/bus/curve.hpp"
-#include "wsync/bus/agent_session.hpp"
-#include "wsync/bus/coordinator_watch.hpp"
-#include "wsync/bus/failure.hpp"
-#include "wsync/bus/fault_injection.hpp"
-#include "wsync/bus/manifest.hpp"
+#include "wsync/bus/transport/curve.hpp"
+#include "wsync/bus/session/agent_session.hpp"
+#include "wsync/bus/core/failure.hpp"
+#include "wsync/bus/core/fault_hook.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+
+namespace wsync::bus {
+class PayloadEndpoint;
+}  // namespace wsync::bus
 
 namespace wsync::trainer_agent {
 
@@ -56,8 +59,8 @@ struct TrainerOptions {
   msg::ChannelKind channel = msg::ChannelKind::Shm;
   int cudaDevice = 0;
   bus::LinkHeartbeat link{};  // how soon a silent coordinator's connection counts as lost
-  // Test only (tests/faults, docs/faults.md): strike this process at one point of one version's round.
-  std::optional<bus::FaultSpec> fault{};
+  // Test only (tests/faults, docs/faults.md): called at each point of each round; none in production.
+  std::shared_ptr<bus::FaultHook> faultHook{};
 };
 
 struct PublishOptions {
@@ -134,14 +137,13 @@ class TrainerAgent {
 
  private:
   struct Job;
-  struct ChannelCache;
   TrainerAgent(TrainerOptions options, std::unique_ptr<zmq::context_t> context,
                std::unique_ptr<bus::AgentSession> session);
   void ioLoop();
   void handle(const bus::Message& message);
   void beginRound();
   void sendPayload(const msg::TransferPlan& plan);
-  // Test faults (options_.fault); a disconnect drops the session's connection for its outage.
+  // Test faults (options_.faultHook); a disconnect drops the session's connection for its outage.
   void strike(bus::FaultPoint point, std::uint64_t version);
   void strikeDuringPause(std::uint64_t version);
   void finish(PublishOutcome outcome);
@@ -176,9 +178,8 @@ class TrainerAgent {
 
   // I/O thread only.
   std::unique_ptr<Job> active_;
-  std::unique_ptr<ChannelCache> cache_;
-  bus::FaultInjector faults_;
-  bus::CoordinatorWatch coordinatorWatch_;  // for the channels' cancel probe
+  std::unique_ptr<bus::PayloadEndpoint> payload_;  // the channel and bucket plan, reused round after round
+  std::uint64_t manifestSentEpoch_ = 0;             // the coordinator epoch that has our manifest
   std::thread io_;
 };
 

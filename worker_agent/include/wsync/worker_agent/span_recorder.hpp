@@ -8,7 +8,7 @@
 
 #include <tl/expected.hpp>
 
-#include "wsync/bus/failure.hpp"
+#include "wsync/bus/core/failure.hpp"
 
 namespace wsync::worker_agent {
 

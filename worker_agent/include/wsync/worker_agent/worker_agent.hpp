@@ -6,7 +6,7 @@
 //
 // Threading: start() spawns one I/O thread that owns the bus session and runs every round, transfers included
 // (plus the session's heartbeat thread, which only writes the shared-memory heartbeat word). Hooks run on the I/O
-// thread, one at a time, and must not throw. appliedVersion(), committedVersion(), rank() and counters() are safe
+// thread, one at a time, and must not throw. appliedVersion(), committedVersion(), pauseRequested(), rank() and counters() are safe
 // from any thread. stop() may be called from any thread but a hook; it returns once the I/O thread has ended, so
 // a hook in progress must return (close the PauseGate first when the engine has stopped) and a receive in
 // progress must end (it does when the trainer finishes or the coordinator aborts it).
@@ -23,7 +23,8 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
-#include "wsync/bus/agent_session.hpp"
+#include "wsync/bus/session/agent_session.hpp"
+#include "wsync/bus/state/control_block.hpp"
 #include "wsync/worker_agent/worker_error.hpp"
 #include "wsync/worker_agent/worker_options.hpp"
 
@@ -54,6 +55,11 @@ class WorkerAgent {
   // The bus's committed version, from the coordinator's shared-memory control block (takes a mutex: the mapping
   // is replaced when the coordinator restarts; tag outputs with appliedVersion() instead).
   std::uint64_t committedVersion() const;
+  // Whether the bus asks engines to pause now, in which mode and for which round (0: an operator's pause): the
+  // control block's pause word, which the coordinator stores before it sends any Pause. An engine that polls it
+  // between steps can stop admitting requests as soon as a round begins, before its pause hook is called. Same
+  // cost as committedVersion(); the hooks remain what the round waits for.
+  bus::PauseState pauseRequested() const;
   // The rank the coordinator granted (it may change when the agent registers again with a restarted coordinator).
   std::int32_t rank() const { return rank_.load(std::memory_order_acquire); }
   const std::string& agentId() const { return agentId_; }

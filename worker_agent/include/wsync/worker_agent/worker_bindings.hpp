@@ -12,7 +12,7 @@
 
 #include <tl/expected.hpp>
 
-#include "wsync/bus/manifest.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/worker_agent/worker_error.hpp"
 
 namespace wsync::worker_agent {

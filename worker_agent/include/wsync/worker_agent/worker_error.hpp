@@ -2,7 +2,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "wsync/bus/failure.hpp"
+#include "wsync/bus/core/failure.hpp"
 
 namespace wsync::worker_agent {
 

@@ -8,9 +8,9 @@
 
 #include <wsync/schemas/control_generated.h>
 
-#include "wsync/bus/fault_injection.hpp"
-#include "wsync/bus/agent_session.hpp"
-#include "wsync/bus/curve.hpp"
+#include "wsync/bus/core/fault_hook.hpp"
+#include "wsync/bus/session/agent_session.hpp"
+#include "wsync/bus/transport/curve.hpp"
 #include "wsync/worker_agent/worker_bindings.hpp"
 
 namespace wsync::worker_agent {
@@ -33,9 +33,10 @@ struct WorkerFaults {
   // After receiving this version, flip one byte of the staged copy and report the digest of the corrupted bytes:
   // the coordinator must see a digest mismatch and abort the round; nobody applies it.
   std::optional<std::uint64_t> corruptReceiveAtVersion;
-  // Strike this process at one point of one version's round (kill, stop, disconnect, delay; docs/faults.md): the
-  // fault-injection suite proves that the round ends within its timeouts and nothing half-applied is served.
-  std::optional<bus::FaultSpec> fault;
+  // Called at each point of each round (docs/faults.md): the fault-injection suite strikes this process there
+  // (kill, stop, disconnect, delay) to prove that the round ends within its timeouts and nothing half-applied is
+  // served.
+  std::shared_ptr<bus::FaultHook> hook;
 };
 
 // Where the bound buffers live, which decides the channels a worker takes and how it receives (docs/decisions.md,

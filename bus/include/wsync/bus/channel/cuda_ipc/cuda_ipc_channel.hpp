@@ -1,0 +1,104 @@
+#pragma once
+// The cuda_ipc channel (docs/gpu-channels.md): sender and receivers on one host, on the same GPU or on GPUs that
+// can reach each other. Nothing is staged: the sender exports the cudaMalloc blocks its tensors live in (once, and
+// again only when a tensor moves), the table of handles and tensor offsets sits in the channel's shared-memory
+// segment, and each receiver opens the handles once and keeps them across rounds. A transfer is then one kernel
+// launch per receiver that copies every tensor from the sender's memory into the receiver's, folding the digest
+// in, with no per-tensor handle traffic and no extra GPU memory beyond a table of 48 bytes a tensor. The sender
+// exports again only when a tensor moved or its block was freed and allocated anew (the driver's buffer id
+// changes even at the same address); receivers then close the handles no longer named before opening new ones.
+//
+// Digests: the receivers compute them while copying; the sender does not read its tensors a second time (on one
+// GPU that would cost half again the copy's memory traffic). Instead send() waits for every receiver and succeeds
+// only if all of them report the same digest, which it returns: a receiver that read torn or stale bytes shows.
+//
+// The sender's tensors must stay unchanged from send() until it returns: receivers read them in place.
+// Memory from cudaMallocAsync pools or from the virtual memory API (PyTorch's expandable_segments) cannot be
+// exported this way: send() fails naming the tensor.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/interprocess/mapped_region.hpp>
+#include <tl/expected.hpp>
+
+#include "wsync/bus/channel/channel.hpp"
+#include "wsync/bus/channel/cuda_ipc/cuda_ipc_data.hpp"
+#include "wsync/bus/channel/gpu/gpu_runtime.hpp"
+
+namespace wsync::bus::gpu {
+
+struct IpcGeometry {
+  std::uint32_t maxReceivers = 8;
+  std::uint32_t maxAllocations = 1U << 16;  // 5 MiB of table
+  std::uint32_t maxTensors = 1U << 18;      // 6 MiB of table
+};
+
+// The owner's side: creates the segment (mode 0600; one left by a dead owner is replaced) and removes it when
+// destroyed. abort() makes everyone waiting on `transfer` give up.
+class CudaIpcSegment {
+ public:
+  static tl::expected<std::unique_ptr<CudaIpcSegment>, ChannelFailure> create(const std::string& name,
+                                                                              const IpcGeometry& geometry);
+  ~CudaIpcSegment();
+  CudaIpcSegment(const CudaIpcSegment&) = delete;
+  CudaIpcSegment& operator=(const CudaIpcSegment&) = delete;
+
+  const std::string& name() const { return name_; }
+  void abort(std::uint64_t transfer);
+
+ private:
+  CudaIpcSegment(boost::interprocess::mapped_region region, std::string name)
+      : region_(std::move(region)), name_(std::move(name)) {}
+  boost::interprocess::mapped_region region_;
+  std::string name_;
+};
+
+class CudaIpcChannel final : public Channel {
+ public:
+  // Maps the segment `name` on the current CUDA device (which must stay current on the calling thread).
+  static tl::expected<std::unique_ptr<CudaIpcChannel>, ChannelFailure> open(const std::string& name);
+  ~CudaIpcChannel() override;  // closes every opened handle
+  CudaIpcChannel(const CudaIpcChannel&) = delete;
+  CudaIpcChannel& operator=(const CudaIpcChannel&) = delete;
+
+  msg::ChannelKind kind() const override { return msg::ChannelKind::CudaIpc; }
+  TensorMemory tensorMemory() const override { return TensorMemory::Device; }
+  void setCancelProbe(std::function<bool()> probe) override { cancel_ = std::move(probe); }
+  const std::string& key() const override { return name_; }
+
+  // Publishes `tensors` (device addresses) and waits until receivers 0..receiverCount-1 have copied them. The
+  // caller must have finished writing them. Fails with DigestMismatch if the receivers disagree.
+  tl::expected<TransferResult, ChannelFailure> send(std::uint64_t transfer, const BucketPlan& plan,
+                                                    std::span<const std::span<const std::byte>> tensors,
+                                                    std::uint32_t receiverCount,
+                                                    std::chrono::steady_clock::time_point deadline) override;
+  tl::expected<TransferResult, ChannelFailure> receive(std::uint64_t transfer, const BucketPlan& plan,
+                                                       std::span<const std::span<std::byte>> tensors,
+                                                       std::uint32_t receiver,
+                                                       std::chrono::steady_clock::time_point deadline) override;
+
+  // Closes the handles this receiver opened: call when the sender is gone (its memory is freed with it).
+  void releaseImports();
+  void releasePeers() override { releaseImports(); }
+  // Handles this receiver holds open now (one per exported block it copies from).
+  std::uint32_t openedHandles() const;
+  // How many times the sender exported its blocks: what a sender last wrote, or what a receiver last imported.
+  // It stays at 1 while the trainer's tensors stay where they are.
+  std::uint64_t exportGeneration() const;
+  ChannelMemory memory() const override;
+
+  struct State;
+
+ private:
+  CudaIpcChannel(boost::interprocess::mapped_region region, std::string name, std::unique_ptr<State> state);
+
+  boost::interprocess::mapped_region region_;
+  std::string name_;
+  std::function<bool()> cancel_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace wsync::bus::gpu

@@ -1,0 +1,103 @@
+#pragma once
+// The nccl channel (docs/gpu-channels.md): one communicator of the sender (rank 0) and every receiver (ranks 1..N),
+// buckets broadcast from rank 0.
+//
+// Per bucket: a bucket holding one piece (a run of one tensor that fills it) is broadcast straight from the
+// sender's tensor into the receiver's tensor; any other bucket is packed on the sender by one kernel launch (all its
+// pieces at once, with the digest folded in), broadcast, and unpacked on each receiver by one kernel launch. The
+// buckets rotate through bufferCount device buffers, with CUDA events ordering the pack, broadcast and unpack
+// streams: the host enqueues a whole transfer without waiting on the device, then watches it.
+//
+// Watchdog: the communicator is non-blocking. While a transfer runs (and while NCCL connects, which it does lazily
+// in the first broadcast) the host polls its events, NCCL's async error and the cancel probe; a cancel (Aborted),
+// the deadline or no bucket finishing within stallTimeout (Timeout), or an NCCL error (CommunicatorError) aborts
+// the communicator (ncclCommAbort: NCCL's kernels see the abort flag and return), the transfer fails, and the
+// channel is Broken (state()) from then on: the next round opens a new one with a new unique id.
+//
+// Memory: bufferCount x bucketBytes device buffers on each side (allocated at the first transfer, grown if a plan
+// needs larger buckets), plus the piece tables (48 bytes a piece) and NCCL's own buffers.
+//
+// Threading: one thread uses a channel at a time. The calling thread's current CUDA device must be the channel's.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <tl/expected.hpp>
+
+#include "wsync/bus/channel/channel.hpp"
+#include "wsync/bus/channel/gpu/gpu_runtime.hpp"
+
+namespace wsync::bus::gpu {
+
+// A transfer that finishes no bucket for this long is declared stuck (a frozen or dead peer NCCL cannot see) and
+// aborted. A bucket of 1 GiB takes under 50 ms on NVLink and under a second on a slow network: this is far above
+// any live transfer and short enough that a round fails instead of hanging.
+inline constexpr std::chrono::seconds kNcclStallTimeout{20};
+// Buffers the buckets rotate through: one being broadcast while the next is packed (sender) or the previous is
+// unpacked (receivers).
+inline constexpr std::uint32_t kNcclDefaultBuffers = 2;
+
+struct NcclChannelConfig {
+  NcclUniqueId uniqueId{};
+  std::int32_t rank = -1;       // 0: the sender
+  std::uint32_t worldSize = 0;  // sender + receivers
+  std::uint32_t bufferCount = kNcclDefaultBuffers;
+  std::chrono::milliseconds stallTimeout{kNcclStallTimeout};
+  // Kernel blocks the pack/unpack launches may use: few enough to leave NCCL's own blocks room on the GPU.
+  std::uint32_t copyBlocks = 64;
+  // Watched while open() waits for the other ranks, like the probe of setCancelProbe during transfers.
+  std::function<bool()> cancelProbe{};
+};
+
+class NcclChannel final : public Channel {
+ public:
+  // Joins the communicator (every rank must call it, within `deadline`) on the current CUDA device.
+  static tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> open(const NcclChannelConfig& config,
+                                                                         std::chrono::steady_clock::time_point deadline);
+  ~NcclChannel() override;
+  NcclChannel(const NcclChannel&) = delete;
+  NcclChannel& operator=(const NcclChannel&) = delete;
+
+  msg::ChannelKind kind() const override { return msg::ChannelKind::Nccl; }
+  TensorMemory tensorMemory() const override { return TensorMemory::Device; }
+  void setCancelProbe(std::function<bool()> probe) override { cancel_ = std::move(probe); }
+  const std::string& key() const override { return key_; }
+
+  // `tensors` hold device addresses on this channel's device. send() reads them on its own streams: the caller
+  // must have finished writing them (synchronised the stream that wrote them) before calling. `receiverCount` must
+  // be worldSize - 1.
+  tl::expected<TransferResult, ChannelFailure> send(std::uint64_t transfer, const BucketPlan& plan,
+                                                    std::span<const std::span<const std::byte>> tensors,
+                                                    std::uint32_t receiverCount,
+                                                    std::chrono::steady_clock::time_point deadline) override;
+  // `receiver` must be rank - 1. On success the bytes are in `tensors` and the device work is complete.
+  tl::expected<TransferResult, ChannelFailure> receive(std::uint64_t transfer, const BucketPlan& plan,
+                                                       std::span<const std::span<std::byte>> tensors,
+                                                       std::uint32_t receiver,
+                                                       std::chrono::steady_clock::time_point deadline) override;
+
+  // Broken once the communicator was aborted: every later transfer fails at once.
+  ChannelState state() const override;
+  std::int32_t rank() const { return config_.rank; }
+  ChannelMemory memory() const override;
+
+  struct State;
+
+ private:
+  NcclChannel(NcclChannelConfig config, std::unique_ptr<State> state);
+  // Both sides: the layout (cached), the enqueued pipeline, then the watchdog until the device is done.
+  tl::expected<TransferResult, ChannelFailure> run(std::uint64_t transfer, const BucketPlan& plan,
+                                                   const std::vector<std::byte*>& addresses,
+                                                   const std::vector<std::uint64_t>& sizes,
+                                                   std::chrono::steady_clock::time_point deadline);
+
+  NcclChannelConfig config_;
+  std::string key_;
+  std::function<bool()> cancel_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace wsync::bus::gpu

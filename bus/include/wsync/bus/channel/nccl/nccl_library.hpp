@@ -1,0 +1,31 @@
+#pragma once
+// NCCL, loaded at run time (see gpu_runtime.hpp): the functions wsync calls, resolved once from libnccl.so.2.
+// Public so that benchmarks measure the raw baseline with the very library the channel uses.
+#include <nccl.h>
+
+#include <tl/expected.hpp>
+
+#include "wsync/bus/channel/channel_error.hpp"
+
+namespace wsync::bus::gpu {
+
+struct NcclLibrary {
+  int version = 0;
+  decltype(&::ncclGetVersion) getVersion = nullptr;
+  decltype(&::ncclGetUniqueId) getUniqueId = nullptr;
+  decltype(&::ncclCommInitRankConfig) commInitRankConfig = nullptr;
+  decltype(&::ncclCommGetAsyncError) commGetAsyncError = nullptr;
+  decltype(&::ncclCommAbort) commAbort = nullptr;
+  decltype(&::ncclCommFinalize) commFinalize = nullptr;
+  decltype(&::ncclCommDestroy) commDestroy = nullptr;
+  decltype(&::ncclBroadcast) broadcast = nullptr;
+  decltype(&::ncclGroupStart) groupStart = nullptr;
+  decltype(&::ncclGroupEnd) groupEnd = nullptr;
+  decltype(&::ncclGetErrorString) getErrorString = nullptr;
+  decltype(&::ncclGetLastError) getLastError = nullptr;
+};
+
+// The process's NCCL, loaded on first use (thread-safe); Unsupported, naming what is missing, where it cannot be.
+tl::expected<const NcclLibrary*, ChannelFailure> ncclLibrary();
+
+}  // namespace wsync::bus::gpu

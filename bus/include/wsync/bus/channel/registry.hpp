@@ -1,0 +1,60 @@
+#pragma once
+// The channels this build has, and the one place that names them: opening the agent's end of the channel a
+// TransferPlan names, and the coordinator's owners. The shm channel is in every build; nccl and cuda_ipc only where
+// wsync was built with CUDA (the library wsync::channels is then compiled from registry_gpu.cpp instead of
+// registry_host.cpp), so the roles call the same functions either way and never name a transport.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <tl/expected.hpp>
+#include <wsync/schemas/control_generated.h>
+
+#include "wsync/bus/channel/channel.hpp"
+#include "wsync/bus/channel/channel_owner.hpp"
+
+namespace wsync::bus {
+
+struct ChannelSetup {
+  // GPU channels: the CUDA device the agent's tensors are on. It is made current on the calling thread, which
+  // must then be the one that sends or receives.
+  int cudaDevice = 0;
+  // Polled while the channel waits for its peers (nccl's communicator is created by every rank together) and
+  // during every transfer; true makes it give up. Agents pass "the coordinator ended this round".
+  std::function<bool()> cancelProbe{};
+  // Every member must have joined the channel by then (nccl).
+  std::chrono::steady_clock::time_point deadline{};
+};
+
+// Unsupported (naming the channel and why) for a channel this build lacks.
+tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::TransferPlan& plan,
+                                                                   const ChannelSetup& setup);
+
+// The channels this build can open, for AgentHello.
+std::vector<msg::ChannelKind> buildChannels();
+
+// The memory the tensors of a round on `kind` are in (a worker offers the channels its bindings' memory suits).
+TensorMemory channelMemory(msg::ChannelKind kind);
+
+// A channel as the programs' --channel flag names it ("shm", "nccl", "cuda_ipc"), and back.
+std::string channelName(msg::ChannelKind kind);
+std::optional<msg::ChannelKind> parseChannelName(std::string_view name);
+
+// What the coordinator's owners are made from.
+struct ChannelOwnersConfig {
+  std::string busName;
+  std::uint64_t hostBucketBytes = 0;  // the shm arena's buffers
+  std::uint32_t bufferCount = 2;
+};
+
+// One owner for every channel this build has (the shm arena is created here, replacing one a dead coordinator
+// left), or why one could not be made.
+tl::expected<std::vector<std::unique_ptr<ChannelOwner>>, ChannelFailure> createChannelOwners(
+    const ChannelOwnersConfig& config);
+
+}  // namespace wsync::bus

@@ -1,0 +1,521 @@
+#include "wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+#include "core/private_segment.hpp"
+#include "channel/gpu/copy_table.hpp"
+#include "channel/gpu/cuda_check.hpp"
+#include "wsync/bus/core/shared_futex.hpp"
+
+namespace wsync::bus::gpu {
+namespace bip = boost::interprocess;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+static_assert(kIpcHandleBytes == sizeof(cudaIpcMemHandle_t));
+
+// Longest single sleep on a futex word, so a cancel, an abort or a deadline is noticed within it.
+constexpr std::chrono::milliseconds kWaitSlice{1};
+// How often a receiver looks at its copy kernel while it runs (a cancel cannot stop the kernel, only the wait).
+constexpr std::chrono::microseconds kPollInterval{50};
+// Blocks of the receiver's copy kernel: every SM, several blocks each, since nothing else shares the work.
+constexpr std::uint32_t kCopyBlocks = 1024;
+constexpr std::uint32_t kNoAllocation = 0xFFFFFFFFU;
+
+std::uint64_t controlBytes() {
+  return (sizeof(IpcControlData) + kCacheLineBytes - 1) / kCacheLineBytes * kCacheLineBytes;
+}
+
+std::uint64_t segmentBytes(const IpcGeometry& geometry) {
+  return controlBytes() + std::uint64_t{geometry.maxAllocations} * sizeof(IpcAllocationData) +
+         std::uint64_t{geometry.maxTensors} * sizeof(IpcTensorData);
+}
+
+IpcControlData& control(const bip::mapped_region& region) {
+  return *static_cast<IpcControlData*>(region.get_address());
+}
+
+IpcAllocationData* allocations(const bip::mapped_region& region) {
+  return reinterpret_cast<IpcAllocationData*>(static_cast<std::byte*>(region.get_address()) +
+                                              control(region).header.allocationsOffset);
+}
+
+IpcTensorData* tensorTable(const bip::mapped_region& region) {
+  return reinterpret_cast<IpcTensorData*>(static_cast<std::byte*>(region.get_address()) +
+                                          control(region).header.tensorsOffset);
+}
+
+void publish(std::atomic<std::uint64_t>& word, std::atomic<std::uint32_t>& notify, std::uint64_t value) {
+  word.store(value, std::memory_order_release);
+  notify.fetch_add(1, std::memory_order_release);
+  wakeAll(notify);
+}
+
+using HandleBytes = std::array<std::uint8_t, kIpcHandleBytes>;
+
+}  // namespace
+
+struct CudaIpcChannel::State {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t finished = nullptr;
+  DeviceChecksumSums* deviceSums = nullptr;
+  DeviceChecksumSums* hostSums = nullptr;  // pinned
+  PFN_cuMemGetAddressRange_v3020 getAddressRange = nullptr;
+  PFN_cuPointerGetAttribute_v4000 getPointerAttribute = nullptr;
+
+  // Sender: what the tables describe now.
+  std::vector<std::uint64_t> exportKey;  // tensor addresses and sizes
+  struct Exported {
+    CUdeviceptr base = 0;
+    std::uint64_t bufferId = 0;  // the driver's process-wide unique id of the allocation
+  };
+  std::vector<Exported> exported;
+  std::uint64_t generation = 0;          // last written (even)
+
+  // The allocation's unique id: a block freed and allocated again at the same address gets a new one.
+  std::uint64_t bufferId(CUdeviceptr address) const {
+    unsigned long long id = 0;
+    if (getPointerAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, address) != CUDA_SUCCESS) return 0;
+    return id;
+  }
+  // Whether the allocations exported last still are the ones they were.
+  bool exportStillValid() const {
+    return std::all_of(exported.begin(), exported.end(), [&](const Exported& entry) {
+      return entry.bufferId != 0 && bufferId(entry.base) == entry.bufferId;
+    });
+  }
+
+  // Receiver: handles opened, by handle, with the generation whose tables were last read.
+  std::map<HandleBytes, void*> imports;
+  std::vector<void*> importOf;  // by allocation index of importedGeneration
+  std::uint64_t importedGeneration = 0;
+  detail::CopyTable table;
+  std::vector<std::uint64_t> layoutKey;
+  std::uint64_t totalBytes = 0;
+
+  void closeImports() {
+    for (auto& [handle, address] : imports) cudaIpcCloseMemHandle(address);
+    imports.clear();
+    importOf.clear();
+    importedGeneration = 0;
+    layoutKey.clear();
+  }
+
+  ~State() {
+    closeImports();
+    if (deviceSums != nullptr) cudaFree(deviceSums);
+    if (hostSums != nullptr) cudaFreeHost(hostSums);
+    if (finished != nullptr) cudaEventDestroy(finished);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+tl::expected<std::unique_ptr<CudaIpcSegment>, ChannelFailure> CudaIpcSegment::create(const std::string& name,
+                                                                                     const IpcGeometry& geometry) {
+  if (geometry.maxReceivers == 0 || geometry.maxReceivers > kMaxIpcReceivers || geometry.maxAllocations == 0 ||
+      geometry.maxTensors == 0) {
+    return fail(ChannelError::InvalidGeometry, "cuda_ipc segment: 1 to " + std::to_string(kMaxIpcReceivers) +
+                                                   " receivers and at least one allocation and tensor");
+  }
+  const std::uint64_t bytes = segmentBytes(geometry);
+  try {
+    bip::shared_memory_object::remove(name.c_str());
+    bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, bip::permissions(0600));
+    shm.truncate(static_cast<bip::offset_t>(bytes));
+    bip::mapped_region region(shm, bip::read_write, 0, bytes);
+    auto& header = control(region).header;
+    header.layoutVersion = kIpcLayoutVersion;
+    header.maxReceivers = geometry.maxReceivers;
+    header.maxAllocations = geometry.maxAllocations;
+    header.maxTensors = geometry.maxTensors;
+    header.allocationsOffset = controlBytes();
+    header.tensorsOffset = controlBytes() + std::uint64_t{geometry.maxAllocations} * sizeof(IpcAllocationData);
+    header.segmentBytes = bytes;
+    header.magic.store(kIpcMagic, std::memory_order_release);  // publishes the segment
+    return std::unique_ptr<CudaIpcSegment>(new CudaIpcSegment(std::move(region), name));
+  } catch (const bip::interprocess_exception& e) {
+    return fail(ChannelError::SystemError, name + ": " + e.what());
+  }
+}
+
+CudaIpcSegment::~CudaIpcSegment() { bip::shared_memory_object::remove(name_.c_str()); }
+
+void CudaIpcSegment::abort(std::uint64_t transfer) {
+  auto& data = control(region_);
+  data.header.abortedTransfer.store(transfer, std::memory_order_release);
+  // Wake whoever sleeps: receivers on the sender's word, the sender on the receivers'.
+  data.sender.notify.fetch_add(1, std::memory_order_release);
+  wakeAll(data.sender.notify);
+  for (auto& receiver : data.receivers) {
+    receiver.notify.fetch_add(1, std::memory_order_release);
+    wakeAll(receiver.notify);
+  }
+}
+
+tl::expected<std::unique_ptr<CudaIpcChannel>, ChannelFailure> CudaIpcChannel::open(const std::string& name) {
+  bip::mapped_region region;
+  try {
+    bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_write);
+    auto size = bus::detail::privateSegmentSize(shm, name);
+    if (!size) return fail(size.error().unsafe ? ChannelError::Unsafe : ChannelError::SystemError, size.error().detail);
+    if (*size < controlBytes()) return fail(ChannelError::LayoutMismatch, name + " is too small for a cuda_ipc segment");
+    region = bip::mapped_region(shm, bip::read_write, 0, *size);
+  } catch (const bip::interprocess_exception& e) {
+    if (e.get_error_code() == bip::not_found_error) return fail(ChannelError::NoArena, "no cuda_ipc segment " + name);
+    return fail(ChannelError::SystemError, name + ": " + e.what());
+  }
+  const auto& header = control(region).header;
+  if (header.magic.load(std::memory_order_acquire) != kIpcMagic || header.layoutVersion != kIpcLayoutVersion ||
+      header.segmentBytes != region.get_size() ||
+      header.segmentBytes != segmentBytes({header.maxReceivers, header.maxAllocations, header.maxTensors})) {
+    return fail(ChannelError::LayoutMismatch, name + " is not an initialised cuda_ipc segment of layout " +
+                                                  std::to_string(kIpcLayoutVersion));
+  }
+
+  auto state = std::make_unique<State>();
+  WSYNC_CUDA_TRY(cudaGetDevice(&state->device));
+  WSYNC_CUDA_TRY(cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking));
+  WSYNC_CUDA_TRY(cudaEventCreateWithFlags(&state->finished, cudaEventDisableTiming));
+  WSYNC_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&state->deviceSums), sizeof(DeviceChecksumSums)));
+  WSYNC_CUDA_TRY(cudaMallocHost(reinterpret_cast<void**>(&state->hostSums), sizeof(DeviceChecksumSums)));
+  // The driver API's address range query, through the runtime (wsync links no libcuda: binaries start without one).
+  cudaDriverEntryPointQueryResult found{};
+  void* function = nullptr;
+  WSYNC_CUDA_TRY(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &function, 12000, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || function == nullptr) {
+    return fail(ChannelError::DeviceError, "the CUDA driver has no cuMemGetAddressRange");
+  }
+  state->getAddressRange = reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(function);
+  function = nullptr;
+  WSYNC_CUDA_TRY(cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &function, 12000, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || function == nullptr) {
+    return fail(ChannelError::DeviceError, "the CUDA driver has no cuPointerGetAttribute");
+  }
+  state->getPointerAttribute = reinterpret_cast<PFN_cuPointerGetAttribute_v4000>(function);
+  WSYNC_CUDA_TRY(detail::loadCopyKernel());
+  return std::unique_ptr<CudaIpcChannel>(new CudaIpcChannel(std::move(region), name, std::move(state)));
+}
+
+CudaIpcChannel::CudaIpcChannel(bip::mapped_region region, std::string name, std::unique_ptr<State> state)
+    : region_(std::move(region)), name_(std::move(name)), state_(std::move(state)) {}
+
+CudaIpcChannel::~CudaIpcChannel() { cudaSetDevice(state_->device); }
+
+void CudaIpcChannel::releaseImports() {
+  cudaSetDevice(state_->device);
+  state_->closeImports();
+}
+
+std::uint32_t CudaIpcChannel::openedHandles() const { return static_cast<std::uint32_t>(state_->imports.size()); }
+
+std::uint64_t CudaIpcChannel::exportGeneration() const {
+  // A channel is either the sender (what it wrote) or a receiver (what it imported).
+  return std::max(state_->generation, state_->importedGeneration) / 2;
+}
+
+ChannelMemory CudaIpcChannel::memory() const {
+  return ChannelMemory{.bufferBytes = 0, .tableBytes = state_->table.deviceBytes() + sizeof(DeviceChecksumSums)};
+}
+
+tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t transfer, const BucketPlan& plan,
+                                                                  std::span<const std::span<const std::byte>> tensors,
+                                                                  std::uint32_t receiverCount,
+                                                                  Clock::time_point deadline) {
+  (void)plan;  // nothing is staged: receivers copy tensor by tensor, whatever the bucket layout
+  State& state = *state_;
+  IpcControlData& data = control(region_);
+  const IpcHeaderData& header = data.header;
+  if (receiverCount == 0 || receiverCount > header.maxReceivers) {
+    return fail(ChannelError::InvalidGeometry, std::to_string(receiverCount) + " receivers: the segment has room for " +
+                                                   std::to_string(header.maxReceivers));
+  }
+  if (tensors.size() > header.maxTensors) {
+    return fail(ChannelError::InvalidGeometry, std::to_string(tensors.size()) + " tensors: the segment has room for " +
+                                                   std::to_string(header.maxTensors));
+  }
+  WSYNC_CUDA_TRY(cudaSetDevice(state.device));
+
+  // Export again only when a tensor moved or its block was freed and allocated again (same address, new block):
+  // trainers keep their parameters where they are, so this runs once. Checking costs one query per block.
+  std::vector<std::uint64_t> key;
+  key.reserve(2 * tensors.size());
+  for (const auto& tensor : tensors) {
+    key.push_back(reinterpret_cast<std::uint64_t>(tensor.data()));
+    key.push_back(tensor.size());
+  }
+  if (key != state.exportKey || !state.exportStillValid()) {
+    std::map<std::uint64_t, std::uint32_t> allocationOf;  // base -> index
+    std::vector<IpcAllocationData> exported;
+    std::vector<State::Exported> exportedBlocks;
+    std::vector<IpcTensorData> entries(tensors.size());
+    std::uint64_t total = 0;
+    for (std::size_t index = 0; index < tensors.size(); ++index) {
+      const auto& tensor = tensors[index];
+      total += tensor.size();
+      if (tensor.empty()) {
+        entries[index] = IpcTensorData{.allocation = kNoAllocation, .reserved = 0, .offset = 0, .bytes = 0};
+        continue;
+      }
+      CUdeviceptr base = 0;
+      std::size_t size = 0;
+      const auto address = reinterpret_cast<CUdeviceptr>(tensor.data());
+      if (state.getAddressRange(&base, &size, address) != CUDA_SUCCESS || address + tensor.size() > base + size) {
+        return fail(ChannelError::PlanMismatch, "tensor " + std::to_string(index) +
+                                                    " is not inside one device allocation of this process");
+      }
+      auto [slot, added] = allocationOf.try_emplace(base, static_cast<std::uint32_t>(exported.size()));
+      if (added) {
+        if (exported.size() >= header.maxAllocations) {
+          return fail(ChannelError::InvalidGeometry, "more than " + std::to_string(header.maxAllocations) +
+                                                         " device allocations to export");
+        }
+        cudaIpcMemHandle_t handle{};
+        if (const cudaError_t error = cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(base)); error != cudaSuccess) {
+          return fail(ChannelError::DeviceError,
+                      "tensor " + std::to_string(index) + "'s memory cannot be exported with CUDA IPC (" +
+                          cudaGetErrorString(error) +
+                          "): it must come from cudaMalloc, not cudaMallocAsync pools or the virtual memory API "
+                          "(PyTorch: expandable_segments off)");
+        }
+        IpcAllocationData entry{};
+        std::memcpy(entry.handle, &handle, sizeof(handle));
+        entry.bytes = size;
+        exported.push_back(entry);
+        exportedBlocks.push_back(State::Exported{.base = base, .bufferId = state.bufferId(base)});
+      }
+      entries[index] = IpcTensorData{.allocation = slot->second, .reserved = 0, .offset = address - base,
+                                     .bytes = tensor.size()};
+    }
+    // A seqlock write: odd while the tables change, so a receiver that reads across it sees the change.
+    data.sender.generation.store(state.generation + 1, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_release);
+    std::copy(exported.begin(), exported.end(), allocations(region_));
+    std::copy(entries.begin(), entries.end(), tensorTable(region_));
+    data.sender.allocationCount = static_cast<std::uint32_t>(exported.size());
+    data.sender.tensorCount = static_cast<std::uint32_t>(tensors.size());
+    data.sender.senderPid = static_cast<std::uint32_t>(::getpid());
+    data.sender.senderDevice = state.device;
+    data.sender.totalBytes = total;
+    state.generation += 2;
+    data.sender.generation.store(state.generation, std::memory_order_release);
+    state.exportKey = std::move(key);
+    state.exported = std::move(exportedBlocks);
+    state.totalBytes = total;
+  }
+
+  publish(data.sender.readyTransfer, data.sender.notify, transfer);
+
+  // Wait for every receiver: done or failed, unless aborted, cancelled or late.
+  std::uint32_t finished = 0;
+  while (finished < receiverCount) {
+    IpcReceiverData& receiver = data.receivers[finished];
+    const std::uint32_t seen = receiver.notify.load(std::memory_order_acquire);
+    if (receiver.doneTransfer.load(std::memory_order_acquire) == transfer) {
+      ++finished;
+      continue;
+    }
+    if (receiver.failedTransfer.load(std::memory_order_acquire) == transfer) {
+      return fail(ChannelError::Aborted, "receiver " + std::to_string(finished) + " failed transfer " +
+                                             std::to_string(transfer));
+    }
+    if (header.abortedTransfer.load(std::memory_order_acquire) == transfer) {
+      return fail(ChannelError::Aborted, "transfer " + std::to_string(transfer) + " aborted by the segment's owner");
+    }
+    if (cancel_ && cancel_()) {
+      return fail(ChannelError::Aborted, "cancelled while receiver " + std::to_string(finished) + " copied");
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      return fail(ChannelError::Timeout, "receiver " + std::to_string(finished) + " did not finish in time");
+    }
+    (void)waitWhileEqual(receiver.notify, seen, std::min<Clock::duration>(kWaitSlice, deadline - now));
+  }
+
+  const IpcReceiverData& first = data.receivers[0];
+  for (std::uint32_t index = 1; index < receiverCount; ++index) {
+    const IpcReceiverData& other = data.receivers[index];
+    if (other.digestLo != first.digestLo || other.digestHi != first.digestHi || other.bytes != first.bytes) {
+      return fail(ChannelError::DigestMismatch, "receivers 0 and " + std::to_string(index) +
+                                                    " read different bytes from the sender");
+    }
+  }
+  if (first.bytes != state.totalBytes) {
+    return fail(ChannelError::DigestMismatch, "receivers copied " + std::to_string(first.bytes) + " bytes of " +
+                                                  std::to_string(state.totalBytes));
+  }
+  reportProgress(first.bytes);  // one copy launch per version: nothing to report before its end
+  return TransferResult{.bytes = first.bytes, .digest = Digest{.lo = first.digestLo, .hi = first.digestHi}};
+}
+
+tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64_t transfer, const BucketPlan& plan,
+                                                                     std::span<const std::span<std::byte>> tensors,
+                                                                     std::uint32_t receiver,
+                                                                     Clock::time_point deadline) {
+  State& state = *state_;
+  IpcControlData& data = control(region_);
+  const IpcHeaderData& header = data.header;
+  if (receiver >= header.maxReceivers) {
+    return fail(ChannelError::InvalidGeometry, "receiver " + std::to_string(receiver) + " of " +
+                                                   std::to_string(header.maxReceivers));
+  }
+  IpcReceiverData& slot = data.receivers[receiver];
+  slot.pid = static_cast<std::uint32_t>(::getpid());
+  auto failed = [&](ChannelFailure failure) -> tl::expected<TransferResult, ChannelFailure> {
+    publish(slot.failedTransfer, slot.notify, transfer);
+    return tl::unexpected(std::move(failure));
+  };
+  if (const cudaError_t error = cudaSetDevice(state.device); error != cudaSuccess) {
+    return failed(detail::cudaFailure("cudaSetDevice", error));
+  }
+
+  // Wait for the sender to publish this transfer.
+  while (true) {
+    const std::uint32_t seen = data.sender.notify.load(std::memory_order_acquire);
+    const std::uint64_t ready = data.sender.readyTransfer.load(std::memory_order_acquire);
+    if (ready == transfer) break;
+    if (header.abortedTransfer.load(std::memory_order_acquire) == transfer) {
+      return failed({ChannelError::Aborted, "transfer " + std::to_string(transfer) + " aborted by the segment's owner"});
+    }
+    if (cancel_ && cancel_()) return failed({ChannelError::Aborted, "cancelled while waiting for the sender"});
+    const auto now = Clock::now();
+    if (now >= deadline) return failed({ChannelError::Timeout, "the sender did not publish in time"});
+    (void)waitWhileEqual(data.sender.notify, seen, std::min<Clock::duration>(kWaitSlice, deadline - now));
+  }
+
+  // The sender's tables: opened once per generation; handles already open stay open.
+  const std::uint64_t generation = data.sender.generation.load(std::memory_order_acquire);
+  if (generation % 2 != 0 || generation == 0) {
+    return failed({ChannelError::SystemError, "the sender's export is being rewritten"});
+  }
+  if (generation != state.importedGeneration) {
+    const std::uint32_t count = data.sender.allocationCount;
+    if (count > header.maxAllocations) return failed({ChannelError::LayoutMismatch, "allocation count out of range"});
+    std::vector<HandleBytes> handles(count);
+    for (std::uint32_t index = 0; index < count; ++index) {
+      std::memcpy(handles[index].data(), allocations(region_)[index].handle, kIpcHandleBytes);
+    }
+    // Close first what the new export no longer names: the sender let that memory go, and a block it allocates
+    // again in the same place cannot be opened while the old mapping stands (cudaErrorAlreadyMapped).
+    const std::set<HandleBytes> named(handles.begin(), handles.end());
+    for (auto entry = state.imports.begin(); entry != state.imports.end();) {
+      if (named.contains(entry->first)) {
+        ++entry;
+      } else {
+        cudaIpcCloseMemHandle(entry->second);
+        entry = state.imports.erase(entry);
+      }
+    }
+    std::vector<void*> importOf(count, nullptr);
+    for (std::uint32_t index = 0; index < count; ++index) {
+      if (auto known = state.imports.find(handles[index]); known != state.imports.end()) {
+        importOf[index] = known->second;
+        continue;
+      }
+      cudaIpcMemHandle_t raw{};
+      std::memcpy(&raw, handles[index].data(), sizeof(raw));
+      void* address = nullptr;
+      if (const cudaError_t error = cudaIpcOpenMemHandle(&address, raw, cudaIpcMemLazyEnablePeerAccess);
+          error != cudaSuccess) {
+        state.importedGeneration = 0;
+        // A sender that died or gave up takes its memory with it, and opening its handle then fails: say that
+        // the transfer was cancelled, not that CUDA broke (seen on 4 x H200 when a sender quit first).
+        if (cancel_ && cancel_()) {
+          return failed({ChannelError::Aborted, std::string("cancelled: the sender's memory is gone (") +
+                                                    cudaGetErrorName(error) + " from cudaIpcOpenMemHandle)"});
+        }
+        return failed(detail::cudaFailure("cudaIpcOpenMemHandle", error));
+      }
+      importOf[index] = address;
+      state.imports.emplace(handles[index], address);
+    }
+    state.importOf = std::move(importOf);
+    if (data.sender.generation.load(std::memory_order_acquire) != generation) {
+      state.importedGeneration = 0;
+      return failed({ChannelError::SystemError, "the sender's export changed while it was read"});
+    }
+    state.importedGeneration = generation;
+    state.layoutKey.clear();
+  }
+
+  // The copy table: rebuilt when the export or this receiver's tensors change.
+  std::vector<std::uint64_t> key{generation};
+  for (const auto& tensor : tensors) {
+    key.push_back(reinterpret_cast<std::uint64_t>(tensor.data()));
+    key.push_back(tensor.size());
+  }
+  if (key != state.layoutKey) {
+    if (data.sender.tensorCount != tensors.size()) {
+      return failed({ChannelError::PlanMismatch, "the sender exported " + std::to_string(data.sender.tensorCount) +
+                                                     " tensors, this receiver has " + std::to_string(tensors.size())});
+    }
+    std::uint64_t total = 0;
+    state.table.clear();
+    state.table.beginBatch();
+    const IpcTensorData* entries = tensorTable(region_);
+    for (std::size_t index = 0; index < tensors.size(); ++index) {
+      const IpcTensorData entry = entries[index];
+      std::uint64_t planned = 0;
+      for (const Piece& piece : plan.piecesOfTensor(static_cast<std::uint32_t>(index))) planned += piece.bytes;
+      if (entry.bytes != tensors[index].size() || planned != entry.bytes) {
+        return failed({ChannelError::PlanMismatch, "tensor " + std::to_string(index) + ": the sender has " +
+                                                       std::to_string(entry.bytes) + " bytes, the plan " +
+                                                       std::to_string(planned) + ", this receiver " +
+                                                       std::to_string(tensors[index].size())});
+      }
+      total += entry.bytes;
+      if (entry.bytes == 0) continue;
+      if (entry.allocation >= state.importOf.size()) {
+        return failed({ChannelError::LayoutMismatch, "tensor " + std::to_string(index) + " names no allocation"});
+      }
+      state.table.add(reinterpret_cast<std::uint64_t>(state.importOf[entry.allocation]) + entry.offset,
+                      reinterpret_cast<std::uint64_t>(tensors[index].data()), entry.bytes,
+                      static_cast<std::uint32_t>(index), 0);
+    }
+    if (auto uploaded = state.table.upload(); !uploaded) return failed(uploaded.error());
+    state.layoutKey = std::move(key);
+    state.totalBytes = total;
+  }
+
+  auto enqueue = [&]() -> tl::expected<void, ChannelFailure> {
+    WSYNC_CUDA_TRY(cudaMemsetAsync(state.deviceSums, 0, sizeof(DeviceChecksumSums), state.stream));
+    if (auto launched = state.table.launch(0, state.deviceSums, kCopyBlocks, state.stream); !launched) {
+      return tl::unexpected(launched.error());
+    }
+    WSYNC_CUDA_TRY(cudaMemcpyAsync(state.hostSums, state.deviceSums, sizeof(DeviceChecksumSums),
+                                   cudaMemcpyDeviceToHost, state.stream));
+    WSYNC_CUDA_TRY(cudaEventRecord(state.finished, state.stream));
+    return {};
+  };
+  if (auto enqueued = enqueue(); !enqueued) return failed(enqueued.error());
+  while (true) {
+    const cudaError_t status = cudaEventQuery(state.finished);
+    if (status == cudaSuccess) break;
+    if (status != cudaErrorNotReady) return failed(detail::cudaFailure("copy from the sender", status));
+    std::this_thread::sleep_for(kPollInterval);
+  }
+
+  const Digest digest = finishDeviceChecksum(*state.hostSums, state.totalBytes);
+  slot.bytes = state.totalBytes;
+  slot.digestLo = digest.lo;
+  slot.digestHi = digest.hi;
+  publish(slot.doneTransfer, slot.notify, transfer);
+  reportProgress(state.totalBytes);
+  return TransferResult{.bytes = state.totalBytes, .digest = digest};
+}
+
+}  // namespace wsync::bus::gpu

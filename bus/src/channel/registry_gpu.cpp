@@ -1,0 +1,90 @@
+// wsync::channels in a build with CUDA: shm, nccl and cuda_ipc.
+#include <cstring>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "channel/gpu/cuda_check.hpp"
+#include "wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp"
+#include "wsync/bus/channel/cuda_ipc/cuda_ipc_channel_owner.hpp"
+#include "wsync/bus/channel/nccl/nccl_channel.hpp"
+#include "wsync/bus/channel/nccl/nccl_channel_owner.hpp"
+#include "wsync/bus/channel/registry.hpp"
+#include "wsync/bus/channel/shm/shm_channel.hpp"
+#include "wsync/bus/channel/shm/shm_channel_owner.hpp"
+
+namespace wsync::bus {
+
+namespace {
+
+tl::expected<std::unique_ptr<Channel>, ChannelFailure> openNccl(const msg::TransferPlan& plan,
+                                                                const ChannelSetup& setup) {
+  if (plan.nccl_unique_id() == nullptr || plan.nccl_unique_id()->size() != gpu::kNcclUniqueIdBytes) {
+    return fail(ChannelError::InvalidGeometry,
+                "the nccl plan carries a unique id of " +
+                    std::to_string(plan.nccl_unique_id() ? plan.nccl_unique_id()->size() : 0) + " bytes, not " +
+                    std::to_string(gpu::kNcclUniqueIdBytes));
+  }
+  gpu::NcclChannelConfig config;
+  std::memcpy(config.uniqueId.data(), plan.nccl_unique_id()->data(), gpu::kNcclUniqueIdBytes);
+  config.rank = plan.nccl_rank();
+  config.worldSize = plan.nccl_world_size();
+  config.bufferCount = plan.buffer_count();
+  config.cancelProbe = setup.cancelProbe;
+  auto channel = gpu::NcclChannel::open(config, setup.deadline);
+  if (!channel) return tl::unexpected(channel.error());
+  (*channel)->setCancelProbe(setup.cancelProbe);
+  return std::unique_ptr<Channel>(std::move(*channel));
+}
+
+}  // namespace
+
+tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::TransferPlan& plan,
+                                                                   const ChannelSetup& setup) {
+  const bool named = plan.arena() != nullptr && plan.arena()->size() != 0;
+  switch (plan.channel()) {
+    case msg::ChannelKind::Shm: {
+      if (!named) return fail(ChannelError::NoArena, "the shm plan names no arena");
+      auto channel = ShmChannel::open(plan.arena()->str());
+      if (!channel) return tl::unexpected(channel.error());
+      (*channel)->setCancelProbe(setup.cancelProbe);
+      return std::unique_ptr<Channel>(std::move(*channel));
+    }
+    case msg::ChannelKind::Nccl:
+    case msg::ChannelKind::CudaIpc: break;
+  }
+  if (gpu::visibleDeviceCount() == 0) {
+    return fail(ChannelError::Unsupported, "channel " + channelName(plan.channel()) +
+                                               " needs a GPU and this process sees none");
+  }
+  WSYNC_CUDA_TRY(cudaSetDevice(setup.cudaDevice));
+  if (plan.channel() == msg::ChannelKind::Nccl) return openNccl(plan, setup);
+  if (plan.channel() != msg::ChannelKind::CudaIpc) {
+    return fail(ChannelError::Unsupported, "channel " + channelName(plan.channel()) +
+                                               " is unknown to this build");
+  }
+  if (!named) return fail(ChannelError::NoArena, "the cuda_ipc plan names no segment");
+  auto channel = gpu::CudaIpcChannel::open(plan.arena()->str());
+  if (!channel) return tl::unexpected(channel.error());
+  (*channel)->setCancelProbe(setup.cancelProbe);
+  return std::unique_ptr<Channel>(std::move(*channel));
+}
+
+std::vector<msg::ChannelKind> buildChannels() {
+  return {msg::ChannelKind::Shm, msg::ChannelKind::Nccl, msg::ChannelKind::CudaIpc};
+}
+
+tl::expected<std::vector<std::unique_ptr<ChannelOwner>>, ChannelFailure> createChannelOwners(
+    const ChannelOwnersConfig& config) {
+  auto shm = ShmChannelOwner::create(
+      config.busName,
+      ArenaGeometry{config.hostBucketBytes, config.bufferCount, static_cast<std::uint32_t>(kMaxArenaReceivers)});
+  if (!shm) return tl::unexpected(shm.error());
+  std::vector<std::unique_ptr<ChannelOwner>> owners;
+  owners.push_back(std::move(*shm));
+  owners.push_back(std::make_unique<gpu::NcclChannelOwner>());
+  owners.push_back(std::make_unique<gpu::CudaIpcChannelOwner>(config.busName));
+  return owners;
+}
+
+}  // namespace wsync::bus

@@ -1,0 +1,36 @@
+// wsync::channels in a build without CUDA: the shm channel only.
+#include <string>
+
+#include "wsync/bus/channel/registry.hpp"
+#include "wsync/bus/channel/shm/shm_channel.hpp"
+#include "wsync/bus/channel/shm/shm_channel_owner.hpp"
+
+namespace wsync::bus {
+
+tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::TransferPlan& plan,
+                                                                   const ChannelSetup& setup) {
+  if (plan.channel() != msg::ChannelKind::Shm) {
+    return fail(ChannelError::Unsupported, "channel " + channelName(plan.channel()) +
+                                               " is not in this build of wsync (built without the CUDA Toolkit)");
+  }
+  if (plan.arena() == nullptr || plan.arena()->size() == 0) return fail(ChannelError::NoArena, "the shm plan names no arena");
+  auto channel = ShmChannel::open(plan.arena()->str());
+  if (!channel) return tl::unexpected(channel.error());
+  (*channel)->setCancelProbe(setup.cancelProbe);
+  return std::unique_ptr<Channel>(std::move(*channel));
+}
+
+std::vector<msg::ChannelKind> buildChannels() { return {msg::ChannelKind::Shm}; }
+
+tl::expected<std::vector<std::unique_ptr<ChannelOwner>>, ChannelFailure> createChannelOwners(
+    const ChannelOwnersConfig& config) {
+  auto shm = ShmChannelOwner::create(
+      config.busName,
+      ArenaGeometry{config.hostBucketBytes, config.bufferCount, static_cast<std::uint32_t>(kMaxArenaReceivers)});
+  if (!shm) return tl::unexpected(shm.error());
+  std::vector<std::unique_ptr<ChannelOwner>> owners;
+  owners.push_back(std::move(*shm));
+  return owners;
+}
+
+}  // namespace wsync::bus

@@ -1,0 +1,294 @@
+#include "wsync/bus/channel/shm/shm_arena.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include <boost/interprocess/shared_memory_object.hpp>
+
+#include "core/private_segment.hpp"
+#include "wsync/bus/core/shared_futex.hpp"
+#include "wsync/bus/protocol/stream_digest.hpp"
+#include "wsync/bus/channel/shm/streaming_copy.hpp"
+
+namespace wsync::bus {
+namespace bip = boost::interprocess;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Longest single sleep on a futex word: an abort (which wakes nobody) or a deadline is noticed within it.
+constexpr std::chrono::milliseconds kWaitSlice{20};
+// A piece is copied and digested in slices of this size, so that the digest reads what the copy has just brought
+// into L1/L2 instead of reading the whole piece (up to a bucket) from memory a second time.
+constexpr std::uint64_t kDigestSlice = 16 * 1024;
+
+std::uint64_t ticketOf(std::uint64_t transfer, std::uint32_t bucket) {
+  return (transfer << 32) | (std::uint64_t{bucket} + 1);
+}
+
+std::uint64_t dataOffset() {
+  return (sizeof(ArenaControlData) + kArenaBufferAlignment - 1) / kArenaBufferAlignment * kArenaBufferAlignment;
+}
+
+tl::expected<void, ChannelFailure> checkGeometry(const ArenaGeometry& geometry) {
+  if (geometry.bufferCount < 2 || geometry.bufferCount > kMaxArenaBuffers) {
+    return fail(ChannelError::InvalidGeometry, std::to_string(geometry.bufferCount) + " buffers: use 2 to " +
+                                                   std::to_string(kMaxArenaBuffers) + " (fill one, drain another)");
+  }
+  if (geometry.maxReceivers == 0 || geometry.maxReceivers > kMaxArenaReceivers) {
+    return fail(ChannelError::InvalidGeometry, std::to_string(geometry.maxReceivers) + " receivers: use 1 to " +
+                                                   std::to_string(kMaxArenaReceivers));
+  }
+  if (geometry.bucketBytes == 0 || geometry.bucketBytes % kArenaBufferAlignment != 0 ||
+      geometry.bucketBytes > (std::uint64_t{1} << 40)) {
+    return fail(ChannelError::InvalidGeometry, "bucket size " + std::to_string(geometry.bucketBytes) +
+                                                   " must be a positive multiple of " +
+                                                   std::to_string(kArenaBufferAlignment) + ", at most 1 TiB");
+  }
+  return {};
+}
+
+// Waits until `ready()`, sleeping on `notify` (whose writer bumps it after each change that can make `ready` true).
+template <typename Ready>
+tl::expected<void, ChannelFailure> await(const std::atomic<std::uint32_t>& notify, Ready&& ready,
+                                         const ArenaHeaderData& header, std::uint64_t transfer,
+                                         Clock::time_point deadline, const char* what,
+                                         const std::function<bool()>& cancelled) {
+  while (true) {
+    // Read the notify word before the condition: a change after this load makes the futex return at once.
+    const std::uint32_t seen = notify.load(std::memory_order_acquire);
+    if (ready()) return {};
+    if (header.abortedTransfer.load(std::memory_order_acquire) == transfer) {
+      return fail(ChannelError::Aborted, std::string("transfer ") + std::to_string(transfer) + " aborted while " + what);
+    }
+    if (cancelled && cancelled()) {
+      return fail(ChannelError::Aborted, std::string("transfer ") + std::to_string(transfer) + " cancelled while " + what);
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) return fail(ChannelError::Timeout, std::string("timed out while ") + what);
+    (void)waitWhileEqual(notify, seen, std::min<Clock::duration>(kWaitSlice, deadline - now));
+  }
+}
+
+void publish(std::atomic<std::uint64_t>& ticket, std::atomic<std::uint32_t>& notify, std::uint64_t value) {
+  ticket.store(value, std::memory_order_release);
+  notify.fetch_add(1, std::memory_order_release);
+  wakeAll(notify);
+}
+
+// Every piece must fall inside the buffer bound for its tensor, checked before any byte moves: no plan, however
+// wrong, makes a process write outside what it bound.
+template <typename Byte>
+tl::expected<void, ChannelFailure> checkBindings(const BucketPlan& plan, std::span<const std::span<Byte>> tensors,
+                                                 const ArenaGeometry& geometry) {
+  if (plan.bucketBytes() != geometry.bucketBytes) {
+    return fail(ChannelError::PlanMismatch, "plan buckets of " + std::to_string(plan.bucketBytes()) +
+                                                " bytes, arena buckets of " + std::to_string(geometry.bucketBytes));
+  }
+  for (const Piece& piece : plan.pieces()) {
+    if (piece.tensor >= tensors.size() || piece.tensorOffset + piece.bytes > tensors[piece.tensor].size()) {
+      return fail(ChannelError::PlanMismatch, "tensor " + std::to_string(piece.tensor) + " needs " +
+                                                  std::to_string(piece.tensorOffset + piece.bytes) +
+                                                  " bytes, the bound buffer has " +
+                                                  std::to_string(piece.tensor < tensors.size()
+                                                                     ? tensors[piece.tensor].size()
+                                                                     : 0));
+    }
+  }
+  return {};
+}
+
+// The sender: copies a piece of a tensor into a bucket and digests the tensor's bytes, slice by slice. Ordinary
+// stores: the receivers read the bucket next, and should find it in the cache.
+void packAndDigest(std::byte* target, const std::byte* source, std::uint64_t bytes, StreamDigest& digest) {
+  for (std::uint64_t offset = 0; offset < bytes; offset += kDigestSlice) {
+    const std::uint64_t slice = std::min(kDigestSlice, bytes - offset);
+    std::memcpy(target + offset, source + offset, slice);
+    digest.add(source + offset, slice);
+  }
+}
+
+// A receiver: copies a piece out of a bucket into its tensor with streaming stores (nothing reads the new version
+// before the round commits, and a cached destination line costs a read from memory first) and digests the bytes it
+// copied, from the bucket slice the copy has just brought into L1. The bucket cannot change between the two reads
+// unnoticed: the sender only refills a buffer every receiver has drained, and the ticket is checked again after
+// the copy. This is the receiver's whole cost per byte, so the one that decides the channel's speed.
+void unpackAndDigest(std::byte* target, const std::byte* source, std::uint64_t bytes, StreamDigest& digest) {
+  for (std::uint64_t offset = 0; offset < bytes; offset += kDigestSlice) {
+    const std::uint64_t slice = std::min(kDigestSlice, bytes - offset);
+    streamingCopy(target + offset, source + offset, slice);
+    digest.add(source + offset, slice);
+  }
+}
+
+tl::expected<bip::mapped_region, ChannelFailure> mapArena(const std::string& name, bool create,
+                                                          const ArenaGeometry& geometry) {
+  const std::uint64_t bytes = dataOffset() + geometry.bufferCount * geometry.bucketBytes;
+  try {
+    if (create) {
+      bip::shared_memory_object::remove(name.c_str());
+      bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, bip::permissions(0600));
+      shm.truncate(static_cast<bip::offset_t>(bytes));
+      return bip::mapped_region(shm, bip::read_write, 0, bytes);
+    }
+    bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_write);
+    auto size = detail::privateSegmentSize(shm, name);
+    if (!size) return fail(size.error().unsafe ? ChannelError::Unsafe : ChannelError::SystemError, size.error().detail);
+    if (*size < dataOffset()) return fail(ChannelError::LayoutMismatch, name + " is too small for an arena");
+    return bip::mapped_region(shm, bip::read_write, 0, *size);
+  } catch (const bip::interprocess_exception& e) {
+    if (e.get_error_code() == bip::not_found_error) return fail(ChannelError::NoArena, "no arena " + name);
+    return fail(ChannelError::SystemError, name + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+tl::expected<ShmArena, ChannelFailure> ShmArena::create(const std::string& name, const ArenaGeometry& geometry) {
+  if (auto valid = checkGeometry(geometry); !valid) return tl::unexpected(valid.error());
+  auto region = mapArena(name, true, geometry);
+  if (!region) return tl::unexpected(region.error());
+  auto& header = static_cast<ArenaControlData*>(region->get_address())->header;
+  header.layoutVersion = kArenaLayoutVersion;
+  header.bufferCount = geometry.bufferCount;
+  header.bucketBytes = geometry.bucketBytes;
+  header.dataOffset = dataOffset();
+  header.segmentBytes = region->get_size();
+  header.maxReceivers = geometry.maxReceivers;
+  header.magic.store(kArenaMagic, std::memory_order_release);  // publishes the arena
+  return ShmArena(std::move(*region), name, geometry, true);
+}
+
+tl::expected<ShmArena, ChannelFailure> ShmArena::open(const std::string& name) {
+  auto region = mapArena(name, false, ArenaGeometry{});
+  if (!region) return tl::unexpected(region.error());
+  const auto& header = static_cast<const ArenaControlData*>(region->get_address())->header;
+  if (header.magic.load(std::memory_order_acquire) != kArenaMagic || header.layoutVersion != kArenaLayoutVersion ||
+      header.dataOffset != dataOffset() || header.segmentBytes != region->get_size()) {
+    return fail(ChannelError::LayoutMismatch, name + " is not an initialised arena of layout " +
+                                                  std::to_string(kArenaLayoutVersion));
+  }
+  const ArenaGeometry geometry{header.bucketBytes, header.bufferCount, header.maxReceivers};
+  if (auto valid = checkGeometry(geometry); !valid ||
+      dataOffset() + geometry.bufferCount * geometry.bucketBytes != header.segmentBytes) {
+    return fail(ChannelError::LayoutMismatch, name + " has an inconsistent geometry");
+  }
+  return ShmArena(std::move(*region), name, geometry, false);
+}
+
+ShmArena::ShmArena(ShmArena&& other) noexcept
+    : region_(std::move(other.region_)),
+      name_(std::move(other.name_)),
+      geometry_(other.geometry_),
+      owner_(std::exchange(other.owner_, false)) {}
+
+ShmArena::~ShmArena() {
+  if (owner_) bip::shared_memory_object::remove(name_.c_str());
+}
+
+std::byte* ShmArena::buffer(std::uint32_t index) const {
+  return static_cast<std::byte*>(region_.get_address()) + dataOffset() + index * geometry_.bucketBytes;
+}
+
+void ShmArena::abortTransfer(std::uint64_t transfer) {
+  control().header.abortedTransfer.store(transfer, std::memory_order_release);
+}
+
+tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transfer, const BucketPlan& plan,
+                                                            std::span<const std::span<const std::byte>> tensors,
+                                                            std::span<const std::uint32_t> receivers,
+                                                            Clock::time_point deadline,
+                                                            const std::function<void(std::uint64_t)>& progress,
+                                                            const std::function<bool()>& cancelled) {
+  if (auto bound = checkBindings(plan, tensors, geometry_); !bound) return tl::unexpected(bound.error());
+  for (std::uint32_t receiver : receivers) {
+    if (receiver >= geometry_.maxReceivers) {
+      return fail(ChannelError::PlanMismatch, "receiver " + std::to_string(receiver) + " of " +
+                                                  std::to_string(geometry_.maxReceivers));
+    }
+  }
+  ArenaControlData& arena = control();
+  StreamDigest digest;
+  for (std::uint32_t bucket = 0; bucket < plan.bucketCount(); ++bucket) {
+    const std::uint32_t index = bucket % geometry_.bufferCount;
+    if (bucket >= geometry_.bufferCount) {
+      // The buffer still holds bucket - bufferCount until every receiver has copied it out.
+      const std::uint64_t previous = ticketOf(transfer, bucket - geometry_.bufferCount);
+      for (std::uint32_t receiver : receivers) {
+        ArenaDrainData& drain = arena.drains[index][receiver];
+        auto drained = await(
+            drain.notify, [&] { return drain.ticket.load(std::memory_order_acquire) >= previous; }, arena.header,
+            transfer, deadline, "waiting for a receiver to drain a buffer", cancelled);
+        if (!drained) return tl::unexpected(drained.error());
+      }
+    }
+    std::byte* target = buffer(index);
+    for (const Piece& piece : plan.piecesOfBucket(bucket)) {
+      const std::byte* source = tensors[piece.tensor].data() + piece.tensorOffset;
+      packAndDigest(target + piece.bucketOffset, source, piece.bytes, digest);
+    }
+    publish(arena.fills[index].ticket, arena.fills[index].notify, ticketOf(transfer, bucket));
+    if (progress) progress(digest.bytes());
+  }
+  // Only once every receiver has copied out the last bucket: the next transfer's first bufferCount buckets refill
+  // these buffers without waiting (their predecessors in the ring are of an earlier transfer, whose receivers the
+  // arena does not know), so returning earlier would let a sender that starts the next transfer at once replace
+  // buckets a slow receiver has not read (it would fail with Overwritten, and the sender would wait for it).
+  // Receivers copy buckets in order, so the last one stands for all.
+  if (const std::uint32_t count = plan.bucketCount(); count > 0) {
+    const std::uint64_t last = ticketOf(transfer, count - 1);
+    for (std::uint32_t receiver : receivers) {
+      ArenaDrainData& drain = arena.drains[(count - 1) % geometry_.bufferCount][receiver];
+      auto drained = await(
+          drain.notify, [&] { return drain.ticket.load(std::memory_order_acquire) >= last; }, arena.header, transfer,
+          deadline, "waiting for a receiver to drain the last bucket", cancelled);
+      if (!drained) return tl::unexpected(drained.error());
+    }
+  }
+  return TransferResult{digest.bytes(), digest.digest()};
+}
+
+tl::expected<TransferResult, ChannelFailure> ShmArena::receive(std::uint64_t transfer, const BucketPlan& plan,
+                                                               std::span<const std::span<std::byte>> tensors,
+                                                               std::uint32_t receiver, Clock::time_point deadline,
+                                                               const std::function<void(std::uint64_t)>& progress,
+                                                               const std::function<bool()>& cancelled) {
+  if (auto bound = checkBindings(plan, tensors, geometry_); !bound) return tl::unexpected(bound.error());
+  if (receiver >= geometry_.maxReceivers) {
+    return fail(ChannelError::PlanMismatch,
+                "receiver " + std::to_string(receiver) + " of " + std::to_string(geometry_.maxReceivers));
+  }
+  ArenaControlData& arena = control();
+  StreamDigest digest;
+  for (std::uint32_t bucket = 0; bucket < plan.bucketCount(); ++bucket) {
+    const std::uint32_t index = bucket % geometry_.bufferCount;
+    const std::uint64_t wanted = ticketOf(transfer, bucket);
+    ArenaFillData& fill = arena.fills[index];
+    auto filled = await(
+        fill.notify, [&] { return fill.ticket.load(std::memory_order_acquire) >= wanted; }, arena.header, transfer,
+        deadline, "waiting for the sender to fill a buffer", cancelled);
+    if (!filled) return tl::unexpected(filled.error());
+    if (fill.ticket.load(std::memory_order_acquire) != wanted) {
+      return fail(ChannelError::Overwritten, "bucket " + std::to_string(bucket) + " was replaced before it was read");
+    }
+    const std::byte* source = buffer(index);
+    for (const Piece& piece : plan.piecesOfBucket(bucket)) {
+      std::byte* target = tensors[piece.tensor].data() + piece.tensorOffset;
+      unpackAndDigest(target, source + piece.bucketOffset, piece.bytes, digest);
+    }
+    finishStreamingCopies();  // the bucket's bytes land before its drain ticket says so
+    // Seqlock-style: if the sender moved on during the copy (only after an abort), the copy may be torn. The fence
+    // keeps the copy's reads before the re-check, which an acquire load alone would not.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (fill.ticket.load(std::memory_order_relaxed) != wanted) {
+      return fail(ChannelError::Overwritten, "bucket " + std::to_string(bucket) + " changed while it was copied");
+    }
+    ArenaDrainData& drain = arena.drains[index][receiver];
+    publish(drain.ticket, drain.notify, wanted);
+    if (progress) progress(digest.bytes());
+  }
+  return TransferResult{digest.bytes(), digest.digest()};
+}
+
+}  // namespace wsync::bus
