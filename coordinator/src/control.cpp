@@ -38,11 +38,11 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
       block.setOperatorPause(operatorPause);
       // Engines that poll the control block see it at once; the workers' agents get the message.
       block.setPauseState(bus::PauseState{true, *operatorPause, round ? round->id : 0});
-      for (const auto& [routingId, agent] : agents) {
+      for (const auto& [routingId, agent] : agents.all()) {
         if (agent.role == msg::Role::Worker) sendOperatorPause(routingId);
       }
       detail = std::string(already ? "generation was paused already; mode now " : "generation paused in mode ") +
-               msg::EnumNamePauseMode(*operatorPause) + " on " + std::to_string(workerCount()) + " workers" +
+               msg::EnumNamePauseMode(*operatorPause) + " on " + std::to_string(agents.workerCount()) + " workers" +
                (round ? "; round " + std::to_string(round->id) + " goes on" : std::string());
       break;
     }
@@ -60,10 +60,10 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
       builder.reset();
       const auto resume = msg::CreateResume(builder.fbb(), 0, committedVersion);
       const auto bytes = stamp(resume);
-      for (const auto& [routingId, agent] : agents) {
+      for (const auto& [routingId, agent] : agents.all()) {
         if (agent.role == msg::Role::Worker) sendTo(routingId, bytes);
       }
-      detail = "generation resumed on " + std::to_string(workerCount()) + " workers" +
+      detail = "generation resumed on " + std::to_string(agents.workerCount()) + " workers" +
                (round ? " (round " + std::to_string(round->id) + " still holds them until it ends)" : std::string());
       break;
     }
@@ -79,7 +79,7 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
     }
     case msg::ControlAction::Evict: {
       const std::string agentId = request.agent_id() ? request.agent_id()->str() : std::string();
-      AgentRecord* agent = findById(agentId);
+      AgentRecord* agent = agents.findById(agentId);
       if (agent == nullptr) {
         ++stats.requestsRejected;
         replyError(source, message.seq(), msg::ErrorCode::UnknownAgent,

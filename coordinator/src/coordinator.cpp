@@ -280,7 +280,7 @@ void Coordinator::Impl::rebindRequestEndpoint(std::chrono::milliseconds outage, 
   // Every agent's connection went with the endpoint, and with it whatever was queued for it: its registration is
   // void. Dropped by dropUnreachable(), once the caller's step of the round is done (a commit in progress finishes
   // first); each registers again on a new connection.
-  for (const auto& [routingId, agent] : agents) {
+  for (const auto& [routingId, agent] : agents.all()) {
     unreachable.emplace_back(routingId, "its connection went with the request endpoint");
   }
 }
@@ -331,15 +331,15 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
       return;
     default: break;
   }
-  const auto found = agents.find(source);
-  if (found == agents.end()) {
+  AgentRecord* const found = agents.find(source);
+  if (found == nullptr) {
     ++stats.requestsRejected;
     replyError(source, message.seq(), msg::ErrorCode::UnknownAgent,
                std::string(bus::bodyName(message.type())) + " from a connection that has not registered: send "
                "AgentHello first");
     return;
   }
-  AgentRecord& agent = found->second;
+  AgentRecord& agent = *found;
   if (message.epoch() != block.epoch()) {
     // A registered agent stamps the epoch its Welcome gave: anything else is not about this registration.
     ++stats.requestsRejected;
@@ -370,18 +370,6 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
   }
 }
 
-AgentRecord* Coordinator::Impl::findById(const std::string& agentId) {
-  for (auto& [routingId, agent] : agents) {
-    if (agent.agentId == agentId) return &agent;
-  }
-  return nullptr;
-}
-
-std::uint32_t Coordinator::Impl::workerCount() const {
-  return static_cast<std::uint32_t>(
-      std::count_if(agents.begin(), agents.end(), [](const auto& entry) { return entry.second.role == msg::Role::Worker; }));
-}
-
 std::optional<std::uint32_t> Coordinator::Impl::freeSlot() {
   if (auto slot = block.findFreeSlot()) return slot;
   // Slots of dead agents stay visible to monitors until they are needed.
@@ -390,26 +378,6 @@ std::optional<std::uint32_t> Coordinator::Impl::freeSlot() {
     if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Dead) return slot;
   }
   return std::nullopt;
-}
-
-std::optional<std::int32_t> Coordinator::Impl::freeRank(msg::Role role, std::int32_t requested, std::string& why) {
-  auto holderOf = [&](std::int32_t rank) -> const AgentRecord* {
-    for (const auto& [routingId, agent] : agents) {
-      if (agent.role == role && agent.rank == rank) return &agent;
-    }
-    return nullptr;
-  };
-  if (requested >= 0) {
-    if (const AgentRecord* holder = holderOf(requested)) {
-      why = "rank " + std::to_string(requested) + " of the " + msg::EnumNameRole(role) + "s is held by '" +
-            holder->agentId + "'";
-      return std::nullopt;
-    }
-    return requested;
-  }
-  for (std::int32_t rank = 0;; ++rank) {
-    if (holderOf(rank) == nullptr) return rank;
-  }
 }
 
 bool Coordinator::Impl::isAlive(const AgentRecord& agent, std::uint64_t nowMs, std::string& why) const {
@@ -457,11 +425,7 @@ std::string Coordinator::Impl::admissionProblem(const msg::AgentHello& hello) co
     const bus::ChannelOwner* owner = ownerOf(kind);
     if (owner == nullptr) continue;  // no round can run on it here anyway
     const std::uint32_t capacity = owner->maxReceivers();
-    const auto offering = std::count_if(agents.begin(), agents.end(), [&](const auto& entry) {
-      const AgentRecord& agent = entry.second;
-      return agent.role == msg::Role::Worker &&
-             std::find(agent.channels.begin(), agent.channels.end(), kind) != agent.channels.end();
-    });
+    const std::uint32_t offering = agents.workersOffering(kind);
     if (static_cast<std::uint64_t>(offering) + 1 > capacity) {
       return "a round on the " + bus::channelName(kind) + " channel takes at most " +
              std::to_string(capacity) + " workers, and " + std::to_string(offering) +
@@ -499,7 +463,7 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
     auto& fbb = builder.fbb();
     const msg::Digest128 digest = bus::toMessage(committedDigest);
     const auto welcome = msg::CreateWelcome(
-        fbb, fbb.CreateString(agent.agentId), agent.slot, agent.rank, workerCount(), block.epoch(),
+        fbb, fbb.CreateString(agent.agentId), agent.slot, agent.rank, agents.workerCount(), block.epoch(),
         committedVersion, static_cast<std::uint32_t>(options.heartbeatInterval.count()),
         static_cast<std::uint32_t>(options.heartbeatTimeout.count()), fbb.CreateString(block.segmentName()),
         committedRound, &digest, static_cast<std::uint32_t>(options.pauseTimeout.count()),
@@ -509,19 +473,19 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
     sendTo(source, stamp(welcome));
   };
 
-  if (auto existing = agents.find(source); existing != agents.end()) {
-    if (existing->second.agentId == agentId && existing->second.role == hello.role()) {
-      sendWelcome(existing->second);  // the agent repeated its hello: same answer
+  if (const AgentRecord* existing = agents.find(source)) {
+    if (existing->agentId == agentId && existing->role == hello.role()) {
+      sendWelcome(*existing);  // the agent repeated its hello: same answer
       return;
     }
-    refuse(msg::ErrorCode::DuplicateAgent, "this connection is registered as '" + existing->second.agentId + "'");
+    refuse(msg::ErrorCode::DuplicateAgent, "this connection is registered as '" + existing->agentId + "'");
     return;
   }
   const std::uint64_t nowMs = bus::monotonicMillis();
   const bool sameHost = hello.hostname() != nullptr && hello.hostname()->string_view() == hostname;
   const std::uint64_t startTicks =
       sameHost ? bus::processStartTicks(static_cast<pid_t>(hello.pid())).value_or(0) : std::uint64_t{0};
-  if (AgentRecord* holder = findById(agentId)) {
+  if (AgentRecord* holder = agents.findById(agentId)) {
     std::string why;
     // The same process (this host, same pid and start time) registering on a new connection lost the old one: its
     // old registration is void, and waiting for its heartbeat to expire would only delay its return.
@@ -546,7 +510,7 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
     return;
   }
   std::string rankProblem;
-  const auto rank = freeRank(hello.role(), hello.requested_rank(), rankProblem);
+  const auto rank = agents.freeRank(hello.role(), hello.requested_rank(), rankProblem);
   if (!rank) {
     refuse(msg::ErrorCode::NotAllowed, rankProblem);
     return;
@@ -580,7 +544,7 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
              ": not a version this bus committed (a lost control block, or a client that lies); it counts for nothing";
     });
   }
-  const AgentRecord& stored = agents.emplace(source, std::move(agent)).first->second;
+  const AgentRecord& stored = agents.add(std::move(agent));
   ++stats.agentsJoined;
   sendWelcome(stored);
   // A worker joining while an operator holds generation paused is paused too.
@@ -606,10 +570,9 @@ void Coordinator::Impl::publishAgentEvent(const AgentRecord& agent, msg::AgentEv
 
 void Coordinator::Impl::removeAgent(const std::string& routingId, msg::AgentEventKind kind,
                                     const std::string& detail) {
-  const auto found = agents.find(routingId);
-  if (found == agents.end()) return;
-  const AgentRecord agent = found->second;
-  agents.erase(found);
+  const auto removed = agents.remove(routingId);
+  if (!removed) return;
+  const AgentRecord& agent = *removed;
   if (kind == msg::AgentEventKind::Dead) ++stats.agentsDied;
   const bool leftForGood = kind == msg::AgentEventKind::Left || kind == msg::AgentEventKind::Evicted;
   (void)block.setOccupancy(agent.slot, leftForGood ? bus::SlotOccupancy::Free
@@ -631,14 +594,14 @@ void Coordinator::Impl::publishBeat() {
   builder.reset();
   const auto body = msg::CreateCoordinatorBeat(builder.fbb(), committedVersion, roundCounter,
                                                round ? round->phase : msg::RoundPhase::Idle,
-                                               static_cast<std::uint32_t>(agents.size()), workerCount());
+                                               agents.size(), agents.workerCount());
   publish(std::string(bus::topics::kBus) + "beat", body);
 }
 
 void Coordinator::Impl::checkLiveness() {
   const std::uint64_t nowMs = bus::monotonicMillis();
   std::vector<std::pair<std::string, std::string>> dead;
-  for (const auto& [routingId, agent] : agents) {
+  for (const auto& [routingId, agent] : agents.all()) {
     std::string why;
     if (!isAlive(agent, nowMs, why)) dead.emplace_back(routingId, why);
   }
@@ -654,7 +617,7 @@ void Coordinator::Impl::handleSnapshotRequest(const std::string& source, const b
   }
   const std::uint64_t nowMs = bus::monotonicMillis();
   std::vector<flatbuffers::Offset<msg::AgentInfo>> infos;
-  for (const auto& [routingId, agent] : agents) {
+  for (const auto& [routingId, agent] : agents.all()) {
     std::uint64_t lastSign = agent.lastMessageMs;
     msg::AgentState state = msg::AgentState::Unknown;
     std::uint64_t transferRound = 0;

@@ -12,6 +12,7 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
+#include "agent_registry.hpp"
 #include "wsync/bus/channel/channel_owner.hpp"
 #include "wsync/bus/state/control_block.hpp"
 #include "wsync/bus/core/log.hpp"
@@ -28,21 +29,6 @@
 namespace wsync::coordinator {
 
 using Clock = std::chrono::steady_clock;
-
-// One registered agent, keyed by the routing id of its connection.
-struct AgentRecord {
-  std::string routingId;
-  std::string agentId;
-  msg::Role role = msg::Role::Unknown;
-  std::int32_t rank = -1;
-  std::uint32_t slot = 0;
-  bus::ProcessIdentity process;  // startTicks known only for a process on this host
-  bool sameHost = false;
-  std::uint64_t lastMessageMs = 0;  // CLOCK_MONOTONIC, like the shared-memory heartbeat word
-  std::uint64_t appliedVersion = 0;
-  std::vector<bus::Digest> knownManifests;  // sent to this worker already
-  std::vector<msg::ChannelKind> channels;   // payload channels it can use (AgentHello)
-};
 
 struct Participant {
   std::string routingId;
@@ -136,10 +122,7 @@ struct Coordinator::Impl {
   void removeAgent(const std::string& routingId, msg::AgentEventKind kind, const std::string& detail);
   void publishAgentEvent(const AgentRecord& agent, msg::AgentEventKind kind, const std::string& detail);
   void replyError(const std::string& peer, std::uint64_t inReplyTo, msg::ErrorCode code, const std::string& detail);
-  AgentRecord* findById(const std::string& agentId);
   std::optional<std::uint32_t> freeSlot();
-  std::optional<std::int32_t> freeRank(msg::Role role, std::int32_t requested, std::string& why);
-  std::uint32_t workerCount() const;
   bool isAlive(const AgentRecord& agent, std::uint64_t nowMs, std::string& why) const;
   void shutdown();
 
@@ -203,7 +186,7 @@ struct Coordinator::Impl {
   bus::MessageBuilder builder{4096};
   std::string hostname;
 
-  std::map<std::string, AgentRecord, std::less<>> agents;  // by routing id
+  AgentRegistry agents;
   std::map<bus::Digest, CachedManifest, DigestLess> manifests;
   std::optional<ActiveRound> round;
   std::optional<msg::PauseMode> operatorPause;  // set by wsync-ctl pause until wsync-ctl resume; in the block too

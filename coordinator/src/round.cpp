@@ -115,8 +115,9 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
   // never answer and fail the round: look again now, so that it is left out of the round instead (the soak
   // benchmark's restarts between rounds aborted the next round half of the time without this).
   checkLiveness();
-  if (!agents.contains(source)) return;  // the trainer itself is gone
-  const AgentRecord& trainer = agents.at(source);
+  const AgentRecord* const trainerRecord = agents.find(source);
+  if (trainerRecord == nullptr) return;  // the trainer itself is gone
+  const AgentRecord& trainer = *trainerRecord;
   auto refuse = [&](msg::ErrorCode code, const std::string& detail) {
     ++stats.requestsRejected;
     replyError(source, seq, code, detail);
@@ -182,11 +183,7 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
     return;
   }
 
-  std::vector<const AgentRecord*> workers;
-  for (const auto& [routingId, agent] : agents) {
-    if (agent.role == msg::Role::Worker) workers.push_back(&agent);
-  }
-  std::sort(workers.begin(), workers.end(), [](const AgentRecord* a, const AgentRecord* b) { return a->rank < b->rank; });
+  const std::vector<const AgentRecord*> workers = agents.workersByRank();
 
   ActiveRound next;
   if (auto prepared = prepareChannel(next, begin.channel(), trainer, workers); !prepared) {
@@ -217,7 +214,7 @@ void Coordinator::Impl::handleBegin(const std::string& source, const bus::Messag
   round->deadline = Clock::now() + options.pauseTimeout;
   const bus::Manifest& manifest = cached->second.manifest;
   for (const Participant& participant : round->participants) {
-    AgentRecord& worker = agents.at(participant.routingId);
+    AgentRecord& worker = *agents.find(participant.routingId);
     const bool known = std::find(worker.knownManifests.begin(), worker.knownManifests.end(), digest) !=
                        worker.knownManifests.end();
     if (!known) {

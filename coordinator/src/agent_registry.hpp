@@ -1,0 +1,62 @@
+#pragma once
+// The registered agents, by the routing id of their connection, and the ranks they hold: the coordinator's
+// registry, apart from its round machine. The control block's slots are written by the coordinator beside it.
+// Threading: the coordinator's one thread.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <wsync/schemas/control_generated.h>
+
+#include "wsync/bus/core/process_identity.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+
+namespace wsync::coordinator {
+
+// One registered agent, keyed by the routing id of its connection.
+struct AgentRecord {
+  std::string routingId;
+  std::string agentId;
+  msg::Role role = msg::Role::Unknown;
+  std::int32_t rank = -1;
+  std::uint32_t slot = 0;
+  bus::ProcessIdentity process;  // startTicks known only for a process on this host
+  bool sameHost = false;
+  std::uint64_t lastMessageMs = 0;  // CLOCK_MONOTONIC, like the shared-memory heartbeat word
+  std::uint64_t appliedVersion = 0;
+  std::vector<bus::Digest> knownManifests;  // sent to this worker already
+  std::vector<msg::ChannelKind> channels;   // payload channels it can use (AgentHello)
+};
+
+class AgentRegistry {
+ public:
+  using Agents = std::map<std::string, AgentRecord, std::less<>>;
+
+  const AgentRecord* find(std::string_view routingId) const;
+  AgentRecord* find(std::string_view routingId);
+  bool contains(std::string_view routingId) const { return find(routingId) != nullptr; }
+  AgentRecord* findById(std::string_view agentId);
+  // Every agent, by routing id.
+  const Agents& all() const { return agents_; }
+  std::uint32_t size() const { return static_cast<std::uint32_t>(agents_.size()); }
+  std::uint32_t workerCount() const;
+  // The workers in rank order: a round's receivers.
+  std::vector<const AgentRecord*> workersByRank() const;
+  // Workers that offered channel `kind` in their hello.
+  std::uint32_t workersOffering(msg::ChannelKind kind) const;
+  // The rank an agent of `role` gets: `requested` if no one of that role holds it (else nothing, and `why` names
+  // the holder), or the lowest free one when `requested` is negative.
+  std::optional<std::int32_t> freeRank(msg::Role role, std::int32_t requested, std::string& why) const;
+
+  const AgentRecord& add(AgentRecord record);
+  // The record of `routingId`, taken out of the registry; nothing if it was not registered.
+  std::optional<AgentRecord> remove(std::string_view routingId);
+
+ private:
+  Agents agents_;
+};
+
+}  // namespace wsync::coordinator
