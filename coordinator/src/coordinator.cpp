@@ -423,7 +423,7 @@ std::string Coordinator::Impl::admissionProblem(const msg::AgentHello& hello) co
   for (const auto offered : *hello.channels()) {
     const auto kind = static_cast<msg::ChannelKind>(offered);
     const bus::ChannelOwner* owner = ownerOf(kind);
-    if (owner == nullptr) continue;  // no round can run on it here anyway
+    if (owner == nullptr || owner->maxReceivers() == 0) continue;  // no round can run on it here anyway
     const std::uint32_t capacity = owner->maxReceivers();
     const std::uint32_t offering = agents.workersOffering(kind);
     if (static_cast<std::uint64_t>(offering) + 1 > capacity) {

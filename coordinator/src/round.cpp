@@ -68,8 +68,6 @@ tl::expected<void, std::string> Coordinator::Impl::prepareChannel(ActiveRound& n
                                                                   const AgentRecord& trainer,
                                                                   const std::vector<const AgentRecord*>& workers) {
   const std::string channelName = bus::channelName(kind);
-  next.owner = ownerOf(kind);
-  if (next.owner == nullptr) return tl::unexpected("channel " + channelName + " is not in this coordinator's build");
   auto offers = [&](const AgentRecord& agent) {
     return std::find(agent.channels.begin(), agent.channels.end(), kind) != agent.channels.end();
   };
@@ -85,6 +83,8 @@ tl::expected<void, std::string> Coordinator::Impl::prepareChannel(ActiveRound& n
     }
     receivers.push_back(bus::ChannelMember{worker->agentId, worker->routingId, worker->sameHost});
   }
+  next.owner = ownerOf(kind);
+  if (next.owner == nullptr) return tl::unexpected("channel " + channelName + " is unknown to this coordinator");
   auto grant = next.owner->prepare(bus::ChannelMember{trainer.agentId, trainer.routingId, trainer.sameHost}, receivers);
   if (!grant) return tl::unexpected(grant.error());
   next.grant = std::move(*grant);

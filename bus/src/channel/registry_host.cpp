@@ -7,6 +7,31 @@
 
 namespace wsync::bus {
 
+namespace {
+
+constexpr const char* kNoCuda = "this wsync-coordinator was built without the CUDA Toolkit: only the shm channel";
+
+// A GPU channel in a coordinator built without CUDA: a round without receivers still commits (nothing moves, as in
+// a CUDA build), any other is refused with the reason, after the round's workers were checked for the channel.
+class UnavailableChannelOwner final : public ChannelOwner {
+ public:
+  explicit UnavailableChannelOwner(msg::ChannelKind kind) : kind_(kind) {}
+  msg::ChannelKind kind() const override { return kind_; }
+  TensorMemory tensorMemory() const override { return channelMemory(kind_); }
+  std::uint32_t maxReceivers() const override { return 0; }
+  tl::expected<ChannelGrant, std::string> prepare(const ChannelMember& /*sender*/,
+                                                  std::span<const ChannelMember> receivers) override {
+    if (receivers.empty()) return ChannelGrant{};
+    return tl::unexpected(std::string(kNoCuda));
+  }
+  void abort(std::uint64_t /*round*/, bool /*transferBegun*/) override {}
+
+ private:
+  msg::ChannelKind kind_;
+};
+
+}  // namespace
+
 tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::TransferPlan& plan,
                                                                    const ChannelSetup& setup) {
   if (plan.channel() != msg::ChannelKind::Shm) {
@@ -30,6 +55,8 @@ tl::expected<std::vector<std::unique_ptr<ChannelOwner>>, ChannelFailure> createC
   if (!shm) return tl::unexpected(shm.error());
   std::vector<std::unique_ptr<ChannelOwner>> owners;
   owners.push_back(std::move(*shm));
+  owners.push_back(std::make_unique<UnavailableChannelOwner>(msg::ChannelKind::Nccl));
+  owners.push_back(std::make_unique<UnavailableChannelOwner>(msg::ChannelKind::CudaIpc));
   return owners;
 }
 
