@@ -20,96 +20,83 @@ std::string text(const flatbuffers::String* string) {
 }  // namespace
 
 void Coordinator::Impl::sendOperatorPause(const std::string& routingId) {
-  builder.reset();
-  const auto pause = msg::CreatePause(builder.fbb(), 0, committedVersion, *operatorPause, nullptr);
-  sendTo(routingId, stamp(pause));
+  outbox_.send(routingId, msg::CreatePause(outbox_.start(), 0, rounds_.committed().version, *pause_.operatorPause(),
+                                           nullptr));
 }
 
 void Coordinator::Impl::handleControl(const std::string& source, const bus::Message& message,
                                       const msg::ControlRequest& request) {
   const std::string reason = text(request.reason());
   const std::string because = reason.empty() ? std::string() : " (" + reason + ")";
+  const ActiveRound* round = rounds_.current();
   std::string detail;
   switch (request.action()) {
     case msg::ControlAction::Pause: {
-      const bool already = operatorPause.has_value();
-      operatorPause = request.pause_mode();
-      // Kept in the control block too: a restarted coordinator holds the pause until an operator resumes.
-      block.setOperatorPause(operatorPause);
+      const bool already = pause_.operatorPause().has_value();
       // Engines that poll the control block see it at once; the workers' agents get the message.
-      block.setPauseState(bus::PauseState{true, *operatorPause, round ? round->id : 0});
-      for (const auto& [routingId, agent] : agents.all()) {
+      pause_.setOperatorPause(request.pause_mode());
+      for (const auto& [routingId, agent] : agents_.all()) {
         if (agent.role == msg::Role::Worker) sendOperatorPause(routingId);
       }
       detail = std::string(already ? "generation was paused already; mode now " : "generation paused in mode ") +
-               msg::EnumNamePauseMode(*operatorPause) + " on " + std::to_string(agents.workerCount()) + " workers" +
+               msg::EnumNamePauseMode(request.pause_mode()) + " on " + std::to_string(agents_.workerCount()) +
+               " workers" +
                (round ? "; round " + std::to_string(round->id) + " goes on" : std::string());
       break;
     }
     case msg::ControlAction::Resume: {
-      if (!operatorPause) {
-        ++stats.requestsRejected;
-        replyError(source, message.seq(), msg::ErrorCode::NotAllowed, "generation is not paused by an operator");
+      if (!pause_.operatorPause()) {
+        refuse(source, message.seq(), msg::ErrorCode::NotAllowed, "generation is not paused by an operator");
         return;
       }
-      operatorPause.reset();
-      block.setOperatorPause(operatorPause);
       // A round in progress keeps its own pause until it resumes the workers itself.
-      block.setPauseState(bus::PauseState{round.has_value(), round ? round->mode : msg::PauseMode::Abort,
-                                          round ? round->id : 0});
-      builder.reset();
-      const auto resume = msg::CreateResume(builder.fbb(), 0, committedVersion);
-      const auto bytes = stamp(resume);
-      for (const auto& [routingId, agent] : agents.all()) {
-        if (agent.role == msg::Role::Worker) sendTo(routingId, bytes);
+      pause_.setOperatorPause(std::nullopt);
+      const auto bytes = outbox_.stamp(msg::CreateResume(outbox_.start(), 0, rounds_.committed().version));
+      for (const auto& [routingId, agent] : agents_.all()) {
+        if (agent.role == msg::Role::Worker) outbox_.send(routingId, bytes);
       }
-      detail = "generation resumed on " + std::to_string(agents.workerCount()) + " workers" +
+      detail = "generation resumed on " + std::to_string(agents_.workerCount()) + " workers" +
                (round ? " (round " + std::to_string(round->id) + " still holds them until it ends)" : std::string());
       break;
     }
     case msg::ControlAction::AbortRound: {
       if (!round) {
-        ++stats.requestsRejected;
-        replyError(source, message.seq(), msg::ErrorCode::NoRound, "no round is in progress");
+        refuse(source, message.seq(), msg::ErrorCode::NoRound, "no round is in progress");
         return;
       }
       detail = "round " + std::to_string(round->id) + " (version " + std::to_string(round->version) + ") aborted";
-      abortRound(msg::AbortReason::Requested, "an operator aborted the round" + because, {});
+      rounds_.abort(msg::AbortReason::Requested, "an operator aborted the round" + because);
       break;
     }
     case msg::ControlAction::Evict: {
       const std::string agentId = request.agent_id() ? request.agent_id()->str() : std::string();
-      AgentRecord* agent = agents.findById(agentId);
+      AgentRecord* agent = agents_.findById(agentId);
       if (agent == nullptr) {
-        ++stats.requestsRejected;
-        replyError(source, message.seq(), msg::ErrorCode::UnknownAgent,
+        refuse(source, message.seq(), msg::ErrorCode::UnknownAgent,
                    "no agent '" + bus::printableText(agentId) + "' on this bus");
         return;
       }
       const std::string routingId = agent->routingId;
       // Told why, in case it is alive: its next request is refused as unknown and it may register again.
-      replyError(routingId, 0, msg::ErrorCode::NotAllowed, "evicted by an operator" + because);
+      outbox_.refuse(routingId, 0, msg::ErrorCode::NotAllowed, "evicted by an operator" + because,
+                     rounds_.committed().version);
       removeAgent(routingId, msg::AgentEventKind::Evicted, "evicted by an operator" + because);
       detail = "agent '" + agentId + "' evicted";
       break;
     }
     default:
-      ++stats.requestsRejected;
-      replyError(source, message.seq(), msg::ErrorCode::Malformed,
+      refuse(source, message.seq(), msg::ErrorCode::Malformed,
                  "unknown control action " + std::to_string(static_cast<int>(request.action())));
       return;
   }
-  builder.reset();
-  auto& fbb = builder.fbb();
-  sendTo(source, builder.finish(msg::CreateControlReply(fbb, request.action(), fbb.CreateString(detail)),
-                                bus::EnvelopeStamp{block.epoch(), message.seq()}));
+  auto& fbb = outbox_.start();
+  outbox_.reply(source, message.seq(), msg::CreateControlReply(fbb, request.action(), fbb.CreateString(detail)));
   // The request itself is the event: action, mode, agent, reason.
-  builder.reset();
-  auto& eventFbb = builder.fbb();
+  auto& eventFbb = outbox_.start();
   const auto event = msg::CreateControlRequest(eventFbb, request.action(), request.pause_mode(),
                                                eventFbb.CreateString(text(request.agent_id())),
                                                eventFbb.CreateString(reason));
-  publish(bus::topics::topicOf(bus::topics::kBus, msg::EnumNameControlAction(request.action())), event);
+  outbox_.publish(bus::topics::topicOf(bus::topics::kBus, msg::EnumNameControlAction(request.action())), event);
   log::info("operator: {}{}", detail, because);
 }
 

@@ -53,7 +53,7 @@ class Coordinator {
   std::string requestEndpoint() const;
   std::string eventEndpoint() const;
 
-  struct Impl;
+  class Impl;  // coordinator/src/coordinator_impl.hpp
 
  private:
   explicit Coordinator(std::unique_ptr<Impl> impl);

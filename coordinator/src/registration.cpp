@@ -1,0 +1,251 @@
+// Registration and liveness: who may join (a hello's fields, the bus's and the channels' capacity, a live holder of
+// the same agent id), the slot and rank a newcomer gets, and the departure of agents that left, died or were
+// evicted, which ends a round they take part in.
+#include <algorithm>
+#include <string>
+
+#include "coordinator_impl.hpp"
+#include "wsync/bus/channel/registry.hpp"
+#include "wsync/bus/core/clock.hpp"
+#include "wsync/bus/protocol/client_text.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/protocol/topics.hpp"
+
+namespace wsync::coordinator {
+
+namespace {
+
+// A hostname longer than DNS allows is not one.
+constexpr std::size_t kMaxHostnameBytes = 253;
+// More channel kinds than the schema has are a list padded to cost us work.
+constexpr std::size_t kMaxOfferedChannels = 16;
+
+}  // namespace
+
+std::optional<std::uint32_t> Coordinator::Impl::freeSlot() {
+  if (auto slot = block_.findFreeSlot()) return slot;
+  // Slots of dead agents stay visible to monitors until they are needed.
+  for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
+    const auto snapshot = block_.agentSlot(slot);
+    if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Dead) return slot;
+  }
+  return std::nullopt;
+}
+
+bool Coordinator::Impl::isAlive(const AgentRecord& agent, std::uint64_t nowMs, std::string& why) const {
+  if (agent.sameHost && !bus::isAlive(agent.process)) {
+    why = "process " + std::to_string(agent.process.pid) + " is gone";
+    return false;
+  }
+  std::uint64_t lastSign = agent.lastMessageMs;
+  if (const auto slot = block_.agentSlot(agent.slot); slot && slot->agentAttached) {
+    lastSign = std::max(lastSign, slot->heartbeatMs);
+  }
+  const auto timeoutMs = static_cast<std::uint64_t>(options_.heartbeatTimeout.count());
+  if (nowMs > lastSign + timeoutMs) {
+    why = "no heartbeat for " + std::to_string(nowMs - lastSign) + " ms (timeout " + std::to_string(timeoutMs) +
+          " ms)";
+    return false;
+  }
+  return true;
+}
+
+std::string Coordinator::Impl::helloProblem(const msg::AgentHello& hello) const {
+  if (auto problem = bus::checkAgentId(hello.agent_id()->string_view()); !problem.empty()) return problem;
+  if (hello.pid() == 0) return "pid 0 is not a process";
+  const std::int32_t rank = hello.requested_rank();
+  if (rank < -1 || rank >= static_cast<std::int32_t>(bus::kMaxAgents)) {
+    return "requested rank " + std::to_string(rank) + " is outside -1 (any) to " + std::to_string(bus::kMaxAgents - 1);
+  }
+  if (hello.hostname() != nullptr && hello.hostname()->size() > kMaxHostnameBytes) {
+    return "a hostname of " + std::to_string(hello.hostname()->size()) + " bytes (at most " +
+           std::to_string(kMaxHostnameBytes) + ")";
+  }
+  if (hello.channels() != nullptr && hello.channels()->size() > kMaxOfferedChannels) {
+    return std::to_string(hello.channels()->size()) + " channels offered (at most " +
+           std::to_string(kMaxOfferedChannels) + ")";
+  }
+  return {};
+}
+
+std::string Coordinator::Impl::admissionProblem(const msg::AgentHello& hello) const {
+  if (hello.role() != msg::Role::Worker || hello.channels() == nullptr) return {};
+  // Every registered worker takes part in every round, and a round needs all of them on its channel: one worker more
+  // than a channel takes would make every round on that channel fail. Refused here, naming the limit, instead.
+  for (const auto offered : *hello.channels()) {
+    const auto kind = static_cast<msg::ChannelKind>(offered);
+    const bus::ChannelOwner* owner = rounds_.ownerOf(kind);
+    if (owner == nullptr || owner->maxReceivers() == 0) continue;  // no round can run on it here anyway
+    const std::uint32_t capacity = owner->maxReceivers();
+    const std::uint32_t offering = agents_.workersOffering(kind);
+    if (static_cast<std::uint64_t>(offering) + 1 > capacity) {
+      return "a round on the " + bus::channelName(kind) + " channel takes at most " +
+             std::to_string(capacity) + " workers, and " + std::to_string(offering) +
+             " workers offering it are registered";
+    }
+  }
+  return {};
+}
+
+void Coordinator::Impl::handleHello(const std::string& source, const bus::Message& message,
+                                    const msg::AgentHello& hello) {
+  const std::uint64_t seq = message.seq();
+  if (hello.protocol_version() != bus::kProtocolVersion) {
+    refuse(source, seq, msg::ErrorCode::ProtocolMismatch, "agent speaks protocol " + std::to_string(hello.protocol_version()) +
+                                                 ", this coordinator " + std::to_string(bus::kProtocolVersion));
+    return;
+  }
+  if (const std::string problem = helloProblem(hello); !problem.empty()) {
+    refuse(source, seq, msg::ErrorCode::InvalidField, problem);
+    return;
+  }
+  const std::string agentId = hello.agent_id()->str();
+  if (hello.role() != msg::Role::Trainer && hello.role() != msg::Role::Worker) {
+    refuse(source, seq, msg::ErrorCode::NotAllowed, std::string("role ") + msg::EnumNameRole(hello.role()) +
+                                           " cannot register (monitors subscribe and ask for snapshots)");
+    return;
+  }
+
+  auto sendWelcome = [&](const AgentRecord& agent) {
+    const CommittedVersion& committed = rounds_.committed();
+    const auto& operatorPause = pause_.operatorPause();
+    auto& fbb = outbox_.start();
+    const msg::Digest128 digest = bus::toMessage(committed.digest);
+    const auto welcome = msg::CreateWelcome(
+        fbb, fbb.CreateString(agent.agentId), agent.slot, agent.rank, agents_.workerCount(), block_.epoch(),
+        committed.version, static_cast<std::uint32_t>(options_.heartbeatInterval.count()),
+        static_cast<std::uint32_t>(options_.heartbeatTimeout.count()), fbb.CreateString(block_.segmentName()),
+        committed.round, &digest, static_cast<std::uint32_t>(options_.pauseTimeout.count()),
+        static_cast<std::uint32_t>(options_.transferTimeout.count()),
+        static_cast<std::uint32_t>(kTransferTimeoutPerGiB.count()), operatorPause.has_value(),
+        operatorPause.value_or(msg::PauseMode::Keep));
+    outbox_.send(source, welcome);
+  };
+
+  if (const AgentRecord* existing = agents_.find(source)) {
+    if (existing->agentId == agentId && existing->role == hello.role()) {
+      sendWelcome(*existing);  // the agent repeated its hello: same answer
+      return;
+    }
+    refuse(source, seq, msg::ErrorCode::DuplicateAgent, "this connection is registered as '" + existing->agentId + "'");
+    return;
+  }
+  const std::uint64_t nowMs = bus::monotonicMillis();
+  const bool sameHost = hello.hostname() != nullptr && hello.hostname()->string_view() == hostname_;
+  const std::uint64_t startTicks =
+      sameHost ? bus::processStartTicks(static_cast<pid_t>(hello.pid())).value_or(0) : std::uint64_t{0};
+  if (AgentRecord* holder = agents_.findById(agentId)) {
+    std::string why;
+    // The same process (this host, same pid and start time) registering on a new connection lost the old one: its
+    // old registration is void, and waiting for its heartbeat to expire would only delay its return.
+    const bool sameProcess = sameHost && holder->sameHost && startTicks != 0 &&
+                             holder->process.pid == hello.pid() && holder->process.startTicks == startTicks;
+    if (sameProcess) {
+      why = "its process (pid " + std::to_string(hello.pid()) + ") registered again on a new connection";
+    } else if (isAlive(*holder, nowMs, why)) {
+      refuse(source, seq, msg::ErrorCode::DuplicateAgent,
+             "agent id '" + agentId + "' is held by pid " + std::to_string(holder->process.pid) + ", which is alive");
+      return;
+    }
+    removeAgent(holder->routingId, msg::AgentEventKind::Replaced, "replaced by a new registration: " + why);
+  }
+  if (const std::string problem = admissionProblem(hello); !problem.empty()) {
+    refuse(source, seq, msg::ErrorCode::BusFull, problem);
+    return;
+  }
+  const auto slot = freeSlot();
+  if (!slot) {
+    refuse(source, seq, msg::ErrorCode::BusFull, "all " + std::to_string(bus::kMaxAgents) + " agent slots are taken");
+    return;
+  }
+  std::string rankProblem;
+  const auto rank = agents_.freeRank(hello.role(), hello.requested_rank(), rankProblem);
+  if (!rank) {
+    refuse(source, seq, msg::ErrorCode::NotAllowed, rankProblem);
+    return;
+  }
+
+  AgentRecord agent;
+  agent.routingId = source;
+  agent.agentId = agentId;
+  agent.role = hello.role();
+  agent.rank = *rank;
+  agent.slot = *slot;
+  agent.sameHost = sameHost;
+  agent.process.pid = hello.pid();
+  agent.process.startTicks = startTicks;
+  agent.lastMessageMs = nowMs;
+  agent.appliedVersion = hello.applied_version();
+  if (hello.channels() != nullptr) {
+    for (const auto kind : *hello.channels()) agent.channels.push_back(static_cast<msg::ChannelKind>(kind));
+  }
+  if (auto assigned = block_.assignSlot(agent.slot, bus::SlotAssignment{agentId, agent.role, agent.rank, hello.pid()});
+      !assigned) {
+    refuse(source, seq, msg::ErrorCode::Internal, assigned.error().describe());
+    return;
+  }
+  // What an agent reports is its claim about itself, never bus state: the committed version changes only when this
+  // bus commits (or carries on a dead coordinator's block_). A worker above it holds bytes this bus never verified.
+  if (agent.role == msg::Role::Worker && hello.applied_version() > rounds_.committed().version) {
+    logLimiter_.warn("claim:" + agentId, Clock::now(), [&] {
+      return "worker '" + agentId + "' reports version " + std::to_string(hello.applied_version()) +
+             ", above the committed version " + std::to_string(rounds_.committed().version) +
+             ": not a version this bus committed (a lost control block, or a client that lies); it counts for nothing";
+    });
+  }
+  const AgentRecord& stored = agents_.add(std::move(agent));
+  ++stats_.agentsJoined;
+  sendWelcome(stored);
+  // A worker joining while an operator holds generation paused is paused too.
+  if (pause_.operatorPause() && stored.role == msg::Role::Worker) sendOperatorPause(stored.routingId);
+  publishAgentEvent(stored, msg::AgentEventKind::Joined, {});
+  // Through the limiter, as departures are: a client registering in a loop is a few lines per interval.
+  logLimiter_.info("agent:" + stored.agentId, Clock::now(), [&] {
+    return std::string(msg::EnumNameRole(stored.role)) + " '" + stored.agentId + "' joined (rank " +
+           std::to_string(stored.rank) + ", slot " + std::to_string(stored.slot) + ", pid " +
+           std::to_string(stored.process.pid) + ")";
+  });
+}
+
+void Coordinator::Impl::publishAgentEvent(const AgentRecord& agent, msg::AgentEventKind kind,
+                                          const std::string& detail) {
+  auto& fbb = outbox_.start();
+  const auto info = msg::CreateAgentInfo(fbb, fbb.CreateString(agent.agentId), agent.role, agent.slot, agent.rank,
+                                         agent.appliedVersion, 0);
+  const auto body = msg::CreateAgentEvent(fbb, kind, info, fbb.CreateString(detail));
+  outbox_.publish(bus::topics::topicOf(bus::topics::kAgent, msg::EnumNameAgentEventKind(kind)), body);
+}
+
+void Coordinator::Impl::removeAgent(const std::string& routingId, msg::AgentEventKind kind,
+                                    const std::string& detail) {
+  const auto removed = agents_.remove(routingId);
+  if (!removed) return;
+  const AgentRecord& agent = *removed;
+  if (kind == msg::AgentEventKind::Dead) ++stats_.agentsDied;
+  const bool leftForGood = kind == msg::AgentEventKind::Left || kind == msg::AgentEventKind::Evicted;
+  (void)block_.setOccupancy(agent.slot, leftForGood ? bus::SlotOccupancy::Free
+                                                                         : bus::SlotOccupancy::Dead);
+  publishAgentEvent(agent, kind, detail);
+  // A departure that was not asked for is worth a warning; leaving is routine.
+  const auto level = kind == msg::AgentEventKind::Left ? spdlog::level::info : spdlog::level::warn;
+  logLimiter_.log(level, "agent:" + agent.agentId, Clock::now(), [&] {
+    const char* what = kind == msg::AgentEventKind::Left      ? "left"
+                       : kind == msg::AgentEventKind::Dead    ? "died"
+                       : kind == msg::AgentEventKind::Evicted ? "was evicted"
+                                                              : "was replaced";
+    return std::string(msg::EnumNameRole(agent.role)) + " '" + agent.agentId + "' " + what + ": " + detail;
+  });
+  rounds_.agentGone(agent, detail);
+}
+
+void Coordinator::Impl::checkLiveness() {
+  const std::uint64_t nowMs = bus::monotonicMillis();
+  std::vector<std::pair<std::string, std::string>> dead;
+  for (const auto& [routingId, agent] : agents_.all()) {
+    std::string why;
+    if (!isAlive(agent, nowMs, why)) dead.emplace_back(routingId, why);
+  }
+  for (const auto& [routingId, why] : dead) removeAgent(routingId, msg::AgentEventKind::Dead, why);
+}
+
+}  // namespace wsync::coordinator

@@ -1,0 +1,481 @@
+// The round state machine (docs/update-round.md): begin, pause, transfer, verify, commit, resume; abort on any
+// refusal, mismatch, timeout or death.
+#include <algorithm>
+#include <cctype>
+#include <cinttypes>
+#include <cstdio>
+
+#include "round_machine.hpp"
+#include "wsync/bus/channel/registry.hpp"
+#include "wsync/bus/channel/bucket_plan.hpp"
+#include "wsync/bus/protocol/client_text.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/protocol/topics.hpp"
+#include "wsync/bus/core/log.hpp"
+#include "wsync/bus/core/text.hpp"
+
+namespace wsync::coordinator {
+
+namespace {
+
+// A client's explanation (a refusal's detail), bounded and printable before it reaches logs and every monitor.
+std::string clientDetail(const flatbuffers::String* text, const char* fallback) {
+  return text != nullptr ? bus::printableText(text->string_view()) : std::string(fallback);
+}
+
+std::string hex(const bus::Digest& digest) { return bus::hex128(digest.hi, digest.lo); }
+
+double millisSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+Participant* RoundMachine::findParticipant(const std::string& routingId) {
+  if (!round_) return nullptr;
+  for (auto& participant : round_->participants) {
+    if (participant.routingId == routingId) return &participant;
+  }
+  return nullptr;
+}
+
+const RoundMachine::CachedManifest* RoundMachine::cacheManifest(bus::Manifest&& manifest) {
+  const bus::Digest digest = manifest.digest();
+  if (auto found = manifests_.find(digest); found != manifests_.end()) return &found->second;
+  auto plan = bus::BucketPlan::build(manifest, parts_.options.bucketBytes, parts_.options.alignment);
+  if (!plan) return nullptr;
+  auto gpuPlan = bus::BucketPlan::build(manifest, parts_.options.gpuBucketBytes, parts_.options.alignment);
+  if (!gpuPlan) return nullptr;
+  if (manifests_.size() >= kMaxCachedManifests) {
+    auto oldest = std::min_element(manifests_.begin(), manifests_.end(), [](const auto& a, const auto& b) {
+      return a.second.lastUsedRound < b.second.lastUsedRound;
+    });
+    manifests_.erase(oldest);
+  }
+  return &manifests_
+              .emplace(digest, CachedManifest{std::move(manifest), plan->bucketCount(), gpuPlan->bucketCount(),
+                                              roundCounter_})
+              .first->second;
+}
+
+RoundMachine::RoundMachine(RoundMachineParts parts, std::vector<std::unique_ptr<bus::ChannelOwner>> channels)
+    : parts_(std::move(parts)), channels_(std::move(channels)) {}
+
+void RoundMachine::carryOver(const CommittedVersion& committed, std::uint64_t lastRound) {
+  committed_ = committed;
+  roundCounter_ = std::max(committed.round, lastRound);
+  log::setVersion(committed_.version);
+}
+
+bus::ChannelOwner* RoundMachine::ownerOf(msg::ChannelKind kind) {
+  for (const auto& owner : channels_) {
+    if (owner->kind() == kind) return owner.get();
+  }
+  return nullptr;
+}
+
+const bus::ChannelOwner* RoundMachine::ownerOf(msg::ChannelKind kind) const {
+  return const_cast<RoundMachine*>(this)->ownerOf(kind);
+}
+
+tl::expected<void, std::string> RoundMachine::prepareChannel(ActiveRound& next, msg::ChannelKind kind,
+                                                             const AgentRecord& trainer,
+                                                             const std::vector<const AgentRecord*>& workers) {
+  const std::string channelName = bus::channelName(kind);
+  auto offers = [&](const AgentRecord& agent) {
+    return std::find(agent.channels.begin(), agent.channels.end(), kind) != agent.channels.end();
+  };
+  std::vector<bus::ChannelMember> receivers;
+  for (const AgentRecord* worker : workers) {
+    if (!offers(*worker)) {
+      std::string offered;
+      for (const msg::ChannelKind other : worker->channels) {
+        offered += (offered.empty() ? "" : ", ") + bus::channelName(other);
+      }
+      return tl::unexpected("worker '" + worker->agentId + "' cannot use channel " + channelName + " (it offers " +
+                            (offered.empty() ? std::string("none") : offered) + ")");
+    }
+    receivers.push_back(bus::ChannelMember{worker->agentId, worker->routingId, worker->sameHost});
+  }
+  next.owner = ownerOf(kind);
+  if (next.owner == nullptr) return tl::unexpected("channel " + channelName + " is unknown to this coordinator");
+  auto grant = next.owner->prepare(bus::ChannelMember{trainer.agentId, trainer.routingId, trainer.sameHost}, receivers);
+  if (!grant) return tl::unexpected(grant.error());
+  next.grant = std::move(*grant);
+  return {};
+}
+
+void RoundMachine::strike(bus::FaultPoint point) {
+  if (const auto outage = bus::reachFault(parts_.faults.get(), point, round_->version)) {
+    parts_.cutRequestEndpoint(*outage, "test fault at " + std::string(bus::toString(point)));
+  }
+}
+
+void RoundMachine::setPhase(msg::RoundPhase phase, const std::string& detail) {
+  round_->phase = phase;
+  parts_.block.setRoundState(bus::RoundState{phase, round_->id});
+  auto& fbb = parts_.outbox.start();
+  const auto body = msg::CreateRoundTransition(fbb, round_->id, round_->version, phase,
+                                               static_cast<std::uint32_t>(round_->participants.size()),
+                                               fbb.CreateString(detail), round_->totalBytes);
+  parts_.outbox.publish(bus::topics::topicOf(bus::topics::kRound, msg::EnumNameRoundPhase(phase)), body);
+}
+
+void RoundMachine::begin(const AgentRecord& trainer, std::uint64_t seq, const msg::BeginUpdate& begin) {
+  const std::string& source = trainer.routingId;
+  auto refuse = [&](msg::ErrorCode code, const std::string& detail) {
+    ++parts_.stats.requestsRejected;
+    parts_.outbox.refuse(source, seq, code, detail, committed_.version);
+  };
+  if (trainer.role != msg::Role::Trainer) {
+    refuse(msg::ErrorCode::NotAllowed, "only a trainer can begin an update");
+    return;
+  }
+  if (round_) {
+    refuse(msg::ErrorCode::RoundInProgress, "round " + std::to_string(round_->id) + " (version " +
+                                                std::to_string(round_->version) + " from '" + round_->trainerAgentId +
+                                                "') is in phase " + msg::EnumNameRoundPhase(round_->phase));
+    return;
+  }
+  if (begin.version() <= committed_.version) {
+    refuse(msg::ErrorCode::VersionNotIncreasing, "version " + std::to_string(begin.version()) +
+                                                     " is not above the committed version " +
+                                                     std::to_string(committed_.version));
+    return;
+  }
+  if (begin.version() > bus::kMaxVersion) {
+    refuse(msg::ErrorCode::InvalidField, "version " + std::to_string(begin.version()) + " is above the highest a bus "
+                                         "takes, " + std::to_string(bus::kMaxVersion) + " (2^63 - 1)");
+    return;
+  }
+  if (begin.label() != nullptr) {
+    if (const std::string problem = bus::checkClientText("label", begin.label()->string_view(), bus::kMaxLabelBytes);
+        !problem.empty()) {
+      refuse(msg::ErrorCode::InvalidField, problem);
+      return;
+    }
+  }
+  if (begin.manifest_digest() == nullptr) {
+    refuse(msg::ErrorCode::Malformed, "BeginUpdate without a manifest digest");
+    return;
+  }
+  const bus::Digest digest = bus::fromMessage(*begin.manifest_digest());
+  if (begin.manifest() != nullptr) {
+    auto manifest = bus::Manifest::fromMessage(*begin.manifest());
+    if (!manifest) {
+      refuse(msg::ErrorCode::Malformed, "manifest: " + manifest.error().describe());
+      return;
+    }
+    if (manifest->digest() != digest) {
+      refuse(msg::ErrorCode::Malformed, "the manifest's digest " + hex(manifest->digest()) +
+                                            " differs from the round's " + hex(digest));
+      return;
+    }
+    if (cacheManifest(std::move(*manifest)) == nullptr) {
+      refuse(msg::ErrorCode::Malformed, "the manifest cannot be cut into buckets");
+      return;
+    }
+  }
+  const auto cached = manifests_.find(digest);
+  if (cached == manifests_.end()) {
+    refuse(msg::ErrorCode::UnknownManifest,
+           "manifest " + hex(digest) + " is unknown to this coordinator: send it with BeginUpdate");
+    return;
+  }
+  if (begin.total_bytes() != cached->second.manifest.totalBytes()) {
+    refuse(msg::ErrorCode::Malformed, "total_bytes " + std::to_string(begin.total_bytes()) + " but the manifest has " +
+                                          std::to_string(cached->second.manifest.totalBytes()));
+    return;
+  }
+
+  const std::vector<const AgentRecord*> workers = parts_.agents.workersByRank();
+
+  ActiveRound next;
+  if (auto prepared = prepareChannel(next, begin.channel(), trainer, workers); !prepared) {
+    refuse(msg::ErrorCode::NotAllowed, prepared.error());
+    return;
+  }
+  const bool gpuChannel = next.owner->tensorMemory() == bus::TensorMemory::Device;
+  next.id = ++roundCounter_;
+  next.version = begin.version();
+  next.label = begin.label() ? begin.label()->str() : std::string();
+  next.manifestDigest = digest;
+  next.totalBytes = cached->second.manifest.totalBytes();
+  next.bucketBytes = gpuChannel ? parts_.options.gpuBucketBytes : parts_.options.bucketBytes;
+  next.bucketCount = gpuChannel ? cached->second.gpuBucketCount : cached->second.bucketCount;
+  next.mode = begin.pause_mode();
+  next.trainerRoutingId = source;
+  next.trainerAgentId = trainer.agentId;
+  next.begun = Clock::now();
+  for (const AgentRecord* worker : workers) next.participants.push_back(Participant{worker->routingId, worker->agentId, false, false, 0, bus::Digest{}});
+  cached->second.lastUsedRound = next.id;
+  round_ = std::move(next);
+  setPhase(msg::RoundPhase::Begin);
+  strike(bus::FaultPoint::Begin);
+
+  // Pause: the word in shared memory first (engines polling it react without a message), then each worker.
+  parts_.pause.roundPaused(round_->id, round_->mode);
+  setPhase(msg::RoundPhase::Pause);
+  round_->deadline = Clock::now() + parts_.options.pauseTimeout;
+  const bus::Manifest& manifest = cached->second.manifest;
+  for (const Participant& participant : round_->participants) {
+    AgentRecord& worker = *parts_.agents.find(participant.routingId);
+    const bool known = std::find(worker.knownManifests.begin(), worker.knownManifests.end(), digest) !=
+                       worker.knownManifests.end();
+    if (!known) {
+      // Once per worker and manifest: later rounds refer to it by digest, whatever the number of tensors.
+      parts_.outbox.send(worker.routingId, manifest.toMessage(parts_.outbox.start()));
+      worker.knownManifests.push_back(digest);
+      if (worker.knownManifests.size() > kMaxCachedManifests) worker.knownManifests.erase(worker.knownManifests.begin());
+    }
+  }
+  const msg::Digest128 wireDigest = bus::toMessage(digest);
+  const auto pause = msg::CreatePause(parts_.outbox.start(), round_->id, round_->version, round_->mode, &wireDigest);
+  const auto bytes = parts_.outbox.stamp(pause);
+  for (const Participant& participant : round_->participants) parts_.outbox.send(participant.routingId, bytes);
+  strike(bus::FaultPoint::Pause);
+  if (round_->participants.empty()) startTransfer();
+}
+
+void RoundMachine::pauseAck(const AgentRecord& agent, const msg::PauseAck& ack) {
+  Participant* participant = findParticipant(agent.routingId);
+  if (participant == nullptr || ack.round() != round_->id || round_->phase != msg::RoundPhase::Pause) return;
+  if (!ack.ok()) {
+    const auto reason = ack.reason() == msg::AbortReason::None ? msg::AbortReason::AgentRefused : ack.reason();
+    abortRound(reason, "worker '" + agent.agentId + "' refused to pause: " + clientDetail(ack.detail(), "no reason given"),
+               agent.agentId);
+    return;
+  }
+  participant->acked = true;
+  if (std::all_of(round_->participants.begin(), round_->participants.end(),
+                  [](const Participant& p) { return p.acked; })) {
+    startTransfer();
+  }
+}
+
+void RoundMachine::startTransfer() {
+  setPhase(msg::RoundPhase::Transfer);
+  round_->transferStarted = Clock::now();
+  const std::uint64_t gib = (round_->totalBytes + (std::uint64_t{1} << 30) - 1) >> 30;
+  round_->deadline = Clock::now() + parts_.options.transferTimeout + kTransferTimeoutPerGiB * static_cast<std::int64_t>(gib);
+
+  const auto receivers = static_cast<std::uint32_t>(round_->participants.size());
+  const bus::ChannelGrant& grant = round_->grant;
+  auto sendPlan = [&](const std::string& peer, std::int32_t receiver) {
+    auto& fbb = parts_.outbox.start();
+    const msg::Digest128 digest = bus::toMessage(round_->manifestDigest);
+    // Ranked channels: the trainer (the broadcast's root) is rank 0, receiver i is rank i + 1.
+    const auto body = msg::CreateTransferPlan(
+        fbb, round_->id, round_->version, round_->owner->kind(), &digest, round_->totalBytes, round_->bucketBytes,
+        round_->bucketCount, parts_.options.bufferCount, parts_.options.alignment, fbb.CreateString(grant.segment),
+        grant.groupId.empty() ? 0 : fbb.CreateVector(grant.groupId), grant.ranked ? receiver + 1 : -1,
+        grant.ranked ? receivers + 1 : 0, receiver, receivers);
+    parts_.outbox.send(peer, parts_.outbox.stamp(body));
+  };
+  // Receivers first: they are ready to drain before the trainer has filled the first bucket.
+  for (std::uint32_t index = 0; index < receivers; ++index) {
+    sendPlan(round_->participants[index].routingId, static_cast<std::int32_t>(index));
+  }
+  sendPlan(round_->trainerRoutingId, -1);
+  strike(bus::FaultPoint::Transfer);
+}
+
+void RoundMachine::updateDone(const AgentRecord& agent, const msg::UpdateDone& done) {
+  if (!round_ || done.round() != round_->id || round_->phase != msg::RoundPhase::Transfer) return;
+  const bool fromTrainer = agent.routingId == round_->trainerRoutingId;
+  Participant* participant = fromTrainer ? nullptr : findParticipant(agent.routingId);
+  if (!fromTrainer && participant == nullptr) return;
+  if (!done.ok()) {
+    const auto reason = done.reason() == msg::AbortReason::None ? msg::AbortReason::ChannelFailure : done.reason();
+    abortRound(reason, std::string(fromTrainer ? "trainer '" : "worker '") + agent.agentId +
+                           "' failed the transfer: " + clientDetail(done.detail(), "no reason given"),
+               agent.agentId);
+    return;
+  }
+  const bus::Digest digest = done.digest() ? bus::fromMessage(*done.digest()) : bus::Digest{};
+  if (fromTrainer) {
+    round_->trainerDone = true;
+    round_->trainerBytes = done.bytes();
+    round_->trainerDigest = digest;
+  } else {
+    participant->done = true;
+    participant->bytes = done.bytes();
+    participant->digest = digest;
+  }
+  if (round_->trainerDone && std::all_of(round_->participants.begin(), round_->participants.end(),
+                                        [](const Participant& p) { return p.done; })) {
+    verifyAndCommit();
+  }
+}
+
+void RoundMachine::verifyAndCommit() {
+  setPhase(msg::RoundPhase::Verify);
+  strike(bus::FaultPoint::Verify);
+  if (round_->trainerBytes != round_->totalBytes) {
+    abortRound(msg::AbortReason::ByteCountMismatch,
+               "trainer '" + round_->trainerAgentId + "' sent " + std::to_string(round_->trainerBytes) +
+                   " bytes, the manifest has " + std::to_string(round_->totalBytes),
+               round_->trainerAgentId);
+    return;
+  }
+  for (const Participant& participant : round_->participants) {
+    if (participant.bytes != round_->trainerBytes) {
+      abortRound(msg::AbortReason::ByteCountMismatch,
+                 "worker '" + participant.agentId + "' received " + std::to_string(participant.bytes) +
+                     " bytes, the trainer sent " + std::to_string(round_->trainerBytes),
+                 participant.agentId);
+      return;
+    }
+    if (participant.digest != round_->trainerDigest) {
+      abortRound(msg::AbortReason::DigestMismatch,
+                 "worker '" + participant.agentId + "' received bytes with digest " + hex(participant.digest) +
+                     ", the trainer sent " + hex(round_->trainerDigest),
+                 participant.agentId);
+      return;
+    }
+  }
+
+  committed_ = CommittedVersion{round_->version, round_->id, round_->trainerDigest, round_->label};
+  log::setVersion(committed_.version);
+  parts_.block.setCommitted(round_->version, round_->id, round_->trainerDigest);
+  recordOutcome(true, msg::AbortReason::None, {});
+  round_->phase = msg::RoundPhase::Commit;
+  parts_.block.setRoundState(bus::RoundState{msg::RoundPhase::Commit, round_->id});
+  // The sharpest point of all: the bus has decided (shared memory says so), nobody has been told.
+  strike(bus::FaultPoint::Commit);
+  auto buildCommit = [&] {
+    auto& fbb = parts_.outbox.start();
+    const msg::Digest128 digest = bus::toMessage(round_->trainerDigest);
+    return msg::CreateCommit(fbb, round_->id, round_->version, fbb.CreateString(round_->label), round_->trainerBytes,
+                             &digest);
+  };
+  const auto bytes = parts_.outbox.stamp(buildCommit());
+  // The trainer first: on a host with fewer cores than processes, workers copying the version into their weights
+  // would otherwise delay the trainer's outcome by their whole apply.
+  parts_.outbox.send(round_->trainerRoutingId, bytes);
+  for (const Participant& participant : round_->participants) parts_.outbox.send(participant.routingId, bytes);
+  parts_.outbox.publish(std::string(bus::topics::kRound) + "commit", buildCommit());
+  ++parts_.stats.roundsCommitted;
+  log::info("round {} committed version {} ({} bytes to {} workers, {:.1f} ms in transfer, {:.1f} ms in all)",
+            round_->id, round_->version, round_->trainerBytes, round_->participants.size(),
+            millisSince(round_->transferStarted), millisSince(round_->begun));
+  resumeWorkers(true);
+}
+
+void RoundMachine::resumeWorkers(bool committed) {
+  // An operator's pause outlasts the round: the workers' agents keep their engines paused through this Resume.
+  parts_.pause.roundEnded();
+  setPhase(msg::RoundPhase::Resume, committed ? "committed" : "aborted");
+  strike(bus::FaultPoint::Resume);
+  const auto resume = msg::CreateResume(parts_.outbox.start(), round_->id, committed ? round_->version : committed_.version);
+  const auto bytes = parts_.outbox.stamp(resume);
+  for (const Participant& participant : round_->participants) {
+    if (parts_.agents.contains(participant.routingId)) parts_.outbox.send(participant.routingId, bytes);
+  }
+  setPhase(msg::RoundPhase::Idle, committed ? "committed" : "aborted");
+  round_.reset();
+}
+
+void RoundMachine::abortRound(msg::AbortReason reason, const std::string& detail, const std::string& agentId) {
+  if (!round_) return;
+  // Wakes every sender and receiver of this transfer within one wait slice: nobody hangs on a dead peer (the agents'
+  // cancel probes also see the round's phase in the control block change).
+  round_->owner->abort(round_->id, round_->phase >= msg::RoundPhase::Transfer);
+  auto buildAbort = [&] {
+    auto& fbb = parts_.outbox.start();
+    return msg::CreateAbort(fbb, round_->id, round_->version, reason, fbb.CreateString(detail),
+                            fbb.CreateString(agentId));
+  };
+  const auto bytes = parts_.outbox.stamp(buildAbort());
+  if (parts_.agents.contains(round_->trainerRoutingId)) parts_.outbox.send(round_->trainerRoutingId, bytes);
+  for (const Participant& participant : round_->participants) {
+    if (parts_.agents.contains(participant.routingId)) parts_.outbox.send(participant.routingId, bytes);
+  }
+  parts_.outbox.publish(std::string(bus::topics::kRound) + "abort", buildAbort());
+  ++parts_.stats.roundsAborted;
+  recordOutcome(false, reason, detail);
+  log::warn("round {} (version {}) aborted: {}: {}", round_->id, round_->version, msg::EnumNameAbortReason(reason),
+            detail);
+  if (round_->phase >= msg::RoundPhase::Pause) {
+    resumeWorkers(false);
+  } else {
+    setPhase(msg::RoundPhase::Idle, "aborted");
+    round_.reset();
+  }
+}
+
+void RoundMachine::recordOutcome(bool committed, msg::AbortReason reason, const std::string& detail) {
+  history_.push_back(RoundRecord{round_->id, round_->version, round_->trainerAgentId, committed, reason, detail});
+  if (history_.size() > kRoundHistory) history_.pop_front();
+}
+
+void RoundMachine::trainerAbort(const AgentRecord& agent, const msg::Abort& abort) {
+  if (!round_ || agent.routingId != round_->trainerRoutingId || abort.round() != round_->id) return;
+  abortRound(msg::AbortReason::Requested,
+             "trainer '" + agent.agentId + "' cancelled: " + clientDetail(abort.detail(), "no reason given"),
+             agent.agentId);
+}
+
+void RoundMachine::agentGone(const AgentRecord& agent, const std::string& why) {
+  if (!round_) return;
+  if (agent.routingId == round_->trainerRoutingId) {
+    abortRound(msg::AbortReason::AgentDied, "trainer '" + agent.agentId + "': " + why, agent.agentId);
+    return;
+  }
+  if (findParticipant(agent.routingId) != nullptr) {
+    abortRound(msg::AbortReason::AgentDied, "worker '" + agent.agentId + "': " + why, agent.agentId);
+  }
+}
+
+void RoundMachine::checkDeadline() {
+  if (!round_ || Clock::now() < round_->deadline) return;
+  std::string missing;
+  auto add = [&](const std::string& name) { missing += (missing.empty() ? "" : ", ") + name; };
+  for (const Participant& participant : round_->participants) {
+    if ((round_->phase == msg::RoundPhase::Pause && !participant.acked) ||
+        (round_->phase == msg::RoundPhase::Transfer && !participant.done)) {
+      add("'" + participant.agentId + "'");
+    }
+  }
+  if (round_->phase == msg::RoundPhase::Transfer && !round_->trainerDone) add("trainer '" + round_->trainerAgentId + "'");
+  abortRound(msg::AbortReason::Timeout,
+             std::string("phase ") + msg::EnumNameRoundPhase(round_->phase) + " ran past its timeout; waiting for " +
+                 (missing.empty() ? std::string("nobody") : missing),
+             {});
+}
+
+bool RoundMachine::abort(msg::AbortReason reason, const std::string& detail) {
+  if (!round_) return false;
+  abortRound(reason, detail, {});
+  return true;
+}
+
+VersionAnswer RoundMachine::fateOf(std::uint64_t version) const {
+  const std::uint64_t committed = committed_.version;
+  if (round_ && round_->version == version) {
+    return VersionAnswer{msg::VersionFate::InProgress, round_->id, msg::AbortReason::None,
+                         "round " + std::to_string(round_->id) + " is in phase " +
+                             msg::EnumNameRoundPhase(round_->phase)};
+  }
+  const auto record = std::find_if(history_.rbegin(), history_.rend(),
+                                   [&](const RoundRecord& entry) { return entry.version == version; });
+  if (record != history_.rend()) {
+    return VersionAnswer{record->committed ? msg::VersionFate::Committed : msg::VersionFate::Aborted, record->round,
+                         record->reason, record->detail};
+  }
+  if (version == committed) {
+    return VersionAnswer{msg::VersionFate::Committed, committed_.round, msg::AbortReason::None,
+                         "it is the committed version"};
+  }
+  if (version > committed) {
+    return VersionAnswer{msg::VersionFate::NotCommitted, 0, msg::AbortReason::Lost,
+                         "no round of version " + std::to_string(version) +
+                             " is known here (its BeginUpdate never arrived, or the coordinator that ran it died) "
+                             "and the committed version is " + std::to_string(committed)};
+  }
+  return VersionAnswer{msg::VersionFate::Superseded, 0, msg::AbortReason::None,
+                       "version " + std::to_string(committed) + " is committed, and no record of version " +
+                           std::to_string(version) + " is left"};
+}
+
+}  // namespace wsync::coordinator
