@@ -145,10 +145,10 @@ tl::expected<bool, SessionFailure> AgentSession::handleRegistrationReply(const M
   granted.transferTimeoutPerGiB = std::chrono::milliseconds(welcome->transfer_timeout_per_gib_ms());
   granted.operatorPaused = welcome->operator_paused();
   granted.operatorPauseMode = welcome->operator_pause_mode();
-  auto slot = AgentSlotWriter::attach(options_.bus, granted.slot, options_.agentId, appliedVersion(), granted.epoch);
+  auto slot = openHostSlot(options_.bus, granted.slot, options_.agentId, appliedVersion(), granted.epoch);
   if (!slot) return fail(SessionError::ControlBlock, slot.error().describe());
   stopHeartbeatThread();
-  slot_ = std::make_unique<AgentSlotWriter>(std::move(*slot));
+  slot_ = std::move(*slot);
   registration_ = granted;
   awaitingWelcome_ = false;
   startHeartbeatThread();
@@ -319,7 +319,7 @@ void AgentSession::dropConnection(std::chrono::milliseconds outage) {
 
 void AgentSession::startHeartbeatThread() {
   beating_.store(true, std::memory_order_release);
-  AgentSlotWriter* slot = slot_.get();
+  AgentSlot* slot = slot_.get();
   const auto interval = registration_.heartbeatInterval;
   heartbeatThread_ = std::thread([this, slot, interval] {
     while (beating_.load(std::memory_order_acquire)) {

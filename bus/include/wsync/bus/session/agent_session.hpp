@@ -13,8 +13,8 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
+#include "wsync/bus/session/agent_slot.hpp"
 #include "wsync/bus/transport/curve.hpp"
-#include "wsync/bus/state/control_block.hpp"
 #include "wsync/bus/transport/dealer_endpoint.hpp"
 #include "wsync/bus/core/failure.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
@@ -141,8 +141,9 @@ class AgentSession {
   std::uint64_t lastRequestSeq() const { return requestSeq_; }
   const Registration& registration() const { return registration_; }
   const SessionOptions& options() const { return options_; }
-  // The agent's own slot; valid once registered (replaced on re-registration, so do not keep the reference).
-  AgentSlotWriter& slot() { return *slot_; }
+  // The agent's own slot (agent_slot.hpp); valid once registered (replaced on re-registration, so do not keep the
+  // reference).
+  AgentSlot& slot() { return *slot_; }
   // The applied (worker) or known-committed (trainer) version reported in hellos and heartbeats.
   void setAppliedVersion(std::uint64_t version);
   std::uint64_t appliedVersion() const { return appliedVersion_.load(std::memory_order_acquire); }
@@ -176,7 +177,7 @@ class AgentSession {
   int wakeFd_;  // eventfd
   MessageBuilder builder_;
   Registration registration_;
-  std::unique_ptr<AgentSlotWriter> slot_;
+  std::unique_ptr<AgentSlot> slot_;
   std::atomic<std::uint64_t> appliedVersion_{0};
   std::uint64_t requestSeq_ = 0;
   std::uint64_t helloSeq_ = 0;        // seq of the hello the current registration answers

@@ -4,7 +4,6 @@
 // process check is a syscall plus a /proc read, so the answer is kept for kCoordinatorCheckInterval.
 #include <chrono>
 
-#include "wsync/bus/state/control_block.hpp"
 
 namespace wsync::bus {
 
@@ -14,10 +13,12 @@ inline constexpr std::chrono::milliseconds kCoordinatorCheckInterval{50};
 // One per waiting thread (not thread-safe).
 class CoordinatorWatch {
  public:
-  bool gone(const ControlBlockView& block) {
+  // `state`: anything that can say whether its coordinator lives (a ControlBlockView, a bus::AgentSlot).
+  template <typename CoordinatorState>
+  bool gone(const CoordinatorState& state) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= nextCheck_) {
-      gone_ = !block.coordinatorAlive();
+      gone_ = !state.coordinatorAlive();
       nextCheck_ = now + kCoordinatorCheckInterval;
     }
     return gone_;
