@@ -1,4 +1,4 @@
-// wsync::channels in a build with CUDA: shm, nccl and cuda_ipc.
+// wsync::channels in a build with CUDA: the nccl and cuda_ipc channels (gpu_registry.hpp).
 #include <cstring>
 #include <string>
 
@@ -9,9 +9,7 @@
 #include "wsync/bus/channel/cuda_ipc/cuda_ipc_channel_owner.hpp"
 #include "wsync/bus/channel/nccl/nccl_channel.hpp"
 #include "wsync/bus/channel/nccl/nccl_channel_owner.hpp"
-#include "wsync/bus/channel/registry.hpp"
-#include "wsync/bus/channel/shm/shm_channel.hpp"
-#include "wsync/bus/channel/shm/shm_channel_owner.hpp"
+#include "channel/gpu_registry.hpp"
 
 namespace wsync::bus {
 
@@ -39,20 +37,9 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openNccl(const msg::Trans
 
 }  // namespace
 
-tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::TransferPlan& plan,
-                                                                   const ChannelSetup& setup) {
+tl::expected<std::unique_ptr<Channel>, ChannelFailure> openGpuChannel(const msg::TransferPlan& plan,
+                                                                      const ChannelSetup& setup) {
   const bool named = plan.arena() != nullptr && plan.arena()->size() != 0;
-  switch (plan.channel()) {
-    case msg::ChannelKind::Shm: {
-      if (!named) return fail(ChannelError::NoArena, "the shm plan names no arena");
-      auto channel = ShmChannel::open(plan.arena()->str());
-      if (!channel) return tl::unexpected(channel.error());
-      (*channel)->setCancelProbe(setup.cancelProbe);
-      return std::unique_ptr<Channel>(std::move(*channel));
-    }
-    case msg::ChannelKind::Nccl:
-    case msg::ChannelKind::CudaIpc: break;
-  }
   if (gpu::visibleDeviceCount() == 0) {
     return fail(ChannelError::Unsupported, "channel " + channelName(plan.channel()) +
                                                " needs a GPU and this process sees none");
@@ -74,14 +61,8 @@ std::vector<msg::ChannelKind> buildChannels() {
   return {msg::ChannelKind::Shm, msg::ChannelKind::Nccl, msg::ChannelKind::CudaIpc};
 }
 
-tl::expected<std::vector<std::unique_ptr<ChannelOwner>>, ChannelFailure> createChannelOwners(
-    const ChannelOwnersConfig& config) {
-  auto shm = ShmChannelOwner::create(
-      config.busName,
-      ArenaGeometry{config.hostBucketBytes, config.bufferCount, static_cast<std::uint32_t>(kMaxArenaReceivers)});
-  if (!shm) return tl::unexpected(shm.error());
+std::vector<std::unique_ptr<ChannelOwner>> gpuChannelOwners(const ChannelOwnersConfig& config) {
   std::vector<std::unique_ptr<ChannelOwner>> owners;
-  owners.push_back(std::move(*shm));
   owners.push_back(std::make_unique<gpu::NcclChannelOwner>());
   owners.push_back(std::make_unique<gpu::CudaIpcChannelOwner>(config.busName));
   return owners;

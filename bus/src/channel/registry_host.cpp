@@ -1,9 +1,7 @@
-// wsync::channels in a build without CUDA: the shm channel only.
+// wsync::channels in a build without CUDA: no GPU channel (gpu_registry.hpp).
 #include <string>
 
-#include "wsync/bus/channel/registry.hpp"
-#include "wsync/bus/channel/shm/shm_channel.hpp"
-#include "wsync/bus/channel/shm/shm_channel_owner.hpp"
+#include "channel/gpu_registry.hpp"
 
 namespace wsync::bus {
 
@@ -32,29 +30,16 @@ class UnavailableChannelOwner final : public ChannelOwner {
 
 }  // namespace
 
-tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::TransferPlan& plan,
-                                                                   const ChannelSetup& setup) {
-  if (plan.channel() != msg::ChannelKind::Shm) {
-    return fail(ChannelError::Unsupported, "channel " + channelName(plan.channel()) +
-                                               " is not in this build of wsync (built without the CUDA Toolkit)");
-  }
-  if (plan.arena() == nullptr || plan.arena()->size() == 0) return fail(ChannelError::NoArena, "the shm plan names no arena");
-  auto channel = ShmChannel::open(plan.arena()->str());
-  if (!channel) return tl::unexpected(channel.error());
-  (*channel)->setCancelProbe(setup.cancelProbe);
-  return std::unique_ptr<Channel>(std::move(*channel));
+tl::expected<std::unique_ptr<Channel>, ChannelFailure> openGpuChannel(const msg::TransferPlan& plan,
+                                                                      const ChannelSetup& /*setup*/) {
+  return fail(ChannelError::Unsupported, "channel " + channelName(plan.channel()) +
+                                             " is not in this build of wsync (built without the CUDA Toolkit)");
 }
 
 std::vector<msg::ChannelKind> buildChannels() { return {msg::ChannelKind::Shm}; }
 
-tl::expected<std::vector<std::unique_ptr<ChannelOwner>>, ChannelFailure> createChannelOwners(
-    const ChannelOwnersConfig& config) {
-  auto shm = ShmChannelOwner::create(
-      config.busName,
-      ArenaGeometry{config.hostBucketBytes, config.bufferCount, static_cast<std::uint32_t>(kMaxArenaReceivers)});
-  if (!shm) return tl::unexpected(shm.error());
+std::vector<std::unique_ptr<ChannelOwner>> gpuChannelOwners(const ChannelOwnersConfig& /*config*/) {
   std::vector<std::unique_ptr<ChannelOwner>> owners;
-  owners.push_back(std::move(*shm));
   owners.push_back(std::make_unique<UnavailableChannelOwner>(msg::ChannelKind::Nccl));
   owners.push_back(std::make_unique<UnavailableChannelOwner>(msg::ChannelKind::CudaIpc));
   return owners;
