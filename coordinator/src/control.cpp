@@ -21,8 +21,7 @@ std::string text(const flatbuffers::String* string) {
 
 void Coordinator::Impl::sendOperatorPause(const std::string& routingId) {
   builder.reset();
-  const auto pause = msg::CreatePause(builder.fbb(), 0, committedVersion, *operatorPause, nullptr);
-  sendTo(routingId, stamp(pause));
+  sendTo(routingId, stamp(msg::CreateOperatorPause(builder.fbb(), *operatorPause)));
 }
 
 void Coordinator::Impl::handleControl(const std::string& source, const bus::Message& message,
@@ -58,8 +57,7 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
       block.setPauseState(bus::PauseState{round.has_value(), round ? round->mode : msg::PauseMode::Abort,
                                           round ? round->id : 0});
       builder.reset();
-      const auto resume = msg::CreateResume(builder.fbb(), 0, committedVersion);
-      const auto bytes = stamp(resume);
+      const auto bytes = stamp(msg::CreateOperatorResume(builder.fbb()));
       for (const auto& [routingId, agent] : agents.all()) {
         if (agent.role == msg::Role::Worker) sendTo(routingId, bytes);
       }

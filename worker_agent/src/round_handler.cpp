@@ -107,6 +107,8 @@ void RoundHandler::handle(const bus::Message& message) {
     case msg::Body::Commit: handleCommit(*message.as<msg::Commit>()); return;
     case msg::Body::Abort: handleAbort(*message.as<msg::Abort>()); return;
     case msg::Body::Resume: handleResume(*message.as<msg::Resume>()); return;
+    case msg::Body::OperatorPause: handleOperatorPause(*message.as<msg::OperatorPause>()); return;
+    case msg::Body::OperatorResume: handleOperatorResume(); return;
     case msg::Body::Error: {
       const auto& error = *message.as<msg::Error>();
       log::warn("the coordinator refused a request: {}: {}", msg::EnumNameErrorCode(error.code()),
@@ -224,7 +226,8 @@ void RoundHandler::sendUpdateDone(std::uint64_t round, std::uint64_t version, bo
 
 void RoundHandler::handlePause(const msg::Pause& pause) {
   if (pause.round() == 0) {
-    handleOperatorPause(pause.mode());
+    // Rounds are numbered from 1. Before protocol 2 this was an operator's pause, which is OperatorPause now.
+    log::warn("ignoring a Pause of round 0: no round has that number");
     return;
   }
   strike(bus::FaultPoint::Begin, pause.version());
@@ -264,11 +267,11 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
   strike(bus::FaultPoint::Pause, pause.version());
 }
 
-void RoundHandler::handleOperatorPause(msg::PauseMode mode) {
+void RoundHandler::handleOperatorPause(const msg::OperatorPause& pause) {
   // No manifest, no ack: the engine stays paused until the operator's resume, through any rounds meanwhile.
-  log::info("an operator paused generation (mode {})", msg::EnumNamePauseMode(mode));
+  log::info("an operator paused generation (mode {})", msg::EnumNamePauseMode(pause.mode()));
   const EngineHolds before = holds();
-  operatorHold_ = mode;
+  operatorHold_ = pause.mode();
   follow(before);
 }
 
@@ -445,7 +448,7 @@ void RoundHandler::handleAbort(const msg::Abort& abort) {
 
 void RoundHandler::handleResume(const msg::Resume& resume) {
   if (resume.round() == 0) {
-    handleOperatorResume();
+    log::warn("ignoring a Resume of round 0: no round has that number");
     return;
   }
   strike(bus::FaultPoint::Resume, step_ != RoundStep::Idle ? round_.version : resume.version());

@@ -110,7 +110,7 @@ class RoundHandler {
   void handleCommit(const msg::Commit& commit);
   void handleAbort(const msg::Abort& abort);
   void handleResume(const msg::Resume& resume);
-  void handleOperatorPause(msg::PauseMode mode);
+  void handleOperatorPause(const msg::OperatorPause& pause);
   void handleOperatorResume();
   // Copies the staged version into the bindings (Staged: the round holds the engine) and makes it the applied one.
   void applyStaged();

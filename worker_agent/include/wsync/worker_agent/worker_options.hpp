@@ -67,6 +67,7 @@ struct WorkerOptions {
 struct PauseHooks {
   // Required. Returns once the engine is quiesced for `mode` (PauseGate::pause does exactly that): no step reads
   // the bound buffers until `resume` is called. The time it takes counts against the coordinator's pause timeout.
+  // `round`: the round the engine pauses for, or 0 when an operator's pause (wsync-ctl pause) is what pauses it.
   std::function<void(msg::PauseMode mode, std::uint64_t round)> pause;
   // Required. Generation may go on; `appliedVersion` is what the bound buffers now hold.
   std::function<void(std::uint64_t appliedVersion)> resume;
