@@ -21,6 +21,7 @@
 #include "wsync/bus/transport/router_endpoint.hpp"
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/cli/fault_injection.hpp"
 #include "wsync/cli/model_catalog.hpp"
 #include "wsync/bus/channel/shm/shm_arena.hpp"
 #include "wsync/coordinator/coordinator.hpp"
@@ -341,7 +342,11 @@ TEST(WorkerAgent, NeverAppliesACorruptedReceive) {
   tools::CoordinatorThread coordinator(coordinatorOptions(bus));
   FakeEngine engine;
   WorkerOptions options = optionsFor(bus, engine);
-  options.faults.corruptReceiveAtVersion = 2;
+  // The fault wsync-worker's --fault corrupt-receive@2 installs: a decorator of the payload channel, through the
+  // agent's fault hook.
+  auto spec = cli::parseFaultSpec("corrupt-receive@2");
+  ASSERT_TRUE(spec.has_value()) << spec.error();
+  options.faultHook = std::make_shared<cli::FaultInjector>(*spec);
   auto agent = WorkerAgent::start(std::move(options), engine.hooks());
   ASSERT_TRUE(agent.has_value()) << agent.error().describe();
   BareTrainer trainer(bus);

@@ -19,17 +19,17 @@ std::string text(const flatbuffers::String* string) { return string ? string->st
 
 }  // namespace
 
-RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks, WorkerFaults faults,
-                           std::atomic<std::uint64_t>& appliedVersion, std::atomic<std::int32_t>& rank,
-                           BindingMemory memory, int cudaDevice)
+RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks,
+                           std::shared_ptr<bus::FaultHook> faultHook, std::atomic<std::uint64_t>& appliedVersion,
+                           std::atomic<std::int32_t>& rank, BindingMemory memory, int cudaDevice)
     : session_(session),
       bindings_(std::move(bindings)),
       hooks_(std::move(hooks)),
-      faults_(faults),
+      faultHook_(std::move(faultHook)),
       memory_(memory),
       appliedVersion_(appliedVersion),
       rank_(rank),
-      payload_(session, cudaDevice, kTransferDeadline) {}
+      payload_(session, cudaDevice, kTransferDeadline, bus::openChannel, faultHook_.get()) {}
 
 tl::expected<void, WorkerFailure> RoundHandler::attach() {
   rank_.store(session_.registration().rank, std::memory_order_release);
@@ -283,7 +283,7 @@ void RoundHandler::handleOperatorResume() {
 }
 
 void RoundHandler::strike(bus::FaultPoint point, std::uint64_t version) {
-  if (const auto outage = bus::reachFault(faults_.hook.get(), point, version)) session_.dropConnection(*outage);
+  if (const auto outage = bus::reachFault(faultHook_.get(), point, version)) session_.dropConnection(*outage);
 }
 
 tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg::TransferPlan& plan) {
@@ -330,33 +330,7 @@ tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg
                                      if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
                                    });
   if (!received) return tl::unexpected(received.error());
-  StagedVersion staged{plan.round(), plan.version(), received->bytes, received->digest, cached};
-  if (inPlace) {
-    if (faults_.corruptReceiveAtVersion == plan.version()) {
-      // The bytes are on the device: report a digest that cannot match instead of flipping one of them.
-      staged.digest.lo ^= 1;
-      log::warn("test fault: reporting a wrong digest for version {}", plan.version());
-    }
-    return staged;
-  }
-
-  if (faults_.corruptReceiveAtVersion == plan.version()) {
-    // The corrupted digest is only meaningful if this function digests as the arena does: check on the intact bytes.
-    if (detail::digestTensors(staging_.tensors()).digest != received->digest) {
-      log::warn("test fault: the staging digest differs from the arena's even before corruption");
-    }
-    for (const auto& tensor : staging_.tensors()) {
-      if (tensor.empty()) continue;
-      tensor[0] ^= std::byte{0x01};
-      break;
-    }
-    const bus::TransferResult corrupted = detail::digestTensors(staging_.tensors());
-    log::warn("test fault: corrupted one staged byte of version {} (digest {} -> {})", plan.version(),
-              hex(received->digest), hex(corrupted.digest));
-    staged.bytes = corrupted.bytes;
-    staged.digest = corrupted.digest;
-  }
-  return staged;
+  return StagedVersion{plan.round(), plan.version(), received->bytes, received->digest, cached};
 }
 
 void RoundHandler::handleTransferPlan(const msg::TransferPlan& plan) {

@@ -72,7 +72,8 @@ struct CurrentRound {
 
 class RoundHandler {
  public:
-  RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks, WorkerFaults faults,
+  RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks,
+               std::shared_ptr<bus::FaultHook> faultHook,
                std::atomic<std::uint64_t>& appliedVersion, std::atomic<std::int32_t>& rank,
                BindingMemory memory, int cudaDevice);
 
@@ -114,7 +115,7 @@ class RoundHandler {
   void handleOperatorResume();
   // Copies the staged version into the bindings (Staged: the round holds the engine) and makes it the applied one.
   void applyStaged();
-  // Test faults (WorkerFaults::hook); a disconnect drops the session's connection for its outage.
+  // Test faults (WorkerOptions::faultHook); a disconnect drops the session's connection for its outage.
   void strike(bus::FaultPoint point, std::uint64_t version);
 
   // Receives the payload into staging (or in place); returns what was received or why it failed.
@@ -136,7 +137,7 @@ class RoundHandler {
   bus::AgentSession& session_;
   const WorkerBindings bindings_;
   const PauseHooks hooks_;
-  const WorkerFaults faults_;
+  const std::shared_ptr<bus::FaultHook> faultHook_;  // before payload_, which opens its channels through it
   const BindingMemory memory_;
   std::atomic<std::uint64_t>& appliedVersion_;
   std::atomic<std::int32_t>& rank_;
