@@ -1,7 +1,7 @@
 #pragma once
-// The worker's side of each update round (docs/update-round.md), message by message. Owned by WorkerAgent and
-// called only on its I/O thread, except committedVersion(), pauseRequested() and counters(), which any thread may
-// call.
+// The worker's side of each update round, message by message (docs/update-round.md, "The worker's side of a round":
+// its steps and transitions). Owned by WorkerAgent and called only on its I/O thread, except committedVersion(),
+// pauseRequested() and counters(), which any thread may call.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
