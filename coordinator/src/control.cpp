@@ -20,8 +20,7 @@ std::string text(const flatbuffers::String* string) {
 }  // namespace
 
 void Coordinator::Impl::sendOperatorPause(const std::string& routingId) {
-  outbox_.send(routingId, msg::CreatePause(outbox_.start(), 0, rounds_.committed().version, *pause_.operatorPause(),
-                                           nullptr));
+  outbox_.send(routingId, msg::CreateOperatorPause(outbox_.start(), *pause_.operatorPause()));
 }
 
 void Coordinator::Impl::handleControl(const std::string& source, const bus::Message& message,
@@ -51,7 +50,7 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
       }
       // A round in progress keeps its own pause until it resumes the workers itself.
       pause_.setOperatorPause(std::nullopt);
-      const auto bytes = outbox_.stamp(msg::CreateResume(outbox_.start(), 0, rounds_.committed().version));
+      const auto bytes = outbox_.stamp(msg::CreateOperatorResume(outbox_.start()));
       for (const auto& [routingId, agent] : agents_.all()) {
         if (agent.role == msg::Role::Worker) outbox_.send(routingId, bytes);
       }
@@ -73,7 +72,7 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
       AgentRecord* agent = agents_.findById(agentId);
       if (agent == nullptr) {
         refuse(source, message.seq(), msg::ErrorCode::UnknownAgent,
-                   "no agent '" + bus::printableText(agentId) + "' on this bus");
+               "no agent '" + bus::printableText(agentId) + "' on this bus");
         return;
       }
       const std::string routingId = agent->routingId;

@@ -61,7 +61,9 @@ static_assert(fieldCount(&msg::CreateControlRequest) == 4);
 static_assert(fieldCount(&msg::CreateControlReply) == 2);
 static_assert(fieldCount(&msg::CreateVersionQuery) == 1);
 static_assert(fieldCount(&msg::CreateVersionReport) == 6);
-static_assert(msg::Body::MAX == msg::Body::VersionReport, "a new Body member needs a case in walkBody()");
+static_assert(fieldCount(&msg::CreateOperatorPause) == 1);
+static_assert(fieldCount(&msg::CreateOperatorResume) == 0);
+static_assert(msg::Body::MAX == msg::Body::OperatorResume, "a new Body member needs a case in walkBody()");
 
 // Folds everything the walk reads into one value (FNV-1a over 64-bit words), so that no read can be optimised
 // away and two walks of the same message can be compared.
@@ -384,6 +386,10 @@ void walk(const msg::VersionReport& report, Fold& fold) {
   fold.add(report.committed_version());
 }
 
+void walk(const msg::OperatorPause& pause, Fold& fold) { fold.add(pause.mode(), msg::EnumNamePauseMode(pause.mode())); }
+
+void walk(const msg::OperatorResume& /*resume*/, Fold& /*fold*/) {}
+
 template <typename Body>
 void walkBodyAs(const msg::Envelope& envelope, Fold& fold) {
   const Body* body = envelope.body_as<Body>();
@@ -418,6 +424,8 @@ void walkBody(const msg::Envelope& envelope, Fold& fold) {
     case msg::Body::ControlReply: walkBodyAs<msg::ControlReply>(envelope, fold); return;
     case msg::Body::VersionQuery: walkBodyAs<msg::VersionQuery>(envelope, fold); return;
     case msg::Body::VersionReport: walkBodyAs<msg::VersionReport>(envelope, fold); return;
+    case msg::Body::OperatorPause: walkBodyAs<msg::OperatorPause>(envelope, fold); return;
+    case msg::Body::OperatorResume: walkBodyAs<msg::OperatorResume>(envelope, fold); return;
   }
   // A member added by a newer protocol: the Verifier does not look inside it, so neither may we.
 }
@@ -455,7 +463,7 @@ int typedBodiesOf(const Message& message) {
                        msg::PauseAck, msg::TransferPlan, msg::UpdateDone, msg::Commit, msg::Abort, msg::Resume,
                        msg::SnapshotRequest, msg::SnapshotReply, msg::Error, msg::AgentEvent, msg::RoundTransition,
                        msg::Goodbye, msg::CoordinatorBeat, msg::ControlRequest, msg::ControlReply,
-                       msg::VersionQuery, msg::VersionReport>(message);
+                       msg::VersionQuery, msg::VersionReport, msg::OperatorPause, msg::OperatorResume>(message);
 }
 
 void checkRejected(MessageError error, std::span<const std::uint8_t> bytes) {

@@ -341,6 +341,16 @@ Bytes versionReport() {
                                                     "no heartbeat for 1500 ms during Transfer", 41));
 }
 
+Bytes operatorPause() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateOperatorPause(fbb, msg::PauseMode::Keep), {.seq = 307});
+}
+
+Bytes operatorResume() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateOperatorResume(fbb), {.seq = 308});
+}
+
 Bytes abortRound() {
   flatbuffers::FlatBufferBuilder fbb;
   return finish(fbb, msg::CreateAbortDirect(fbb, 7, 42, msg::AbortReason::AgentDied,
@@ -547,12 +557,17 @@ std::vector<Seed> seeds() {
       {"version_report", versionReport()},
       {"abort", abortRound()},
       {"resume", resume()},
+      {"operator_pause", operatorPause()},
+      {"operator_resume", operatorResume()},
       {"snapshot_request", snapshotRequest()},
       {"snapshot_reply", snapshotReply()},
       {"error", errorReply()},
       {"error_odd_detail", errorReplyOddDetail()},
       {"refused_protocol_version_0", protocolVersion(0), MessageError::ProtocolMismatch},
-      {"refused_protocol_version_2", protocolVersion(2), MessageError::ProtocolMismatch},
+      {"refused_protocol_version_previous", protocolVersion(wsync::bus::kProtocolVersion - 1),
+       MessageError::ProtocolMismatch},
+      {"refused_protocol_version_next", protocolVersion(wsync::bus::kProtocolVersion + 1),
+       MessageError::ProtocolMismatch},
       {"refused_foreign_file_identifier", foreignFileIdentifier(), MessageError::NotWsync},
       {"refused_size_prefixed", heartbeatGeneratedLayout(true), MessageError::NotWsync},
       {"refused_without_body", withoutBody(), MessageError::MissingBody},

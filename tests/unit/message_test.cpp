@@ -194,6 +194,15 @@ TEST(Message, EveryBodyTypeRoundTrips) {
           EXPECT_EQ(m.as<msg::Error>()->code(), msg::ErrorCode::DuplicateAgent);
           EXPECT_EQ(m.as<msg::Error>()->in_reply_to(), 4U);
         });
+  check(msg::Body::OperatorPause, builder.finish(msg::CreateOperatorPause(fbb, msg::PauseMode::Wait)),
+        [](const Message& m) {
+          EXPECT_EQ(m.as<msg::OperatorPause>()->mode(), msg::PauseMode::Wait);
+          EXPECT_STREQ(bodyName(m.type()), "OperatorPause");
+        });
+  check(msg::Body::OperatorResume, builder.finish(msg::CreateOperatorResume(fbb)), [](const Message& m) {
+    EXPECT_NE(m.as<msg::OperatorResume>(), nullptr);
+    EXPECT_STREQ(bodyName(m.type()), "OperatorResume");
+  });
 }
 
 TEST(Message, RejectsEmpty) {
@@ -375,6 +384,10 @@ TEST(MessageEnums, RefusesABodyFieldOutOfRange) {
   EXPECT_EQ(expectEnumOutOfRange(pause), "ControlRequest.pause_mode = 200 is not one of Abort, Wait, Keep (0..2)");
 
   builder.reset();
+  const auto operatorPause = builder.finish(msg::CreateOperatorPause(fbb, static_cast<msg::PauseMode>(3)));
+  EXPECT_EQ(expectEnumOutOfRange(operatorPause), "OperatorPause.mode = 3 is not one of Abort, Wait, Keep (0..2)");
+
+  builder.reset();
   const auto hello = builder.finish(
       msg::CreateAgentHelloDirect(fbb, "worker-0", static_cast<msg::Role>(77), kProtocolVersion));
   EXPECT_EQ(expectEnumOutOfRange(hello),
@@ -446,6 +459,7 @@ TEST(MessageEnums, EveryDeclaredValueDecodes) {
       decodes(builder.finish(msg::CreateControlRequestDirect(fbb, action, mode, "worker-0", "why")));
     }
     decodes(builder.finish(msg::CreatePause(fbb, 1, 2, mode)));
+    decodes(builder.finish(msg::CreateOperatorPause(fbb, mode)));
   }
   for (const msg::Role role : msg::EnumValuesRole()) {
     const std::vector<msg::ChannelKind> channels(std::begin(msg::EnumValuesChannelKind()),

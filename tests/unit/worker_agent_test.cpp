@@ -7,15 +7,21 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <future>
 #include <stdexcept>
 #include <mutex>
 #include <thread>
 
 #include <wsync/tools/coordinator_thread.hpp>
+#include "raw_client.hpp"
 #include "test_environment.hpp"
 #include "wsync/bus/session/agent_session.hpp"
+#include "wsync/bus/state/control_block.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
+#include "wsync/bus/transport/router_endpoint.hpp"
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/cli/fault_injection.hpp"
 #include "wsync/cli/model_catalog.hpp"
 #include "wsync/bus/channel/shm/shm_arena.hpp"
 #include "wsync/coordinator/coordinator.hpp"
@@ -188,6 +194,55 @@ class FakeEngine {
   std::vector<std::string> log_;
 };
 
+// A coordinator reduced to what a worker needs to register (a control block with its slot, a ROUTER that answers
+// its hello), so that a test can send the worker what no coordinator sends.
+class HandmadeCoordinator {
+ public:
+  explicit HandmadeCoordinator(const std::string& bus) {
+    auto block = bus::ControlBlockOwner::create(bus);
+    if (!block) throw std::runtime_error(block.error().describe());
+    block_.emplace(std::move(*block));
+    auto endpoints = bus::resolveEndpoints(bus);
+    if (!endpoints) throw std::runtime_error(endpoints.error().describe());
+    auto router = bus::RouterEndpoint::bind(context_, endpoints->requests);
+    if (!router) throw std::runtime_error(router.error().describe());
+    router_.emplace(std::move(*router));
+  }
+
+  // Answers the first hello with a Welcome to slot 0. Runs beside WorkerAgent::start(), which waits for it.
+  bool welcomeOneWorker() {
+    const auto deadline = std::chrono::steady_clock::now() + kGenerous;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto received = router_->receive(20ms);
+      if (!received || !*received || !(*received)->message) continue;
+      const auto* hello = (*received)->message->as<msg::AgentHello>();
+      if (hello == nullptr) continue;
+      worker_ = (*received)->source;
+      const std::string agentId = hello->agent_id()->str();
+      if (!block_->assignSlot(0, bus::SlotAssignment{agentId, msg::Role::Worker, 0, hello->pid()})) return false;
+      bus::MessageBuilder builder;
+      send(builder, msg::CreateWelcomeDirect(builder.fbb(), agentId.c_str(), 0, 0, 1, block_->epoch(), 0, 100, 2000,
+                                             block_->segmentName().c_str()));
+      return true;
+    }
+    return false;
+  }
+
+  template <typename Body>
+  void send(bus::MessageBuilder& builder, flatbuffers::Offset<Body> body) {
+    auto sent = router_->send(worker_, builder.finish(body, bus::EnvelopeStamp{block_->epoch(), ++seq_}));
+    EXPECT_TRUE(sent.has_value()) << sent.error().describe();
+    builder.reset();
+  }
+
+ private:
+  zmq::context_t context_{1};
+  std::optional<bus::ControlBlockOwner> block_;
+  std::optional<bus::RouterEndpoint> router_;
+  std::string worker_;
+  std::uint64_t seq_ = 0;
+};
+
 WorkerOptions optionsFor(const std::string& bus, FakeEngine& engine) {
   WorkerOptions options;
   options.bus = bus;
@@ -287,7 +342,11 @@ TEST(WorkerAgent, NeverAppliesACorruptedReceive) {
   tools::CoordinatorThread coordinator(coordinatorOptions(bus));
   FakeEngine engine;
   WorkerOptions options = optionsFor(bus, engine);
-  options.faults.corruptReceiveAtVersion = 2;
+  // The fault wsync-worker's --fault corrupt-receive@2 installs: a decorator of the payload channel, through the
+  // agent's fault hook.
+  auto spec = cli::parseFaultSpec("corrupt-receive@2");
+  ASSERT_TRUE(spec.has_value()) << spec.error();
+  options.faultHook = std::make_shared<cli::FaultInjector>(*spec);
   auto agent = WorkerAgent::start(std::move(options), engine.hooks());
   ASSERT_TRUE(agent.has_value()) << agent.error().describe();
   BareTrainer trainer(bus);
@@ -305,6 +364,60 @@ TEST(WorkerAgent, NeverAppliesACorruptedReceive) {
   EXPECT_EQ(engine.calls(8).back(), "resume at 3");
   EXPECT_TRUE(engine.holds(contentOf(3)));
   EXPECT_EQ((*agent)->counters().roundsAborted, 1U);
+}
+
+// The operator's pause is its own message (OperatorPause, OperatorResume): a worker that registers while it holds is
+// paused by it, rounds run and apply meanwhile, their Resumes leave the engine paused, and the operator's resume
+// ends it.
+TEST(WorkerAgent, AWorkerJoiningDuringAnOperatorsPauseIsPausedUntilTheOperatorResumes) {
+  const std::string bus = test::uniqueBusName("wjoinpaused");
+  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  auto endpoints = bus::resolveEndpoints(bus);
+  ASSERT_TRUE(endpoints.has_value());
+  zmq::context_t context;
+  test::RawClient operatorClient(context, endpoints->requests, "ctl");
+  auto control = [&](msg::ControlAction action) {
+    bus::MessageBuilder builder;
+    operatorClient.send(builder, msg::CreateControlRequest(builder.fbb(), action, msg::PauseMode::Wait));
+    return operatorClient.receive<msg::ControlReply>(kGenerous).has_value();
+  };
+  ASSERT_TRUE(control(msg::ControlAction::Pause));
+
+  FakeEngine engine;
+  auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
+  ASSERT_TRUE(agent.has_value()) << agent.error().describe();
+  EXPECT_EQ(engine.calls(1), (std::vector<std::string>{"pause Wait round 0"}));
+  BareTrainer trainer(bus);
+  ASSERT_TRUE(trainer.publish(1, msg::PauseMode::Keep).committed);
+  // Round 2 begins after round 1 resumed: had that Resume reached the engine, it would be paused again for round 2.
+  ASSERT_TRUE(trainer.publish(2, msg::PauseMode::Keep).committed);
+  ASSERT_TRUE(control(msg::ControlAction::Resume));
+  EXPECT_EQ(engine.calls(4), (std::vector<std::string>{"pause Wait round 0", "applied 1 round 1", "applied 2 round 2",
+                                                      "resume at 2"}));
+  EXPECT_TRUE(engine.holds(contentOf(2)));
+  (*agent)->stop();
+}
+
+// Rounds are numbered from 1: a Pause or Resume of round 0 (an operator's pause before protocol 2) is ignored.
+// Each is followed by an OperatorPause, whose hook calls show what the worker made of it.
+TEST(WorkerAgent, APauseOrResumeOfRound0IsIgnored) {
+  const std::string bus = test::uniqueBusName("wround0");
+  HandmadeCoordinator coordinator(bus);
+  FakeEngine engine;
+  auto welcomed = std::async(std::launch::async, [&] { return coordinator.welcomeOneWorker(); });
+  auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
+  ASSERT_TRUE(welcomed.get());
+  ASSERT_TRUE(agent.has_value()) << agent.error().describe();
+
+  bus::MessageBuilder builder;
+  coordinator.send(builder, msg::CreatePause(builder.fbb(), 0, 0, msg::PauseMode::Abort));      // ignored
+  coordinator.send(builder, msg::CreateOperatorPause(builder.fbb(), msg::PauseMode::Wait));     // pauses
+  coordinator.send(builder, msg::CreateResume(builder.fbb(), 0, 0));                            // ignored
+  coordinator.send(builder, msg::CreateOperatorPause(builder.fbb(), msg::PauseMode::Keep));     // held already
+  coordinator.send(builder, msg::CreateOperatorResume(builder.fbb()));                          // resumes
+  coordinator.send(builder, msg::CreateOperatorPause(builder.fbb(), msg::PauseMode::Abort));    // pauses
+  EXPECT_EQ(engine.calls(3), (std::vector<std::string>{"pause Wait round 0", "resume at 0", "pause Abort round 0"}));
+  (*agent)->stop();
 }
 
 TEST(WorkerAgent, StartRefusesMissingHooksAndAbsentCoordinators) {

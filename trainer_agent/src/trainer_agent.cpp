@@ -88,7 +88,8 @@ TrainerAgent::TrainerAgent(TrainerOptions options, std::unique_ptr<zmq::context_
     : options_(std::move(options)),
       context_(std::move(context)),
       session_(std::move(session)),
-      payload_(std::make_unique<bus::PayloadEndpoint>(*session_, options_.cudaDevice, kSendDeadline)) {
+      payload_(std::make_unique<bus::PayloadEndpoint>(*session_, options_.cudaDevice, kSendDeadline, bus::openChannel,
+                                                      options_.faultHook.get())) {
   rank_ = session_->registration().rank;
   committed_.store(session_->registration().committedVersion, std::memory_order_release);
   session_->setAppliedVersion(session_->registration().committedVersion);

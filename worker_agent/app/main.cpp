@@ -5,14 +5,12 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <optional>
 #include <string>
 #include <thread>
 
-#include <tl/expected.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -34,27 +32,6 @@ constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 // How often the signal thread looks up from sigtimedwait to see whether the worker is done anyway.
 constexpr std::chrono::milliseconds kSignalPoll{100};
-
-// "corrupt-receive@V", or a fault of wsync/cli/fault_injection.hpp ("kill@transfer:2").
-tl::expected<worker_agent::WorkerFaults, std::string> parseFault(const std::string& text) {
-  constexpr std::string_view kCorrupt = "corrupt-receive@";
-  worker_agent::WorkerFaults faults;
-  if (text.starts_with(kCorrupt)) {
-    std::uint64_t version = 0;
-    const char* begin = text.data() + kCorrupt.size();
-    const char* end = text.data() + text.size();
-    const auto parsed = std::from_chars(begin, end, version);
-    if (begin == end || parsed.ec != std::errc() || parsed.ptr != end) {
-      return tl::unexpected("corrupt-receive@VERSION needs a version, not '" + text + "'");
-    }
-    faults.corruptReceiveAtVersion = version;
-    return faults;
-  }
-  auto spec = cli::parseFaultSpec(text);
-  if (!spec) return tl::unexpected(spec.error() + " (or corrupt-receive@VERSION)");
-  faults.hook = std::make_shared<cli::FaultInjector>(*spec);
-  return faults;
-}
 
 }  // namespace
 
@@ -88,7 +65,7 @@ int main(int argc, char** argv) {
   app.add_option("--dump", dumpPath, "write the weights here at exit (safetensors, metadata wsync_version)");
   auto* exitAfter = app.add_option("--exit-after-version", exitAfterVersion,
                                    "stop once this version is applied and the in-flight requests are done");
-  app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] (docs/faults.md) | corrupt-receive@V");
+  app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] | corrupt-receive@VERSION (docs/faults.md)");
   app.add_option("--channel", channel,
                  "shm: weights in host memory; nccl or cuda_ipc: weights on a GPU, received in place while paused")
       ->capture_default_str()
@@ -119,12 +96,12 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (!fault.empty()) {
-    auto faults = parseFault(fault);
-    if (!faults) {
-      log::error("--fault: {}", faults.error());
+    auto spec = cli::parseFaultSpec(fault);
+    if (!spec) {
+      log::error("--fault: {}", spec.error());
       return kExitUsage;
     }
-    options.faults = *faults;
+    options.faultHook = std::make_shared<cli::FaultInjector>(*spec);
   }
   options.link.timeout = std::chrono::milliseconds(linkTimeoutMs);
   engineOptions.step = std::chrono::milliseconds(stepMs);

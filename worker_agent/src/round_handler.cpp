@@ -19,17 +19,17 @@ std::string text(const flatbuffers::String* string) { return string ? string->st
 
 }  // namespace
 
-RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks, WorkerFaults faults,
-                           std::atomic<std::uint64_t>& appliedVersion, std::atomic<std::int32_t>& rank,
-                           BindingMemory memory, int cudaDevice)
+RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks,
+                           std::shared_ptr<bus::FaultHook> faultHook, std::atomic<std::uint64_t>& appliedVersion,
+                           std::atomic<std::int32_t>& rank, BindingMemory memory, int cudaDevice)
     : session_(session),
       bindings_(std::move(bindings)),
       hooks_(std::move(hooks)),
-      faults_(faults),
+      faultHook_(std::move(faultHook)),
       memory_(memory),
       appliedVersion_(appliedVersion),
       rank_(rank),
-      payload_(session, cudaDevice, kTransferDeadline) {}
+      payload_(session, cudaDevice, kTransferDeadline, bus::openChannel, faultHook_.get()) {}
 
 tl::expected<void, WorkerFailure> RoundHandler::attach() {
   rank_.store(session_.registration().rank, std::memory_order_release);
@@ -62,32 +62,41 @@ void RoundHandler::setPhase(bus::AgentPhase phase) {
   if (session_.registered()) session_.slot().setPhase(phase);
 }
 
-void RoundHandler::resumeEngine() {
-  // Whoever else holds the engine paused keeps it so: a round in progress, or an operator.
-  if (inRound_ || operatorPaused_) {
-    setPhase(bus::AgentPhase::Paused);
-    return;
-  }
-  if (torn_) {
+RoundHandler::EngineHolds RoundHandler::holds() const {
+  return EngineHolds{inRound(step_), operatorHold_.has_value(), bindingsTorn_};
+}
+
+void RoundHandler::follow(const EngineHolds& before) {
+  const EngineHolds now = holds();
+  if (now.any() && !before.any()) {
+    // An operator's pause names no round; otherwise the round's pause is what stops the engine.
+    const msg::PauseMode mode = now.operatorHold ? *operatorHold_ : round_.mode;
+    const std::uint64_t round = now.operatorHold ? 0 : round_.round;
+    log::debug("generation pauses (mode {}, {})", msg::EnumNamePauseMode(mode),
+               now.operatorHold ? std::string("an operator's pause") : "round " + std::to_string(round));
+    hooks_.pause(mode, round);
+  } else if (before.any() && !now.any()) {
+    const std::uint64_t version = appliedVersion_.load(std::memory_order_acquire);
+    log::debug("generation resumes on version {}", version);
+    hooks_.resume(version);
+  } else if (now.any() && (before.round || before.operatorHold) && !now.round && !now.operatorHold) {
     // Resuming would generate from bytes of no committed version; the next committed round ends the wait.
     log::warn("generation stays paused: the bound buffers were overwritten by a transfer that did not commit; "
               "waiting for the next version");
-    setPhase(bus::AgentPhase::Paused);
-    return;
   }
-  paused_ = false;
-  setPhase(bus::AgentPhase::Idle);
-  const std::uint64_t version = appliedVersion_.load(std::memory_order_acquire);
-  log::debug("generation resumes on version {}", version);
-  hooks_.resume(version);
+  setPhase(step_ == RoundStep::Staged ? bus::AgentPhase::Staged
+           : now.any()                ? bus::AgentPhase::Paused
+                                      : bus::AgentPhase::Idle);
 }
 
-void RoundHandler::pauseEngine(msg::PauseMode mode, std::uint64_t round) {
-  if (paused_) return;  // already held, by a round, an operator or a torn in-place receive
-  log::debug("generation pauses (mode {}, {})", msg::EnumNamePauseMode(mode),
-             round == 0 ? std::string("an operator's pause") : "round " + std::to_string(round));
-  hooks_.pause(mode, round);
-  paused_ = true;
+void RoundHandler::enter(RoundStep step) {
+  const EngineHolds before = holds();
+  step_ = step;
+  follow(before);
+}
+
+bool RoundHandler::pausedFor(const msg::TransferPlan& plan) const {
+  return step_ == RoundStep::Paused && round_.round == plan.round() && round_.version == plan.version();
 }
 
 void RoundHandler::handle(const bus::Message& message) {
@@ -98,6 +107,8 @@ void RoundHandler::handle(const bus::Message& message) {
     case msg::Body::Commit: handleCommit(*message.as<msg::Commit>()); return;
     case msg::Body::Abort: handleAbort(*message.as<msg::Abort>()); return;
     case msg::Body::Resume: handleResume(*message.as<msg::Resume>()); return;
+    case msg::Body::OperatorPause: handleOperatorPause(*message.as<msg::OperatorPause>()); return;
+    case msg::Body::OperatorResume: handleOperatorResume(); return;
     case msg::Body::Error: {
       const auto& error = *message.as<msg::Error>();
       log::warn("the coordinator refused a request: {}: {}", msg::EnumNameErrorCode(error.code()),
@@ -112,50 +123,53 @@ void RoundHandler::handle(const bus::Message& message) {
 }
 
 void RoundHandler::linkLost() {
-  if (inRound_) {
-    log::warn("lost the coordinator during round {} (version {}): generating on version {} meanwhile{}", pausedRound_,
-              pausedVersion_, appliedVersion_.load(std::memory_order_acquire),
-              staged_ ? "; the staged version waits for the coordinator's word" : "");
+  if (inRound(step_)) {
+    log::warn("lost the coordinator during round {} (version {}): generating on version {} meanwhile{}", round_.round,
+              round_.version, appliedVersion_.load(std::memory_order_acquire),
+              step_ == RoundStep::Staged ? "; the staged version waits for the coordinator's word" : "");
   }
-  inRound_ = false;
   // The old registration's arena mapping and communicators are of a round that is over.
   payload_.reset();
-  if (paused_) resumeEngine();  // keeps it paused for an operator, or when an in-place receive tore the bindings
+  // The engine resumes unless an operator holds it, or an in-place receive tore the bindings.
+  enter(step_ == RoundStep::Staged || step_ == RoundStep::Detached ? RoundStep::Detached : RoundStep::Idle);
 }
 
 void RoundHandler::reregistered() {
   const bus::Registration& welcome = session_.registration();
   log::info("registered again (rank {}, committed version {})", welcome.rank, welcome.committedVersion);
-  inRound_ = false;
   payload_.reset();
   if (auto attached = attach(); !attached) log::error("{}", attached.error().describe());
-  // An operator's pause outlives coordinators and links: the Welcome says whether it still holds.
-  if (welcome.operatorPaused && !operatorPaused_) {
-    log::info("an operator's pause holds (mode {})", msg::EnumNamePauseMode(welcome.operatorPauseMode));
-    pauseEngine(welcome.operatorPauseMode, 0);
-  }
-  operatorPaused_ = welcome.operatorPaused;
+  // Without a lost link first (the coordinator restarted and no longer knew us), the round may still be Staged.
+  const bool holdsStaged = step_ == RoundStep::Staged || step_ == RoundStep::Detached;
   // The staged version was committed if the bus's last commit is exactly it: its Commit was lost with the link.
-  const bool missedCommit = staged_ && welcome.committedDigest != bus::Digest{} &&
-                            staged_->round == welcome.committedRound && staged_->version == welcome.committedVersion &&
-                            staged_->digest == welcome.committedDigest;
-  if (missedCommit) {
-    log::info("version {} of round {} was committed while the link was down: applying it", staged_->version,
-              staged_->round);
-    pauseEngine(pausedMode_, staged_->round);  // the copy must not race generation
-    applyStaged();
-  } else if (staged_) {
-    log::info("dropping staged version {} of round {}: the bus committed version {}", staged_->version,
-              staged_->round, welcome.committedVersion);
-    staged_.reset();
+  const bool missedCommit = holdsStaged && welcome.committedDigest != bus::Digest{} &&
+                            staged_.round == welcome.committedRound && staged_.version == welcome.committedVersion &&
+                            staged_.digest == welcome.committedDigest;
+  // One change, so that the engine is not resumed and paused again in between: an operator's pause outlives
+  // coordinators and links (the Welcome says whether it still holds), and a missed Commit is applied from Staged,
+  // where the round holds the engine, so that the copy cannot race generation.
+  const EngineHolds before = holds();
+  if (welcome.operatorPaused && !operatorHold_) {
+    log::info("an operator's pause holds (mode {})", msg::EnumNamePauseMode(welcome.operatorPauseMode));
   }
-  if (paused_) resumeEngine();
-  if (!paused_) setPhase(bus::AgentPhase::Idle);
+  operatorHold_ = welcome.operatorPaused ? std::optional(welcome.operatorPauseMode) : std::nullopt;
+  step_ = missedCommit ? RoundStep::Staged : step_;
+  follow(before);
+  if (missedCommit) {
+    log::info("version {} of round {} was committed while the link was down: applying it", staged_.version,
+              staged_.round);
+    applyStaged();
+  } else if (holdsStaged) {
+    log::info("dropping staged version {} of round {}: the bus committed version {}", staged_.version, staged_.round,
+              welcome.committedVersion);
+  }
+  // Whatever round this worker was in is over: the new registration takes part in the next one.
+  enter(RoundStep::Idle);
 }
 
 void RoundHandler::checkRoundDeadline() {
-  if (!inRound_ || std::chrono::steady_clock::now() < roundDeadline_) return;
-  session_.restartConnection("round " + std::to_string(pausedRound_) + " (version " + std::to_string(pausedVersion_) +
+  if (!inRound(step_) || std::chrono::steady_clock::now() < round_.deadline) return;
+  session_.restartConnection("round " + std::to_string(round_.round) + " (version " + std::to_string(round_.version) +
                              ") has not ended within the longest a round can last");
 }
 
@@ -178,9 +192,12 @@ void RoundHandler::handleManifest(const msg::Manifest& message) {
   }
   if (findManifest(manifest->digest()) != nullptr) return;
   if (manifests_.size() >= kCachedManifests) {
-    auto oldest = std::min_element(manifests_.begin(), manifests_.end(),
-                                   [](const auto& a, const auto& b) { return a->lastUsed < b->lastUsed; });
-    if (staged_ && staged_->manifest == oldest->get()) staged_.reset();
+    // Never the staged version's: its Commit (or the next Welcome) may still come.
+    const CachedManifest* staged =
+        step_ == RoundStep::Staged || step_ == RoundStep::Detached ? staged_.manifest : nullptr;
+    auto oldest = std::min_element(manifests_.begin(), manifests_.end(), [staged](const auto& a, const auto& b) {
+      return a.get() != staged && (b.get() == staged || a->lastUsed < b->lastUsed);
+    });
     manifests_.erase(oldest);
   }
   auto bindingMap = matchManifest(*manifest, bindings_);
@@ -209,59 +226,73 @@ void RoundHandler::sendUpdateDone(std::uint64_t round, std::uint64_t version, bo
 
 void RoundHandler::handlePause(const msg::Pause& pause) {
   if (pause.round() == 0) {
-    // An operator's pause: no manifest, no ack; the engine stays paused until the operator's resume.
-    log::info("an operator paused generation (mode {})", msg::EnumNamePauseMode(pause.mode()));
-    operatorPaused_ = true;
-    pauseEngine(pause.mode(), 0);
-    setPhase(bus::AgentPhase::Paused);
+    // Rounds are numbered from 1. Before protocol 2 this was an operator's pause, which is OperatorPause now.
+    log::warn("ignoring a Pause of round 0: no round has that number");
     return;
   }
   strike(bus::FaultPoint::Begin, pause.version());
-  // Whatever was staged belongs to a round that ended without a Commit reaching us.
-  staged_.reset();
-  if (pause.manifest_digest() == nullptr) {
+  // A round this worker is still in ended without its Resume reaching us (the coordinator runs one round at a time
+  // and sends in order): the new round replaces it, and what it staged was never committed for us.
+  if (step_ != RoundStep::Idle) {
+    log::warn("round {} (version {}) begins while round {} never resumed here", pause.round(), pause.version(),
+              round_.round);
+  }
+  auto refuse = [&](const std::string& detail) {
     ++roundsRefused_;
-    sendPauseAck(pause.round(), false, msg::AbortReason::ManifestMismatch, "Pause without a manifest digest");
+    enter(RoundStep::Idle);
+    sendPauseAck(pause.round(), false, msg::AbortReason::ManifestMismatch, detail);
+  };
+  if (pause.manifest_digest() == nullptr) {
+    refuse("Pause without a manifest digest");
     return;
   }
   const bus::Digest digest = bus::fromMessage(*pause.manifest_digest());
   const CachedManifest* cached = findManifest(digest);
   if (cached == nullptr) {
-    ++roundsRefused_;
-    sendPauseAck(pause.round(), false, msg::AbortReason::ManifestMismatch,
-                 "manifest " + hex(digest) + " was never received by this worker");
+    refuse("manifest " + hex(digest) + " was never received by this worker");
     return;
   }
   // Checked before the engine is touched: a worker that cannot take the version must not stop generating for it.
   if (!cached->bindingMap) {
-    ++roundsRefused_;
     log::warn("refusing round {}: {}", pause.round(), cached->bindingMap.error().detail);
-    sendPauseAck(pause.round(), false, msg::AbortReason::ManifestMismatch, cached->bindingMap.error().detail);
+    refuse(cached->bindingMap.error().detail);
     return;
   }
-  // A torn worker's engine is still paused from the round that tore it, an operator's from the operator's pause.
-  pauseEngine(pause.mode(), pause.round());
-  inRound_ = true;
-  pausedRound_ = pause.round();
-  pausedVersion_ = pause.version();
-  pausedMode_ = pause.mode();
-  roundDeadline_ = std::chrono::steady_clock::now() + session_.registration().roundBound(cached->manifest.totalBytes());
-  setPhase(bus::AgentPhase::Paused);
+  round_ = CurrentRound{pause.round(), pause.version(), pause.mode(),
+                        std::chrono::steady_clock::now() +
+                            session_.registration().roundBound(cached->manifest.totalBytes())};
+  // Pauses the engine unless it is held already: by an operator, or by bindings a failed in-place receive tore.
+  enter(RoundStep::Paused);
   sendPauseAck(pause.round(), true, msg::AbortReason::None, {});
   strike(bus::FaultPoint::Pause, pause.version());
 }
 
-void RoundHandler::strike(bus::FaultPoint point, std::uint64_t version) {
-  if (const auto outage = bus::reachFault(faults_.hook.get(), point, version)) session_.dropConnection(*outage);
+void RoundHandler::handleOperatorPause(const msg::OperatorPause& pause) {
+  // No manifest, no ack: the engine stays paused until the operator's resume, through any rounds meanwhile.
+  log::info("an operator paused generation (mode {})", msg::EnumNamePauseMode(pause.mode()));
+  const EngineHolds before = holds();
+  operatorHold_ = pause.mode();
+  follow(before);
 }
 
-tl::expected<bus::TransferResult, bus::PayloadFailure> RoundHandler::receive(const msg::TransferPlan& plan) {
+void RoundHandler::handleOperatorResume() {
+  log::info("an operator resumed generation");
+  const EngineHolds before = holds();
+  operatorHold_.reset();
+  follow(before);
+}
+
+void RoundHandler::strike(bus::FaultPoint point, std::uint64_t version) {
+  if (const auto outage = bus::reachFault(faultHook_.get(), point, version)) session_.dropConnection(*outage);
+}
+
+tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg::TransferPlan& plan) {
   auto refuse = [](msg::AbortReason reason, std::string detail) {
     return tl::unexpected(bus::PayloadFailure{reason, bus::FailureCause::Local, std::move(detail)});
   };
-  if (!paused_ || pausedRound_ != plan.round() || pausedVersion_ != plan.version()) {
+  if (!pausedFor(plan)) {
     return refuse(msg::AbortReason::AgentRefused,
-                  "a plan for round " + std::to_string(plan.round()) + " but the engine is not paused for it");
+                  "a plan for round " + std::to_string(plan.round()) + " but this worker is not paused for it");
   }
   if (plan.manifest_digest() == nullptr) {
     return refuse(msg::AbortReason::ChannelFailure, "the plan names no manifest");
@@ -289,53 +320,29 @@ tl::expected<bus::TransferResult, bus::PayloadFailure> RoundHandler::receive(con
   }
 
   // From here on the bound buffers of an in-place worker no longer hold its applied version.
-  if (inPlace) torn_ = true;
+  if (inPlace) {
+    const EngineHolds before = holds();
+    bindingsTorn_ = true;
+    follow(before);  // the round holds the engine already: nothing changes for it
+  }
   auto received = payload_.receive(*transfer, inPlace ? cached->inPlace : staging_.tensors(),
                                    [this, version = plan.version()](std::uint64_t bytes) {
                                      if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
                                    });
   if (!received) return tl::unexpected(received.error());
-  staged_ = StagedVersion{plan.round(), plan.version(), received->bytes, received->digest, cached};
-  if (inPlace) {
-    if (faults_.corruptReceiveAtVersion == plan.version()) {
-      // The bytes are on the device: report a digest that cannot match instead of flipping one of them.
-      staged_->digest.lo ^= 1;
-      log::warn("test fault: reporting a wrong digest for version {}", plan.version());
-      return bus::TransferResult{received->bytes, staged_->digest};
-    }
-    return *received;
-  }
-
-  if (faults_.corruptReceiveAtVersion == plan.version()) {
-    // The corrupted digest is only meaningful if this function digests as the arena does: check on the intact bytes.
-    if (detail::digestTensors(staging_.tensors()).digest != received->digest) {
-      log::warn("test fault: the staging digest differs from the arena's even before corruption");
-    }
-    for (const auto& tensor : staging_.tensors()) {
-      if (tensor.empty()) continue;
-      tensor[0] ^= std::byte{0x01};
-      break;
-    }
-    const bus::TransferResult corrupted = detail::digestTensors(staging_.tensors());
-    log::warn("test fault: corrupted one staged byte of version {} (digest {} -> {})", plan.version(),
-              hex(received->digest), hex(corrupted.digest));
-    staged_->digest = corrupted.digest;
-    return corrupted;
-  }
-  return *received;
+  return StagedVersion{plan.round(), plan.version(), received->bytes, received->digest, cached};
 }
 
 void RoundHandler::handleTransferPlan(const msg::TransferPlan& plan) {
-  staged_.reset();
   if (plan.receiver() < 0) {
     log::debug("ignoring a sender's plan for round {}: workers only receive", plan.round());
     return;
   }
+  const bool forThisRound = pausedFor(plan);
   auto received = receive(plan);
   if (!received) {
     ++transfersFailed_;
-    staged_.reset();
-    if (paused_) setPhase(bus::AgentPhase::Paused);
+    if (forThisRound) enter(RoundStep::Finished);
     // A cancelled receive is the coordinator's own abort, whose message says why; anything else is news.
     if (received.error().cause == bus::FailureCause::Cancelled) {
       log::info("round {} (version {}): receive cancelled: {}", plan.round(), plan.version(), received.error().detail);
@@ -346,8 +353,10 @@ void RoundHandler::handleTransferPlan(const msg::TransferPlan& plan) {
                    received.error().detail);
     return;
   }
-  setPhase(bus::AgentPhase::Staged);
-  sendUpdateDone(plan.round(), plan.version(), true, *received, msg::AbortReason::None, {});
+  staged_ = *received;
+  enter(RoundStep::Staged);
+  sendUpdateDone(plan.round(), plan.version(), true, bus::TransferResult{staged_.bytes, staged_.digest},
+                 msg::AbortReason::None, {});
   strike(bus::FaultPoint::Verify, plan.version());
 }
 
@@ -355,34 +364,32 @@ void RoundHandler::handleCommit(const msg::Commit& commit) {
   strike(bus::FaultPoint::Commit, commit.version());
   std::string refusal;
   const bus::Digest digest = commit.digest() ? bus::fromMessage(*commit.digest()) : bus::Digest{};
-  if (!staged_) {
+  // Staged holds the engine, so a copy now cannot race generation.
+  if (step_ != RoundStep::Staged) {
     refusal = "nothing is staged";
-  } else if (staged_->round != commit.round()) {
-    refusal = "round " + std::to_string(staged_->round) + " is staged";
-  } else if (commit.digest() == nullptr || staged_->digest != digest) {
-    refusal = "the staged digest " + hex(staged_->digest) + " differs from the committed " + hex(digest);
-  } else if (staged_->version != commit.version() || staged_->bytes != commit.bytes()) {
-    refusal = "the staged version " + std::to_string(staged_->version) + " (" + std::to_string(staged_->bytes) +
+  } else if (staged_.round != commit.round()) {
+    refusal = "round " + std::to_string(staged_.round) + " is staged";
+  } else if (commit.digest() == nullptr || staged_.digest != digest) {
+    refusal = "the staged digest " + hex(staged_.digest) + " differs from the committed " + hex(digest);
+  } else if (staged_.version != commit.version() || staged_.bytes != commit.bytes()) {
+    refusal = "the staged version " + std::to_string(staged_.version) + " (" + std::to_string(staged_.bytes) +
               " bytes) differs from the committed one (" + std::to_string(commit.bytes()) + " bytes)";
-  } else if (!paused_) {
-    refusal = "the engine is not paused";  // a copy now would race generation
   }
   if (!refusal.empty()) {
     ++roundsRefused_;
-    staged_.reset();
     log::warn("not applying version {} of round {}: {}; keeping version {}", commit.version(), commit.round(), refusal,
               appliedVersion_.load(std::memory_order_acquire));
-    if (paused_) setPhase(bus::AgentPhase::Paused);
+    if (inRound(step_)) enter(RoundStep::Finished);  // drops what was staged
     return;
   }
   applyStaged();
-  setPhase(bus::AgentPhase::Paused);
+  enter(RoundStep::Finished);
 }
 
 void RoundHandler::applyStaged() {
-  // The engine is parked, so this copy is atomic with respect to generation: no step sees a mix of versions.
-  // Device bindings received in place: the bytes are already there, and now they are a committed version.
-  const StagedVersion staged = *staged_;
+  // The round holds the engine (Staged), so this copy is atomic with respect to generation: no step sees a mix of
+  // versions. Device bindings received in place: the bytes are already there, and now they are a committed version.
+  const StagedVersion staged = staged_;
   if (memory_ == BindingMemory::Host) {
     const BindingMap& map = *staged.manifest->bindingMap;
     const auto tensors = staging_.tensors();
@@ -391,17 +398,17 @@ void RoundHandler::applyStaged() {
       if (!tensors[index].empty()) std::memcpy(destination.data(), tensors[index].data(), tensors[index].size());
     }
   }
-  torn_ = false;
+  const EngineHolds before = holds();
+  bindingsTorn_ = false;
+  follow(before);  // the round still holds the engine
   session_.setAppliedVersion(staged.version);
   appliedVersion_.store(staged.version, std::memory_order_release);
   log::setVersion(staged.version);
   ++roundsApplied_;
-  staged_.reset();
   if (hooks_.applied) hooks_.applied(staged.version, staged.round);
 }
 
 void RoundHandler::handleAbort(const msg::Abort& abort) {
-  staged_.reset();
   ++roundsAborted_;
   // The dead agent may be the trainer, whose memory a cuda_ipc receiver still maps: let go of it.
   if (abort.reason() == msg::AbortReason::AgentDied) {
@@ -410,25 +417,18 @@ void RoundHandler::handleAbort(const msg::Abort& abort) {
   log::warn("round {} (version {}) aborted: {}: {}; keeping version {}", abort.round(), abort.version(),
             msg::EnumNameAbortReason(abort.reason()), text(abort.detail()),
             appliedVersion_.load(std::memory_order_acquire));
-  if (paused_) setPhase(bus::AgentPhase::Paused);
+  if (inRound(step_)) enter(RoundStep::Finished);  // drops what was staged
 }
 
 void RoundHandler::handleResume(const msg::Resume& resume) {
   if (resume.round() == 0) {
-    log::info("an operator resumed generation");
-    operatorPaused_ = false;
-    if (paused_) resumeEngine();
+    log::warn("ignoring a Resume of round 0: no round has that number");
     return;
   }
-  strike(bus::FaultPoint::Resume, pausedVersion_);
-  inRound_ = false;
-  staged_.reset();
-  // A worker that refused the Pause never paused its engine: it was generating all along.
-  if (paused_) {
-    resumeEngine();
-  } else {
-    setPhase(bus::AgentPhase::Idle);
-  }
+  strike(bus::FaultPoint::Resume, step_ != RoundStep::Idle ? round_.version : resume.version());
+  // A worker that refused the Pause never paused its engine: it was generating all along. Any other resumes unless
+  // an operator holds it, or an in-place receive tore its bindings.
+  enter(RoundStep::Idle);
 }
 
 }  // namespace wsync::worker_agent::detail

@@ -1,7 +1,7 @@
 #pragma once
-// The worker's side of each update round (docs/update-round.md), message by message. Owned by WorkerAgent and
-// called only on its I/O thread, except committedVersion(), pauseRequested() and counters(), which any thread may
-// call.
+// The worker's side of each update round, message by message (docs/update-round.md, "The worker's side of a round":
+// its steps and transitions). Owned by WorkerAgent and called only on its I/O thread, except committedVersion(),
+// pauseRequested() and counters(), which any thread may call.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -29,7 +29,7 @@ struct CachedManifest {
   std::uint64_t lastUsed = 0;
 };
 
-// What sits in staging, waiting for its Commit.
+// What sits in staging (or, for Device bindings, in the bound buffers), waiting for its Commit.
 struct StagedVersion {
   std::uint64_t round = 0;
   std::uint64_t version = 0;
@@ -38,9 +38,42 @@ struct StagedVersion {
   const CachedManifest* manifest = nullptr;
 };
 
+// Where this worker stands in an update round: one value, so that nothing can say "in a round" while something
+// else says "staged for none" (docs/update-round.md, "The worker's side of a round", has the transitions).
+enum class RoundStep : std::uint8_t {
+  // In no round: the rounds hold nothing here. Also where a worker that refused a round's Pause stays.
+  Idle,
+  // Acked the round's Pause: the round holds the engine paused. Waiting for its TransferPlan.
+  Paused,
+  // Received the round's payload and reported it (UpdateDone ok); the round holds the engine. Waiting for its
+  // Commit, which applies the staged version if it names exactly its round, version, bytes and digest.
+  Staged,
+  // Nothing left to do in the round but wait for its Resume, which ends the round's hold on the engine: the version
+  // was applied, or the receive failed, the Commit was refused, or the round was aborted.
+  Finished,
+  // The link was lost (or the coordinator restarted) while Staged: the round no longer holds the engine, and the
+  // staged version waits for the next Welcome, which says whether it was committed.
+  Detached,
+};
+
+// Paused, Staged and Finished: the worker takes part in a round, which holds its engine paused until the Resume.
+constexpr bool inRound(RoundStep step) {
+  return step == RoundStep::Paused || step == RoundStep::Staged || step == RoundStep::Finished;
+}
+
+// The round this worker is in (or was Detached from).
+struct CurrentRound {
+  std::uint64_t round = 0;
+  std::uint64_t version = 0;
+  msg::PauseMode mode = msg::PauseMode::Keep;
+  // By then it must have ended (Registration::roundBound), or the connection is given up.
+  std::chrono::steady_clock::time_point deadline{};
+};
+
 class RoundHandler {
  public:
-  RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks, WorkerFaults faults,
+  RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks,
+               std::shared_ptr<bus::FaultHook> faultHook,
                std::atomic<std::uint64_t>& appliedVersion, std::atomic<std::int32_t>& rank,
                BindingMemory memory, int cudaDevice);
 
@@ -64,33 +97,47 @@ class RoundHandler {
   WorkerCounters counters() const;
 
  private:
+  // What holds the engine paused. It is paused exactly while any of these does: there is no flag of its own.
+  struct EngineHolds {
+    bool round = false;         // inRound(step_)
+    bool operatorHold = false;  // operatorHold_
+    bool tornBindings = false;  // bindingsTorn_
+    bool any() const { return round || operatorHold || tornBindings; }
+  };
+
   void handleManifest(const msg::Manifest& message);
   void handlePause(const msg::Pause& pause);
   void handleTransferPlan(const msg::TransferPlan& plan);
   void handleCommit(const msg::Commit& commit);
   void handleAbort(const msg::Abort& abort);
   void handleResume(const msg::Resume& resume);
-  // Copies the staged version into the bindings (the engine is paused) and makes it the applied one.
+  void handleOperatorPause(const msg::OperatorPause& pause);
+  void handleOperatorResume();
+  // Copies the staged version into the bindings (Staged: the round holds the engine) and makes it the applied one.
   void applyStaged();
-  // Test faults (WorkerFaults::hook); a disconnect drops the session's connection for its outage.
+  // Test faults (WorkerOptions::faultHook); a disconnect drops the session's connection for its outage.
   void strike(bus::FaultPoint point, std::uint64_t version);
 
   // Receives the payload into staging (or in place); returns what was received or why it failed.
-  tl::expected<bus::TransferResult, bus::PayloadFailure> receive(const msg::TransferPlan& plan);
+  tl::expected<StagedVersion, bus::PayloadFailure> receive(const msg::TransferPlan& plan);
 
   void sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail);
   void sendUpdateDone(std::uint64_t round, std::uint64_t version, bool ok, const bus::TransferResult& result,
                       msg::AbortReason reason, const std::string& detail);
   void setPhase(bus::AgentPhase phase);
-  // Quiesces the engine unless something holds it paused already.
-  void pauseEngine(msg::PauseMode mode, std::uint64_t round);
-  void resumeEngine();
+  EngineHolds holds() const;
+  // Called after every change of step_, operatorHold_ or bindingsTorn_ with what held the engine before it: calls
+  // the pause or resume hook exactly when whether anything holds the engine changed, and writes the agent's phase.
+  void follow(const EngineHolds& before);
+  // Moves to `step` and follows.
+  void enter(RoundStep step);
+  bool pausedFor(const msg::TransferPlan& plan) const;
   CachedManifest* findManifest(const bus::Digest& digest);
 
   bus::AgentSession& session_;
   const WorkerBindings bindings_;
   const PauseHooks hooks_;
-  const WorkerFaults faults_;
+  const std::shared_ptr<bus::FaultHook> faultHook_;  // before payload_, which opens its channels through it
   const BindingMemory memory_;
   std::atomic<std::uint64_t>& appliedVersion_;
   std::atomic<std::int32_t>& rank_;
@@ -100,18 +147,15 @@ class RoundHandler {
   std::uint64_t useCounter_ = 0;
   bus::PayloadEndpoint payload_;
   Staging staging_;
-  std::optional<StagedVersion> staged_;
-  bool paused_ = false;  // the engine is quiesced for pausedRound_
+
+  RoundStep step_ = RoundStep::Idle;
+  CurrentRound round_;    // the round of step_; meaningless when Idle
+  StagedVersion staged_;  // what step_ Staged or Detached has staged; meaningless in any other step
+  // An operator's hold on generation (wsync-ctl pause until resume), in its mode: it outlasts rounds and links.
+  std::optional<msg::PauseMode> operatorHold_;
   // Device bindings: an in-place receive began and no Commit completed it. The bound buffers then hold no committed
-  // version and the engine must stay paused until one lands.
-  bool torn_ = false;
-  bool inRound_ = false;         // between a round's Pause and its Resume
-  bool operatorPaused_ = false;  // an operator's pause (Pause of round 0) until its Resume
-  std::uint64_t pausedRound_ = 0;
-  std::uint64_t pausedVersion_ = 0;
-  msg::PauseMode pausedMode_ = msg::PauseMode::Keep;
-  // While in a round: by then it must have ended (Registration::roundBound), or the connection is given up.
-  std::chrono::steady_clock::time_point roundDeadline_{};
+  // version, whatever step_ says, and the engine must stay paused until one lands.
+  bool bindingsTorn_ = false;
 
   std::atomic<std::uint64_t> roundsApplied_{0};
   std::atomic<std::uint64_t> roundsAborted_{0};

@@ -1,7 +1,5 @@
 #include "staging.hpp"
 
-#include "wsync/bus/protocol/stream_digest.hpp"
-
 namespace wsync::worker_agent::detail {
 
 namespace {
@@ -35,12 +33,6 @@ void Staging::prepare(const bus::Manifest& manifest) {
   }
   laidOut_ = manifest.digest();
   hasLayout_ = true;
-}
-
-bus::TransferResult digestTensors(std::span<const std::span<std::byte>> tensors) {
-  bus::StreamDigest stream;
-  for (const auto& tensor : tensors) stream.add(tensor.data(), tensor.size());
-  return bus::TransferResult{stream.bytes(), stream.digest()};
 }
 
 }  // namespace wsync::worker_agent::detail

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "wsync/bus/protocol/manifest.hpp"
-#include "wsync/bus/channel/shm/shm_arena.hpp"
 
 namespace wsync::worker_agent::detail {
 
@@ -27,8 +26,5 @@ class Staging {
   bus::Digest laidOut_{};       // the manifest tensors_ is laid out for: the same one again costs nothing
   bool hasLayout_ = false;
 };
-
-// XXH3-128 over the tensors' bytes in order: what ShmArena::receive reports for the same bytes.
-bus::TransferResult digestTensors(std::span<const std::span<std::byte>> tensors);
 
 }  // namespace wsync::worker_agent::detail

@@ -48,7 +48,7 @@ tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(Wor
   if (!registration) return bus::fail(WorkerError::Registration, registration.error().describe());
 
   agent->rounds_ = std::make_unique<detail::RoundHandler>(*agent->session_, std::move(options.bindings),
-                                                          std::move(hooks), options.faults, agent->appliedVersion_,
+                                                          std::move(hooks), options.faultHook, agent->appliedVersion_,
                                                           agent->rank_, options.bindingMemory, options.cudaDevice);
   if (auto attached = agent->rounds_->attach(); !attached) {
     agent->session_->goodbye("worker could not start: " + attached.error().describe());

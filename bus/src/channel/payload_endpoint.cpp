@@ -19,8 +19,12 @@ PayloadFailure localFailure(std::string detail) {
 }  // namespace
 
 PayloadEndpoint::PayloadEndpoint(AgentSession& session, int cudaDevice, std::chrono::milliseconds transferDeadline,
-                                 ChannelOpener opener)
-    : session_(session), opener_(std::move(opener)), cudaDevice_(cudaDevice), transferDeadline_(transferDeadline) {}
+                                 ChannelOpener opener, FaultHook* faultHook)
+    : session_(session),
+      opener_(std::move(opener)),
+      faultHook_(faultHook),
+      cudaDevice_(cudaDevice),
+      transferDeadline_(transferDeadline) {}
 
 PayloadEndpoint::~PayloadEndpoint() = default;
 
@@ -92,6 +96,7 @@ tl::expected<Channel*, PayloadFailure> PayloadEndpoint::channelFor(const msg::Tr
                   (device ? " moves device memory and this agent's tensors are host memory"
                           : " moves host memory and this agent's tensors are device memory")));
   }
+  if (faultHook_ != nullptr) faultHook_->decorateChannel(*opened);
   OpenChannel& slot = channels_[plan.channel()];
   slot = OpenChannel{std::move(*opened), epoch};
   return slot.channel.get();

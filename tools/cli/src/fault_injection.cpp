@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "wsync/bus/core/log.hpp"
+#include "wsync/cli/corrupting_channel.hpp"
 
 namespace wsync::cli {
 
@@ -16,11 +17,13 @@ std::string_view toString(FaultAction action) {
     case FaultAction::Stop: return "stop";
     case FaultAction::Disconnect: return "disconnect";
     case FaultAction::Delay: return "delay";
+    case FaultAction::CorruptReceive: return "corrupt-receive";
   }
   return "unknown";
 }
 
 std::string describe(const FaultSpec& spec) {
+  if (spec.action == FaultAction::CorruptReceive) return "corrupt-receive@" + std::to_string(spec.version);
   std::string text = std::string(toString(spec.action)) + "@" + std::string(toString(spec.point)) + ":" +
                      std::to_string(spec.version);
   if (spec.action == FaultAction::Disconnect || spec.action == FaultAction::Delay) {
@@ -50,7 +53,14 @@ std::optional<std::uint64_t> number(std::string_view text) {
 
 tl::expected<FaultSpec, std::string> parseFaultSpec(std::string_view text) {
   const std::string usage = "a fault is ACTION@POINT:VERSION[+MS] (ACTION kill|stop|disconnect|delay, POINT "
-                            "begin|pause|transfer|verify|commit|resume), not '" + std::string(text) + "'";
+                            "begin|pause|transfer|verify|commit|resume) or corrupt-receive@VERSION, not '" +
+                            std::string(text) + "'";
+  constexpr std::string_view kCorruptReceive = "corrupt-receive@";
+  if (text.starts_with(kCorruptReceive)) {
+    const auto version = number(text.substr(kCorruptReceive.size()));
+    if (!version || *version == 0) return tl::unexpected("the fault's version must be a number above 0: " + usage);
+    return FaultSpec{FaultAction::CorruptReceive, FaultPoint::Transfer, *version, kDefaultFaultOutage};
+  }
   const auto at = text.find('@');
   const auto colon = text.find(':', at == std::string_view::npos ? 0 : at);
   if (at == std::string_view::npos || colon == std::string_view::npos) return tl::unexpected(usage);
@@ -80,6 +90,11 @@ tl::expected<FaultSpec, std::string> parseFaultSpec(std::string_view text) {
 }
 
 std::optional<std::chrono::milliseconds> FaultInjector::reached(FaultPoint point, std::uint64_t version) {
+  if (spec_.action == FaultAction::CorruptReceive) {
+    // It strikes in the receive (corruptNow): here it only learns which version's round the agent is in.
+    if (point == FaultPoint::Begin) roundVersion_.store(version, std::memory_order_release);
+    return std::nullopt;
+  }
   if (!armedAt(point, version)) return std::nullopt;
   if (fired_.exchange(true, std::memory_order_acq_rel)) return std::nullopt;
   log::warn("test fault {}: striking now", describe(spec_));
@@ -98,8 +113,22 @@ std::optional<std::chrono::milliseconds> FaultInjector::reached(FaultPoint point
       return std::nullopt;
     case FaultAction::Disconnect:
       return spec_.outage;
+    case FaultAction::CorruptReceive:
+      return std::nullopt;  // answered above
   }
   return std::nullopt;
+}
+
+void FaultInjector::decorateChannel(std::unique_ptr<bus::Channel>& channel) {
+  if (spec_.action != FaultAction::CorruptReceive) return;
+  channel = std::make_unique<CorruptingChannel>(std::move(channel), [this] { return corruptNow(); });
+}
+
+bool FaultInjector::corruptNow() {
+  if (roundVersion_.load(std::memory_order_acquire) != spec_.version) return false;
+  if (fired_.exchange(true, std::memory_order_acq_rel)) return false;
+  log::warn("test fault {}: striking now", describe(spec_));
+  return true;
 }
 
 }  // namespace wsync::cli

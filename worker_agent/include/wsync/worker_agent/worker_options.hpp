@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -27,18 +28,6 @@ inline constexpr std::size_t kCachedManifests = 8;
 // The registration timeout of bus::AgentSession: long enough for a coordinator that is still starting.
 inline constexpr std::chrono::milliseconds kRegistrationTimeout = bus::kRegistrationTimeout;
 
-// TEST ONLY: faults a worker injects into its own rounds, so end-to-end tests can prove that the bus catches them.
-// Never set these in production.
-struct WorkerFaults {
-  // After receiving this version, flip one byte of the staged copy and report the digest of the corrupted bytes:
-  // the coordinator must see a digest mismatch and abort the round; nobody applies it.
-  std::optional<std::uint64_t> corruptReceiveAtVersion;
-  // Called at each point of each round (docs/faults.md): the fault-injection suite strikes this process there
-  // (kill, stop, disconnect, delay) to prove that the round ends within its timeouts and nothing half-applied is
-  // served.
-  std::shared_ptr<bus::FaultHook> hook;
-};
-
 // Where the bound buffers live, which decides the channels a worker takes and how it receives (docs/decisions.md,
 // "GPU workers receive in place"):
 //  - Host: the shm channel. A version is received into a host staging copy and applied on Commit, so a failed or
@@ -60,13 +49,16 @@ struct WorkerOptions {
   int cudaDevice = 0;  // Device bindings: the CUDA device they are on
   std::chrono::milliseconds registrationTimeout = kRegistrationTimeout;
   bus::LinkHeartbeat link{};  // how soon a silent coordinator's connection counts as lost
-  WorkerFaults faults{};  // test only
+  // Test only (tests/faults, docs/faults.md): called at each point of each round, and given every payload channel
+  // the agent opens to decorate (tools/cli: wsync::cli::FaultInjector); none in production.
+  std::shared_ptr<bus::FaultHook> faultHook{};
 };
 
 // How the agent reaches the engine. All are called on the agent's I/O thread, one at a time.
 struct PauseHooks {
   // Required. Returns once the engine is quiesced for `mode` (PauseGate::pause does exactly that): no step reads
   // the bound buffers until `resume` is called. The time it takes counts against the coordinator's pause timeout.
+  // `round`: the round the engine pauses for, or 0 when an operator's pause (wsync-ctl pause) is what pauses it.
   std::function<void(msg::PauseMode mode, std::uint64_t round)> pause;
   // Required. Generation may go on; `appliedVersion` is what the bound buffers now hold.
   std::function<void(std::uint64_t appliedVersion)> resume;

@@ -1,7 +1,8 @@
 #pragma once
 // One agent's end of the payload plane, the same for trainers and workers: the channel a TransferPlan names,
 // opened once and kept while its key and the registration hold (one open channel per kind: a new key replaces the
-// old one, so an old NCCL communicator is released before the new one is built); the bucket plan, built once per
+// old one, so an old NCCL communicator is released before the new one is built, and each passes through the agent's
+// fault hook, where a test may decorate it: FaultHook::decorateChannel); the bucket plan, built once per
 // manifest and geometry and checked against the coordinator's before a byte moves; the cancel probe (the
 // coordinator ended the round, or died); the agent's progress in its control-block slot.
 //
@@ -23,6 +24,7 @@
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/channel/channel.hpp"
 #include "wsync/bus/channel/registry.hpp"
+#include "wsync/bus/core/fault_hook.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/bus/session/agent_session.hpp"
 #include "wsync/bus/state/coordinator_watch.hpp"
@@ -53,9 +55,10 @@ using ChannelOpener = std::function<tl::expected<std::unique_ptr<Channel>, Chann
 
 class PayloadEndpoint {
  public:
-  // `transferDeadline`: how long one transfer (and the opening of its channel) may take.
+  // `transferDeadline`: how long one transfer (and the opening of its channel) may take. `faultHook`: the agent's
+  // (test only; none in production), which must outlive this endpoint.
   PayloadEndpoint(AgentSession& session, int cudaDevice, std::chrono::milliseconds transferDeadline,
-                  ChannelOpener opener = openChannel);
+                  ChannelOpener opener = openChannel, FaultHook* faultHook = nullptr);
   ~PayloadEndpoint();
   PayloadEndpoint(const PayloadEndpoint&) = delete;
   PayloadEndpoint& operator=(const PayloadEndpoint&) = delete;
@@ -100,6 +103,7 @@ class PayloadEndpoint {
 
   AgentSession& session_;
   const ChannelOpener opener_;
+  FaultHook* const faultHook_;
   const int cudaDevice_;
   const std::chrono::milliseconds transferDeadline_;
   CoordinatorWatch coordinatorWatch_;
