@@ -107,37 +107,15 @@ struct GpuRankOptions {
   std::string allocation;   // "tensor" or "torch" (device_memory.hpp)
   std::string segment;      // cuda_ipc: the segment the benchmark created
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
+                                   segment)
 int runGpuRank(const GpuRankOptions& options);
 
-// The GPUs, drivers and NCCL a result was measured with. Read in the benchmark process without creating a CUDA
-// context (no device memory is taken there): device properties, versions and the environment.
-struct GpuDeviceInfo {
-  int index = 0;
-  std::string name;
-  std::uint64_t memoryBytes = 0;
-  std::string pciBusId;    // domain:bus:device.function
-  std::string capability;  // compute capability, e.g. "9.0"
-  int multiprocessors = 0;
-};
-
-struct GpuInfo {
-  std::string hostName;
-  int deviceCount = 0;          // visible to this process (CUDA_VISIBLE_DEVICES applies)
-  std::string noDeviceReason;   // why the CUDA runtime sees none, when deviceCount is 0
-  std::string driverVersion;    // CUDA version the driver supports, e.g. "13.0"; "none" without a driver
-  std::string runtimeVersion;   // of the CUDA runtime linked in
-  std::string ncclVersion;      // of the libnccl.so.2 loaded, or why none could be
-  std::vector<GpuDeviceInfo> devices;
-  std::vector<std::vector<int>> peerAccess;  // [i][j]: device i can access device j's memory (1), or not (0)
-  std::vector<std::string> ncclEnvironment;  // every NCCL_* variable, as NAME=VALUE, sorted
-};
-
-// Sets NCCL_NVLS_ENABLE=0 unless the environment already says otherwise, before any rank is started: NVLink
-// SHARP (multicast) is left off on the machines these runs are made on, and its buffers would count as the
-// channel's memory.
-void prepareGpuEnvironment();
-
-GpuInfo describeGpus();
+// The GPUs, drivers and NCCL a result was measured with, read without creating a CUDA context (no device memory is
+// taken in the benchmark process): "host", "visible", "no_device_reason", "driver_cuda_version", "runtime_version",
+// "nccl_version", "nccl_environment", "devices" (index, name, memory_bytes, pci_bus_id, compute_capability,
+// multiprocessors), "peer_access".
+Json describeGpus();
 
 // Round times of one path over the timed rounds are Summaries in milliseconds; this is `bytes` per second at the
 // median, in GB/s (10^9 bytes).
@@ -210,7 +188,7 @@ struct GpuResults {
 
 // Progress lines go to `progress`. Throws BenchFailure when there is no GPU, when a rank fails or goes silent (the
 // other ranks are stopped first), and on an interruption.
-GpuResults measureGpus(const GpuBenchConfig& config, const GpuInfo& gpus, std::ostream& progress);
+GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostream& progress);
 
 // The host check: the device checksum (wsync/bus/device_checksum.hpp) that a version of the benchmark's content
 // (device_content.hpp) must have, computed on the host from the content's formula. A channel's digest equal to it

@@ -57,8 +57,8 @@ class GpuRanks {
   GpuRanks(const GpuRanks&) = delete;
   GpuRanks& operator=(const GpuRanks&) = delete;
 
-  void start(const std::string& label, const std::vector<std::string>& args) {
-    agents_.start(label, args, Agents::Link::Commands);
+  void start(const std::string& label, const GpuRankOptions& options) {
+    agents_.start(label, "agent-gpu-rank", options, true);
   }
 
   std::size_t size() const { return agents_.size(); }
@@ -68,16 +68,16 @@ class GpuRanks {
   // segment's abort, so that they give up at once instead of at their deadline).
   void onFailure(std::function<void()> hook) { onFailure_ = std::move(hook); }
 
-  void send(std::size_t rank, const std::string& line) {
+  void send(std::size_t rank, const RankLine& command) {
     try {
-      agents_.pipe(rank).writeLine(line);
+      agents_.pipe(rank).writeLine(command.dump());
     } catch (const BenchFailure&) {
-      failed(rank, "'" + line + "' to be sent");
+      failed(rank, command.dump() + " to be sent");
     }
   }
 
-  void sendAll(const std::string& line) {
-    for (std::size_t rank = 0; rank < size(); ++rank) send(rank, line);
+  void sendAll(const RankLine& command) {
+    for (std::size_t rank = 0; rank < size(); ++rank) send(rank, command);
   }
 
   // The next line of one rank, whatever its word.
@@ -93,7 +93,7 @@ class GpuRanks {
   RankLine expect(std::size_t rank, const std::string& word, std::chrono::milliseconds timeout,
                   const std::string& waitingFor) {
     RankLine line = next(rank, timeout, waitingFor);
-    if (line.word != word) throw BenchFailure(label(rank) + " said '" + line.word + "' instead of '" + word + "'");
+    if (bench::word(line) != word) throw BenchFailure(label(rank) + " said " + line.dump() + " instead of " + word);
     return line;
   }
 
@@ -109,7 +109,7 @@ class GpuRanks {
         if (lines[rank]) continue;
         if (auto line = agents_.pipe(rank).readLine(kCollectSlice)) {
           lines[rank] = parseRankLine(*line, label(rank));
-          if (lines[rank]->word != word) {
+          if (bench::word(*lines[rank]) != word) {
             throw BenchFailure(label(rank) + " said '" + *line + "' while the benchmark waited for " + waitingFor);
           }
           --pending;
@@ -132,7 +132,7 @@ class GpuRanks {
   }
 
   void quit() {
-    sendAll("quit");
+    sendAll({{"command", "quit"}});
     agents_.waitForAll(kRankExitTimeout);
   }
 
@@ -193,11 +193,11 @@ class Rounds {
         // Untimed, before either path alike: a new version, so that a receiver's digest can only match with this
         // transfer's bytes, and the GPUs come to both paths from the same work.
         ++version;
-        ranks_.sendAll("prepare " + std::to_string(version));
+        ranks_.sendAll({{"command", "prepare"}, {"version", version}});
         ranks_.collect("prepared", kPrepareTimeout, "version " + std::to_string(version) + " to be written");
         if (channel) ++transfer;
         const auto start = nanosecondsOf(Clock::now() + kStartLead);
-        ranks_.sendAll("go " + std::to_string(channel ? transfer : 0) + " " + path + " " + std::to_string(start));
+        ranks_.sendAll({{"command", "go"}, {"transfer", channel ? transfer : 0}, {"path", path}, {"start_ns", start}});
         // Longer than the ranks' own deadline, so that a rank that gives up says why before it is called silent.
         const auto done = ranks_.collect(
             "done", kGpuRoundTimeout + kStartLead + kExitNoticeTimeout,
@@ -207,11 +207,11 @@ class Rounds {
           checkDigests(done, version, round == 0);
           if (measured) {
             channelMs.push_back(roundMs(done, start));
-            senderMs.push_back(millisecondsBetween(start, done[0].signedNumber("end")));
+            senderMs.push_back(millisecondsBetween(start, signedField(done[0], "end")));
           }
         } else if (measured) {
           baselineMs.push_back(roundMs(done, start));
-          baselineGpuMs.push_back(static_cast<double>(done[0].number("gpu_ns")) / 1e6);
+          baselineGpuMs.push_back(static_cast<double>(unsignedField(done[0], "gpu_ns")) / 1e6);
         }
       }
     }
@@ -224,7 +224,7 @@ class Rounds {
     if (baseline) {
       progress << ", baseline " << fixed(row_.baselineRound.median, 1) << " ms ("
                << fixed(gigabytesPerSecond(row_.baselineRound, row_.modelBytes), 1) << " GB/s), ratio "
-               << ratio(row_.ratio());
+               << ratio(row_.ratio()).text;
     }
     progress << ", digests equal " << row_.digestsEqual << "/" << row_.digestsCompared << "\n";
   }
@@ -237,17 +237,17 @@ class Rounds {
   // nccl: from the common start until the last rank finished (a broadcast done on the root says nothing about the
   // receivers). cuda_ipc: the sender's call (send() returns once every receiver is done).
   double roundMs(const std::vector<RankLine>& done, std::int64_t start) const {
-    if (!ncclTiming_) return millisecondsBetween(done[0].signedNumber("start"), done[0].signedNumber("end"));
+    if (!ncclTiming_) return millisecondsBetween(signedField(done[0], "start"), signedField(done[0], "end"));
     std::int64_t last = start;
-    for (const RankLine& line : done) last = std::max(last, line.signedNumber("end"));
+    for (const RankLine& line : done) last = std::max(last, signedField(line, "end"));
     return millisecondsBetween(start, last);
   }
 
   void account(const std::vector<RankLine>& done, std::int64_t start) {
     for (std::size_t rank = 0; rank < done.size(); ++rank) {
-      row_.maxLateStartMs = std::max(row_.maxLateStartMs, millisecondsBetween(start, done[rank].signedNumber("start")));
+      row_.maxLateStartMs = std::max(row_.maxLateStartMs, millisecondsBetween(start, signedField(done[rank], "start")));
       DeviceMemoryUse& use = memoryOf(rank);
-      use.minFree = std::min(use.minFree, done[rank].number("min_free"));
+      use.minFree = std::min(use.minFree, unsignedField(done[rank], "min_free"));
     }
     // The channel's own memory: the latest figures, summed over the ranks of each device.
     for (DeviceMemoryUse& use : row_.memory) {
@@ -255,24 +255,24 @@ class Rounds {
       use.channelTables = 0;
     }
     for (std::size_t rank = 0; rank < done.size(); ++rank) {
-      memoryOf(rank).channelBuffers += done[rank].number("buffers");
-      memoryOf(rank).channelTables += done[rank].number("tables");
+      memoryOf(rank).channelBuffers += unsignedField(done[rank], "buffers");
+      memoryOf(rank).channelTables += unsignedField(done[rank], "tables");
     }
   }
 
   void checkDigests(const std::vector<RankLine>& done, std::uint64_t version, bool first) {
     const RankLine& sender = done[0];
-    const bus::Digest sent{sender.number("lo"), sender.number("hi")};
-    const bool senderWhole = sender.number("bytes") == row_.modelBytes;
+    const bus::Digest sent{unsignedField(sender, "lo"), unsignedField(sender, "hi")};
+    const bool senderWhole = unsignedField(sender, "bytes") == row_.modelBytes;
     std::uint32_t handles = 0;
     for (std::size_t rank = 1; rank < done.size(); ++rank) {
       const RankLine& receiver = done[rank];
       ++row_.digestsCompared;
-      const bus::Digest got{receiver.number("lo"), receiver.number("hi")};
-      if (senderWhole && got == sent && receiver.number("bytes") == row_.modelBytes) ++row_.digestsEqual;
-      if (receiver.has("handles")) handles = std::max(handles, static_cast<std::uint32_t>(receiver.number("handles")));
+      const bus::Digest got{unsignedField(receiver, "lo"), unsignedField(receiver, "hi")};
+      if (senderWhole && got == sent && unsignedField(receiver, "bytes") == row_.modelBytes) ++row_.digestsEqual;
+      if (receiver.contains("handles")) handles = std::max(handles, static_cast<std::uint32_t>(unsignedField(receiver, "handles")));
     }
-    if (sender.has("generation")) row_.exportGeneration = sender.number("generation");
+    if (sender.contains("generation")) row_.exportGeneration = unsignedField(sender, "generation");
     if (first) {
       checkedVersion_ = version;
       checkedDigest_ = sent;
@@ -317,7 +317,7 @@ std::vector<DeviceMemoryUse> memoryEntries(const std::vector<int>& devices) {
 
 class GpuRun {
  public:
-  GpuRun(const GpuBenchConfig& config, const GpuInfo& gpus, std::ostream& progress)
+  GpuRun(const GpuBenchConfig& config, const Json& gpus, std::ostream& progress)
       : config_(config), gpus_(gpus), progress_(progress) {}
 
   // One set of rank processes per model: rank 0 on GPU 0 sends, ranks 1..receivers on GPUs 1..receivers receive;
@@ -351,11 +351,11 @@ class GpuRun {
     for (GpuMeasurement& row : rows) setBaseline(row, chunk, skippedWhy);
     progress_ << "  raw communicator"
               << (chunk > 0 ? ", baseline buffer " + gib(chunk) : ", no baseline: " + skippedWhy) << "\n";
-    ranks.sendAll(chunk > 0 ? "baseline " + std::to_string(chunk) + " " + hexId() : "baseline 0");
+    ranks.sendAll({{"command", "baseline"}, {"bytes", chunk}, {"nccl_id", chunk > 0 ? hexId() : ""}});
     const auto baselined = ranks.collect("baselined", kRankSetupTimeout, "the raw communicator and its buffer");
     for (GpuMeasurement& row : rows) {
       for (std::size_t rank = 0; rank < baselined.size(); ++rank) {
-        memoryOf(row, rank).rawCommunicator = baselined[rank].number("communicator");
+        memoryOf(row, rank).rawCommunicator = unsignedField(baselined[rank], "communicator");
       }
     }
 
@@ -363,16 +363,16 @@ class GpuRun {
     std::uint64_t version = 0;
     for (GpuMeasurement& row : rows) {
       progress_ << "  bucket " << row.bucketBytes / kMiB << " MiB: opening the channel\n";
-      ranks.sendAll("open " + std::to_string(row.bucketBytes) + " " + hexId());
+      ranks.sendAll({{"command", "open"}, {"bucket_bytes", row.bucketBytes}, {"nccl_id", hexId()}});
       const auto opened = ranks.collect("opened", kRankSetupTimeout, "the channel to open");
-      row.buckets = static_cast<std::uint32_t>(opened[0].number("buckets"));
+      row.buckets = static_cast<std::uint32_t>(unsignedField(opened[0], "buckets"));
       for (std::size_t rank = 0; rank < opened.size(); ++rank) setFreeBeforeOpen(row, rank, opened[rank]);
       for (std::size_t rank = 0; rank < allocated.size(); ++rank) addTensorBytes(row, rank, allocated[rank]);
       progress_ << "    " << row.buckets << " buckets: " << config_.warmup << " warm-up + " << config_.repetitions
                 << " timed rounds\n";
       Rounds rounds(config_, ranks, row, true);
       rounds.run(transfer, version, progress_);
-      ranks.sendAll("close");
+      ranks.sendAll({{"command", "close"}});
       ranks.collect("closed", kRankSetupTimeout, "the channel to close");
       hostCheck(row, manifest, rounds);
     }
@@ -431,13 +431,14 @@ class GpuRun {
     }
     const auto [chunk, skippedWhy] = baselineChunk(manifest.totalBytes(), room, "the GPUs");
     setBaseline(row, chunk, skippedWhy);
-    ranks.send(0, "baseline " + std::to_string(chunk));
-    for (std::size_t rank = 1; rank < ranks.size(); ++rank) ranks.send(rank, "baseline 0");
+    for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
+      ranks.send(rank, {{"command", "baseline"}, {"bytes", rank == 0 ? chunk : 0}});
+    }
     ranks.collect("baselined", kRankSetupTimeout, "the baseline's buffers");
 
     // One at a time, so that each rank's free memory before its open includes the others' opens.
     for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
-      ranks.send(rank, "open " + std::to_string(row.bucketBytes));
+      ranks.send(rank, {{"command", "open"}, {"bucket_bytes", row.bucketBytes}});
       setFreeBeforeOpen(row, rank, ranks.expect(rank, "opened", kRankSetupTimeout, "the channel to open"));
       addTensorBytes(row, rank, allocated[rank]);
     }
@@ -446,7 +447,7 @@ class GpuRun {
     std::uint64_t version = 0;
     Rounds rounds(config_, ranks, row, false);
     rounds.run(transfer, version, progress_);
-    ranks.sendAll("close");
+    ranks.sendAll({{"command", "close"}});
     ranks.collect("closed", kRankSetupTimeout, "the channel to close");
     hostCheck(row, manifest, rounds);
     ranks.quit();
@@ -481,7 +482,7 @@ class GpuRun {
     std::map<int, std::uint64_t> needed;
     for (const int device : devices) needed[device] += manifest.totalBytes();
     for (const auto& [device, bytes] : needed) {
-      const std::uint64_t has = gpus_.devices[static_cast<std::size_t>(device)].memoryBytes;
+      const auto has = gpus_.at("devices").at(static_cast<std::size_t>(device)).at("memory_bytes").get<std::uint64_t>();
       if (bytes > has) {
         return "the tensors of the ranks on GPU " + std::to_string(device) + " need " + gib(bytes) + ", it has " +
                gib(has);
@@ -499,21 +500,18 @@ class GpuRun {
     for (std::size_t rank = 0; rank < devices.size(); ++rank) {
       const std::string label = "rank " + std::to_string(rank) + " (" + (rank == 0 ? "sender" : "receiver") +
                                 ", GPU " + std::to_string(devices[rank]) + ")";
-      std::vector<std::string> args{"agent-gpu-rank", "--channel", channel,
-                                    "--rank", std::to_string(rank), "--world", std::to_string(devices.size()),
-                                    "--device", std::to_string(devices[rank]), "--baseline-device",
-                                    std::to_string(baselineDevice), "--model", model, "--allocation",
-                                    config_.allocation};
-      if (!segment.empty()) args.insert(args.end(), {"--segment", segment});
-      ranks.start(label, args);
+      ranks.start(label, GpuRankOptions{channel, static_cast<std::uint32_t>(rank),
+                                        static_cast<std::uint32_t>(devices.size()), devices[rank], baselineDevice,
+                                        model, config_.allocation, segment});
       const RankLine line = ranks.next(rank, kRankStartTimeout, "its tensors to be allocated");
-      if (line.word == "nomemory") {
-        progress_ << "  skipped: " << label << ": " << line.text << "\n";
+      if (word(line) == "nomemory") {
+        const std::string why = label + ": " + line.value("why", "");
+        progress_ << "  skipped: " << why << "\n";
         ranks.quit();
-        return label + ": " + line.text;
+        return why;
       }
-      if (line.word != "allocated") throw BenchFailure(label + " said '" + line.word + "' on start");
-      allocated.push_back(Allocated{line.number("free_before"), line.number("free"), line.number("allocations")});
+      if (word(line) != "allocated") throw BenchFailure(label + " said " + line.dump() + " on start");
+      allocated.push_back(Allocated{unsignedField(line, "free_before"), unsignedField(line, "free"), unsignedField(line, "allocations")});
     }
     progress_ << "  " << devices.size() << " ranks started, tensors allocated ("
               << fixed(std::chrono::duration<double>(Clock::now() - started).count(), 1) << " s)\n";
@@ -548,8 +546,8 @@ class GpuRun {
   // The device's free memory before the channel: the first rank on it to open says it (the others open later).
   static void setFreeBeforeOpen(GpuMeasurement& row, std::size_t rank, const RankLine& opened) {
     DeviceMemoryUse& use = memoryOf(row, rank);
-    if (use.freeBeforeOpen == 0) use.freeBeforeOpen = opened.number("free_before");
-    use.minFree = std::min(use.minFree, opened.number("free_after"));
+    if (use.freeBeforeOpen == 0) use.freeBeforeOpen = unsignedField(opened, "free_before");
+    use.minFree = std::min(use.minFree, unsignedField(opened, "free_after"));
   }
 
   static void addTensorBytes(GpuMeasurement& row, std::size_t rank, const Allocated& allocated) {
@@ -567,42 +565,43 @@ class GpuRun {
   }
 
   const GpuBenchConfig& config_;
-  const GpuInfo& gpus_;
+  const Json& gpus_;
   std::ostream& progress_;
   std::size_t segments_ = 0;
 };
 
 }  // namespace
 
-GpuResults measureGpus(const GpuBenchConfig& config, const GpuInfo& gpus, std::ostream& progress) {
-  if (gpus.deviceCount == 0) throw BenchFailure("no GPU: " + gpus.noDeviceReason);
+GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostream& progress) {
+  const int deviceCount = gpus.at("visible").get<int>();
+  if (deviceCount == 0) throw BenchFailure("no GPU: " + gpus.at("no_device_reason").get<std::string>());
   GpuResults results;
   GpuRun run(config, gpus, progress);
   for (const std::string& channel : config.channels) {
     if (channel == "nccl") {
-      if (gpus.deviceCount < 2) {
+      if (deviceCount < 2) {
         const std::string why = "nccl needs 2 GPUs (NCCL puts one rank on each), this process sees " +
-                                std::to_string(gpus.deviceCount);
+                                std::to_string(deviceCount);
         if (config.channelsGiven) throw BenchFailure(why);
         results.notes.push_back("nccl not measured: " + why);
         progress << "nccl: skipped, " << why << "\n";
         continue;
       }
       const std::size_t receivers =
-          config.receivers > 0 ? config.receivers : static_cast<std::size_t>(gpus.deviceCount - 1);
-      if (receivers + 1 > static_cast<std::size_t>(gpus.deviceCount)) {
+          config.receivers > 0 ? config.receivers : static_cast<std::size_t>(deviceCount - 1);
+      if (receivers + 1 > static_cast<std::size_t>(deviceCount)) {
         throw BenchFailure("nccl with " + std::to_string(receivers) + " receivers needs " +
                            std::to_string(receivers + 1) + " GPUs, this process sees " +
-                           std::to_string(gpus.deviceCount));
+                           std::to_string(deviceCount));
       }
       for (const std::string& model : config.models) {
         for (GpuMeasurement& row : run.nccl(model, receivers)) results.nccl.push_back(std::move(row));
       }
     } else if (channel == "cuda_ipc") {
       for (const int device : config.ipcDevices) {
-        if (device < 0 || device >= gpus.deviceCount) {
+        if (device < 0 || device >= deviceCount) {
           throw BenchFailure("cuda_ipc: GPU " + std::to_string(device) + " is not visible (this process sees " +
-                             std::to_string(gpus.deviceCount) + ")");
+                             std::to_string(deviceCount) + ")");
         }
       }
       const std::size_t receivers = config.receivers > 0 ? config.receivers : 1;

@@ -12,7 +12,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -79,7 +78,10 @@ class CommandLink {
     throw BenchFailure("no command for " + std::to_string(timeout.count()) + " ms: the benchmark is gone or stuck");
   }
 
-  void report(const std::string& line) { pipe_.writeLine(line); }
+  void report(const std::string& name, RankLine fields = RankLine::object()) {
+    fields["report"] = name;
+    pipe_.writeLine(fields.dump());
+  }
 
  private:
   LinePipe pipe_;
@@ -121,13 +123,6 @@ class FreeMemorySampler {
   std::thread thread_;  // last: starts once the rest exists
 };
 
-using Fields = std::vector<std::pair<std::string, std::string>>;
-
-template <typename Number>
-void add(Fields& fields, const char* key, Number value) {
-  fields.emplace_back(key, std::to_string(value));
-}
-
 class GpuRank {
  public:
   explicit GpuRank(const GpuRankOptions& options) : options_(options), manifest_(catalogManifest(options.model)) {
@@ -168,23 +163,22 @@ class GpuRank {
     throwIfCudaFailed(cudaEventCreate(&after_), "cudaEventCreate");
     const bool allocated = allocate();
     for (;;) {
-      std::istringstream command(link_.next(kRankIdleTimeout));
-      std::string word;
-      command >> word;
-      if (word == "quit") return 0;
-      if (!allocated) throw BenchFailure("command '" + word + "' after nomemory");
-      if (word == "baseline") {
-        baseline(command);
-      } else if (word == "open") {
-        open(command);
-      } else if (word == "prepare") {
-        prepare(command);
-      } else if (word == "go") {
-        go(command);
-      } else if (word == "close") {
+      const RankLine command = parseRankLine(link_.next(kRankIdleTimeout), "the benchmark");
+      const std::string name = word(command);
+      if (name == "quit") return 0;
+      if (!allocated) throw BenchFailure("command '" + name + "' after nomemory");
+      if (name == "baseline") {
+        baseline(unsignedField(command, "bytes"), command.value("nccl_id", ""));
+      } else if (name == "open") {
+        open(unsignedField(command, "bucket_bytes"), command.value("nccl_id", ""));
+      } else if (name == "prepare") {
+        prepare(unsignedField(command, "version"));
+      } else if (name == "go") {
+        go(unsignedField(command, "transfer"), command.at("path").get<std::string>(), signedField(command, "start_ns"));
+      } else if (name == "close") {
         close();
       } else {
-        throw BenchFailure("unknown command '" + command.str() + "'");
+        throw BenchFailure("unknown command " + command.dump());
       }
     }
   }
@@ -199,25 +193,18 @@ class GpuRank {
       tensors_.emplace(manifest_, deviceAllocationFromName(options_.allocation));
     } catch (const DeviceMemoryShort& full) {
       tensors_.reset();
-      link_.report(std::string("nomemory ") + full.what());
+      link_.report("nomemory", {{"why", full.what()}});
       return false;
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     const DeviceMemory after = deviceMemory();
-    Fields fields;
-    add(fields, "free_before", before.free);
-    add(fields, "free", after.free);
-    add(fields, "total", after.total);
-    add(fields, "allocations", tensors_->allocationCount());
-    add(fields, "allocated_bytes", tensors_->allocatedBytes());
-    link_.report(formatRankLine("allocated", fields));
+    link_.report("allocated", {{"free_before", before.free}, {"free", after.free}, {"total", after.total},
+                               {"allocations", tensors_->allocationCount()},
+                               {"allocated_bytes", tensors_->allocatedBytes()}});
     return true;
   }
 
-  void baseline(std::istringstream& arguments) {
-    std::uint64_t bytes = 0;
-    std::string idHex;
-    arguments >> bytes >> idHex;
+  void baseline(std::uint64_t bytes, const std::string& idHex) {
     if (bytes > 0 && nccl()) {
       baselineSource_ = allocateDevice(options_.device, bytes, "the raw broadcast's buffer");
       auto library = bus::gpu::ncclLibrary();
@@ -265,16 +252,10 @@ class GpuRank {
     }
     baselineBytes_ = bytes;
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    Fields fields;
-    add(fields, "free", deviceMemory().free);
-    add(fields, "communicator", communicatorBytes_);
-    link_.report(formatRankLine("baselined", fields));
+    link_.report("baselined", {{"free", deviceMemory().free}, {"communicator", communicatorBytes_}});
   }
 
-  void open(std::istringstream& arguments) {
-    std::uint64_t bucketBytes = 0;
-    std::string idHex;
-    arguments >> bucketBytes >> idHex;
+  void open(std::uint64_t bucketBytes, const std::string& idHex) {
     auto plan = bus::BucketPlan::build(manifest_, bucketBytes, kGpuPlanAlignment);
     if (!plan) throw BenchFailure("plan: " + plan.error().describe());
     plan_.emplace(std::move(*plan));
@@ -297,16 +278,11 @@ class GpuRank {
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     sampler_ = std::make_unique<FreeMemorySampler>(options_.device);
-    Fields fields;
-    add(fields, "free_before", before);
-    add(fields, "free_after", deviceMemory().free);
-    add(fields, "buckets", plan_->bucketCount());
-    link_.report(formatRankLine("opened", fields));
+    link_.report("opened", {{"free_before", before}, {"free_after", deviceMemory().free},
+                            {"buckets", plan_->bucketCount()}});
   }
 
-  void prepare(std::istringstream& arguments) {
-    std::uint64_t version = 0;
-    arguments >> version;
+  void prepare(std::uint64_t version) {
     if (sender()) {
       tensors_->enqueueFill(kGpuContentSeed, version, stream_);
       throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
@@ -316,19 +292,14 @@ class GpuRank {
     link_.report("prepared");
   }
 
-  void go(std::istringstream& arguments) {
-    std::uint64_t transfer = 0;
-    std::string path;
-    std::int64_t startNs = 0;
-    arguments >> transfer >> path >> startNs;
+  void go(std::uint64_t transfer, const std::string& path, std::int64_t startNs) {
     if (!plan_) throw BenchFailure("go before open");
     const Clock::time_point start = timeOf(startNs);
     while (Clock::now() < start) {
       // Spin: every rank starts at the same instant, without a wake-up's latency.
     }
     const Clock::time_point begun = Clock::now();
-    Fields fields;
-    add(fields, "start", nanosecondsOf(begun));
+    RankLine fields{{"start", nanosecondsOf(begun)}};
     if (path == kChannelPath) {
       runChannel(transfer, begun, fields);
     } else if (path == kRawPath) {
@@ -337,18 +308,18 @@ class GpuRank {
       throw BenchFailure("unknown path '" + path + "'");
     }
     sampler_->sample();
-    add(fields, "min_free", sampler_->minimum());
+    fields["min_free"] = sampler_->minimum();
     const bus::ChannelMemory memory = nccl() ? ncclChannel_->memory() : ipcChannel_->memory();
-    add(fields, "buffers", memory.bufferBytes);
-    add(fields, "tables", memory.tableBytes);
+    fields["buffers"] = memory.bufferBytes;
+    fields["tables"] = memory.tableBytes;
     if (!nccl()) {
-      add(fields, "handles", ipcChannel_->openedHandles());
-      add(fields, "generation", ipcChannel_->exportGeneration());
+      fields["handles"] = ipcChannel_->openedHandles();
+      fields["generation"] = ipcChannel_->exportGeneration();
     }
-    link_.report(formatRankLine("done", fields));
+    link_.report("done", std::move(fields));
   }
 
-  void runChannel(std::uint64_t transfer, Clock::time_point begun, Fields& fields) {
+  void runChannel(std::uint64_t transfer, Clock::time_point begun, RankLine& fields) {
     bus::Channel& channel = nccl() ? static_cast<bus::Channel&>(*ncclChannel_) : *ipcChannel_;
     const auto deadline = begun + kGpuRoundTimeout;
     auto result = sender() ? channel.send(transfer, *plan_, tensors_->constTensors(), options_.world - 1, deadline)
@@ -358,15 +329,13 @@ class GpuRank {
       throw BenchFailure(std::string(sender() ? "send" : "receive") + " of transfer " + std::to_string(transfer) +
                          ": " + result.error().describe());
     }
-    add(fields, "end", nanosecondsOf(end));
-    add(fields, "bytes", result->bytes);
-    add(fields, "hi", result->digest.hi);
-    add(fields, "lo", result->digest.lo);
+    fields.update({{"end", nanosecondsOf(end)}, {"bytes", result->bytes}, {"hi", result->digest.hi},
+                   {"lo", result->digest.lo}});
   }
 
-  void runRaw(Clock::time_point begun, Fields& fields) {
+  void runRaw(Clock::time_point begun, RankLine& fields) {
     if (!nccl() && !sender()) {  // the memcpy baseline runs in the sender alone
-      add(fields, "end", nanosecondsOf(begun));
+      fields["end"] = nanosecondsOf(begun);
       return;
     }
     if (baselineBytes_ == 0) throw BenchFailure("a raw round without a baseline");
@@ -387,8 +356,8 @@ class GpuRank {
     const auto end = Clock::now();
     float milliseconds = 0;
     throwIfCudaFailed(cudaEventElapsedTime(&milliseconds, before_, after_), "cudaEventElapsedTime");
-    add(fields, "end", nanosecondsOf(end));
-    add(fields, "gpu_ns", static_cast<std::uint64_t>(static_cast<double>(milliseconds) * 1e6));
+    fields["end"] = nanosecondsOf(end);
+    fields["gpu_ns"] = static_cast<std::uint64_t>(static_cast<double>(milliseconds) * 1e6);
   }
 
   void close() {

@@ -2,16 +2,15 @@
 //
 //   wsync-bench bus|shm|round|soak|gpu [--quick] [--out FILE] [--json FILE] [--commit SHA] [options of the mode]
 //
-// The agent-* subcommands are hidden: they are the agent processes the modes start from this executable.
+// The agent-* subcommands are hidden: they are the agent processes the modes start from this executable, each given
+// its options as one JSON argument.
 #include <csignal>
-#include <functional>
 #include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "bus.hpp"
-#include "program_location.hpp"
 #include "round.hpp"
 #include "shm.hpp"
 #include "soak.hpp"
@@ -24,10 +23,9 @@ namespace wsync::bench {
 namespace {
 
 // A mode with the options every mode has.
-CLI::App& addMode(CLI::App& app, const std::string& name, const std::string& description, ModeOptions& options,
-                  const std::string& quick) {
+CLI::App& addMode(CLI::App& app, const std::string& name, const std::string& description, ModeOptions& options) {
   CLI::App& mode = *app.add_subcommand(name, description);
-  mode.add_flag("--quick", options.quick, quick);
+  mode.add_flag("--quick", options.quick, "A demonstration in seconds: too few samples for conclusions");
   mode.add_option("--out", options.outPath, "Also write the markdown report to this file");
   mode.add_option("--json", options.jsonPath, "Write the results as JSON to this file");
   mode.add_option("--commit", options.commit, "Commit to name in the report (default: git describe)");
@@ -50,25 +48,14 @@ void quickDefault(bool quick, const CLI::Option* option, T& value, Quick quickVa
   if (quick && option->count() == 0) value = quickValue;
 }
 
-// An agent: hidden (an empty group), started by a mode, never by hand. Ctrl-C reaches the whole process group:
-// agents leave stopping to the benchmark, which reports the interruption instead of a dead agent.
-CLI::App& addAgent(CLI::App& app, const std::string& name, int& status, std::function<int()> run) {
-  CLI::App& agent = *app.add_subcommand(name, "internal")->group("");
-  agent.callback([&status, run = std::move(run)] {
-    std::signal(SIGINT, SIG_IGN);
-    status = run();
-  });
-  return agent;
-}
-
 #ifdef WSYNC_HAVE_CUDA
 // The command line as typed, quoted where a shell would need it, for reports that say how they were made.
 std::string commandLine(int argc, char** argv) {
   std::string line = "wsync-bench";
   for (int index = 1; index < argc; ++index) {
     const std::string arg = argv[index];
-    constexpr const char* kPlain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,:/+@%";
-    if (!arg.empty() && arg.find_first_not_of(kPlain) == std::string::npos) {
+    if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,:/+@%") ==
+                            std::string::npos) {
       line += " " + arg;
       continue;
     }
@@ -79,6 +66,19 @@ std::string commandLine(int argc, char** argv) {
   return line;
 }
 #endif
+
+// An agent: hidden (an empty group), started by a mode, never by hand. Ctrl-C reaches the whole process group: agents
+// leave stopping to the benchmark, which reports the interruption instead of a dead agent.
+template <typename Options>
+void addAgent(CLI::App& app, const std::string& name, int& status, int (*run)(const Options&)) {
+  CLI::App& agent = *app.add_subcommand(name, "internal")->group("");
+  auto options = std::make_shared<std::string>();
+  agent.add_option("options", *options, "JSON")->required();
+  agent.callback([&status, run, options] {
+    std::signal(SIGINT, SIG_IGN);
+    status = run(nlohmann::json::parse(*options).get<Options>());
+  });
+}
 
 }  // namespace
 }  // namespace wsync::bench
@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
 
   BusBenchConfig bus;
   CLI::App& busMode = addMode(app, "bus", "Control-plane latency through the bus library vs raw ZeroMQ, and the "
-                              "shared-memory version read", bus.mode, "Few iterations: every table in seconds");
+                              "shared-memory version read", bus.mode);
   auto* roundTrips = option(busMode, "--round-trips", bus.roundTrips, "Measured round trips per path")->check(positive);
   auto* pauses = option(busMode, "--iterations", bus.pauseRounds, "Measured pause rounds per path, each N")
                      ->check(positive);
@@ -113,26 +113,22 @@ int main(int argc, char** argv) {
 
   ShmBenchConfig shm;
   CLI::App& shmMode = addMode(app, "shm", "The shm payload channel, one sender process to 1, 3 and 8 receiver "
-                              "processes, vs memcpy", shm.mode, "opt-125m only, 3 receivers at most: seconds");
+                              "processes, vs memcpy", shm.mode);
   auto* models = list(shmMode, "--models", shm.models, "Models (names cli::modelTensors knows)");
   auto* fanout = list(shmMode, "--fanout", shm.fanoutReceivers, "Receiver counts of the fan-out")
                      ->check(CLI::Range(std::size_t{2}, std::size_t{64}));
   bool noFanout = false;
   shmMode.add_flag("--no-fanout", noFanout, "Only the one-receiver measurements")->excludes(fanout);
-  option(shmMode, "--bucket-mib", shm.bucketMiB, "Bucket size in MiB")->check(CLI::Range(1, 4096));
-  option(shmMode, "--buffers", shm.buffers, "Buffers in the arena's ring")->check(CLI::Range(2, 8));
+  list(shmMode, "--bucket-mib", shm.bucketMiB, "Bucket sizes in MiB: one receiver with each, the fan-out with the "
+       "first")->check(CLI::Range(1, 4096));
+  list(shmMode, "--buffers", shm.buffers, "Buffer counts of the arena's ring, likewise")->check(CLI::Range(2, 8));
   auto* reps = option(shmMode, "--repetitions", shm.repetitions, "Timed repetitions per path")->check(positive);
-  list(shmMode, "--sweep-buckets", shm.sweepBucketMiB, "Also one receiver with these bucket sizes in MiB")
-      ->check(CLI::Range(1, 4096));
-  list(shmMode, "--sweep-buffers", shm.sweepBuffers, "... and these buffer counts")->check(CLI::Range(2, 8));
-  option(shmMode, "--sweep-repetitions", shm.sweepRepetitions, "Timed repetitions per sweep geometry")->check(positive);
   shmMode.add_flag("--wait-for-quiet", shm.waitForQuiet,
                    "Start every round once the machine's CPUs were 90% idle for 0.5 s (shared machines)");
   shmMode.callback([&] {
     quickDefault(shm.mode.quick, models, shm.models, std::vector<std::string>{"opt-125m"});
     quickDefault(shm.mode.quick, fanout, shm.fanoutReceivers, std::vector<std::size_t>{3});
     quickDefault(shm.mode.quick, reps, shm.repetitions, kQuickShmRepetitions);
-    if (shm.mode.quick) shm.sweepRepetitions = std::min(shm.sweepRepetitions, kQuickShmRepetitions);
     if (noFanout) shm.fanoutReceivers.clear();
     status = runMode("shm", shm.mode, [&](Report& report) { runShmBenchmark(shm, report); });
   });
@@ -140,8 +136,7 @@ int main(int argc, char** argv) {
   RoundBenchConfig round;
   CLI::App& roundMode = addMode(app, "round", "An update round's control overhead (round time minus data time) for "
                                 "1, 8 and 32 worker processes and by number of tensors, vs the raw ZeroMQ round trip; "
-                                "with --monitors, round times with wsync-mon processes attached", round.mode,
-                                "Few rounds: every table in about 15 seconds");
+                                "with --monitors, round times with wsync-mon processes attached", round.mode);
   const auto workerRange = CLI::Range(std::size_t{1}, kMaxRoundWorkers);
   list(roundMode, "--workers", round.workerCounts, "Worker process counts")->check(workerRange);
   list(roundMode, "--models", round.models, "Manifests of the worker sweep (names cli::modelTensors knows)");
@@ -162,22 +157,18 @@ int main(int argc, char** argv) {
          "--rounds more rounds, between two phases without (goal: round times under 2% apart)")
       ->check(CLI::Range(std::size_t{0}, kMaxMonitors));
   roundMode.callback([&] {
-    quickDefault(round.mode.quick, warmup, round.warmup, kQuickRoundWarmup);
-    quickDefault(round.mode.quick, rounds, round.rounds, kQuickRounds);
-    quickDefault(round.mode.quick, countRounds, round.countRounds, kQuickCountRounds);
-    quickDefault(round.mode.quick, baseline, round.baselineRoundTrips, kQuickBaselineRoundTrips);
+    quickDefault(round.mode.quick, warmup, round.warmup, std::size_t{5});
+    quickDefault(round.mode.quick, rounds, round.rounds, std::size_t{40});
+    quickDefault(round.mode.quick, countRounds, round.countRounds, std::size_t{10});
+    quickDefault(round.mode.quick, baseline, round.baselineRoundTrips, std::size_t{500});
     if (noCountSweep) round.countModels.clear();
-    status = runMode("round", round.mode, [&](Report& report) {
-      if (round.monitors > 0) round.monBinary = locateProgram("wsync-mon", "", WSYNC_BENCH_MON);
-      runRoundBenchmark(round, report);
-    });
+    status = runMode("round", round.mode, [&](Report& report) { runRoundBenchmark(round, report); });
   });
 
   SoakBenchConfig soak;
   CLI::App& soakMode = addMode(app, "soak", "Thousands of rounds back to back through the real wsync-coordinator and "
                                "wsync-worker processes, with random worker restarts: rounds/s, round time, RSS and "
-                               "open fds over time (goal: flat)", soak.mode,
-                               "600 rounds in windows of 100, a restart every ~25: seconds");
+                               "open fds over time (goal: flat)", soak.mode);
   auto* soakRounds = option(soakMode, "--rounds", soak.rounds, "Rounds in all (a multiple of --window)")
                          ->check(positive);
   option(soakMode, "--workers", soak.workers, "wsync-worker processes")->check(workerRange);
@@ -206,7 +197,7 @@ int main(int argc, char** argv) {
 #ifdef WSYNC_HAVE_CUDA
   GpuBenchConfig gpu;
   CLI::App& gpuMode = addMode(app, "gpu", "The nccl and cuda_ipc channels between GPU processes, vs one raw "
-                              "ncclBroadcast / cudaMemcpy of the same bytes", gpu.mode, "qwen2.5-7b only, few rounds");
+                              "ncclBroadcast / cudaMemcpy of the same bytes", gpu.mode);
   auto* channels = list(gpuMode, "--channel", gpu.channels, "Channels to measure")
                        ->check(CLI::IsMember({"nccl", "cuda_ipc"}));
   auto* gpuModels = list(gpuMode, "--models", gpu.models, "Models (names cli::modelTensors knows, e.g. "
@@ -234,17 +225,7 @@ int main(int argc, char** argv) {
     gpu.commandLine = commandLine(argc, argv);
     status = runMode("gpu", gpu.mode, [&](Report& report) { runGpuBenchmark(gpu, report); });
   });
-
-  GpuRankOptions rank;
-  CLI::App& rankAgent = addAgent(app, "agent-gpu-rank", status, [&] { return runGpuRank(rank); });
-  rankAgent.add_option("--channel", rank.channel)->required();
-  rankAgent.add_option("--rank", rank.rank)->required();
-  rankAgent.add_option("--world", rank.world)->required();
-  rankAgent.add_option("--device", rank.device)->required();
-  rankAgent.add_option("--baseline-device", rank.baselineDevice)->required();
-  rankAgent.add_option("--model", rank.model)->required();
-  rankAgent.add_option("--allocation", rank.allocation)->required();
-  rankAgent.add_option("--segment", rank.segment);
+  addAgent(app, "agent-gpu-rank", status, &runGpuRank);
 #else
   // Listed, so that asking for it says why it is missing rather than "unknown subcommand".
   CLI::App& gpuMode = *app.add_subcommand("gpu", "The GPU channels vs raw NCCL and cudaMemcpy (not in this build)");
@@ -256,32 +237,10 @@ int main(int argc, char** argv) {
   });
 #endif
 
-  LatencyAgentOptions latency;
-  for (const bool roundTrip : {true, false}) {
-    CLI::App& agent = addAgent(app, roundTrip ? "agent-roundtrip" : "agent-pause", status, [&latency, roundTrip] {
-      return roundTrip ? runRoundTripAgent(latency) : runPauseAgent(latency);
-    });
-    agent.add_option("--id", latency.id)->required();
-    agent.add_option("--bus-requests", latency.busRequests)->required();
-    agent.add_option("--bus-events", latency.busEvents)->required();
-    agent.add_option("--raw-requests", latency.rawRequests)->required();
-    agent.add_option("--raw-events", latency.rawEvents)->required();
-    if (!roundTrip) continue;
-    agent.add_option("--iterations", latency.iterations)->required();
-    agent.add_option("--warmup", latency.warmup)->required();
-    agent.add_option("--block", latency.block)->required()->check(positive);
-  }
-  ShmReceiverOptions receiver;
-  CLI::App& receiverAgent = addAgent(app, "agent-shm-receive", status, [&] { return runShmReceiver(receiver); });
-  receiverAgent.add_option("--arena", receiver.arena)->required();
-  receiverAgent.add_option("--receiver", receiver.receiver)->required();
-  receiverAgent.add_option("--model", receiver.model)->required();
-  receiverAgent.add_option("--transfers", receiver.transfers)->required();
-  RoundWorkerOptions worker;
-  CLI::App& workerAgent = addAgent(app, "agent-round-worker", status, [&] { return runRoundWorker(worker); });
-  workerAgent.add_option("--bus", worker.bus)->required();
-  workerAgent.add_option("--id", worker.id)->required();
-  workerAgent.add_option("--model", worker.model)->required();
+  addAgent(app, "agent-roundtrip", status, &runRoundTripAgent);
+  addAgent(app, "agent-pause", status, &runPauseAgent);
+  addAgent(app, "agent-shm-receive", status, &runShmReceiver);
+  addAgent(app, "agent-round-worker", status, &runRoundWorker);
 
   CLI11_PARSE(app, argc, argv);
   return status;

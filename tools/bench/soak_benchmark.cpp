@@ -1,52 +1,38 @@
-#include "soak.hpp"
-
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <memory>
 #include <optional>
 #include <random>
 #include <set>
 #include <thread>
-#include <utility>
 
 #include <wsync/bus/transport/bus_address.hpp>
-#include <wsync/bus/state/control_block.hpp>
 #include <wsync/tools/child_process.hpp>
-#include <wsync/trainer_agent/trainer_agent.hpp>
 
+#include "agents.hpp"
 #include "bench_failure.hpp"
 #include "machine_load.hpp"
-#include "program_location.hpp"
 #include "run_files.hpp"
-#include "tensor_memory.hpp"
+#include "soak.hpp"
+#include "trainer_rounds.hpp"
 
 namespace wsync::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Any value: the trainer's content is a pure function of (seed, tensor, version), so runs are comparable.
-constexpr std::uint64_t kSoakContentSeed = 20261122;
 // A worker that keeps ending by itself is a crash loop, not a soak: the run stops after this many.
 constexpr std::size_t kMaxUnexpectedExits = 16;
-constexpr const char* kTrainerId = "soak-trainer";
 constexpr std::size_t kNever = static_cast<std::size_t>(-1);
-
-double microseconds(std::chrono::nanoseconds duration) {
-  return std::max(0.0, static_cast<double>(duration.count()) / 1e3);
-}
 
 msg::PauseMode pauseModeOf(const std::string& name) {
   if (name == "abort") return msg::PauseMode::Abort;
   if (name == "wait") return msg::PauseMode::Wait;
-  if (name == "keep") return msg::PauseMode::Keep;
-  throw BenchFailure("--pause-mode " + name + ": use abort, wait or keep");
+  return msg::PauseMode::Keep;
 }
 
 // The workers' agent id in an abort's detail ("worker 'worker-3': process 1234 is gone"), if it names one.
@@ -56,13 +42,6 @@ std::optional<std::string> workerNamedBy(const std::string& detail) {
   if (!detail.starts_with(kPrefix) || end == std::string::npos) return std::nullopt;
   return detail.substr(kPrefix.size(), end - kPrefix.size());
 }
-
-// CPU time of the machine and of this run's processes (this one, its live children, the children it reaped), to tell
-// in each window how much of the machine others took.
-struct CpuReading {
-  MachineTicks machine;
-  std::uint64_t ownTicks = 0;
-};
 
 struct SoakWorker {
   std::string id;
@@ -77,18 +56,13 @@ class SoakRun {
   SoakRun(const SoakBenchConfig& config, std::ostream& progress)
       : config_(config),
         progress_(progress),
-        manifest_(catalogManifest(config.model)),
-        weights_(manifest_),
         pauseMode_(pauseModeOf(config.pauseMode)),
         rng_(config.seed),
-        runtimeDir_(orThrow(bus::runtimeDirectory(), "runtime folder")) {
+        runtimeDir_(orThrow(bus::runtimeDirectory(), "runtime folder")),
+        windowCount_(config.rounds / config.window) {
     results_.busName = "wsync-soak-" + std::to_string(::getpid());
     results_.coordinatorPath = locateProgram("wsync-coordinator", config.binDir, WSYNC_BENCH_COORDINATOR);
     results_.workerPath = locateProgram("wsync-worker", config.binDir, WSYNC_BENCH_WORKER);
-    results_.tensors = manifest_.size();
-    results_.bytes = manifest_.totalBytes();
-    weights_.fill(kSoakContentSeed);
-    windowCount_ = config.rounds / config.window;
     results_.sampleEvery = std::max<std::size_t>(1, config.window / kSoakSamplesPerWindow);
     if (config.restartEvery > 0) {
       restartBegin_ = 2 * config.window;                 // after the warm-up and the restart-free baseline
@@ -120,28 +94,40 @@ class SoakRun {
     progress_ << "soak: " << config_.rounds << " rounds in " << windowCount_ << " windows of " << config_.window
               << ", " << config_.workers << " workers, " << config_.model << ", "
               << (config_.restartEvery > 0 ? "a restart every ~" + std::to_string(config_.restartEvery) + " rounds"
-                                           : std::string("no restarts"))
+                                           : "no restarts")
               << "; bus " << results_.busName << '\n';
     runStart_ = Clock::now();
-    std::size_t round = 0;
-    for (std::size_t index = 0; index < windowCount_; ++index) {
+    takeSample(0, 0);  // the state before the first round
+    for (std::size_t index = 0, round = 0; index < windowCount_; ++index) {
       SoakWindow& window = results_.windows.emplace_back();
-      window.index = index;
       window.firstRound = round;
       window.warmup = index == 0;
       window.withRestarts = config_.restartEvery > 0 && round >= restartBegin_ && round < restartEnd_;
-      if (index == 0) takeSample(0, window);  // the state before the first round
-      if (index > 0 && !window.withRestarts && results_.windows[index - 1].withRestarts) settle();
+      if (index > 0 && !window.withRestarts && results_.windows[index - 1].withRestarts) settle(round);
       windowTimes_.clear();
-      const CpuReading cpuStart = readCpu();
+      // This run's processes are its own: the coordinator and the live workers, and the reaped ones.
+      const MachineLoad load([this] {
+        std::vector<pid_t> pids{coordinator_->pid()};
+        for (const SoakWorker& worker : workers_) pids.push_back(worker.process->pid());
+        return pids;
+      });
       const auto windowStart = Clock::now();
       for (std::size_t step = 0; step < config_.window; ++step, ++round) {
         runRound(round, window);
-        if ((step + 1) % results_.sampleEvery == 0 || step + 1 == config_.window) takeSample(round + 1, window);
+        if ((step + 1) % results_.sampleEvery == 0 || step + 1 == config_.window) takeSample(round + 1, index);
       }
       window.seconds = std::chrono::duration<double>(Clock::now() - windowStart).count();
-      window.othersCpuShare = othersShare(cpuStart, readCpu());
-      finishWindow(window);
+      window.othersCpuShare = load.othersShare();
+      window.roundTime = summarize(windowTimes_);
+      if (window.roundTime.samples > 0) p50EstimateUs_ = window.roundTime.p50;
+      progress_ << "  window " << index + 1 << "/" << windowCount_ << (window.warmup ? " (warm-up)" : "")
+                << (window.withRestarts ? "" : ", no restarts") << ": " << fixed(window.roundsPerSecond(), 0)
+                << " rounds/s, p50 " << fixed(window.roundTime.p50 / 1000, 2) << " ms, p99 "
+                << fixed(window.roundTime.p99 / 1000, 2) << " ms, " << window.restarts << " restarts, "
+                << window.abortedByRestart + window.abortedOther << " aborted; coordinator "
+                << fixed(static_cast<double>(results_.samples.back().coordinator.rssBytes) / (1 << 20), 1)
+                << " MiB / " << results_.samples.back().coordinator.fds << " fds; others used "
+                << percent(window.othersCpuShare).text << " of the CPUs\n";
     }
     stopAll();
     results_.coordinatorExit = coordinator_->describeExit();
@@ -150,17 +136,6 @@ class SoakRun {
     results_.rejoin = summarize(std::move(rejoinTimes_));
     results_.withoutRestarts = summarize(std::move(withoutTimes_));
     results_.withRestarts = summarize(std::move(withTimes_));
-    double withoutSeconds = 0, withSeconds = 0;
-    std::size_t withoutRounds = 0, withRounds = 0;
-    for (const SoakWindow& window : results_.windows) {
-      if (window.warmup) continue;
-      (window.withRestarts ? withSeconds : withoutSeconds) += window.seconds;
-      (window.withRestarts ? withRounds : withoutRounds) += window.rounds;
-      (window.withRestarts ? results_.withAborted : results_.withoutAborted) +=
-          window.abortedByRestart + window.abortedOther;
-    }
-    results_.withoutRoundsPerSecond = withoutSeconds > 0 ? static_cast<double>(withoutRounds) / withoutSeconds : 0;
-    results_.withRoundsPerSecond = withSeconds > 0 ? static_cast<double>(withRounds) / withSeconds : 0;
     return std::move(results_);
   }
 
@@ -178,16 +153,12 @@ class SoakRun {
       runFiles_.addEndpoint(endpoints->events);
     }
     const auto start = Clock::now();
-    coordinator_ =
-        startProgram(results_.coordinatorPath, {"--bus", bus, "--log-level", config_.childLogLevel}, SIGTERM);
-    for (;;) {
+    coordinator_ = startProgram(results_.coordinatorPath, {"--bus", bus, "--log-level", config_.childLogLevel}, SIGTERM);
+    while (!view_) {
       throwIfInterrupted();
       if (!coordinator_->running()) throw BenchFailure("wsync-coordinator " + coordinator_->describeExit());
       auto view = bus::ControlBlockView::open(bus);
-      if (view && view->coordinatorPid() == static_cast<std::uint32_t>(coordinator_->pid())) {
-        view_.emplace(std::move(*view));
-        break;
-      }
+      if (view && view->coordinatorPid() == static_cast<std::uint32_t>(coordinator_->pid())) view_.emplace(std::move(*view));
       if (Clock::now() - start > kSoakCoordinatorStartTimeout) {
         throw BenchFailure("wsync-coordinator on bus " + bus + " not up within " +
                            std::to_string(kSoakCoordinatorStartTimeout.count()) + " ms");
@@ -211,8 +182,9 @@ class SoakRun {
       }
       std::this_thread::sleep_for(kSoakJoinPollInterval);
     }
-    trainer_ = orThrow(trainer_agent::TrainerAgent::start({.bus = bus, .agentId = kTrainerId}), "trainer agent");
-    orThrow(trainer_->declareManifest(manifest_.tensors()), "trainer agent");
+    trainer_.emplace(bus, "soak-trainer", config_.model);
+    results_.tensors = trainer_->manifest().size();
+    results_.bytes = trainer_->manifest().totalBytes();
     results_.startupMs = microseconds(Clock::now() - start) / 1000;
     progress_ << "  coordinator, " << config_.workers << " workers and the trainer registered in "
               << static_cast<long>(results_.startupMs) << " ms\n";
@@ -223,11 +195,8 @@ class SoakRun {
   // (SIGTERM for the coordinator, so that it still removes its segments).
   tools::ChildProcess startProgram(const std::string& path, const std::vector<std::string>& args, int deathSignal) {
     return tools::ChildProcess::spawn(path, args,
-                                      {.stderrFd = childLogFd_,
-                                       .deathSignal = deathSignal,
-                                       .ownProcessGroup = true,
-                                       .closeOtherFds = true,
-                                       .stopGrace = kSoakStopGrace});
+                                      {.stderrFd = childLogFd_, .deathSignal = deathSignal, .ownProcessGroup = true,
+                                       .closeOtherFds = true, .stopGrace = kSoakStopGrace});
   }
 
   // Starts (or starts again) a worker under its agent id; its rejoin is timed from now.
@@ -243,19 +212,13 @@ class SoakRun {
   }
 
   // Clears the pending rejoin of every worker whose current process holds an attached slot; returns how many workers
-  // are registered that way. One pass over the control block's slots.
+  // are registered that way.
   std::size_t markRegistered() {
-    std::vector<bus::AgentSlotSnapshot> active;
-    for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
-      auto snapshot = view_->agentSlot(slot);
-      if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Active && snapshot->agentAttached) {
-        active.push_back(std::move(*snapshot));
-      }
-    }
+    const std::vector<bus::AgentSlotSnapshot> attached = attachedAgents(*view_);
     std::size_t registered = 0;
     for (SoakWorker& worker : workers_) {
-      const bool found = std::any_of(active.begin(), active.end(), [&](const bus::AgentSlotSnapshot& snapshot) {
-        return snapshot.agentId == worker.id && snapshot.pid == static_cast<std::uint32_t>(worker.process->pid());
+      const bool found = std::any_of(attached.begin(), attached.end(), [&](const bus::AgentSlotSnapshot& agent) {
+        return agent.agentId == worker.id && agent.pid == static_cast<std::uint32_t>(worker.process->pid());
       });
       if (!found) continue;
       ++registered;
@@ -275,10 +238,6 @@ class SoakRun {
     throwIfInterrupted();
     rejoinCounted_ = true;  // from here on every (re)start's rejoin is timed
     superviseWorkers(round);
-    if (!coordinator_->running()) {
-      throw BenchFailure("wsync-coordinator " + coordinator_->describeExit() + " before round " +
-                         std::to_string(round + 1));
-    }
     if (std::any_of(workers_.begin(), workers_.end(), [](const SoakWorker& w) { return w.rejoinPending; })) {
       markRegistered();
       checkRejoinDeadlines();
@@ -286,15 +245,20 @@ class SoakRun {
     // Agents registered, the trainer included; a dead worker counts until the coordinator has seen it go.
     if (view_->activeAgents() < config_.workers + 1) ++window.roundsShortOfWorkers;
     const std::uint64_t version = ++version_;
-    weights_.moveToVersion(kSoakContentSeed, version);
-    orThrow(trainer_->publish(version, weights_.constTensors(), {.label = {}, .pauseMode = pauseMode_}),
-            "publish version " + std::to_string(version));
+    trainer_->publish(version, pauseMode_, true);
     if (round == nextKill_) {
       restartWorker(round, window);
       nextKill_ = round + drawGap();
       if (nextKill_ >= restartEnd_) nextKill_ = kNever;
     }
-    record(awaitOutcome(version), window);
+    // A coordinator that died leaves the trainer waiting for a heartbeat refusal: the cause is known now.
+    record(trainer_->awaitOutcome(version, kSoakRoundOutcomeTimeout,
+                                  [this, version] {
+                                    if (coordinator_->running()) return;
+                                    throw BenchFailure("version " + std::to_string(version) +
+                                                       " in flight: wsync-coordinator " + coordinator_->describeExit());
+                                  }),
+           window);
   }
 
   // Kills one random worker (never the resident worker-0) a random moment after the publish, and starts it again
@@ -305,7 +269,7 @@ class SoakRun {
     const double delayUs = std::uniform_real_distribution<double>(0, maxDelayUs)(rng_);
     SoakWorker& worker = workers_[std::uniform_int_distribution<std::size_t>(1, workers_.size() - 1)(rng_)];
     std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(delayUs));
-    const bool midRound = !trainer_->pollOutcome().has_value();
+    const bool midRound = !trainer_->agent().pollOutcome().has_value();
     const std::string phase = msg::EnumNameRoundPhase(view_->roundState().phase);
     worker.process->stop(std::chrono::milliseconds{0});  // SIGKILL and reap: the coordinator sees the pid gone
     killedIds_.insert(worker.id);
@@ -317,7 +281,12 @@ class SoakRun {
   }
 
   // A worker that ended without being killed is a finding: it is reported and started again, and the run goes on.
+  // A dead coordinator ends the run.
   void superviseWorkers(std::size_t round) {
+    if (!coordinator_->running()) {
+      throw BenchFailure("wsync-coordinator " + coordinator_->describeExit() + " before round " +
+                         std::to_string(round + 1));
+    }
     for (SoakWorker& worker : workers_) {
       if (worker.process->running()) continue;
       ++results_.unexpectedExits;
@@ -334,10 +303,10 @@ class SoakRun {
 
   // The last window starts as the second did, with every worker registered: a restart in the last rounds before it
   // must not abort one of its rounds.
-  void settle() {
+  void settle(std::size_t round) {
     for (;;) {
       throwIfInterrupted();
-      superviseWorkers(results_.windows.back().firstRound);
+      superviseWorkers(round);
       if (markRegistered() == workers_.size()) return;
       checkRejoinDeadlines();
       std::this_thread::sleep_for(kSoakJoinPollInterval);
@@ -353,56 +322,30 @@ class SoakRun {
     }
   }
 
-  trainer_agent::PublishOutcome awaitOutcome(std::uint64_t version) {
-    const auto deadline = Clock::now() + kSoakRoundOutcomeTimeout;
-    for (;;) {
-      throwIfInterrupted();
-      if (auto outcome = trainer_->waitOutcome(kSoakOutcomeSlice)) {
-        if (outcome->version == version) return *outcome;
-        throw BenchFailure("outcome of version " + std::to_string(outcome->version) + " while " +
-                           std::to_string(version) + " was in flight");
-      }
-      // A coordinator that died leaves the trainer waiting for a heartbeat refusal: the cause is known now.
-      if (!coordinator_->running()) {
-        throw BenchFailure("version " + std::to_string(version) + " in flight: wsync-coordinator " +
-                           coordinator_->describeExit());
-      }
-      if (Clock::now() > deadline) {
-        throw BenchFailure("version " + std::to_string(version) + ": no outcome within " +
-                           std::to_string(kSoakRoundOutcomeTimeout.count()) + " ms, the coordinator still running");
-      }
-    }
-  }
-
   void record(const trainer_agent::PublishOutcome& outcome, SoakWindow& window) {
     ++window.rounds;
     const double totalUs = microseconds(outcome.total);
-    switch (outcome.kind) {
-      case trainer_agent::OutcomeKind::Committed:
-        ++window.committed;
-        windowTimes_.push_back(totalUs);
-        if (outcome.version == 1) results_.firstRoundMs = totalUs / 1000;
-        if (!window.warmup) (window.withRestarts ? withTimes_ : withoutTimes_).push_back(totalUs);
-        return;
-      case trainer_agent::OutcomeKind::Aborted: {
-        abortTimes_.push_back(totalUs);
-        ++results_.abortsByReason[msg::EnumNameAbortReason(outcome.reason)];
-        const auto named = workerNamedBy(outcome.detail);
-        if (named && killedIds_.contains(*named)) {
-          ++window.abortedByRestart;
-          return;
-        }
-        ++window.abortedOther;
-        ++results_.unexpectedAborts;
-        addDetail("version " + std::to_string(outcome.version) + " aborted: " +
-                  msg::EnumNameAbortReason(outcome.reason) + ": " + outcome.detail);
+    if (outcome.kind == trainer_agent::OutcomeKind::Committed) {
+      ++window.committed;
+      windowTimes_.push_back(totalUs);
+      if (outcome.version == 1) results_.firstRoundMs = totalUs / 1000;
+      if (!window.warmup) (window.withRestarts ? withTimes_ : withoutTimes_).push_back(totalUs);
+    } else if (outcome.kind == trainer_agent::OutcomeKind::Aborted) {
+      abortTimes_.push_back(totalUs);
+      ++results_.abortsByReason[msg::EnumNameAbortReason(outcome.reason)];
+      const auto named = workerNamedBy(outcome.detail);
+      if (named && killedIds_.contains(*named)) {
+        ++window.abortedByRestart;
         return;
       }
-      case trainer_agent::OutcomeKind::Refused:
-        ++window.refused;
-        ++results_.refused;
-        addDetail("version " + std::to_string(outcome.version) + " refused: " + outcome.detail);
-        return;
+      ++window.abortedOther;
+      ++results_.unexpectedAborts;
+      addDetail("version " + std::to_string(outcome.version) + " aborted: " +
+                msg::EnumNameAbortReason(outcome.reason) + ": " + outcome.detail);
+    } else {
+      ++window.refused;
+      ++results_.refused;
+      addDetail("version " + std::to_string(outcome.version) + " refused: " + outcome.detail);
     }
   }
 
@@ -410,8 +353,9 @@ class SoakRun {
     if (results_.details.size() < kSoakMaxListedDetails) results_.details.push_back(std::move(detail));
   }
 
-  void takeSample(std::size_t round, SoakWindow& window) {
+  void takeSample(std::size_t round, std::size_t window) {
     SoakSample sample;
+    sample.window = window;
     sample.round = round;
     sample.seconds = round == 0 ? 0 : std::chrono::duration<double>(Clock::now() - runStart_).count();
     sample.coordinator = readProcessUsage(coordinator_->pid());
@@ -425,52 +369,14 @@ class SoakRun {
       sample.workersSumRss += usage.rssBytes;
       sample.workersMaxFds = std::max(sample.workersMaxFds, usage.fds);
     }
-    sample.residue = countBusResidue(results_.busName, runtimeDir_);
-    sample.children = countChildren(::getpid());
+    std::tie(sample.shmSegments, sample.runtimeFiles) = countBusResidue(results_.busName, runtimeDir_);
+    std::tie(sample.children, sample.zombies) = countChildren(::getpid());
     for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
       const auto snapshot = view_->agentSlot(slot);
       if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Active) ++sample.activeSlots;
       if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Dead) ++sample.deadSlots;
     }
-    window.coordinator.add(sample.coordinator);
-    window.trainer.add(sample.trainer);
-    window.resident.add(sample.resident);
-    window.workersMaxRss.add(sample.workersMaxRss);
-    window.workersMaxFds.add(sample.workersMaxFds);
-    window.shmSegments.add(sample.residue.shmSegments);
-    window.runtimeFiles.add(sample.residue.runtimeFiles);
-    window.children.add(sample.children.count);
-    window.zombies.add(sample.children.zombies);
-    window.deadSlots.add(sample.deadSlots);
     results_.samples.push_back(sample);
-  }
-
-  CpuReading readCpu() const {
-    CpuReading reading{readMachineTicks(), 0};
-    const ProcessUsage self = readProcessUsage(::getpid());
-    reading.ownTicks = self.cpuTicks + self.childCpuTicks + readProcessUsage(coordinator_->pid()).cpuTicks;
-    for (const SoakWorker& worker : workers_) reading.ownTicks += readProcessUsage(worker.process->pid()).cpuTicks;
-    return reading;
-  }
-
-  static double othersShare(const CpuReading& start, const CpuReading& end) {
-    const double total = static_cast<double>(end.machine.total - start.machine.total);
-    const double busy = static_cast<double>(end.machine.busy - start.machine.busy);
-    const double own = static_cast<double>(end.ownTicks) - static_cast<double>(start.ownTicks);
-    return total > 0 ? std::max(0.0, (busy - own) / total) : 0;
-  }
-
-  void finishWindow(SoakWindow& window) {
-    window.roundTime = summarize(windowTimes_);
-    if (window.roundTime.samples > 0) p50EstimateUs_ = window.roundTime.p50;
-    progress_ << "  window " << window.index + 1 << "/" << windowCount_ << (window.warmup ? " (warm-up)" : "")
-              << (window.withRestarts ? "" : ", no restarts") << ": " << fixed(window.roundsPerSecond(), 0)
-              << " rounds/s, p50 " << fixed(window.roundTime.p50 / 1000, 2) << " ms, p99 "
-              << fixed(window.roundTime.p99 / 1000, 2) << " ms, " << window.restarts << " restarts, "
-              << window.abortedByRestart + window.abortedOther << " aborted; coordinator "
-              << fixed(static_cast<double>(window.coordinator.rss.last) / (1 << 20), 1) << " MiB / "
-              << window.coordinator.fds.last << " fds; others used " << percent(window.othersCpuShare)
-              << " of the CPUs\n";
   }
 
   // Uniform in [mean/2, 3 mean/2]: restarts come irregularly, yet their number is close to rounds / mean.
@@ -496,13 +402,11 @@ class SoakRun {
 
   const SoakBenchConfig& config_;
   std::ostream& progress_;
-  const bus::Manifest manifest_;
-  TensorMemory weights_;  // the trainer's, read by its I/O thread until it stops
   const msg::PauseMode pauseMode_;
   std::mt19937_64 rng_;
   const std::string runtimeDir_;
+  const std::size_t windowCount_;
   int childLogFd_ = STDERR_FILENO;  // the programs' stderr: --child-log, or the benchmark's own
-  std::size_t windowCount_ = 0;
   std::size_t restartBegin_ = 0;
   std::size_t restartEnd_ = 0;
   std::size_t nextKill_ = kNever;
@@ -518,7 +422,7 @@ class SoakRun {
   std::optional<tools::ChildProcess> coordinator_;
   std::optional<bus::ControlBlockView> view_;
   std::vector<SoakWorker> workers_;
-  std::unique_ptr<trainer_agent::TrainerAgent> trainer_;
+  std::optional<BenchTrainer> trainer_;
 };
 
 }  // namespace

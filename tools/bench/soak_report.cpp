@@ -1,6 +1,7 @@
-// `wsync-bench soak`: the run, its verdicts (is the last window like the first after the warm-up, both without
-// restarts?) and its report.
+// `wsync-bench soak`: the verdicts (is the last window like the first after the warm-up, both without restarts?) and
+// the report.
 #include <cmath>
+#include <functional>
 #include <iostream>
 
 #include <wsync/coordinator/coordinator_options.hpp>
@@ -14,290 +15,190 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 std::string ms(double microseconds) { return fixed(microseconds / 1000, microseconds < 100'000 ? 2 : 1); }
 std::string mib(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / kMiB, 1); }
-std::string figureValue(double value) {
-  return value == std::floor(value) ? std::to_string(static_cast<long long>(value)) : fixed(value, value < 100 ? 2 : 1);
+Cell figure(double value) {
+  return {value, value == std::floor(value) ? std::to_string(static_cast<long long>(value))
+                                            : fixed(value, value < 100 ? 2 : 1)};
 }
 
-// One verdict: a figure of the last window against the first after the warm-up, or a count that must be 0.
-struct SoakCheck {
-  std::string figure;   // "rounds/s", "coordinator RSS (MiB)", ...
-  double first = 0;     // the first window after the warm-up (RSS, fds and counts: its maximum)
-  double last = 0;      // the last window (likewise)
-  std::string goal;     // in words, with the limit
-  bool met = false;
-  bool better = false;  // missed, but on the good side (faster, fewer): the machine changed, not the bus
-  double ratio() const { return first > 0 ? last / first : 0; }
-};
-
-// Throughput and latency: within +-kSoakFlatTolerance. `higherIsBetter` says which side of a miss is an improvement.
-SoakCheck withinTolerance(std::string figure, double first, double last, bool higherIsBetter) {
-  const double lastOverFirst = first > 0 ? last / first : 0;
-  const bool met = first > 0 && std::abs(lastOverFirst - 1) <= kSoakFlatTolerance;
-  return {std::move(figure), first, last,
-          "within +-" + fixed(kSoakFlatTolerance * 100, 0) + "% (" + ratio(1 - kSoakFlatTolerance) + " to " +
-              ratio(1 + kSoakFlatTolerance) + ")",
-          met, !met && first > 0 && (lastOverFirst > 1) == higherIsBetter};
-}
-
-// A resource: the last window's maximum at most the first window's maximum plus `tolerance` (in the figure's unit).
-SoakCheck noGrowth(std::string figure, const SampledRange& first, const SampledRange& last, double scale,
-                   double tolerance, const std::string& toleranceText) {
-  const double firstMax = static_cast<double>(first.max) / scale;
-  const double lastMax = static_cast<double>(last.max) / scale;
-  return {std::move(figure), firstMax, lastMax,
-          "<= first max" + toleranceText + " = " + fixed(firstMax + tolerance, scale > 1 ? 2 : 0),
-          lastMax <= firstMax + tolerance, false};
-}
-
-// Memory: the last window's maximum at most the first's plus max(5%, 1 MiB): malloc arenas and ZeroMQ's buffers
-// breathe a little.
-SoakCheck memoryCheck(const std::string& figure, const SampledRange& first, const SampledRange& last) {
-  const double tolerance = std::max(kSoakRssToleranceShare * static_cast<double>(first.max),
-                                    static_cast<double>(kSoakRssToleranceBytes));
-  return noGrowth(figure + " (MiB)", first, last, kMiB, tolerance / kMiB,
-                  " + max(" + fixed(kSoakRssToleranceShare * 100, 0) + "%, " +
-                      fixed(static_cast<double>(kSoakRssToleranceBytes) / kMiB, 0) + " MiB)");
-}
-
-SoakCheck fdCheck(const std::string& figure, const SampledRange& first, const SampledRange& last) {
-  const auto tolerance = static_cast<double>(kSoakFdTolerance);
-  return noGrowth(figure, first, last, 1, tolerance, " + " + std::to_string(kSoakFdTolerance));
-}
-
-void addUsageChecks(std::vector<SoakCheck>& checks, const std::string& who, const UsageRanges& first,
-                    const UsageRanges& last) {
-  checks.push_back(memoryCheck(who + " RSS", first.rss, last.rss));
-  checks.push_back(memoryCheck(who + " RssAnon", first.anon, last.anon));
-  checks.push_back(fdCheck(who + " open fds", first.fds, last.fds));
-  checks.push_back(noGrowth(who + " threads", first.threads, last.threads, 1, 0, ""));
-}
-
-std::vector<SoakCheck> flatnessChecks(const SoakResults& r) {
-  std::vector<SoakCheck> checks;
-  if (r.windows.size() < kSoakMinWindows) return checks;
-  const SoakWindow& first = r.windows[1];
-  const SoakWindow& last = r.windows.back();
-  checks.push_back(withinTolerance("rounds/s", first.roundsPerSecond(), last.roundsPerSecond(), true));
-  const Summary& a = first.roundTime;
-  const Summary& b = last.roundTime;
-  checks.push_back(withinTolerance("round time p50 (ms)", a.p50 / 1000, b.p50 / 1000, false));
-  checks.push_back(withinTolerance("round time p99 (ms)", a.p99 / 1000, b.p99 / 1000, false));
-  addUsageChecks(checks, "coordinator", first.coordinator, last.coordinator);
-  addUsageChecks(checks, "trainer (this process)", first.trainer, last.trainer);
-  addUsageChecks(checks, "worker-0 (resident)", first.resident, last.resident);
-  checks.push_back(memoryCheck("largest worker RSS", first.workersMaxRss, last.workersMaxRss));
-  checks.push_back(fdCheck("most fds of a worker", first.workersMaxFds, last.workersMaxFds));
-  checks.push_back(noGrowth("/dev/shm segments of the bus", first.shmSegments, last.shmSegments, 1, 0, ""));
-  checks.push_back(noGrowth("runtime files of the bus", first.runtimeFiles, last.runtimeFiles, 1, 0, ""));
-  checks.push_back(noGrowth("child processes", first.children, last.children, 1, 0, ""));
-  checks.push_back(noGrowth("zombie children", first.zombies, last.zombies, 1, 0, ""));
-  return checks;
-}
-
-// The health of the run: every aborted round caused by a restart, no worker ending by itself, a clean stop.
-std::vector<SoakCheck> healthChecks(const SoakResults& r) {
-  std::vector<SoakCheck> checks;
-  const auto zero = [&](std::string figure, std::size_t value) {
-    checks.push_back({std::move(figure), 0, static_cast<double>(value), "0", value == 0, false});
-  };
-  zero("aborted rounds not caused by a restart", r.unexpectedAborts);
-  zero("refused rounds", r.refused);
-  zero("workers that ended by themselves", r.unexpectedExits);
-  zero("/dev/shm segments of the bus after the coordinator stopped", r.residueAfterStop.shmSegments);
-  checks.push_back({"wsync-coordinator's exit on SIGTERM", 0, 0, "exited with status 0",
-                    r.coordinatorExit == "exited with status 0", false});
-  return checks;
-}
-
-Json toJson(const std::vector<SoakCheck>& checks) {
-  Json json = Json::array();
-  for (const SoakCheck& c : checks) {
-    json.push_back({{"figure", c.figure}, {"first", c.first}, {"last", c.last}, {"ratio", c.ratio()},
-                    {"goal", c.goal}, {"met", c.met}, {"better", c.better}});
+// The largest value of a figure over the samples of one window.
+double windowMax(const SoakResults& r, std::size_t window, const std::function<double(const SoakSample&)>& value) {
+  double max = 0;
+  for (const SoakSample& sample : r.samples) {
+    if (sample.window == window) max = std::max(max, value(sample));
   }
-  return json;
+  return max;
 }
 
-Table checkTable(const std::vector<SoakCheck>& checks, bool withRatio) {
-  using Header = std::vector<std::string>;
-  Table table(withRatio ? "lrrrll" : "lrll", withRatio ? Header{"figure", "first window", "last window", "last/first",
-                                                                "goal", "verdict"}
-                                                       : Header{"figure", "value", "goal", "verdict"});
-  for (const SoakCheck& c : checks) {
-    const std::string judged = verdict(c.met) + (c.better ? " (better)" : "");
-    if (withRatio) {
-      table.row({c.figure, figureValue(c.first), figureValue(c.last), c.first > 0 ? ratio(c.ratio()) : "-", c.goal,
-                 judged});
-    } else {
-      table.row({c.figure, figureValue(c.last), c.goal, judged});
-    }
-  }
-  return table;
-}
-
-Json toJson(const SampledRange& range) { return {{"min", range.min}, {"max", range.max}, {"last", range.last}}; }
-Json toJson(const UsageRanges& u) {
-  return {{"rss", toJson(u.rss)}, {"rss_anon", toJson(u.anon)}, {"fds", toJson(u.fds)}, {"threads", toJson(u.threads)}};
-}
 Json toJson(const ProcessUsage& u) {
-  return {{"alive", u.alive},  {"rss", u.rssBytes}, {"rss_anon", u.anonBytes}, {"rss_shmem", u.shmemBytes},
-          {"fds", u.fds},      {"threads", u.threads}};
+  return {{"alive", u.alive}, {"rss", u.rssBytes}, {"rss_anon", u.anonBytes}, {"rss_shmem", u.shmemBytes},
+          {"fds", u.fds},     {"threads", u.threads}};
 }
+
 Json roundTimes(const Summary& s) { return toJson(s, "us", {"p50", "p90", "p99", "max"}); }
 
-void addJson(Json& json, const SoakResults& r, const std::vector<SoakCheck>& flat, bool allFlat) {
-  json["startup_ms"] = r.startupMs;
-  json["first_round_ms"] = r.firstRoundMs;
-  json["flat"] = allFlat;
-  json["flatness"] = toJson(flat);
-  json["health"] = toJson(healthChecks(r));
-  json["without_restarts"] = {{"rounds_per_second", r.withoutRoundsPerSecond}, {"aborted", r.withoutAborted},
-                              {"round_time", roundTimes(r.withoutRestarts)}};
-  json["with_restarts"] = {{"rounds_per_second", r.withRoundsPerSecond}, {"aborted", r.withAborted},
-                           {"round_time", roundTimes(r.withRestarts)}};
-  json["aborts_by_reason"] = r.abortsByReason;
-  json["kill_phases"] = r.killPhases;
-  json["unexpected_aborts"] = r.unexpectedAborts;
-  json["unexpected_exits"] = r.unexpectedExits;
-  json["refused"] = r.refused;
-  json["aborted_round_time"] = roundTimes(r.abortedRoundTime);
-  json["rejoin"] = roundTimes(r.rejoin);
-  json["details"] = r.details;
-  Json& windows = json["windows"] = Json::array();
-  for (const SoakWindow& w : r.windows) {
-    windows.push_back({{"index", w.index + 1}, {"first_round", w.firstRound + 1}, {"rounds", w.rounds},
-                       {"warmup", w.warmup}, {"with_restarts", w.withRestarts}, {"committed", w.committed},
-                       {"aborted_by_restart", w.abortedByRestart}, {"aborted_other", w.abortedOther},
-                       {"refused", w.refused}, {"restarts", w.restarts}, {"restarts_mid_round", w.restartsMidRound},
-                       {"rounds_short_of_workers", w.roundsShortOfWorkers}, {"seconds", w.seconds},
-                       {"rounds_per_second", w.roundsPerSecond()}, {"others_cpu_share", w.othersCpuShare},
-                       {"round_time", roundTimes(w.roundTime)}, {"coordinator", toJson(w.coordinator)},
-                       {"trainer", toJson(w.trainer)}, {"resident_worker", toJson(w.resident)},
-                       {"workers_max", {{"rss", toJson(w.workersMaxRss)}, {"fds", toJson(w.workersMaxFds)}}},
-                       {"shm_segments", toJson(w.shmSegments)}, {"runtime_files", toJson(w.runtimeFiles)},
-                       {"children", toJson(w.children)}, {"zombies", toJson(w.zombies)},
-                       {"dead_slots", toJson(w.deadSlots)}});
+// The resources of the flatness check and of the windows table, each read from a sample.
+struct Resource {
+  std::string figure;
+  std::function<double(const SoakSample&)> value;
+  enum class Tolerance : std::uint8_t { Memory, Fds, None } tolerance;
+};
+
+std::vector<Resource> resources() {
+  std::vector<Resource> list;
+  const std::pair<std::string, ProcessUsage SoakSample::*> processes[] = {
+      {"coordinator", &SoakSample::coordinator},
+      {"trainer (this process)", &SoakSample::trainer},
+      {"worker-0 (resident)", &SoakSample::resident}};
+  using T = Resource::Tolerance;
+  for (const auto& [who, usage] : processes) {
+    list.push_back({who + " RSS (MiB)", [usage](const SoakSample& s) { return static_cast<double>((s.*usage).rssBytes) / kMiB; }, T::Memory});
+    list.push_back({who + " RssAnon (MiB)", [usage](const SoakSample& s) { return static_cast<double>((s.*usage).anonBytes) / kMiB; },
+                    T::Memory});
+    list.push_back({who + " open fds", [usage](const SoakSample& s) { return (s.*usage).fds; }, T::Fds});
+    list.push_back({who + " threads", [usage](const SoakSample& s) { return (s.*usage).threads; }, T::None});
   }
-  Json& restarts = json["restarts"] = Json::array();
-  for (const SoakRestart& s : r.restarts) {
-    restarts.push_back({{"round", s.round + 1}, {"worker", s.worker}, {"mid_round", s.midRound}, {"phase", s.phase},
-                        {"delay_us", s.delayUs}, {"rejoin_ms", s.rejoinMs}});
-  }
-  Json& samples = json["samples"] = Json::array();
-  for (const SoakSample& s : r.samples) {
-    samples.push_back({{"round", s.round}, {"seconds", s.seconds}, {"coordinator", toJson(s.coordinator)},
-                       {"trainer", toJson(s.trainer)}, {"resident_worker", toJson(s.resident)},
-                       {"workers_max_rss", s.workersMaxRss}, {"workers_sum_rss", s.workersSumRss},
-                       {"workers_max_fds", s.workersMaxFds}, {"live_workers", s.liveWorkers},
-                       {"shm_segments", s.residue.shmSegments}, {"runtime_files", s.residue.runtimeFiles},
-                       {"children", s.children.count}, {"zombies", s.children.zombies}, {"active_slots", s.activeSlots},
-                       {"dead_slots", s.deadSlots}});
-  }
-  json["after_stop"] = {{"coordinator_exit", r.coordinatorExit}, {"shm_segments", r.residueAfterStop.shmSegments},
-                        {"runtime_files", r.residueAfterStop.runtimeFiles}};
-  json["others_cpu_share"] = r.othersCpuShare;
+  list.push_back({"largest worker RSS (MiB)", [](const SoakSample& s) { return static_cast<double>(s.workersMaxRss) / kMiB; }, T::Memory});
+  list.push_back({"most fds of a worker", [](const SoakSample& s) { return s.workersMaxFds; }, T::Fds});
+  list.push_back({"/dev/shm segments of the bus", [](const SoakSample& s) { return s.shmSegments; }, T::None});
+  list.push_back({"runtime files of the bus", [](const SoakSample& s) { return s.runtimeFiles; }, T::None});
+  list.push_back({"child processes", [](const SoakSample& s) { return s.children; }, T::None});
+  list.push_back({"zombie children", [](const SoakSample& s) { return s.zombies; }, T::None});
+  return list;
 }
 
 }  // namespace
 
 void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
   const SoakResults r = measureSoak(c, std::cerr);
-  const std::vector<SoakCheck> flat = flatnessChecks(r);
+  report.parameters().update(Json{
+      {"rounds", c.rounds}, {"workers", c.workers}, {"window", c.window}, {"restart_every", c.restartEvery},
+      {"seed", c.seed}, {"model", c.model}, {"tensors", r.tensors}, {"bytes", r.bytes}, {"pause_mode", c.pauseMode},
+      {"worker_step_ms", c.workerStepMs}, {"sample_every", r.sampleEvery}, {"bus", r.busName},
+      {"coordinator", r.coordinatorPath + " --log-level " + c.childLogLevel + " (shm buckets " +
+                          std::to_string(coordinator::kDefaultBucketBytes >> 20) + " MiB x " +
+                          std::to_string(coordinator::kDefaultBufferCount) + ")"},
+      {"worker", r.workerPath + " --channel shm"}, {"startup_ms", r.startupMs}, {"first_round_ms", r.firstRoundMs},
+      {"others_cpu_share", r.othersCpuShare}});
+
+  // Flatness: window 2 (the first after the warm-up) against the last; both run without restarts.
+  const std::size_t first = 1;
+  const std::size_t last = r.windows.size() - 1;
+  const SoakWindow& w1 = r.windows[first];
+  const SoakWindow& wn = r.windows[last];
+  Table flatness({{"figure", "figure"}, {"first", "first window"}, {"last", "last window"}, {"ratio", "last/first"},
+                  {"goal", "goal"}, {"met", "verdict"}});
   std::string missed;
-  for (const SoakCheck& check : flat) {
-    if (!check.met) missed += (missed.empty() ? "" : ", ") + check.figure;
+  const auto check = [&](const std::string& name, double a, double b, const std::string& goal, bool met, bool better) {
+    flatness.row({name, figure(a), figure(b), a > 0 ? ratio(b / a) : Cell("-"), goal,
+                  Cell(met, verdict(met).text + (better ? " (better)" : ""))});
+    if (!met) missed += (missed.empty() ? "" : ", ") + name;
+  };
+  // Throughput and latency within +-kSoakFlatTolerance; a miss on the good side (faster) says the machine changed.
+  const std::string tolerance = "within +-" + fixed(kSoakFlatTolerance * 100, 0) + "%";
+  const auto steady = [&](const std::string& name, double a, double b, bool higherIsBetter) {
+    const bool met = a > 0 && std::abs(b / a - 1) <= kSoakFlatTolerance;
+    check(name, a, b, tolerance, met, !met && a > 0 && (b > a) == higherIsBetter);
+  };
+  steady("rounds/s", w1.roundsPerSecond(), wn.roundsPerSecond(), true);
+  steady("round time p50 (ms)", w1.roundTime.p50 / 1000, wn.roundTime.p50 / 1000, false);
+  steady("round time p99 (ms)", w1.roundTime.p99 / 1000, wn.roundTime.p99 / 1000, false);
+  // Resources: the last window's maximum at most the first's plus a tolerance.
+  for (const Resource& resource : resources()) {
+    const double a = windowMax(r, first, resource.value);
+    const double b = windowMax(r, last, resource.value);
+    double slack = 0;
+    int decimals = 0;
+    std::string goal = "<= first max";
+    if (resource.tolerance == Resource::Tolerance::Memory) {
+      decimals = 2;
+      slack = std::max(kSoakRssToleranceShare * a, static_cast<double>(kSoakRssToleranceBytes) / kMiB);
+      goal += " + max(" + fixed(kSoakRssToleranceShare * 100, 0) + "%, 1 MiB)";
+    } else if (resource.tolerance == Resource::Tolerance::Fds) {
+      slack = static_cast<double>(kSoakFdTolerance);
+      goal += " + " + std::to_string(kSoakFdTolerance);
+    }
+    check(resource.figure, a, b, goal + " = " + fixed(a + slack, decimals), b <= a + slack, false);
   }
-  report.json["parameters"].update(Json{{"rounds", c.rounds}, {"workers", c.workers}, {"window", c.window},
-                                        {"restart_every", c.restartEvery}, {"seed", c.seed}, {"model", c.model},
-                                        {"tensors", r.tensors}, {"bytes", r.bytes}, {"pause_mode", c.pauseMode},
-                                        {"worker_step_ms", c.workerStepMs}, {"sample_every", r.sampleEvery},
-                                        {"bus", r.busName}, {"coordinator", r.coordinatorPath},
-                                        {"worker", r.workerPath}});
-  addJson(report.json, r, flat, missed.empty());
+  report.json["flat"] = missed.empty();
+  std::ostringstream text;
+  text << "The baseline is the run's own beginning, window 2; it and the last window run without restarts, so the "
+          "ratio compares like with like. Rounds/s and round times: the window's; resources: the window's maximum "
+          "over its samples (RssAnon, the heap and stacks, is where a leak shows first). Other processes took "
+       << percent(w1.othersCpuShare).text << " of the CPUs in the first window and "
+       << percent(wn.othersCpuShare).text << " in the last"
+       << (std::abs(w1.othersCpuShare - wn.othersCpuShare) > kSoakOthersShiftWarning
+               ? ": the rounds/s and round-time ratios measure that change too"
+               : "")
+       << ". Goal, flat: **" << (missed.empty() ? "met" : "missed") << "**"
+       << (missed.empty() ? "" : " (" + missed + ")") << ".";
+  report.section("flatness", "Flatness: the last window against the first after the warm-up", text.str(), flatness);
 
-  std::size_t first = 0, lastWithRestarts = 0;
-  for (const SoakWindow& w : r.windows) {
-    if (!w.withRestarts) continue;
-    if (first == 0) first = w.index + 1;
-    lastWithRestarts = w.index + 1;
+  Table health({{"figure", "figure"}, {"value", "value"}, {"goal", "goal"}, {"met", "verdict"}});
+  const auto zero = [&](const std::string& name, std::size_t value) {
+    health.row({name, value, "0", verdict(value == 0)});
+  };
+  zero("aborted rounds not caused by a restart", r.unexpectedAborts);
+  zero("refused rounds", r.refused);
+  zero("workers that ended by themselves", r.unexpectedExits);
+  zero("/dev/shm segments of the bus after the coordinator stopped", r.residueAfterStop.first);
+  health.row({"wsync-coordinator's exit on SIGTERM", r.coordinatorExit, "exited with status 0",
+              verdict(r.coordinatorExit == "exited with status 0")});
+  report.section("health", "Health of the run", "", health);
+
+  std::size_t abortedByRestart = 0;
+  std::size_t shortRounds = 0;
+  Table pooled({{"windows", ""}, {"count", "windows"}, {"committed", "committed rounds"},
+                {"rounds_per_second", "rounds/s"}, {"p50_ms", "p50 ms"}, {"p99_ms", "p99 ms"}, {"max_ms", "max ms"},
+                {"aborted", "aborted"}});
+  std::vector<double> rate(2);
+  for (const bool restarts : {false, true}) {
+    std::size_t windows = 0;
+    std::size_t rounds = 0;
+    std::size_t aborted = 0;
+    double seconds = 0;
+    for (const SoakWindow& w : r.windows) {
+      if (w.warmup || w.withRestarts != restarts) continue;
+      ++windows;
+      rounds += w.rounds;
+      seconds += w.seconds;
+      aborted += w.abortedByRestart + w.abortedOther;
+    }
+    const Summary& times = restarts ? r.withRestarts : r.withoutRestarts;
+    rate[restarts ? 1 : 0] = seconds > 0 ? static_cast<double>(rounds) / seconds : 0;
+    pooled.row({restarts ? "with restarts" : "without restarts", windows, times.samples, number(rate[restarts], 0),
+                Cell(times.p50 / 1000, ms(times.p50)), Cell(times.p99 / 1000, ms(times.p99)),
+                Cell(times.max / 1000, ms(times.max)), aborted});
   }
-  std::ostringstream& out = report.markdown;
-  out << "## Parameters\n\n"
-      << "- Coordinator: the real `wsync-coordinator` (`" << r.coordinatorPath << "`) on bus `" << r.busName
-      << "`, default options (shm buckets " << (coordinator::kDefaultBucketBytes >> 20) << " MiB x "
-      << coordinator::kDefaultBufferCount << ", heartbeat " << coordinator::kDefaultHeartbeatInterval.count() << " / "
-      << coordinator::kDefaultHeartbeatTimeout.count() << " ms), `--log-level " << c.childLogLevel << "`\n"
-      << "- Workers: " << c.workers << " real `wsync-worker` processes (`" << r.workerPath << "`), `--channel shm "
-      << "--model " << c.model << " --step-ms " << c.workerStepMs << "`, each running its stand-in engine\n"
-      << "- Trainer: a `TrainerAgent` in this process, pause mode `" << c.pauseMode << "`, rounds back to back, 1/32 "
-      << "of the words changed per version; an aborted round is not retried\n"
-      << "- Manifest: `" << c.model << "`, " << r.tensors << " tensors, " << mib(r.bytes) << " MiB\n"
-      << "- Rounds: " << c.rounds << " in " << r.windows.size() << " windows of " << c.window
-      << "; window 1 is the warm-up, window 2 and the last run without restarts, restarts in "
-      << (first == 0 ? "none" : "windows " + std::to_string(first) + "-" + std::to_string(lastWithRestarts)) << "\n";
-  if (c.restartEvery > 0) {
-    out << "- Restarts: one every " << c.restartEvery << " rounds on average (gaps uniform in " << c.restartEvery / 2
-        << "-" << c.restartEvery + c.restartEvery / 2 << " rounds), seed " << c.seed << "; any worker but worker-0, "
-        << "SIGKILLed a random time after the round's publish (uniform in 0 to " << fixed(kSoakKillDelayFactor, 0)
-        << "x the previous window's round p50), reaped and started again at once under the same agent id\n";
-  }
-  out << "- Samples: RSS, open fds and threads of every process, the bus's /dev/shm segments and runtime files, child "
-         "processes; every "
-      << r.sampleEvery << " rounds and before the first\n"
-      << "- Start-up (coordinator started until every worker and the trainer had registered): "
-      << fixed(r.startupMs, 0) << " ms; first round (carries the manifest): " << fixed(r.firstRoundMs, 2) << " ms; "
-      << "other processes used " << percent(r.othersCpuShare) << " of the CPUs during the run\n\n";
-
-  const SoakWindow& w1 = r.windows[1];
-  const SoakWindow& wn = r.windows.back();
-  out << "## Flatness: the last window against the first after the warm-up\n\n"
-      << "The baseline is the run's own beginning, window 2. Both it and the last window run without restarts, so the "
-         "ratio compares like with like; every restart of the run lies between them. Rounds/s and round times: the "
-         "window's figure. RSS, fds, threads and counts: the window's maximum over its samples. RssAnon is the "
-         "anonymous part of RSS (heap, stacks): a leak shows there first.\n\n"
-      << checkTable(flat, true) << "Other processes on the machine took " << percent(w1.othersCpuShare)
-      << " of the CPUs in the first window and " << percent(wn.othersCpuShare) << " in the last"
-      << (std::abs(w1.othersCpuShare - wn.othersCpuShare) > kSoakOthersShiftWarning
-              ? ": the rounds/s and round-time ratios measure that change too"
-              : "")
-      << ".\n\nGoal, flat: within +-" << fixed(kSoakFlatTolerance * 100, 0)
-      << "% (RSS/fds: no growth beyond the first window's max + a small tolerance): **"
-      << (missed.empty() ? "met" : "missed") << "**" << (missed.empty() ? "" : " (" + missed + ")") << ".\n\n"
-      << "Health of the run:\n\n"
-      << checkTable(healthChecks(r), false);
-
+  const auto over = [](double with, double without) { return without > 0 ? ratio(with / without) : Cell("-"); };
+  pooled.row({"with / without", "", "", over(rate[1], rate[0]), over(r.withRestarts.p50, r.withoutRestarts.p50),
+              over(r.withRestarts.p99, r.withoutRestarts.p99), over(r.withRestarts.max, r.withoutRestarts.max)});
   if (r.withRestarts.samples > 0) {
-    std::size_t withoutWindows = 0, withWindows = 0;
-    for (const SoakWindow& w : r.windows) {
-      if (!w.warmup) ++(w.withRestarts ? withWindows : withoutWindows);
-    }
-    const auto over = [](double with, double without) { return without > 0 ? ratio(with / without) : "-"; };
-    Table pooled("lrrrrrrr", {"", "windows", "committed rounds", "rounds/s", "p50 ms", "p99 ms", "max ms", "aborted"});
-    pooled.row({"without restarts", std::to_string(withoutWindows), std::to_string(r.withoutRestarts.samples),
-                fixed(r.withoutRoundsPerSecond, 0), ms(r.withoutRestarts.p50), ms(r.withoutRestarts.p99),
-                ms(r.withoutRestarts.max), std::to_string(r.withoutAborted)});
-    pooled.row({"with restarts", std::to_string(withWindows), std::to_string(r.withRestarts.samples),
-                fixed(r.withRoundsPerSecond, 0), ms(r.withRestarts.p50), ms(r.withRestarts.p99),
-                ms(r.withRestarts.max), std::to_string(r.withAborted)});
-    pooled.row({"with / without", "", "", over(r.withRoundsPerSecond, r.withoutRoundsPerSecond),
-                over(r.withRestarts.p50, r.withoutRestarts.p50), over(r.withRestarts.p99, r.withoutRestarts.p99),
-                over(r.withRestarts.max, r.withoutRestarts.max), ""});
-    out << "## Rounds with restarts against without (same run)\n\n"
-        << "Committed rounds pooled over the windows without restarts (2 and the last) and over those with them. "
-           "Rounds/s counts every round, aborted ones too, and the time restarts and samples took.\n\n"
-        << pooled;
+    report.section("pooled", "Rounds with restarts against without (same run)",
+                   "Committed rounds pooled over the windows without restarts (2 and the last) and over those with "
+                   "them. Rounds/s counts every round, aborted ones too, and the time restarts and samples took.",
+                   pooled);
   }
 
-  if (!r.restarts.empty() || r.unexpectedExits > 0 || !r.details.empty()) {
-    std::size_t midRound = 0, neverRejoined = 0, abortedByRestart = 0, shortRounds = 0;
-    for (const SoakRestart& restart : r.restarts) {
-      midRound += restart.midRound ? 1 : 0;
-      neverRejoined += restart.rejoinMs < 0 ? 1 : 0;
-    }
-    for (const SoakWindow& w : r.windows) {
-      abortedByRestart += w.abortedByRestart;
-      shortRounds += w.roundsShortOfWorkers;
-    }
+  Json& restarts = report.json["restarts"] = Json::array();
+  std::size_t midRound = 0;
+  std::size_t neverRejoined = 0;
+  for (const SoakRestart& s : r.restarts) {
+    restarts.push_back({{"round", s.round + 1}, {"worker", s.worker}, {"mid_round", s.midRound}, {"phase", s.phase},
+                        {"delay_us", s.delayUs}, {"rejoin_ms", s.rejoinMs}});
+    midRound += s.midRound ? 1 : 0;
+    neverRejoined += s.rejoinMs < 0 ? 1 : 0;
+  }
+  for (const SoakWindow& w : r.windows) {
+    abortedByRestart += w.abortedByRestart;
+    shortRounds += w.roundsShortOfWorkers;
+  }
+  report.json["aborts_by_reason"] = r.abortsByReason;
+  report.json["kill_phases"] = r.killPhases;
+  report.json["aborted_round_time"] = roundTimes(r.abortedRoundTime);
+  report.json["rejoin"] = roundTimes(r.rejoin);
+  report.json["details"] = r.details;
+  std::ostringstream& out = report.markdown;
+  if (!r.restarts.empty() || !r.details.empty()) {
     out << "## Restarts\n\n- " << r.restarts.size() << " restarts: " << midRound << " while the trainer still waited "
         << "for the round's outcome, " << r.restarts.size() - midRound << " after it. The coordinator's round phase "
         << "at the kill:";
@@ -306,14 +207,13 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
         << " of them naming a killed worker (expected), " << r.unexpectedAborts << " not. By reason:";
     for (const auto& [reason, count] : r.abortsByReason) out << " " << reason << " " << count << ";";
     if (r.abortedRoundTime.samples > 0) {
-      out << " time from BeginUpdate to the trainer's Abort p50 " << ms(r.abortedRoundTime.p50) << " ms, max "
+      out << " BeginUpdate to the trainer's Abort p50 " << ms(r.abortedRoundTime.p50) << " ms, max "
           << ms(r.abortedRoundTime.max) << " ms";
     }
     if (r.rejoin.samples > 0) {
-      out << "\n- Rejoin, from the new process's start until it held an attached slot (seen between rounds): p50 "
-          << ms(r.rejoin.p50) << " ms, p99 " << ms(r.rejoin.p99) << " ms, max " << ms(r.rejoin.max) << " ms over "
-          << r.rejoin.samples << " (re)starts";
-      if (neverRejoined > 0) out << "; " << neverRejoined << " killed again before they had registered";
+      out << "\n- Rejoin, from the new process's start until it held an attached slot: p50 " << ms(r.rejoin.p50)
+          << " ms, p99 " << ms(r.rejoin.p99) << " ms, max " << ms(r.rejoin.max) << " ms over " << r.rejoin.samples
+          << " (re)starts" << (neverRejoined > 0 ? "; " + std::to_string(neverRejoined) + " killed again first" : "");
     }
     out << "\n- Rounds published while fewer than all workers were registered: " << shortRounds
         << "\n- Workers that ended by themselves (started again, and reported): " << r.unexpectedExits << "\n";
@@ -321,31 +221,62 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
     out << "\n";
   }
 
-  Table windows("lrrrrrrrrrrrrrrr", {"window", "rounds", "restarts (mid-round)", "aborted (restart / other)",
-                                     "rounds/s", "p50 ms", "p99 ms", "max ms", "coordinator RSS (anon) / fds / threads",
-                                     "trainer RSS (anon) / fds / threads", "worker-0 RSS (anon) / fds",
-                                     "workers max RSS", "/dev/shm", "children", "dead slots", "others' CPU"});
-  const auto usage = [](const UsageRanges& u, bool threads) {
-    return mib(u.rss.max) + " (" + mib(u.anon.max) + ") / " + std::to_string(u.fds.max) +
-           (threads ? " / " + std::to_string(u.threads.max) : "");
-  };
-  for (const SoakWindow& w : r.windows) {
-    windows.row({std::to_string(w.index + 1) + (w.warmup ? " (warm-up)" : w.withRestarts ? "" : " (no restarts)"),
-                 std::to_string(w.rounds), std::to_string(w.restarts) + " (" + std::to_string(w.restartsMidRound) + ")",
-                 std::to_string(w.abortedByRestart) + " / " + std::to_string(w.abortedOther),
-                 fixed(w.roundsPerSecond(), 0), ms(w.roundTime.p50), ms(w.roundTime.p99), ms(w.roundTime.max),
-                 usage(w.coordinator, true), usage(w.trainer, true), usage(w.resident, false),
-                 mib(w.workersMaxRss.max), std::to_string(w.shmSegments.max),
-                 std::to_string(w.children.max) + (w.zombies.max > 0 ? " (" + std::to_string(w.zombies.max) + ")" : ""),
-                 std::to_string(w.deadSlots.last), percent(w.othersCpuShare)});
+  Table windows({{"window", "window"}, {"rounds", "rounds"}, {"restarts", "restarts"},
+                 {"restarts_mid_round", "mid-round"}, {"aborted_by_restart", "aborted by a restart"},
+                 {"aborted_other", "other aborts"}, {"rounds_per_second", "rounds/s"}, {"round_time", "p50 ms"},
+                 {"p99_ms", "p99 ms"}, {"max_ms", "max ms"}, {"coordinator", "coordinator RSS (anon) / fds / threads"},
+                 {"trainer", "trainer RSS (anon) / fds / threads"}, {"resident_worker", "worker-0 RSS (anon) / fds"},
+                 {"workers_max_rss_mib", "workers max RSS"}, {"shm_segments", "/dev/shm"},
+                 {"children", "children (zombies)"}, {"dead_slots", "dead slots"},
+                 {"others_cpu_share", "others' CPU"}});
+  for (std::size_t index = 0; index < r.windows.size(); ++index) {
+    const SoakWindow& w = r.windows[index];
+    const auto max = [&](const std::function<double(const SoakSample&)>& value) {
+      return windowMax(r, index, value);
+    };
+    const auto usage = [&](ProcessUsage SoakSample::*who, bool threads) {
+      const double rss = max([who](const SoakSample& s) { return (s.*who).rssBytes; });
+      const double anon = max([who](const SoakSample& s) { return (s.*who).anonBytes; });
+      const double fds = max([who](const SoakSample& s) { return (s.*who).fds; });
+      const double count = max([who](const SoakSample& s) { return (s.*who).threads; });
+      Json json{{"rss_max", rss}, {"anon_max", anon}, {"fds_max", fds}};
+      if (threads) json["threads_max"] = count;
+      return Cell(json, mib(static_cast<std::uint64_t>(rss)) + " (" + mib(static_cast<std::uint64_t>(anon)) + ") / " +
+                            figure(fds).text + (threads ? " / " + figure(count).text : ""));
+    };
+    const double zombies = max([](const SoakSample& s) { return s.zombies; });
+    windows.row({std::to_string(index + 1) + (w.warmup ? " (warm-up)" : w.withRestarts ? "" : " (no restarts)"),
+                 w.rounds, w.restarts, w.restartsMidRound, w.abortedByRestart, w.abortedOther,
+                 number(w.roundsPerSecond(), 0), Cell(roundTimes(w.roundTime), ms(w.roundTime.p50)),
+                 Cell(w.roundTime.p99 / 1000, ms(w.roundTime.p99)), Cell(w.roundTime.max / 1000, ms(w.roundTime.max)),
+                 usage(&SoakSample::coordinator, true), usage(&SoakSample::trainer, true),
+                 usage(&SoakSample::resident, false), number(max([](const SoakSample& s) { return s.workersMaxRss; }) / kMiB, 1),
+                 figure(max([](const SoakSample& s) { return s.shmSegments; })),
+                 Cell(max([](const SoakSample& s) { return s.children; }),
+                      figure(max([](const SoakSample& s) { return s.children; })).text +
+                          (zombies > 0 ? " (" + figure(zombies).text + ")" : "")),
+                 figure(max([](const SoakSample& s) { return s.deadSlots; })), percent(w.othersCpuShare)});
   }
-  out << "## Windows\n\n"
-      << "Round time: committed rounds. RSS in MiB and fds: the window's maximum. Workers: worker-0 (never restarted) "
-         "and the largest RSS of any live worker. Children: this process's, zombies in brackets if any.\n\n"
-      << windows << "## After the run\n\n"
-      << "The trainer said goodbye, the workers got SIGTERM together, then the coordinator: `wsync-coordinator` "
-      << r.coordinatorExit << ". Left of the bus: " << r.residueAfterStop.shmSegments << " /dev/shm segments, "
-      << r.residueAfterStop.runtimeFiles << " runtime files.\n\n";
+  report.section("windows", "Windows",
+                 "Round time: committed rounds. RSS in MiB and fds: the window's maximum. Workers: worker-0 (never "
+                 "restarted) and the largest RSS of any live worker. Children: this process's.",
+                 windows);
+
+  Json& samples = report.json["samples"] = Json::array();
+  for (const SoakSample& s : r.samples) {
+    samples.push_back({{"round", s.round}, {"seconds", s.seconds}, {"coordinator", toJson(s.coordinator)},
+                       {"trainer", toJson(s.trainer)}, {"resident_worker", toJson(s.resident)},
+                       {"workers_max_rss", s.workersMaxRss}, {"workers_sum_rss", s.workersSumRss},
+                       {"workers_max_fds", s.workersMaxFds}, {"live_workers", s.liveWorkers},
+                       {"shm_segments", s.shmSegments}, {"runtime_files", s.runtimeFiles}, {"children", s.children},
+                       {"zombies", s.zombies}, {"active_slots", s.activeSlots}, {"dead_slots", s.deadSlots}});
+  }
+  report.json["after_stop"] = {{"coordinator_exit", r.coordinatorExit}, {"shm_segments", r.residueAfterStop.first},
+                               {"runtime_files", r.residueAfterStop.second}};
+  out << "## After the run\n\nThe trainer said goodbye, the workers got SIGTERM together, then the coordinator: "
+         "`wsync-coordinator` "
+      << r.coordinatorExit << ". Left of the bus: " << r.residueAfterStop.first << " /dev/shm segments, "
+      << r.residueAfterStop.second << " runtime files.\n\n";
 }
 
 }  // namespace wsync::bench

@@ -27,15 +27,20 @@ Summary summarize(std::vector<double> values) {
 Json toJson(const Summary& summary, const std::string& unit, const std::vector<std::string>& figures) {
   Json json{{"samples", summary.samples}};
   for (const std::string& figure : figures) {
-    const double value = figure == "min"   ? summary.min
-                         : figure == "p50" ? summary.p50
-                         : figure == "p90" ? summary.p90
-                         : figure == "p99" ? summary.p99
-                         : figure == "max" ? summary.max
-                                           : summary.median;
-    json[figure + "_" + unit] = value;
+    json[figure + "_" + unit] = figure == "min"   ? summary.min
+                                : figure == "p50" ? summary.p50
+                                : figure == "p90" ? summary.p90
+                                : figure == "p99" ? summary.p99
+                                : figure == "max" ? summary.max
+                                                  : summary.median;
   }
   return json;
+}
+
+Cell spread(const Summary& summary, const std::string& unit, int decimals) {
+  return {toJson(summary, unit, {"median", "min", "max"}), fixed(summary.median, decimals) + " (" +
+                                                               fixed(summary.min, decimals) + "-" +
+                                                               fixed(summary.max, decimals) + ")"};
 }
 
 }  // namespace wsync::bench

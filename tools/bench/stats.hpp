@@ -25,4 +25,7 @@ Summary summarize(std::vector<double> values);
 Json toJson(const Summary& summary, const std::string& unit,
             const std::vector<std::string>& figures = {"min", "p50", "p90", "p99", "max"});
 
+// "1.23 (1.10-1.40)": the median and the range, with the three in the JSON.
+Cell spread(const Summary& summary, const std::string& unit, int decimals);
+
 }  // namespace wsync::bench

@@ -1,25 +1,17 @@
-#include "bus.hpp"
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <memory>
-#include <optional>
 #include <thread>
-#include <tuple>
-#include <utility>
-#include <vector>
 
 #include <wsync/bus/state/control_block.hpp>
 
 #include "bench_failure.hpp"
+#include "bus.hpp"
 
 namespace wsync::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Tells the compiler `value` is used and memory may have changed, so the read can be neither dropped nor hoisted out
 // of the loop; it emits no instruction.
@@ -27,9 +19,9 @@ inline void keep(std::uint64_t value) { asm volatile("" : : "r"(value) : "memory
 
 template <typename Read>
 double nanosecondsPerRead(Read&& read, std::uint64_t reads) {
-  const auto start = Clock::now();
+  const auto start = std::chrono::steady_clock::now();
   for (std::uint64_t i = 0; i < reads; ++i) keep(read());
-  const auto elapsed = std::chrono::duration<double, std::nano>(Clock::now() - start);
+  const std::chrono::duration<double, std::nano> elapsed = std::chrono::steady_clock::now() - start;
   return elapsed.count() / static_cast<double>(reads);
 }
 
@@ -38,28 +30,25 @@ ReadCost costOf(std::vector<double> values) {
   return ReadCost{values[values.size() / 2], values.front()};
 }
 
-// Alternates the two reads repetition by repetition, so that machine noise hits both alike.
-template <typename SharedRead, typename LocalRead>
-std::pair<ReadCost, ReadCost> timeBoth(const BusBenchConfig& config, SharedRead&& shared, LocalRead&& local) {
-  std::vector<double> sharedNs;
-  std::vector<double> localNs;
-  (void)nanosecondsPerRead(shared, config.versionReads / 10);  // warm-up: page-in, caches, clock frequency
-  (void)nanosecondsPerRead(local, config.versionReads / 10);
+// A warm-up (page-in, caches, clock frequency), then the timed repetitions; with a second read, the two alternate,
+// the order flipping every repetition, so that machine noise hits both alike.
+template <typename First, typename Second>
+std::pair<ReadCost, ReadCost> timeReads(const BusBenchConfig& config, First&& first, Second&& second) {
+  std::vector<double> firstNs;
+  std::vector<double> secondNs;
+  (void)nanosecondsPerRead(first, config.versionReads / 10);
+  (void)nanosecondsPerRead(second, config.versionReads / 10);
   for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
     throwIfInterrupted();
-    if (rep % 2 == 0) {
-      sharedNs.push_back(nanosecondsPerRead(shared, config.versionReads));
-      localNs.push_back(nanosecondsPerRead(local, config.versionReads));
-    } else {
-      localNs.push_back(nanosecondsPerRead(local, config.versionReads));
-      sharedNs.push_back(nanosecondsPerRead(shared, config.versionReads));
-    }
+    if (rep % 2 == 1) secondNs.push_back(nanosecondsPerRead(second, config.versionReads));
+    firstNs.push_back(nanosecondsPerRead(first, config.versionReads));
+    if (rep % 2 == 0) secondNs.push_back(nanosecondsPerRead(second, config.versionReads));
   }
-  return {costOf(std::move(sharedNs)), costOf(std::move(localNs))};
+  return {costOf(std::move(firstNs)), costOf(std::move(secondNs))};
 }
 
 template <typename Read>
-ReadCost timeOne(const BusBenchConfig& config, Read&& read) {
+ReadCost timeRead(const BusBenchConfig& config, Read&& read) {
   std::vector<double> ns;
   (void)nanosecondsPerRead(read, config.versionReads / 10);
   for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
@@ -68,27 +57,6 @@ ReadCost timeOne(const BusBenchConfig& config, Read&& read) {
   }
   return costOf(std::move(ns));
 }
-
-// A thread that keeps writing new versions until destroyed: the worst case for a reader, whose cache line is
-// taken away on every write.
-class BusyWriter {
- public:
-  template <typename Write>
-  explicit BusyWriter(Write write)
-      : thread_([this, write] {
-          for (std::uint64_t version = 1; !stop_.load(std::memory_order_relaxed); ++version) write(version);
-        }) {}
-  BusyWriter(const BusyWriter&) = delete;
-  BusyWriter& operator=(const BusyWriter&) = delete;
-  ~BusyWriter() {
-    stop_.store(true, std::memory_order_relaxed);
-    thread_.join();
-  }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
 
 }  // namespace
 
@@ -111,19 +79,26 @@ VersionReadResult runVersionReadBenchmark(const BusBenchConfig& config, std::ost
     std::atomic<std::uint64_t> value{1};
   };
   const auto local = std::make_unique<LocalVersion>();
+  const auto readShared = [&view, slot] { return view.appliedVersion(slot); };
+  const auto readLocal = [&local] { return local->value.load(std::memory_order_acquire); };
 
-  auto readShared = [&view, slot] { return view.appliedVersion(slot); };
-  auto readLocal = [&local] { return local->value.load(std::memory_order_acquire); };
   VersionReadResult result;
-  std::tie(result.shared, result.local) = timeBoth(config, readShared, readLocal);
-  // Contended: one writer thread at a time, so that on a small machine the reader keeps a core to itself.
+  std::tie(result.shared, result.local) = timeReads(config, readShared, readLocal);
+  // Contended: a thread writing nonstop, the worst case for a reader, whose cache line is taken away on every write.
+  // One writer at a time, so that on a small machine the reader keeps a core to itself.
   {
-    const BusyWriter busy([&writer](std::uint64_t version) { writer.setAppliedVersion(version); });
-    result.sharedContended = timeOne(config, readShared);
+    const std::jthread busy([&writer](const std::stop_token& stop) {
+      for (std::uint64_t version = 1; !stop.stop_requested(); ++version) writer.setAppliedVersion(version);
+    });
+    result.sharedContended = timeRead(config, readShared);
   }
   {
-    const BusyWriter busy([&local](std::uint64_t version) { local->value.store(version, std::memory_order_release); });
-    result.localContended = timeOne(config, readLocal);
+    const std::jthread busy([&local](const std::stop_token& stop) {
+      for (std::uint64_t version = 1; !stop.stop_requested(); ++version) {
+        local->value.store(version, std::memory_order_release);
+      }
+    });
+    result.localContended = timeRead(config, readLocal);
   }
   return result;
 }
