@@ -4,8 +4,10 @@
 // are found by locateProgram. Every child dies with the benchmark (a death signal set before the exec) and is stopped
 // (SIGTERM, then SIGKILL) and reaped on every exit path, so a killed or failed run leaves none behind.
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -58,6 +60,27 @@ class Agents {
   };
 
   std::vector<Agent> agents_;
+};
+
+// Files a run leaves that nothing will use again, its bus names being unique to it (libzmq 4.3 keeps ipc socket files
+// after the socket closes; a killed coordinator leaves its segments): removed when this goes, which must be after the
+// sockets and control blocks that use them.
+class RunFiles {
+ public:
+  RunFiles() = default;
+  RunFiles(const RunFiles&) = delete;
+  RunFiles& operator=(const RunFiles&) = delete;
+  ~RunFiles() {
+    for (const std::string& path : paths_) std::remove(path.c_str());
+  }
+  void add(std::string path) { paths_.push_back(std::move(path)); }
+  // The file behind an ipc:// endpoint; other transports have none.
+  void addEndpoint(std::string_view endpoint) {
+    if (endpoint.starts_with("ipc://")) add(std::string(endpoint.substr(6)));
+  }
+
+ private:
+  std::vector<std::string> paths_;
 };
 
 // `name` in `binDir` when one is given (an error if it is not there); else beside this executable, where an install

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "report.hpp"
-#include "stats.hpp"
 
 namespace wsync::bench {
 

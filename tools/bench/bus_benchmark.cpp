@@ -8,7 +8,6 @@
 #include "bench_failure.hpp"
 #include "bus.hpp"
 #include "latency_paths.hpp"
-#include "run_files.hpp"
 
 namespace wsync::bench {
 namespace {

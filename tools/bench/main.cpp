@@ -184,7 +184,6 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1000));
   soakMode.add_option("--bin-dir", soak.binDir, "Folder of wsync-coordinator and wsync-worker (default: beside "
                       "wsync-bench, else this build's)");
-  soakMode.add_option("--child-log", soak.childLog, "The coordinator's and workers' stderr (default: this stderr)");
   option(soakMode, "--child-log-level", soak.childLogLevel, "--log-level of the coordinator and workers")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   soakMode.callback([&] {

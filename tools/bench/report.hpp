@@ -62,6 +62,19 @@ struct Report {
   void section(const std::string& key, const std::string& title, const std::string& text, const Table& table);
 };
 
+// What every mode reports of a measurement's samples: nearest-rank percentiles, and the median (the mean of the middle
+// two for an even count), in the unit of the samples.
+struct Summary {
+  std::size_t samples = 0;
+  double min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0, median = 0;
+};
+Summary summarize(std::vector<double> values);
+// {"samples": N, "p50_us": ...}: the figures named in `figures`, each key suffixed with `unit`.
+Json toJson(const Summary& summary, const std::string& unit,
+            const std::vector<std::string>& figures = {"min", "p50", "p90", "p99", "max"});
+// "1.23 (1.10-1.40)": the median and the range, the three in the JSON.
+Cell spread(const Summary& summary, const std::string& unit, int decimals);
+
 // The options every mode has.
 struct ModeOptions {
   bool quick = false;  // a demonstration in seconds: too few samples for conclusions

@@ -8,10 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <ctime>
 #include <iostream>
-#include <memory>
-#include <optional>
 #include <thread>
 
 #include <wsync/bus/channel/bucket_plan.hpp>
@@ -20,10 +17,8 @@
 #include <wsync/worker_agent/worker_agent.hpp>
 
 #include "agents.hpp"
-#include "bench_failure.hpp"
 #include "bus.hpp"
 #include "machine_load.hpp"
-#include "stats.hpp"
 #include "trainer_rounds.hpp"
 
 namespace wsync::bench {
@@ -37,37 +32,30 @@ constexpr int kTailWarmups = 2;
 constexpr int kTailRepetitions = 11;
 
 // The data a round's overhead cannot shed: when the trainer's send returns, each receiver still has the last buckets
-// of the ring to copy out and digest (at most one per buffer: the sender refills a buffer only once every receiver
-// drained it). Measured here as one receiver would do it, a memcpy and an XXH3-128 update per piece of those buckets:
-// a reference for the reader, not subtracted from anything. Returns the bytes and the median in microseconds.
-std::pair<std::uint64_t, double> measureReceiveTail(const bus::Manifest& manifest, std::uint64_t bucketBytes) {
+// of the ring to copy out and digest (one per buffer at most: the sender refills a buffer only once every receiver
+// drained it). Timed here as one receiver does it, memcpy and XXH3-128 per piece: a reference for the reader, not
+// subtracted from anything. The median, in microseconds.
+double measureReceiveTail(const bus::Manifest& manifest, std::uint64_t bucketBytes) {
   const auto plan = orThrow(bus::BucketPlan::build(manifest, bucketBytes, coordinator::kDefaultAlignment), "plan");
   const TensorMemory source(manifest);
   const TensorMemory scratch(manifest);
-  const std::uint32_t buckets = plan.bucketCount();
-  std::vector<bus::Piece> pieces;
-  std::uint64_t bytes = 0;
-  for (std::uint32_t bucket = buckets - std::min(buckets, coordinator::kDefaultBufferCount); bucket < buckets;
-       ++bucket) {
-    for (const bus::Piece& piece : plan.piecesOfBucket(bucket)) {
-      pieces.push_back(piece);
-      bytes += piece.bytes;
-    }
-  }
   const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
+  const std::uint32_t buckets = plan.bucketCount();
   std::vector<double> timesUs;
   for (int repetition = 0; repetition < kTailWarmups + kTailRepetitions; ++repetition) {
     const auto start = Clock::now();
     XXH3_128bits_reset(state.get());
-    for (const bus::Piece& piece : pieces) {
-      std::byte* target = scratch.tensors()[piece.tensor].data() + piece.tensorOffset;
-      std::memcpy(target, source.constTensors()[piece.tensor].data() + piece.tensorOffset, piece.bytes);
-      XXH3_128bits_update(state.get(), target, piece.bytes);
+    for (std::uint32_t b = buckets - std::min(buckets, coordinator::kDefaultBufferCount); b < buckets; ++b) {
+      for (const bus::Piece& piece : plan.piecesOfBucket(b)) {
+        std::byte* target = scratch.tensors()[piece.tensor].data() + piece.tensorOffset;
+        std::memcpy(target, source.constTensors()[piece.tensor].data() + piece.tensorOffset, piece.bytes);
+        XXH3_128bits_update(state.get(), target, piece.bytes);
+      }
     }
     (void)XXH3_128bits_digest(state.get());  // a library call on stores the caller owns: nothing is optimised away
     if (repetition >= kTailWarmups) timesUs.push_back(microseconds(Clock::now() - start));
   }
-  return {bytes, summarize(timesUs).median};
+  return summarize(timesUs).median;
 }
 
 // One configuration (N workers, one manifest): its rounds' phases, in microseconds.
@@ -76,16 +64,13 @@ struct RoundMeasurement {
   std::string model;
   std::size_t tensors = 0;
   std::uint64_t bytes = 0;
-  std::uint32_t buckets = 0;
-  double joinMs = 0;          // the worker processes started until every one is registered
-  double firstRoundMs = 0;    // round 1: carries the manifest to every worker and faults in their staging
-  std::uint64_t tailBytes = 0;  // one receiver's copy of what is left to it when the send returns (a reference)
-  double tailUs = 0;
+  double firstRoundMs = 0;  // round 1: carries the manifest to every worker and faults in their staging
+  double tailUs = 0;        // measureReceiveTail
   double othersCpuShare = 0;
   // total: PublishOutcome::total, BeginUpdate sent -> Commit handled by the trainer; sending: its send of every
-  // bucket, the data; overhead: total - sending; untilPlan: BeginUpdate -> TransferPlan (begin, pause, acks);
-  // afterSend: send returned -> Commit; caller: publish() called -> outcome in the trainer's own thread; apply:
-  // outcome -> every worker reports the version applied. withMonitors: total, with wsync-mon attached.
+  // bucket; overhead: total - sending; untilPlan: BeginUpdate -> TransferPlan (begin, pause, acks); afterSend: send
+  // returned -> Commit; caller: publish() called -> the outcome in the trainer's thread; apply: outcome -> every worker
+  // shows the version applied; withMonitors: total, with wsync-mon attached.
   std::vector<double> total{}, sending{}, overhead{}, untilPlan{}, afterSend{}, caller{}, apply{}, withMonitors{};
 };
 
@@ -99,14 +84,10 @@ class BenchBus {
            std::ostream& progress)
       : name_(busName) {
     const bus::Manifest manifest = catalogManifest(model);
-    const auto plan = orThrow(bus::BucketPlan::build(manifest, bucketBytes, coordinator::kDefaultAlignment), "plan");
-    result_ = {.workers = workerCount, .model = model, .tensors = manifest.size(), .bytes = manifest.totalBytes(),
-               .buckets = plan.bucketCount()};
+    result_ = {.workers = workerCount, .model = model, .tensors = manifest.size(), .bytes = manifest.totalBytes()};
     progress << "round: " << workerCount << " workers, " << model << " (" << result_.tensors << " tensors, "
-             << fixed(static_cast<double>(result_.bytes) / kMiB, 2) << " MiB, " << result_.buckets << " buckets of "
-             << bucketBytes / 1024 << " KiB), bus " << busName << '\n';
-    // Before any process of this bus starts, on a quiet machine.
-    std::tie(result_.tailBytes, result_.tailUs) = measureReceiveTail(manifest, bucketBytes);
+             << fixed(static_cast<double>(result_.bytes) / kMiB, 2) << " MiB), bus " << busName << '\n';
+    result_.tailUs = measureReceiveTail(manifest, bucketBytes);  // before any process of this bus starts
     coordinator::CoordinatorOptions options;
     options.bus = busName;
     options.bucketBytes = bucketBytes;
@@ -117,10 +98,23 @@ class BenchBus {
       const std::string id = "worker-" + std::to_string(index);
       workers_.start(busName + " " + id, "agent-round-worker", RoundWorkerOptions{busName, id, model});
     }
-    waitForWorkers();
-    result_.joinMs = microseconds(Clock::now() - joinStart) / 1000;
+    // Until every worker holds a slot it has attached to (registered, heartbeating).
+    while (slots_.size() < workerCount) {
+      throwIfInterrupted();
+      workers_.throwIfAnyExited();  // a worker that failed to start is reported now, not at the deadline
+      if (Clock::now() - joinStart > kWorkerJoinTimeout) {
+        throw BenchFailure(std::to_string(slots_.size()) + " of " + std::to_string(workerCount) +
+                           " workers registered within " + std::to_string(kWorkerJoinTimeout.count()) + " ms");
+      }
+      std::this_thread::sleep_for(kWorkerJoinPollInterval);
+      slots_.clear();
+      for (const bus::AgentSlotSnapshot& agent : attachedAgents(*view_)) {
+        if (agent.role == msg::Role::Worker) slots_.push_back(agent.slot);
+      }
+    }
     trainer_.emplace(busName, "trainer", model);
-    progress << "  " << workerCount << " registered in " << static_cast<long>(result_.joinMs) << " ms\n";
+    progress << "  " << workerCount << " registered in " << fixed(microseconds(Clock::now() - joinStart) / 1000, 0)
+             << " ms\n";
   }
 
   // The next version, published as soon as the last one is applied everywhere: back to back, yet every round starts
@@ -138,10 +132,18 @@ class BenchBus {
                          std::string(trainer_agent::toString(outcome.kind)) + " (" +
                          msg::EnumNameAbortReason(outcome.reason) + "): " + outcome.detail);
     }
-    const double applyUs = waitForApplied(version);
-    if (version == 1) result_.firstRoundMs = microseconds(outcome.total) / 1000;
-    if (!measured) return;
+    // Until every worker shows the version applied (its copy into its weights done).
+    while (!std::all_of(slots_.begin(), slots_.end(), [&](auto slot) { return view_->appliedVersion(slot) >= version; })) {
+      if (Clock::now() - returned > kApplyTimeout) {
+        workers_.throwIfAnyExited();
+        throw BenchFailure(result_.model + ": version " + std::to_string(version) + " not applied by every worker "
+                           "within " + std::to_string(kApplyTimeout.count()) + " ms of its commit");
+      }
+      std::this_thread::sleep_for(kApplyPollInterval);
+    }
     const double total = microseconds(outcome.total);
+    if (version == 1) result_.firstRoundMs = total / 1000;
+    if (!measured) return;
     if (monitored_) return result_.withMonitors.push_back(total);
     const double sending = microseconds(outcome.sending);
     const double untilPlan = microseconds(outcome.untilPlan);
@@ -151,11 +153,11 @@ class BenchBus {
     result_.untilPlan.push_back(untilPlan);
     result_.afterSend.push_back(std::max(0.0, total - sending - untilPlan));
     result_.caller.push_back(microseconds(returned - called));
-    result_.apply.push_back(applyUs);
+    result_.apply.push_back(microseconds(Clock::now() - returned));
   }
 
   // Rounds with `count` wsync-mon processes in live view (redrawing 4 times a second into /dev/null, a snapshot a
-  // second), as operators' terminals would, after they had time to settle.
+  // second), as operators' terminals would, once they had time to settle.
   void runWithMonitors(const std::string& monBinary, std::size_t count, std::size_t rounds) {
     const int devNull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (devNull < 0) throw BenchFailure("cannot open /dev/null");
@@ -187,48 +189,13 @@ class BenchBus {
   }
 
  private:
-  // Until every worker holds a slot it has attached to (registered, heartbeating); keeps the worker slots.
-  void waitForWorkers() {
-    const auto deadline = Clock::now() + kWorkerJoinTimeout;
-    for (;;) {
-      throwIfInterrupted();
-      workers_.throwIfAnyExited();  // a worker that failed to start is reported now, not at the deadline
-      slots_.clear();
-      for (const bus::AgentSlotSnapshot& agent : attachedAgents(*view_)) {
-        if (agent.role == msg::Role::Worker) slots_.push_back(agent.slot);
-      }
-      if (slots_.size() == result_.workers) return;
-      if (Clock::now() > deadline) {
-        throw BenchFailure(std::to_string(slots_.size()) + " of " + std::to_string(result_.workers) +
-                           " workers registered within " + std::to_string(kWorkerJoinTimeout.count()) + " ms");
-      }
-      std::this_thread::sleep_for(kWorkerJoinPollInterval);
-    }
-  }
-
-  // Microseconds from the outcome until every worker reports `version` applied (its copy into its weights is done).
-  double waitForApplied(std::uint64_t version) {
-    const auto start = Clock::now();
-    while (!std::all_of(slots_.begin(), slots_.end(),
-                        [&](std::uint32_t slot) { return view_->appliedVersion(slot) >= version; })) {
-      if (Clock::now() - start > kApplyTimeout) {
-        workers_.throwIfAnyExited();
-        throw BenchFailure(result_.model + ": version " + std::to_string(version) +
-                           " committed but not applied by every worker within " +
-                           std::to_string(kApplyTimeout.count()) + " ms");
-      }
-      std::this_thread::sleep_for(kApplyPollInterval);
-    }
-    return microseconds(Clock::now() - start);
-  }
-
   const std::string name_;
   RoundMeasurement result_;
   bool monitored_ = false;
   std::uint64_t nextVersion_ = 1;
   std::unique_ptr<tools::CoordinatorThread> coordinator_;
   std::optional<bus::ControlBlockView> view_;
-  std::vector<std::uint32_t> slots_;
+  std::vector<std::uint32_t> slots_;  // the workers'
   Agents workers_;
   std::optional<BenchTrainer> trainer_;
 };
@@ -244,12 +211,6 @@ class RoundRun {
   RoundMeasurement measure(const std::string& model, std::size_t workerCount) {
     const MachineLoad load;
     const std::unique_ptr<BenchBus> bus = open(model, workerCount);
-    progress_ << "  " << config_.warmup << " warm-up + " << config_.rounds << " rounds"
-              << (config_.monitors > 0 ? ", " + std::to_string(config_.rounds) + " with " +
-                                             std::to_string(config_.monitors) + " monitors and " +
-                                             std::to_string(config_.rounds) + " more without"
-                                       : "")
-              << '\n';
     for (std::size_t round = 0; round < config_.warmup + config_.rounds; ++round) {
       bus->runRound(round >= config_.warmup);
     }
@@ -277,8 +238,6 @@ class RoundRun {
     const MachineLoad load;
     std::vector<std::unique_ptr<BenchBus>> buses;
     for (const std::string& model : models) buses.push_back(open(model, workerCount));
-    progress_ << "  side by side: " << config_.warmup << " warm-up + " << config_.countRounds
-              << " rounds each, in turns of " << kCountBlock << '\n';
     for (auto& bus : buses) {
       for (std::size_t round = 0; round < config_.warmup; ++round) bus->runRound(false);
     }
@@ -306,14 +265,13 @@ class RoundRun {
     return std::make_unique<BenchBus>(name, model, workerCount, config_.bucketKiB * 1024, progress_);
   }
 
-  RoundMeasurement report(const RoundMeasurement& result) {
-    progress_ << "  " << result.model << ", " << result.workers << " workers: overhead p50 "
-              << fixed(p50(result.overhead) / 1000, 3) << " ms (round " << fixed(p50(result.total) / 1000, 3)
-              << ", send " << fixed(p50(result.sending) / 1000, 3) << "); first round " << fixed(result.firstRoundMs, 1)
-              << " ms" << (result.withMonitors.empty() ? "" : "; with monitors p50 " +
-                                                                  fixed(p50(result.withMonitors) / 1000, 3) + " ms")
-              << "; other processes used " << percent(result.othersCpuShare).text << " of the CPUs\n";
-    return result;
+  RoundMeasurement report(const RoundMeasurement& m) {
+    progress_ << "  " << m.model << ", " << m.workers << " workers: overhead p50 " << fixed(p50(m.overhead) / 1000, 3)
+              << " ms (round " << fixed(p50(m.total) / 1000, 3) << ", send " << fixed(p50(m.sending) / 1000, 3)
+              << ")" << (m.withMonitors.empty() ? "" : "; with monitors, round " +
+                                                           fixed(p50(m.withMonitors) / 1000, 3) + " ms")
+              << "; other processes used " << percent(m.othersCpuShare).text << " of the CPUs\n";
+    return m;
   }
 
   const RoundBenchConfig& config_;
@@ -346,11 +304,9 @@ void serveRounds(const RoundWorkerOptions& options) {
   auto agent = orThrow(worker_agent::WorkerAgent::start(std::move(workerOptions), std::move(hooks)), "worker agent");
   const timespec slice{std::chrono::seconds(kRoundWorkerSignalSlice).count(), 0};
   while (::sigtimedwait(&termination, nullptr, &slice) != SIGTERM) {
-    if (Clock::now() - Clock::time_point{Clock::duration{lastPause.load(std::memory_order_relaxed)}} >
-        kAgentIdleTimeout) {
+    if (Clock::now() - Clock::time_point{Clock::duration{lastPause.load()}} > kAgentIdleTimeout) {
       agent->stop();
-      throw BenchFailure("no round for " + std::to_string(kAgentIdleTimeout.count()) +
-                         " ms: the benchmark is gone or stuck");
+      throw BenchFailure("no round for " + std::to_string(kAgentIdleTimeout.count()) + " ms: the benchmark is gone");
     }
   }
   agent->stop();  // Goodbye: the coordinator frees the slot at once
@@ -370,7 +326,6 @@ int runRoundWorker(const RoundWorkerOptions& options) {
 
 void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
   const MachineLoad load;
-  std::cerr << "baseline: request/reply round trip, " << c.baselineRoundTrips << " per path\n";
   const LatencyComparison before = runRoundTripBenchmark(c.baselineRoundTrips, kDefaultBlock, std::cerr);
   RoundRun run(c, std::cerr);
   std::vector<RoundMeasurement> workerSweep;
@@ -379,7 +334,6 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
   }
   std::vector<RoundMeasurement> countSweep;
   if (!c.countModels.empty()) countSweep = run.measureSideBySide(c.countModels, c.countWorkers);
-  std::cerr << "baseline again, after the rounds\n";
   const LatencyComparison after = runRoundTripBenchmark(c.baselineRoundTrips, kDefaultBlock, std::cerr);
   report.json["others_cpu_share"] = load.othersShare();
 
@@ -389,107 +343,104 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
       {"count_rounds", c.countRounds}, {"count_block", kCountBlock}, {"bucket_kib", c.bucketKiB},
       {"buffers", coordinator::kDefaultBufferCount}, {"baseline_round_trips", c.baselineRoundTrips},
       {"pause_mode", "keep"}, {"monitors", c.monitors}});
-  // Overheads are compared with the raw ZeroMQ round trip p50: the mean of before and after.
-  const double rawUs = (before.raw.p50 + after.raw.p50) / 2;
+  const double rawUs = (before.raw.p50 + after.raw.p50) / 2;  // what overheads are compared with
   Table baseline(latencyColumns({"when", ""}));
   baseline.row(latencyRow("before the rounds", before));
   baseline.row(latencyRow("after the rounds", after));
   report.section("baseline", "Baseline: request/reply round trip (microseconds)",
                  "`wsync-bench bus`'s round trip between one agent process and this one, through raw cppzmq and "
-                 "through the bus library. Overheads below are also given in raw round trips (the mean raw p50, " +
+                 "through the bus library. Overheads below are also counted in raw round trips (the mean raw p50, " +
                      fixed(rawUs, 1) + " us).",
                  baseline);
 
   const auto ms = [](double us) { return Cell(us / 1000, fixed(us / 1000, us < 10'000 ? 3 : 1)); };
-  const auto percentile = [&ms](const std::vector<double>& samples, double Summary::*figure) {
+  const auto p = [&ms](const std::vector<double>& samples, double Summary::*figure = &Summary::p50) {
     return ms(summarize(samples).*figure);
   };
-  const auto size = [](std::uint64_t bytes) {
-    return bytes < (1U << 20) ? fixed(static_cast<double>(bytes) / 1024, 1) + " KiB"
-                              : fixed(static_cast<double>(bytes) / kMiB, 2) + " MiB";
+  const auto manifest = [](const RoundMeasurement& m) {
+    return "`" + m.model + "` (" + std::to_string(m.tensors) + " tensors, " +
+           fixed(static_cast<double>(m.bytes) / kMiB, m.bytes < (1U << 20) ? 3 : 0) + " MiB)";
   };
-  const auto overheadGoal = [](const RoundMeasurement& m) { return p50(m.overhead) / 1000 <= kMaxRoundOverheadMs; };
-  Table sweep({{"model", "manifest"}, {"workers", "workers"}, {"total_p50_ms", "round p50"},
-               {"total_p90_ms", "round p90"}, {"sending_p50_ms", "send p50"}, {"overhead_p50_ms", "overhead p50"},
-               {"overhead_p90_ms", "overhead p90"}, {"overhead_in_raw_rtts", "in raw RTTs"},
-               {"goal_met", "goal (p50 <= " + fixed(kMaxRoundOverheadMs, 0) + " ms at " +
-                                std::to_string(kRoundGoalWorkers) + ")"},
-               {"until_plan_p50_ms", "begin -> plan"}, {"after_send_p50_ms", "send returned -> commit"},
-               {"receive_tail_ms", "one receiver's copy of the last buckets"}, {"caller_p50_ms", "publish -> outcome"},
-               {"apply_p50_ms", "commit -> all applied"}, {"first_round_ms", "first round"},
-               {"others_cpu_share", "others' CPU"}});
-  Table monitors({{"model", "manifest"}, {"workers", "workers"}, {"rounds_without", "rounds without"},
-                  {"without_p50_ms", "p50"}, {"without_p99_ms", "p99"}, {"rounds_with", "rounds with"},
-                  {"with_p50_ms", "p50"}, {"with_p99_ms", "p99"}, {"ratio", "with/without p50"},
-                  {"goal_met", "goal (<= " + ratio(kMaxMonitorSlowdown).text + ")"}});
-  for (const RoundMeasurement& m : workerSweep) {
-    sweep.row({"`" + m.model + "` (" + size(m.bytes) + ")", m.workers, percentile(m.total, &Summary::p50),
-               percentile(m.total, &Summary::p90), percentile(m.sending, &Summary::p50),
-               percentile(m.overhead, &Summary::p50), percentile(m.overhead, &Summary::p90),
-               number(rawUs > 0 ? p50(m.overhead) / rawUs : 0, 1),
-               m.workers == kRoundGoalWorkers ? verdict(overheadGoal(m)) : Cell(),
-               percentile(m.untilPlan, &Summary::p50), percentile(m.afterSend, &Summary::p50),
-               Cell(Json{{"ms", m.tailUs / 1000}, {"bytes", m.tailBytes}}, ms(m.tailUs).text + " (" + size(m.tailBytes) + ")"),
-               percentile(m.caller, &Summary::p50), percentile(m.apply, &Summary::p50), number(m.firstRoundMs, 1),
-               percent(m.othersCpuShare)});
-    if (c.monitors == 0) continue;
-    const double slowdown = p50(m.total) > 0 ? p50(m.withMonitors) / p50(m.total) : 0;
-    monitors.row({"`" + m.model + "`", m.workers, m.total.size(), percentile(m.total, &Summary::p50),
-                  percentile(m.total, &Summary::p99), m.withMonitors.size(), percentile(m.withMonitors, &Summary::p50),
-                  percentile(m.withMonitors, &Summary::p99), ratio(slowdown),
-                  verdict(slowdown <= kMaxMonitorSlowdown)});
+  const auto goalMet = [](const RoundMeasurement& m) { return p50(m.overhead) / 1000 <= kMaxRoundOverheadMs; };
+  // Each sweep in two tables: the round and its overhead, then where the time goes (p50s of the phases on their own,
+  // so they need not add up).
+  const auto overheads = [&](const std::vector<RoundMeasurement>& sweep) {
+    Table table({{"model", "manifest"}, {"workers", "workers"}, {"total_p50_ms", "round p50"},
+                 {"total_p90_ms", "round p90"}, {"sending_p50_ms", "send p50"}, {"overhead_p50_ms", "overhead p50"},
+                 {"overhead_p90_ms", "overhead p90"}, {"in_raw_rtts", "in raw RTTs"},
+                 {"goal_met", "goal (p50 <= " + fixed(kMaxRoundOverheadMs, 0) + " ms at " +
+                                  std::to_string(kRoundGoalWorkers) + " workers)"}});
+    for (const RoundMeasurement& m : sweep) {
+      table.row({manifest(m), m.workers, p(m.total), p(m.total, &Summary::p90), p(m.sending), p(m.overhead),
+                 p(m.overhead, &Summary::p90), number(rawUs > 0 ? p50(m.overhead) / rawUs : 0, 1),
+                 m.workers == kRoundGoalWorkers ? verdict(goalMet(m)) : Cell()});
+    }
+    return table;
+  };
+  const auto phases = [&](const std::vector<RoundMeasurement>& sweep) {
+    Table table({{"model", "manifest"}, {"workers", "workers"}, {"until_plan_ms", "begin -> plan"},
+                 {"after_send_ms", "send returned -> commit"}, {"tail_ms", "one receiver's copy of the last buckets"},
+                 {"caller_ms", "publish -> outcome"}, {"apply_ms", "commit -> all applied"},
+                 {"first_round_ms", "first round"}, {"others_cpu_share", "others' CPU"}});
+    for (const RoundMeasurement& m : sweep) {
+      table.row({manifest(m), m.workers, p(m.untilPlan), p(m.afterSend), ms(m.tailUs), p(m.caller), p(m.apply),
+                 number(m.firstRoundMs, 1), percent(m.othersCpuShare)});
+    }
+    return table;
+  };
+  if (!workerSweep.empty()) {
+    std::string goals;
+    for (const RoundMeasurement& m : workerSweep) {
+      if (m.workers != kRoundGoalWorkers) continue;
+      goals += " Goal, overhead p50 at most " + fixed(kMaxRoundOverheadMs, 0) + " ms with " +
+               std::to_string(kRoundGoalWorkers) + " workers, `" + m.model + "`: " + verdict(goalMet(m)).text +
+               " (" + ms(p50(m.overhead)).text + " ms).";
+    }
+    report.section("worker_sweep", "Round overhead by number of workers (milliseconds)",
+                   "Round: `PublishOutcome::total`, BeginUpdate sent until the trainer handles the Commit. Send: the "
+                   "trainer's send of every bucket, the data. Overhead: round - send, round by round; with data an "
+                   "upper bound, as the receivers still copy the last buckets when the send returns." + goals,
+                   overheads(workerSweep));
+    report.section("worker_phases", "Where the time goes, by number of workers (milliseconds, p50)", "",
+                   phases(workerSweep));
   }
-  std::ostringstream text;
-  text << "Round: `PublishOutcome::total`, from the BeginUpdate sent until the trainer handles the Commit. Send: the "
-          "trainer's send of every bucket, the data time. Overhead: round - send, round by round; with data it is an "
-          "upper bound (the receivers still copy the last buckets, for which one receiver's copy is given). The "
-          "phases after the goal are p50s on their own, so they need not add up.";
-  for (const RoundMeasurement& m : workerSweep) {
-    if (m.workers != kRoundGoalWorkers) continue;
-    text << " Goal, overhead p50 at most " << fixed(kMaxRoundOverheadMs, 0) << " ms with " << kRoundGoalWorkers
-         << " workers, `" << m.model << "`: " << verdict(overheadGoal(m)).text << " (" << ms(p50(m.overhead)).text
-         << " ms).";
-  }
-  if (!sweep.empty()) report.section("worker_sweep", "Round overhead by number of workers (milliseconds)", text.str(), sweep);
   if (c.monitors > 0) {
-    report.section("monitors", "Round time with and without " + std::to_string(c.monitors) +
-                                   " monitors attached (milliseconds)",
-                   "Every bus of the worker sweep: rounds without, with the monitors (live view into /dev/null), "
-                   "without again; \"without\" pools both phases.",
+    Table monitors({{"model", "manifest"}, {"workers", "workers"}, {"rounds_without", "rounds without"},
+                    {"without_p50_ms", "p50"}, {"without_p99_ms", "p99"}, {"rounds_with", "rounds with"},
+                    {"with_p50_ms", "p50"}, {"with_p99_ms", "p99"}, {"ratio", "with/without p50"},
+                    {"goal_met", "goal (<= " + ratio(kMaxMonitorSlowdown).text + ")"}});
+    for (const RoundMeasurement& m : workerSweep) {
+      const double slowdown = p50(m.total) > 0 ? p50(m.withMonitors) / p50(m.total) : 0;
+      monitors.row({manifest(m), m.workers, m.total.size(), p(m.total), p(m.total, &Summary::p99),
+                    m.withMonitors.size(), p(m.withMonitors), p(m.withMonitors, &Summary::p99), ratio(slowdown),
+                    verdict(slowdown <= kMaxMonitorSlowdown)});
+    }
+    report.section("monitors",
+                   "Round time with and without " + std::to_string(c.monitors) + " monitors attached (milliseconds)",
+                   "Rounds without, with the monitors (live view into /dev/null), without again; \"without\" pools "
+                   "both phases.",
                    monitors);
   }
-
-  Table counts({{"model", "manifest"}, {"tensors", "tensors"}, {"buckets", "buckets"}, {"total_p50_ms", "round p50"},
-                {"sending_p50_ms", "send p50"}, {"overhead_p50_ms", "overhead p50"},
-                {"overhead_p90_ms", "overhead p90"}, {"until_plan_p50_ms", "begin -> plan"},
-                {"after_send_p50_ms", "send returned -> commit"}, {"apply_p50_ms", "commit -> all applied"},
-                {"first_round_ms", "first round"}});
-  for (const RoundMeasurement& m : countSweep) {
-    counts.row({"`" + m.model + "`", m.tensors, m.buckets, percentile(m.total, &Summary::p50),
-                percentile(m.sending, &Summary::p50), percentile(m.overhead, &Summary::p50),
-                percentile(m.overhead, &Summary::p90), percentile(m.untilPlan, &Summary::p50),
-                percentile(m.afterSend, &Summary::p50), percentile(m.apply, &Summary::p50),
-                number(m.firstRoundMs, 1)});
-  }
-  if (countSweep.size() >= 2) {
-    // The most tensors over the fewest (the sweep keeps the bytes equal), p50 over p50.
+  if (!countSweep.empty()) {
+    Table counts = overheads(countSweep);
+    Table countPhases = phases(countSweep);
+    // The most tensors over the fewest, p50 over p50 (the sweep keeps the bytes equal).
     const auto [fewest, most] = std::minmax_element(countSweep.begin(), countSweep.end(),
                                                     [](const auto& a, const auto& b) { return a.tensors < b.tensors; });
-    const auto over = [&](const std::vector<double> RoundMeasurement::*phase) {
-      return ratio(p50(*fewest.*phase) > 0 ? p50(*most.*phase) / p50(*fewest.*phase) : 0);
+    const auto over = [&](std::vector<double> RoundMeasurement::*phase) {
+      return ratio(p50((*fewest).*phase) > 0 ? p50((*most).*phase) / p50((*fewest).*phase) : 0);
     };
-    counts.row({"from " + std::to_string(fewest->tensors) + " to " + std::to_string(most->tensors) + " tensors", "",
-                "", over(&RoundMeasurement::total), over(&RoundMeasurement::sending),
-                over(&RoundMeasurement::overhead), "", over(&RoundMeasurement::untilPlan),
-                over(&RoundMeasurement::afterSend), over(&RoundMeasurement::apply)});
-  }
-  if (!counts.empty()) {
+    counts.row({"most tensors / fewest", "", over(&RoundMeasurement::total), "", over(&RoundMeasurement::sending),
+                over(&RoundMeasurement::overhead)});
+    countPhases.row({"most tensors / fewest", "", over(&RoundMeasurement::untilPlan),
+                     over(&RoundMeasurement::afterSend), "", over(&RoundMeasurement::caller),
+                     over(&RoundMeasurement::apply)});
     report.section("count_sweep", "Round overhead by number of tensors (milliseconds)",
-                   std::to_string(c.countWorkers) + " workers; the manifests hold the same bytes in different numbers "
-                   "of tensors and ran side by side, taking turns. After the first round a manifest is referred to "
-                   "by its digest, so no control message grows with the count; work per tensor still may. The last "
-                   "row: the most tensors over the fewest, p50 over p50.",
+                   "The manifests hold the same bytes in different numbers of tensors and ran side by side, taking "
+                   "turns. After the first round a manifest is referred to by its digest, so no control message grows "
+                   "with the count; work per tensor still may.",
                    counts);
+    report.section("count_phases", "Where the time goes, by number of tensors (milliseconds, p50)", "", countPhases);
   }
 }
 

@@ -19,7 +19,6 @@
 #include "agents.hpp"
 #include "bench_failure.hpp"
 #include "machine_load.hpp"
-#include "stats.hpp"
 #include "tensor_memory.hpp"
 
 namespace wsync::bench {

@@ -1,11 +1,11 @@
-#include <fcntl.h>
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <optional>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
 #include <random>
 #include <set>
 #include <thread>
@@ -14,9 +14,7 @@
 #include <wsync/tools/child_process.hpp>
 
 #include "agents.hpp"
-#include "bench_failure.hpp"
 #include "machine_load.hpp"
-#include "run_files.hpp"
 #include "soak.hpp"
 #include "trainer_rounds.hpp"
 
@@ -29,10 +27,69 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxUnexpectedExits = 16;
 constexpr std::size_t kNever = static_cast<std::size_t>(-1);
 
-msg::PauseMode pauseModeOf(const std::string& name) {
-  if (name == "abort") return msg::PauseMode::Abort;
-  if (name == "wait") return msg::PauseMode::Wait;
-  return msg::PauseMode::Keep;
+// Entries of a folder named `stem`, or `stem` followed by one of `separators` and more ("wsync-soak-1" must not count
+// the segments of a bus called "wsync-soak-12"); with no stem, every entry but . and .. Nothing when it cannot be
+// opened.
+std::optional<std::uint32_t> countEntries(const std::string& path, const std::string& stem = "",
+                                          std::string_view separators = "") {
+  DIR* directory = ::opendir(path.c_str());
+  if (directory == nullptr) return std::nullopt;
+  std::uint32_t count = 0;
+  while (const dirent* entry = ::readdir(directory)) {
+    const std::string_view name(entry->d_name);
+    if (stem.empty() ? name != "." && name != ".."
+                     : name.starts_with(stem) && (name.size() == stem.size() ||
+                                                  separators.find(name[stem.size()]) != std::string_view::npos)) {
+      ++count;
+    }
+  }
+  ::closedir(directory);
+  return count;
+}
+
+ProcessUsage readProcessUsage(pid_t pid) {
+  ProcessUsage usage;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string key; status >> key; status.ignore(std::numeric_limits<std::streamsize>::max(), '\n')) {
+    std::uint64_t* bytes = key == "VmRSS:"      ? &usage.rssBytes
+                           : key == "RssAnon:"  ? &usage.anonBytes
+                           : key == "RssShmem:" ? &usage.shmemBytes
+                                                : nullptr;
+    if (bytes != nullptr && status >> *bytes) *bytes *= 1024;  // kB
+    if (key == "Threads:") status >> usage.threads;
+  }
+  const auto fds = countEntries("/proc/" + std::to_string(pid) + "/fd");
+  const std::vector<std::string> fields = procStatFields(pid);
+  usage.fds = fds.value_or(0);
+  // A zombie has a status file but no memory and no descriptors: not alive in the sense that matters here.
+  usage.alive = fds.has_value() && !fields.empty() && fields[0] != "Z";
+  return usage;
+}
+
+// Processes whose parent is `parent`, and how many of them are zombies (exited, not reaped).
+std::pair<std::uint32_t, std::uint32_t> countChildren(pid_t parent) {
+  std::uint32_t children = 0;
+  std::uint32_t zombies = 0;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return {0, 0};
+  while (const dirent* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    const std::vector<std::string> fields = procStatFields(static_cast<pid_t>(pid));  // [0] state, [1] parent
+    if (fields.size() < 2 || fields[1] != std::to_string(parent)) continue;
+    ++children;
+    if (fields[0] == "Z") ++zombies;
+  }
+  ::closedir(proc);
+  return {children, zombies};
+}
+
+// The bus's entries in /dev/shm (control block "wsync-<uid>-<bus>", arena "...-shm") and in the runtime folder
+// (sockets "<bus>.req", "<bus>.evt").
+std::pair<std::uint32_t, std::uint32_t> countBusResidue(const std::string& busName, const std::string& runtimeDir) {
+  return {countEntries("/dev/shm", bus::controlBlockSegmentName(busName), "-.").value_or(0),
+          countEntries(runtimeDir, busName, ".").value_or(0)};
 }
 
 // The workers' agent id in an abort's detail ("worker 'worker-3': process 1234 is gone"), if it names one.
@@ -56,7 +113,6 @@ class SoakRun {
   SoakRun(const SoakBenchConfig& config, std::ostream& progress)
       : config_(config),
         progress_(progress),
-        pauseMode_(pauseModeOf(config.pauseMode)),
         rng_(config.seed),
         runtimeDir_(orThrow(bus::runtimeDirectory(), "runtime folder")),
         windowCount_(config.rounds / config.window) {
@@ -67,8 +123,7 @@ class SoakRun {
     if (config.restartEvery > 0) {
       restartBegin_ = 2 * config.window;                 // after the warm-up and the restart-free baseline
       restartEnd_ = (windowCount_ - 1) * config.window;  // the last window runs without restarts again
-      nextKill_ = restartBegin_ + drawGap() - 1;
-      if (nextKill_ >= restartEnd_) nextKill_ = kNever;
+      scheduleKill(restartBegin_ - 1);
     }
     // Reserved up front: the benchmark's own bookkeeping must not show as the trainer's growth.
     results_.windows.reserve(windowCount_);
@@ -76,36 +131,23 @@ class SoakRun {
     results_.restarts.reserve(config.restartEvery > 0 ? 2 * config.rounds / config.restartEvery + 1 : 0);
     for (auto* times : {&windowTimes_, &abortTimes_, &withoutTimes_, &withTimes_}) times->reserve(config.rounds);
     rejoinTimes_.reserve(results_.restarts.capacity() + kMaxUnexpectedExits);
-    if (!config.childLog.empty()) {  // last: nothing after it throws, so the destructor closes it
-      childLogFd_ = ::open(config.childLog.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (childLogFd_ < 0) throw BenchFailure("--child-log " + config.childLog + ": " + std::strerror(errno));
-    }
   }
 
-  ~SoakRun() {
-    stopAll();
-    if (childLogFd_ != STDERR_FILENO) ::close(childLogFd_);
-  }
+  ~SoakRun() { stopAll(); }
   SoakRun(const SoakRun&) = delete;
   SoakRun& operator=(const SoakRun&) = delete;
 
   SoakResults execute() {
     startBus();
-    progress_ << "soak: " << config_.rounds << " rounds in " << windowCount_ << " windows of " << config_.window
-              << ", " << config_.workers << " workers, " << config_.model << ", "
-              << (config_.restartEvery > 0 ? "a restart every ~" + std::to_string(config_.restartEvery) + " rounds"
-                                           : "no restarts")
-              << "; bus " << results_.busName << '\n';
     runStart_ = Clock::now();
     takeSample(0, 0);  // the state before the first round
     for (std::size_t index = 0, round = 0; index < windowCount_; ++index) {
       SoakWindow& window = results_.windows.emplace_back();
-      window.firstRound = round;
       window.warmup = index == 0;
       window.withRestarts = config_.restartEvery > 0 && round >= restartBegin_ && round < restartEnd_;
       if (index > 0 && !window.withRestarts && results_.windows[index - 1].withRestarts) settle(round);
       windowTimes_.clear();
-      // This run's processes are its own: the coordinator and the live workers, and the reaped ones.
+      // The run's processes are its own: the coordinator and the live workers, and the reaped ones.
       const MachineLoad load([this] {
         std::vector<pid_t> pids{coordinator_->pid()};
         for (const SoakWorker& worker : workers_) pids.push_back(worker.process->pid());
@@ -120,14 +162,11 @@ class SoakRun {
       window.othersCpuShare = load.othersShare();
       window.roundTime = summarize(windowTimes_);
       if (window.roundTime.samples > 0) p50EstimateUs_ = window.roundTime.p50;
-      progress_ << "  window " << index + 1 << "/" << windowCount_ << (window.warmup ? " (warm-up)" : "")
-                << (window.withRestarts ? "" : ", no restarts") << ": " << fixed(window.roundsPerSecond(), 0)
-                << " rounds/s, p50 " << fixed(window.roundTime.p50 / 1000, 2) << " ms, p99 "
-                << fixed(window.roundTime.p99 / 1000, 2) << " ms, " << window.restarts << " restarts, "
-                << window.abortedByRestart + window.abortedOther << " aborted; coordinator "
+      progress_ << "window " << index + 1 << "/" << windowCount_ << ": " << fixed(window.roundsPerSecond(), 0)
+                << " rounds/s, p50 " << fixed(window.roundTime.p50 / 1000, 2) << " ms, " << window.restarts
+                << " restarts, " << window.abortedByRestart + window.abortedOther << " aborted; coordinator RSS "
                 << fixed(static_cast<double>(results_.samples.back().coordinator.rssBytes) / (1 << 20), 1)
-                << " MiB / " << results_.samples.back().coordinator.fds << " fds; others used "
-                << percent(window.othersCpuShare).text << " of the CPUs\n";
+                << " MiB; others used " << percent(window.othersCpuShare).text << " of the CPUs\n";
     }
     stopAll();
     results_.coordinatorExit = coordinator_->describeExit();
@@ -153,13 +192,14 @@ class SoakRun {
       runFiles_.addEndpoint(endpoints->events);
     }
     const auto start = Clock::now();
-    coordinator_ = startProgram(results_.coordinatorPath, {"--bus", bus, "--log-level", config_.childLogLevel}, SIGTERM);
+    coordinator_ = startProgram(results_.coordinatorPath, {"--bus", bus}, SIGTERM);
     while (!view_) {
       throwIfInterrupted();
       if (!coordinator_->running()) throw BenchFailure("wsync-coordinator " + coordinator_->describeExit());
       auto view = bus::ControlBlockView::open(bus);
-      if (view && view->coordinatorPid() == static_cast<std::uint32_t>(coordinator_->pid())) view_.emplace(std::move(*view));
-      if (Clock::now() - start > kSoakCoordinatorStartTimeout) {
+      if (view && view->coordinatorPid() == static_cast<std::uint32_t>(coordinator_->pid())) {
+        view_.emplace(std::move(*view));
+      } else if (Clock::now() - start > kSoakCoordinatorStartTimeout) {
         throw BenchFailure("wsync-coordinator on bus " + bus + " not up within " +
                            std::to_string(kSoakCoordinatorStartTimeout.count()) + " ms");
       }
@@ -170,13 +210,12 @@ class SoakRun {
       workers_[index].id = "worker-" + std::to_string(index);
       startWorker(workers_[index], std::nullopt);
     }
-    const auto joinDeadline = Clock::now() + kSoakWorkerJoinTimeout;
     while (markRegistered() < workers_.size()) {
       throwIfInterrupted();
       for (SoakWorker& worker : workers_) {
         if (!worker.process->running()) throw BenchFailure(worker.id + " " + worker.process->describeExit());
       }
-      if (Clock::now() > joinDeadline) {
+      if (Clock::now() - start > kSoakWorkerJoinTimeout) {
         throw BenchFailure(std::to_string(view_->activeAgents()) + " of " + std::to_string(config_.workers) +
                            " workers registered within " + std::to_string(kSoakWorkerJoinTimeout.count()) + " ms");
       }
@@ -186,25 +225,22 @@ class SoakRun {
     results_.tensors = trainer_->manifest().size();
     results_.bytes = trainer_->manifest().totalBytes();
     results_.startupMs = microseconds(Clock::now() - start) / 1000;
-    progress_ << "  coordinator, " << config_.workers << " workers and the trainer registered in "
-              << static_cast<long>(results_.startupMs) << " ms\n";
   }
 
   // A program of the run: a process group of its own (Ctrl-C reaches the benchmark alone, which stops the programs in
   // order), none of the benchmark's descriptors (its fd count is its own), `deathSignal` should the benchmark die
   // (SIGTERM for the coordinator, so that it still removes its segments).
-  tools::ChildProcess startProgram(const std::string& path, const std::vector<std::string>& args, int deathSignal) {
-    return tools::ChildProcess::spawn(path, args,
-                                      {.stderrFd = childLogFd_, .deathSignal = deathSignal, .ownProcessGroup = true,
-                                       .closeOtherFds = true, .stopGrace = kSoakStopGrace});
+  tools::ChildProcess startProgram(const std::string& path, std::vector<std::string> args, int deathSignal) {
+    args.insert(args.end(), {"--log-level", config_.childLogLevel});
+    return tools::ChildProcess::spawn(path, args, {.deathSignal = deathSignal, .ownProcessGroup = true,
+                                                   .closeOtherFds = true, .stopGrace = kSoakStopGrace});
   }
 
   // Starts (or starts again) a worker under its agent id; its rejoin is timed from now.
   void startWorker(SoakWorker& worker, std::optional<std::size_t> restart) {
     worker.process = startProgram(results_.workerPath,
                                   {"--bus", results_.busName, "--id", worker.id, "--model", config_.model, "--channel",
-                                   "shm", "--step-ms", std::to_string(config_.workerStepMs), "--log-level",
-                                   config_.childLogLevel},
+                                   "shm", "--step-ms", std::to_string(config_.workerStepMs)},
                                   SIGKILL);
     worker.startedAt = Clock::now();
     worker.rejoinPending = true;
@@ -217,26 +253,25 @@ class SoakRun {
     const std::vector<bus::AgentSlotSnapshot> attached = attachedAgents(*view_);
     std::size_t registered = 0;
     for (SoakWorker& worker : workers_) {
-      const bool found = std::any_of(attached.begin(), attached.end(), [&](const bus::AgentSlotSnapshot& agent) {
-        return agent.agentId == worker.id && agent.pid == static_cast<std::uint32_t>(worker.process->pid());
-      });
-      if (!found) continue;
+      if (std::none_of(attached.begin(), attached.end(), [&](const bus::AgentSlotSnapshot& agent) {
+            return agent.agentId == worker.id && agent.pid == static_cast<std::uint32_t>(worker.process->pid());
+          })) {
+        continue;
+      }
       ++registered;
       if (!worker.rejoinPending) continue;
       worker.rejoinPending = false;
-      if (worker.restart || rejoinCounted_) {
-        const double elapsedUs = microseconds(Clock::now() - worker.startedAt);
-        rejoinTimes_.push_back(elapsedUs);
-        if (worker.restart) results_.restarts[*worker.restart].rejoinMs = elapsedUs / 1000;
-        worker.restart.reset();
-      }
+      if (!worker.restart && !rejoinCounted_) continue;  // the first start's registration is the start-up's
+      rejoinTimes_.push_back(microseconds(Clock::now() - worker.startedAt));
+      if (worker.restart) results_.restarts[*worker.restart].rejoinMs = rejoinTimes_.back() / 1000;
+      worker.restart.reset();
     }
     return registered;
   }
 
   void runRound(std::size_t round, SoakWindow& window) {
     throwIfInterrupted();
-    rejoinCounted_ = true;  // from here on every (re)start's rejoin is timed
+    rejoinCounted_ = true;
     superviseWorkers(round);
     if (std::any_of(workers_.begin(), workers_.end(), [](const SoakWorker& w) { return w.rejoinPending; })) {
       markRegistered();
@@ -245,11 +280,13 @@ class SoakRun {
     // Agents registered, the trainer included; a dead worker counts until the coordinator has seen it go.
     if (view_->activeAgents() < config_.workers + 1) ++window.roundsShortOfWorkers;
     const std::uint64_t version = ++version_;
-    trainer_->publish(version, pauseMode_, true);
+    trainer_->publish(version, config_.pauseMode == "abort"  ? msg::PauseMode::Abort
+                               : config_.pauseMode == "wait" ? msg::PauseMode::Wait
+                                                             : msg::PauseMode::Keep,
+                      true);
     if (round == nextKill_) {
       restartWorker(round, window);
-      nextKill_ = round + drawGap();
-      if (nextKill_ >= restartEnd_) nextKill_ = kNever;
+      scheduleKill(round);
     }
     // A coordinator that died leaves the trainer waiting for a heartbeat refusal: the cause is known now.
     record(trainer_->awaitOutcome(version, kSoakRoundOutcomeTimeout,
@@ -280,8 +317,15 @@ class SoakRun {
     if (midRound) ++window.restartsMidRound;
   }
 
-  // A worker that ended without being killed is a finding: it is reported and started again, and the run goes on.
-  // A dead coordinator ends the run.
+  // The next kill: gaps uniform in [mean/2, 3 mean/2] rounds, irregular yet close to rounds / mean in number.
+  void scheduleKill(std::size_t after) {
+    const std::size_t low = std::max<std::size_t>(1, config_.restartEvery / 2);
+    nextKill_ = after + std::uniform_int_distribution<std::size_t>(low, std::max(low, 3 * config_.restartEvery / 2))(rng_);
+    if (nextKill_ >= restartEnd_) nextKill_ = kNever;
+  }
+
+  // A dead coordinator ends the run; a worker that ended without being killed is a finding: it is reported and
+  // started again, and the run goes on.
   void superviseWorkers(std::size_t round) {
     if (!coordinator_->running()) {
       throw BenchFailure("wsync-coordinator " + coordinator_->describeExit() + " before round " +
@@ -304,10 +348,8 @@ class SoakRun {
   // The last window starts as the second did, with every worker registered: a restart in the last rounds before it
   // must not abort one of its rounds.
   void settle(std::size_t round) {
-    for (;;) {
+    for (superviseWorkers(round); markRegistered() < workers_.size(); superviseWorkers(round)) {
       throwIfInterrupted();
-      superviseWorkers(round);
-      if (markRegistered() == workers_.size()) return;
       checkRejoinDeadlines();
       std::this_thread::sleep_for(kSoakJoinPollInterval);
     }
@@ -325,7 +367,7 @@ class SoakRun {
   void record(const trainer_agent::PublishOutcome& outcome, SoakWindow& window) {
     ++window.rounds;
     const double totalUs = microseconds(outcome.total);
-    if (outcome.kind == trainer_agent::OutcomeKind::Committed) {
+    if (outcome.committed()) {
       ++window.committed;
       windowTimes_.push_back(totalUs);
       if (outcome.version == 1) results_.firstRoundMs = totalUs / 1000;
@@ -379,13 +421,6 @@ class SoakRun {
     results_.samples.push_back(sample);
   }
 
-  // Uniform in [mean/2, 3 mean/2]: restarts come irregularly, yet their number is close to rounds / mean.
-  std::size_t drawGap() {
-    const std::size_t mean = config_.restartEvery;
-    const std::size_t low = std::max<std::size_t>(1, mean / 2);
-    return std::uniform_int_distribution<std::size_t>(low, std::max(low, mean + mean / 2))(rng_);
-  }
-
   // The trainer first (goodbye, its I/O thread joined), then the workers (SIGTERM to all, so that they stop
   // together), then the coordinator, which removes its segments and sockets on SIGTERM. Safe to call twice.
   void stopAll() noexcept {
@@ -402,17 +437,15 @@ class SoakRun {
 
   const SoakBenchConfig& config_;
   std::ostream& progress_;
-  const msg::PauseMode pauseMode_;
   std::mt19937_64 rng_;
   const std::string runtimeDir_;
   const std::size_t windowCount_;
-  int childLogFd_ = STDERR_FILENO;  // the programs' stderr: --child-log, or the benchmark's own
   std::size_t restartBegin_ = 0;
   std::size_t restartEnd_ = 0;
   std::size_t nextKill_ = kNever;
   double p50EstimateUs_ = 0;
   std::uint64_t version_ = 0;
-  bool rejoinCounted_ = false;
+  bool rejoinCounted_ = false;  // from the first round on, every (re)start's rejoin is timed
   Clock::time_point runStart_{};
   std::set<std::string> killedIds_;
   std::vector<double> windowTimes_, abortTimes_, rejoinTimes_, withoutTimes_, withTimes_;
@@ -439,6 +472,7 @@ SoakResults measureSoak(const SoakBenchConfig& config, std::ostream& progress) {
   if (config.restartEvery > 0 && config.workers < 2) {
     throw BenchFailure("restarts need at least 2 workers: worker-0 is never restarted (or give --restart-every 0)");
   }
+  (void)catalogManifest(config.model);  // an unknown model fails here, before any process starts
   const MachineLoad load;
   SoakResults results = SoakRun(config, progress).execute();
   results.othersCpuShare = load.othersShare();  // every process of the run is reaped by now
