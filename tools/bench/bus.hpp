@@ -25,10 +25,6 @@ inline constexpr std::chrono::milliseconds kDrainQuiet{100};
 
 // Defaults: a full run stays well under two minutes on a shared 2-core machine; --quick takes seconds.
 inline constexpr std::size_t kDefaultBlock = 50;
-inline constexpr std::size_t kQuickPauseRounds = 100;
-inline constexpr std::size_t kQuickRoundTrips = 1000;
-inline constexpr std::uint64_t kQuickVersionReads = 2'000'000;
-inline constexpr std::size_t kQuickVersionRepetitions = 5;
 // Routing ids and process counts stay sane; the bus itself caps agents at kMaxAgents slots.
 inline constexpr std::size_t kMaxBenchAgents = 128;
 
@@ -44,6 +40,7 @@ struct BusBenchConfig {
   std::vector<std::size_t> agentCounts{1, 8, 32};
   std::uint64_t versionReads = 20'000'000;  // reads per timed repetition
   std::size_t versionRepetitions = 11;
+  void quick() { roundTrips = 1000; pauseRounds = 100; versionReads = 2'000'000; versionRepetitions = 5; }
 };
 
 // Unmeasured iterations on each path before the first measured block: connections, allocator, caches.
@@ -75,19 +72,6 @@ LatencyComparison runRoundTripBenchmark(std::size_t roundTrips, std::size_t bloc
 // The columns of a bus-vs-raw table (the first named `first`), and a row of it.
 std::vector<Table::Column> latencyColumns(Table::Column first);
 std::vector<Cell> latencyRow(Cell first, const LatencyComparison& latency);
-
-// Nanoseconds per read over the timed repetitions: median and least.
-struct ReadCost {
-  double medianNs = 0;
-  double minNs = 0;
-};
-struct VersionReadResult {
-  ReadCost shared;           // ControlBlockView::appliedVersion(slot), nobody writing
-  ReadCost local;            // std::atomic<uint64_t>::load(acquire) in process memory, nobody writing
-  ReadCost sharedContended;  // the same while another thread keeps calling setAppliedVersion
-  ReadCost localContended;   // the same while another thread keeps storing to the local atomic
-};
-VersionReadResult runVersionReadBenchmark(const BusBenchConfig& config, std::ostream& progress);
 
 void runBusBenchmark(const BusBenchConfig& config, Report& report);
 

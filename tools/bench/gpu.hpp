@@ -29,9 +29,8 @@ inline constexpr std::chrono::milliseconds kGpuRoundTimeout{120'000};
 // A rank's wait for its next command: the benchmark may spend a minute on a host check between two of them.
 inline constexpr std::chrono::milliseconds kRankIdleTimeout{600'000};
 // A round's common start lies this far ahead when it is sent: a rank wakes, parses the line and spins on the clock
-// within microseconds; 10 ms leave room for a busy host. A rank that began later than kLateStartWarning is reported.
+// within microseconds; 10 ms leave room for a busy host (the report gives the latest a rank began).
 inline constexpr std::chrono::milliseconds kStartLead{10};
-inline constexpr std::chrono::microseconds kLateStartWarning{1000};
 // While a channel is open each rank reads the device's free memory this often (and after every transfer): the
 // minimum is the channel's peak. A cudaMemGetInfo every 5 ms costs the round nothing measurable.
 inline constexpr std::chrono::milliseconds kMemorySampleInterval{5};
@@ -54,8 +53,6 @@ inline constexpr std::uint64_t kGpuContentSeed = 20261201;
 inline constexpr std::uint64_t kBaselineHeadroomBytes = std::uint64_t{3} << 30;
 inline constexpr std::uint64_t kMinBaselineChunkBytes = std::uint64_t{1} << 30;
 inline constexpr std::uint64_t kBaselineChunkGranule = std::uint64_t{2} << 20;
-inline constexpr std::size_t kQuickGpuWarmup = 1;
-inline constexpr std::size_t kQuickGpuRepetitions = 3;
 // The goals: nccl within 5% of one raw ncclBroadcast of the same bytes, cuda_ipc within 15% of one cudaMemcpy; the
 // nccl channel's extra memory at most two buckets per side.
 inline constexpr double kMaxNcclToBroadcastRatio = 1.05;
@@ -74,8 +71,7 @@ struct GpuBenchConfig {
   std::size_t warmup = 2;
   std::size_t repetitions = 10;
   std::string allocation = "tensor";  // "tensor": one cudaMalloc per tensor; "torch": PyTorch's caching segments
-  bool hostCheck = true;  // the first channel round's digest against the host's reference
-  std::string commandLine;  // as typed, for the report
+  void quick() { models = {"qwen2.5-7b"}; warmup = 1; repetitions = 3; }
 };
 
 // The rank processes (hidden subcommand agent-gpu-rank): rank 0 is the sender, ranks 1..world-1 the receivers. Each
@@ -146,7 +142,6 @@ struct GpuMeasurement {
 
   std::size_t digestsCompared = 0;  // receivers x channel rounds, warm-up included
   std::size_t digestsEqual = 0;     // a receiver's digest and byte count equal to the sender's
-  std::string hostCheck;            // "equal", "differs", "off"
 
   std::vector<DeviceMemoryUse> memory;
   double maxLateStartMs = 0;  // the latest any rank began a round after the common start
@@ -171,11 +166,6 @@ struct GpuResults {
 
 // Throws BenchFailure when there is no GPU, when a rank fails or goes silent (the others are stopped first).
 GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostream& progress);
-
-// The host check: the device checksum (wsync/bus/device_checksum.hpp) of a version of the content (device_content.hpp),
-// computed on the host from the content's formula over up to 16 threads (61 GB: a few seconds). A channel's digest
-// equal to it says that its device checksum matches the host reference and that the sender held the version meant.
-bus::Digest expectedDeviceDigest(const bus::Manifest& manifest, std::uint64_t seed, std::uint64_t version);
 
 void runGpuBenchmark(const GpuBenchConfig& config, Report& report);
 

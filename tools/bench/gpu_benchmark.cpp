@@ -185,7 +185,7 @@ class GpuRun {
       const auto opened = ranks.collect("opened", kRankSetupTimeout, "the channel to open");
       row.buckets = static_cast<std::uint32_t>(unsignedField(opened[0], "buckets"));
       for (std::size_t rank = 0; rank < opened.size(); ++rank) opening(row, rank, opened[rank], allocated[rank]);
-      runRounds(ranks, row, manifest, true, transfer, version);
+      runRounds(ranks, row, true, transfer, version);
     }
     ranks.quit();
     return rows;
@@ -242,7 +242,7 @@ class GpuRun {
       opening(row, rank, ranks.next(rank, "opened", kRankSetupTimeout, "the channel to open"), allocated[rank]);
     }
     std::uint64_t version = 0;
-    runRounds(ranks, row, manifest, false, transfer, version);
+    runRounds(ranks, row, false, transfer, version);
     ranks.quit();
     return row;
   }
@@ -258,7 +258,6 @@ class GpuRun {
     row.bucketBytes = bucketMiB * kMiB;
     row.receivers = devices.size() - 1;
     row.devices = devices;
-    row.hostCheck = config_.hostCheck ? "not run" : "off";
     // One memory entry per device the ranks use, named by who is on it.
     for (std::size_t rank = 0; rank < devices.size(); ++rank) {
       auto use = std::find_if(row.memory.begin(), row.memory.end(), [&](auto& u) { return u.device == devices[rank]; });
@@ -330,17 +329,15 @@ class GpuRun {
   }
 
   // Warm-up and timed rounds, the channel and the baseline taking turns (the channel first in even rounds), then the
-  // channel closed and the host check. `transfer` and `version` continue across the measurements of one set of ranks.
-  void runRounds(GpuRanks& ranks, GpuMeasurement& row, const bus::Manifest& manifest, bool ncclTiming,
-                 std::uint64_t& transfer, std::uint64_t& version) {
+  // channel closed. `transfer` and `version` continue across the measurements of one set of ranks.
+  void runRounds(GpuRanks& ranks, GpuMeasurement& row, bool ncclTiming, std::uint64_t& transfer,
+                 std::uint64_t& version) {
     progress_ << "  " << row.bucketBytes / kMiB << " MiB buckets: " << config_.warmup << " warm-up + "
               << config_.repetitions << " timed rounds"
               << (row.baselineSkipped.empty() ? ", baseline buffer " + gib(row.baselineChunkBytes)
                                               : ", no baseline: " + row.baselineSkipped)
               << "\n";
     std::vector<double> channelMs, senderMs, baselineMs, baselineGpuMs;
-    std::uint64_t checkedVersion = 0;
-    bus::Digest checkedDigest;
     for (std::size_t round = 0; round < config_.warmup + config_.repetitions; ++round) {
       const bool measured = round >= config_.warmup;
       std::vector<const char*> paths{kChannelPath};
@@ -367,8 +364,7 @@ class GpuRun {
                                                                 signedField(done[0], "end"));
         account(row, done, start);
         if (channel) {
-          const bus::Digest sent = checkDigests(row, done, round == 0);
-          if (round == 0) std::tie(checkedVersion, checkedDigest) = std::pair{version, sent};
+          checkDigests(row, done, round == 0);
           if (!measured) continue;
           channelMs.push_back(roundMs);
           senderMs.push_back(millisecondsBetween(start, signedField(done[0], "end")));
@@ -387,10 +383,6 @@ class GpuRun {
     progress_ << "    channel " << fixed(row.channelRound.median, 1) << " ms, baseline "
               << fixed(row.baselineRound.median, 1) << " ms, digests equal " << row.digestsEqual << "/"
               << row.digestsCompared << "\n";
-    if (!config_.hostCheck) return;
-    const bus::Digest expected = expectedDeviceDigest(manifest, kGpuContentSeed, checkedVersion);
-    row.hostCheck = expected == checkedDigest ? "equal" : "differs";
-    progress_ << "    host check of version " << checkedVersion << ": " << row.hostCheck << "\n";
   }
 
   // Late starts, and the memory each device's ranks saw: the least free, and the channel's own (the latest figures,
@@ -406,9 +398,8 @@ class GpuRun {
     }
   }
 
-  // Every receiver's digest and byte count against the sender's; cuda_ipc's handles and export generation. Returns
-  // the sender's digest.
-  static bus::Digest checkDigests(GpuMeasurement& row, const std::vector<RankLine>& done, bool first) {
+  // Every receiver's digest and byte count against the sender's; cuda_ipc's handles and export generation.
+  static void checkDigests(GpuMeasurement& row, const std::vector<RankLine>& done, bool first) {
     const RankLine& sender = done[0];
     const bus::Digest sent{unsignedField(sender, "lo"), unsignedField(sender, "hi")};
     const bool senderWhole = unsignedField(sender, "bytes") == row.modelBytes;
@@ -425,7 +416,6 @@ class GpuRun {
     if (sender.contains("generation")) row.exportGeneration = unsignedField(sender, "generation");
     if (first) row.handlesAfterFirst = handles;
     row.handlesAtEnd = handles;
-    return sent;
   }
 
   const GpuBenchConfig& config_;

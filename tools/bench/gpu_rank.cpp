@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -20,21 +19,116 @@
 
 #include <wsync/bus/channel/bucket_plan.hpp>
 #include <wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp>
+#include <wsync/bus/channel/device_block.hpp>
 #include <wsync/bus/channel/gpu/gpu_runtime.hpp>
 #include <wsync/bus/channel/nccl/nccl_channel.hpp>
 #include <wsync/bus/channel/nccl/nccl_library.hpp>
 
 #include "bench_failure.hpp"
-#include "device_memory.hpp"
 #include "gpu.hpp"
 #include "gpu_rank_protocol.hpp"
 #include "line_pipe.hpp"
 #include "tensor_memory.hpp"
 
 namespace wsync::bench {
+
+cudaError_t launchContentFill(void* data, std::uint64_t bytes, std::uint64_t seed, std::uint32_t tensor,
+                              std::uint64_t version, cudaStream_t stream);  // device_content.cu
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// cudaMalloc found too little memory: the measurement is skipped rather than the run failed.
+struct DeviceMemoryShort : BenchFailure {
+  using BenchFailure::BenchFailure;
+};
+
+// Throws BenchFailure naming `what` and CUDA's error when `error` is not cudaSuccess.
+void throwIfCudaFailed(cudaError_t error, const std::string& what) {
+  if (error == cudaSuccess) return;
+  cudaGetLastError();  // a failed call leaves a non-sticky error behind: clear it for the next check
+  throw BenchFailure(what + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
+}
+
+// `bytes` on `device`, which stays the current device: a bus::DeviceBlock (zeroed, freed when destroyed).
+bus::DeviceBlock allocateDevice(int device, std::uint64_t bytes, const std::string& what) {
+  auto block = bus::DeviceBlock::allocate(device, bytes);
+  if (block) return std::move(*block);
+  // A failed cudaMalloc leaves its error as the runtime's last one: out of memory is a skip, anything else a failure.
+  if (cudaGetLastError() != cudaErrorMemoryAllocation) throw BenchFailure(what + ": " + block.error());
+  std::size_t free = 0;
+  std::size_t total = 0;
+  cudaMemGetInfo(&free, &total);
+  throw DeviceMemoryShort("cudaMalloc of " + std::to_string(bytes) + " bytes for " + what + " on GPU " +
+                          std::to_string(device) + ": out of memory (" + std::to_string(free >> 20) + " MiB free of " +
+                          std::to_string(total >> 20) + " MiB)");
+}
+
+std::uint64_t roundUp(std::uint64_t value, std::uint64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// A model's tensors on the current device, allocated as a trainer's or an engine's would be:
+//  - `torch` false: one cudaMalloc per tensor (a loader without a caching allocator; the cuda_ipc sender then
+//    exports one handle per tensor);
+//  - `torch`: PyTorch's caching allocator serving a model loaded tensor by tensor (c10/cuda/CUDACachingAllocator.cpp,
+//    without expandable segments): sizes rounded up to 512 bytes; up to 1 MiB carved from 2 MiB segments, up to
+//    10 MiB from 20 MiB segments, larger ones in a segment of their own rounded up to 2 MiB.
+class DeviceTensors {
+ public:
+  DeviceTensors(const bus::Manifest& manifest, bool torch) {
+    int device = 0;
+    throwIfCudaFailed(cudaGetDevice(&device), "cudaGetDevice");
+    struct Segment {
+      std::byte* base = nullptr;
+      std::uint64_t used = 0;
+      std::uint64_t capacity = 0;
+    } small, large;  // the segments the two pools carve their blocks from
+    for (std::size_t index = 0; index < manifest.size(); ++index) {
+      const std::uint64_t bytes = manifest.tensorBytes(index);
+      const std::string what = "tensor " + std::to_string(index) + " (" + manifest.tensors()[index].name + ")";
+      const std::uint64_t rounded = roundUp(bytes, 512);
+      if (bytes == 0) {
+        tensors_.emplace_back();
+      } else if (!torch || rounded >= (std::uint64_t{10} << 20)) {
+        blocks_.push_back(allocateDevice(device, torch ? roundUp(rounded, std::uint64_t{2} << 20) : bytes, what));
+        tensors_.emplace_back(blocks_.back().data(), bytes);
+      } else {
+        Segment& pool = rounded <= (std::uint64_t{1} << 20) ? small : large;
+        if (pool.base == nullptr || pool.capacity - pool.used < rounded) {
+          const std::uint64_t segment = std::uint64_t{&pool == &small ? 2U : 20U} << 20;
+          blocks_.push_back(allocateDevice(device, segment, what));
+          pool = Segment{blocks_.back().data(), 0, segment};
+        }
+        tensors_.emplace_back(pool.base + pool.used, bytes);
+        pool.used += rounded;
+      }
+    }
+    constTensors_.assign(tensors_.begin(), tensors_.end());
+  }
+
+  std::span<const std::span<std::byte>> tensors() const { return tensors_; }
+  std::span<const std::span<const std::byte>> constTensors() const { return constTensors_; }
+  std::size_t allocationCount() const { return blocks_.size(); }
+  std::uint64_t allocatedBytes() const {  // the cudaMalloc sizes, padding included
+    std::uint64_t total = 0;
+    for (const bus::DeviceBlock& block : blocks_) total += block.size();
+    return total;
+  }
+
+  // Enqueues on `stream` the content of `version` (device_content.cu) for every tensor.
+  void enqueueFill(std::uint64_t seed, std::uint64_t version, cudaStream_t stream) const {
+    for (std::size_t index = 0; index < tensors_.size(); ++index) {
+      throwIfCudaFailed(launchContentFill(tensors_[index].data(), tensors_[index].size(), seed,
+                                          static_cast<std::uint32_t>(index), version, stream),
+                        "filling tensor " + std::to_string(index));
+    }
+  }
+
+ private:
+  std::vector<bus::DeviceBlock> blocks_;
+  std::vector<std::span<std::byte>> tensors_;
+  std::vector<std::span<const std::byte>> constTensors_;
+};
 
 // The raw broadcast that sets up the raw communicator's connections before anything is measured (NCCL connects
 // lazily, at a communicator's first collective).
@@ -92,35 +186,24 @@ class CommandLink {
 class FreeMemorySampler {
  public:
   explicit FreeMemorySampler(int device)
-      : minimum_(deviceMemory().free), thread_([this, device] {
+      : minimum_(deviceMemory().free), thread_([this, device](const std::stop_token& stop) {
           if (cudaSetDevice(device) != cudaSuccess) return;
-          while (!stop_.load(std::memory_order_acquire)) {
-            std::size_t free = 0;
-            std::size_t total = 0;
+          for (std::size_t free = 0, total = 0; !stop.stop_requested(); std::this_thread::sleep_for(kMemorySampleInterval)) {
             if (cudaMemGetInfo(&free, &total) == cudaSuccess) lower(free);
-            std::this_thread::sleep_for(kMemorySampleInterval);
           }
         }) {}
-  FreeMemorySampler(const FreeMemorySampler&) = delete;
-  FreeMemorySampler& operator=(const FreeMemorySampler&) = delete;
-  ~FreeMemorySampler() {
-    stop_.store(true, std::memory_order_release);
-    thread_.join();
-  }
 
   void sample() { lower(deviceMemory().free); }
-  std::uint64_t minimum() const { return minimum_.load(std::memory_order_acquire); }
+  std::uint64_t minimum() const { return minimum_.load(); }
 
  private:
   void lower(std::uint64_t value) {
-    std::uint64_t seen = minimum_.load(std::memory_order_relaxed);
-    while (value < seen && !minimum_.compare_exchange_weak(seen, value, std::memory_order_acq_rel)) {
+    for (std::uint64_t seen = minimum_.load(); value < seen && !minimum_.compare_exchange_weak(seen, value);) {
     }
   }
 
   std::atomic<std::uint64_t> minimum_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;  // last: starts once the rest exists
+  std::jthread thread_;  // last: starts once the rest exists
 };
 
 class GpuRank {
@@ -190,7 +273,7 @@ class GpuRank {
   bool allocate() {
     const DeviceMemory before = deviceMemory();
     try {
-      tensors_.emplace(manifest_, deviceAllocationFromName(options_.allocation));
+      tensors_.emplace(manifest_, options_.allocation == "torch");
     } catch (const DeviceMemoryShort& full) {
       tensors_.reset();
       link_.report("nomemory", {{"why", full.what()}});

@@ -24,10 +24,7 @@ namespace wsync::bench {
 
 // Sizes of the bus messages, which the raw frames copy.
 struct MessageSizes {
-  std::size_t request = 0;
-  std::size_t reply = 0;
-  std::size_t pause = 0;
-  std::size_t pauseAck = 0;
+  std::size_t request = 0, reply = 0, pause = 0, pauseAck = 0;
 };
 MessageSizes busMessageSizes();
 
@@ -70,25 +67,23 @@ struct ReceivedAck {
 };
 
 // The coordinator's side: a ROUTER for requests and acks, a PUB for pause events. A malformed message or a failed
-// send throws.
+// send throws. answerRequest: false when no request arrived within `timeout`.
 class CoordinatorPath {
  public:
   virtual ~CoordinatorPath() = default;
-  // Waits up to `timeout` for one request and answers it; false when none arrived in time.
   virtual bool answerRequest(std::chrono::milliseconds timeout) = 0;
   virtual void publishPause(std::uint64_t round) = 0;
   virtual std::optional<ReceivedAck> receiveAck(std::chrono::milliseconds timeout) = 0;
 };
 
-// An agent's side: a DEALER for requests and acks and, for the fan-out, a SUB for pause events.
+// An agent's side: a DEALER for requests and acks and, for the fan-out, a SUB for pause events (its socket for the
+// agent's single poll over both paths). roundTrip waits up to kReplyTimeout for the reply; answerPendingPauses answers
+// the pauses already waiting, without waiting for more.
 class AgentPath {
  public:
   virtual ~AgentPath() = default;
-  // Sends request `seq` and waits for its reply (kReplyTimeout); throws otherwise.
   virtual void roundTrip(std::uint64_t seq) = 0;
-  // The SUB socket, for the agent's single poll over both paths.
   virtual zmq::socket_ref eventSocket() = 0;
-  // Answers every pause already waiting on the SUB socket, without waiting for more.
   virtual void answerPendingPauses() = 0;
 };
 

@@ -59,6 +59,7 @@ struct RoundBenchConfig {
   std::vector<std::string> models{"synthetic:16:1", "tiny"};
   // Same bytes, different tensor counts: does the control cost of a round depend on the count?
   std::vector<std::string> countModels{"synthetic:10:64", "synthetic:1000:64", "synthetic:20000:64"};
+  bool noCountSweep = false;
   std::size_t countWorkers = kRoundGoalWorkers;
   // The first round carries the manifest and faults in every worker's staging; later warm-up rounds settle caches.
   std::size_t warmup = 20;
@@ -72,6 +73,7 @@ struct RoundBenchConfig {
   // wsync-mon processes (live view) attached to every bus of the worker sweep for `rounds` rounds, between two phases
   // of `rounds` without them (so that a drifting machine favours neither); 0: none.
   std::size_t monitors = 0;
+  void quick() { warmup = 5; rounds = 40; countRounds = 10; baselineRoundTrips = 500; }  // every table in ~15 s
 };
 
 // The worker processes (hidden subcommand agent-round-worker): a real WorkerAgent bound to a model's tensors, in

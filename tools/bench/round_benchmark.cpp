@@ -3,15 +3,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <iostream>
 #include <thread>
 
-#include <wsync/bus/channel/bucket_plan.hpp>
 #include <wsync/coordinator/coordinator_options.hpp>
 #include <wsync/tools/coordinator_thread.hpp>
 #include <wsync/worker_agent/worker_agent.hpp>
@@ -27,37 +24,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr double kMiB = 1024.0 * 1024.0;
-// The receive tail's copies: unmeasured ones first (caches, the clock frequency), then the median of the timed ones.
-constexpr int kTailWarmups = 2;
-constexpr int kTailRepetitions = 11;
-
-// The data a round's overhead cannot shed: when the trainer's send returns, each receiver still has the last buckets
-// of the ring to copy out and digest (one per buffer at most: the sender refills a buffer only once every receiver
-// drained it). Timed here as one receiver does it, memcpy and XXH3-128 per piece: a reference for the reader, not
-// subtracted from anything. The median, in microseconds.
-double measureReceiveTail(const bus::Manifest& manifest, std::uint64_t bucketBytes) {
-  const auto plan = orThrow(bus::BucketPlan::build(manifest, bucketBytes, coordinator::kDefaultAlignment), "plan");
-  const TensorMemory source(manifest);
-  const TensorMemory scratch(manifest);
-  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
-  const std::uint32_t buckets = plan.bucketCount();
-  std::vector<double> timesUs;
-  for (int repetition = 0; repetition < kTailWarmups + kTailRepetitions; ++repetition) {
-    const auto start = Clock::now();
-    XXH3_128bits_reset(state.get());
-    for (std::uint32_t b = buckets - std::min(buckets, coordinator::kDefaultBufferCount); b < buckets; ++b) {
-      for (const bus::Piece& piece : plan.piecesOfBucket(b)) {
-        std::byte* target = scratch.tensors()[piece.tensor].data() + piece.tensorOffset;
-        std::memcpy(target, source.constTensors()[piece.tensor].data() + piece.tensorOffset, piece.bytes);
-        XXH3_128bits_update(state.get(), target, piece.bytes);
-      }
-    }
-    (void)XXH3_128bits_digest(state.get());  // a library call on stores the caller owns: nothing is optimised away
-    if (repetition >= kTailWarmups) timesUs.push_back(microseconds(Clock::now() - start));
-  }
-  return summarize(timesUs).median;
-}
-
 // One configuration (N workers, one manifest): its rounds' phases, in microseconds.
 struct RoundMeasurement {
   std::size_t workers = 0;
@@ -65,7 +31,6 @@ struct RoundMeasurement {
   std::size_t tensors = 0;
   std::uint64_t bytes = 0;
   double firstRoundMs = 0;  // round 1: carries the manifest to every worker and faults in their staging
-  double tailUs = 0;        // measureReceiveTail
   double othersCpuShare = 0;
   // total: PublishOutcome::total, BeginUpdate sent -> Commit handled by the trainer; sending: its send of every
   // bucket; overhead: total - sending; untilPlan: BeginUpdate -> TransferPlan (begin, pause, acks); afterSend: send
@@ -87,7 +52,6 @@ class BenchBus {
     result_ = {.workers = workerCount, .model = model, .tensors = manifest.size(), .bytes = manifest.totalBytes()};
     progress << "round: " << workerCount << " workers, " << model << " (" << result_.tensors << " tensors, "
              << fixed(static_cast<double>(result_.bytes) / kMiB, 2) << " MiB), bus " << busName << '\n';
-    result_.tailUs = measureReceiveTail(manifest, bucketBytes);  // before any process of this bus starts
     coordinator::CoordinatorOptions options;
     options.bus = busName;
     options.bucketBytes = bucketBytes;
@@ -379,11 +343,10 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
   };
   const auto phases = [&](const std::vector<RoundMeasurement>& sweep) {
     Table table({{"model", "manifest"}, {"workers", "workers"}, {"until_plan_ms", "begin -> plan"},
-                 {"after_send_ms", "send returned -> commit"}, {"tail_ms", "one receiver's copy of the last buckets"},
-                 {"caller_ms", "publish -> outcome"}, {"apply_ms", "commit -> all applied"},
+                 {"after_send_ms", "send returned -> commit"}, {"caller_ms", "publish -> outcome"}, {"apply_ms", "commit -> all applied"},
                  {"first_round_ms", "first round"}, {"others_cpu_share", "others' CPU"}});
     for (const RoundMeasurement& m : sweep) {
-      table.row({manifest(m), m.workers, p(m.untilPlan), p(m.afterSend), ms(m.tailUs), p(m.caller), p(m.apply),
+      table.row({manifest(m), m.workers, p(m.untilPlan), p(m.afterSend), p(m.caller), p(m.apply),
                  number(m.firstRoundMs, 1), percent(m.othersCpuShare)});
     }
     return table;
@@ -433,7 +396,7 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
     counts.row({"most tensors / fewest", "", over(&RoundMeasurement::total), "", over(&RoundMeasurement::sending),
                 over(&RoundMeasurement::overhead)});
     countPhases.row({"most tensors / fewest", "", over(&RoundMeasurement::untilPlan),
-                     over(&RoundMeasurement::afterSend), "", over(&RoundMeasurement::caller),
+                     over(&RoundMeasurement::afterSend), over(&RoundMeasurement::caller),
                      over(&RoundMeasurement::apply)});
     report.section("count_sweep", "Round overhead by number of tensors (milliseconds)",
                    "The manifests hold the same bytes in different numbers of tensors and ran side by side, taking "

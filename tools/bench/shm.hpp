@@ -26,7 +26,6 @@ inline constexpr std::chrono::milliseconds kWatchdogInterval{20};
 inline constexpr std::uint32_t kShmPlanAlignment = 256;
 // Unmeasured rounds of every path first: the first transfer faults the arena's pages in; caches and the clock settle.
 inline constexpr std::size_t kShmWarmupRounds = 2;
-inline constexpr std::size_t kQuickShmRepetitions = 3;
 // --wait-for-quiet: a round starts once the CPUs were at least 90% idle over half a second (the benchmark's own
 // receivers sleep meanwhile), or after two minutes of waiting, which the report counts.
 inline constexpr double kQuietMaxBusyShare = 0.10;
@@ -42,12 +41,14 @@ struct ShmBenchConfig {
   ModeOptions mode;
   std::vector<std::string> models{"opt-125m", "synthetic:20000:2048"};
   std::vector<std::size_t> fanoutReceivers{3, 8};
+  bool noFanout = false;
   // One receiver with every bucket size and buffer count; the fan-out with the first of each. 4 MiB x 2: the
   // geometry comparison in tools/bench/README.md.
   std::vector<std::uint64_t> bucketMiB{4};
   std::vector<std::uint32_t> buffers{2};
   std::size_t repetitions = 11;  // timed per path and measurement
   bool waitForQuiet = false;     // start every round on an idle machine (kQuietMaxBusyShare)
+  void quick() { models = {"opt-125m"}; fanoutReceivers = {3}; repetitions = 3; }
 };
 
 // The receivers (hidden subcommand agent-shm-receive): each opens the arena, writes every page of its destination

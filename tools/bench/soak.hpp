@@ -35,10 +35,6 @@ inline constexpr double kSoakKillDelayFactor = 2.0;
 inline constexpr std::chrono::microseconds kSoakDefaultKillDelayMax{5'000};  // before any round was timed
 // Resource samples per window: ten show a trend inside a window too.
 inline constexpr std::size_t kSoakSamplesPerWindow = 10;
-// --quick: 6 windows of 100 rounds, seconds on 2 cores, restarts 8 times as often as the full run's.
-inline constexpr std::size_t kQuickSoakRounds = 600;
-inline constexpr std::size_t kQuickSoakWindow = 100;
-inline constexpr std::size_t kQuickSoakRestartEvery = 25;
 // Windows: a warm-up (connections, page faults, the manifest's first trip), one without restarts (the baseline), the
 // ones with restarts, and a last one without (the same after every restart).
 inline constexpr std::size_t kSoakMinWindows = 3;
@@ -67,6 +63,8 @@ struct SoakBenchConfig {
   std::int64_t workerStepMs = 5;  // wsync-worker's decode step (its default)
   std::string binDir;             // wsync-coordinator and wsync-worker; empty: beside wsync-bench, else this build
   std::string childLogLevel = "warn";
+  // --quick: 6 windows of 100 rounds, seconds on 2 cores, restarts 8 times as often as the full run's.
+  void quick() { rounds = 600; window = 100; restartEvery = 25; }
 };
 
 // What a process holds, from /proc/PID/status and /proc/PID/fd.

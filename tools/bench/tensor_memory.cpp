@@ -46,12 +46,6 @@ TensorMemory::TensorMemory(const bus::Manifest& manifest) {
   }
 }
 
-TensorMemory::TensorMemory(TensorMemory&& other) noexcept
-    : base_(std::exchange(other.base_, nullptr)),
-      mappedBytes_(std::exchange(other.mappedBytes_, 0)),
-      tensors_(std::move(other.tensors_)),
-      constTensors_(std::move(other.constTensors_)) {}
-
 TensorMemory::~TensorMemory() {
   if (base_ != nullptr) ::munmap(base_, mappedBytes_);
 }

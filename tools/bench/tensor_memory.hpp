@@ -23,8 +23,6 @@ inline bus::Manifest catalogManifest(const std::string& model) {
 class TensorMemory {
  public:
   explicit TensorMemory(const bus::Manifest& manifest);  // throws BenchFailure
-  TensorMemory(TensorMemory&& other) noexcept;
-  TensorMemory& operator=(TensorMemory&&) = delete;
   TensorMemory(const TensorMemory&) = delete;
   TensorMemory& operator=(const TensorMemory&) = delete;
   ~TensorMemory();
@@ -33,8 +31,7 @@ class TensorMemory {
   std::span<const std::span<std::byte>> tensors() const { return tensors_; }
   std::span<const std::span<const std::byte>> constTensors() const { return constTensors_; }
 
-  // Writes version `version` of every tensor's content under `seed` (model_catalog's fillTensor, then
-  // perturbTensor); moving to another version rewrites 1/32 of the words.
+  // Content under `seed` (model_catalog's fillTensor); moving to another version rewrites 1/32 of the words.
   void fill(std::uint64_t seed);
   void moveToVersion(std::uint64_t seed, std::uint64_t version);
 
