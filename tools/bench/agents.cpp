@@ -25,8 +25,8 @@ void Agents::start(std::string label, const std::string& agent, const nlohmann::
   const int peer = pipe ? pipe->peerFd() : -1;
   const tools::ChildOptions childOptions{
       .stdinFd = peer, .stdoutFd = peer, .deathSignal = SIGKILL, .stopGrace = kStopGrace};
-  agents_.push_back(
-      Agent{std::move(label), std::move(pipe), tools::ChildProcess::spawn(self, {agent, options.dump()}, childOptions)});
+  agents_.push_back(Agent{std::move(label), std::move(pipe),
+                          tools::ChildProcess::spawn(self, {agent, options.dump()}, childOptions)});
   if (agents_.back().pipe) agents_.back().pipe->closePeer();  // from now on end-of-file means the agent has exited
 }
 
@@ -40,7 +40,8 @@ std::string Agents::readLine(std::size_t index, std::chrono::milliseconds timeou
 void Agents::throwIfAnyExited() {
   std::string exited;
   for (Agent& agent : agents_) {
-    if (!agent.process.running()) exited += (exited.empty() ? "" : "; ") + agent.label + " " + agent.process.describeExit();
+    if (agent.process.running()) continue;
+    exited += (exited.empty() ? "" : "; ") + agent.label + " " + agent.process.describeExit();
   }
   // A failing agent has said why on stderr.
   if (!exited.empty()) throw BenchFailure("agent process ended early: " + exited);

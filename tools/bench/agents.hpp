@@ -26,9 +26,6 @@ inline constexpr std::chrono::milliseconds kAgentExitTimeout{10000};
 
 class Agents {
  public:
-  Agents() = default;
-  Agents(const Agents&) = delete;
-  Agents& operator=(const Agents&) = delete;
   ~Agents() { stopAll(); }
 
   // Starts `wsync-bench AGENT OPTIONS_JSON`; `label` names it in errors; `linked`: a LinePipe as its stdin and stdout.

@@ -13,8 +13,7 @@
 
 namespace wsync::bench {
 
-// A reply or an ack on an idle host takes microseconds; five seconds leave room for a loaded 2-core machine that is
-// also starting 32 agent processes.
+// Microseconds on an idle host; five seconds leave room for a loaded 2-core machine starting 32 agents.
 inline constexpr std::chrono::milliseconds kReplyTimeout{5000};
 // Starting N agent processes and getting every SUB socket subscribed (32 agents on 2 cores take a few seconds).
 inline constexpr std::chrono::milliseconds kJoinTimeout{30000};
@@ -23,7 +22,6 @@ inline constexpr std::chrono::milliseconds kProbeInterval{20};
 // After joining, acks to earlier probes may still be on their way; the path is clean after this much silence.
 inline constexpr std::chrono::milliseconds kDrainQuiet{100};
 
-// Defaults: a full run stays well under two minutes on a shared 2-core machine; --quick takes seconds.
 inline constexpr std::size_t kDefaultBlock = 50;
 // Routing ids and process counts stay sane; the bus itself caps agents at kMaxAgents slots.
 inline constexpr std::size_t kMaxBenchAgents = 128;

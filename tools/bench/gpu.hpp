@@ -92,10 +92,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device,
                                    segment)
 int runGpuRank(const GpuRankOptions& options);
 
-// The GPUs, drivers and NCCL a result was measured with, read without creating a CUDA context (no device memory is
-// taken in the benchmark process): "host", "visible", "no_device_reason", "driver_cuda_version", "runtime_version",
-// "nccl_version", "nccl_environment", "devices" (index, name, memory_bytes, pci_bus_id, compute_capability,
-// multiprocessors), "peer_access".
+// The host, CUDA and NCCL versions, NCCL_* environment and GPUs a result was measured with, for the report's machine
+// table; read without a CUDA context (no device memory is taken in the benchmark process).
 Json describeGpus();
 
 // `bytes` (10^9 a GB) per second at the median of round times in milliseconds.

@@ -145,106 +145,86 @@ class GpuRun {
   GpuRun(const GpuBenchConfig& config, const Json& gpus, std::ostream& progress)
       : config_(config), gpus_(gpus), progress_(progress) {}
 
-  // One set of rank processes per model: rank 0 on GPU 0 sends, ranks 1..receivers on GPUs 1..receivers receive;
-  // one measurement per bucket size.
-  std::vector<GpuMeasurement> nccl(const std::string& model, std::size_t receivers) {
+  // One set of rank processes: rank 0 sends, the others receive, on `devices`. nccl: one measurement per bucket size;
+  // cuda_ipc: one, planned with the first, through a segment of this run.
+  std::vector<GpuMeasurement> measure(bool nccl, const std::string& model, const std::vector<int>& devices) {
     const bus::Manifest manifest = catalogManifest(model);
-    std::vector<int> devices;
-    for (std::size_t rank = 0; rank <= receivers; ++rank) devices.push_back(static_cast<int>(rank));
     std::vector<GpuMeasurement> rows;
-    for (const std::uint64_t mib : config_.bucketMiB) rows.push_back(emptyRow("nccl", manifest, model, devices, mib));
-    progress_ << "nccl " << model << ": " << manifest.size() << " tensors, " << gib(manifest.totalBytes())
-              << ", sender on GPU 0, " << receivers << " receiver(s)\n";
+    for (const std::uint64_t mib : config_.bucketMiB) {
+      rows.push_back(emptyRow(nccl ? "nccl" : "cuda_ipc", manifest, model, devices, mib));
+      if (!nccl) break;
+    }
+    progress_ << rows[0].channel << " " << model << ": " << manifest.size() << " tensors, "
+              << gib(manifest.totalBytes()) << ", sender on GPU " << devices[0] << ", " << devices.size() - 1
+              << " receiver(s)\n";
+    std::unique_ptr<bus::gpu::CudaIpcSegment> segment;
+    std::uint64_t transfer = 0;
     GpuRanks ranks;
+    const std::string name = "wsync-bench-" + std::to_string(::getpid()) + "-ipc-" + std::to_string(segments_++);
+    if (!nccl) {
+      bus::gpu::IpcGeometry geometry;
+      geometry.maxReceivers = static_cast<std::uint32_t>(devices.size() - 1);
+      const auto tensorCount = static_cast<std::uint32_t>(manifest.size());
+      geometry.maxAllocations = std::max(geometry.maxAllocations, tensorCount);  // at most one per tensor
+      geometry.maxTensors = std::max(geometry.maxTensors, tensorCount);
+      segment = orThrow(bus::gpu::CudaIpcSegment::create(name, geometry), "cuda_ipc segment");
+      // A rank that dies or goes silent: whoever waits on it in the segment gives up at once.
+      ranks.onFailure([&segment, &transfer] { segment->abort(transfer); });
+    }
     std::vector<Allocated> allocated;
     std::string skipped = tooBigFor(manifest, devices);
-    if (skipped.empty()) skipped = startRanks(ranks, "nccl", model, devices, 0, "", allocated);
+    if (skipped.empty()) {
+      skipped = startRanks(ranks, rows[0].channel, model, devices, devices.back(), nccl ? "" : name, allocated);
+    }
     if (!skipped.empty()) {
       for (GpuMeasurement& row : rows) row.skipped = skipped;
       return rows;
     }
-    // The raw broadcast's buffer: the whole model where memory allows, else the largest piece that leaves room for
-    // the channel's buffers.
-    const std::uint64_t largestBucket = *std::max_element(config_.bucketMiB.begin(), config_.bucketMiB.end()) * kMiB;
+    // The baseline's buffers: the whole model where memory allows, else the largest piece that fits. nccl: one on
+    // every GPU, leaving room for the channel's buffers; cuda_ipc: the copy's two, on one GPU both out of its free
+    // memory, across two one from each (ranks start one by one, so the last on a GPU saw what the others took).
     std::uint64_t room = UINT64_MAX;
-    for (const Allocated& rank : allocated) {
+    if (nccl) {
+      const std::uint64_t largestBucket = *std::max_element(config_.bucketMiB.begin(), config_.bucketMiB.end()) * kMiB;
       const std::uint64_t reserved = kBaselineHeadroomBytes + bus::gpu::kNcclDefaultBuffers * largestBucket;
-      room = std::min(room, rank.free > reserved ? rank.free - reserved : 0);
+      for (const Allocated& rank : allocated) room = std::min(room, rank.free > reserved ? rank.free - reserved : 0);
+    } else if (devices.front() == devices.back()) {
+      const std::uint64_t free = allocated.back().free;
+      room = free > kBaselineHeadroomBytes ? (free - kBaselineHeadroomBytes) / 2 : 0;
+    } else {
+      const std::uint64_t free = std::min(allocated.front().free, allocated.back().free);
+      room = free > kBaselineHeadroomBytes ? free - kBaselineHeadroomBytes : 0;
     }
-    for (GpuMeasurement& row : rows) setBaseline(row, room, "each GPU", allocated[0]);
+    for (GpuMeasurement& row : rows) setBaseline(row, room, nccl ? "each GPU" : "the GPUs", allocated[0]);
     const std::uint64_t chunk = rows[0].baselineChunkBytes;
-    ranks.sendAll({{"command", "baseline"}, {"bytes", chunk}, {"nccl_id", chunk > 0 ? hexId() : ""}});
-    const auto baselined = ranks.collect("baselined", kRankSetupTimeout, "the raw communicator and its buffer");
-    std::uint64_t transfer = 0;
+    const std::string rawId = nccl && chunk > 0 ? hexId() : "";
+    for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
+      ranks.send(rank, {{"command", "baseline"}, {"bytes", nccl || rank == 0 ? chunk : 0}, {"nccl_id", rawId}});
+    }
+    const auto baselined = ranks.collect("baselined", kRankSetupTimeout, "the baselines' buffers");
     std::uint64_t version = 0;
     for (GpuMeasurement& row : rows) {
       for (std::size_t rank = 0; rank < baselined.size(); ++rank) {
         memoryOf(row, rank).rawCommunicator = unsignedField(baselined[rank], "communicator");
       }
-      ranks.sendAll({{"command", "open"}, {"bucket_bytes", row.bucketBytes}, {"nccl_id", hexId()}});
-      const auto opened = ranks.collect("opened", kRankSetupTimeout, "the channel to open");
+      // nccl: every rank at once, the channel's communicator forming; cuda_ipc: one at a time, so that each rank's
+      // free memory before its open includes the others' opens.
+      std::vector<RankLine> opened;
+      const RankLine open{{"command", "open"}, {"bucket_bytes", row.bucketBytes}, {"nccl_id", nccl ? hexId() : ""}};
+      if (nccl) {
+        ranks.sendAll(open);
+        opened = ranks.collect("opened", kRankSetupTimeout, "the channel to open");
+      }
+      for (std::size_t rank = 0; !nccl && rank < ranks.size(); ++rank) {
+        ranks.send(rank, open);
+        opened.push_back(ranks.next(rank, "opened", kRankSetupTimeout, "the channel to open"));
+      }
       row.buckets = static_cast<std::uint32_t>(unsignedField(opened[0], "buckets"));
       for (std::size_t rank = 0; rank < opened.size(); ++rank) opening(row, rank, opened[rank], allocated[rank]);
-      runRounds(ranks, row, true, transfer, version);
+      runRounds(ranks, row, nccl, transfer, version);
     }
     ranks.quit();
     return rows;
-  }
-
-  // One sender on the first of --devices, receivers on the second; one measurement per model.
-  GpuMeasurement cudaIpc(const std::string& model, std::size_t receivers) {
-    const bus::Manifest manifest = catalogManifest(model);
-    const int senderDevice = config_.ipcDevices[0];
-    const int receiverDevice = config_.ipcDevices[1];
-    std::vector<int> devices{senderDevice};
-    devices.insert(devices.end(), receivers, receiverDevice);
-    GpuMeasurement row = emptyRow("cuda_ipc", manifest, model, devices, config_.bucketMiB.front());
-    progress_ << "cuda_ipc " << model << ": " << manifest.size() << " tensors, " << gib(manifest.totalBytes())
-              << ", sender on GPU " << senderDevice << ", " << receivers << " receiver(s) on GPU " << receiverDevice
-              << "\n";
-    if (row.skipped = tooBigFor(manifest, devices); !row.skipped.empty()) return row;
-    bus::gpu::IpcGeometry geometry;
-    geometry.maxReceivers = static_cast<std::uint32_t>(receivers);
-    const auto tensorCount = static_cast<std::uint32_t>(manifest.size());
-    geometry.maxAllocations = std::max(geometry.maxAllocations, tensorCount);  // at most one per tensor
-    geometry.maxTensors = std::max(geometry.maxTensors, tensorCount);
-    const std::string name = "wsync-bench-" + std::to_string(::getpid()) + "-ipc-" + std::to_string(segments_++);
-    auto segment = bus::gpu::CudaIpcSegment::create(name, geometry);
-    if (!segment) throw BenchFailure("cuda_ipc segment: " + segment.error().describe());
-
-    GpuRanks ranks;
-    std::uint64_t transfer = 0;
-    // A rank that dies or goes silent: whoever waits on it in the segment gives up at once.
-    ranks.onFailure([&segment, &transfer] { (*segment)->abort(transfer); });
-    std::vector<Allocated> allocated;
-    if (row.skipped = startRanks(ranks, "cuda_ipc", model, devices, receiverDevice, name, allocated);
-        !row.skipped.empty()) {
-      return row;
-    }
-    // The copy's two buffers: on one GPU both come out of its free memory; across two, one from each. Ranks start
-    // one by one, so the last one on a GPU saw what all the others took there.
-    const std::uint64_t receiverSideFree = allocated.back().free;
-    std::uint64_t room = 0;
-    if (senderDevice == receiverDevice) {
-      room = receiverSideFree > kBaselineHeadroomBytes ? (receiverSideFree - kBaselineHeadroomBytes) / 2 : 0;
-    } else {
-      room = std::min(allocated.front().free, receiverSideFree);
-      room = room > kBaselineHeadroomBytes ? room - kBaselineHeadroomBytes : 0;
-    }
-    setBaseline(row, room, "the GPUs", allocated[0]);
-    for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
-      ranks.send(rank, {{"command", "baseline"}, {"bytes", rank == 0 ? row.baselineChunkBytes : 0}});
-    }
-    ranks.collect("baselined", kRankSetupTimeout, "the baseline's buffers");
-    // One at a time, so that each rank's free memory before its open includes the others' opens.
-    for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
-      ranks.send(rank, {{"command", "open"}, {"bucket_bytes", row.bucketBytes}});
-      opening(row, rank, ranks.next(rank, "opened", kRankSetupTimeout, "the channel to open"), allocated[rank]);
-    }
-    std::uint64_t version = 0;
-    runRounds(ranks, row, false, transfer, version);
-    ranks.quit();
-    return row;
   }
 
  private:
@@ -272,7 +252,7 @@ class GpuRun {
     std::map<int, std::uint64_t> needed;
     for (const int device : devices) needed[device] += manifest.totalBytes();
     for (const auto& [device, bytes] : needed) {
-      const auto has = gpus_.at("devices").at(static_cast<std::size_t>(device)).at("memory_bytes").get<std::uint64_t>();
+      const auto has = gpus_.at("gpu_memory_bytes").at(static_cast<std::size_t>(device)).get<std::uint64_t>();
       if (bytes > has) {
         progress_ << "  skipped: too big for GPU " << device << "\n";
         return "the tensors of the ranks on GPU " + std::to_string(device) + " need " + gib(bytes) + ", it has " +
@@ -310,13 +290,15 @@ class GpuRun {
   // The baseline's buffer: the model, or pieces of it when `room` is short; none (and why) below the smallest piece.
   void setBaseline(GpuMeasurement& row, std::uint64_t room, const std::string& where, const Allocated& sender) {
     row.senderAllocations = sender.allocations;
-    row.baselineChunkBytes = room >= row.modelBytes ? row.modelBytes : room / kBaselineChunkGranule * kBaselineChunkGranule;
+    row.baselineChunkBytes =
+        room >= row.modelBytes ? row.modelBytes : room / kBaselineChunkGranule * kBaselineChunkGranule;
     if (row.baselineChunkBytes < kMinBaselineChunkBytes && row.baselineChunkBytes < row.modelBytes) {
       row.baselineChunkBytes = 0;
       row.baselineSkipped = "after the tensors, " + where + " had room for " + gib(room) +
                             " of baseline buffers, less than " + gib(kMinBaselineChunkBytes) + " (GPU memory)";
     }
-    row.baselineCalls = row.baselineChunkBytes > 0 ? (row.modelBytes + row.baselineChunkBytes - 1) / row.baselineChunkBytes : 0;
+    row.baselineCalls =
+        row.baselineChunkBytes > 0 ? (row.modelBytes + row.baselineChunkBytes - 1) / row.baselineChunkBytes : 0;
   }
 
   // A rank's `opened` report: the device's free memory before the channel (said by the first rank on it to open;
@@ -427,8 +409,8 @@ class GpuRun {
 }  // namespace
 
 GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostream& progress) {
-  const int deviceCount = gpus.at("visible").get<int>();
-  if (deviceCount == 0) throw BenchFailure("no GPU: " + gpus.at("no_device_reason").get<std::string>());
+  const int deviceCount = static_cast<int>(gpus.at("gpus").size());
+  if (deviceCount == 0) throw BenchFailure("no GPU: " + gpus.value("no_device_reason", "the CUDA runtime sees none"));
   GpuResults results;
   GpuRun run(config, gpus, progress);
   for (const std::string& channel : config.channels) {
@@ -443,8 +425,10 @@ GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostr
         throw BenchFailure("nccl with " + std::to_string(receivers) + " receivers needs " +
                            std::to_string(receivers + 1) + " GPUs, this process sees " + std::to_string(deviceCount));
       }
+      std::vector<int> devices;
+      for (std::size_t rank = 0; rank <= receivers; ++rank) devices.push_back(static_cast<int>(rank));
       for (const std::string& model : config.models) {
-        for (GpuMeasurement& row : run.nccl(model, receivers)) results.nccl.push_back(std::move(row));
+        for (GpuMeasurement& row : run.measure(true, model, devices)) results.nccl.push_back(std::move(row));
       }
     } else {
       for (const int device : config.ipcDevices) {
@@ -453,9 +437,9 @@ GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostr
                              std::to_string(deviceCount) + ")");
         }
       }
-      for (const std::string& model : config.models) {
-        results.cudaIpc.push_back(run.cudaIpc(model, config.receivers > 0 ? config.receivers : 1));
-      }
+      std::vector<int> devices(1 + std::max<std::size_t>(config.receivers, 1), config.ipcDevices[1]);
+      devices[0] = config.ipcDevices[0];
+      for (const std::string& model : config.models) results.cudaIpc.push_back(run.measure(false, model, devices)[0]);
     }
   }
   return results;

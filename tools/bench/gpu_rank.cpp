@@ -65,7 +65,9 @@ bus::DeviceBlock allocateDevice(int device, std::uint64_t bytes, const std::stri
                           std::to_string(total >> 20) + " MiB)");
 }
 
-std::uint64_t roundUp(std::uint64_t value, std::uint64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+std::uint64_t roundUp(std::uint64_t value, std::uint64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
 
 // A model's tensors on the current device, allocated as a trainer's or an engine's would be:
 //  - `torch` false: one cudaMalloc per tensor (a loader without a caching allocator; the cuda_ipc sender then
@@ -188,7 +190,8 @@ class FreeMemorySampler {
   explicit FreeMemorySampler(int device)
       : minimum_(deviceMemory().free), thread_([this, device](const std::stop_token& stop) {
           if (cudaSetDevice(device) != cudaSuccess) return;
-          for (std::size_t free = 0, total = 0; !stop.stop_requested(); std::this_thread::sleep_for(kMemorySampleInterval)) {
+          for (std::size_t free = 0, total = 0; !stop.stop_requested();
+               std::this_thread::sleep_for(kMemorySampleInterval)) {
             if (cudaMemGetInfo(&free, &total) == cudaSuccess) lower(free);
           }
         }) {}
@@ -216,8 +219,6 @@ class GpuRank {
       throw BenchFailure("rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.world));
     }
   }
-  GpuRank(const GpuRank&) = delete;
-  GpuRank& operator=(const GpuRank&) = delete;
 
   // The channel first (it reads the tensors and the communicator may be flushing), then the raw communicator, then
   // the memory, then the stream.

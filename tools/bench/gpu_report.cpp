@@ -74,30 +74,29 @@ Json describeGpus() {
   int driver = 0;
   int runtime = 0;
   int count = 0;
-  Json info{{"host", host.data()}, {"visible", 0}, {"no_device_reason", ""},
-            {"driver_cuda_version", cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0
-                                        ? cudaVersionText(driver) : "none"},
-            {"runtime_version", cudaRuntimeGetVersion(&runtime) == cudaSuccess ? cudaVersionText(runtime) : "?"}};
+  const auto nccl = bus::gpu::ncclVersion();  // NCCL 2.9 and later: 10000 x major + 100 x minor + patch
+  Json info{{"host", host.data()},
+            {"cuda", "driver " + (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0 ? cudaVersionText(driver)
+                                                                                            : "none") +
+                         ", runtime " + (cudaRuntimeGetVersion(&runtime) == cudaSuccess ? cudaVersionText(runtime)
+                                                                                         : "?") + " (static)"},
+            {"nccl", nccl ? std::to_string(*nccl / 10000) + "." + std::to_string((*nccl % 10000) / 100) + "." +
+                                std::to_string(*nccl % 100)
+                          : "unavailable: " + nccl.error().describe()}};
   if (const cudaError_t counted = cudaGetDeviceCount(&count); counted != cudaSuccess) {
     count = 0;
     info["no_device_reason"] = std::string(driver == 0 ? "no NVIDIA driver; " : "") + "cudaGetDeviceCount: " +
                                cudaGetErrorName(counted) + " (" + cudaGetErrorString(counted) + ")";
     cudaGetLastError();
-  } else if (count == 0) {
-    info["no_device_reason"] = "the CUDA runtime sees no device";
   }
-  info["visible"] = count;
-  const auto nccl = bus::gpu::ncclVersion();  // NCCL 2.9 and later: 10000 x major + 100 x minor + patch
-  info["nccl_version"] = nccl ? std::to_string(*nccl / 10000) + "." + std::to_string((*nccl % 10000) / 100) + "." +
-                                    std::to_string(*nccl % 100)
-                              : "unavailable: " + nccl.error().describe();
   std::vector<std::string> environment;
   for (char** variable = environ; *variable != nullptr; ++variable) {
     if (std::strncmp(*variable, "NCCL_", 5) == 0) environment.emplace_back(*variable);
   }
   std::sort(environment.begin(), environment.end());
-  info["nccl_environment"] = environment;
-  Json& list = info["devices"] = Json::array();
+  info["nccl_environment"] = environment;  // every rank inherits it
+  Json& gpus = info["gpus"] = Json::array();
+  Json& memory = info["gpu_memory_bytes"] = Json::array();
   for (int index = 0; index < count; ++index) {
     cudaDeviceProp properties{};
     if (cudaGetDeviceProperties(&properties, index) != cudaSuccess) cudaGetLastError();
@@ -105,13 +104,15 @@ Json describeGpus() {
     for (int to = 0; to < count; ++to) {
       int reachable = 0;
       if (to != index && cudaDeviceCanAccessPeer(&reachable, index, to) == cudaSuccess && reachable != 0) {
-        peers += (peers.empty() ? "" : ",") + std::to_string(to);
+        peers += (peers.empty() ? " " : ",") + std::to_string(to);
       }
       cudaGetLastError();
     }
-    list.push_back({{"index", index}, {"name", properties.name}, {"memory_bytes", properties.totalGlobalMem},
-                    {"compute_capability", std::to_string(properties.major) + "." + std::to_string(properties.minor)},
-                    {"multiprocessors", properties.multiProcessorCount}, {"peers", peers}});
+    gpus.push_back(std::to_string(index) + ": " + properties.name + ", " + size(properties.totalGlobalMem).text +
+                   ", compute " + std::to_string(properties.major) + "." + std::to_string(properties.minor) + ", " +
+                   std::to_string(properties.multiProcessorCount) + " SMs, peer access to" +
+                   (peers.empty() ? " none" : peers));
+    memory.push_back(properties.totalGlobalMem);
   }
   return info;
 }
@@ -120,32 +121,14 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
   // NVLink SHARP (multicast) is left off on the machines these runs are made on, and its buffers would count as the
   // channel's memory: off unless the environment says otherwise, before anything loads NCCL or starts a rank.
   ::setenv("NCCL_NVLS_ENABLE", "0", 0);
-  const Json g = describeGpus();
-  const GpuResults r = measureGpus(c, g, std::cerr);
-  report.json["gpus"] = g;
-  report.json["notes"] = r.notes;
-  report.parameters().update(Json{{"channels", c.channels}, {"models", c.models}, {"receivers", c.receivers},
-                                  {"ipc_devices", c.ipcDevices}, {"bucket_mib", c.bucketMiB},
-                                  {"nccl_buffers", bus::gpu::kNcclDefaultBuffers},
+  const Json gpus = describeGpus();
+  report.json["machine"].update(gpus);
+  const GpuResults r = measureGpus(c, gpus, std::cerr);
+  report.parameters().update(Json{{"notes", r.notes}, {"channels", c.channels}, {"models", c.models},
+                                  {"receivers", c.receivers}, {"ipc_devices", c.ipcDevices},
+                                  {"bucket_mib", c.bucketMiB}, {"nccl_buffers", bus::gpu::kNcclDefaultBuffers},
                                   {"plan_alignment", kGpuPlanAlignment}, {"warmup_rounds", c.warmup},
                                   {"repetitions", c.repetitions}, {"allocation", c.allocation}});
-
-  Table gpus({{"index", "GPU"}, {"name", "name"}, {"memory_bytes", "memory"}, {"compute_capability", "compute"},
-              {"multiprocessors", "SMs"}, {"peers", "peer access to"}});
-  for (const Json& d : g.at("devices")) {
-    gpus.row({d.at("index").get<int>(), d.at("name").get<std::string>(), size(d.at("memory_bytes").get<std::uint64_t>()),
-              d.at("compute_capability").get<std::string>(), d.at("multiprocessors").get<int>(),
-              d.at("peers").get<std::string>()});
-  }
-  std::string environment;
-  for (const Json& variable : g.at("nccl_environment")) environment += " `" + variable.get<std::string>() + "`";
-  report.section("", "GPUs",
-                 "Host " + g.at("host").get<std::string>() + "; CUDA driver " +
-                     g.at("driver_cuda_version").get<std::string>() + ", runtime " +
-                     g.at("runtime_version").get<std::string>() + " (static); NCCL " +
-                     g.at("nccl_version").get<std::string>() + "; NCCL environment of every rank:" + environment +
-                     ". " + (r.notes.empty() ? "" : r.notes.front() + "."),
-                 gpus);
 
   for (const bool nccl : {true, false}) {
     const std::string baseline = nccl ? "broadcast" : "memcpy";
@@ -157,7 +140,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
         {"digests_equal", "digests equal"}, {"max_late_start_ms", "latest start ms"}};
     if (nccl) columns.push_back({"sender_returned_ms", "sender returned ms"});
     if (!nccl) {
-      columns.insert(columns.end(), {{"memcpy_gpu_ms", "memcpy GPU ms"}, {"exported_allocations", "exported allocations"},
+      columns.insert(columns.end(), {{"memcpy_gpu_ms", "memcpy GPU ms"},
+                                     {"exported_allocations", "exported allocations"},
                                      {"handles", "handles after round 1 / at end"},
                                      {"export_generation", "export generation"}});
     }
@@ -174,7 +158,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
         const double buckets = static_cast<double>(use.extraBytes()) / static_cast<double>(m.bucketBytes);
         memory.row({m.model, size(m.bucketBytes), use.device, use.side, size(use.tensorBytes), size(use.extraBytes()),
                     size(use.channelBuffers + use.channelTables), number(buckets, 2),
-                    nccl ? verdict(buckets <= kMaxNcclExtraBuckets) : Cell(), nccl ? size(use.rawCommunicator) : Cell()});
+                    nccl ? verdict(buckets <= kMaxNcclExtraBuckets) : Cell(),
+                    nccl ? size(use.rawCommunicator) : Cell()});
       }
     }
     if (table.empty()) continue;

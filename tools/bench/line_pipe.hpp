@@ -15,7 +15,6 @@ class LinePipe {
   // Over descriptors of this process (an agent's stdin and a copy of its stdout); closes them when destroyed.
   LinePipe(int readFd, int writeFd) : readFd_(readFd), writeFd_(writeFd) {}
   LinePipe(LinePipe&& other) noexcept;
-  LinePipe& operator=(LinePipe&&) = delete;
   ~LinePipe();
 
   // The agent's end, to become its stdin and stdout; closed once the agent holds its copy.

@@ -121,7 +121,9 @@ std::string Table::markdown() const {
   text += "|\n";
   for (std::size_t c = 0; c < columns_.size(); ++c) {
     bool figures = true;
-    for (const auto& row : rows_) figures = figures && (c >= row.size() || row[c].text.empty() || row[c].json.is_number());
+    for (const auto& row : rows_) {
+      figures = figures && (c >= row.size() || row[c].text.empty() || row[c].json.is_number());
+    }
     text += figures ? "|---:" : "|---";
   }
   text += "|\n";
@@ -189,7 +191,8 @@ int runMode(const std::string& mode, const ModeOptions& options, const std::func
   try {
     const auto start = std::chrono::steady_clock::now();
     Report report;
-    report.json = {{"mode", mode}, {"machine", describeMachine(options.commit)}, {"parameters", {{"quick", options.quick}}}};
+    report.json = {
+        {"mode", mode}, {"machine", describeMachine(options.commit)}, {"parameters", {{"quick", options.quick}}}};
     measure(report);
     const double wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     report.json["wall_seconds"] = wallSeconds;

@@ -16,26 +16,20 @@
 
 namespace wsync::bench {
 
-// Starting N worker processes: each maps and writes every page of its bound tensors (64 MiB at most here) and
-// registers; 32 of them on 2 cores take a few seconds.
+// N worker processes start, write every page of their tensors (64 MiB at most) and register: seconds for 32 on 2 cores.
 inline constexpr std::chrono::milliseconds kWorkerJoinTimeout{60'000};
-// How often the benchmark looks at the control block while workers join.
 inline constexpr std::chrono::milliseconds kWorkerJoinPollInterval{5};
-// One round: milliseconds for a small manifest, a few hundred for 64 MiB to 8 workers on 2 cores. A minute without
-// an outcome is a stuck round; the coordinator's own phase timeouts abort far sooner.
+// A round: ms for a small manifest, a few hundred for 64 MiB to 8 workers; the coordinator aborts far sooner.
 inline constexpr std::chrono::milliseconds kRoundOutcomeTimeout{60'000};
 // After a commit each worker copies its staging into its bound tensors (64 MiB x 8 workers on 2 cores: ~100 ms).
 inline constexpr std::chrono::milliseconds kApplyTimeout{30'000};
-// How often the benchmark reads the workers' applied versions while they copy: fine enough to time the apply to a
-// tenth of a millisecond, coarse enough not to take a core from the workers it waits for.
+// Fine enough to time the apply to a tenth of a millisecond, coarse enough not to take a core from the workers.
 inline constexpr std::chrono::microseconds kApplyPollInterval{50};
 // A worker process looks at its idle deadline this often while it waits for SIGTERM.
 inline constexpr std::chrono::seconds kRoundWorkerSignalSlice{1};
-// The manifests of the tensor-count sweep take turns in blocks of this many rounds, each on its own bus, so that the
-// drifting load of a shared machine hits them alike.
+// The tensor-count sweep's buses take turns in blocks of this many rounds, so that drifting load hits them alike.
 inline constexpr std::size_t kCountBlock = 5;
-// The tensor-count sweep runs its buses side by side, each worker holding its weights and a staging copy: refused
-// when that would need more than this share of the memory the kernel calls available.
+// Side by side, each count worker holds weights and staging: refused above this share of MemAvailable.
 inline constexpr double kMaxRoundMemoryShare = 0.75;
 // Monitors need this long to subscribe, prove their subscription live and take their first snapshot.
 inline constexpr std::chrono::milliseconds kMonitorSettle{2000};
@@ -54,8 +48,7 @@ inline constexpr double kMaxMonitorSlowdown = 1.02;
 struct RoundBenchConfig {
   ModeOptions mode;
   std::vector<std::size_t> workerCounts{1, 8, 32};
-  // About 1 MiB, so that the data of a round is small next to its control; and 4 KiB ("tiny"), where there is no
-  // data time to speak of and the round time is the control overhead itself.
+  // 1 MiB: data small next to control; 4 KiB ("tiny"): no data time to speak of, the round is the control itself.
   std::vector<std::string> models{"synthetic:16:1", "tiny"};
   // Same bytes, different tensor counts: does the control cost of a round depend on the count?
   std::vector<std::string> countModels{"synthetic:10:64", "synthetic:1000:64", "synthetic:20000:64"};
@@ -70,8 +63,7 @@ struct RoundBenchConfig {
   // that "round time minus send time" is control plus a bounded tail. Bucket size does not change the control
   // messages of a round; the coordinator's default (64 MiB) would put a whole receive after the send.
   std::uint64_t bucketKiB = 256;
-  // wsync-mon processes (live view) attached to every bus of the worker sweep for `rounds` rounds, between two phases
-  // of `rounds` without them (so that a drifting machine favours neither); 0: none.
+  // wsync-mon processes attached for `rounds` rounds between two phases without (a drifting machine favours neither).
   std::size_t monitors = 0;
   void quick() { warmup = 5; rounds = 40; countRounds = 10; baselineRoundTrips = 500; }  // every table in ~15 s
 };

@@ -97,7 +97,8 @@ class BenchBus {
                          msg::EnumNameAbortReason(outcome.reason) + "): " + outcome.detail);
     }
     // Until every worker shows the version applied (its copy into its weights done).
-    while (!std::all_of(slots_.begin(), slots_.end(), [&](auto slot) { return view_->appliedVersion(slot) >= version; })) {
+    const auto applied = [&](std::uint32_t slot) { return view_->appliedVersion(slot) >= version; };
+    while (!std::all_of(slots_.begin(), slots_.end(), applied)) {
       if (Clock::now() - returned > kApplyTimeout) {
         workers_.throwIfAnyExited();
         throw BenchFailure(result_.model + ": version " + std::to_string(version) + " not applied by every worker "
@@ -328,7 +329,7 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
   const auto goalMet = [](const RoundMeasurement& m) { return p50(m.overhead) / 1000 <= kMaxRoundOverheadMs; };
   // Each sweep in two tables: the round and its overhead, then where the time goes (p50s of the phases on their own,
   // so they need not add up).
-  const auto overheads = [&](const std::vector<RoundMeasurement>& sweep) {
+  const auto overheads = [&](const std::vector<RoundMeasurement>& sweep, bool withGoal) {
     Table table({{"model", "manifest"}, {"workers", "workers"}, {"total_p50_ms", "round p50"},
                  {"total_p90_ms", "round p90"}, {"sending_p50_ms", "send p50"}, {"overhead_p50_ms", "overhead p50"},
                  {"overhead_p90_ms", "overhead p90"}, {"in_raw_rtts", "in raw RTTs"},
@@ -337,14 +338,15 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
     for (const RoundMeasurement& m : sweep) {
       table.row({manifest(m), m.workers, p(m.total), p(m.total, &Summary::p90), p(m.sending), p(m.overhead),
                  p(m.overhead, &Summary::p90), number(rawUs > 0 ? p50(m.overhead) / rawUs : 0, 1),
-                 m.workers == kRoundGoalWorkers ? verdict(goalMet(m)) : Cell()});
+                 withGoal && m.workers == kRoundGoalWorkers ? verdict(goalMet(m)) : Cell()});
     }
     return table;
   };
   const auto phases = [&](const std::vector<RoundMeasurement>& sweep) {
     Table table({{"model", "manifest"}, {"workers", "workers"}, {"until_plan_ms", "begin -> plan"},
-                 {"after_send_ms", "send returned -> commit"}, {"caller_ms", "publish -> outcome"}, {"apply_ms", "commit -> all applied"},
-                 {"first_round_ms", "first round"}, {"others_cpu_share", "others' CPU"}});
+                 {"after_send_ms", "send returned -> commit"}, {"caller_ms", "publish -> outcome"},
+                 {"apply_ms", "commit -> all applied"}, {"first_round_ms", "first round"},
+                 {"others_cpu_share", "others' CPU"}});
     for (const RoundMeasurement& m : sweep) {
       table.row({manifest(m), m.workers, p(m.untilPlan), p(m.afterSend), p(m.caller), p(m.apply),
                  number(m.firstRoundMs, 1), percent(m.othersCpuShare)});
@@ -363,7 +365,7 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
                    "Round: `PublishOutcome::total`, BeginUpdate sent until the trainer handles the Commit. Send: the "
                    "trainer's send of every bucket, the data. Overhead: round - send, round by round; with data an "
                    "upper bound, as the receivers still copy the last buckets when the send returns." + goals,
-                   overheads(workerSweep));
+                   overheads(workerSweep, true));
     report.section("worker_phases", "Where the time goes, by number of workers (milliseconds, p50)", "",
                    phases(workerSweep));
   }
@@ -385,7 +387,7 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
                    monitors);
   }
   if (!countSweep.empty()) {
-    Table counts = overheads(countSweep);
+    Table counts = overheads(countSweep, false);
     Table countPhases = phases(countSweep);
     // The most tensors over the fewest, p50 over p50 (the sweep keeps the bytes equal).
     const auto [fewest, most] = std::minmax_element(countSweep.begin(), countSweep.end(),

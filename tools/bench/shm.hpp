@@ -11,16 +11,13 @@
 
 namespace wsync::bench {
 
-// Starting a receiver: mapping the arena and writing every page of its destination tensors once (2 GiB take about a
-// second; 8 receivers starting together share 2 cores).
+// A receiver maps the arena and writes every page of its tensors once: about a second for 2 GiB.
 inline constexpr std::chrono::milliseconds kReceiverReadyTimeout{120'000};
 // One timed transfer: 2 GiB to 8 receivers through 2 cores takes seconds; two minutes means a stuck hand-off.
 inline constexpr std::chrono::milliseconds kShmTransferTimeout{120'000};
-// A receiver's wait for the next transfer: meanwhile the benchmark runs the baselines and moves the source to its
-// next version, seconds at most on 2 GiB.
+// A receiver's wait for the next transfer, while the benchmark runs the baselines: seconds at most on 2 GiB.
 inline constexpr std::chrono::milliseconds kReceiverIdleTimeout{300'000};
-// How often a transfer's watchdog looks for a dead receiver or an interruption: a waitid per receiver, far too rare
-// to disturb the copy, frequent enough that a failure is reported at once.
+// A transfer's watchdog looks for a dead receiver this often: too rarely to disturb the copy, often enough to abort.
 inline constexpr std::chrono::milliseconds kWatchdogInterval{20};
 // Tensors start at multiples of 256 bytes in a bucket, as for GPU copies (docs/bucket-plan.md).
 inline constexpr std::uint32_t kShmPlanAlignment = 256;
@@ -33,8 +30,7 @@ inline constexpr std::chrono::milliseconds kQuietWindow{500};
 inline constexpr std::chrono::milliseconds kQuietWaitLimit{120'000};
 // The goal: the channel from one sender process to one receiver process at 0.8x of plain memcpy or better.
 inline constexpr double kMinChannelToMemcpyRatio = 0.8;
-// Every receiver holds a copy of the model: a fan-out is skipped when their copies would need more than half the
-// memory the kernel calls available, so that a machine shared with others is never pushed towards the OOM killer.
+// A fan-out whose receivers' copies would need more than this share of MemAvailable is skipped (no OOM killer).
 inline constexpr double kMaxMemoryShare = 0.5;
 
 struct ShmBenchConfig {

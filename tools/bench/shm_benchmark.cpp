@@ -76,7 +76,8 @@ struct ShmMeasurement {
   // channel: from the sender's start until the last receiver finished; sender: until send() returned; memcpy: tensor
   // by tensor into a second copy in this process; copyDigest: memcpy, then XXH3-128 over the copy, the plain way to
   // move and check bytes. receiverCpu: the receiver that took the most.
-  std::vector<double> channel{}, sender{}, memcpy{}, copyDigest{}, senderCpu{}, receiverCpu{}, memcpyCpu{}, copyDigestCpu{};
+  std::vector<double> channel{}, sender{}, memcpy{}, copyDigest{};
+  std::vector<double> senderCpu{}, receiverCpu{}, memcpyCpu{}, copyDigestCpu{};
   std::size_t digestsCompared = 0;  // receivers x transfers, warm-up included
   std::size_t digestsEqual = 0;     // a receiver's digest and byte count equal to the sender's
   std::string skipped{};            // why the measurement did not run; empty when it did
@@ -319,9 +320,10 @@ void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
     const bool equal = m.digestsCompared > 0 && m.digestsEqual == m.digestsCompared;
     const std::string digests = std::to_string(m.digestsEqual) + "/" + std::to_string(m.digestsCompared);
     transfers.row({m.model, m.tensors, size, m.receivers, geometry, m.buckets, spread(summarize(m.channel), "gbps", 2),
-                   number(median(m.channel) * static_cast<double>(m.receivers), 2), spread(summarize(m.memcpy), "gbps", 2),
-                   ratio(memcpyRatio(m)), m.receivers == 1 ? verdict(memcpyRatio(m) >= kMinChannelToMemcpyRatio) : Cell(),
-                   gbps(m.copyDigest), gbps(m.sender), Cell(equal, equal ? "all " + digests : "**" + digests + "**"),
+                   number(median(m.channel) * static_cast<double>(m.receivers), 2),
+                   spread(summarize(m.memcpy), "gbps", 2), ratio(memcpyRatio(m)),
+                   m.receivers == 1 ? verdict(memcpyRatio(m) >= kMinChannelToMemcpyRatio) : Cell(), gbps(m.copyDigest),
+                   gbps(m.sender), Cell(equal, equal ? "all " + digests : "**" + digests + "**"),
                    percent(m.othersCpuShare)});
     // The slower side against memcpy, per CPU-second: what the channel would reach with both sides on separate
     // cores and perfect overlap.
@@ -342,9 +344,9 @@ void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
         << ".";
   report.section("transfers", "One sender process, N receiver processes (GB/s)", intro.str(), transfers);
   report.section("cpu", "Work per side (GB per CPU-second)",
-                 "Model bytes over the CPU time of the thread doing the work (a wait asleep on a futex costs none): how "
-                 "fast each side would go on a core of its own. Receiver: the busiest. Bound/memcpy: the slower side "
-                 "against memcpy, what the channel would reach on separate cores with perfect overlap.",
+                 "Model bytes over the CPU time of the thread doing the work (a futex sleep costs none): how fast each "
+                 "side would go on a core of its own. Receiver: the busiest. Bound/memcpy: the slower side against "
+                 "memcpy, what the channel would reach on separate cores with perfect overlap.",
                  cpu);
 }
 

@@ -134,8 +134,6 @@ class SoakRun {
   }
 
   ~SoakRun() { stopAll(); }
-  SoakRun(const SoakRun&) = delete;
-  SoakRun& operator=(const SoakRun&) = delete;
 
   SoakResults execute() {
     startBus();
@@ -320,7 +318,8 @@ class SoakRun {
   // The next kill: gaps uniform in [mean/2, 3 mean/2] rounds, irregular yet close to rounds / mean in number.
   void scheduleKill(std::size_t after) {
     const std::size_t low = std::max<std::size_t>(1, config_.restartEvery / 2);
-    nextKill_ = after + std::uniform_int_distribution<std::size_t>(low, std::max(low, 3 * config_.restartEvery / 2))(rng_);
+    nextKill_ =
+        after + std::uniform_int_distribution<std::size_t>(low, std::max(low, 3 * config_.restartEvery / 2))(rng_);
     if (nextKill_ >= restartEnd_) nextKill_ = kNever;
   }
 
