@@ -26,7 +26,7 @@ inline constexpr std::chrono::milliseconds kPrepareTimeout{60'000};
 // One transfer of 61 GB: under a second over NVLink, several over PCIe. The nccl channel's own watchdog
 // (kNcclStallTimeout, 20 s without a bucket) fires long before.
 inline constexpr std::chrono::milliseconds kGpuRoundTimeout{120'000};
-// A rank's wait for its next command: the benchmark may spend a minute on a host check between two of them.
+// A rank's wait for its next command: the ranks after it start and allocate one by one (minutes for 61 GB).
 inline constexpr std::chrono::milliseconds kRankIdleTimeout{600'000};
 // A round's common start lies this far ahead when it is sent: a rank wakes, parses the line and spins on the clock
 // within microseconds; 10 ms leave room for a busy host (the report gives the latest a rank began).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <csignal>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +21,10 @@
 
 namespace wsync::bench {
 namespace {
+
+volatile std::sig_atomic_t receivedSignal = 0;
+
+extern "C" void recordSignal(int signalNumber) { receivedSignal = signalNumber; }
 
 std::string trim(const std::string& text) {
   const auto first = text.find_first_not_of(" \t\r\n");
@@ -186,8 +191,19 @@ Cell spread(const Summary& summary, const std::string& unit, int decimals) {
                                                                fixed(summary.max, decimals) + ")"};
 }
 
+bool interrupted() { return receivedSignal != 0; }
+
+void throwIfInterrupted() {
+  if (interrupted()) throw BenchFailure("interrupted by signal " + std::to_string(receivedSignal));
+}
+
 int runMode(const std::string& mode, const ModeOptions& options, const std::function<void(Report&)>& measure) {
-  installInterruptHandlers();
+  struct sigaction action{};
+  action.sa_handler = recordSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;  // no SA_RESTART: a blocking poll or sleep must return EINTR so the run can stop
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
   try {
     const auto start = std::chrono::steady_clock::now();
     Report report;
