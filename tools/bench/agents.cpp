@@ -1,24 +1,32 @@
 #include "agents.hpp"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 
 #include "bench_failure.hpp"
 
 namespace wsync::bench {
+namespace {
 
-void Agents::start(std::string label, const std::vector<std::string>& args, Link link) {
+bool executable(const std::filesystem::path& path) {
+  std::error_code error;
+  return std::filesystem::is_regular_file(path, error) && ::access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+void Agents::start(std::string label, const std::string& agent, const nlohmann::json& options, bool linked) {
   // The resolved path rather than /proc/self/exe itself, so that errors name a real file.
   static const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::optional<LinePipe> pipe;
-  if (link != Link::None) pipe.emplace(link == Link::Reports ? LinePipe::reports() : LinePipe::commands());
+  if (linked) pipe.emplace(LinePipe::socketPair());
   const int peer = pipe ? pipe->peerFd() : -1;
-  tools::ChildOptions options{.stdinFd = link == Link::Commands ? peer : -1,
-                              .stdoutFd = peer,
-                              .deathSignal = SIGKILL,
-                              .stopGrace = kStopGrace};
-  agents_.push_back(Agent{std::move(label), std::move(pipe), tools::ChildProcess::spawn(self, args, options)});
+  const tools::ChildOptions childOptions{
+      .stdinFd = peer, .stdoutFd = peer, .deathSignal = SIGKILL, .stopGrace = kStopGrace};
+  agents_.push_back(Agent{std::move(label), std::move(pipe),
+                          tools::ChildProcess::spawn(self, {agent, options.dump()}, childOptions)});
   if (agents_.back().pipe) agents_.back().pipe->closePeer();  // from now on end-of-file means the agent has exited
 }
 
@@ -60,6 +68,20 @@ void Agents::waitForAll(std::chrono::milliseconds timeout) {
 void Agents::stopAll() noexcept {
   for (const Agent& agent : agents_) agent.process.signal(SIGTERM);  // all at once, then each in turn
   agents_.clear();
+}
+
+std::string locateProgram(const std::string& name, const std::string& binDir, const std::string& builtPath) {
+  if (!binDir.empty()) {
+    const std::filesystem::path given = std::filesystem::path(binDir) / name;
+    if (!executable(given)) throw BenchFailure("--bin-dir: no executable " + given.string());
+    return given.string();
+  }
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", error);
+  if (!error && executable(self.parent_path() / name)) return (self.parent_path() / name).string();
+  if (executable(builtPath)) return builtPath;
+  throw BenchFailure("cannot find " + name + ": not beside " + self.string() + " nor at " + builtPath +
+                     "; give its folder with --bin-dir");
 }
 
 }  // namespace wsync::bench

@@ -1,12 +1,16 @@
 #pragma once
-// The agent processes of a measurement: this executable started again with a hidden subcommand, each optionally
-// with a line pipe to the benchmark. They die with the benchmark (a death signal set before the exec) and are stopped
+// The processes a measurement starts. Agents are this executable again with a hidden subcommand and its options as
+// JSON, optionally with a line pipe to the benchmark; the real programs (wsync-coordinator, wsync-worker, wsync-mon)
+// are found by locateProgram. Every child dies with the benchmark (a death signal set before the exec) and is stopped
 // (SIGTERM, then SIGKILL) and reaped on every exit path, so a killed or failed run leaves none behind.
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <wsync/tools/child_process.hpp>
 
 #include "line_pipe.hpp"
@@ -22,15 +26,11 @@ inline constexpr std::chrono::milliseconds kAgentExitTimeout{10000};
 
 class Agents {
  public:
-  enum class Link { None, Reports, Commands };  // no pipe; the agent's stdout; its stdin and stdout
-
-  Agents() = default;
-  Agents(const Agents&) = delete;
-  Agents& operator=(const Agents&) = delete;
   ~Agents() { stopAll(); }
 
-  // Starts this executable with `args`; `label` names the agent in errors. Throws BenchFailure.
-  void start(std::string label, const std::vector<std::string>& args, Link link = Link::None);
+  // Starts `wsync-bench AGENT OPTIONS_JSON`; `label` names it in errors; `linked`: a LinePipe as its stdin and stdout.
+  // Throws BenchFailure.
+  void start(std::string label, const std::string& agent, const nlohmann::json& options, bool linked = false);
   std::size_t size() const { return agents_.size(); }
   const std::string& label(std::size_t index) const { return agents_[index].label; }
   LinePipe& pipe(std::size_t index) { return *agents_[index].pipe; }
@@ -58,5 +58,31 @@ class Agents {
 
   std::vector<Agent> agents_;
 };
+
+// Files a run leaves that nothing will use again, its bus names being unique to it (libzmq 4.3 keeps ipc socket files
+// after the socket closes; a killed coordinator leaves its segments): removed when this goes, which must be after the
+// sockets and control blocks that use them.
+class RunFiles {
+ public:
+  RunFiles() = default;
+  RunFiles(const RunFiles&) = delete;
+  RunFiles& operator=(const RunFiles&) = delete;
+  ~RunFiles() {
+    for (const std::string& path : paths_) std::remove(path.c_str());
+  }
+  void add(std::string path) { paths_.push_back(std::move(path)); }
+  // The file behind an ipc:// endpoint; other transports have none.
+  void addEndpoint(std::string_view endpoint) {
+    if (endpoint.starts_with("ipc://")) add(std::string(endpoint.substr(6)));
+  }
+
+ private:
+  std::vector<std::string> paths_;
+};
+
+// `name` in `binDir` when one is given (an error if it is not there); else beside this executable, where an install
+// or a relocated bin/ folder keeps them together; else `builtPath`, where this build made it. Throws BenchFailure
+// naming the places it looked.
+std::string locateProgram(const std::string& name, const std::string& binDir, const std::string& builtPath);
 
 }  // namespace wsync::bench

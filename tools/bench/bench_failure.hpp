@@ -31,9 +31,9 @@ T orThrow(tl::expected<T, E>&& result, std::string_view what) {
   if constexpr (!std::is_void_v<T>) return std::move(*result);
 }
 
-void installInterruptHandlers();
+// Whether Ctrl-C or SIGTERM arrived (runMode installs the handler); throwIfInterrupted is called between blocks of work
+// and inside every bounded wait.
 bool interrupted();
-// Throws BenchFailure when a signal arrived; called between blocks of work and inside every bounded wait.
 void throwIfInterrupted();
 
 }  // namespace wsync::bench

@@ -1,8 +1,7 @@
 #pragma once
 // `wsync-bench bus`: the control plane through the bus library against raw ZeroMQ doing the same work (a
-// request/reply round trip, "publish pause, collect N acks"), interleaved block by block in the same run, and the
-// shared-memory read of an applied version against a process-local atomic. Its parameters, goals, limits, agents and
-// results.
+// request/reply round trip; "publish pause, collect N acks"), interleaved block by block in the same run, and the
+// shared-memory read of an applied version against a process-local atomic.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -11,12 +10,10 @@
 #include <vector>
 
 #include "report.hpp"
-#include "stats.hpp"
 
 namespace wsync::bench {
 
-// A reply or an ack on an idle host takes microseconds; a second of silence means the peer died or is stuck. Five
-// seconds leave room for a loaded 2-core machine that is also starting 32 agent processes.
+// Microseconds on an idle host; five seconds leave room for a loaded 2-core machine starting 32 agents.
 inline constexpr std::chrono::milliseconds kReplyTimeout{5000};
 // Starting N agent processes and getting every SUB socket subscribed (32 agents on 2 cores take a few seconds).
 inline constexpr std::chrono::milliseconds kJoinTimeout{30000};
@@ -25,17 +22,7 @@ inline constexpr std::chrono::milliseconds kProbeInterval{20};
 // After joining, acks to earlier probes may still be on their way; the path is clean after this much silence.
 inline constexpr std::chrono::milliseconds kDrainQuiet{100};
 
-// Defaults: a full run stays well under two minutes on a shared 2-core machine (32 agents dominate it); --quick
-// shows every table within a few seconds.
-inline constexpr std::size_t kDefaultPauseRounds = 2000;
-inline constexpr std::size_t kDefaultRoundTrips = 20000;
 inline constexpr std::size_t kDefaultBlock = 50;
-inline constexpr std::uint64_t kDefaultVersionReads = 20'000'000;
-inline constexpr std::size_t kDefaultVersionRepetitions = 11;
-inline constexpr std::size_t kQuickPauseRounds = 100;
-inline constexpr std::size_t kQuickRoundTrips = 1000;
-inline constexpr std::uint64_t kQuickVersionReads = 2'000'000;
-inline constexpr std::size_t kQuickVersionRepetitions = 5;
 // Routing ids and process counts stay sane; the bus itself caps agents at kMaxAgents slots.
 inline constexpr std::size_t kMaxBenchAgents = 128;
 
@@ -45,34 +32,31 @@ inline constexpr double kMaxVersionReadNs = 20.0;
 
 struct BusBenchConfig {
   ModeOptions mode;
-  std::size_t roundTrips = kDefaultRoundTrips;    // measured request/reply round trips per path
-  std::size_t pauseRounds = kDefaultPauseRounds;  // measured pause rounds per path, for each agent count
-  std::size_t block = kDefaultBlock;              // iterations per block; blocks alternate bus and raw
+  std::size_t roundTrips = 20000;  // measured request/reply round trips per path
+  std::size_t pauseRounds = 2000;  // measured pause rounds per path, for each agent count
+  std::size_t block = kDefaultBlock;  // iterations per block; blocks alternate bus and raw
   std::vector<std::size_t> agentCounts{1, 8, 32};
-  std::uint64_t versionReads = kDefaultVersionReads;  // reads per timed repetition
-  std::size_t versionRepetitions = kDefaultVersionRepetitions;
+  std::uint64_t versionReads = 20'000'000;  // reads per timed repetition
+  std::size_t versionRepetitions = 11;
+  void quick() { roundTrips = 1000; pauseRounds = 100; versionReads = 2'000'000; versionRepetitions = 5; }
 };
 
 // Unmeasured iterations on each path before the first measured block: connections, allocator, caches.
 inline std::size_t warmupFor(std::size_t iterations) { return iterations / 10 < 10 ? 10 : iterations / 10; }
 
-// The agents (hidden subcommands agent-roundtrip and agent-pause). Each serves both paths, bus and raw, so that one
-// process, with one scheduling history, serves both sides of a comparison.
+// The agents (hidden subcommands agent-roundtrip and agent-pause). Each serves both paths, so that one process, with
+// one scheduling history, serves both sides of a comparison.
 struct LatencyAgentOptions {
   std::string id;  // routing id, the same on both paths
-  std::string busRequests;
-  std::string busEvents;
-  std::string rawRequests;
-  std::string rawEvents;
-  // Round trips only: the schedule, which the benchmark computes alike.
-  std::size_t iterations = 0;
-  std::size_t warmup = 0;
-  std::size_t block = 0;
+  std::string busRequests, busEvents, rawRequests, rawEvents;
+  std::size_t iterations = 0, warmup = 0, block = 0;  // round trips: the schedule, computed alike by the benchmark
 };
-// Sends requests through both paths as the schedule says, times each round trip, writes the samples on stdout as two
-// lines ("bus NS NS ...", then "raw ..."), exits.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LatencyAgentOptions, id, busRequests, busEvents, rawRequests, rawEvents,
+                                   iterations, warmup, block)
+// Times round trips through both paths as the schedule says, writes the samples on stdout as two lines ("bus NS NS
+// ...", then "raw ..."), exits.
 int runRoundTripAgent(const LatencyAgentOptions& options);
-// Answers every Pause on either path with a PauseAck until it is stopped (SIGTERM) or idle for kAgentIdleTimeout.
+// Answers every Pause on either path with a PauseAck until it is stopped or idle for kAgentIdleTimeout.
 int runPauseAgent(const LatencyAgentOptions& options);
 
 // A bus measurement beside its raw ZeroMQ baseline from the same run, in microseconds.
@@ -81,40 +65,12 @@ struct LatencyComparison {
   Summary raw;
   double p50Ratio() const { return raw.p50 > 0 ? bus.p50 / raw.p50 : 0; }
 };
-Json toJson(const LatencyComparison& comparison);  // {"bus": ..., "raw": ...}
-
-struct FanoutResult {
-  std::size_t agents = 0;
-  LatencyComparison latency;
-  double joinMs = 0;            // until every agent's SUB had delivered a probe, on both paths
-  std::uint64_t staleAcks = 0;  // acks to earlier rounds seen while measuring (expected 0 after the drain)
-};
-
-struct LatencyResults {
-  LatencyComparison roundTrip;
-  std::vector<FanoutResult> fanout;
-  std::string busEndpoint;  // an example endpoint, to show the transport in the report
-  std::string rawEndpoint;
-};
-// Progress lines go to `progress`; failures throw BenchFailure after the agents are stopped.
-LatencyResults runLatencyBenchmarks(const BusBenchConfig& config, std::ostream& progress);
 // The round trip alone, for modes that use it as their same-run baseline (`wsync-bench round`).
 LatencyComparison runRoundTripBenchmark(std::size_t roundTrips, std::size_t block, std::ostream& progress);
+// The columns of a bus-vs-raw table (the first named `first`), and a row of it.
+std::vector<Table::Column> latencyColumns(Table::Column first);
+std::vector<Cell> latencyRow(Cell first, const LatencyComparison& latency);
 
-// Nanoseconds per read over the timed repetitions: median and least.
-struct ReadCost {
-  double medianNs = 0;
-  double minNs = 0;
-};
-struct VersionReadResult {
-  ReadCost shared;           // ControlBlockView::appliedVersion(slot), nobody writing
-  ReadCost local;            // std::atomic<uint64_t>::load(acquire) in process memory, nobody writing
-  ReadCost sharedContended;  // the same while another thread keeps calling setAppliedVersion
-  ReadCost localContended;   // the same while another thread keeps storing to the local atomic
-};
-VersionReadResult runVersionReadBenchmark(const BusBenchConfig& config, std::ostream& progress);
-
-// The mode: measures, then fills the report.
 void runBusBenchmark(const BusBenchConfig& config, Report& report);
 
 }  // namespace wsync::bench

@@ -13,67 +13,48 @@
 #include <wsync/bus/protocol/manifest.hpp>
 
 #include "report.hpp"
-#include "stats.hpp"
 
 namespace wsync::bench {
 
-// Starting a rank: CUDA's initialisation, then one cudaMalloc per tensor (18,867 for qwen3-30b-a3b: seconds).
-// Ranks start one after the other, so each has the machine to itself.
+// Starting a rank: CUDA's initialisation, then a cudaMalloc per tensor (18,867 for qwen3-30b-a3b: seconds). Ranks
+// start one after the other, so each has the machine to itself.
 inline constexpr std::chrono::milliseconds kRankStartTimeout{180'000};
-// Allocating a baseline buffer and joining a communicator (NCCL's bootstrap and connection set-up take seconds,
-// a few more the first time a node's GPUs meet), or opening a channel.
+// A baseline buffer and a communicator (NCCL's bootstrap and connections take seconds), or opening a channel.
 inline constexpr std::chrono::milliseconds kRankSetupTimeout{180'000};
-// Writing a new version of 61 GB on the device: tens of milliseconds at HBM speed, plus a launch per tensor.
+// Writing a version of 61 GB on the device: tens of milliseconds at HBM speed, plus a launch per tensor.
 inline constexpr std::chrono::milliseconds kPrepareTimeout{60'000};
-// One transfer of 61 GB: under a second over NVLink, several over PCIe; two minutes means a stuck rank. The nccl
-// channel's own watchdog (kNcclStallTimeout, 20 s without a bucket) fires long before.
+// One transfer of 61 GB: under a second over NVLink, several over PCIe. The nccl channel's own watchdog
+// (kNcclStallTimeout, 20 s without a bucket) fires long before.
 inline constexpr std::chrono::milliseconds kGpuRoundTimeout{120'000};
-// A rank's wait for its next command: the benchmark may spend a minute on a host check between two of them.
+// A rank's wait for its next command: the ranks after it start and allocate one by one (minutes for 61 GB).
 inline constexpr std::chrono::milliseconds kRankIdleTimeout{600'000};
-// How far in the future a round's common start lies when the benchmark sends it: a rank wakes from its read,
-// parses the line and spins on the clock within microseconds; 10 ms leaves room for a busy host.
+// A round's common start lies this far ahead when it is sent: a rank wakes, parses the line and spins on the clock
+// within microseconds; 10 ms leave room for a busy host (the report gives the latest a rank began).
 inline constexpr std::chrono::milliseconds kStartLead{10};
-// A rank whose own start came later than this after the common start is reported (it delayed its round).
-inline constexpr std::chrono::microseconds kLateStartWarning{1000};
-// While a channel is open, each rank reads the device's free memory this often (and after every transfer): the
-// minimum is the channel's peak. One cudaMemGetInfo every 5 ms costs the round nothing measurable.
+// While a channel is open each rank reads the device's free memory this often (and after every transfer): the
+// minimum is the channel's peak. A cudaMemGetInfo every 5 ms costs the round nothing measurable.
 inline constexpr std::chrono::milliseconds kMemorySampleInterval{5};
-// How often a rank looks at an event it waits for (a raw broadcast, a copy, a fill): the channels poll theirs
-// every 50-100 us, so both sides of a comparison see their end with the same resolution.
+// How often a rank looks at an event it waits for: the channels poll theirs every 50-100 us, so both sides of a
+// comparison see their end with the same resolution.
 inline constexpr std::chrono::microseconds kDevicePollInterval{20};
-// The benchmark reads every rank's line in slices of this much, so that one slow rank does not hide another's
-// death.
+// Every rank's line is read in slices of this much, so that one slow rank does not hide another's death.
 inline constexpr std::chrono::milliseconds kCollectSlice{2};
-// A rank told to quit closes its channel and communicator and frees its tensors (18,867 cudaFree calls for
-// qwen3-30b-a3b): seconds.
+// A rank told to quit frees its tensors (18,867 cudaFree calls for qwen3-30b-a3b): seconds.
 inline constexpr std::chrono::milliseconds kRankExitTimeout{60'000};
-// After a rank's socket closes, how long the benchmark waits for its exit status before saying it went silent.
+// After a rank's socket closes, how long its exit status may take before the rank is called silent instead.
 inline constexpr std::chrono::milliseconds kExitNoticeTimeout{2000};
-
 // Tensors start at multiples of 256 bytes in a bucket (docs/bucket-plan.md); the GPU channels need at least 16.
 inline constexpr std::uint32_t kGpuPlanAlignment = 256;
 // Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
 inline constexpr std::uint64_t kGpuContentSeed = 20261201;
-
-// Beside a raw baseline's buffers, each device keeps this much free for what the run allocates later: NCCL's
-// communicators (a few hundred MiB each), the channel's tables, CUDA's own; the channel's bucket buffers come on top.
+// Beside a baseline's buffers each device keeps this much free for what comes later (NCCL's communicators, a few
+// hundred MiB each, the channel's tables, CUDA's own); the channel's buckets come on top. A baseline cut into pieces
+// smaller than kMinBaselineChunkBytes is skipped: the pieces' launches would count. Pieces are whole 2 MiB granules.
 inline constexpr std::uint64_t kBaselineHeadroomBytes = std::uint64_t{3} << 30;
-// A baseline that would have to be cut into pieces smaller than this is skipped: the pieces' launches would count.
 inline constexpr std::uint64_t kMinBaselineChunkBytes = std::uint64_t{1} << 30;
-// Baseline pieces are multiples of this (the device's allocation granularity).
 inline constexpr std::uint64_t kBaselineChunkGranule = std::uint64_t{2} << 20;
-
-// Defaults: vLLM's weight-sync buffers (2 x 1 GiB); a full run of both models with both channels stays within a few
-// minutes on 2 x H200.
-inline constexpr std::uint64_t kDefaultGpuBucketMiB = 1024;
-inline constexpr std::size_t kDefaultGpuWarmup = 2;
-inline constexpr std::size_t kDefaultGpuRepetitions = 10;
-// --quick: one model, a few rounds.
-inline constexpr std::size_t kQuickGpuWarmup = 1;
-inline constexpr std::size_t kQuickGpuRepetitions = 3;
-
-// The goals: the nccl channel within 5% of one raw ncclBroadcast of the same bytes, cuda_ipc within 15% of one
-// cudaMemcpy; the nccl channel's extra memory at most two buckets per side.
+// The goals: nccl within 5% of one raw ncclBroadcast of the same bytes, cuda_ipc within 15% of one cudaMemcpy; the
+// nccl channel's extra memory at most two buckets per side.
 inline constexpr double kMaxNcclToBroadcastRatio = 1.05;
 inline constexpr double kMaxIpcToMemcpyRatio = 1.15;
 inline constexpr double kMaxNcclExtraBuckets = 2.0;
@@ -85,12 +66,12 @@ struct GpuBenchConfig {
   std::vector<std::string> models{"qwen2.5-7b", "qwen3-30b-a3b"};
   std::size_t receivers = 0;  // 0: nccl, one per other visible GPU; cuda_ipc, one
   std::vector<int> ipcDevices{0, 0};  // cuda_ipc: the sender's device, the receivers'
-  std::vector<std::uint64_t> bucketMiB{kDefaultGpuBucketMiB};  // nccl: one measurement per size; cuda_ipc: the first
-  std::size_t warmup = kDefaultGpuWarmup;
-  std::size_t repetitions = kDefaultGpuRepetitions;
+  // nccl: one measurement per size; cuda_ipc: the first. 1 GiB: vLLM's weight-sync buffers (2 x 1 GiB).
+  std::vector<std::uint64_t> bucketMiB{1024};
+  std::size_t warmup = 2;
+  std::size_t repetitions = 10;
   std::string allocation = "tensor";  // "tensor": one cudaMalloc per tensor; "torch": PyTorch's caching segments
-  bool hostCheck = true;  // the first channel round's digest against the host's reference
-  std::string commandLine;  // as typed, for the report
+  void quick() { models = {"qwen2.5-7b"}; warmup = 1; repetitions = 3; }
 };
 
 // The rank processes (hidden subcommand agent-gpu-rank): rank 0 is the sender, ranks 1..world-1 the receivers. Each
@@ -107,40 +88,15 @@ struct GpuRankOptions {
   std::string allocation;   // "tensor" or "torch" (device_memory.hpp)
   std::string segment;      // cuda_ipc: the segment the benchmark created
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
+                                   segment)
 int runGpuRank(const GpuRankOptions& options);
 
-// The GPUs, drivers and NCCL a result was measured with. Read in the benchmark process without creating a CUDA
-// context (no device memory is taken there): device properties, versions and the environment.
-struct GpuDeviceInfo {
-  int index = 0;
-  std::string name;
-  std::uint64_t memoryBytes = 0;
-  std::string pciBusId;    // domain:bus:device.function
-  std::string capability;  // compute capability, e.g. "9.0"
-  int multiprocessors = 0;
-};
+// The host, CUDA and NCCL versions, NCCL_* environment and GPUs a result was measured with, for the report's machine
+// table; read without a CUDA context (no device memory is taken in the benchmark process).
+Json describeGpus();
 
-struct GpuInfo {
-  std::string hostName;
-  int deviceCount = 0;          // visible to this process (CUDA_VISIBLE_DEVICES applies)
-  std::string noDeviceReason;   // why the CUDA runtime sees none, when deviceCount is 0
-  std::string driverVersion;    // CUDA version the driver supports, e.g. "13.0"; "none" without a driver
-  std::string runtimeVersion;   // of the CUDA runtime linked in
-  std::string ncclVersion;      // of the libnccl.so.2 loaded, or why none could be
-  std::vector<GpuDeviceInfo> devices;
-  std::vector<std::vector<int>> peerAccess;  // [i][j]: device i can access device j's memory (1), or not (0)
-  std::vector<std::string> ncclEnvironment;  // every NCCL_* variable, as NAME=VALUE, sorted
-};
-
-// Sets NCCL_NVLS_ENABLE=0 unless the environment already says otherwise, before any rank is started: NVLink
-// SHARP (multicast) is left off on the machines these runs are made on, and its buffers would count as the
-// channel's memory.
-void prepareGpuEnvironment();
-
-GpuInfo describeGpus();
-
-// Round times of one path over the timed rounds are Summaries in milliseconds; this is `bytes` per second at the
-// median, in GB/s (10^9 bytes).
+// `bytes` (10^9 a GB) per second at the median of round times in milliseconds.
 inline double gigabytesPerSecond(const Summary& milliseconds, std::uint64_t bytes) {
   return milliseconds.median > 0 ? static_cast<double>(bytes) / (milliseconds.median * 1e-3) / 1e9 : 0;
 }
@@ -148,7 +104,7 @@ inline double gigabytesPerSecond(const Summary& milliseconds, std::uint64_t byte
 // Device memory on one GPU of a measurement, from cudaMemGetInfo in the ranks on it (device-wide figures).
 struct DeviceMemoryUse {
   int device = 0;
-  std::string side;                  // "sender", "receiver 2", "sender + 1 receiver"
+  std::string side{};                // "sender", "receiver 2", "sender + 1 receiver"
   std::uint64_t tensorBytes = 0;     // what the tensors took of the free memory (allocation granularity included)
   std::uint64_t freeBeforeOpen = 0;  // after tensors and baselines, before the channel opened
   std::uint64_t minFree = 0;         // the least seen while it was open (sampled every few ms and after transfers)
@@ -168,7 +124,6 @@ struct GpuMeasurement {
   std::uint32_t buckets = 0;  // of the plan
   std::size_t receivers = 0;
   std::vector<int> devices;   // by rank: the sender's first
-  std::string allocation;     // "tensor" or "torch"
   std::size_t senderAllocations = 0;
 
   // nccl: from the common start until the last rank's send/receive returned; cuda_ipc: send() from its call to its
@@ -185,7 +140,6 @@ struct GpuMeasurement {
 
   std::size_t digestsCompared = 0;  // receivers x channel rounds, warm-up included
   std::size_t digestsEqual = 0;     // a receiver's digest and byte count equal to the sender's
-  std::string hostCheck;            // "equal", "differs", "off"
 
   std::vector<DeviceMemoryUse> memory;
   double maxLateStartMs = 0;  // the latest any rank began a round after the common start
@@ -208,17 +162,9 @@ struct GpuResults {
   std::vector<std::string> notes;  // channels left out and why
 };
 
-// Progress lines go to `progress`. Throws BenchFailure when there is no GPU, when a rank fails or goes silent (the
-// other ranks are stopped first), and on an interruption.
-GpuResults measureGpus(const GpuBenchConfig& config, const GpuInfo& gpus, std::ostream& progress);
+// Throws BenchFailure when there is no GPU, when a rank fails or goes silent (the others are stopped first).
+GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostream& progress);
 
-// The host check: the device checksum (wsync/bus/device_checksum.hpp) that a version of the benchmark's content
-// (device_content.hpp) must have, computed on the host from the content's formula. A channel's digest equal to it
-// says that the channel's device checksum matches its host reference, and that the bytes the sender held were the
-// version the benchmark meant. Spreads the work over the host's cores (up to 16): 61 GB take a few seconds.
-bus::Digest expectedDeviceDigest(const bus::Manifest& manifest, std::uint64_t seed, std::uint64_t version);
-
-// The mode: measures, then fills the report. Sets NCCL_NVLS_ENABLE=0 first unless the environment sets it.
 void runGpuBenchmark(const GpuBenchConfig& config, Report& report);
 
 }  // namespace wsync::bench

@@ -5,14 +5,12 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -21,21 +19,118 @@
 
 #include <wsync/bus/channel/bucket_plan.hpp>
 #include <wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp>
+#include <wsync/bus/channel/device_block.hpp>
 #include <wsync/bus/channel/gpu/gpu_runtime.hpp>
 #include <wsync/bus/channel/nccl/nccl_channel.hpp>
 #include <wsync/bus/channel/nccl/nccl_library.hpp>
 
 #include "bench_failure.hpp"
-#include "device_memory.hpp"
 #include "gpu.hpp"
 #include "gpu_rank_protocol.hpp"
 #include "line_pipe.hpp"
 #include "tensor_memory.hpp"
 
 namespace wsync::bench {
+
+cudaError_t launchContentFill(void* data, std::uint64_t bytes, std::uint64_t seed, std::uint32_t tensor,
+                              std::uint64_t version, cudaStream_t stream);  // device_content.cu
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// cudaMalloc found too little memory: the measurement is skipped rather than the run failed.
+struct DeviceMemoryShort : BenchFailure {
+  using BenchFailure::BenchFailure;
+};
+
+// Throws BenchFailure naming `what` and CUDA's error when `error` is not cudaSuccess.
+void throwIfCudaFailed(cudaError_t error, const std::string& what) {
+  if (error == cudaSuccess) return;
+  cudaGetLastError();  // a failed call leaves a non-sticky error behind: clear it for the next check
+  throw BenchFailure(what + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
+}
+
+// `bytes` on `device`, which stays the current device: a bus::DeviceBlock (zeroed, freed when destroyed).
+bus::DeviceBlock allocateDevice(int device, std::uint64_t bytes, const std::string& what) {
+  auto block = bus::DeviceBlock::allocate(device, bytes);
+  if (block) return std::move(*block);
+  // A failed cudaMalloc leaves its error as the runtime's last one: out of memory is a skip, anything else a failure.
+  if (cudaGetLastError() != cudaErrorMemoryAllocation) throw BenchFailure(what + ": " + block.error());
+  std::size_t free = 0;
+  std::size_t total = 0;
+  cudaMemGetInfo(&free, &total);
+  throw DeviceMemoryShort("cudaMalloc of " + std::to_string(bytes) + " bytes for " + what + " on GPU " +
+                          std::to_string(device) + ": out of memory (" + std::to_string(free >> 20) + " MiB free of " +
+                          std::to_string(total >> 20) + " MiB)");
+}
+
+std::uint64_t roundUp(std::uint64_t value, std::uint64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// A model's tensors on the current device, allocated as a trainer's or an engine's would be:
+//  - `torch` false: one cudaMalloc per tensor (a loader without a caching allocator; the cuda_ipc sender then
+//    exports one handle per tensor);
+//  - `torch`: PyTorch's caching allocator serving a model loaded tensor by tensor (c10/cuda/CUDACachingAllocator.cpp,
+//    without expandable segments): sizes rounded up to 512 bytes; up to 1 MiB carved from 2 MiB segments, up to
+//    10 MiB from 20 MiB segments, larger ones in a segment of their own rounded up to 2 MiB.
+class DeviceTensors {
+ public:
+  DeviceTensors(const bus::Manifest& manifest, bool torch) {
+    int device = 0;
+    throwIfCudaFailed(cudaGetDevice(&device), "cudaGetDevice");
+    struct Segment {
+      std::byte* base = nullptr;
+      std::uint64_t used = 0;
+      std::uint64_t capacity = 0;
+    } small, large;  // the segments the two pools carve their blocks from
+    for (std::size_t index = 0; index < manifest.size(); ++index) {
+      const std::uint64_t bytes = manifest.tensorBytes(index);
+      const std::string what = "tensor " + std::to_string(index) + " (" + manifest.tensors()[index].name + ")";
+      const std::uint64_t rounded = roundUp(bytes, 512);
+      if (bytes == 0) {
+        tensors_.emplace_back();
+      } else if (!torch || rounded >= (std::uint64_t{10} << 20)) {
+        blocks_.push_back(allocateDevice(device, torch ? roundUp(rounded, std::uint64_t{2} << 20) : bytes, what));
+        tensors_.emplace_back(blocks_.back().data(), bytes);
+      } else {
+        Segment& pool = rounded <= (std::uint64_t{1} << 20) ? small : large;
+        if (pool.base == nullptr || pool.capacity - pool.used < rounded) {
+          const std::uint64_t segment = std::uint64_t{&pool == &small ? 2U : 20U} << 20;
+          blocks_.push_back(allocateDevice(device, segment, what));
+          pool = Segment{blocks_.back().data(), 0, segment};
+        }
+        tensors_.emplace_back(pool.base + pool.used, bytes);
+        pool.used += rounded;
+      }
+    }
+    constTensors_.assign(tensors_.begin(), tensors_.end());
+  }
+
+  std::span<const std::span<std::byte>> tensors() const { return tensors_; }
+  std::span<const std::span<const std::byte>> constTensors() const { return constTensors_; }
+  std::size_t allocationCount() const { return blocks_.size(); }
+  std::uint64_t allocatedBytes() const {  // the cudaMalloc sizes, padding included
+    std::uint64_t total = 0;
+    for (const bus::DeviceBlock& block : blocks_) total += block.size();
+    return total;
+  }
+
+  // Enqueues on `stream` the content of `version` (device_content.cu) for every tensor.
+  void enqueueFill(std::uint64_t seed, std::uint64_t version, cudaStream_t stream) const {
+    for (std::size_t index = 0; index < tensors_.size(); ++index) {
+      throwIfCudaFailed(launchContentFill(tensors_[index].data(), tensors_[index].size(), seed,
+                                          static_cast<std::uint32_t>(index), version, stream),
+                        "filling tensor " + std::to_string(index));
+    }
+  }
+
+ private:
+  std::vector<bus::DeviceBlock> blocks_;
+  std::vector<std::span<std::byte>> tensors_;
+  std::vector<std::span<const std::byte>> constTensors_;
+};
 
 // The raw broadcast that sets up the raw communicator's connections before anything is measured (NCCL connects
 // lazily, at a communicator's first collective).
@@ -79,7 +174,10 @@ class CommandLink {
     throw BenchFailure("no command for " + std::to_string(timeout.count()) + " ms: the benchmark is gone or stuck");
   }
 
-  void report(const std::string& line) { pipe_.writeLine(line); }
+  void report(const std::string& name, RankLine fields = RankLine::object()) {
+    fields["report"] = name;
+    pipe_.writeLine(fields.dump());
+  }
 
  private:
   LinePipe pipe_;
@@ -90,43 +188,26 @@ class CommandLink {
 class FreeMemorySampler {
  public:
   explicit FreeMemorySampler(int device)
-      : minimum_(deviceMemory().free), thread_([this, device] {
+      : minimum_(deviceMemory().free), thread_([this, device](const std::stop_token& stop) {
           if (cudaSetDevice(device) != cudaSuccess) return;
-          while (!stop_.load(std::memory_order_acquire)) {
-            std::size_t free = 0;
-            std::size_t total = 0;
+          for (std::size_t free = 0, total = 0; !stop.stop_requested();
+               std::this_thread::sleep_for(kMemorySampleInterval)) {
             if (cudaMemGetInfo(&free, &total) == cudaSuccess) lower(free);
-            std::this_thread::sleep_for(kMemorySampleInterval);
           }
         }) {}
-  FreeMemorySampler(const FreeMemorySampler&) = delete;
-  FreeMemorySampler& operator=(const FreeMemorySampler&) = delete;
-  ~FreeMemorySampler() {
-    stop_.store(true, std::memory_order_release);
-    thread_.join();
-  }
 
   void sample() { lower(deviceMemory().free); }
-  std::uint64_t minimum() const { return minimum_.load(std::memory_order_acquire); }
+  std::uint64_t minimum() const { return minimum_.load(); }
 
  private:
   void lower(std::uint64_t value) {
-    std::uint64_t seen = minimum_.load(std::memory_order_relaxed);
-    while (value < seen && !minimum_.compare_exchange_weak(seen, value, std::memory_order_acq_rel)) {
+    for (std::uint64_t seen = minimum_.load(); value < seen && !minimum_.compare_exchange_weak(seen, value);) {
     }
   }
 
   std::atomic<std::uint64_t> minimum_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;  // last: starts once the rest exists
+  std::jthread thread_;  // last: starts once the rest exists
 };
-
-using Fields = std::vector<std::pair<std::string, std::string>>;
-
-template <typename Number>
-void add(Fields& fields, const char* key, Number value) {
-  fields.emplace_back(key, std::to_string(value));
-}
 
 class GpuRank {
  public:
@@ -138,8 +219,6 @@ class GpuRank {
       throw BenchFailure("rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.world));
     }
   }
-  GpuRank(const GpuRank&) = delete;
-  GpuRank& operator=(const GpuRank&) = delete;
 
   // The channel first (it reads the tensors and the communicator may be flushing), then the raw communicator, then
   // the memory, then the stream.
@@ -168,23 +247,22 @@ class GpuRank {
     throwIfCudaFailed(cudaEventCreate(&after_), "cudaEventCreate");
     const bool allocated = allocate();
     for (;;) {
-      std::istringstream command(link_.next(kRankIdleTimeout));
-      std::string word;
-      command >> word;
-      if (word == "quit") return 0;
-      if (!allocated) throw BenchFailure("command '" + word + "' after nomemory");
-      if (word == "baseline") {
-        baseline(command);
-      } else if (word == "open") {
-        open(command);
-      } else if (word == "prepare") {
-        prepare(command);
-      } else if (word == "go") {
-        go(command);
-      } else if (word == "close") {
+      const RankLine command = parseRankLine(link_.next(kRankIdleTimeout), "the benchmark");
+      const std::string name = word(command);
+      if (name == "quit") return 0;
+      if (!allocated) throw BenchFailure("command '" + name + "' after nomemory");
+      if (name == "baseline") {
+        baseline(unsignedField(command, "bytes"), command.value("nccl_id", ""));
+      } else if (name == "open") {
+        open(unsignedField(command, "bucket_bytes"), command.value("nccl_id", ""));
+      } else if (name == "prepare") {
+        prepare(unsignedField(command, "version"));
+      } else if (name == "go") {
+        go(unsignedField(command, "transfer"), command.at("path").get<std::string>(), signedField(command, "start_ns"));
+      } else if (name == "close") {
         close();
       } else {
-        throw BenchFailure("unknown command '" + command.str() + "'");
+        throw BenchFailure("unknown command " + command.dump());
       }
     }
   }
@@ -196,28 +274,21 @@ class GpuRank {
   bool allocate() {
     const DeviceMemory before = deviceMemory();
     try {
-      tensors_.emplace(manifest_, deviceAllocationFromName(options_.allocation));
+      tensors_.emplace(manifest_, options_.allocation == "torch");
     } catch (const DeviceMemoryShort& full) {
       tensors_.reset();
-      link_.report(std::string("nomemory ") + full.what());
+      link_.report("nomemory", {{"why", full.what()}});
       return false;
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     const DeviceMemory after = deviceMemory();
-    Fields fields;
-    add(fields, "free_before", before.free);
-    add(fields, "free", after.free);
-    add(fields, "total", after.total);
-    add(fields, "allocations", tensors_->allocationCount());
-    add(fields, "allocated_bytes", tensors_->allocatedBytes());
-    link_.report(formatRankLine("allocated", fields));
+    link_.report("allocated", {{"free_before", before.free}, {"free", after.free}, {"total", after.total},
+                               {"allocations", tensors_->allocationCount()},
+                               {"allocated_bytes", tensors_->allocatedBytes()}});
     return true;
   }
 
-  void baseline(std::istringstream& arguments) {
-    std::uint64_t bytes = 0;
-    std::string idHex;
-    arguments >> bytes >> idHex;
+  void baseline(std::uint64_t bytes, const std::string& idHex) {
     if (bytes > 0 && nccl()) {
       baselineSource_ = allocateDevice(options_.device, bytes, "the raw broadcast's buffer");
       auto library = bus::gpu::ncclLibrary();
@@ -265,16 +336,10 @@ class GpuRank {
     }
     baselineBytes_ = bytes;
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    Fields fields;
-    add(fields, "free", deviceMemory().free);
-    add(fields, "communicator", communicatorBytes_);
-    link_.report(formatRankLine("baselined", fields));
+    link_.report("baselined", {{"free", deviceMemory().free}, {"communicator", communicatorBytes_}});
   }
 
-  void open(std::istringstream& arguments) {
-    std::uint64_t bucketBytes = 0;
-    std::string idHex;
-    arguments >> bucketBytes >> idHex;
+  void open(std::uint64_t bucketBytes, const std::string& idHex) {
     auto plan = bus::BucketPlan::build(manifest_, bucketBytes, kGpuPlanAlignment);
     if (!plan) throw BenchFailure("plan: " + plan.error().describe());
     plan_.emplace(std::move(*plan));
@@ -297,16 +362,11 @@ class GpuRank {
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     sampler_ = std::make_unique<FreeMemorySampler>(options_.device);
-    Fields fields;
-    add(fields, "free_before", before);
-    add(fields, "free_after", deviceMemory().free);
-    add(fields, "buckets", plan_->bucketCount());
-    link_.report(formatRankLine("opened", fields));
+    link_.report("opened", {{"free_before", before}, {"free_after", deviceMemory().free},
+                            {"buckets", plan_->bucketCount()}});
   }
 
-  void prepare(std::istringstream& arguments) {
-    std::uint64_t version = 0;
-    arguments >> version;
+  void prepare(std::uint64_t version) {
     if (sender()) {
       tensors_->enqueueFill(kGpuContentSeed, version, stream_);
       throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
@@ -316,19 +376,14 @@ class GpuRank {
     link_.report("prepared");
   }
 
-  void go(std::istringstream& arguments) {
-    std::uint64_t transfer = 0;
-    std::string path;
-    std::int64_t startNs = 0;
-    arguments >> transfer >> path >> startNs;
+  void go(std::uint64_t transfer, const std::string& path, std::int64_t startNs) {
     if (!plan_) throw BenchFailure("go before open");
     const Clock::time_point start = timeOf(startNs);
     while (Clock::now() < start) {
       // Spin: every rank starts at the same instant, without a wake-up's latency.
     }
     const Clock::time_point begun = Clock::now();
-    Fields fields;
-    add(fields, "start", nanosecondsOf(begun));
+    RankLine fields{{"start", nanosecondsOf(begun)}};
     if (path == kChannelPath) {
       runChannel(transfer, begun, fields);
     } else if (path == kRawPath) {
@@ -337,18 +392,18 @@ class GpuRank {
       throw BenchFailure("unknown path '" + path + "'");
     }
     sampler_->sample();
-    add(fields, "min_free", sampler_->minimum());
+    fields["min_free"] = sampler_->minimum();
     const bus::ChannelMemory memory = nccl() ? ncclChannel_->memory() : ipcChannel_->memory();
-    add(fields, "buffers", memory.bufferBytes);
-    add(fields, "tables", memory.tableBytes);
+    fields["buffers"] = memory.bufferBytes;
+    fields["tables"] = memory.tableBytes;
     if (!nccl()) {
-      add(fields, "handles", ipcChannel_->openedHandles());
-      add(fields, "generation", ipcChannel_->exportGeneration());
+      fields["handles"] = ipcChannel_->openedHandles();
+      fields["generation"] = ipcChannel_->exportGeneration();
     }
-    link_.report(formatRankLine("done", fields));
+    link_.report("done", std::move(fields));
   }
 
-  void runChannel(std::uint64_t transfer, Clock::time_point begun, Fields& fields) {
+  void runChannel(std::uint64_t transfer, Clock::time_point begun, RankLine& fields) {
     bus::Channel& channel = nccl() ? static_cast<bus::Channel&>(*ncclChannel_) : *ipcChannel_;
     const auto deadline = begun + kGpuRoundTimeout;
     auto result = sender() ? channel.send(transfer, *plan_, tensors_->constTensors(), options_.world - 1, deadline)
@@ -358,15 +413,13 @@ class GpuRank {
       throw BenchFailure(std::string(sender() ? "send" : "receive") + " of transfer " + std::to_string(transfer) +
                          ": " + result.error().describe());
     }
-    add(fields, "end", nanosecondsOf(end));
-    add(fields, "bytes", result->bytes);
-    add(fields, "hi", result->digest.hi);
-    add(fields, "lo", result->digest.lo);
+    fields.update({{"end", nanosecondsOf(end)}, {"bytes", result->bytes}, {"hi", result->digest.hi},
+                   {"lo", result->digest.lo}});
   }
 
-  void runRaw(Clock::time_point begun, Fields& fields) {
+  void runRaw(Clock::time_point begun, RankLine& fields) {
     if (!nccl() && !sender()) {  // the memcpy baseline runs in the sender alone
-      add(fields, "end", nanosecondsOf(begun));
+      fields["end"] = nanosecondsOf(begun);
       return;
     }
     if (baselineBytes_ == 0) throw BenchFailure("a raw round without a baseline");
@@ -387,8 +440,8 @@ class GpuRank {
     const auto end = Clock::now();
     float milliseconds = 0;
     throwIfCudaFailed(cudaEventElapsedTime(&milliseconds, before_, after_), "cudaEventElapsedTime");
-    add(fields, "end", nanosecondsOf(end));
-    add(fields, "gpu_ns", static_cast<std::uint64_t>(static_cast<double>(milliseconds) * 1e6));
+    fields["end"] = nanosecondsOf(end);
+    fields["gpu_ns"] = static_cast<std::uint64_t>(static_cast<double>(milliseconds) * 1e6);
   }
 
   void close() {

@@ -1,49 +1,44 @@
 #pragma once
-// The lines between `wsync-bench gpu` and its rank processes (gpu.hpp), one per command or report, over the
-// socket that is each rank's stdin and stdout (LinePipe::commands).
+// The lines between `wsync-bench gpu` and its rank processes (gpu.hpp): one JSON object per command or report, over
+// the socket that is each rank's stdin and stdout (LinePipe).
 //
-// Commands, in the order a measurement sends them (every rank gets each; the reply comes when it is done):
-//   baseline BYTES [NCCL_ID]    allocate the raw baseline's buffers of BYTES (0: none); nccl: join the raw
-//                               communicator                         -> baselined free= communicator=
-//   open BUCKET_BYTES [NCCL_ID] open the channel, plan with buckets of BUCKET_BYTES
-//                                                                    -> opened free_before= free_after= buckets=
-//   prepare VERSION             the sender writes VERSION into its tensors and waits for it  -> prepared
-//   go TRANSFER PATH START_NS   at START_NS (CLOCK_MONOTONIC), run PATH (channel or raw)
-//                                                                    -> done start= end= [bytes= hi= lo=] [gpu_ns=]
-//                                                                       min_free= buffers= tables= [handles=
-//                                                                       generation=]
-//   close                       close the channel                    -> closed
-//   quit                        exit with status 0
-// A rank's first line is `allocated free_before= free= total= allocations= allocated_bytes=` once its tensors exist,
-// or `nomemory WHY` when the device was too full for them (it then waits for quit). Failures go to stderr, and the
-// rank exits non-zero.
+// Commands, in the order a measurement sends them (every rank gets each; the report comes when it is done):
+//   {"command": "baseline", "bytes", "nccl_id"?}  allocate the raw baseline's buffers of `bytes` (0: none); nccl: join
+//                                                 the raw communicator   -> baselined: free, communicator
+//   {"command": "open", "bucket_bytes", "nccl_id"?}  open the channel     -> opened: free_before, free_after, buckets
+//   {"command": "prepare", "version"}  the sender writes `version` into its tensors and waits for it  -> prepared
+//   {"command": "go", "transfer", "path", "start_ns"}  at start_ns (CLOCK_MONOTONIC), run `path` (channel or raw)
+//                                      -> done: start, end, [bytes, hi, lo], [gpu_ns], min_free, buffers, tables,
+//                                               [handles, generation]
+//   {"command": "close"}  close the channel                              -> closed
+//   {"command": "quit"}   exit with status 0
+// A report is {"report": WORD, fields...}. A rank's first one is `allocated` (free_before, free, total, allocations,
+// allocated_bytes) once its tensors exist, or `nomemory` (why) when the device was too full for them (it then waits
+// for quit). Failures go to stderr, and the rank exits non-zero.
 #include <cstdint>
-#include <map>
 #include <string>
-#include <utility>
-#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_failure.hpp"
 
 namespace wsync::bench {
 
 inline constexpr const char* kChannelPath = "channel";
 inline constexpr const char* kRawPath = "raw";
 
-// A report: its first word and its key=value fields, or (for nomemory) the rest of the line as text.
-struct RankLine {
-  std::string word;
-  std::map<std::string, std::string> fields;
-  std::string text;
+using RankLine = nlohmann::json;
 
-  bool has(const std::string& key) const { return fields.count(key) != 0; }
-  // Throws BenchFailure when the field is missing or not a number.
-  std::uint64_t number(const std::string& key) const;
-  std::int64_t signedNumber(const std::string& key) const;
-};
+// A command or a report; throws BenchFailure naming `from` for a line that is not a JSON object.
+inline RankLine parseRankLine(const std::string& line, const std::string& from) {
+  RankLine parsed = RankLine::parse(line, nullptr, false);
+  if (!parsed.is_object()) throw BenchFailure(from + " sent '" + line + "', not a JSON object");
+  return parsed;
+}
 
-// Throws BenchFailure, naming `from`, for a line that is not WORD key=value...
-RankLine parseRankLine(const std::string& line, const std::string& from);
-
-// "WORD key=value ...".
-std::string formatRankLine(const std::string& word, const std::vector<std::pair<std::string, std::string>>& fields);
+// A field of a report (nlohmann_json throws, naming the key, when it is missing or not a number).
+inline std::uint64_t unsignedField(const RankLine& line, const char* key) { return line.at(key).get<std::uint64_t>(); }
+inline std::int64_t signedField(const RankLine& line, const char* key) { return line.at(key).get<std::int64_t>(); }
+inline std::string word(const RankLine& line) { return line.value("report", line.value("command", "")); }
 
 }  // namespace wsync::bench

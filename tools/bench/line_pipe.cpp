@@ -1,6 +1,5 @@
 #include "line_pipe.hpp"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,16 +23,7 @@ constexpr std::size_t kReadChunk = 4096;
 
 }  // namespace
 
-LinePipe LinePipe::reports() {
-  int fds[2] = {-1, -1};
-  if (::pipe2(fds, O_CLOEXEC) != 0) failWith("pipe");
-  LinePipe pipe;
-  pipe.readFd_ = fds[0];
-  pipe.peerFd_ = fds[1];
-  return pipe;
-}
-
-LinePipe LinePipe::commands() {
+LinePipe LinePipe::socketPair() {
   int fds[2] = {-1, -1};
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) failWith("socketpair");
   LinePipe pipe;

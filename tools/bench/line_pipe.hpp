@@ -1,9 +1,8 @@
 #pragma once
-// One end of a line-by-line connection between the benchmark and an agent process, every read bounded. reports()
-// is a pipe that becomes the agent's stdout; commands() a socket pair that becomes its stdin and stdout, so that the
-// benchmark also sends commands, and writing to an agent that died fails instead of raising SIGPIPE. An agent wraps
-// its own descriptors the same way. The benchmark's descriptors are close-on-exec: no other agent inherits them, and
-// a read sees end-of-file once the agent is gone.
+// One end of a line-by-line connection between the benchmark and an agent process, every read bounded: a socket pair
+// whose other end becomes the agent's stdin and stdout, so that writing to an agent that died fails instead of
+// raising SIGPIPE. An agent wraps its own descriptors the same way. The benchmark's end is close-on-exec: no other
+// agent inherits it, and a read sees end-of-file once the agent is gone.
 #include <chrono>
 #include <optional>
 #include <string>
@@ -12,17 +11,13 @@ namespace wsync::bench {
 
 class LinePipe {
  public:
-  static LinePipe reports();   // throws BenchFailure
-  static LinePipe commands();  // throws BenchFailure
+  static LinePipe socketPair();  // throws BenchFailure
   // Over descriptors of this process (an agent's stdin and a copy of its stdout); closes them when destroyed.
   LinePipe(int readFd, int writeFd) : readFd_(readFd), writeFd_(writeFd) {}
   LinePipe(LinePipe&& other) noexcept;
-  LinePipe& operator=(LinePipe&&) = delete;
-  LinePipe(const LinePipe&) = delete;
-  LinePipe& operator=(const LinePipe&) = delete;
   ~LinePipe();
 
-  // The agent's end, to become its stdout (and stdin); closed once the agent holds its copy.
+  // The agent's end, to become its stdin and stdout; closed once the agent holds its copy.
   int peerFd() const { return peerFd_; }
   void closePeer();
 
@@ -30,14 +25,14 @@ class LinePipe {
   // ended()). Throws BenchFailure on a read error or an interruption (Ctrl-C).
   std::optional<std::string> readLine(std::chrono::milliseconds timeout);
   bool ended() const { return ended_; }
-  // Socket pairs only: `line` and a newline. Throws BenchFailure when the other side is gone.
+  // `line` and a newline. Throws BenchFailure when the other side is gone.
   void writeLine(const std::string& line);
 
  private:
   LinePipe() = default;
 
   int readFd_ = -1;
-  int writeFd_ = -1;  // the same descriptor as readFd_ for the benchmark's end of a socket pair
+  int writeFd_ = -1;  // the same descriptor as readFd_ for the benchmark's end
   int peerFd_ = -1;
   bool ended_ = false;
   std::string buffered_;  // read but not yet returned

@@ -2,16 +2,16 @@
 //
 //   wsync-bench bus|shm|round|soak|gpu [--quick] [--out FILE] [--json FILE] [--commit SHA] [options of the mode]
 //
-// The agent-* subcommands are hidden: they are the agent processes the modes start from this executable.
+// The agent-* subcommands are hidden: they are the agent processes the modes start from this executable, each given
+// its options as one JSON argument.
+#include <algorithm>
 #include <csignal>
-#include <functional>
 #include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "bus.hpp"
-#include "program_location.hpp"
 #include "round.hpp"
 #include "shm.hpp"
 #include "soak.hpp"
@@ -23,14 +23,18 @@
 namespace wsync::bench {
 namespace {
 
-// A mode with the options every mode has.
-CLI::App& addMode(CLI::App& app, const std::string& name, const std::string& description, ModeOptions& options,
-                  const std::string& quick) {
+// A mode with the options every mode has; `measure` runs through runMode once the options are parsed. With --quick,
+// the mode's configuration took its quick values before the command line was parsed, so that given options win.
+template <typename Config>
+CLI::App& addMode(CLI::App& app, const std::string& name, const std::string& description, Config& config, bool quick,
+                  int& status, std::function<void(Report&)> measure) {
+  if (quick) config.quick();
   CLI::App& mode = *app.add_subcommand(name, description);
-  mode.add_flag("--quick", options.quick, quick);
-  mode.add_option("--out", options.outPath, "Also write the markdown report to this file");
-  mode.add_option("--json", options.jsonPath, "Write the results as JSON to this file");
-  mode.add_option("--commit", options.commit, "Commit to name in the report (default: git describe)");
+  mode.add_flag("--quick", config.mode.quick, "A demonstration in seconds: too few samples for conclusions");
+  mode.add_option("--out", config.mode.outPath, "Also write the markdown report to this file");
+  mode.add_option("--json", config.mode.jsonPath, "Write the results as JSON to this file");
+  mode.add_option("--commit", config.mode.commit, "Commit to name in the report (default: git describe)");
+  mode.callback([&status, name, &options = config.mode, measure] { status = runMode(name, options, measure); });
   return mode;
 }
 
@@ -44,41 +48,18 @@ CLI::Option* list(CLI::App& app, const std::string& name, std::vector<T>& values
   return option(app, name, values, help)->delimiter(',');
 }
 
-// A quick run's value of an option, unless the command line gave one.
-template <typename T, typename Quick>
-void quickDefault(bool quick, const CLI::Option* option, T& value, Quick quickValue) {
-  if (quick && option->count() == 0) value = quickValue;
-}
-
-// An agent: hidden (an empty group), started by a mode, never by hand. Ctrl-C reaches the whole process group:
-// agents leave stopping to the benchmark, which reports the interruption instead of a dead agent.
-CLI::App& addAgent(CLI::App& app, const std::string& name, int& status, std::function<int()> run) {
+// An agent: hidden (an empty group), started by a mode, never by hand. Ctrl-C reaches the whole process group: agents
+// leave stopping to the benchmark, which reports the interruption instead of a dead agent.
+template <typename Options>
+void addAgent(CLI::App& app, const std::string& name, int& status, int (*run)(const Options&)) {
   CLI::App& agent = *app.add_subcommand(name, "internal")->group("");
-  agent.callback([&status, run = std::move(run)] {
+  auto options = std::make_shared<std::string>();
+  agent.add_option("options", *options, "JSON")->required();
+  agent.callback([&status, run, options] {
     std::signal(SIGINT, SIG_IGN);
-    status = run();
+    status = run(nlohmann::json::parse(*options).get<Options>());
   });
-  return agent;
 }
-
-#ifdef WSYNC_HAVE_CUDA
-// The command line as typed, quoted where a shell would need it, for reports that say how they were made.
-std::string commandLine(int argc, char** argv) {
-  std::string line = "wsync-bench";
-  for (int index = 1; index < argc; ++index) {
-    const std::string arg = argv[index];
-    constexpr const char* kPlain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,:/+@%";
-    if (!arg.empty() && arg.find_first_not_of(kPlain) == std::string::npos) {
-      line += " " + arg;
-      continue;
-    }
-    line += " '";
-    for (const char c : arg) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    line += "'";
-  }
-  return line;
-}
-#endif
 
 }  // namespace
 }  // namespace wsync::bench
@@ -91,163 +72,98 @@ int main(int argc, char** argv) {
   CLI::App app{"wsync-bench: wsync measured against raw baselines, side by side in the same run"};
   app.require_subcommand(1);
   int status = 0;
+  const bool quick = std::any_of(argv + 1, argv + argc, [](const char* arg) { return std::string(arg) == "--quick"; });
   const auto positive = CLI::PositiveNumber;
 
   BusBenchConfig bus;
-  CLI::App& busMode = addMode(app, "bus", "Control-plane latency through the bus library vs raw ZeroMQ, and the "
-                              "shared-memory version read", bus.mode, "Few iterations: every table in seconds");
-  auto* roundTrips = option(busMode, "--round-trips", bus.roundTrips, "Measured round trips per path")->check(positive);
-  auto* pauses = option(busMode, "--iterations", bus.pauseRounds, "Measured pause rounds per path, each N")
-                     ->check(positive);
+  CLI::App& busMode = addMode(app, "bus", "Control-plane latency, bus library vs raw ZeroMQ; version read", bus, quick,
+                              status, [&](Report& report) { runBusBenchmark(bus, report); });
+  option(busMode, "--round-trips", bus.roundTrips, "Measured round trips per path")->check(positive);
+  option(busMode, "--iterations", bus.pauseRounds, "Pause rounds per path, each N")->check(positive);
   option(busMode, "--block", bus.block, "Iterations per block; blocks alternate bus and raw")->check(positive);
   list(busMode, "--agents", bus.agentCounts, "Agent process counts N for the fan-out")
       ->check(CLI::Range(std::size_t{1}, kMaxBenchAgents));
-  auto* reads = option(busMode, "--version-reads", bus.versionReads, "Version reads per repetition")->check(positive);
-  busMode.callback([&] {
-    quickDefault(bus.mode.quick, roundTrips, bus.roundTrips, kQuickRoundTrips);
-    quickDefault(bus.mode.quick, pauses, bus.pauseRounds, kQuickPauseRounds);
-    quickDefault(bus.mode.quick, reads, bus.versionReads, kQuickVersionReads);
-    if (bus.mode.quick) bus.versionRepetitions = kQuickVersionRepetitions;
-    status = runMode("bus", bus.mode, [&](Report& report) { runBusBenchmark(bus, report); });
-  });
+  option(busMode, "--version-reads", bus.versionReads, "Version reads per repetition")->check(positive);
 
   ShmBenchConfig shm;
-  CLI::App& shmMode = addMode(app, "shm", "The shm payload channel, one sender process to 1, 3 and 8 receiver "
-                              "processes, vs memcpy", shm.mode, "opt-125m only, 3 receivers at most: seconds");
-  auto* models = list(shmMode, "--models", shm.models, "Models (names cli::modelTensors knows)");
+  CLI::App& shmMode = addMode(app, "shm", "The shm channel to 1, 3 and 8 receiver processes vs memcpy", shm, quick,
+                              status, [&](Report& report) {
+                                if (shm.noFanout) shm.fanoutReceivers.clear();
+                                runShmBenchmark(shm, report);
+                              });
+  list(shmMode, "--models", shm.models, "Models (names cli::modelTensors knows)");
   auto* fanout = list(shmMode, "--fanout", shm.fanoutReceivers, "Receiver counts of the fan-out")
                      ->check(CLI::Range(std::size_t{2}, std::size_t{64}));
-  bool noFanout = false;
-  shmMode.add_flag("--no-fanout", noFanout, "Only the one-receiver measurements")->excludes(fanout);
-  option(shmMode, "--bucket-mib", shm.bucketMiB, "Bucket size in MiB")->check(CLI::Range(1, 4096));
-  option(shmMode, "--buffers", shm.buffers, "Buffers in the arena's ring")->check(CLI::Range(2, 8));
-  auto* reps = option(shmMode, "--repetitions", shm.repetitions, "Timed repetitions per path")->check(positive);
-  list(shmMode, "--sweep-buckets", shm.sweepBucketMiB, "Also one receiver with these bucket sizes in MiB")
+  shmMode.add_flag("--no-fanout", shm.noFanout, "Only the one-receiver measurements")->excludes(fanout);
+  list(shmMode, "--bucket-mib", shm.bucketMiB, "Bucket sizes (MiB); the fan-out takes the first")
       ->check(CLI::Range(1, 4096));
-  list(shmMode, "--sweep-buffers", shm.sweepBuffers, "... and these buffer counts")->check(CLI::Range(2, 8));
-  option(shmMode, "--sweep-repetitions", shm.sweepRepetitions, "Timed repetitions per sweep geometry")->check(positive);
-  shmMode.add_flag("--wait-for-quiet", shm.waitForQuiet,
-                   "Start every round once the machine's CPUs were 90% idle for 0.5 s (shared machines)");
-  shmMode.callback([&] {
-    quickDefault(shm.mode.quick, models, shm.models, std::vector<std::string>{"opt-125m"});
-    quickDefault(shm.mode.quick, fanout, shm.fanoutReceivers, std::vector<std::size_t>{3});
-    quickDefault(shm.mode.quick, reps, shm.repetitions, kQuickShmRepetitions);
-    if (shm.mode.quick) shm.sweepRepetitions = std::min(shm.sweepRepetitions, kQuickShmRepetitions);
-    if (noFanout) shm.fanoutReceivers.clear();
-    status = runMode("shm", shm.mode, [&](Report& report) { runShmBenchmark(shm, report); });
-  });
+  list(shmMode, "--buffers", shm.buffers, "Buffer counts of the arena's ring, likewise")->check(CLI::Range(2, 8));
+  option(shmMode, "--repetitions", shm.repetitions, "Timed repetitions per path")->check(positive);
+  shmMode.add_flag("--wait-for-quiet", shm.waitForQuiet, "Start every round once the CPUs were 90% idle for 0.5 s");
 
   RoundBenchConfig round;
-  CLI::App& roundMode = addMode(app, "round", "An update round's control overhead (round time minus data time) for "
-                                "1, 8 and 32 worker processes and by number of tensors, vs the raw ZeroMQ round trip; "
-                                "with --monitors, round times with wsync-mon processes attached", round.mode,
-                                "Few rounds: every table in about 15 seconds");
+  CLI::App& roundMode = addMode(app, "round", "An update round's control overhead by workers and tensors, vs the raw "
+                                "ZeroMQ round trip; with --monitors, with wsync-mon attached", round, quick, status,
+                                [&](Report& report) {
+                                  if (round.noCountSweep) round.countModels.clear();
+                                  runRoundBenchmark(round, report);
+                                });
   const auto workerRange = CLI::Range(std::size_t{1}, kMaxRoundWorkers);
   list(roundMode, "--workers", round.workerCounts, "Worker process counts")->check(workerRange);
-  list(roundMode, "--models", round.models, "Manifests of the worker sweep (names cli::modelTensors knows)");
-  auto* countModels = list(roundMode, "--count-models", round.countModels, "Manifests of the tensor-count sweep: "
-                           "same bytes, different tensor counts");
-  bool noCountSweep = false;
-  roundMode.add_flag("--no-count-sweep", noCountSweep, "Only the worker sweep")->excludes(countModels);
+  list(roundMode, "--models", round.models, "Manifests of the worker sweep (cli::modelTensors)");
+  auto* countModels = list(roundMode, "--count-models", round.countModels, "Manifests of the tensor-count sweep");
+  roundMode.add_flag("--no-count-sweep", round.noCountSweep, "Only the worker sweep")->excludes(countModels);
   option(roundMode, "--count-workers", round.countWorkers, "Workers of the tensor-count sweep")->check(workerRange);
-  auto* warmup = option(roundMode, "--warmup", round.warmup, "Unmeasured rounds first")->check(positive);
-  auto* rounds = option(roundMode, "--rounds", round.rounds, "Measured rounds per worker count")->check(positive);
-  auto* countRounds = option(roundMode, "--count-rounds", round.countRounds, "Measured rounds per count manifest")
-                          ->check(positive);
-  auto* baseline = option(roundMode, "--round-trips", round.baselineRoundTrips, "Baseline round trips per path, "
-                          "before and after")->check(positive);
+  option(roundMode, "--warmup", round.warmup, "Unmeasured rounds first")->check(positive);
+  option(roundMode, "--rounds", round.rounds, "Measured rounds per worker count")->check(positive);
+  option(roundMode, "--count-rounds", round.countRounds, "Rounds per count manifest")->check(positive);
+  option(roundMode, "--round-trips", round.baselineRoundTrips, "Baseline round trips per path")->check(positive);
   option(roundMode, "--bucket-kib", round.bucketKiB, "The coordinator's bucket size in KiB (a multiple of 4)")
       ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{4} << 20));
-  option(roundMode, "--monitors", round.monitors, "wsync-mon processes attached to each bus of the worker sweep for "
-         "--rounds more rounds, between two phases without (goal: round times under 2% apart)")
+  option(roundMode, "--monitors", round.monitors, "wsync-mon processes attached for --rounds more rounds")
       ->check(CLI::Range(std::size_t{0}, kMaxMonitors));
-  roundMode.callback([&] {
-    quickDefault(round.mode.quick, warmup, round.warmup, kQuickRoundWarmup);
-    quickDefault(round.mode.quick, rounds, round.rounds, kQuickRounds);
-    quickDefault(round.mode.quick, countRounds, round.countRounds, kQuickCountRounds);
-    quickDefault(round.mode.quick, baseline, round.baselineRoundTrips, kQuickBaselineRoundTrips);
-    if (noCountSweep) round.countModels.clear();
-    status = runMode("round", round.mode, [&](Report& report) {
-      if (round.monitors > 0) round.monBinary = locateProgram("wsync-mon", "", WSYNC_BENCH_MON);
-      runRoundBenchmark(round, report);
-    });
-  });
 
   SoakBenchConfig soak;
-  CLI::App& soakMode = addMode(app, "soak", "Thousands of rounds back to back through the real wsync-coordinator and "
-                               "wsync-worker processes, with random worker restarts: rounds/s, round time, RSS and "
-                               "open fds over time (goal: flat)", soak.mode,
-                               "600 rounds in windows of 100, a restart every ~25: seconds");
-  auto* soakRounds = option(soakMode, "--rounds", soak.rounds, "Rounds in all (a multiple of --window)")
-                         ->check(positive);
+  CLI::App& soakMode = addMode(app, "soak", "Thousands of rounds through the real programs with random worker "
+                               "restarts: does anything grow?", soak, quick, status,
+                               [&](Report& report) { runSoakBenchmark(soak, report); });
+  option(soakMode, "--rounds", soak.rounds, "Rounds (a multiple of --window)")->check(positive);
   option(soakMode, "--workers", soak.workers, "wsync-worker processes")->check(workerRange);
-  auto* window = option(soakMode, "--window", soak.window, "Rounds per window of figures (the first is a warm-up; "
-                        "the second and the last run without restarts)")->check(positive);
-  auto* restartEvery = option(soakMode, "--restart-every", soak.restartEvery, "Mean rounds between worker restarts "
-                              "(SIGKILL at a random moment, then the same id again); 0: none");
+  option(soakMode, "--window", soak.window, "Rounds per window of figures")->check(positive);
+  option(soakMode, "--restart-every", soak.restartEvery, "Mean rounds between restarts; 0: none");
   option(soakMode, "--seed", soak.seed, "Seed of the restart schedule");
-  option(soakMode, "--model", soak.model, "Manifest (names cli::modelTensors knows)");
+  option(soakMode, "--model", soak.model, "Manifest (cli::modelTensors)");
   option(soakMode, "--pause-mode", soak.pauseMode, "The trainer's pause mode")
       ->check(CLI::IsMember({"abort", "wait", "keep"}));
   option(soakMode, "--step-ms", soak.workerStepMs, "The workers' decode step (wsync-worker --step-ms)")
       ->check(CLI::Range(0, 1000));
-  soakMode.add_option("--bin-dir", soak.binDir, "Folder of wsync-coordinator and wsync-worker (default: beside "
-                      "wsync-bench, else this build's)");
-  soakMode.add_option("--child-log", soak.childLog, "The coordinator's and workers' stderr (default: this stderr)");
+  soakMode.add_option("--bin-dir", soak.binDir, "Folder of wsync-coordinator and wsync-worker");
   option(soakMode, "--child-log-level", soak.childLogLevel, "--log-level of the coordinator and workers")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
-  soakMode.callback([&] {
-    quickDefault(soak.mode.quick, soakRounds, soak.rounds, kQuickSoakRounds);
-    quickDefault(soak.mode.quick, window, soak.window, kQuickSoakWindow);
-    quickDefault(soak.mode.quick, restartEvery, soak.restartEvery, kQuickSoakRestartEvery);
-    status = runMode("soak", soak.mode, [&](Report& report) { runSoakBenchmark(soak, report); });
-  });
 
 #ifdef WSYNC_HAVE_CUDA
   GpuBenchConfig gpu;
-  CLI::App& gpuMode = addMode(app, "gpu", "The nccl and cuda_ipc channels between GPU processes, vs one raw "
-                              "ncclBroadcast / cudaMemcpy of the same bytes", gpu.mode, "qwen2.5-7b only, few rounds");
+  CLI::App& gpuMode = addMode(app, "gpu", "The nccl and cuda_ipc channels vs raw ncclBroadcast / cudaMemcpy", gpu,
+                              quick, status, [&](Report& report) { runGpuBenchmark(gpu, report); });
   auto* channels = list(gpuMode, "--channel", gpu.channels, "Channels to measure")
                        ->check(CLI::IsMember({"nccl", "cuda_ipc"}));
-  auto* gpuModels = list(gpuMode, "--models", gpu.models, "Models (names cli::modelTensors knows, e.g. "
-                         "synthetic:1000:512 for a quick run)");
-  gpuMode.add_option("--receivers", gpu.receivers, "Receiver processes (default: nccl, one per other visible GPU; "
-                     "cuda_ipc, 1)")->check(CLI::Range(1, 64));
-  list(gpuMode, "--devices", gpu.ipcDevices, "cuda_ipc: the sender's GPU and the receivers' GPU")
+  gpuMode.parse_complete_callback([&gpu, channels] { gpu.channelsGiven = channels->count() > 0; });
+  list(gpuMode, "--models", gpu.models, "Models (cli::modelTensors)");
+  gpuMode.add_option("--receivers", gpu.receivers, "Receivers (default: nccl, every other GPU; cuda_ipc, 1)")
+      ->check(CLI::Range(1, 64));
+  list(gpuMode, "--devices", gpu.ipcDevices, "cuda_ipc: sender GPU,receiver GPU")
       ->expected(2)
       ->check(CLI::NonNegativeNumber);
-  list(gpuMode, "--bucket-mib", gpu.bucketMiB, "nccl bucket size in MiB; a list measures each (cuda_ipc plans with "
-       "the first)")->check(CLI::Range(1, 16384));
-  auto* gpuWarmup = option(gpuMode, "--warmup", gpu.warmup, "Unmeasured rounds per measurement")
-                        ->check(CLI::NonNegativeNumber);
-  auto* gpuReps = option(gpuMode, "--reps", gpu.repetitions, "Timed rounds per path and measurement")->check(positive);
-  option(gpuMode, "--allocation", gpu.allocation, "tensor: one cudaMalloc per tensor; torch: segments as PyTorch's "
-         "caching allocator makes them")->check(CLI::IsMember({"tensor", "torch"}));
-  bool noHostCheck = false;
-  gpuMode.add_flag("--no-host-check", noHostCheck, "Skip recomputing the first channel round's digest on the host");
-  gpuMode.callback([&] {
-    quickDefault(gpu.mode.quick, gpuModels, gpu.models, std::vector<std::string>{"qwen2.5-7b"});
-    quickDefault(gpu.mode.quick, gpuWarmup, gpu.warmup, kQuickGpuWarmup);
-    quickDefault(gpu.mode.quick, gpuReps, gpu.repetitions, kQuickGpuRepetitions);
-    gpu.channelsGiven = channels->count() > 0;
-    gpu.hostCheck = !noHostCheck;
-    gpu.commandLine = commandLine(argc, argv);
-    status = runMode("gpu", gpu.mode, [&](Report& report) { runGpuBenchmark(gpu, report); });
-  });
-
-  GpuRankOptions rank;
-  CLI::App& rankAgent = addAgent(app, "agent-gpu-rank", status, [&] { return runGpuRank(rank); });
-  rankAgent.add_option("--channel", rank.channel)->required();
-  rankAgent.add_option("--rank", rank.rank)->required();
-  rankAgent.add_option("--world", rank.world)->required();
-  rankAgent.add_option("--device", rank.device)->required();
-  rankAgent.add_option("--baseline-device", rank.baselineDevice)->required();
-  rankAgent.add_option("--model", rank.model)->required();
-  rankAgent.add_option("--allocation", rank.allocation)->required();
-  rankAgent.add_option("--segment", rank.segment);
+  list(gpuMode, "--bucket-mib", gpu.bucketMiB, "Bucket sizes in MiB (cuda_ipc: the first)")
+      ->check(CLI::Range(1, 16384));
+  option(gpuMode, "--warmup", gpu.warmup, "Unmeasured rounds per measurement")->check(CLI::NonNegativeNumber);
+  option(gpuMode, "--reps", gpu.repetitions, "Timed rounds per path and measurement")->check(positive);
+  option(gpuMode, "--allocation", gpu.allocation, "tensor: a cudaMalloc each; torch: PyTorch's caching segments")
+      ->check(CLI::IsMember({"tensor", "torch"}));
+  addAgent(app, "agent-gpu-rank", status, &runGpuRank);
 #else
   // Listed, so that asking for it says why it is missing rather than "unknown subcommand".
-  CLI::App& gpuMode = *app.add_subcommand("gpu", "The GPU channels vs raw NCCL and cudaMemcpy (not in this build)");
+  CLI::App& gpuMode = *app.add_subcommand("gpu", "The GPU channels (not in this build)");
   gpuMode.allow_extras();
   gpuMode.callback([&] {
     std::cerr << "wsync-bench gpu: this build has no GPU channels (configure with -DWSYNC_CUDA=ON on a host with the "
@@ -256,32 +172,10 @@ int main(int argc, char** argv) {
   });
 #endif
 
-  LatencyAgentOptions latency;
-  for (const bool roundTrip : {true, false}) {
-    CLI::App& agent = addAgent(app, roundTrip ? "agent-roundtrip" : "agent-pause", status, [&latency, roundTrip] {
-      return roundTrip ? runRoundTripAgent(latency) : runPauseAgent(latency);
-    });
-    agent.add_option("--id", latency.id)->required();
-    agent.add_option("--bus-requests", latency.busRequests)->required();
-    agent.add_option("--bus-events", latency.busEvents)->required();
-    agent.add_option("--raw-requests", latency.rawRequests)->required();
-    agent.add_option("--raw-events", latency.rawEvents)->required();
-    if (!roundTrip) continue;
-    agent.add_option("--iterations", latency.iterations)->required();
-    agent.add_option("--warmup", latency.warmup)->required();
-    agent.add_option("--block", latency.block)->required()->check(positive);
-  }
-  ShmReceiverOptions receiver;
-  CLI::App& receiverAgent = addAgent(app, "agent-shm-receive", status, [&] { return runShmReceiver(receiver); });
-  receiverAgent.add_option("--arena", receiver.arena)->required();
-  receiverAgent.add_option("--receiver", receiver.receiver)->required();
-  receiverAgent.add_option("--model", receiver.model)->required();
-  receiverAgent.add_option("--transfers", receiver.transfers)->required();
-  RoundWorkerOptions worker;
-  CLI::App& workerAgent = addAgent(app, "agent-round-worker", status, [&] { return runRoundWorker(worker); });
-  workerAgent.add_option("--bus", worker.bus)->required();
-  workerAgent.add_option("--id", worker.id)->required();
-  workerAgent.add_option("--model", worker.model)->required();
+  addAgent(app, "agent-roundtrip", status, &runRoundTripAgent);
+  addAgent(app, "agent-pause", status, &runPauseAgent);
+  addAgent(app, "agent-shm-receive", status, &runShmReceiver);
+  addAgent(app, "agent-round-worker", status, &runRoundWorker);
 
   CLI11_PARSE(app, argc, argv);
   return status;

@@ -1,9 +1,9 @@
 #pragma once
-// One report model for every mode: the mode fills a JSON document (for scripts) and markdown sections (for people and
-// bench/results/) from the same results; runMode() adds the machine (CPU, kernel, date, commit, build), the mode's
-// options and the wall time to both, and writes the markdown to stdout (and --out), the JSON to --json.
+// One report model for every mode: tables whose cells each hold a figure for the JSON (nlohmann_json) and its text
+// for the markdown, so the two cannot disagree. runMode() adds the machine, the parameters and the wall time, writes
+// the markdown to stdout (and --out) and the JSON to --json.
+#include <concepts>
 #include <functional>
-#include <ostream>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -15,28 +15,65 @@ namespace wsync::bench {
 
 using Json = nlohmann::ordered_json;  // keys in the order the mode writes them
 
-struct Report {
-  Json json;                    // "mode", "machine", "parameters" {"quick"}, then the mode's own
-  std::ostringstream markdown;  // the sections after the machine's
-};
+// A figure: its JSON value (null for an empty cell) and its text in the markdown.
+struct Cell {
+  Cell() = default;
+  Cell(std::string words) : json(words), text(std::move(words)) {}  // NOLINT: implicit, to keep rows short
+  Cell(const char* words) : Cell(std::string(words)) {}            // NOLINT
+  template <std::integral T>
+    requires(!std::same_as<T, bool>)
+  Cell(T count) : json(count), text(std::to_string(count)) {}  // NOLINT
+  Cell(Json value, std::string shown) : json(std::move(value)), text(std::move(shown)) {}
 
-// A markdown table; `align` has one letter per column: 'l' for text, 'r' for figures.
-class Table {
- public:
-  Table(std::string align, std::vector<std::string> header) : align_(std::move(align)), header_(std::move(header)) {}
-  void row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
-  friend std::ostream& operator<<(std::ostream& out, const Table& table);
-
- private:
-  std::string align_;
-  std::vector<std::string> header_;
-  std::vector<std::vector<std::string>> rows_;
+  Json json;
+  std::string text;
 };
 
 std::string fixed(double value, int decimals);
-std::string ratio(double value);    // "1.05x"
-std::string verdict(bool met);      // "met", or a bold "missed"
-std::string percent(double share);  // "12%"
+Cell number(double value, int decimals);
+Cell ratio(double value);    // "1.05x"
+Cell verdict(bool met);      // true: "met"; false: a bold "missed"
+Cell percent(double share);  // 0.12: "12%"
+
+// Columns are a JSON key and a markdown header; a column whose cells are all numbers is right-aligned.
+class Table {
+ public:
+  struct Column {
+    std::string key;
+    std::string header;
+  };
+  explicit Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
+  void row(std::vector<Cell> cells) { rows_.push_back(std::move(cells)); }
+  bool empty() const { return rows_.empty(); }
+  std::string markdown() const;
+  Json json() const;  // an array with one object per row
+
+ private:
+  std::vector<Column> columns_;
+  std::vector<std::vector<Cell>> rows_;
+};
+
+struct Report {
+  Json json;                    // "mode", "machine", "parameters", then what the mode adds
+  std::ostringstream markdown;  // the sections after the parameters
+
+  Json& parameters() { return json["parameters"]; }
+  // "## title", `text` and the table in the markdown; the table's rows under `key` in the JSON (unless empty).
+  void section(const std::string& key, const std::string& title, const std::string& text, const Table& table);
+};
+
+// What every mode reports of a measurement's samples: nearest-rank percentiles, and the median (the mean of the middle
+// two for an even count), in the unit of the samples.
+struct Summary {
+  std::size_t samples = 0;
+  double min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0, median = 0;
+};
+Summary summarize(std::vector<double> values);
+// {"samples": N, "p50_us": ...}: the figures named in `figures`, each key suffixed with `unit`.
+Json toJson(const Summary& summary, const std::string& unit,
+            const std::vector<std::string>& figures = {"min", "p50", "p90", "p99", "max"});
+// "1.23 (1.10-1.40)": the median and the range, the three in the JSON.
+Cell spread(const Summary& summary, const std::string& unit, int decimals);
 
 // The options every mode has.
 struct ModeOptions {

@@ -5,90 +5,53 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <memory>
-#include <optional>
+#include <atomic>
+#include <iostream>
 #include <thread>
-#include <utility>
 
-#include <wsync/bus/channel/bucket_plan.hpp>
-#include <wsync/bus/state/control_block.hpp>
 #include <wsync/coordinator/coordinator_options.hpp>
-#include <wsync/tools/child_process.hpp>
 #include <wsync/tools/coordinator_thread.hpp>
-#include <wsync/trainer_agent/trainer_agent.hpp>
+#include <wsync/worker_agent/worker_agent.hpp>
 
 #include "agents.hpp"
-#include "bench_failure.hpp"
+#include "bus.hpp"
 #include "machine_load.hpp"
-#include "tensor_memory.hpp"
+#include "trainer_rounds.hpp"
 
 namespace wsync::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint64_t kKiB = 1024;
 constexpr double kMiB = 1024.0 * 1024.0;
-
-double microseconds(std::chrono::nanoseconds duration) {
-  return std::max(0.0, static_cast<double>(duration.count()) / 1e3);
-}
-
-// The per-round samples of one bus, in microseconds.
-struct RoundSamples {
-  std::vector<double> total, sending, overhead, untilPlan, afterSend, caller, apply;
+// One configuration (N workers, one manifest): its rounds' phases, in microseconds.
+struct RoundMeasurement {
+  std::size_t workers = 0;
+  std::string model;
+  std::size_t tensors = 0;
+  std::uint64_t bytes = 0;
+  double firstRoundMs = 0;  // round 1: carries the manifest to every worker and faults in their staging
+  double othersCpuShare = 0;
+  // total: PublishOutcome::total, BeginUpdate sent -> Commit handled by the trainer; sending: its send of every
+  // bucket; overhead: total - sending; untilPlan: BeginUpdate -> TransferPlan (begin, pause, acks); afterSend: send
+  // returned -> Commit; caller: publish() called -> the outcome in the trainer's thread; apply: outcome -> every worker
+  // shows the version applied; withMonitors: total, with wsync-mon attached.
+  std::vector<double> total{}, sending{}, overhead{}, untilPlan{}, afterSend{}, caller{}, apply{}, withMonitors{};
 };
 
-// `count` wsync-mon processes watching one bus in live-view mode (redrawing 4 times a second into /dev/null, a
-// snapshot a second), as operators' terminals would. Stopped together (SIGTERM) and reaped when this goes.
-class MonitorProcesses {
- public:
-  MonitorProcesses(const std::string& binary, const std::string& busName, std::size_t count)
-      : devNull_(::open("/dev/null", O_WRONLY | O_CLOEXEC)) {
-    if (devNull_ < 0) throw BenchFailure("cannot open /dev/null");
-    const tools::ChildOptions options{.stdoutFd = devNull_, .deathSignal = SIGTERM, .stopGrace = kMonitorStopGrace};
-    for (std::size_t index = 0; index < count; ++index) {
-      monitors_.push_back(tools::ChildProcess::spawn(binary, {"--bus", busName, "--refresh-ms", "250"}, options));
-    }
-  }
-  ~MonitorProcesses() {
-    for (const tools::ChildProcess& monitor : monitors_) monitor.signal(SIGTERM);
-    monitors_.clear();
-    ::close(devNull_);
-  }
-  MonitorProcesses(const MonitorProcesses&) = delete;
-  MonitorProcesses& operator=(const MonitorProcesses&) = delete;
-
- private:
-  int devNull_;
-  std::vector<tools::ChildProcess> monitors_;
-};
+double p50(const std::vector<double>& samples) { return summarize(samples).p50; }
 
 // One bus under test: its coordinator (a thread of this process), its worker processes and its trainer, all for one
-// manifest. Members are declared in the order they must outlive one another: the trainer goes first, then the
-// workers, then the coordinator.
+// manifest. Members are declared in the order they must outlive one another: trainer, workers, coordinator.
 class BenchBus {
  public:
   BenchBus(const std::string& busName, const std::string& model, std::size_t workerCount, std::uint64_t bucketBytes,
            std::ostream& progress)
-      : name_(busName), manifest_(catalogManifest(model)), weights_(manifest_) {
-    const auto plan = orThrow(bus::BucketPlan::build(manifest_, bucketBytes, coordinator::kDefaultAlignment),
-                              "model " + model + ": bucket plan");
-    result_.workers = workerCount;
-    result_.model = model;
-    result_.tensors = manifest_.size();
-    result_.bytes = manifest_.totalBytes();
-    result_.buckets = plan.bucketCount();
+      : name_(busName) {
+    const bus::Manifest manifest = catalogManifest(model);
+    result_ = {.workers = workerCount, .model = model, .tensors = manifest.size(), .bytes = manifest.totalBytes()};
     progress << "round: " << workerCount << " workers, " << model << " (" << result_.tensors << " tensors, "
-             << fixed(static_cast<double>(result_.bytes) / kMiB, 2) << " MiB, " << result_.buckets << " buckets of "
-             << bucketBytes / kKiB << " KiB), bus " << busName << '\n';
-    {
-      // Before any process of this bus starts, on a quiet machine.
-      const TensorMemory scratch(manifest_);
-      result_.tail =
-          measureReceiveTail(plan, coordinator::kDefaultBufferCount, weights_.constTensors(), scratch.tensors());
-    }
+             << fixed(static_cast<double>(result_.bytes) / kMiB, 2) << " MiB), bus " << busName << '\n';
     coordinator::CoordinatorOptions options;
     options.bus = busName;
     options.bucketBytes = bucketBytes;
@@ -97,59 +60,89 @@ class BenchBus {
     const auto joinStart = Clock::now();
     for (std::size_t index = 0; index < workerCount; ++index) {
       const std::string id = "worker-" + std::to_string(index);
-      workers_.start(busName + " " + id, {"agent-round-worker", "--bus", busName, "--id", id, "--model", model});
+      workers_.start(busName + " " + id, "agent-round-worker", RoundWorkerOptions{busName, id, model});
     }
-    waitForWorkers();
-    result_.joinMs = microseconds(Clock::now() - joinStart) / 1000;
-    trainer_ = orThrow(trainer_agent::TrainerAgent::start({.bus = busName, .agentId = "trainer"}), "trainer agent");
-    orThrow(trainer_->declareManifest(manifest_.tensors()), "trainer agent");
-    progress << "  " << workerCount << " registered in " << static_cast<long>(result_.joinMs) << " ms\n";
+    // Until every worker holds a slot it has attached to (registered, heartbeating).
+    while (slots_.size() < workerCount) {
+      throwIfInterrupted();
+      workers_.throwIfAnyExited();  // a worker that failed to start is reported now, not at the deadline
+      if (Clock::now() - joinStart > kWorkerJoinTimeout) {
+        throw BenchFailure(std::to_string(slots_.size()) + " of " + std::to_string(workerCount) +
+                           " workers registered within " + std::to_string(kWorkerJoinTimeout.count()) + " ms");
+      }
+      std::this_thread::sleep_for(kWorkerJoinPollInterval);
+      slots_.clear();
+      for (const bus::AgentSlotSnapshot& agent : attachedAgents(*view_)) {
+        if (agent.role == msg::Role::Worker) slots_.push_back(agent.slot);
+      }
+    }
+    trainer_.emplace(busName, "trainer", model);
+    progress << "  " << workerCount << " registered in " << fixed(microseconds(Clock::now() - joinStart) / 1000, 0)
+             << " ms\n";
   }
 
   // The next version, published as soon as the last one is applied everywhere: back to back, yet every round starts
   // with idle workers, as rounds seconds apart do. Without that wait the Pause would queue behind each worker's copy
   // of the last version into its weights (O(bytes): data work) and count as overhead.
   void runRound(bool measured) {
-    throwIfInterrupted();
     const std::uint64_t version = nextVersion_++;
     const auto called = Clock::now();
-    orThrow(trainer_->publish(version, weights_.constTensors(), {.label = {}, .pauseMode = msg::PauseMode::Keep}),
-            "publish version " + std::to_string(version));
-    const auto outcome = trainer_->waitOutcome(kRoundOutcomeTimeout);
+    trainer_->publish(version, msg::PauseMode::Keep);
+    const auto outcome = trainer_->awaitOutcome(version, kRoundOutcomeTimeout);
     const auto returned = Clock::now();
-    if (!outcome || !outcome->committed()) {
+    if (!outcome.committed()) {
       workers_.throwIfAnyExited();  // the cause, a dead worker, rather than the symptom
       throw BenchFailure(result_.model + ", version " + std::to_string(version) + ": " +
-                         (outcome ? std::string(trainer_agent::toString(outcome->kind)) + " (" +
-                                        msg::EnumNameAbortReason(outcome->reason) + "): " + outcome->detail
-                                  : "no outcome within " + std::to_string(kRoundOutcomeTimeout.count()) + " ms"));
+                         std::string(trainer_agent::toString(outcome.kind)) + " (" +
+                         msg::EnumNameAbortReason(outcome.reason) + "): " + outcome.detail);
     }
-    const double applyUs = waitForApplied(version);
-    if (version == 1) result_.firstRoundMs = microseconds(outcome->total) / 1000;
-    if (!measured) {
-      ++result_.warmup;
-      return;
+    // Until every worker shows the version applied (its copy into its weights done).
+    const auto applied = [&](std::uint32_t slot) { return view_->appliedVersion(slot) >= version; };
+    while (!std::all_of(slots_.begin(), slots_.end(), applied)) {
+      if (Clock::now() - returned > kApplyTimeout) {
+        workers_.throwIfAnyExited();
+        throw BenchFailure(result_.model + ": version " + std::to_string(version) + " not applied by every worker "
+                           "within " + std::to_string(kApplyTimeout.count()) + " ms of its commit");
+      }
+      std::this_thread::sleep_for(kApplyPollInterval);
     }
-    const double total = microseconds(outcome->total);
-    const double sending = microseconds(outcome->sending);
-    const double untilPlan = microseconds(outcome->untilPlan);
-    RoundSamples& samples = monitored_ ? withMonitors_ : samples_;
-    samples.total.push_back(total);
-    samples.sending.push_back(sending);
-    samples.overhead.push_back(std::max(0.0, total - sending));
-    samples.untilPlan.push_back(untilPlan);
-    samples.afterSend.push_back(std::max(0.0, total - sending - untilPlan));
-    samples.caller.push_back(microseconds(returned - called));
-    samples.apply.push_back(applyUs);
+    const double total = microseconds(outcome.total);
+    if (version == 1) result_.firstRoundMs = total / 1000;
+    if (!measured) return;
+    if (monitored_) return result_.withMonitors.push_back(total);
+    const double sending = microseconds(outcome.sending);
+    const double untilPlan = microseconds(outcome.untilPlan);
+    result_.total.push_back(total);
+    result_.sending.push_back(sending);
+    result_.overhead.push_back(std::max(0.0, total - sending));
+    result_.untilPlan.push_back(untilPlan);
+    result_.afterSend.push_back(std::max(0.0, total - sending - untilPlan));
+    result_.caller.push_back(microseconds(returned - called));
+    result_.apply.push_back(microseconds(Clock::now() - returned));
   }
 
-  // Rounds in the middle of a measurement with `count` wsync-mon processes attached, after they had time to settle.
+  // Rounds with `count` wsync-mon processes in live view (redrawing 4 times a second into /dev/null, a snapshot a
+  // second), as operators' terminals would, once they had time to settle.
   void runWithMonitors(const std::string& monBinary, std::size_t count, std::size_t rounds) {
-    const MonitorProcesses watching(monBinary, name_, count);
-    std::this_thread::sleep_for(kMonitorSettle);
-    monitored_ = true;
-    for (std::size_t round = 0; round < rounds; ++round) runRound(true);
-    monitored_ = false;
+    const int devNull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (devNull < 0) throw BenchFailure("cannot open /dev/null");
+    const tools::ChildOptions options{.stdoutFd = devNull, .deathSignal = SIGTERM, .stopGrace = kMonitorStopGrace};
+    std::vector<tools::ChildProcess> monitors;
+    try {
+      for (std::size_t i = 0; i < count; ++i) {
+        monitors.push_back(tools::ChildProcess::spawn(monBinary, {"--bus", name_, "--refresh-ms", "250"}, options));
+      }
+      std::this_thread::sleep_for(kMonitorSettle);
+      monitored_ = true;
+      for (std::size_t round = 0; round < rounds; ++round) runRound(true);
+      monitored_ = false;
+    } catch (...) {
+      ::close(devNull);
+      throw;
+    }
+    for (const tools::ChildProcess& monitor : monitors) monitor.signal(SIGTERM);  // all at once, then reaped
+    monitors.clear();
+    ::close(devNull);
   }
 
   // Stops the trainer and reaps the workers (their CPU time then counts as this process's); the coordinator stops
@@ -157,92 +150,37 @@ class BenchBus {
   RoundMeasurement finish() {
     trainer_->stop();
     workers_.stopAll();
-    result_.total = summarize(std::move(samples_.total));
-    result_.sending = summarize(std::move(samples_.sending));
-    result_.overhead = summarize(std::move(samples_.overhead));
-    result_.untilPlan = summarize(std::move(samples_.untilPlan));
-    result_.afterSend = summarize(std::move(samples_.afterSend));
-    result_.caller = summarize(std::move(samples_.caller));
-    result_.apply = summarize(std::move(samples_.apply));
-    result_.withMonitors = summarize(std::move(withMonitors_.total));
     return result_;
   }
 
  private:
-  // Until every worker holds a slot it has attached to (registered, heartbeating); keeps the worker slots.
-  void waitForWorkers() {
-    const auto deadline = Clock::now() + kWorkerJoinTimeout;
-    for (;;) {
-      throwIfInterrupted();
-      workers_.throwIfAnyExited();  // a worker that failed to start is reported now, not at the deadline
-      slots_.clear();
-      for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
-        const auto snapshot = view_->agentSlot(slot);
-        if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Active && snapshot->role == msg::Role::Worker &&
-            snapshot->agentAttached) {
-          slots_.push_back(slot);
-        }
-      }
-      if (slots_.size() == result_.workers) return;
-      if (Clock::now() > deadline) {
-        throw BenchFailure(std::to_string(view_->activeAgents()) + " of " + std::to_string(result_.workers) +
-                           " workers registered within " + std::to_string(kWorkerJoinTimeout.count()) + " ms");
-      }
-      std::this_thread::sleep_for(kWorkerJoinPollInterval);
-    }
-  }
-
-  // Microseconds from the outcome until every worker reports `version` applied (its copy into its weights is done).
-  double waitForApplied(std::uint64_t version) {
-    const auto start = Clock::now();
-    while (!std::all_of(slots_.begin(), slots_.end(),
-                        [&](std::uint32_t slot) { return view_->appliedVersion(slot) >= version; })) {
-      if (Clock::now() - start > kApplyTimeout) {
-        workers_.throwIfAnyExited();
-        throw BenchFailure(result_.model + ": version " + std::to_string(version) +
-                           " committed but not applied by every worker within " +
-                           std::to_string(kApplyTimeout.count()) + " ms");
-      }
-      std::this_thread::sleep_for(kApplyPollInterval);
-    }
-    return microseconds(Clock::now() - start);
-  }
-
   const std::string name_;
-  const bus::Manifest manifest_;
-  TensorMemory weights_;  // the trainer's, read by its I/O thread until it stops
   RoundMeasurement result_;
-  RoundSamples samples_;
-  RoundSamples withMonitors_;
   bool monitored_ = false;
   std::uint64_t nextVersion_ = 1;
   std::unique_ptr<tools::CoordinatorThread> coordinator_;
   std::optional<bus::ControlBlockView> view_;
-  std::vector<std::uint32_t> slots_;
+  std::vector<std::uint32_t> slots_;  // the workers'
   Agents workers_;
-  std::unique_ptr<trainer_agent::TrainerAgent> trainer_;
+  std::optional<BenchTrainer> trainer_;
 };
 
 class RoundRun {
  public:
-  RoundRun(const RoundBenchConfig& config, std::ostream& progress) : config_(config), progress_(progress) {}
+  RoundRun(const RoundBenchConfig& config, std::ostream& progress) : config_(config), progress_(progress) {
+    if (config.monitors > 0) monBinary_ = locateProgram("wsync-mon", "", WSYNC_BENCH_MON);
+  }
 
   // One manifest, `workerCount` workers: warm-up, then the measured rounds; with --monitors, rounds without them,
   // with them and without again, so that the two phases without bracket the one with.
   RoundMeasurement measure(const std::string& model, std::size_t workerCount) {
     const MachineLoad load;
     const std::unique_ptr<BenchBus> bus = open(model, workerCount);
-    progress_ << "  " << config_.warmup << " warm-up + " << config_.rounds << " rounds"
-              << (config_.monitors > 0 ? ", " + std::to_string(config_.rounds) + " more with " +
-                                             std::to_string(config_.monitors) + " monitors and " +
-                                             std::to_string(config_.rounds) + " without"
-                                       : std::string())
-              << '\n';
     for (std::size_t round = 0; round < config_.warmup + config_.rounds; ++round) {
       bus->runRound(round >= config_.warmup);
     }
     if (config_.monitors > 0) {
-      bus->runWithMonitors(config_.monBinary, config_.monitors, config_.rounds);
+      bus->runWithMonitors(monBinary_, config_.monitors, config_.rounds);
       for (std::size_t round = 0; round < config_.rounds; ++round) bus->runRound(true);
     }
     RoundMeasurement result = bus->finish();
@@ -265,17 +203,13 @@ class RoundRun {
     const MachineLoad load;
     std::vector<std::unique_ptr<BenchBus>> buses;
     for (const std::string& model : models) buses.push_back(open(model, workerCount));
-    progress_ << "  side by side: " << config_.warmup << " warm-up + " << config_.countRounds
-              << " rounds each, in turns of " << kCountBlock << '\n';
     for (auto& bus : buses) {
       for (std::size_t round = 0; round < config_.warmup; ++round) bus->runRound(false);
     }
-    std::size_t turn = 0;
-    for (std::size_t done = 0; done < config_.countRounds; done += kCountBlock, ++turn) {
+    for (std::size_t done = 0, turn = 0; done < config_.countRounds; done += kCountBlock, ++turn) {
       for (std::size_t k = 0; k < buses.size(); ++k) {
-        BenchBus& bus = *buses[(turn + k) % buses.size()];
         for (std::size_t round = 0; round < std::min(kCountBlock, config_.countRounds - done); ++round) {
-          bus.runRound(true);
+          buses[(turn + k) % buses.size()]->runRound(true);
         }
       }
     }
@@ -290,49 +224,189 @@ class RoundRun {
     return results;
   }
 
-  const std::string& busExample() const { return busExample_; }
-
  private:
   std::unique_ptr<BenchBus> open(const std::string& model, std::size_t workerCount) {
-    busExample_ = "wsync-bench-round-" + std::to_string(::getpid()) + "-" + std::to_string(buses_++);
-    return std::make_unique<BenchBus>(busExample_, model, workerCount, config_.bucketKiB * kKiB, progress_);
+    const std::string name = "wsync-bench-round-" + std::to_string(::getpid()) + "-" + std::to_string(buses_++);
+    return std::make_unique<BenchBus>(name, model, workerCount, config_.bucketKiB * 1024, progress_);
   }
 
-  RoundMeasurement report(const RoundMeasurement& result) {
-    progress_ << "  " << result.model << ", " << result.workers << " workers: overhead p50 "
-              << fixed(result.overhead.p50 / 1000, 3) << " ms (round " << fixed(result.total.p50 / 1000, 3)
-              << ", send " << fixed(result.sending.p50 / 1000, 3) << "); first round "
-              << fixed(result.firstRoundMs, 1) << " ms";
-    if (result.withMonitors.samples > 0) {
-      progress_ << "; with monitors p50 " << fixed(result.withMonitors.p50 / 1000, 3) << " ms";
-    }
-    progress_ << "; other processes used " << percent(result.othersCpuShare) << " of the CPUs\n";
-    return result;
+  RoundMeasurement report(const RoundMeasurement& m) {
+    progress_ << "  " << m.model << ", " << m.workers << " workers: overhead p50 " << fixed(p50(m.overhead) / 1000, 3)
+              << " ms (round " << fixed(p50(m.total) / 1000, 3) << ", send " << fixed(p50(m.sending) / 1000, 3)
+              << ")" << (m.withMonitors.empty() ? "" : "; with monitors, round " +
+                                                           fixed(p50(m.withMonitors) / 1000, 3) + " ms")
+              << "; other processes used " << percent(m.othersCpuShare).text << " of the CPUs\n";
+    return m;
   }
 
   const RoundBenchConfig& config_;
   std::ostream& progress_;
+  std::string monBinary_;
   std::size_t buses_ = 0;
-  std::string busExample_;
 };
+
+void serveRounds(const RoundWorkerOptions& options) {
+  // SIGTERM, blocked in every thread (the agent's threads inherit the mask), is taken by sigtimedwait alone: no
+  // handler runs inside the agent's code, and no blocking call of the agent fails with EINTR.
+  sigset_t termination;
+  sigemptyset(&termination);
+  sigaddset(&termination, SIGTERM);
+  if (::pthread_sigmask(SIG_BLOCK, &termination, nullptr) != 0) throw BenchFailure("cannot block SIGTERM");
+  const bus::Manifest manifest = catalogManifest(options.model);
+  TensorMemory weights(manifest);  // the engine's weights: every page written once, before registration
+  worker_agent::WorkerOptions workerOptions{.bus = options.bus, .agentId = options.id};
+  for (std::size_t index = 0; index < manifest.size(); ++index) {
+    const bus::TensorSpec& spec = manifest.tensors()[index];
+    orThrow(workerOptions.bindings.bind(spec.name, spec.dtype, spec.shape, weights.tensors()[index]), "bind");
+  }
+  // An idle engine: nothing to quiesce, so the pause returns at once. The time of the last pause tells a stuck
+  // benchmark from one that is merely between measurements.
+  std::atomic<Clock::rep> lastPause{Clock::now().time_since_epoch().count()};
+  worker_agent::PauseHooks hooks{.pause = [&lastPause](msg::PauseMode, std::uint64_t) {
+                                   lastPause.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+                                 },
+                                 .resume = [](std::uint64_t) {}};
+  auto agent = orThrow(worker_agent::WorkerAgent::start(std::move(workerOptions), std::move(hooks)), "worker agent");
+  const timespec slice{std::chrono::seconds(kRoundWorkerSignalSlice).count(), 0};
+  while (::sigtimedwait(&termination, nullptr, &slice) != SIGTERM) {
+    if (Clock::now() - Clock::time_point{Clock::duration{lastPause.load()}} > kAgentIdleTimeout) {
+      agent->stop();
+      throw BenchFailure("no round for " + std::to_string(kAgentIdleTimeout.count()) + " ms: the benchmark is gone");
+    }
+  }
+  agent->stop();  // Goodbye: the coordinator frees the slot at once
+}
 
 }  // namespace
 
-RoundResults measureRounds(const RoundBenchConfig& config, std::ostream& progress) {
-  const MachineLoad load;
-  RoundResults results;
-  progress << "baseline: request/reply round trip, " << config.baselineRoundTrips << " per path\n";
-  results.baselineBefore = runRoundTripBenchmark(config.baselineRoundTrips, kDefaultBlock, progress);
-  RoundRun run(config, progress);
-  for (const std::string& model : config.models) {
-    for (const std::size_t workers : config.workerCounts) results.workerSweep.push_back(run.measure(model, workers));
+int runRoundWorker(const RoundWorkerOptions& options) {
+  try {
+    serveRounds(options);
+    return 0;
+  } catch (const std::exception& error) {
+    std::cerr << "wsync-bench round worker " << options.id << ": " << error.what() << '\n';
   }
-  if (!config.countModels.empty()) results.countSweep = run.measureSideBySide(config.countModels, config.countWorkers);
-  progress << "baseline again, after the rounds\n";
-  results.baselineAfter = runRoundTripBenchmark(config.baselineRoundTrips, kDefaultBlock, progress);
-  results.busExample = run.busExample();
-  results.othersCpuShare = load.othersShare();
-  return results;
+  return 2;
+}
+
+void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
+  const MachineLoad load;
+  const LatencyComparison before = runRoundTripBenchmark(c.baselineRoundTrips, kDefaultBlock, std::cerr);
+  RoundRun run(c, std::cerr);
+  std::vector<RoundMeasurement> workerSweep;
+  for (const std::string& model : c.models) {
+    for (const std::size_t workers : c.workerCounts) workerSweep.push_back(run.measure(model, workers));
+  }
+  std::vector<RoundMeasurement> countSweep;
+  if (!c.countModels.empty()) countSweep = run.measureSideBySide(c.countModels, c.countWorkers);
+  const LatencyComparison after = runRoundTripBenchmark(c.baselineRoundTrips, kDefaultBlock, std::cerr);
+  report.json["others_cpu_share"] = load.othersShare();
+
+  report.parameters().update(Json{
+      {"workers", c.workerCounts}, {"models", c.models}, {"count_models", c.countModels},
+      {"count_workers", c.countWorkers}, {"warmup_rounds", c.warmup}, {"rounds", c.rounds},
+      {"count_rounds", c.countRounds}, {"count_block", kCountBlock}, {"bucket_kib", c.bucketKiB},
+      {"buffers", coordinator::kDefaultBufferCount}, {"baseline_round_trips", c.baselineRoundTrips},
+      {"pause_mode", "keep"}, {"monitors", c.monitors}});
+  const double rawUs = (before.raw.p50 + after.raw.p50) / 2;  // what overheads are compared with
+  Table baseline(latencyColumns({"when", ""}));
+  baseline.row(latencyRow("before the rounds", before));
+  baseline.row(latencyRow("after the rounds", after));
+  report.section("baseline", "Baseline: request/reply round trip (microseconds)",
+                 "`wsync-bench bus`'s round trip between one agent process and this one, through raw cppzmq and "
+                 "through the bus library. Overheads below are also counted in raw round trips (the mean raw p50, " +
+                     fixed(rawUs, 1) + " us).",
+                 baseline);
+
+  const auto ms = [](double us) { return Cell(us / 1000, fixed(us / 1000, us < 10'000 ? 3 : 1)); };
+  const auto p = [&ms](const std::vector<double>& samples, double Summary::*figure = &Summary::p50) {
+    return ms(summarize(samples).*figure);
+  };
+  const auto manifest = [](const RoundMeasurement& m) {
+    return "`" + m.model + "` (" + std::to_string(m.tensors) + " tensors, " +
+           fixed(static_cast<double>(m.bytes) / kMiB, m.bytes < (1U << 20) ? 3 : 0) + " MiB)";
+  };
+  const auto goalMet = [](const RoundMeasurement& m) { return p50(m.overhead) / 1000 <= kMaxRoundOverheadMs; };
+  // Each sweep in two tables: the round and its overhead, then where the time goes (p50s of the phases on their own,
+  // so they need not add up).
+  const auto overheads = [&](const std::vector<RoundMeasurement>& sweep, bool withGoal) {
+    Table table({{"model", "manifest"}, {"workers", "workers"}, {"total_p50_ms", "round p50"},
+                 {"total_p90_ms", "round p90"}, {"sending_p50_ms", "send p50"}, {"overhead_p50_ms", "overhead p50"},
+                 {"overhead_p90_ms", "overhead p90"}, {"in_raw_rtts", "in raw RTTs"},
+                 {"goal_met", "goal (p50 <= " + fixed(kMaxRoundOverheadMs, 0) + " ms at " +
+                                  std::to_string(kRoundGoalWorkers) + " workers)"}});
+    for (const RoundMeasurement& m : sweep) {
+      table.row({manifest(m), m.workers, p(m.total), p(m.total, &Summary::p90), p(m.sending), p(m.overhead),
+                 p(m.overhead, &Summary::p90), number(rawUs > 0 ? p50(m.overhead) / rawUs : 0, 1),
+                 withGoal && m.workers == kRoundGoalWorkers ? verdict(goalMet(m)) : Cell()});
+    }
+    return table;
+  };
+  const auto phases = [&](const std::vector<RoundMeasurement>& sweep) {
+    Table table({{"model", "manifest"}, {"workers", "workers"}, {"until_plan_ms", "begin -> plan"},
+                 {"after_send_ms", "send returned -> commit"}, {"caller_ms", "publish -> outcome"},
+                 {"apply_ms", "commit -> all applied"}, {"first_round_ms", "first round"},
+                 {"others_cpu_share", "others' CPU"}});
+    for (const RoundMeasurement& m : sweep) {
+      table.row({manifest(m), m.workers, p(m.untilPlan), p(m.afterSend), p(m.caller), p(m.apply),
+                 number(m.firstRoundMs, 1), percent(m.othersCpuShare)});
+    }
+    return table;
+  };
+  if (!workerSweep.empty()) {
+    std::string goals;
+    for (const RoundMeasurement& m : workerSweep) {
+      if (m.workers != kRoundGoalWorkers) continue;
+      goals += " Goal, overhead p50 at most " + fixed(kMaxRoundOverheadMs, 0) + " ms with " +
+               std::to_string(kRoundGoalWorkers) + " workers, `" + m.model + "`: " + verdict(goalMet(m)).text +
+               " (" + ms(p50(m.overhead)).text + " ms).";
+    }
+    report.section("worker_sweep", "Round overhead by number of workers (milliseconds)",
+                   "Round: `PublishOutcome::total`, BeginUpdate sent until the trainer handles the Commit. Send: the "
+                   "trainer's send of every bucket, the data. Overhead: round - send, round by round; with data an "
+                   "upper bound, as the receivers still copy the last buckets when the send returns." + goals,
+                   overheads(workerSweep, true));
+    report.section("worker_phases", "Where the time goes, by number of workers (milliseconds, p50)", "",
+                   phases(workerSweep));
+  }
+  if (c.monitors > 0) {
+    Table monitors({{"model", "manifest"}, {"workers", "workers"}, {"rounds_without", "rounds without"},
+                    {"without_p50_ms", "p50"}, {"without_p99_ms", "p99"}, {"rounds_with", "rounds with"},
+                    {"with_p50_ms", "p50"}, {"with_p99_ms", "p99"}, {"ratio", "with/without p50"},
+                    {"goal_met", "goal (<= " + ratio(kMaxMonitorSlowdown).text + ")"}});
+    for (const RoundMeasurement& m : workerSweep) {
+      const double slowdown = p50(m.total) > 0 ? p50(m.withMonitors) / p50(m.total) : 0;
+      monitors.row({manifest(m), m.workers, m.total.size(), p(m.total), p(m.total, &Summary::p99),
+                    m.withMonitors.size(), p(m.withMonitors), p(m.withMonitors, &Summary::p99), ratio(slowdown),
+                    verdict(slowdown <= kMaxMonitorSlowdown)});
+    }
+    report.section("monitors",
+                   "Round time with and without " + std::to_string(c.monitors) + " monitors attached (milliseconds)",
+                   "Rounds without, with the monitors (live view into /dev/null), without again; \"without\" pools "
+                   "both phases.",
+                   monitors);
+  }
+  if (!countSweep.empty()) {
+    Table counts = overheads(countSweep, false);
+    Table countPhases = phases(countSweep);
+    // The most tensors over the fewest, p50 over p50 (the sweep keeps the bytes equal).
+    const auto [fewest, most] = std::minmax_element(countSweep.begin(), countSweep.end(),
+                                                    [](const auto& a, const auto& b) { return a.tensors < b.tensors; });
+    const auto over = [&](std::vector<double> RoundMeasurement::*phase) {
+      return ratio(p50((*fewest).*phase) > 0 ? p50((*most).*phase) / p50((*fewest).*phase) : 0);
+    };
+    counts.row({"most tensors / fewest", "", over(&RoundMeasurement::total), "", over(&RoundMeasurement::sending),
+                over(&RoundMeasurement::overhead)});
+    countPhases.row({"most tensors / fewest", "", over(&RoundMeasurement::untilPlan),
+                     over(&RoundMeasurement::afterSend), over(&RoundMeasurement::caller),
+                     over(&RoundMeasurement::apply)});
+    report.section("count_sweep", "Round overhead by number of tensors (milliseconds)",
+                   "The manifests hold the same bytes in different numbers of tensors and ran side by side, taking "
+                   "turns. After the first round a manifest is referred to by its digest, so no control message grows "
+                   "with the count; work per tensor still may.",
+                   counts);
+    report.section("count_phases", "Where the time goes, by number of tensors (milliseconds, p50)", "", countPhases);
+  }
 }
 
 }  // namespace wsync::bench

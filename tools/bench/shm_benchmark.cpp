@@ -5,16 +5,13 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <thread>
-#include <utility>
 
 #include <wsync/bus/channel/bucket_plan.hpp>
 #include <wsync/bus/channel/shm/shm_arena.hpp>
@@ -23,7 +20,6 @@
 #include "bench_failure.hpp"
 #include "machine_load.hpp"
 #include "tensor_memory.hpp"
-#include "machine_load.hpp"
 
 namespace wsync::bench {
 namespace {
@@ -31,17 +27,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
+// Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
+constexpr std::uint64_t kContentSeed = 20261122;
 
 // The three paths of a measurement, rotated every round so that none always runs first or after another.
 enum class ShmPath : std::uint8_t { Channel, Memcpy, CopyDigest };
 constexpr std::array kPaths{ShmPath::Channel, ShmPath::Memcpy, ShmPath::CopyDigest};
 
-// Tells the compiler that memory may have been read, so a copy whose destination nothing reads is not dropped.
-inline void keepMemory() { asm volatile("" : : : "memory"); }
-
 double gigabytesPerSecond(std::uint64_t bytes, std::chrono::nanoseconds elapsed) {
   return elapsed.count() > 0 ? static_cast<double>(bytes) / static_cast<double>(elapsed.count()) : 0;
 }
+
+std::string gib(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * kMiB), 1) + " GiB"; }
 
 // The mode in brackets of a /sys/kernel/mm/transparent_hugepage file ("always [madvise] never" -> "madvise").
 std::string selectedMode(const std::string& path) {
@@ -52,14 +49,12 @@ std::string selectedMode(const std::string& path) {
   return open == std::string::npos || close == std::string::npos ? "unknown" : text.substr(open + 1, close - open - 1);
 }
 
-std::string gib(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * kMiB), 1) + " GiB"; }
-
 // A model loaded once for all its measurements: the source the sender packs and the memcpy baselines read, and the
 // copy the baselines write.
 struct ModelUnderTest {
   explicit ModelUnderTest(const std::string& model)
       : name(model), manifest(catalogManifest(model)), source(manifest), copy(manifest) {
-    source.fill(kShmContentSeed);
+    source.fill(kContentSeed);
   }
   std::string name;
   bus::Manifest manifest;
@@ -68,35 +63,29 @@ struct ModelUnderTest {
   std::uint64_t version = 0;  // of the source's content
 };
 
-// `send` blocks until the receivers have drained the buckets, so while it runs the benchmark cannot look at them. A
-// thread does, and aborts the transfer as a coordinator would when a receiver has died or the run is interrupted:
-// neither then costs the whole kShmTransferTimeout.
-class SendWatchdog {
- public:
-  SendWatchdog(bus::ShmArena& arena, std::uint64_t transfer, const Agents& receivers)
-      : thread_([this, &arena, transfer, &receivers] {
-          while (!stop_.load(std::memory_order_acquire)) {
-            if (interrupted() || receivers.anyExited()) {
-              arena.abortTransfer(transfer);
-              return;
-            }
-            std::this_thread::sleep_for(kWatchdogInterval);
-          }
-        }) {}
-  SendWatchdog(const SendWatchdog&) = delete;
-  SendWatchdog& operator=(const SendWatchdog&) = delete;
-  ~SendWatchdog() {
-    stop_.store(true, std::memory_order_release);
-    thread_.join();
-  }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;  // last: starts once stop_ exists
+// One measurement's samples, GB/s of model bytes: by wall-clock time, and per CPU-second of the thread doing the work
+// (robust against other processes' load: how fast a side would go on a core of its own).
+struct ShmMeasurement {
+  std::string model;
+  std::size_t tensors = 0;
+  std::uint64_t modelBytes = 0;
+  std::size_t receivers = 0;
+  std::uint64_t bucketBytes = 0;
+  std::uint32_t buffers = 0;
+  std::uint32_t buckets = 0;  // of the plan
+  // channel: from the sender's start until the last receiver finished; sender: until send() returned; memcpy: tensor
+  // by tensor into a second copy in this process; copyDigest: memcpy, then XXH3-128 over the copy, the plain way to
+  // move and check bytes. receiverCpu: the receiver that took the most.
+  std::vector<double> channel{}, sender{}, memcpy{}, copyDigest{};
+  std::vector<double> senderCpu{}, receiverCpu{}, memcpyCpu{}, copyDigestCpu{};
+  std::size_t digestsCompared = 0;  // receivers x transfers, warm-up included
+  std::size_t digestsEqual = 0;     // a receiver's digest and byte count equal to the sender's
+  std::string skipped{};            // why the measurement did not run; empty when it did
+  double othersCpuShare = 0;
+  std::size_t busyRounds = 0;  // --wait-for-quiet: rounds that started without the machine having been quiet
 };
 
-// One measurement: a model, an arena and its receivers; the paths' rounds and their samples (GB/s of wall-clock time,
-// and GB per CPU-second).
+// One measurement: a model, an arena and its receivers; the paths' rounds and their samples.
 class Measurement {
  public:
   Measurement(ModelUnderTest& model, ShmMeasurement& result, const std::string& arenaName, std::size_t rounds)
@@ -108,10 +97,8 @@ class Measurement {
         plan_(orThrow(bus::BucketPlan::build(model.manifest, result.bucketBytes, kShmPlanAlignment), "plan")) {
     result_.buckets = plan_.bucketCount();
     for (std::uint32_t i = 0; i < result.receivers; ++i) {
-      receivers_.start("receiver " + std::to_string(i),
-                       {"agent-shm-receive", "--arena", arenaName, "--receiver", std::to_string(i), "--model",
-                        model.name, "--transfers", std::to_string(rounds)},
-                       Agents::Link::Reports);
+      receivers_.start("receiver " + std::to_string(i), "agent-shm-receive",
+                       ShmReceiverOptions{arenaName, i, model.name, rounds}, true);
       ids_.push_back(i);
     }
     for (std::size_t i = 0; i < ids_.size(); ++i) {
@@ -124,7 +111,7 @@ class Measurement {
     throwIfInterrupted();
     // Untimed, before every path alike: a new version proves that the receivers got this transfer's bytes, and
     // leaves the caches in the same state for every path.
-    model_.source.moveToVersion(kShmContentSeed, ++model_.version);
+    model_.source.moveToVersion(kContentSeed, ++model_.version);
     if (path == ShmPath::Channel) {
       channel(measured);
     } else {
@@ -133,29 +120,27 @@ class Measurement {
   }
 
   // The receivers exit after their last transfer: reaped, their CPU time counts as this process's.
-  void finish() {
-    receivers_.waitForAll(kAgentExitTimeout);
-    result_.channel = summarize(std::move(channel_));
-    result_.sender = summarize(std::move(sender_));
-    result_.memcpy = summarize(std::move(memcpy_));
-    result_.copyDigest = summarize(std::move(copyDigest_));
-    result_.senderCpu = summarize(std::move(senderCpu_));
-    result_.receiverCpu = summarize(std::move(receiverCpu_));
-    result_.memcpyCpu = summarize(std::move(memcpyCpu_));
-    result_.copyDigestCpu = summarize(std::move(copyDigestCpu_));
-  }
+  void finish() { receivers_.waitForAll(kAgentExitTimeout); }
 
  private:
   void channel(bool measured) {
     const std::uint64_t transfer = ++transfers_;
     const std::uint64_t bytes = result_.modelBytes;
-    std::optional<SendWatchdog> watchdog(std::in_place, arena_, transfer, receivers_);
+    // send() blocks until the receivers have drained the buckets, so a thread watches them meanwhile and aborts the
+    // transfer, as a coordinator would, when one has died or the run is interrupted.
+    std::jthread watchdog([this, transfer](const std::stop_token& stop) {
+      while (!stop.stop_requested()) {
+        if (interrupted() || receivers_.anyExited()) return arena_.abortTransfer(transfer);
+        std::this_thread::sleep_for(kWatchdogInterval);
+      }
+    });
     const std::uint64_t cpuStart = threadCpuNanoseconds();
     const auto start = Clock::now();
     auto sent = arena_.send(transfer, plan_, model_.source.constTensors(), ids_, start + kShmTransferTimeout);
     const auto senderDone = Clock::now();
     const std::uint64_t senderCpuNs = threadCpuNanoseconds() - cpuStart;
-    watchdog.reset();
+    watchdog.request_stop();
+    watchdog.join();
     if (!sent) {
       throwIfInterrupted();
       receivers_.throwIfAnyExited();  // the cause (a dead receiver) rather than the symptom (Aborted)
@@ -164,7 +149,6 @@ class Measurement {
     Clock::time_point lastFinish = start;
     std::uint64_t receiverCpuNs = 0;
     for (std::size_t r = 0; r < ids_.size(); ++r) {
-      // "done TRANSFER BYTES HI LO FINISH_NS CPU_NS"
       const std::string line = receivers_.readLine(r, kShmTransferTimeout, "transfer " + std::to_string(transfer));
       std::istringstream fields(line);
       std::string word;
@@ -183,10 +167,10 @@ class Measurement {
       receiverCpuNs = std::max(receiverCpuNs, cpuNs);
     }
     if (!measured) return;
-    channel_.push_back(gigabytesPerSecond(bytes, lastFinish - start));
-    sender_.push_back(gigabytesPerSecond(bytes, senderDone - start));
-    senderCpu_.push_back(gigabytesPerSecond(bytes, std::chrono::nanoseconds(senderCpuNs)));
-    receiverCpu_.push_back(gigabytesPerSecond(bytes, std::chrono::nanoseconds(receiverCpuNs)));
+    result_.channel.push_back(gigabytesPerSecond(bytes, lastFinish - start));
+    result_.sender.push_back(gigabytesPerSecond(bytes, senderDone - start));
+    result_.senderCpu.push_back(gigabytesPerSecond(bytes, std::chrono::nanoseconds(senderCpuNs)));
+    result_.receiverCpu.push_back(gigabytesPerSecond(bytes, std::chrono::nanoseconds(receiverCpuNs)));
   }
 
   void copy(bool measured, bool digest) {
@@ -201,12 +185,12 @@ class Measurement {
       if (digest) XXH3_128bits_update(state.get(), targets[i].data(), targets[i].size());
     }
     if (digest) (void)XXH3_128bits_digest(state.get());
-    keepMemory();
+    asm volatile("" : : : "memory");  // memory may have been read: a copy nothing reads is not dropped
     const auto elapsed = Clock::now() - start;
     const std::uint64_t cpuNs = threadCpuNanoseconds() - cpuStart;
     if (!measured) return;
-    (digest ? copyDigest_ : memcpy_).push_back(gigabytesPerSecond(result_.modelBytes, elapsed));
-    (digest ? copyDigestCpu_ : memcpyCpu_)
+    (digest ? result_.copyDigest : result_.memcpy).push_back(gigabytesPerSecond(result_.modelBytes, elapsed));
+    (digest ? result_.copyDigestCpu : result_.memcpyCpu)
         .push_back(gigabytesPerSecond(result_.modelBytes, std::chrono::nanoseconds(cpuNs)));
   }
 
@@ -217,20 +201,14 @@ class Measurement {
   std::vector<std::uint32_t> ids_;
   Agents receivers_;  // after the arena: stopped before it goes
   std::uint64_t transfers_ = 0;
-  std::vector<double> channel_, sender_, memcpy_, copyDigest_, senderCpu_, receiverCpu_, memcpyCpu_, copyDigestCpu_;
 };
 
 ShmMeasurement measure(const ShmBenchConfig& config, ModelUnderTest& model, std::size_t receivers,
-                       std::uint64_t bucketBytes, std::uint32_t buffers, std::size_t repetitions,
-                       std::string& arenaName, std::ostream& progress) {
+                       std::uint64_t bucketMiB, std::uint32_t buffers, std::ostream& progress) {
   static std::size_t arenas = 0;
-  ShmMeasurement result;
-  result.model = model.name;
-  result.tensors = model.manifest.size();
-  result.modelBytes = model.manifest.totalBytes();
-  result.receivers = receivers;
-  result.bucketBytes = bucketBytes;
-  result.buffers = buffers;
+  ShmMeasurement result{.model = model.name, .tensors = model.manifest.size(),
+                        .modelBytes = model.manifest.totalBytes(), .receivers = receivers,
+                        .bucketBytes = bucketMiB * kMiB, .buffers = buffers};
   const std::uint64_t needed = receivers * result.modelBytes;
   const std::uint64_t available = availableMemoryBytes();
   if (static_cast<double>(needed) > kMaxMemoryShare * static_cast<double>(available)) {
@@ -238,12 +216,14 @@ ShmMeasurement measure(const ShmBenchConfig& config, ModelUnderTest& model, std:
     progress << "  " << receivers << " receivers: skipped, " << result.skipped << '\n';
     return result;
   }
-  arenaName = "wsync-bench-" + std::to_string(::getpid()) + "-shm-" + std::to_string(arenas++);
+  const std::string arenaName = "wsync-bench-" + std::to_string(::getpid()) + "-shm-" + std::to_string(arenas++);
   const MachineLoad load;
-  Measurement measurement(model, result, arenaName, kShmWarmupRounds + repetitions);
-  progress << "  " << receivers << " receivers, " << bucketBytes / kMiB << " MiB x " << buffers << " buffers ("
-           << result.buckets << " buckets): " << kShmWarmupRounds << " warm-up + " << repetitions << " timed rounds\n";
-  for (std::size_t round = 0; round < kShmWarmupRounds + repetitions; ++round) {
+  const std::size_t rounds = kShmWarmupRounds + config.repetitions;
+  Measurement measurement(model, result, arenaName, rounds);
+  progress << "  " << receivers << " receivers, " << bucketMiB << " MiB x " << buffers << " buffers ("
+           << result.buckets << " buckets): " << kShmWarmupRounds << " warm-up + " << config.repetitions
+           << " timed rounds\n";
+  for (std::size_t round = 0; round < rounds; ++round) {
     if (config.waitForQuiet && !MachineLoad::waitForQuiet(kQuietMaxBusyShare, kQuietWindow, kQuietWaitLimit)) {
       ++result.busyRounds;
     }
@@ -253,39 +233,121 @@ ShmMeasurement measure(const ShmBenchConfig& config, ModelUnderTest& model, std:
   }
   measurement.finish();
   result.othersCpuShare = load.othersShare();
-  progress << "    channel " << fixed(result.channel.median, 2) << " GB/s per receiver, memcpy "
-           << fixed(result.memcpy.median, 2) << " GB/s, digests equal " << result.digestsEqual << "/"
-           << result.digestsCompared << ", other processes used " << percent(result.othersCpuShare) << " of the CPUs\n";
+  progress << "    channel " << fixed(summarize(result.channel).median, 2) << " GB/s per receiver, memcpy "
+           << fixed(summarize(result.memcpy).median, 2) << " GB/s, digests equal " << result.digestsEqual << "/"
+           << result.digestsCompared << ", other processes used " << percent(result.othersCpuShare).text
+           << " of the CPUs\n";
   return result;
 }
 
+double median(const std::vector<double>& samples) { return summarize(samples).median; }
+Cell gbps(const std::vector<double>& samples) { return number(median(samples), 2); }
+double memcpyRatio(const ShmMeasurement& m) { return median(m.memcpy) > 0 ? median(m.channel) / median(m.memcpy) : 0; }
+
 }  // namespace
 
-ShmResults measureShm(const ShmBenchConfig& config, std::ostream& progress) {
+int runShmReceiver(const ShmReceiverOptions& options) {
+  try {
+    auto arena = orThrow(bus::ShmArena::open(options.arena), "arena");
+    const bus::Manifest manifest = catalogManifest(options.model);
+    const auto plan =
+        orThrow(bus::BucketPlan::build(manifest, arena.geometry().bucketBytes, kShmPlanAlignment), "plan");
+    const TensorMemory staging(manifest);  // every page written once, before "ready"
+    std::cout << "ready" << std::endl;     // flushed: stdout is a socket
+    for (std::uint64_t transfer = 1; transfer <= options.transfers; ++transfer) {
+      const std::uint64_t cpuStart = threadCpuNanoseconds();
+      auto received = arena.receive(transfer, plan, staging.tensors(), options.receiver,
+                                    Clock::now() + kReceiverIdleTimeout);
+      const auto finish = Clock::now();
+      const std::uint64_t cpuNs = threadCpuNanoseconds() - cpuStart;
+      const bus::TransferResult result = orThrow(std::move(received), "transfer " + std::to_string(transfer));
+      std::cout << "done " << transfer << ' ' << result.bytes << ' ' << result.digest.hi << ' ' << result.digest.lo
+                << ' ' << std::chrono::nanoseconds(finish.time_since_epoch()).count() << ' ' << cpuNs << std::endl;
+    }
+    return 0;
+  } catch (const std::exception& error) {
+    // The benchmark sees the pipe close, names this receiver and points here.
+    std::cerr << "wsync-bench receiver " << options.receiver << ": " << error.what() << '\n';
+  }
+  return 2;
+}
+
+void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
   const MachineLoad load;
-  ShmResults results;
-  results.availableMemoryBytes = availableMemoryBytes();
-  results.hugePages = "anonymous memory " + selectedMode("/sys/kernel/mm/transparent_hugepage/enabled") + ", shm " +
-                      selectedMode("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
-  const std::uint64_t bucketBytes = config.bucketMiB * kMiB;
-  for (const std::string& name : config.models) {
-    progress << "model " << name << ": allocating and filling the source and the baseline's copy\n";
+  const std::uint64_t available = availableMemoryBytes();
+  std::vector<ShmMeasurement> results;
+  for (const std::string& name : c.models) {
+    std::cerr << "model " << name << ": allocating and filling the source and the baseline's copy\n";
     ModelUnderTest model(name);
-    const auto one = [&](std::size_t receivers, std::uint64_t bucket, std::uint32_t buffers, std::size_t reps) {
-      return measure(config, model, receivers, bucket, buffers, reps, results.arenaExample, progress);
-    };
-    results.single.push_back(one(1, bucketBytes, config.buffers, config.repetitions));
-    for (const std::uint64_t sweepMiB : config.sweepBucketMiB) {
-      for (const std::uint32_t buffers : config.sweepBuffers) {
-        results.sweep.push_back(one(1, sweepMiB * kMiB, buffers, config.sweepRepetitions));
+    for (const std::uint64_t bucketMiB : c.bucketMiB) {
+      for (const std::uint32_t buffers : c.buffers) {
+        results.push_back(measure(c, model, 1, bucketMiB, buffers, std::cerr));
       }
     }
-    for (const std::size_t receivers : config.fanoutReceivers) {
-      results.fanout.push_back(one(receivers, bucketBytes, config.buffers, config.repetitions));
+    for (const std::size_t receivers : c.fanoutReceivers) {
+      results.push_back(measure(c, model, receivers, c.bucketMiB.front(), c.buffers.front(), std::cerr));
     }
   }
-  results.othersCpuShare = load.othersShare();
-  return results;
+  const double othersShare = load.othersShare();
+
+  std::size_t busy = 0;
+  for (const ShmMeasurement& m : results) busy += m.busyRounds;
+  report.parameters().update(Json{
+      {"models", c.models}, {"fanout_receivers", c.fanoutReceivers}, {"bucket_mib", c.bucketMiB},
+      {"buffers", c.buffers}, {"plan_alignment", kShmPlanAlignment}, {"repetitions", c.repetitions},
+      {"warmup_rounds", kShmWarmupRounds}, {"wait_for_quiet", c.waitForQuiet}, {"rounds_not_quiet", busy},
+      {"memory_available", gib(available)},
+      {"transparent_huge_pages", "anonymous " + selectedMode("/sys/kernel/mm/transparent_hugepage/enabled") +
+                                     ", shm " + selectedMode("/sys/kernel/mm/transparent_hugepage/shmem_enabled")}});
+  report.json["others_cpu_share"] = othersShare;
+
+  Table transfers({{"model", "model"}, {"tensors", "tensors"}, {"bytes", "MiB"}, {"receivers", "receivers"},
+                   {"geometry", "bucket MiB x buffers"}, {"buckets", "buckets"}, {"channel_gbps", "channel"},
+                   {"aggregate_gbps", "aggregate"}, {"memcpy_gbps", "memcpy"}, {"ratio", "channel/memcpy"},
+                   {"goal_met", "goal (>= " + fixed(kMinChannelToMemcpyRatio, 1) + "x, 1 receiver)"},
+                   {"memcpy_xxh3_gbps", "memcpy+XXH3"}, {"sender_gbps", "sender alone"},
+                   {"digests_equal", "digests equal"}, {"others_cpu_share", "others' CPU"}});
+  Table cpu({{"model", "model"}, {"receivers", "receivers"}, {"geometry", "bucket MiB x buffers"},
+             {"sender", "sender"}, {"receiver", "receiver"}, {"memcpy", "memcpy"}, {"memcpy_xxh3", "memcpy+XXH3"},
+             {"bound_ratio", "bound/memcpy"}});
+  for (const ShmMeasurement& m : results) {
+    const Cell size = number(static_cast<double>(m.modelBytes) / kMiB, 0);
+    const Cell geometry = std::to_string(m.bucketBytes / kMiB) + " x " + std::to_string(m.buffers);
+    if (!m.skipped.empty()) {
+      transfers.row({m.model, m.tensors, size, m.receivers, geometry, "", "skipped: " + m.skipped});
+      continue;
+    }
+    const bool equal = m.digestsCompared > 0 && m.digestsEqual == m.digestsCompared;
+    const std::string digests = std::to_string(m.digestsEqual) + "/" + std::to_string(m.digestsCompared);
+    transfers.row({m.model, m.tensors, size, m.receivers, geometry, m.buckets, spread(summarize(m.channel), "gbps", 2),
+                   number(median(m.channel) * static_cast<double>(m.receivers), 2),
+                   spread(summarize(m.memcpy), "gbps", 2), ratio(memcpyRatio(m)),
+                   m.receivers == 1 ? verdict(memcpyRatio(m) >= kMinChannelToMemcpyRatio) : Cell(), gbps(m.copyDigest),
+                   gbps(m.sender), Cell(equal, equal ? "all " + digests : "**" + digests + "**"),
+                   percent(m.othersCpuShare)});
+    // The slower side against memcpy, per CPU-second: what the channel would reach with both sides on separate
+    // cores and perfect overlap.
+    const double slower = std::min(median(m.senderCpu), median(m.receiverCpu));
+    cpu.row({m.model, m.receivers, geometry, gbps(m.senderCpu), gbps(m.receiverCpu), gbps(m.memcpyCpu),
+             gbps(m.copyDigestCpu), ratio(median(m.memcpyCpu) > 0 ? slower / median(m.memcpyCpu) : 0)});
+  }
+  std::ostringstream intro;
+  intro << "Channel: from the sender's call to `send` until the last receiver's `receive` returned, model bytes over "
+           "that time (what each receiver got; aggregate: times the receivers). memcpy: the same tensors copied one by "
+           "one in the sender's process into a second copy. Median (min-max) of the timed rounds. memcpy+XXH3: memcpy, "
+           "then XXH3-128 over the copy. Sender alone: until `send` returned. Digests: every receiver's against the "
+           "sender's, every transfer. Other processes used "
+        << percent(othersShare).text << " of the CPUs during the run"
+        << (std::thread::hardware_concurrency() <= 2 ? "; on 2 vCPUs the receivers of a fan-out share the cores, so "
+                                                       "its figures measure CPU sharing as much as the channel"
+                                                     : "")
+        << ".";
+  report.section("transfers", "One sender process, N receiver processes (GB/s)", intro.str(), transfers);
+  report.section("cpu", "Work per side (GB per CPU-second)",
+                 "Model bytes over the CPU time of the thread doing the work (a futex sleep costs none): how fast each "
+                 "side would go on a core of its own. Receiver: the busiest. Bound/memcpy: the slower side against "
+                 "memcpy, what the channel would reach on separate cores with perfect overlap.",
+                 cpu);
 }
 
 }  // namespace wsync::bench

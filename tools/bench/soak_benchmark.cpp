@@ -1,52 +1,95 @@
-#include "soak.hpp"
-
-#include <fcntl.h>
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <cstring>
-#include <memory>
-#include <optional>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
 #include <random>
 #include <set>
 #include <thread>
-#include <utility>
 
 #include <wsync/bus/transport/bus_address.hpp>
-#include <wsync/bus/state/control_block.hpp>
 #include <wsync/tools/child_process.hpp>
-#include <wsync/trainer_agent/trainer_agent.hpp>
 
-#include "bench_failure.hpp"
+#include "agents.hpp"
 #include "machine_load.hpp"
-#include "program_location.hpp"
-#include "run_files.hpp"
-#include "tensor_memory.hpp"
+#include "soak.hpp"
+#include "trainer_rounds.hpp"
 
 namespace wsync::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Any value: the trainer's content is a pure function of (seed, tensor, version), so runs are comparable.
-constexpr std::uint64_t kSoakContentSeed = 20261122;
 // A worker that keeps ending by itself is a crash loop, not a soak: the run stops after this many.
 constexpr std::size_t kMaxUnexpectedExits = 16;
-constexpr const char* kTrainerId = "soak-trainer";
 constexpr std::size_t kNever = static_cast<std::size_t>(-1);
 
-double microseconds(std::chrono::nanoseconds duration) {
-  return std::max(0.0, static_cast<double>(duration.count()) / 1e3);
+// Entries of a folder named `stem`, or `stem` followed by one of `separators` and more ("wsync-soak-1" must not count
+// the segments of a bus called "wsync-soak-12"); with no stem, every entry but . and .. Nothing when it cannot be
+// opened.
+std::optional<std::uint32_t> countEntries(const std::string& path, const std::string& stem = "",
+                                          std::string_view separators = "") {
+  DIR* directory = ::opendir(path.c_str());
+  if (directory == nullptr) return std::nullopt;
+  std::uint32_t count = 0;
+  while (const dirent* entry = ::readdir(directory)) {
+    const std::string_view name(entry->d_name);
+    if (stem.empty() ? name != "." && name != ".."
+                     : name.starts_with(stem) && (name.size() == stem.size() ||
+                                                  separators.find(name[stem.size()]) != std::string_view::npos)) {
+      ++count;
+    }
+  }
+  ::closedir(directory);
+  return count;
 }
 
-msg::PauseMode pauseModeOf(const std::string& name) {
-  if (name == "abort") return msg::PauseMode::Abort;
-  if (name == "wait") return msg::PauseMode::Wait;
-  if (name == "keep") return msg::PauseMode::Keep;
-  throw BenchFailure("--pause-mode " + name + ": use abort, wait or keep");
+ProcessUsage readProcessUsage(pid_t pid) {
+  ProcessUsage usage;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string key; status >> key; status.ignore(std::numeric_limits<std::streamsize>::max(), '\n')) {
+    std::uint64_t* bytes = key == "VmRSS:"      ? &usage.rssBytes
+                           : key == "RssAnon:"  ? &usage.anonBytes
+                           : key == "RssShmem:" ? &usage.shmemBytes
+                                                : nullptr;
+    if (bytes != nullptr && status >> *bytes) *bytes *= 1024;  // kB
+    if (key == "Threads:") status >> usage.threads;
+  }
+  const auto fds = countEntries("/proc/" + std::to_string(pid) + "/fd");
+  const std::vector<std::string> fields = procStatFields(pid);
+  usage.fds = fds.value_or(0);
+  // A zombie has a status file but no memory and no descriptors: not alive in the sense that matters here.
+  usage.alive = fds.has_value() && !fields.empty() && fields[0] != "Z";
+  return usage;
+}
+
+// Processes whose parent is `parent`, and how many of them are zombies (exited, not reaped).
+std::pair<std::uint32_t, std::uint32_t> countChildren(pid_t parent) {
+  std::uint32_t children = 0;
+  std::uint32_t zombies = 0;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return {0, 0};
+  while (const dirent* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    const std::vector<std::string> fields = procStatFields(static_cast<pid_t>(pid));  // [0] state, [1] parent
+    if (fields.size() < 2 || fields[1] != std::to_string(parent)) continue;
+    ++children;
+    if (fields[0] == "Z") ++zombies;
+  }
+  ::closedir(proc);
+  return {children, zombies};
+}
+
+// The bus's entries in /dev/shm (control block "wsync-<uid>-<bus>", arena "...-shm") and in the runtime folder
+// (sockets "<bus>.req", "<bus>.evt").
+std::pair<std::uint32_t, std::uint32_t> countBusResidue(const std::string& busName, const std::string& runtimeDir) {
+  return {countEntries("/dev/shm", bus::controlBlockSegmentName(busName), "-.").value_or(0),
+          countEntries(runtimeDir, busName, ".").value_or(0)};
 }
 
 // The workers' agent id in an abort's detail ("worker 'worker-3': process 1234 is gone"), if it names one.
@@ -56,13 +99,6 @@ std::optional<std::string> workerNamedBy(const std::string& detail) {
   if (!detail.starts_with(kPrefix) || end == std::string::npos) return std::nullopt;
   return detail.substr(kPrefix.size(), end - kPrefix.size());
 }
-
-// CPU time of the machine and of this run's processes (this one, its live children, the children it reaped), to tell
-// in each window how much of the machine others took.
-struct CpuReading {
-  MachineTicks machine;
-  std::uint64_t ownTicks = 0;
-};
 
 struct SoakWorker {
   std::string id;
@@ -77,24 +113,17 @@ class SoakRun {
   SoakRun(const SoakBenchConfig& config, std::ostream& progress)
       : config_(config),
         progress_(progress),
-        manifest_(catalogManifest(config.model)),
-        weights_(manifest_),
-        pauseMode_(pauseModeOf(config.pauseMode)),
         rng_(config.seed),
-        runtimeDir_(orThrow(bus::runtimeDirectory(), "runtime folder")) {
+        runtimeDir_(orThrow(bus::runtimeDirectory(), "runtime folder")),
+        windowCount_(config.rounds / config.window) {
     results_.busName = "wsync-soak-" + std::to_string(::getpid());
     results_.coordinatorPath = locateProgram("wsync-coordinator", config.binDir, WSYNC_BENCH_COORDINATOR);
     results_.workerPath = locateProgram("wsync-worker", config.binDir, WSYNC_BENCH_WORKER);
-    results_.tensors = manifest_.size();
-    results_.bytes = manifest_.totalBytes();
-    weights_.fill(kSoakContentSeed);
-    windowCount_ = config.rounds / config.window;
     results_.sampleEvery = std::max<std::size_t>(1, config.window / kSoakSamplesPerWindow);
     if (config.restartEvery > 0) {
       restartBegin_ = 2 * config.window;                 // after the warm-up and the restart-free baseline
       restartEnd_ = (windowCount_ - 1) * config.window;  // the last window runs without restarts again
-      nextKill_ = restartBegin_ + drawGap() - 1;
-      if (nextKill_ >= restartEnd_) nextKill_ = kNever;
+      scheduleKill(restartBegin_ - 1);
     }
     // Reserved up front: the benchmark's own bookkeeping must not show as the trainer's growth.
     results_.windows.reserve(windowCount_);
@@ -102,46 +131,40 @@ class SoakRun {
     results_.restarts.reserve(config.restartEvery > 0 ? 2 * config.rounds / config.restartEvery + 1 : 0);
     for (auto* times : {&windowTimes_, &abortTimes_, &withoutTimes_, &withTimes_}) times->reserve(config.rounds);
     rejoinTimes_.reserve(results_.restarts.capacity() + kMaxUnexpectedExits);
-    if (!config.childLog.empty()) {  // last: nothing after it throws, so the destructor closes it
-      childLogFd_ = ::open(config.childLog.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (childLogFd_ < 0) throw BenchFailure("--child-log " + config.childLog + ": " + std::strerror(errno));
-    }
   }
 
-  ~SoakRun() {
-    stopAll();
-    if (childLogFd_ != STDERR_FILENO) ::close(childLogFd_);
-  }
-  SoakRun(const SoakRun&) = delete;
-  SoakRun& operator=(const SoakRun&) = delete;
+  ~SoakRun() { stopAll(); }
 
   SoakResults execute() {
     startBus();
-    progress_ << "soak: " << config_.rounds << " rounds in " << windowCount_ << " windows of " << config_.window
-              << ", " << config_.workers << " workers, " << config_.model << ", "
-              << (config_.restartEvery > 0 ? "a restart every ~" + std::to_string(config_.restartEvery) + " rounds"
-                                           : std::string("no restarts"))
-              << "; bus " << results_.busName << '\n';
     runStart_ = Clock::now();
-    std::size_t round = 0;
-    for (std::size_t index = 0; index < windowCount_; ++index) {
+    takeSample(0, 0);  // the state before the first round
+    for (std::size_t index = 0, round = 0; index < windowCount_; ++index) {
       SoakWindow& window = results_.windows.emplace_back();
-      window.index = index;
-      window.firstRound = round;
       window.warmup = index == 0;
       window.withRestarts = config_.restartEvery > 0 && round >= restartBegin_ && round < restartEnd_;
-      if (index == 0) takeSample(0, window);  // the state before the first round
-      if (index > 0 && !window.withRestarts && results_.windows[index - 1].withRestarts) settle();
+      if (index > 0 && !window.withRestarts && results_.windows[index - 1].withRestarts) settle(round);
       windowTimes_.clear();
-      const CpuReading cpuStart = readCpu();
+      // The run's processes are its own: the coordinator and the live workers, and the reaped ones.
+      const MachineLoad load([this] {
+        std::vector<pid_t> pids{coordinator_->pid()};
+        for (const SoakWorker& worker : workers_) pids.push_back(worker.process->pid());
+        return pids;
+      });
       const auto windowStart = Clock::now();
       for (std::size_t step = 0; step < config_.window; ++step, ++round) {
         runRound(round, window);
-        if ((step + 1) % results_.sampleEvery == 0 || step + 1 == config_.window) takeSample(round + 1, window);
+        if ((step + 1) % results_.sampleEvery == 0 || step + 1 == config_.window) takeSample(round + 1, index);
       }
       window.seconds = std::chrono::duration<double>(Clock::now() - windowStart).count();
-      window.othersCpuShare = othersShare(cpuStart, readCpu());
-      finishWindow(window);
+      window.othersCpuShare = load.othersShare();
+      window.roundTime = summarize(windowTimes_);
+      if (window.roundTime.samples > 0) p50EstimateUs_ = window.roundTime.p50;
+      progress_ << "window " << index + 1 << "/" << windowCount_ << ": " << fixed(window.roundsPerSecond(), 0)
+                << " rounds/s, p50 " << fixed(window.roundTime.p50 / 1000, 2) << " ms, " << window.restarts
+                << " restarts, " << window.abortedByRestart + window.abortedOther << " aborted; coordinator RSS "
+                << fixed(static_cast<double>(results_.samples.back().coordinator.rssBytes) / (1 << 20), 1)
+                << " MiB; others used " << percent(window.othersCpuShare).text << " of the CPUs\n";
     }
     stopAll();
     results_.coordinatorExit = coordinator_->describeExit();
@@ -150,17 +173,6 @@ class SoakRun {
     results_.rejoin = summarize(std::move(rejoinTimes_));
     results_.withoutRestarts = summarize(std::move(withoutTimes_));
     results_.withRestarts = summarize(std::move(withTimes_));
-    double withoutSeconds = 0, withSeconds = 0;
-    std::size_t withoutRounds = 0, withRounds = 0;
-    for (const SoakWindow& window : results_.windows) {
-      if (window.warmup) continue;
-      (window.withRestarts ? withSeconds : withoutSeconds) += window.seconds;
-      (window.withRestarts ? withRounds : withoutRounds) += window.rounds;
-      (window.withRestarts ? results_.withAborted : results_.withoutAborted) +=
-          window.abortedByRestart + window.abortedOther;
-    }
-    results_.withoutRoundsPerSecond = withoutSeconds > 0 ? static_cast<double>(withoutRounds) / withoutSeconds : 0;
-    results_.withRoundsPerSecond = withSeconds > 0 ? static_cast<double>(withRounds) / withSeconds : 0;
     return std::move(results_);
   }
 
@@ -178,17 +190,14 @@ class SoakRun {
       runFiles_.addEndpoint(endpoints->events);
     }
     const auto start = Clock::now();
-    coordinator_ =
-        startProgram(results_.coordinatorPath, {"--bus", bus, "--log-level", config_.childLogLevel}, SIGTERM);
-    for (;;) {
+    coordinator_ = startProgram(results_.coordinatorPath, {"--bus", bus}, SIGTERM);
+    while (!view_) {
       throwIfInterrupted();
       if (!coordinator_->running()) throw BenchFailure("wsync-coordinator " + coordinator_->describeExit());
       auto view = bus::ControlBlockView::open(bus);
       if (view && view->coordinatorPid() == static_cast<std::uint32_t>(coordinator_->pid())) {
         view_.emplace(std::move(*view));
-        break;
-      }
-      if (Clock::now() - start > kSoakCoordinatorStartTimeout) {
+      } else if (Clock::now() - start > kSoakCoordinatorStartTimeout) {
         throw BenchFailure("wsync-coordinator on bus " + bus + " not up within " +
                            std::to_string(kSoakCoordinatorStartTimeout.count()) + " ms");
       }
@@ -199,43 +208,37 @@ class SoakRun {
       workers_[index].id = "worker-" + std::to_string(index);
       startWorker(workers_[index], std::nullopt);
     }
-    const auto joinDeadline = Clock::now() + kSoakWorkerJoinTimeout;
     while (markRegistered() < workers_.size()) {
       throwIfInterrupted();
       for (SoakWorker& worker : workers_) {
         if (!worker.process->running()) throw BenchFailure(worker.id + " " + worker.process->describeExit());
       }
-      if (Clock::now() > joinDeadline) {
+      if (Clock::now() - start > kSoakWorkerJoinTimeout) {
         throw BenchFailure(std::to_string(view_->activeAgents()) + " of " + std::to_string(config_.workers) +
                            " workers registered within " + std::to_string(kSoakWorkerJoinTimeout.count()) + " ms");
       }
       std::this_thread::sleep_for(kSoakJoinPollInterval);
     }
-    trainer_ = orThrow(trainer_agent::TrainerAgent::start({.bus = bus, .agentId = kTrainerId}), "trainer agent");
-    orThrow(trainer_->declareManifest(manifest_.tensors()), "trainer agent");
+    trainer_.emplace(bus, "soak-trainer", config_.model);
+    results_.tensors = trainer_->manifest().size();
+    results_.bytes = trainer_->manifest().totalBytes();
     results_.startupMs = microseconds(Clock::now() - start) / 1000;
-    progress_ << "  coordinator, " << config_.workers << " workers and the trainer registered in "
-              << static_cast<long>(results_.startupMs) << " ms\n";
   }
 
   // A program of the run: a process group of its own (Ctrl-C reaches the benchmark alone, which stops the programs in
   // order), none of the benchmark's descriptors (its fd count is its own), `deathSignal` should the benchmark die
   // (SIGTERM for the coordinator, so that it still removes its segments).
-  tools::ChildProcess startProgram(const std::string& path, const std::vector<std::string>& args, int deathSignal) {
-    return tools::ChildProcess::spawn(path, args,
-                                      {.stderrFd = childLogFd_,
-                                       .deathSignal = deathSignal,
-                                       .ownProcessGroup = true,
-                                       .closeOtherFds = true,
-                                       .stopGrace = kSoakStopGrace});
+  tools::ChildProcess startProgram(const std::string& path, std::vector<std::string> args, int deathSignal) {
+    args.insert(args.end(), {"--log-level", config_.childLogLevel});
+    return tools::ChildProcess::spawn(path, args, {.deathSignal = deathSignal, .ownProcessGroup = true,
+                                                   .closeOtherFds = true, .stopGrace = kSoakStopGrace});
   }
 
   // Starts (or starts again) a worker under its agent id; its rejoin is timed from now.
   void startWorker(SoakWorker& worker, std::optional<std::size_t> restart) {
     worker.process = startProgram(results_.workerPath,
                                   {"--bus", results_.busName, "--id", worker.id, "--model", config_.model, "--channel",
-                                   "shm", "--step-ms", std::to_string(config_.workerStepMs), "--log-level",
-                                   config_.childLogLevel},
+                                   "shm", "--step-ms", std::to_string(config_.workerStepMs)},
                                   SIGKILL);
     worker.startedAt = Clock::now();
     worker.rejoinPending = true;
@@ -243,42 +246,31 @@ class SoakRun {
   }
 
   // Clears the pending rejoin of every worker whose current process holds an attached slot; returns how many workers
-  // are registered that way. One pass over the control block's slots.
+  // are registered that way.
   std::size_t markRegistered() {
-    std::vector<bus::AgentSlotSnapshot> active;
-    for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
-      auto snapshot = view_->agentSlot(slot);
-      if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Active && snapshot->agentAttached) {
-        active.push_back(std::move(*snapshot));
-      }
-    }
+    const std::vector<bus::AgentSlotSnapshot> attached = attachedAgents(*view_);
     std::size_t registered = 0;
     for (SoakWorker& worker : workers_) {
-      const bool found = std::any_of(active.begin(), active.end(), [&](const bus::AgentSlotSnapshot& snapshot) {
-        return snapshot.agentId == worker.id && snapshot.pid == static_cast<std::uint32_t>(worker.process->pid());
-      });
-      if (!found) continue;
+      if (std::none_of(attached.begin(), attached.end(), [&](const bus::AgentSlotSnapshot& agent) {
+            return agent.agentId == worker.id && agent.pid == static_cast<std::uint32_t>(worker.process->pid());
+          })) {
+        continue;
+      }
       ++registered;
       if (!worker.rejoinPending) continue;
       worker.rejoinPending = false;
-      if (worker.restart || rejoinCounted_) {
-        const double elapsedUs = microseconds(Clock::now() - worker.startedAt);
-        rejoinTimes_.push_back(elapsedUs);
-        if (worker.restart) results_.restarts[*worker.restart].rejoinMs = elapsedUs / 1000;
-        worker.restart.reset();
-      }
+      if (!worker.restart && !rejoinCounted_) continue;  // the first start's registration is the start-up's
+      rejoinTimes_.push_back(microseconds(Clock::now() - worker.startedAt));
+      if (worker.restart) results_.restarts[*worker.restart].rejoinMs = rejoinTimes_.back() / 1000;
+      worker.restart.reset();
     }
     return registered;
   }
 
   void runRound(std::size_t round, SoakWindow& window) {
     throwIfInterrupted();
-    rejoinCounted_ = true;  // from here on every (re)start's rejoin is timed
+    rejoinCounted_ = true;
     superviseWorkers(round);
-    if (!coordinator_->running()) {
-      throw BenchFailure("wsync-coordinator " + coordinator_->describeExit() + " before round " +
-                         std::to_string(round + 1));
-    }
     if (std::any_of(workers_.begin(), workers_.end(), [](const SoakWorker& w) { return w.rejoinPending; })) {
       markRegistered();
       checkRejoinDeadlines();
@@ -286,15 +278,22 @@ class SoakRun {
     // Agents registered, the trainer included; a dead worker counts until the coordinator has seen it go.
     if (view_->activeAgents() < config_.workers + 1) ++window.roundsShortOfWorkers;
     const std::uint64_t version = ++version_;
-    weights_.moveToVersion(kSoakContentSeed, version);
-    orThrow(trainer_->publish(version, weights_.constTensors(), {.label = {}, .pauseMode = pauseMode_}),
-            "publish version " + std::to_string(version));
+    trainer_->publish(version, config_.pauseMode == "abort"  ? msg::PauseMode::Abort
+                               : config_.pauseMode == "wait" ? msg::PauseMode::Wait
+                                                             : msg::PauseMode::Keep,
+                      true);
     if (round == nextKill_) {
       restartWorker(round, window);
-      nextKill_ = round + drawGap();
-      if (nextKill_ >= restartEnd_) nextKill_ = kNever;
+      scheduleKill(round);
     }
-    record(awaitOutcome(version), window);
+    // A coordinator that died leaves the trainer waiting for a heartbeat refusal: the cause is known now.
+    record(trainer_->awaitOutcome(version, kSoakRoundOutcomeTimeout,
+                                  [this, version] {
+                                    if (coordinator_->running()) return;
+                                    throw BenchFailure("version " + std::to_string(version) +
+                                                       " in flight: wsync-coordinator " + coordinator_->describeExit());
+                                  }),
+           window);
   }
 
   // Kills one random worker (never the resident worker-0) a random moment after the publish, and starts it again
@@ -305,7 +304,7 @@ class SoakRun {
     const double delayUs = std::uniform_real_distribution<double>(0, maxDelayUs)(rng_);
     SoakWorker& worker = workers_[std::uniform_int_distribution<std::size_t>(1, workers_.size() - 1)(rng_)];
     std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(delayUs));
-    const bool midRound = !trainer_->pollOutcome().has_value();
+    const bool midRound = !trainer_->agent().pollOutcome().has_value();
     const std::string phase = msg::EnumNameRoundPhase(view_->roundState().phase);
     worker.process->stop(std::chrono::milliseconds{0});  // SIGKILL and reap: the coordinator sees the pid gone
     killedIds_.insert(worker.id);
@@ -316,8 +315,21 @@ class SoakRun {
     if (midRound) ++window.restartsMidRound;
   }
 
-  // A worker that ended without being killed is a finding: it is reported and started again, and the run goes on.
+  // The next kill: gaps uniform in [mean/2, 3 mean/2] rounds, irregular yet close to rounds / mean in number.
+  void scheduleKill(std::size_t after) {
+    const std::size_t low = std::max<std::size_t>(1, config_.restartEvery / 2);
+    nextKill_ =
+        after + std::uniform_int_distribution<std::size_t>(low, std::max(low, 3 * config_.restartEvery / 2))(rng_);
+    if (nextKill_ >= restartEnd_) nextKill_ = kNever;
+  }
+
+  // A dead coordinator ends the run; a worker that ended without being killed is a finding: it is reported and
+  // started again, and the run goes on.
   void superviseWorkers(std::size_t round) {
+    if (!coordinator_->running()) {
+      throw BenchFailure("wsync-coordinator " + coordinator_->describeExit() + " before round " +
+                         std::to_string(round + 1));
+    }
     for (SoakWorker& worker : workers_) {
       if (worker.process->running()) continue;
       ++results_.unexpectedExits;
@@ -334,11 +346,9 @@ class SoakRun {
 
   // The last window starts as the second did, with every worker registered: a restart in the last rounds before it
   // must not abort one of its rounds.
-  void settle() {
-    for (;;) {
+  void settle(std::size_t round) {
+    for (superviseWorkers(round); markRegistered() < workers_.size(); superviseWorkers(round)) {
       throwIfInterrupted();
-      superviseWorkers(results_.windows.back().firstRound);
-      if (markRegistered() == workers_.size()) return;
       checkRejoinDeadlines();
       std::this_thread::sleep_for(kSoakJoinPollInterval);
     }
@@ -353,56 +363,30 @@ class SoakRun {
     }
   }
 
-  trainer_agent::PublishOutcome awaitOutcome(std::uint64_t version) {
-    const auto deadline = Clock::now() + kSoakRoundOutcomeTimeout;
-    for (;;) {
-      throwIfInterrupted();
-      if (auto outcome = trainer_->waitOutcome(kSoakOutcomeSlice)) {
-        if (outcome->version == version) return *outcome;
-        throw BenchFailure("outcome of version " + std::to_string(outcome->version) + " while " +
-                           std::to_string(version) + " was in flight");
-      }
-      // A coordinator that died leaves the trainer waiting for a heartbeat refusal: the cause is known now.
-      if (!coordinator_->running()) {
-        throw BenchFailure("version " + std::to_string(version) + " in flight: wsync-coordinator " +
-                           coordinator_->describeExit());
-      }
-      if (Clock::now() > deadline) {
-        throw BenchFailure("version " + std::to_string(version) + ": no outcome within " +
-                           std::to_string(kSoakRoundOutcomeTimeout.count()) + " ms, the coordinator still running");
-      }
-    }
-  }
-
   void record(const trainer_agent::PublishOutcome& outcome, SoakWindow& window) {
     ++window.rounds;
     const double totalUs = microseconds(outcome.total);
-    switch (outcome.kind) {
-      case trainer_agent::OutcomeKind::Committed:
-        ++window.committed;
-        windowTimes_.push_back(totalUs);
-        if (outcome.version == 1) results_.firstRoundMs = totalUs / 1000;
-        if (!window.warmup) (window.withRestarts ? withTimes_ : withoutTimes_).push_back(totalUs);
-        return;
-      case trainer_agent::OutcomeKind::Aborted: {
-        abortTimes_.push_back(totalUs);
-        ++results_.abortsByReason[msg::EnumNameAbortReason(outcome.reason)];
-        const auto named = workerNamedBy(outcome.detail);
-        if (named && killedIds_.contains(*named)) {
-          ++window.abortedByRestart;
-          return;
-        }
-        ++window.abortedOther;
-        ++results_.unexpectedAborts;
-        addDetail("version " + std::to_string(outcome.version) + " aborted: " +
-                  msg::EnumNameAbortReason(outcome.reason) + ": " + outcome.detail);
+    if (outcome.committed()) {
+      ++window.committed;
+      windowTimes_.push_back(totalUs);
+      if (outcome.version == 1) results_.firstRoundMs = totalUs / 1000;
+      if (!window.warmup) (window.withRestarts ? withTimes_ : withoutTimes_).push_back(totalUs);
+    } else if (outcome.kind == trainer_agent::OutcomeKind::Aborted) {
+      abortTimes_.push_back(totalUs);
+      ++results_.abortsByReason[msg::EnumNameAbortReason(outcome.reason)];
+      const auto named = workerNamedBy(outcome.detail);
+      if (named && killedIds_.contains(*named)) {
+        ++window.abortedByRestart;
         return;
       }
-      case trainer_agent::OutcomeKind::Refused:
-        ++window.refused;
-        ++results_.refused;
-        addDetail("version " + std::to_string(outcome.version) + " refused: " + outcome.detail);
-        return;
+      ++window.abortedOther;
+      ++results_.unexpectedAborts;
+      addDetail("version " + std::to_string(outcome.version) + " aborted: " +
+                msg::EnumNameAbortReason(outcome.reason) + ": " + outcome.detail);
+    } else {
+      ++window.refused;
+      ++results_.refused;
+      addDetail("version " + std::to_string(outcome.version) + " refused: " + outcome.detail);
     }
   }
 
@@ -410,8 +394,9 @@ class SoakRun {
     if (results_.details.size() < kSoakMaxListedDetails) results_.details.push_back(std::move(detail));
   }
 
-  void takeSample(std::size_t round, SoakWindow& window) {
+  void takeSample(std::size_t round, std::size_t window) {
     SoakSample sample;
+    sample.window = window;
     sample.round = round;
     sample.seconds = round == 0 ? 0 : std::chrono::duration<double>(Clock::now() - runStart_).count();
     sample.coordinator = readProcessUsage(coordinator_->pid());
@@ -425,59 +410,14 @@ class SoakRun {
       sample.workersSumRss += usage.rssBytes;
       sample.workersMaxFds = std::max(sample.workersMaxFds, usage.fds);
     }
-    sample.residue = countBusResidue(results_.busName, runtimeDir_);
-    sample.children = countChildren(::getpid());
+    std::tie(sample.shmSegments, sample.runtimeFiles) = countBusResidue(results_.busName, runtimeDir_);
+    std::tie(sample.children, sample.zombies) = countChildren(::getpid());
     for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {
       const auto snapshot = view_->agentSlot(slot);
       if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Active) ++sample.activeSlots;
       if (snapshot && snapshot->occupancy == bus::SlotOccupancy::Dead) ++sample.deadSlots;
     }
-    window.coordinator.add(sample.coordinator);
-    window.trainer.add(sample.trainer);
-    window.resident.add(sample.resident);
-    window.workersMaxRss.add(sample.workersMaxRss);
-    window.workersMaxFds.add(sample.workersMaxFds);
-    window.shmSegments.add(sample.residue.shmSegments);
-    window.runtimeFiles.add(sample.residue.runtimeFiles);
-    window.children.add(sample.children.count);
-    window.zombies.add(sample.children.zombies);
-    window.deadSlots.add(sample.deadSlots);
     results_.samples.push_back(sample);
-  }
-
-  CpuReading readCpu() const {
-    CpuReading reading{readMachineTicks(), 0};
-    const ProcessUsage self = readProcessUsage(::getpid());
-    reading.ownTicks = self.cpuTicks + self.childCpuTicks + readProcessUsage(coordinator_->pid()).cpuTicks;
-    for (const SoakWorker& worker : workers_) reading.ownTicks += readProcessUsage(worker.process->pid()).cpuTicks;
-    return reading;
-  }
-
-  static double othersShare(const CpuReading& start, const CpuReading& end) {
-    const double total = static_cast<double>(end.machine.total - start.machine.total);
-    const double busy = static_cast<double>(end.machine.busy - start.machine.busy);
-    const double own = static_cast<double>(end.ownTicks) - static_cast<double>(start.ownTicks);
-    return total > 0 ? std::max(0.0, (busy - own) / total) : 0;
-  }
-
-  void finishWindow(SoakWindow& window) {
-    window.roundTime = summarize(windowTimes_);
-    if (window.roundTime.samples > 0) p50EstimateUs_ = window.roundTime.p50;
-    progress_ << "  window " << window.index + 1 << "/" << windowCount_ << (window.warmup ? " (warm-up)" : "")
-              << (window.withRestarts ? "" : ", no restarts") << ": " << fixed(window.roundsPerSecond(), 0)
-              << " rounds/s, p50 " << fixed(window.roundTime.p50 / 1000, 2) << " ms, p99 "
-              << fixed(window.roundTime.p99 / 1000, 2) << " ms, " << window.restarts << " restarts, "
-              << window.abortedByRestart + window.abortedOther << " aborted; coordinator "
-              << fixed(static_cast<double>(window.coordinator.rss.last) / (1 << 20), 1) << " MiB / "
-              << window.coordinator.fds.last << " fds; others used " << percent(window.othersCpuShare)
-              << " of the CPUs\n";
-  }
-
-  // Uniform in [mean/2, 3 mean/2]: restarts come irregularly, yet their number is close to rounds / mean.
-  std::size_t drawGap() {
-    const std::size_t mean = config_.restartEvery;
-    const std::size_t low = std::max<std::size_t>(1, mean / 2);
-    return std::uniform_int_distribution<std::size_t>(low, std::max(low, mean + mean / 2))(rng_);
   }
 
   // The trainer first (goodbye, its I/O thread joined), then the workers (SIGTERM to all, so that they stop
@@ -496,19 +436,15 @@ class SoakRun {
 
   const SoakBenchConfig& config_;
   std::ostream& progress_;
-  const bus::Manifest manifest_;
-  TensorMemory weights_;  // the trainer's, read by its I/O thread until it stops
-  const msg::PauseMode pauseMode_;
   std::mt19937_64 rng_;
   const std::string runtimeDir_;
-  int childLogFd_ = STDERR_FILENO;  // the programs' stderr: --child-log, or the benchmark's own
-  std::size_t windowCount_ = 0;
+  const std::size_t windowCount_;
   std::size_t restartBegin_ = 0;
   std::size_t restartEnd_ = 0;
   std::size_t nextKill_ = kNever;
   double p50EstimateUs_ = 0;
   std::uint64_t version_ = 0;
-  bool rejoinCounted_ = false;
+  bool rejoinCounted_ = false;  // from the first round on, every (re)start's rejoin is timed
   Clock::time_point runStart_{};
   std::set<std::string> killedIds_;
   std::vector<double> windowTimes_, abortTimes_, rejoinTimes_, withoutTimes_, withTimes_;
@@ -518,7 +454,7 @@ class SoakRun {
   std::optional<tools::ChildProcess> coordinator_;
   std::optional<bus::ControlBlockView> view_;
   std::vector<SoakWorker> workers_;
-  std::unique_ptr<trainer_agent::TrainerAgent> trainer_;
+  std::optional<BenchTrainer> trainer_;
 };
 
 }  // namespace
@@ -535,6 +471,7 @@ SoakResults measureSoak(const SoakBenchConfig& config, std::ostream& progress) {
   if (config.restartEvery > 0 && config.workers < 2) {
     throw BenchFailure("restarts need at least 2 workers: worker-0 is never restarted (or give --restart-every 0)");
   }
+  (void)catalogManifest(config.model);  // an unknown model fails here, before any process starts
   const MachineLoad load;
   SoakResults results = SoakRun(config, progress).execute();
   results.othersCpuShare = load.othersShare();  // every process of the run is reaped by now

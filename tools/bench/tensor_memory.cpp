@@ -1,15 +1,7 @@
 #include "tensor_memory.hpp"
 
-#include <sys/mman.h>
-
-#include <cerrno>
-#include <cstring>
-#include <string>
-#include <utility>
-
-#include <wsync/cli/model_catalog.hpp>
-
-#include "bench_failure.hpp"
+#include <algorithm>
+#include <new>
 
 namespace wsync::bench {
 namespace {
@@ -17,43 +9,24 @@ namespace {
 // glibc's malloc and PyTorch's CPU allocator both hand out at least cache-line-aligned blocks for large tensors.
 constexpr std::size_t kTensorAlignment = 64;
 
-std::size_t alignUp(std::size_t value, std::size_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
+std::size_t alignUp(std::size_t value) { return (value + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment; }
 
 }  // namespace
 
-TensorMemory::TensorMemory(const bus::Manifest& manifest) {
-  std::vector<std::size_t> offsets;
-  offsets.reserve(manifest.size());
-  std::size_t end = 0;
-  for (std::size_t i = 0; i < manifest.size(); ++i) {
-    offsets.push_back(end);
-    end = alignUp(end + manifest.tensorBytes(i), kTensorAlignment);
-  }
-  mappedBytes_ = end > 0 ? end : kTensorAlignment;
-  base_ = ::mmap(nullptr, mappedBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base_ == MAP_FAILED) {
-    base_ = nullptr;
-    throw BenchFailure("cannot map " + std::to_string(mappedBytes_) + " bytes for tensors: " + std::strerror(errno));
-  }
-  // Faults every page in now, outside any timing.
-  std::memset(base_, 0, mappedBytes_);
-  auto* bytes = static_cast<std::byte*>(base_);
-  for (std::size_t i = 0; i < manifest.size(); ++i) {
-    tensors_.emplace_back(bytes + offsets[i], manifest.tensorBytes(i));
-    constTensors_.emplace_back(bytes + offsets[i], manifest.tensorBytes(i));
-  }
+void TensorMemory::AlignedDelete::operator()(std::byte* bytes) const {
+  ::operator delete[](bytes, std::align_val_t{kTensorAlignment});
 }
 
-TensorMemory::TensorMemory(TensorMemory&& other) noexcept
-    : base_(std::exchange(other.base_, nullptr)),
-      mappedBytes_(std::exchange(other.mappedBytes_, 0)),
-      tensors_(std::move(other.tensors_)),
-      constTensors_(std::move(other.constTensors_)) {}
-
-TensorMemory::~TensorMemory() {
-  if (base_ != nullptr) ::munmap(base_, mappedBytes_);
+TensorMemory::TensorMemory(const bus::Manifest& manifest) {
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < manifest.size(); ++i) total = alignUp(total + manifest.tensorBytes(i));
+  // Value-initialised: every page is written (and faulted in) now, outside any timing.
+  bytes_.reset(new (std::align_val_t{kTensorAlignment}) std::byte[std::max(total, kTensorAlignment)]());
+  for (std::size_t i = 0, offset = 0; i < manifest.size(); ++i) {
+    tensors_.emplace_back(bytes_.get() + offset, manifest.tensorBytes(i));
+    constTensors_.emplace_back(bytes_.get() + offset, manifest.tensorBytes(i));
+    offset = alignUp(offset + manifest.tensorBytes(i));
+  }
 }
 
 void TensorMemory::fill(std::uint64_t seed) {

@@ -1,9 +1,10 @@
 #pragma once
 // A model of the catalog (cli::modelTensors: "opt-125m", "tiny", "synthetic:COUNT:MIB", ...): its manifest, and its
-// tensors in one anonymous mapping, each starting on a cache line as a CPU allocator would place it. Every page is
-// written once when the memory is allocated, so that no timed copy pays for a page fault.
+// tensors in one allocation, each starting on a cache line as a CPU allocator would place it. Every byte is written
+// when the memory is allocated, so that no timed copy pays for a page fault.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,25 +23,21 @@ inline bus::Manifest catalogManifest(const std::string& model) {
 
 class TensorMemory {
  public:
-  explicit TensorMemory(const bus::Manifest& manifest);  // throws BenchFailure
-  TensorMemory(TensorMemory&& other) noexcept;
-  TensorMemory& operator=(TensorMemory&&) = delete;
-  TensorMemory(const TensorMemory&) = delete;
-  TensorMemory& operator=(const TensorMemory&) = delete;
-  ~TensorMemory();
+  explicit TensorMemory(const bus::Manifest& manifest);
 
   // Indexed like the manifest.
   std::span<const std::span<std::byte>> tensors() const { return tensors_; }
   std::span<const std::span<const std::byte>> constTensors() const { return constTensors_; }
 
-  // Writes version `version` of every tensor's content under `seed` (model_catalog's fillTensor, then
-  // perturbTensor); moving to another version rewrites 1/32 of the words.
+  // Content under `seed` (model_catalog's fillTensor); moving to another version rewrites 1/32 of the words.
   void fill(std::uint64_t seed);
   void moveToVersion(std::uint64_t seed, std::uint64_t version);
 
  private:
-  void* base_ = nullptr;
-  std::size_t mappedBytes_ = 0;
+  struct AlignedDelete {
+    void operator()(std::byte* bytes) const;
+  };
+  std::unique_ptr<std::byte[], AlignedDelete> bytes_;
   std::vector<std::span<std::byte>> tensors_;
   std::vector<std::span<const std::byte>> constTensors_;
 };

@@ -1,0 +1,369 @@
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <iostream>
+#include <sstream>
+
+#include <wsync/bus/state/control_block.hpp>
+
+#include "agents.hpp"
+#include "bench_failure.hpp"
+#include "bus.hpp"
+#include "latency_paths.hpp"
+
+namespace wsync::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double microsecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+// Both paths of a run: two bus names unique to it, resolved to ipc:// endpoints in the runtime folder, and the
+// coordinator's side of each. The endpoints' files go last, once every socket has closed.
+struct LatencyRun {
+  LatencyRun() {
+    const std::string name = "wsync-bench-" + std::to_string(::getpid());
+    agent.busRequests = (busEndpoints = orThrow(bus::resolveEndpoints(name), "endpoints")).requests;
+    agent.busEvents = busEndpoints.events;
+    const auto raw = orThrow(bus::resolveEndpoints(name + "-raw"), "endpoints");
+    agent.rawRequests = raw.requests;
+    agent.rawEvents = raw.events;
+    for (const auto& endpoint : {busEndpoints.requests, busEndpoints.events, raw.requests, raw.events}) {
+      files.addEndpoint(endpoint);
+    }
+    paths[0] = makeCoordinatorPath(Path::Bus, context, busEndpoints);
+    paths[1] = makeCoordinatorPath(Path::Raw, context, raw);
+  }
+  CoordinatorPath& of(Path path) { return *paths[path == Path::Bus ? 0 : 1]; }
+
+  bus::BusEndpoints busEndpoints;
+  LatencyAgentOptions agent;  // the endpoints every agent gets
+  RunFiles files;
+  zmq::context_t context;  // before the sockets, so that they close before it terminates
+  std::array<std::unique_ptr<CoordinatorPath>, 2> paths;
+};
+
+// One line of the round-trip agent's samples, "bus NS NS ..." or "raw ...", in microseconds.
+std::vector<double> readSamples(Agents& agents, const std::string& path, std::size_t expected) {
+  std::istringstream line(agents.readLine(0, kAgentExitTimeout, "its " + path + " samples"));
+  std::string word;
+  line >> word;
+  std::vector<double> samples;
+  for (std::uint64_t ns = 0; line >> ns;) samples.push_back(static_cast<double>(ns) / 1000);
+  if (word != path || samples.size() != expected) {
+    throw BenchFailure("round trip: the agent sent " + std::to_string(samples.size()) + " samples for '" + word +
+                       "', expected " + std::to_string(expected) + " for '" + path + "'");
+  }
+  return samples;
+}
+
+LatencyComparison measureRoundTrip(LatencyRun& run, std::size_t roundTrips, std::size_t block,
+                                   std::ostream& progress) {
+  const std::size_t warmup = warmupFor(roundTrips);
+  progress << "round trip: " << roundTrips << " per path (+" << warmup << " warm-up), blocks of " << block << '\n';
+  LatencyAgentOptions options = run.agent;
+  options.id = kRoundTripAgentId;
+  options.iterations = roundTrips;
+  options.warmup = warmup;
+  options.block = block;
+  Agents agents;
+  agents.start("round-trip agent", "agent-roundtrip", options, true);
+  // The agent drives and times; the coordinator follows the same schedule, so it knows which socket the next
+  // request uses. The first request also waits for the agent process to start.
+  auto timeout = kJoinTimeout;
+  for (const Block& turn : interleavedSchedule(roundTrips, warmup, block)) {
+    throwIfInterrupted();
+    for (std::size_t i = 0; i < turn.count; ++i, timeout = kReplyTimeout) {
+      if (run.of(turn.path).answerRequest(timeout)) continue;
+      agents.throwIfAnyExited();
+      throw BenchFailure("round trip: no request on the " + toString(turn.path) + " path within " +
+                         std::to_string(timeout.count()) + " ms");
+    }
+  }
+  LatencyComparison result{summarize(readSamples(agents, "bus", roundTrips)),
+                           summarize(readSamples(agents, "raw", roundTrips))};
+  agents.waitForAll(kAgentExitTimeout);
+  return result;
+}
+
+// One path's state in the fan-out: round numbers only grow, so an ack to an earlier round (a probe) is told apart
+// from an ack to the round being timed.
+struct PauseRun {
+  CoordinatorPath& path;
+  std::uint64_t nextRound = 1;
+  std::uint64_t staleAcks = 0;
+};
+
+// The slow-joiner problem, solved deterministically: PUB drops events for a SUB whose subscription has not arrived
+// yet, so probe pauses go out until every agent has acked one on this path (which proves its subscription and its
+// DEALER connection). Then the acks to the last probes are let in, so that the first timed rounds do not pay for them.
+void joinAgents(PauseRun& run, Path path, Agents& agents) {
+  std::vector<bool> joined(agents.size(), false);
+  std::size_t joinedCount = 0;
+  const auto deadline = Clock::now() + kJoinTimeout;
+  while (joinedCount < agents.size()) {
+    throwIfInterrupted();
+    agents.throwIfAnyExited();  // an agent that failed to start is reported now, not at the deadline
+    if (Clock::now() > deadline) {
+      throw BenchFailure("fan-out: only " + std::to_string(joinedCount) + " of " + std::to_string(agents.size()) +
+                         " agents answered a probe on the " + toString(path) + " path within " +
+                         std::to_string(kJoinTimeout.count()) + " ms");
+    }
+    run.path.publishPause(run.nextRound++);
+    const auto probeEnd = Clock::now() + kProbeInterval;
+    // Rounded up, so that a wait does not end early and spin on 0 ms ("just look").
+    while (const auto ack = run.path.receiveAck(std::max(
+               std::chrono::milliseconds{0}, std::chrono::ceil<std::chrono::milliseconds>(probeEnd - Clock::now())))) {
+      if (ack->agent >= agents.size()) throw BenchFailure("fan-out: ack from agent " + std::to_string(ack->agent));
+      if (!joined[ack->agent]) ++joinedCount;
+      joined[ack->agent] = true;
+    }
+  }
+  const auto drainEnd = Clock::now() + kJoinTimeout;
+  while (Clock::now() < drainEnd && run.path.receiveAck(kDrainQuiet)) {
+  }
+}
+
+// Microseconds from just before the Pause is built and published until the N-th verified ack of that round is in.
+double measurePauseRound(PauseRun& run, Path path, Agents& agents) {
+  const std::uint64_t round = run.nextRound++;
+  const auto start = Clock::now();
+  run.path.publishPause(round);
+  for (std::size_t acks = 0; acks < agents.size();) {
+    const auto ack = run.path.receiveAck(kReplyTimeout);
+    if (!ack) {
+      agents.throwIfAnyExited();
+      throw BenchFailure("fan-out: " + std::to_string(acks) + " of " + std::to_string(agents.size()) +
+                         " acks to round " + std::to_string(round) + " on the " + toString(path) + " path within " +
+                         std::to_string(kReplyTimeout.count()) + " ms");
+    }
+    if (ack->round > round) throw BenchFailure("fan-out: ack to round " + std::to_string(ack->round) + ", never sent");
+    if (ack->round == round) ++acks;
+    if (ack->round < round) ++run.staleAcks;
+  }
+  return microsecondsSince(start);
+}
+
+struct FanoutResult {
+  std::size_t agents = 0;
+  LatencyComparison latency;
+  double joinMs = 0;            // until every agent's SUB had delivered a probe, on both paths
+  std::uint64_t staleAcks = 0;  // acks to earlier rounds seen while measuring (expected 0 after the drain)
+};
+
+FanoutResult measureFanout(const BusBenchConfig& config, std::size_t measurement, LatencyRun& run,
+                           std::array<PauseRun, 2>& runs, std::ostream& progress) {
+  FanoutResult result;
+  result.agents = config.agentCounts[measurement];
+  const std::size_t warmup = warmupFor(config.pauseRounds);
+  progress << "pause fan-out, " << result.agents << " agents: starting\n";
+  Agents agents;
+  for (std::size_t i = 0; i < result.agents; ++i) {
+    LatencyAgentOptions options = run.agent;
+    options.id = pauseAgentId(measurement, i);
+    agents.start("agent " + options.id, "agent-pause", options);
+  }
+  const auto joinStart = Clock::now();
+  joinAgents(runs[0], Path::Bus, agents);
+  joinAgents(runs[1], Path::Raw, agents);
+  result.joinMs = microsecondsSince(joinStart) / 1000;
+  progress << "  all joined in " << static_cast<long>(result.joinMs) << " ms; " << config.pauseRounds
+           << " rounds per path (+" << warmup << " warm-up)\n";
+  const std::uint64_t staleBefore = runs[0].staleAcks + runs[1].staleAcks;
+  std::vector<double> busUs;
+  std::vector<double> rawUs;
+  for (const Block& turn : interleavedSchedule(config.pauseRounds, warmup, config.block)) {
+    throwIfInterrupted();
+    for (std::size_t i = 0; i < turn.count; ++i) {
+      const double elapsed = measurePauseRound(runs[turn.path == Path::Bus ? 0 : 1], turn.path, agents);
+      if (turn.measured) (turn.path == Path::Bus ? busUs : rawUs).push_back(elapsed);
+    }
+  }
+  result.staleAcks = runs[0].staleAcks + runs[1].staleAcks - staleBefore;
+  result.latency = {summarize(std::move(busUs)), summarize(std::move(rawUs))};
+  return result;
+}
+
+// Opens both paths of an agent, runs `body` on them and exits; a failure is reported on stderr (the benchmark's),
+// and the benchmark notices the exit and names the agent.
+template <typename Body>
+int servingBothPaths(const LatencyAgentOptions& options, bool subscribe, Body&& body) {
+  try {
+    zmq::context_t context;
+    auto bus = makeAgentPath(Path::Bus, context, {options.busRequests, options.busEvents}, options.id, subscribe);
+    auto raw = makeAgentPath(Path::Raw, context, {options.rawRequests, options.rawEvents}, options.id, subscribe);
+    body(*bus, *raw);
+    return 0;
+  } catch (const std::exception& error) {
+    std::cerr << "wsync-bench agent " << options.id << ": " << error.what() << '\n';
+  }
+  return 2;
+}
+
+std::string us(double value) { return fixed(value, value < 100 ? 1 : 0); }
+
+// Tells the compiler `value` is used and memory may have changed, so the read can be neither dropped nor hoisted out
+// of the loop; it emits no instruction.
+inline void keep(std::uint64_t value) { asm volatile("" : : "r"(value) : "memory"); }
+
+template <typename Read>
+double nanosecondsPerRead(Read&& read, std::uint64_t reads) {
+  const auto start = std::chrono::steady_clock::now();
+  for (std::uint64_t i = 0; i < reads; ++i) keep(read());
+  const std::chrono::duration<double, std::nano> elapsed = std::chrono::steady_clock::now() - start;
+  return elapsed.count() / static_cast<double>(reads);
+}
+
+// Nanoseconds per read of each, over the timed repetitions after a warm-up (page-in, caches, clock frequency); the
+// two alternate, the order flipping every repetition, so that machine noise hits both alike.
+template <typename First, typename Second>
+std::pair<Summary, Summary> timeReads(const BusBenchConfig& config, First&& first, Second&& second) {
+  std::vector<double> firstNs;
+  std::vector<double> secondNs;
+  (void)nanosecondsPerRead(first, config.versionReads / 10);
+  (void)nanosecondsPerRead(second, config.versionReads / 10);
+  for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
+    throwIfInterrupted();
+    if (rep % 2 == 1) secondNs.push_back(nanosecondsPerRead(second, config.versionReads));
+    firstNs.push_back(nanosecondsPerRead(first, config.versionReads));
+    if (rep % 2 == 0) secondNs.push_back(nanosecondsPerRead(second, config.versionReads));
+  }
+  return {summarize(std::move(firstNs)), summarize(std::move(secondNs))};
+}
+
+// ControlBlockView::appliedVersion(slot), against std::atomic<uint64_t>::load(acquire) in process memory.
+std::pair<Summary, Summary> measureVersionReads(const BusBenchConfig& config, std::ostream& progress) {
+  progress << "version read: " << config.versionRepetitions << " x " << config.versionReads << " reads per kind\n";
+  const std::string busName = "wsync-bench-" + std::to_string(::getpid()) + "-cb";
+  const std::string agentId = "version-reader";
+  // The coordinator's side creates the block and gives a slot; the agent attaches to it and owns its fields; a
+  // separate read-only mapping reads, as a process tagging outputs would.
+  auto owner = orThrow(bus::ControlBlockOwner::create(busName), "control block");
+  const std::optional<std::uint32_t> maybeSlot = owner.findFreeSlot();
+  if (!maybeSlot) throw BenchFailure("control block: no free slot");
+  const std::uint32_t slot = *maybeSlot;
+  orThrow(owner.assignSlot(slot, {agentId, msg::Role::Worker, 0, static_cast<std::uint32_t>(::getpid())}),
+          "control block");
+  auto writer = orThrow(bus::AgentSlotWriter::attach(busName, slot, agentId, 1), "control block");
+  const auto view = orThrow(bus::ControlBlockView::open(busName), "control block");
+  // The process-local baseline, on a cache line of its own like the slot's field.
+  struct alignas(64) LocalVersion {
+    std::atomic<std::uint64_t> value{1};
+  };
+  const auto local = std::make_unique<LocalVersion>();
+  return timeReads(config, [&view, slot] { return view.appliedVersion(slot); },
+                   [&local] { return local->value.load(std::memory_order_acquire); });
+}
+
+}  // namespace
+
+int runRoundTripAgent(const LatencyAgentOptions& options) {
+  return servingBothPaths(options, false, [&](AgentPath& busPath, AgentPath& rawPath) {
+    std::array<std::vector<std::uint64_t>, 2> samples;  // bus, raw
+    for (auto& path : samples) path.reserve(options.iterations);
+    std::uint64_t seq = 0;
+    for (const Block& block : interleavedSchedule(options.iterations, options.warmup, options.block)) {
+      AgentPath& path = block.path == Path::Bus ? busPath : rawPath;
+      for (std::size_t i = 0; i < block.count; ++i) {
+        const auto start = Clock::now();
+        path.roundTrip(++seq);
+        const auto elapsed = std::chrono::nanoseconds(Clock::now() - start).count();
+        if (block.measured) samples[block.path == Path::Bus ? 0 : 1].push_back(static_cast<std::uint64_t>(elapsed));
+      }
+    }
+    // On the pipe, which the benchmark reads once it has answered the last request.
+    for (const Path path : {Path::Bus, Path::Raw}) {
+      std::cout << toString(path);
+      for (const std::uint64_t ns : samples[path == Path::Bus ? 0 : 1]) std::cout << ' ' << ns;
+      std::cout << std::endl;
+    }
+  });
+}
+
+int runPauseAgent(const LatencyAgentOptions& options) {
+  return servingBothPaths(options, true, [](AgentPath& busPath, AgentPath& rawPath) {
+    // One poll over both SUB sockets: the agent waits the same way whichever path the next pause comes on.
+    std::array<zmq::pollitem_t, 2> items{{{busPath.eventSocket().handle(), 0, ZMQ_POLLIN, 0},
+                                          {rawPath.eventSocket().handle(), 0, ZMQ_POLLIN, 0}}};
+    for (;;) {
+      if (zmq::poll(items.data(), items.size(), kAgentIdleTimeout) == 0) {
+        throw BenchFailure("no pause for " + std::to_string(kAgentIdleTimeout.count()) +
+                           " ms: the benchmark is gone or stuck");
+      }
+      if ((items[0].revents & ZMQ_POLLIN) != 0) busPath.answerPendingPauses();
+      if ((items[1].revents & ZMQ_POLLIN) != 0) rawPath.answerPendingPauses();
+    }
+  });
+}
+
+LatencyComparison runRoundTripBenchmark(std::size_t roundTrips, std::size_t block, std::ostream& progress) {
+  LatencyRun run;
+  return measureRoundTrip(run, roundTrips, block, progress);
+}
+
+std::vector<Table::Column> latencyColumns(Table::Column first) {
+  return {std::move(first),          {"bus_p50_us", "bus p50"}, {"raw_p50_us", "raw p50"},
+          {"p50_ratio", "bus/raw p50"}, {"bus_p90_us", "bus p90"}, {"raw_p90_us", "raw p90"},
+          {"bus_p99_us", "bus p99"}, {"raw_p99_us", "raw p99"}, {"samples", "samples per path"}};
+}
+
+std::vector<Cell> latencyRow(Cell first, const LatencyComparison& l) {
+  const auto cell = [](double value) { return Cell(value, us(value)); };
+  return {std::move(first), cell(l.bus.p50), cell(l.raw.p50), ratio(l.p50Ratio()), cell(l.bus.p90),
+          cell(l.raw.p90),  cell(l.bus.p99), cell(l.raw.p99), l.bus.samples};
+}
+
+void runBusBenchmark(const BusBenchConfig& c, Report& report) {
+  const auto [shared, local] = measureVersionReads(c, std::cerr);
+  LatencyRun run;
+  const LatencyComparison roundTrip = measureRoundTrip(run, c.roundTrips, c.block, std::cerr);
+  std::array<PauseRun, 2> runs{PauseRun{run.of(Path::Bus)}, PauseRun{run.of(Path::Raw)}};
+  std::vector<FanoutResult> fanout;
+  for (std::size_t i = 0; i < c.agentCounts.size(); ++i) fanout.push_back(measureFanout(c, i, run, runs, std::cerr));
+
+  const MessageSizes s = busMessageSizes();
+  report.parameters().update(Json{{"round_trips", c.roundTrips}, {"pause_rounds", c.pauseRounds},
+                                  {"warmup", "a tenth more per path, at least 10"}, {"block", c.block},
+                                  {"agents", c.agentCounts}, {"version_reads", c.versionReads},
+                                  {"version_repetitions", c.versionRepetitions},
+                                  {"endpoint", run.busEndpoints.requests},
+                                  {"message_bytes", {{"snapshot_request", s.request}, {"snapshot_reply", s.reply},
+                                                     {"pause", s.pause}, {"pause_ack", s.pauseAck}}}});
+  auto columns = latencyColumns({"measurement", ""});
+  columns.insert(columns.end(), {{"goal_met", "goal (p50 within " + fixed(kMaxBusToRawRatio, 1) + "x)"},
+                                 {"join_ms", "join ms"}, {"stale_acks", "late acks while timing"}});
+  Table latency(columns);
+  auto row = latencyRow("request/reply round trip", roundTrip);
+  row.push_back(verdict(roundTrip.p50Ratio() <= kMaxBusToRawRatio));
+  latency.row(std::move(row));
+  for (const FanoutResult& f : fanout) {
+    row = latencyRow(Cell(Json(f.agents), "pause, N = " + std::to_string(f.agents)), f.latency);
+    row.insert(row.end(), {verdict(f.latency.p50Ratio() <= kMaxBusToRawRatio), number(f.joinMs, 0), f.staleAcks});
+    latency.row(std::move(row));
+  }
+  report.section("latency", "Control plane, bus library vs raw ZeroMQ (microseconds)",
+                 "Round trip: an agent process sends a SnapshotRequest over its DEALER, the coordinator's ROUTER "
+                 "verifies it and answers a SnapshotReply, which the agent verifies; timed by the agent. Pause: the "
+                 "coordinator publishes a Pause, N agent processes each answer a PauseAck; timed until the N-th is in "
+                 "and verified. Raw: frames of the same sizes through cppzmq, neither encoded nor verified.",
+                 latency);
+
+  Table reads({{"read", ""}, {"shared", "bus (shared memory) ns"}, {"local", "process-local atomic ns"},
+               {"ratio", "bus/local"}, {"goal_met", "goal (bus under " + fixed(kMaxVersionReadNs, 0) + " ns)"}});
+  const auto cost = [](const Summary& read) {
+    return Cell(Json{{"median_ns", read.median}, {"min_ns", read.min}},
+                fixed(read.median, 2) + " (min " + fixed(read.min, 2) + ")");
+  };
+  reads.row({"applied version", cost(shared), cost(local), ratio(local.median > 0 ? shared.median / local.median : 0),
+             verdict(shared.median < kMaxVersionReadNs)});
+  report.section("version_read", "Applied-version read (nanoseconds per read, median of the repetitions)",
+                 "`ControlBlockView::appliedVersion(slot)` on a mapping of the control block, against "
+                 "`std::atomic<uint64_t>::load(acquire)` in process memory; per read, loop included.",
+                 reads);
+}
+
+}  // namespace wsync::bench

@@ -1,0 +1,51 @@
+#pragma once
+// What `round` and `soak` share: a trainer in this process publishing versions of a model to a bus, and the agents
+// that the bus's control block shows registered.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <wsync/bus/state/control_block.hpp>
+#include <wsync/trainer_agent/trainer_agent.hpp>
+
+#include "tensor_memory.hpp"
+
+namespace wsync::bench {
+
+// The wait for an outcome is cut into slices this long, so that Ctrl-C or a dead coordinator ends it at once.
+inline constexpr std::chrono::milliseconds kOutcomeSlice{100};
+
+inline double microseconds(std::chrono::nanoseconds duration) {
+  return duration.count() > 0 ? static_cast<double>(duration.count()) / 1e3 : 0;
+}
+
+// Registered agents that have attached to their slot (heartbeating), as the control block shows them.
+std::vector<bus::AgentSlotSnapshot> attachedAgents(const bus::ControlBlockView& view);
+
+class BenchTrainer {
+ public:
+  // Registers `id` on `bus` and declares `model`'s manifest. Throws BenchFailure.
+  BenchTrainer(const std::string& bus, const std::string& id, const std::string& model);
+  ~BenchTrainer() { stop(); }
+
+  const bus::Manifest& manifest() const { return manifest_; }
+  // Publishes `version` of the weights (with `newContent`, 1/32 of their words changed first, untimed).
+  void publish(std::uint64_t version, msg::PauseMode pauseMode, bool newContent = false);
+  // The outcome of `version`; `check` runs between slices and throws to name a cause (a dead coordinator). Throws
+  // BenchFailure after `timeout`.
+  trainer_agent::PublishOutcome awaitOutcome(std::uint64_t version, std::chrono::milliseconds timeout,
+                                             const std::function<void()>& check = {});
+  trainer_agent::TrainerAgent& agent() { return *agent_; }
+  // Goodbye, its I/O thread joined: before the workers and the coordinator stop.
+  void stop() { agent_.reset(); }
+
+ private:
+  const bus::Manifest manifest_;
+  TensorMemory weights_;  // read by the agent's I/O thread until it stops
+  std::unique_ptr<trainer_agent::TrainerAgent> agent_;
+};
+
+}  // namespace wsync::bench
