@@ -188,20 +188,14 @@ FanoutResult measureFanout(const BusBenchConfig& config, std::size_t measurement
   return result;
 }
 
-// Opens both paths of an agent, runs `body` on them and exits; a failure is reported on stderr (the benchmark's),
-// and the benchmark notices the exit and names the agent.
+// Opens both paths of an agent and runs `body` on them.
 template <typename Body>
 int servingBothPaths(const LatencyAgentOptions& options, bool subscribe, Body&& body) {
-  try {
-    zmq::context_t context;
-    auto bus = makeAgentPath(Path::Bus, context, {options.busRequests, options.busEvents}, options.id, subscribe);
-    auto raw = makeAgentPath(Path::Raw, context, {options.rawRequests, options.rawEvents}, options.id, subscribe);
-    body(*bus, *raw);
-    return 0;
-  } catch (const std::exception& error) {
-    std::cerr << "wsync-bench agent " << options.id << ": " << error.what() << '\n';
-  }
-  return 2;
+  zmq::context_t context;
+  auto bus = makeAgentPath(Path::Bus, context, {options.busRequests, options.busEvents}, options.id, subscribe);
+  auto raw = makeAgentPath(Path::Raw, context, {options.rawRequests, options.rawEvents}, options.id, subscribe);
+  body(*bus, *raw);
+  return 0;
 }
 
 std::string us(double value) { return fixed(value, value < 100 ? 1 : 0); }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <optional>
 #include <thread>
 
@@ -19,17 +18,8 @@
 namespace wsync::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 // How often a wait for a rank's exit status looks again, after its socket closed.
 constexpr std::chrono::milliseconds kExitPollInterval{10};
-
-std::string gib(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * kMiB), 1) + " GiB"; }
-
-std::int64_t nanosecondsOf(Clock::time_point time) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
-}
 
 double millisecondsBetween(std::int64_t startNs, std::int64_t endNs) {
   return static_cast<double>(endNs - startNs) / 1e6;
@@ -142,8 +132,7 @@ DeviceMemoryUse& memoryOf(GpuMeasurement& row, std::size_t rank) {
 
 class GpuRun {
  public:
-  GpuRun(const GpuBenchConfig& config, const Json& gpus, std::ostream& progress)
-      : config_(config), gpus_(gpus), progress_(progress) {}
+  GpuRun(const GpuBenchConfig& config, std::ostream& progress) : config_(config), progress_(progress) {}
 
   // One set of rank processes: rank 0 sends, the others receive, on `devices`. nccl: one measurement per bucket size;
   // cuda_ipc: one, planned with the first, through a segment of this run.
@@ -172,10 +161,9 @@ class GpuRun {
       ranks.onFailure([&segment, &transfer] { segment->abort(transfer); });
     }
     std::vector<Allocated> allocated;
-    std::string skipped = tooBigFor(manifest, devices);
-    if (skipped.empty()) {
-      skipped = startRanks(ranks, rows[0].channel, model, devices, devices.back(), nccl ? "" : name, allocated);
-    }
+    // A device too small for its ranks' tensors: the rank that cannot allocate says so (nomemory).
+    const std::string skipped =
+        startRanks(ranks, rows[0].channel, model, devices, devices.back(), nccl ? "" : name, allocated);
     if (!skipped.empty()) {
       for (GpuMeasurement& row : rows) row.skipped = skipped;
       return rows;
@@ -245,21 +233,6 @@ class GpuRun {
       use->side += (use->side.empty() ? "" : " + ") + (rank == 0 ? "sender" : "receiver " + std::to_string(rank));
     }
     return row;
-  }
-
-  // Empty when every device could hold the tensors of the ranks on it; else why not.
-  std::string tooBigFor(const bus::Manifest& manifest, const std::vector<int>& devices) const {
-    std::map<int, std::uint64_t> needed;
-    for (const int device : devices) needed[device] += manifest.totalBytes();
-    for (const auto& [device, bytes] : needed) {
-      const auto has = gpus_.at("gpu_memory_bytes").at(static_cast<std::size_t>(device)).get<std::uint64_t>();
-      if (bytes > has) {
-        progress_ << "  skipped: too big for GPU " << device << "\n";
-        return "the tensors of the ranks on GPU " + std::to_string(device) + " need " + gib(bytes) + ", it has " +
-               gib(has);
-      }
-    }
-    return {};
   }
 
   // Starts the ranks one after the other (each allocates with the machine to itself, and its free memory before and
@@ -401,7 +374,6 @@ class GpuRun {
   }
 
   const GpuBenchConfig& config_;
-  const Json& gpus_;
   std::ostream& progress_;
   std::size_t segments_ = 0;
 };
@@ -412,7 +384,7 @@ GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostr
   const int deviceCount = static_cast<int>(gpus.at("gpus").size());
   if (deviceCount == 0) throw BenchFailure("no GPU: " + gpus.value("no_device_reason", "the CUDA runtime sees none"));
   GpuResults results;
-  GpuRun run(config, gpus, progress);
+  GpuRun run(config, progress);
   for (const std::string& channel : config.channels) {
     if (channel == "nccl" && deviceCount < 2) {
       const std::string why = "nccl needs 2 GPUs (NCCL puts one rank on each), this process sees " +

@@ -37,8 +37,6 @@ cudaError_t launchContentFill(void* data, std::uint64_t bytes, std::uint64_t see
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // cudaMalloc found too little memory: the measurement is skipped rather than the run failed.
 struct DeviceMemoryShort : BenchFailure {
   using BenchFailure::BenchFailure;
@@ -111,11 +109,6 @@ class DeviceTensors {
   std::span<const std::span<std::byte>> tensors() const { return tensors_; }
   std::span<const std::span<const std::byte>> constTensors() const { return constTensors_; }
   std::size_t allocationCount() const { return blocks_.size(); }
-  std::uint64_t allocatedBytes() const {  // the cudaMalloc sizes, padding included
-    std::uint64_t total = 0;
-    for (const bus::DeviceBlock& block : blocks_) total += block.size();
-    return total;
-  }
 
   // Enqueues on `stream` the content of `version` (device_content.cu) for every tensor.
   void enqueueFill(std::uint64_t seed, std::uint64_t version, cudaStream_t stream) const {
@@ -136,24 +129,11 @@ class DeviceTensors {
 // lazily, at a communicator's first collective).
 constexpr std::uint64_t kConnectBroadcastBytes = std::uint64_t{64} << 20;
 
-std::int64_t nanosecondsOf(Clock::time_point time) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
-}
-
-Clock::time_point timeOf(std::int64_t nanoseconds) {
-  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(nanoseconds)));
-}
-
-struct DeviceMemory {
-  std::uint64_t free = 0;
-  std::uint64_t total = 0;
-};
-
-DeviceMemory deviceMemory() {
+std::uint64_t freeMemory() {
   std::size_t free = 0;
   std::size_t total = 0;
   throwIfCudaFailed(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-  return {free, total};
+  return free;
 }
 
 // The rank's end of its socket to the benchmark: commands arrive on stdin; reports leave on the descriptor that was
@@ -188,7 +168,7 @@ class CommandLink {
 class FreeMemorySampler {
  public:
   explicit FreeMemorySampler(int device)
-      : minimum_(deviceMemory().free), thread_([this, device](const std::stop_token& stop) {
+      : minimum_(freeMemory()), thread_([this, device](const std::stop_token& stop) {
           if (cudaSetDevice(device) != cudaSuccess) return;
           for (std::size_t free = 0, total = 0; !stop.stop_requested();
                std::this_thread::sleep_for(kMemorySampleInterval)) {
@@ -196,7 +176,7 @@ class FreeMemorySampler {
           }
         }) {}
 
-  void sample() { lower(deviceMemory().free); }
+  void sample() { lower(freeMemory()); }
   std::uint64_t minimum() const { return minimum_.load(); }
 
  private:
@@ -272,7 +252,7 @@ class GpuRank {
   bool nccl() const { return options_.channel == "nccl"; }
 
   bool allocate() {
-    const DeviceMemory before = deviceMemory();
+    const std::uint64_t before = freeMemory();
     try {
       tensors_.emplace(manifest_, options_.allocation == "torch");
     } catch (const DeviceMemoryShort& full) {
@@ -281,10 +261,8 @@ class GpuRank {
       return false;
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    const DeviceMemory after = deviceMemory();
-    link_.report("allocated", {{"free_before", before.free}, {"free", after.free}, {"total", after.total},
-                               {"allocations", tensors_->allocationCount()},
-                               {"allocated_bytes", tensors_->allocatedBytes()}});
+    link_.report("allocated", {{"free_before", before}, {"free", freeMemory()},
+                               {"allocations", tensors_->allocationCount()}});
     return true;
   }
 
@@ -299,7 +277,7 @@ class GpuRank {
       ncclUniqueId rawId{};
       std::memcpy(rawId.internal, id->data(), sizeof(rawId.internal));
       throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-      const std::uint64_t beforeCommunicator = deviceMemory().free;
+      const std::uint64_t beforeCommunicator = freeMemory();
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 1;  // the baseline is plain NCCL as a trainer would call it
       checkNccl(nccl_->commInitRankConfig(&rawComm_, static_cast<int>(options_.world), rawId,
@@ -310,7 +288,7 @@ class GpuRank {
                 "ncclBroadcast (connecting)");
       throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
       waitFor(after_, Clock::now() + kRankSetupTimeout, "the raw communicator's first broadcast");
-      const std::uint64_t afterCommunicator = deviceMemory().free;
+      const std::uint64_t afterCommunicator = freeMemory();
       communicatorBytes_ = beforeCommunicator > afterCommunicator ? beforeCommunicator - afterCommunicator : 0;
     } else if (bytes > 0 && sender()) {
       baselineSource_ = allocateDevice(options_.device, bytes, "the memcpy's source");
@@ -336,14 +314,14 @@ class GpuRank {
     }
     baselineBytes_ = bytes;
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    link_.report("baselined", {{"free", deviceMemory().free}, {"communicator", communicatorBytes_}});
+    link_.report("baselined", {{"communicator", communicatorBytes_}});
   }
 
   void open(std::uint64_t bucketBytes, const std::string& idHex) {
     auto plan = bus::BucketPlan::build(manifest_, bucketBytes, kGpuPlanAlignment);
     if (!plan) throw BenchFailure("plan: " + plan.error().describe());
     plan_.emplace(std::move(*plan));
-    const std::uint64_t before = deviceMemory().free;
+    const std::uint64_t before = freeMemory();
     if (nccl()) {
       auto id = bus::gpu::ncclUniqueIdFromHex(idHex);
       if (!id) throw BenchFailure("the channel's id: " + id.error().describe());
@@ -362,7 +340,7 @@ class GpuRank {
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     sampler_ = std::make_unique<FreeMemorySampler>(options_.device);
-    link_.report("opened", {{"free_before", before}, {"free_after", deviceMemory().free},
+    link_.report("opened", {{"free_before", before}, {"free_after", freeMemory()},
                             {"buckets", plan_->bucketCount()}});
   }
 

@@ -18,8 +18,6 @@ extern char** environ;
 namespace wsync::bench {
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
-
 std::string cudaVersionText(int version) {  // 1000 x major + 10 x minor
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
@@ -47,11 +45,10 @@ std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
     baseline.text += " (" + std::to_string(m.baselineCalls) + " calls of " + size(m.baselineChunkBytes).text + ")";
   }
   const double goal = nccl ? kMaxNcclToBroadcastRatio : kMaxIpcToMemcpyRatio;
-  const std::string digests = std::to_string(m.digestsEqual) + "/" + std::to_string(m.digestsCompared);
   row.insert(row.end(), {spread(m.channelRound, "ms", 2), gbps(m.channelRound, m.modelBytes), baseline,
                          base ? gbps(m.baselineRound, m.modelBytes) : Cell(), base ? ratio(m.ratio()) : Cell(),
                          base ? verdict(m.ratio() > 0 && m.ratio() <= goal) : Cell(),
-                         Cell(m.digestsAllEqual(), m.digestsAllEqual() ? "all " + digests : "**" + digests + "**"),
+                         digests(m.digestsEqual, m.digestsCompared),
                          number(m.maxLateStartMs, 2)});
   if (nccl) {
     row.push_back(number(m.senderReturn.median, 2));
@@ -96,7 +93,6 @@ Json describeGpus() {
   std::sort(environment.begin(), environment.end());
   info["nccl_environment"] = environment;  // every rank inherits it
   Json& gpus = info["gpus"] = Json::array();
-  Json& memory = info["gpu_memory_bytes"] = Json::array();
   for (int index = 0; index < count; ++index) {
     cudaDeviceProp properties{};
     if (cudaGetDeviceProperties(&properties, index) != cudaSuccess) cudaGetLastError();
@@ -112,7 +108,6 @@ Json describeGpus() {
                    ", compute " + std::to_string(properties.major) + "." + std::to_string(properties.minor) + ", " +
                    std::to_string(properties.multiProcessorCount) + " SMs, peer access to" +
                    (peers.empty() ? " none" : peers));
-    memory.push_back(properties.totalGlobalMem);
   }
   return info;
 }

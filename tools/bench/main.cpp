@@ -48,16 +48,21 @@ CLI::Option* list(CLI::App& app, const std::string& name, std::vector<T>& values
   return option(app, name, values, help)->delimiter(',');
 }
 
-// An agent: hidden (an empty group), started by a mode, never by hand. Ctrl-C reaches the whole process group: agents
-// leave stopping to the benchmark, which reports the interruption instead of a dead agent.
+// An agent: hidden, started by a mode. Ctrl-C reaches the whole process group: agents leave stopping to the benchmark,
+// which reports the interruption instead of a dead agent. A failure goes to stderr; the benchmark sees the agent exit.
 template <typename Options>
 void addAgent(CLI::App& app, const std::string& name, int& status, int (*run)(const Options&)) {
   CLI::App& agent = *app.add_subcommand(name, "internal")->group("");
   auto options = std::make_shared<std::string>();
   agent.add_option("options", *options, "JSON")->required();
-  agent.callback([&status, run, options] {
+  agent.callback([&status, name, run, options] {
     std::signal(SIGINT, SIG_IGN);
-    status = run(nlohmann::json::parse(*options).get<Options>());
+    try {
+      status = run(nlohmann::json::parse(*options).get<Options>());
+    } catch (const std::exception& error) {
+      std::cerr << "wsync-bench " << name << " " << *options << ": " << error.what() << '\n';
+      status = 2;
+    }
   });
 }
 

@@ -23,7 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr double kMiB = 1024.0 * 1024.0;
 // One configuration (N workers, one manifest): its rounds' phases, in microseconds.
 struct RoundMeasurement {
   std::size_t workers = 0;
@@ -196,9 +195,8 @@ class RoundRun {
     for (const std::string& model : models) needed += (2 * workerCount + 2) * catalogManifest(model).totalBytes();
     const std::uint64_t available = availableMemoryBytes();
     if (available > 0 && static_cast<double>(needed) > kMaxRoundMemoryShare * static_cast<double>(available)) {
-      throw BenchFailure("the tensor-count sweep needs " + fixed(static_cast<double>(needed) / kMiB / 1024, 1) +
-                         " GiB side by side, " + fixed(static_cast<double>(available) / kMiB / 1024, 1) +
-                         " GiB available: use fewer --count-workers, smaller --count-models or --no-count-sweep");
+      throw BenchFailure("the tensor-count sweep needs " + gib(needed) + " side by side, " + gib(available) +
+                         " available: use fewer --count-workers, smaller --count-models or --no-count-sweep");
     }
     const MachineLoad load;
     std::vector<std::unique_ptr<BenchBus>> buses;
@@ -245,7 +243,9 @@ class RoundRun {
   std::size_t buses_ = 0;
 };
 
-void serveRounds(const RoundWorkerOptions& options) {
+}  // namespace
+
+int runRoundWorker(const RoundWorkerOptions& options) {
   // SIGTERM, blocked in every thread (the agent's threads inherit the mask), is taken by sigtimedwait alone: no
   // handler runs inside the agent's code, and no blocking call of the agent fails with EINTR.
   sigset_t termination;
@@ -275,18 +275,7 @@ void serveRounds(const RoundWorkerOptions& options) {
     }
   }
   agent->stop();  // Goodbye: the coordinator frees the slot at once
-}
-
-}  // namespace
-
-int runRoundWorker(const RoundWorkerOptions& options) {
-  try {
-    serveRounds(options);
-    return 0;
-  } catch (const std::exception& error) {
-    std::cerr << "wsync-bench round worker " << options.id << ": " << error.what() << '\n';
-  }
-  return 2;
+  return 0;
 }
 
 void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {

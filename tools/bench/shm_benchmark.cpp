@@ -26,9 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint64_t kMiB = 1024 * 1024;
-// Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
-constexpr std::uint64_t kContentSeed = 20261122;
 
 // The three paths of a measurement, rotated every round so that none always runs first or after another.
 enum class ShmPath : std::uint8_t { Channel, Memcpy, CopyDigest };
@@ -37,8 +34,6 @@ constexpr std::array kPaths{ShmPath::Channel, ShmPath::Memcpy, ShmPath::CopyDige
 double gigabytesPerSecond(std::uint64_t bytes, std::chrono::nanoseconds elapsed) {
   return elapsed.count() > 0 ? static_cast<double>(bytes) / static_cast<double>(elapsed.count()) : 0;
 }
-
-std::string gib(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * kMiB), 1) + " GiB"; }
 
 // The mode in brackets of a /sys/kernel/mm/transparent_hugepage file ("always [madvise] never" -> "madvise").
 std::string selectedMode(const std::string& path) {
@@ -247,29 +242,22 @@ double memcpyRatio(const ShmMeasurement& m) { return median(m.memcpy) > 0 ? medi
 }  // namespace
 
 int runShmReceiver(const ShmReceiverOptions& options) {
-  try {
-    auto arena = orThrow(bus::ShmArena::open(options.arena), "arena");
-    const bus::Manifest manifest = catalogManifest(options.model);
-    const auto plan =
-        orThrow(bus::BucketPlan::build(manifest, arena.geometry().bucketBytes, kShmPlanAlignment), "plan");
-    const TensorMemory staging(manifest);  // every page written once, before "ready"
-    std::cout << "ready" << std::endl;     // flushed: stdout is a socket
-    for (std::uint64_t transfer = 1; transfer <= options.transfers; ++transfer) {
-      const std::uint64_t cpuStart = threadCpuNanoseconds();
-      auto received = arena.receive(transfer, plan, staging.tensors(), options.receiver,
-                                    Clock::now() + kReceiverIdleTimeout);
-      const auto finish = Clock::now();
-      const std::uint64_t cpuNs = threadCpuNanoseconds() - cpuStart;
-      const bus::TransferResult result = orThrow(std::move(received), "transfer " + std::to_string(transfer));
-      std::cout << "done " << transfer << ' ' << result.bytes << ' ' << result.digest.hi << ' ' << result.digest.lo
-                << ' ' << std::chrono::nanoseconds(finish.time_since_epoch()).count() << ' ' << cpuNs << std::endl;
-    }
-    return 0;
-  } catch (const std::exception& error) {
-    // The benchmark sees the pipe close, names this receiver and points here.
-    std::cerr << "wsync-bench receiver " << options.receiver << ": " << error.what() << '\n';
+  auto arena = orThrow(bus::ShmArena::open(options.arena), "arena");
+  const bus::Manifest manifest = catalogManifest(options.model);
+  const auto plan = orThrow(bus::BucketPlan::build(manifest, arena.geometry().bucketBytes, kShmPlanAlignment), "plan");
+  const TensorMemory staging(manifest);  // every page written once, before "ready"
+  std::cout << "ready" << std::endl;     // flushed: stdout is a socket
+  for (std::uint64_t transfer = 1; transfer <= options.transfers; ++transfer) {
+    const std::uint64_t cpuStart = threadCpuNanoseconds();
+    auto received =
+        arena.receive(transfer, plan, staging.tensors(), options.receiver, Clock::now() + kReceiverIdleTimeout);
+    const auto finish = Clock::now();
+    const std::uint64_t cpuNs = threadCpuNanoseconds() - cpuStart;
+    const bus::TransferResult result = orThrow(std::move(received), "transfer " + std::to_string(transfer));
+    std::cout << "done " << transfer << ' ' << result.bytes << ' ' << result.digest.hi << ' ' << result.digest.lo
+              << ' ' << std::chrono::nanoseconds(finish.time_since_epoch()).count() << ' ' << cpuNs << std::endl;
   }
-  return 2;
+  return 0;
 }
 
 void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
@@ -317,13 +305,11 @@ void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
       transfers.row({m.model, m.tensors, size, m.receivers, geometry, "", "skipped: " + m.skipped});
       continue;
     }
-    const bool equal = m.digestsCompared > 0 && m.digestsEqual == m.digestsCompared;
-    const std::string digests = std::to_string(m.digestsEqual) + "/" + std::to_string(m.digestsCompared);
     transfers.row({m.model, m.tensors, size, m.receivers, geometry, m.buckets, spread(summarize(m.channel), "gbps", 2),
                    number(median(m.channel) * static_cast<double>(m.receivers), 2),
                    spread(summarize(m.memcpy), "gbps", 2), ratio(memcpyRatio(m)),
                    m.receivers == 1 ? verdict(memcpyRatio(m) >= kMinChannelToMemcpyRatio) : Cell(), gbps(m.copyDigest),
-                   gbps(m.sender), Cell(equal, equal ? "all " + digests : "**" + digests + "**"),
+                   gbps(m.sender), digests(m.digestsEqual, m.digestsCompared),
                    percent(m.othersCpuShare)});
     // The slower side against memcpy, per CPU-second: what the channel would reach with both sides on separate
     // cores and perfect overlap.

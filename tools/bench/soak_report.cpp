@@ -11,8 +11,6 @@
 namespace wsync::bench {
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
-
 Cell ms(double us) { return {us / 1000, fixed(us / 1000, us < 100'000 ? 2 : 1)}; }
 Cell figure(double value) {
   return {value, value == std::floor(value) ? fixed(value, 0) : fixed(value, value < 100 ? 2 : 1)};
