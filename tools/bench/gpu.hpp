@@ -1,6 +1,5 @@
 #pragma once
-// `wsync-bench gpu`: the nccl and cuda_ipc channels between rank processes, each beside its raw baseline (one
-// ncclBroadcast, one cudaMemcpy of the model's bytes) in the same processes, round by round.
+// `wsync-bench gpu`: the nccl and cuda_ipc channels between rank processes, beside raw NCCL and cudaMemcpy.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -113,12 +112,10 @@ struct GpuMeasurement {
   std::vector<int> devices;   // by rank: the sender's first
   std::size_t senderAllocations = 0;
 
-  // nccl: from the common start until the last rank's send/receive returned; cuda_ipc: send() from its call to its
-  // return (it returns once every receiver has copied and the digests agree).
+  // nccl: common start -> the last rank returned; cuda_ipc: send(), which returns once every receiver copied.
   Summary channelRound;
   Summary senderReturn;  // nccl: from the common start until the sender's send() returned
-  // nccl: one ncclBroadcast of the model's bytes, timed like the channel; cuda_ipc: one cudaMemcpy (cudaMemcpyPeer
-  // across GPUs) of them, wall clock in the sender.
+  // One ncclBroadcast of the model's bytes, timed like the channel, or one cudaMemcpy(Peer), wall clock in the sender.
   Summary baselineRound;
   Summary baselineGpu;  // the same, between CUDA events on the sender's stream
   std::uint64_t baselineChunkBytes = 0;  // the baseline buffer; smaller than the model when memory was short
@@ -131,8 +128,7 @@ struct GpuMeasurement {
   std::vector<DeviceMemoryUse> memory;
   double maxLateStartMs = 0;  // the latest any rank began a round after the common start
 
-  // cuda_ipc: handles a receiver had open after its first transfer and after its last, and the sender's export
-  // generation at the end (1: the tables were written once).
+  // cuda_ipc: receivers' open handles after the first transfer and the last; export generation (1: tables written once).
   std::uint32_t handlesAfterFirst = 0;
   std::uint32_t handlesAtEnd = 0;
   std::uint64_t exportGeneration = 0;
@@ -148,7 +144,7 @@ struct GpuResults {
   std::vector<std::string> notes;  // channels left out and why
 };
 
-// Throws BenchFailure when there is no GPU, when a rank fails or goes silent (the others are stopped first).
+// Throws BenchFailure when there is no GPU or a rank fails or goes silent.
 GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostream& progress);
 
 void runGpuBenchmark(const GpuBenchConfig& config, Report& report);

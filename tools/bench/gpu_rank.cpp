@@ -37,19 +37,18 @@ cudaError_t launchContentFill(void* data, std::uint64_t bytes, std::uint64_t see
 
 namespace {
 
-// cudaMalloc found too little memory: the measurement is skipped rather than the run failed.
+// cudaMalloc found too little memory: the measurement is skipped, not the run failed.
 struct DeviceMemoryShort : BenchFailure {
   using BenchFailure::BenchFailure;
 };
 
-// Throws BenchFailure naming `what` and CUDA's error when `error` is not cudaSuccess.
 void throwIfCudaFailed(cudaError_t error, const std::string& what) {
   if (error == cudaSuccess) return;
   cudaGetLastError();  // a failed call leaves a non-sticky error behind: clear it for the next check
   throw BenchFailure(what + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
 }
 
-// `bytes` on `device`, which stays the current device: a bus::DeviceBlock (zeroed, freed when destroyed).
+// A zeroed bus::DeviceBlock of `bytes` on `device`, which stays current.
 bus::DeviceBlock allocateDevice(int device, std::uint64_t bytes, const std::string& what) {
   auto block = bus::DeviceBlock::allocate(device, bytes);
   if (block) return std::move(*block);
@@ -67,12 +66,9 @@ std::uint64_t roundUp(std::uint64_t value, std::uint64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
-// A model's tensors on the current device, allocated as a trainer's or an engine's would be:
-//  - `torch` false: one cudaMalloc per tensor (a loader without a caching allocator; the cuda_ipc sender then
-//    exports one handle per tensor);
-//  - `torch`: PyTorch's caching allocator serving a model loaded tensor by tensor (c10/cuda/CUDACachingAllocator.cpp,
-//    without expandable segments): sizes rounded up to 512 bytes; up to 1 MiB carved from 2 MiB segments, up to
-//    10 MiB from 20 MiB segments, larger ones in a segment of their own rounded up to 2 MiB.
+// A model's tensors on the current device: one cudaMalloc each (a loader without a caching allocator), or with
+// `torch` PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp, no expandable segments): sizes rounded
+// up to 512 bytes, up to 1 MiB from 2 MiB segments, up to 10 MiB from 20 MiB ones, larger ones rounded to 2 MiB.
 class DeviceTensors {
  public:
   DeviceTensors(const bus::Manifest& manifest, bool torch) {
@@ -110,7 +106,6 @@ class DeviceTensors {
   std::span<const std::span<const std::byte>> constTensors() const { return constTensors_; }
   std::size_t allocationCount() const { return blocks_.size(); }
 
-  // Enqueues on `stream` the content of `version` (device_content.cu) for every tensor.
   void enqueueFill(std::uint64_t seed, std::uint64_t version, cudaStream_t stream) const {
     for (std::size_t index = 0; index < tensors_.size(); ++index) {
       throwIfCudaFailed(launchContentFill(tensors_[index].data(), tensors_[index].size(), seed,
@@ -125,8 +120,7 @@ class DeviceTensors {
   std::vector<std::span<const std::byte>> constTensors_;
 };
 
-// The raw broadcast that sets up the raw communicator's connections before anything is measured (NCCL connects
-// lazily, at a communicator's first collective).
+// Connects the raw communicator before anything is measured (NCCL connects at the first collective).
 constexpr std::uint64_t kConnectBroadcastBytes = std::uint64_t{64} << 20;
 
 std::uint64_t freeMemory() {
@@ -136,9 +130,8 @@ std::uint64_t freeMemory() {
   return free;
 }
 
-// The rank's end of its socket to the benchmark: commands arrive on stdin; reports leave on the descriptor that was
-// stdout at start. stdout itself then points at stderr, so that whatever a library prints (NCCL_DEBUG=INFO writes
-// to stdout) cannot garble a report.
+// Commands come on stdin; reports leave on a copy of the original stdout, and stdout itself points at stderr, so
+// that what a library prints (NCCL_DEBUG=INFO) cannot garble a report.
 class CommandLink {
  public:
   CommandLink() : pipe_(STDIN_FILENO, ::dup(STDOUT_FILENO)) {
@@ -147,7 +140,6 @@ class CommandLink {
     }
   }
 
-  // The next command; throws BenchFailure when none comes within `timeout` or the benchmark closed the socket.
   std::string next(std::chrono::milliseconds timeout) {
     if (auto line = pipe_.readLine(timeout)) return *line;
     if (pipe_.ended()) throw BenchFailure("the benchmark closed the command socket");
@@ -163,8 +155,7 @@ class CommandLink {
   LinePipe pipe_;
 };
 
-// The least free memory seen on the device while the channel is open: a thread reads it every
-// kMemorySampleInterval, and sample() once more after every transfer.
+// The least free device memory while the channel is open: sampled every kMemorySampleInterval and after transfers.
 class FreeMemorySampler {
  public:
   explicit FreeMemorySampler(int device)
@@ -200,8 +191,7 @@ class GpuRank {
     }
   }
 
-  // The channel first (it reads the tensors and the communicator may be flushing), then the raw communicator, then
-  // the memory, then the stream.
+  // The channel first (it reads the tensors; the communicator may be flushing), the raw communicator, memory, stream.
   ~GpuRank() {
     sampler_.reset();
     ncclChannel_.reset();
@@ -298,8 +288,7 @@ class GpuRank {
         int reachable = 0;
         throwIfCudaFailed(cudaDeviceCanAccessPeer(&reachable, options_.device, options_.baselineDevice),
                           "cudaDeviceCanAccessPeer");
-        // As the channel's receivers do (cudaIpcMemLazyEnablePeerAccess): copies then go over NVLink or PCIe
-        // peer to peer rather than through the host.
+        // As the channel's receivers do (cudaIpcMemLazyEnablePeerAccess): peer to peer, not through the host.
         if (reachable != 0) {
           const cudaError_t enabled = cudaDeviceEnablePeerAccess(options_.baselineDevice, 0);
           if (enabled != cudaErrorPeerAccessAlreadyEnabled) throwIfCudaFailed(enabled, "cudaDeviceEnablePeerAccess");
@@ -430,7 +419,6 @@ class GpuRank {
     link_.report("closed");
   }
 
-  // The cuda_ipc baseline: one copy of `bytes` from the source to the destination, on the same GPU or across.
   void enqueueCopy(std::uint64_t bytes) {
     if (options_.baselineDevice == options_.device) {
       throwIfCudaFailed(cudaMemcpyAsync(baselineTarget_.data(), baselineSource_.data(), bytes,
@@ -490,12 +478,10 @@ int runGpuRank(const GpuRankOptions& options) {
     rank.reset();
     return status;
   } catch (const std::exception& error) {
-    // The benchmark sees the socket close, names this rank and points here.
     std::cerr << "wsync-bench rank " << options.rank << " (" << options.channel << ", GPU " << options.device
               << "): " << error.what() << std::endl;
   }
-  // Without the destructors: a communicator whose peer failed may never finish flushing. Exiting frees the
-  // process's device memory, communicators and IPC mappings all the same.
+  // Without the destructors: a communicator whose peer failed may never finish flushing; exiting frees it all.
   std::_Exit(2);
 }
 

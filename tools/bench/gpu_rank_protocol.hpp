@@ -1,7 +1,5 @@
 #pragma once
-// The lines between `wsync-bench gpu` and its rank processes (gpu.hpp): one JSON object per command or report, over
-// the socket that is each rank's stdin and stdout (LinePipe).
-//
+// The JSON lines between `wsync-bench gpu` and its ranks, over each rank's stdin and stdout (LinePipe).
 // Commands, in the order a measurement sends them (every rank gets each; the report comes when it is done):
 //   {"command": "baseline", "bytes", "nccl_id"?}  allocate the raw baseline's buffers of `bytes` (0: none); nccl: join
 //                                                 the raw communicator   -> baselined: communicator

@@ -27,8 +27,7 @@ Cell size(std::uint64_t bytes) {
 }
 Cell gbps(const Summary& t, std::uint64_t bytes) { return number(gigabytesPerSecond(t, bytes), 1); }
 
-// A measurement's row: what it moved and where, the channel, then its baseline (`nccl`: the broadcast, else the
-// memcpy), then what only that channel has.
+// A measurement's row: what moved where, the channel, its baseline, then what only that channel has.
 std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
   std::string devices;
   for (std::size_t rank = 0; rank < m.devices.size(); ++rank) {
@@ -113,8 +112,7 @@ Json describeGpus() {
 }
 
 void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
-  // NVLink SHARP (multicast) is left off on the machines these runs are made on, and its buffers would count as the
-  // channel's memory: off unless the environment says otherwise, before anything loads NCCL or starts a rank.
+  // NVLink SHARP's buffers would count as the channel's: off unless the environment says otherwise, before NCCL loads.
   ::setenv("NCCL_NVLS_ENABLE", "0", 0);
   const Json gpus = describeGpus();
   report.json["machine"].update(gpus);

@@ -44,8 +44,7 @@ std::string selectedMode(const std::string& path) {
   return open == std::string::npos || close == std::string::npos ? "unknown" : text.substr(open + 1, close - open - 1);
 }
 
-// A model loaded once for all its measurements: the source the sender packs and the memcpy baselines read, and the
-// copy the baselines write.
+// A model loaded once for all its measurements: the sender's source and the memcpy baselines' copy.
 struct ModelUnderTest {
   explicit ModelUnderTest(const std::string& model)
       : name(model), manifest(catalogManifest(model)), source(manifest), copy(manifest) {
@@ -58,8 +57,7 @@ struct ModelUnderTest {
   std::uint64_t version = 0;  // of the source's content
 };
 
-// One measurement's samples, GB/s of model bytes: by wall-clock time, and per CPU-second of the thread doing the work
-// (robust against other processes' load: how fast a side would go on a core of its own).
+// One measurement's samples, GB/s of model bytes by wall-clock time and per CPU-second of the working thread.
 struct ShmMeasurement {
   std::string model;
   std::size_t tensors = 0;
@@ -68,9 +66,8 @@ struct ShmMeasurement {
   std::uint64_t bucketBytes = 0;
   std::uint32_t buffers = 0;
   std::uint32_t buckets = 0;  // of the plan
-  // channel: from the sender's start until the last receiver finished; sender: until send() returned; memcpy: tensor
-  // by tensor into a second copy in this process; copyDigest: memcpy, then XXH3-128 over the copy, the plain way to
-  // move and check bytes. receiverCpu: the receiver that took the most.
+  // channel: until the last receiver finished; sender: until send() returned; copyDigest: memcpy, then XXH3-128 of
+  // the copy; receiverCpu: the busiest receiver.
   std::vector<double> channel{}, sender{}, memcpy{}, copyDigest{};
   std::vector<double> senderCpu{}, receiverCpu{}, memcpyCpu{}, copyDigestCpu{};
   std::size_t digestsCompared = 0;  // receivers x transfers, warm-up included
@@ -104,8 +101,7 @@ class Measurement {
 
   void run(ShmPath path, bool measured) {
     throwIfInterrupted();
-    // Untimed, before every path alike: a new version proves that the receivers got this transfer's bytes, and
-    // leaves the caches in the same state for every path.
+    // Untimed, before every path alike: a new version proves the receivers got this transfer's bytes.
     model_.source.moveToVersion(kContentSeed, ++model_.version);
     if (path == ShmPath::Channel) {
       channel(measured);
@@ -114,15 +110,14 @@ class Measurement {
     }
   }
 
-  // The receivers exit after their last transfer: reaped, their CPU time counts as this process's.
+  // The receivers exit after their last transfer; reaped, their CPU time counts as ours.
   void finish() { receivers_.waitForAll(kAgentExitTimeout); }
 
  private:
   void channel(bool measured) {
     const std::uint64_t transfer = ++transfers_;
     const std::uint64_t bytes = result_.modelBytes;
-    // send() blocks until the receivers have drained the buckets, so a thread watches them meanwhile and aborts the
-    // transfer, as a coordinator would, when one has died or the run is interrupted.
+    // send() blocks until the buckets are drained: a watchdog aborts the transfer when a receiver died or on Ctrl-C.
     std::jthread watchdog([this, transfer](const std::stop_token& stop) {
       while (!stop.stop_requested()) {
         if (interrupted() || receivers_.anyExited()) return arena_.abortTransfer(transfer);
@@ -311,8 +306,7 @@ void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
                    m.receivers == 1 ? verdict(memcpyRatio(m) >= kMinChannelToMemcpyRatio) : Cell(), gbps(m.copyDigest),
                    gbps(m.sender), digests(m.digestsEqual, m.digestsCompared),
                    percent(m.othersCpuShare)});
-    // The slower side against memcpy, per CPU-second: what the channel would reach with both sides on separate
-    // cores and perfect overlap.
+    // The slower side per CPU-second against memcpy: the channel on separate cores with perfect overlap.
     const double slower = std::min(median(m.senderCpu), median(m.receiverCpu));
     cpu.row({m.model, m.receivers, geometry, gbps(m.senderCpu), gbps(m.receiverCpu), gbps(m.memcpyCpu),
              gbps(m.copyDigestCpu), ratio(median(m.memcpyCpu) > 0 ? slower / median(m.memcpyCpu) : 0)});

@@ -1,5 +1,4 @@
-// `wsync-bench soak`: the verdicts (is the last window like the first after the warm-up, both without restarts?) and
-// the report.
+// `wsync-bench soak`: the verdicts and the report.
 #include <cmath>
 #include <functional>
 #include <iostream>
