@@ -1,8 +1,6 @@
 #pragma once
-// The processes a measurement starts. Agents are this executable again with a hidden subcommand and its options as
-// JSON, optionally with a line pipe to the benchmark; the real programs (wsync-coordinator, wsync-worker, wsync-mon)
-// are found by locateProgram. Every child dies with the benchmark (a death signal set before the exec) and is stopped
-// (SIGTERM, then SIGKILL) and reaped on every exit path, so a killed or failed run leaves none behind.
+// The processes a measurement starts: agents (this executable with a hidden subcommand, options as JSON) and the real
+// programs (locateProgram). Every child dies with the benchmark and is stopped and reaped on every exit path.
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -19,7 +17,7 @@ namespace wsync::bench {
 
 // Agents get this long to go after SIGTERM before SIGKILL.
 inline constexpr std::chrono::milliseconds kStopGrace{2000};
-// An agent with nothing to do for this long takes the benchmark for gone or stuck and exits (it also dies with it).
+// An agent idle this long takes the benchmark for gone or stuck and exits.
 inline constexpr std::chrono::milliseconds kAgentIdleTimeout{60000};
 // An agent exits right after its last report; this long after it, it is stuck.
 inline constexpr std::chrono::milliseconds kAgentExitTimeout{10000};
@@ -29,20 +27,17 @@ class Agents {
   ~Agents() { stopAll(); }
 
   // Starts `wsync-bench AGENT OPTIONS_JSON`; `label` names it in errors; `linked`: a LinePipe as its stdin and stdout.
-  // Throws BenchFailure.
   void start(std::string label, const std::string& agent, const nlohmann::json& options, bool linked = false);
   std::size_t size() const { return agents_.size(); }
   const std::string& label(std::size_t index) const { return agents_[index].label; }
   LinePipe& pipe(std::size_t index) { return *agents_[index].pipe; }
 
-  // The next line of an agent; throws BenchFailure naming it when it died (the cause, not the symptom) or said
-  // nothing for `timeout` while the benchmark waited for `waitingFor`.
+  // The next line of an agent; throws BenchFailure naming it when it died or was silent for `timeout`.
   std::string readLine(std::size_t index, std::chrono::milliseconds timeout, const std::string& waitingFor);
 
-  // Throws BenchFailure naming every agent that has exited: called when a wait runs out, to report the cause.
+  // Throws BenchFailure naming every agent that has exited: the cause when a wait runs out.
   void throwIfAnyExited();
-  // Whether any agent has exited, without reaping: safe from another thread (a watchdog) while the owner is blocked
-  // elsewhere, as long as nobody starts or stops agents meanwhile.
+  // Without reaping: safe from a watchdog thread as long as nobody starts or stops agents meanwhile.
   bool anyExited() const;
   // Waits up to `timeout` for every agent to exit by itself; throws unless all exited with status 0.
   void waitForAll(std::chrono::milliseconds timeout);
@@ -59,9 +54,8 @@ class Agents {
   std::vector<Agent> agents_;
 };
 
-// Files a run leaves that nothing will use again, its bus names being unique to it (libzmq 4.3 keeps ipc socket files
-// after the socket closes; a killed coordinator leaves its segments): removed when this goes, which must be after the
-// sockets and control blocks that use them.
+// Files a run leaves behind, its bus names being unique to it (libzmq 4.3 keeps ipc socket files; a killed
+// coordinator leaves its segments): removed when this goes, after the sockets and control blocks that use them.
 class RunFiles {
  public:
   RunFiles() = default;
@@ -80,9 +74,7 @@ class RunFiles {
   std::vector<std::string> paths_;
 };
 
-// `name` in `binDir` when one is given (an error if it is not there); else beside this executable, where an install
-// or a relocated bin/ folder keeps them together; else `builtPath`, where this build made it. Throws BenchFailure
-// naming the places it looked.
+// `name` in `binDir` when given; else beside this executable (an install, a copied bin/); else `builtPath`.
 std::string locateProgram(const std::string& name, const std::string& binDir, const std::string& builtPath);
 
 }  // namespace wsync::bench

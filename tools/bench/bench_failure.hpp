@@ -1,8 +1,6 @@
 #pragma once
-// How a run ends early. A measurement that cannot go on (a peer died, a wait ran out, a message was wrong) throws
-// BenchFailure: the benchmark is a tool, not a hot path of the product, so failures unwind to the runner and
-// destructors stop and reap the agent processes. Ctrl-C and SIGTERM end a run cleanly too: the handler only records
-// the signal, the blocking calls it interrupts fail with EINTR, and the run unwinds through the same destructors.
+// How a run ends early: BenchFailure (a tool, not a hot path), unwinding to the runner while destructors stop the
+// agents. Ctrl-C only records the signal; the blocking calls fail with EINTR and the run unwinds the same way.
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -31,8 +29,7 @@ T orThrow(tl::expected<T, E>&& result, std::string_view what) {
   if constexpr (!std::is_void_v<T>) return std::move(*result);
 }
 
-// Whether Ctrl-C or SIGTERM arrived (runMode installs the handler); throwIfInterrupted is called between blocks of work
-// and inside every bounded wait.
+// Whether Ctrl-C or SIGTERM arrived; throwIfInterrupted runs between blocks of work and inside every bounded wait.
 bool interrupted();
 void throwIfInterrupted();
 

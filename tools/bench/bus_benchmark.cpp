@@ -22,8 +22,7 @@ double microsecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
 }
 
-// Both paths of a run: two bus names unique to it, resolved to ipc:// endpoints in the runtime folder, and the
-// coordinator's side of each. The endpoints' files go last, once every socket has closed.
+// Both paths of a run: bus names unique to it, ipc:// endpoints (files removed last), the coordinator's sides.
 struct LatencyRun {
   LatencyRun() {
     const std::string name = "wsync-bench-" + std::to_string(::getpid());
@@ -72,8 +71,7 @@ LatencyComparison measureRoundTrip(LatencyRun& run, std::size_t roundTrips, std:
   options.block = block;
   Agents agents;
   agents.start("round-trip agent", "agent-roundtrip", options, true);
-  // The agent drives and times; the coordinator follows the same schedule, so it knows which socket the next
-  // request uses. The first request also waits for the agent process to start.
+  // The agent drives and times on the same schedule; the first request also waits for the agent to start.
   auto timeout = kJoinTimeout;
   for (const Block& turn : interleavedSchedule(roundTrips, warmup, block)) {
     throwIfInterrupted();
@@ -90,17 +88,15 @@ LatencyComparison measureRoundTrip(LatencyRun& run, std::size_t roundTrips, std:
   return result;
 }
 
-// One path's state in the fan-out: round numbers only grow, so an ack to an earlier round (a probe) is told apart
-// from an ack to the round being timed.
+// One path's fan-out state: rounds only grow, so an ack to a probe is told from one to the round being timed.
 struct PauseRun {
   CoordinatorPath& path;
   std::uint64_t nextRound = 1;
   std::uint64_t staleAcks = 0;
 };
 
-// The slow-joiner problem, solved deterministically: PUB drops events for a SUB whose subscription has not arrived
-// yet, so probe pauses go out until every agent has acked one on this path (which proves its subscription and its
-// DEALER connection). Then the acks to the last probes are let in, so that the first timed rounds do not pay for them.
+// Slow joiners: PUB drops events for a SUB not yet subscribed, so probes go out until every agent acked one on this
+// path (proving its SUB and DEALER); then late acks to probes are drained, so that timed rounds do not pay them.
 void joinAgents(PauseRun& run, Path path, Agents& agents) {
   std::vector<bool> joined(agents.size(), false);
   std::size_t joinedCount = 0;
@@ -188,26 +184,19 @@ FanoutResult measureFanout(const BusBenchConfig& config, std::size_t measurement
   return result;
 }
 
-// Opens both paths of an agent, runs `body` on them and exits; a failure is reported on stderr (the benchmark's),
-// and the benchmark notices the exit and names the agent.
+// Opens both paths of an agent and runs `body` on them.
 template <typename Body>
 int servingBothPaths(const LatencyAgentOptions& options, bool subscribe, Body&& body) {
-  try {
-    zmq::context_t context;
-    auto bus = makeAgentPath(Path::Bus, context, {options.busRequests, options.busEvents}, options.id, subscribe);
-    auto raw = makeAgentPath(Path::Raw, context, {options.rawRequests, options.rawEvents}, options.id, subscribe);
-    body(*bus, *raw);
-    return 0;
-  } catch (const std::exception& error) {
-    std::cerr << "wsync-bench agent " << options.id << ": " << error.what() << '\n';
-  }
-  return 2;
+  zmq::context_t context;
+  auto bus = makeAgentPath(Path::Bus, context, {options.busRequests, options.busEvents}, options.id, subscribe);
+  auto raw = makeAgentPath(Path::Raw, context, {options.rawRequests, options.rawEvents}, options.id, subscribe);
+  body(*bus, *raw);
+  return 0;
 }
 
 std::string us(double value) { return fixed(value, value < 100 ? 1 : 0); }
 
-// Tells the compiler `value` is used and memory may have changed, so the read can be neither dropped nor hoisted out
-// of the loop; it emits no instruction.
+// `value` used and memory clobbered: the read is neither dropped nor hoisted out of the loop; no instruction.
 inline void keep(std::uint64_t value) { asm volatile("" : : "r"(value) : "memory"); }
 
 template <typename Read>
@@ -218,8 +207,7 @@ double nanosecondsPerRead(Read&& read, std::uint64_t reads) {
   return elapsed.count() / static_cast<double>(reads);
 }
 
-// Nanoseconds per read of each, over the timed repetitions after a warm-up (page-in, caches, clock frequency); the
-// two alternate, the order flipping every repetition, so that machine noise hits both alike.
+// Per read of each after a warm-up; the two alternate, the order flipping every repetition.
 template <typename First, typename Second>
 std::pair<Summary, Summary> timeReads(const BusBenchConfig& config, First&& first, Second&& second) {
   std::vector<double> firstNs;
@@ -240,8 +228,7 @@ std::pair<Summary, Summary> measureVersionReads(const BusBenchConfig& config, st
   progress << "version read: " << config.versionRepetitions << " x " << config.versionReads << " reads per kind\n";
   const std::string busName = "wsync-bench-" + std::to_string(::getpid()) + "-cb";
   const std::string agentId = "version-reader";
-  // The coordinator's side creates the block and gives a slot; the agent attaches to it and owns its fields; a
-  // separate read-only mapping reads, as a process tagging outputs would.
+  // The coordinator creates the block, the agent attaches to its slot; a read-only mapping reads, as an engine would.
   auto owner = orThrow(bus::ControlBlockOwner::create(busName), "control block");
   const std::optional<std::uint32_t> maybeSlot = owner.findFreeSlot();
   if (!maybeSlot) throw BenchFailure("control block: no free slot");

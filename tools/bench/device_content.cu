@@ -1,7 +1,6 @@
-// The content `wsync-bench gpu` moves, written on the device (a model of 61 GB is never built on the host). Word `w`
-// (little-endian 64 bits) of tensor `t` at version `v` is word(key(seed, t, v), w); a tensor whose size is not a
-// multiple of 8 ends with the low bytes of its next word. Every word changes from one version to the next, so each
-// round really moves new bytes.
+// The content `wsync-bench gpu` moves, written on the device (61 GB is never built on the host): word `w` of tensor
+// `t` at version `v` is word(key(seed, t, v), w), so every word changes from one version to the next; a size not a
+// multiple of 8 ends with the low bytes of the next word.
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
@@ -39,8 +38,7 @@ __global__ void fillContent(std::uint64_t* words, std::uint64_t wordCount, unsig
 
 }  // namespace
 
-// Enqueues on `stream` version `version` of tensor `tensor`'s content under `seed` into `bytes` bytes at `data`
-// (device memory, 8-byte aligned). Returns the launch's error.
+// Enqueues version `version` of tensor `tensor`'s content into `bytes` bytes at `data` (8-byte aligned device memory).
 cudaError_t launchContentFill(void* data, std::uint64_t bytes, std::uint64_t seed, std::uint32_t tensor,
                               std::uint64_t version, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;

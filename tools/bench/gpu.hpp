@@ -1,8 +1,5 @@
 #pragma once
-// `wsync-bench gpu`: the nccl and cuda_ipc channels between rank processes of this executable, each beside its raw
-// baseline in the same processes, interleaved round by round: one ncclBroadcast of the model's bytes from one
-// contiguous buffer (nccl), one cudaMemcpy of them between two contiguous buffers (cuda_ipc). Its parameters, goals,
-// limits, ranks and results.
+// `wsync-bench gpu`: the nccl and cuda_ipc channels between rank processes, beside raw NCCL and cudaMemcpy.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -16,45 +13,38 @@
 
 namespace wsync::bench {
 
-// Starting a rank: CUDA's initialisation, then a cudaMalloc per tensor (18,867 for qwen3-30b-a3b: seconds). Ranks
-// start one after the other, so each has the machine to itself.
+// CUDA's start, then a cudaMalloc per tensor (18,867 for qwen3-30b-a3b: seconds); ranks start one by one.
 inline constexpr std::chrono::milliseconds kRankStartTimeout{180'000};
-// A baseline buffer and a communicator (NCCL's bootstrap and connections take seconds), or opening a channel.
+// A baseline buffer and communicator (NCCL's bootstrap takes seconds), or opening a channel.
 inline constexpr std::chrono::milliseconds kRankSetupTimeout{180'000};
-// Writing a version of 61 GB on the device: tens of milliseconds at HBM speed, plus a launch per tensor.
+// Writing a version of 61 GB on the device: tens of ms at HBM speed, plus a launch per tensor.
 inline constexpr std::chrono::milliseconds kPrepareTimeout{60'000};
-// One transfer of 61 GB: under a second over NVLink, several over PCIe. The nccl channel's own watchdog
-// (kNcclStallTimeout, 20 s without a bucket) fires long before.
+// 61 GB: under a second over NVLink, seconds over PCIe; the nccl channel's 20 s stall watchdog fires first.
 inline constexpr std::chrono::milliseconds kGpuRoundTimeout{120'000};
-// A rank's wait for its next command: the ranks after it start and allocate one by one (minutes for 61 GB).
+// A rank waits for its next command while later ranks start and allocate (minutes for 61 GB).
 inline constexpr std::chrono::milliseconds kRankIdleTimeout{600'000};
-// A round's common start lies this far ahead when it is sent: a rank wakes, parses the line and spins on the clock
-// within microseconds; 10 ms leave room for a busy host (the report gives the latest a rank began).
+// The common start lies this far ahead: ranks wake and spin within microseconds; room for a busy host.
 inline constexpr std::chrono::milliseconds kStartLead{10};
-// While a channel is open each rank reads the device's free memory this often (and after every transfer): the
-// minimum is the channel's peak. A cudaMemGetInfo every 5 ms costs the round nothing measurable.
+// Free-memory sampling while a channel is open: the minimum is its peak; costs the round nothing measurable.
 inline constexpr std::chrono::milliseconds kMemorySampleInterval{5};
-// How often a rank looks at an event it waits for: the channels poll theirs every 50-100 us, so both sides of a
-// comparison see their end with the same resolution.
+// Event polling at the channels' own resolution (they poll every 50-100 us): both sides see their end alike.
 inline constexpr std::chrono::microseconds kDevicePollInterval{20};
-// Every rank's line is read in slices of this much, so that one slow rank does not hide another's death.
+// Ranks' lines are read in slices, so that one slow rank does not hide another's death.
 inline constexpr std::chrono::milliseconds kCollectSlice{2};
-// A rank told to quit frees its tensors (18,867 cudaFree calls for qwen3-30b-a3b): seconds.
+// A quitting rank frees its tensors (18,867 cudaFree calls for qwen3-30b-a3b): seconds.
 inline constexpr std::chrono::milliseconds kRankExitTimeout{60'000};
-// After a rank's socket closes, how long its exit status may take before the rank is called silent instead.
+// After a rank's socket closes, its exit status may take this long before it is called silent.
 inline constexpr std::chrono::milliseconds kExitNoticeTimeout{2000};
-// Tensors start at multiples of 256 bytes in a bucket (docs/bucket-plan.md); the GPU channels need at least 16.
+// 256-byte tensor starts in a bucket (docs/bucket-plan.md); the GPU channels need at least 16.
 inline constexpr std::uint32_t kGpuPlanAlignment = 256;
 // Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
 inline constexpr std::uint64_t kGpuContentSeed = 20261201;
-// Beside a baseline's buffers each device keeps this much free for what comes later (NCCL's communicators, a few
-// hundred MiB each, the channel's tables, CUDA's own); the channel's buckets come on top. A baseline cut into pieces
-// smaller than kMinBaselineChunkBytes is skipped: the pieces' launches would count. Pieces are whole 2 MiB granules.
+// Room left beside the baseline's buffers for communicators, tables and CUDA (the channel's buckets come on top).
 inline constexpr std::uint64_t kBaselineHeadroomBytes = std::uint64_t{3} << 30;
+// A baseline in smaller pieces is skipped: the pieces' launches would count.
 inline constexpr std::uint64_t kMinBaselineChunkBytes = std::uint64_t{1} << 30;
 inline constexpr std::uint64_t kBaselineChunkGranule = std::uint64_t{2} << 20;
-// The goals: nccl within 5% of one raw ncclBroadcast of the same bytes, cuda_ipc within 15% of one cudaMemcpy; the
-// nccl channel's extra memory at most two buckets per side.
+// The goals: nccl within 5% of a raw ncclBroadcast, cuda_ipc within 15% of a cudaMemcpy; nccl's extra <= 2 buckets.
 inline constexpr double kMaxNcclToBroadcastRatio = 1.05;
 inline constexpr double kMaxIpcToMemcpyRatio = 1.15;
 inline constexpr double kMaxNcclExtraBuckets = 2.0;
@@ -66,34 +56,30 @@ struct GpuBenchConfig {
   std::vector<std::string> models{"qwen2.5-7b", "qwen3-30b-a3b"};
   std::size_t receivers = 0;  // 0: nccl, one per other visible GPU; cuda_ipc, one
   std::vector<int> ipcDevices{0, 0};  // cuda_ipc: the sender's device, the receivers'
-  // nccl: one measurement per size; cuda_ipc: the first. 1 GiB: vLLM's weight-sync buffers (2 x 1 GiB).
+  // nccl: each; cuda_ipc: the first. 1 GiB: vLLM's weight-sync buffers (2 x 1 GiB).
   std::vector<std::uint64_t> bucketMiB{1024};
   std::size_t warmup = 2;
   std::size_t repetitions = 10;
-  std::string allocation = "tensor";  // "tensor": one cudaMalloc per tensor; "torch": PyTorch's caching segments
+  std::string allocation = "tensor";
   void quick() { models = {"qwen2.5-7b"}; warmup = 1; repetitions = 3; }
 };
 
-// The rank processes (hidden subcommand agent-gpu-rank): rank 0 is the sender, ranks 1..world-1 the receivers. Each
-// allocates the model's tensors on its device, then follows the benchmark's commands (gpu_rank_protocol.hpp): the
-// raw baseline's buffers and communicator, the channel, and every round, timed with CLOCK_MONOTONIC (one clock for
-// every process of the host) from a start time the benchmark gives all ranks alike.
+// The rank processes (agent-gpu-rank): rank 0 sends, the others receive; commands in gpu_rank_protocol.hpp.
 struct GpuRankOptions {
   std::string channel;  // "nccl" or "cuda_ipc"
   std::uint32_t rank = 0;
   std::uint32_t world = 0;  // sender + receivers
   int device = 0;
   int baselineDevice = 0;   // cuda_ipc sender: where the memcpy baseline's destination lives
-  std::string model;        // a name cli::modelTensors knows
-  std::string allocation;   // "tensor" or "torch" (device_memory.hpp)
+  std::string model;
+  std::string allocation;   // "tensor" or "torch"
   std::string segment;      // cuda_ipc: the segment the benchmark created
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
                                    segment)
 int runGpuRank(const GpuRankOptions& options);
 
-// The host, CUDA and NCCL versions, NCCL_* environment and GPUs a result was measured with, for the report's machine
-// table; read without a CUDA context (no device memory is taken in the benchmark process).
+// The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.
 Json describeGpus();
 
 // `bytes` (10^9 a GB) per second at the median of round times in milliseconds.
@@ -126,12 +112,10 @@ struct GpuMeasurement {
   std::vector<int> devices;   // by rank: the sender's first
   std::size_t senderAllocations = 0;
 
-  // nccl: from the common start until the last rank's send/receive returned; cuda_ipc: send() from its call to its
-  // return (it returns once every receiver has copied and the digests agree).
+  // nccl: common start -> the last rank returned; cuda_ipc: send(), which returns once every receiver copied.
   Summary channelRound;
   Summary senderReturn;  // nccl: from the common start until the sender's send() returned
-  // nccl: one ncclBroadcast of the model's bytes, timed like the channel; cuda_ipc: one cudaMemcpy (cudaMemcpyPeer
-  // across GPUs) of them, wall clock in the sender.
+  // One ncclBroadcast of the model's bytes, timed like the channel, or one cudaMemcpy(Peer), wall clock in the sender.
   Summary baselineRound;
   Summary baselineGpu;  // the same, between CUDA events on the sender's stream
   std::uint64_t baselineChunkBytes = 0;  // the baseline buffer; smaller than the model when memory was short
@@ -144,8 +128,7 @@ struct GpuMeasurement {
   std::vector<DeviceMemoryUse> memory;
   double maxLateStartMs = 0;  // the latest any rank began a round after the common start
 
-  // cuda_ipc: handles a receiver had open after its first transfer and after its last, and the sender's export
-  // generation at the end (1: the tables were written once).
+  // cuda_ipc: receivers' open handles after the first transfer and the last; export generation (1: tables written once).
   std::uint32_t handlesAfterFirst = 0;
   std::uint32_t handlesAtEnd = 0;
   std::uint64_t exportGeneration = 0;
@@ -153,7 +136,6 @@ struct GpuMeasurement {
   std::string skipped;  // why the measurement did not run; empty when it did
 
   double ratio() const { return baselineRound.median > 0 ? channelRound.median / baselineRound.median : 0; }
-  bool digestsAllEqual() const { return digestsCompared > 0 && digestsEqual == digestsCompared; }
 };
 
 struct GpuResults {
@@ -162,7 +144,7 @@ struct GpuResults {
   std::vector<std::string> notes;  // channels left out and why
 };
 
-// Throws BenchFailure when there is no GPU, when a rank fails or goes silent (the others are stopped first).
+// Throws BenchFailure when there is no GPU or a rank fails or goes silent.
 GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostream& progress);
 
 void runGpuBenchmark(const GpuBenchConfig& config, Report& report);

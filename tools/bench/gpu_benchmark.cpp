@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <optional>
 #include <thread>
 
@@ -19,17 +18,8 @@
 namespace wsync::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
-// How often a wait for a rank's exit status looks again, after its socket closed.
+// A rank's exit status is looked for this often after its socket closed.
 constexpr std::chrono::milliseconds kExitPollInterval{10};
-
-std::string gib(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * kMiB), 1) + " GiB"; }
-
-std::int64_t nanosecondsOf(Clock::time_point time) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
-}
 
 double millisecondsBetween(std::int64_t startNs, std::int64_t endNs) {
   return static_cast<double>(endNs - startNs) / 1e6;
@@ -49,8 +39,7 @@ class GpuRanks {
   }
   std::size_t size() const { return agents_.size(); }
 
-  // Called before a dead or silent rank is reported, while the others may still wait on it (cuda_ipc: the segment's
-  // abort, so that they give up at once instead of at their deadline).
+  // Called before a dead or silent rank is reported (cuda_ipc: the segment's abort, so that the others give up).
   void onFailure(std::function<void()> hook) { onFailure_ = std::move(hook); }
 
   void send(std::size_t rank, const RankLine& command) {
@@ -64,8 +53,7 @@ class GpuRanks {
     for (std::size_t rank = 0; rank < size(); ++rank) send(rank, command);
   }
 
-  // The next report of every rank (of `only`, when given), read as they come: a rank that dies meanwhile is reported
-  // at once, whichever rank the others wait for. `word` empty: any report.
+  // The next report of every rank (of `only`), read as they come, so that a rank dying meanwhile is named at once.
   std::vector<RankLine> collect(const std::string& word, std::chrono::milliseconds timeout,
                                 const std::string& waitingFor, std::optional<std::size_t> only = std::nullopt) {
     std::vector<std::optional<RankLine>> lines(size());
@@ -112,7 +100,6 @@ class GpuRanks {
   }
 
  private:
-  // A rank closed its socket or exited: names every rank that has exited, with its status.
   [[noreturn]] void failed(std::size_t rank, const std::string& waitingFor) {
     if (onFailure_) onFailure_();
     throwIfInterrupted();
@@ -126,7 +113,6 @@ class GpuRanks {
   std::function<void()> onFailure_;
 };
 
-// What a rank's `allocated` report says.
 struct Allocated {
   std::uint64_t freeBefore = 0;
   std::uint64_t free = 0;
@@ -142,11 +128,9 @@ DeviceMemoryUse& memoryOf(GpuMeasurement& row, std::size_t rank) {
 
 class GpuRun {
  public:
-  GpuRun(const GpuBenchConfig& config, const Json& gpus, std::ostream& progress)
-      : config_(config), gpus_(gpus), progress_(progress) {}
+  GpuRun(const GpuBenchConfig& config, std::ostream& progress) : config_(config), progress_(progress) {}
 
-  // One set of rank processes: rank 0 sends, the others receive, on `devices`. nccl: one measurement per bucket size;
-  // cuda_ipc: one, planned with the first, through a segment of this run.
+  // One set of ranks on `devices`, rank 0 sending. nccl: a measurement per bucket size; cuda_ipc: one.
   std::vector<GpuMeasurement> measure(bool nccl, const std::string& model, const std::vector<int>& devices) {
     const bus::Manifest manifest = catalogManifest(model);
     std::vector<GpuMeasurement> rows;
@@ -172,17 +156,15 @@ class GpuRun {
       ranks.onFailure([&segment, &transfer] { segment->abort(transfer); });
     }
     std::vector<Allocated> allocated;
-    std::string skipped = tooBigFor(manifest, devices);
-    if (skipped.empty()) {
-      skipped = startRanks(ranks, rows[0].channel, model, devices, devices.back(), nccl ? "" : name, allocated);
-    }
+    // A device too small for its ranks' tensors: the rank that cannot allocate says so (nomemory).
+    const std::string skipped =
+        startRanks(ranks, rows[0].channel, model, devices, devices.back(), nccl ? "" : name, allocated);
     if (!skipped.empty()) {
       for (GpuMeasurement& row : rows) row.skipped = skipped;
       return rows;
     }
-    // The baseline's buffers: the whole model where memory allows, else the largest piece that fits. nccl: one on
-    // every GPU, leaving room for the channel's buffers; cuda_ipc: the copy's two, on one GPU both out of its free
-    // memory, across two one from each (ranks start one by one, so the last on a GPU saw what the others took).
+    // The baseline's buffers: the model where memory allows, else the largest piece. nccl: one per GPU, room left for
+    // the buckets; cuda_ipc: two, out of one GPU's free memory or one on each (the last rank saw what others took).
     std::uint64_t room = UINT64_MAX;
     if (nccl) {
       const std::uint64_t largestBucket = *std::max_element(config_.bucketMiB.begin(), config_.bucketMiB.end()) * kMiB;
@@ -207,8 +189,7 @@ class GpuRun {
       for (std::size_t rank = 0; rank < baselined.size(); ++rank) {
         memoryOf(row, rank).rawCommunicator = unsignedField(baselined[rank], "communicator");
       }
-      // nccl: every rank at once, the channel's communicator forming; cuda_ipc: one at a time, so that each rank's
-      // free memory before its open includes the others' opens.
+      // nccl: every rank at once (the communicator forms); cuda_ipc: one by one, each seeing the others' opens.
       std::vector<RankLine> opened;
       const RankLine open{{"command", "open"}, {"bucket_bytes", row.bucketBytes}, {"nccl_id", nccl ? hexId() : ""}};
       if (nccl) {
@@ -247,23 +228,7 @@ class GpuRun {
     return row;
   }
 
-  // Empty when every device could hold the tensors of the ranks on it; else why not.
-  std::string tooBigFor(const bus::Manifest& manifest, const std::vector<int>& devices) const {
-    std::map<int, std::uint64_t> needed;
-    for (const int device : devices) needed[device] += manifest.totalBytes();
-    for (const auto& [device, bytes] : needed) {
-      const auto has = gpus_.at("gpu_memory_bytes").at(static_cast<std::size_t>(device)).get<std::uint64_t>();
-      if (bytes > has) {
-        progress_ << "  skipped: too big for GPU " << device << "\n";
-        return "the tensors of the ranks on GPU " + std::to_string(device) + " need " + gib(bytes) + ", it has " +
-               gib(has);
-      }
-    }
-    return {};
-  }
-
-  // Starts the ranks one after the other (each allocates with the machine to itself, and its free memory before and
-  // after says what its tensors took). Empty when all have their tensors, else why not (nomemory).
+  // One after the other, each allocating with the machine to itself. Empty when all have their tensors, else why.
   std::string startRanks(GpuRanks& ranks, const std::string& channel, const std::string& model,
                          const std::vector<int>& devices, int baselineDevice, const std::string& segment,
                          std::vector<Allocated>& allocated) {
@@ -301,8 +266,7 @@ class GpuRun {
         row.baselineChunkBytes > 0 ? (row.modelBytes + row.baselineChunkBytes - 1) / row.baselineChunkBytes : 0;
   }
 
-  // A rank's `opened` report: the device's free memory before the channel (said by the first rank on it to open;
-  // the others open later) and what its tensors took.
+  // A rank's `opened` report: free memory before the channel (the first rank on a device to open), tensors' share.
   static void opening(GpuMeasurement& row, std::size_t rank, const RankLine& opened, const Allocated& allocated) {
     DeviceMemoryUse& use = memoryOf(row, rank);
     if (use.freeBeforeOpen == 0) use.freeBeforeOpen = unsignedField(opened, "free_before");
@@ -310,8 +274,7 @@ class GpuRun {
     use.tensorBytes += allocated.freeBefore > allocated.free ? allocated.freeBefore - allocated.free : 0;
   }
 
-  // Warm-up and timed rounds, the channel and the baseline taking turns (the channel first in even rounds), then the
-  // channel closed. `transfer` and `version` continue across the measurements of one set of ranks.
+  // Warm-up and timed rounds, channel and baseline taking turns, then the channel closed.
   void runRounds(GpuRanks& ranks, GpuMeasurement& row, bool ncclTiming, std::uint64_t& transfer,
                  std::uint64_t& version) {
     progress_ << "  " << row.bucketBytes / kMiB << " MiB buckets: " << config_.warmup << " warm-up + "
@@ -327,8 +290,7 @@ class GpuRun {
       for (const char* path : paths) {
         throwIfInterrupted();
         const bool channel = std::string_view(path) == kChannelPath;
-        // Untimed, before either path alike: a new version, so that a receiver's digest can only match with this
-        // transfer's bytes, and the GPUs come to both paths from the same work.
+        // Untimed, before either path: a new version, so that a digest can only match this transfer's bytes.
         ranks.sendAll({{"command", "prepare"}, {"version", ++version}});
         ranks.collect("prepared", kPrepareTimeout, "version " + std::to_string(version) + " to be written");
         if (channel) ++transfer;
@@ -337,8 +299,7 @@ class GpuRun {
         // Longer than the ranks' own deadline, so that a rank that gives up says why before it is called silent.
         const auto done = ranks.collect("done", kGpuRoundTimeout + kStartLead + kExitNoticeTimeout,
                                         channel ? "transfer " + std::to_string(transfer) : "a baseline round");
-        // nccl: from the common start until the last rank finished (a broadcast done on the root says nothing about
-        // the receivers); cuda_ipc: the sender's call (send() returns once every receiver is done).
+        // nccl: until the last rank finished (a broadcast done on the root says nothing of the receivers); cuda_ipc: send().
         std::int64_t last = start;
         for (const RankLine& line : done) last = std::max(last, signedField(line, "end"));
         const double roundMs = ncclTiming ? millisecondsBetween(start, last)
@@ -367,8 +328,7 @@ class GpuRun {
               << row.digestsCompared << "\n";
   }
 
-  // Late starts, and the memory each device's ranks saw: the least free, and the channel's own (the latest figures,
-  // summed over the ranks of each device).
+  // Late starts; per device the least free memory and the channel's own (summed over its ranks).
   static void account(GpuMeasurement& row, const std::vector<RankLine>& done, std::int64_t start) {
     for (DeviceMemoryUse& use : row.memory) use.channelBuffers = use.channelTables = 0;
     for (std::size_t rank = 0; rank < done.size(); ++rank) {
@@ -401,7 +361,6 @@ class GpuRun {
   }
 
   const GpuBenchConfig& config_;
-  const Json& gpus_;
   std::ostream& progress_;
   std::size_t segments_ = 0;
 };
@@ -412,7 +371,7 @@ GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostr
   const int deviceCount = static_cast<int>(gpus.at("gpus").size());
   if (deviceCount == 0) throw BenchFailure("no GPU: " + gpus.value("no_device_reason", "the CUDA runtime sees none"));
   GpuResults results;
-  GpuRun run(config, gpus, progress);
+  GpuRun run(config, progress);
   for (const std::string& channel : config.channels) {
     if (channel == "nccl" && deviceCount < 2) {
       const std::string why = "nccl needs 2 GPUs (NCCL puts one rank on each), this process sees " +

@@ -37,21 +37,18 @@ cudaError_t launchContentFill(void* data, std::uint64_t bytes, std::uint64_t see
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// cudaMalloc found too little memory: the measurement is skipped rather than the run failed.
+// cudaMalloc found too little memory: the measurement is skipped, not the run failed.
 struct DeviceMemoryShort : BenchFailure {
   using BenchFailure::BenchFailure;
 };
 
-// Throws BenchFailure naming `what` and CUDA's error when `error` is not cudaSuccess.
 void throwIfCudaFailed(cudaError_t error, const std::string& what) {
   if (error == cudaSuccess) return;
   cudaGetLastError();  // a failed call leaves a non-sticky error behind: clear it for the next check
   throw BenchFailure(what + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
 }
 
-// `bytes` on `device`, which stays the current device: a bus::DeviceBlock (zeroed, freed when destroyed).
+// A zeroed bus::DeviceBlock of `bytes` on `device`, which stays current.
 bus::DeviceBlock allocateDevice(int device, std::uint64_t bytes, const std::string& what) {
   auto block = bus::DeviceBlock::allocate(device, bytes);
   if (block) return std::move(*block);
@@ -69,12 +66,9 @@ std::uint64_t roundUp(std::uint64_t value, std::uint64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
-// A model's tensors on the current device, allocated as a trainer's or an engine's would be:
-//  - `torch` false: one cudaMalloc per tensor (a loader without a caching allocator; the cuda_ipc sender then
-//    exports one handle per tensor);
-//  - `torch`: PyTorch's caching allocator serving a model loaded tensor by tensor (c10/cuda/CUDACachingAllocator.cpp,
-//    without expandable segments): sizes rounded up to 512 bytes; up to 1 MiB carved from 2 MiB segments, up to
-//    10 MiB from 20 MiB segments, larger ones in a segment of their own rounded up to 2 MiB.
+// A model's tensors on the current device: one cudaMalloc each (a loader without a caching allocator), or with
+// `torch` PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp, no expandable segments): sizes rounded
+// up to 512 bytes, up to 1 MiB from 2 MiB segments, up to 10 MiB from 20 MiB ones, larger ones rounded to 2 MiB.
 class DeviceTensors {
  public:
   DeviceTensors(const bus::Manifest& manifest, bool torch) {
@@ -111,13 +105,7 @@ class DeviceTensors {
   std::span<const std::span<std::byte>> tensors() const { return tensors_; }
   std::span<const std::span<const std::byte>> constTensors() const { return constTensors_; }
   std::size_t allocationCount() const { return blocks_.size(); }
-  std::uint64_t allocatedBytes() const {  // the cudaMalloc sizes, padding included
-    std::uint64_t total = 0;
-    for (const bus::DeviceBlock& block : blocks_) total += block.size();
-    return total;
-  }
 
-  // Enqueues on `stream` the content of `version` (device_content.cu) for every tensor.
   void enqueueFill(std::uint64_t seed, std::uint64_t version, cudaStream_t stream) const {
     for (std::size_t index = 0; index < tensors_.size(); ++index) {
       throwIfCudaFailed(launchContentFill(tensors_[index].data(), tensors_[index].size(), seed,
@@ -132,33 +120,18 @@ class DeviceTensors {
   std::vector<std::span<const std::byte>> constTensors_;
 };
 
-// The raw broadcast that sets up the raw communicator's connections before anything is measured (NCCL connects
-// lazily, at a communicator's first collective).
+// Connects the raw communicator before anything is measured (NCCL connects at the first collective).
 constexpr std::uint64_t kConnectBroadcastBytes = std::uint64_t{64} << 20;
 
-std::int64_t nanosecondsOf(Clock::time_point time) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
-}
-
-Clock::time_point timeOf(std::int64_t nanoseconds) {
-  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(nanoseconds)));
-}
-
-struct DeviceMemory {
-  std::uint64_t free = 0;
-  std::uint64_t total = 0;
-};
-
-DeviceMemory deviceMemory() {
+std::uint64_t freeMemory() {
   std::size_t free = 0;
   std::size_t total = 0;
   throwIfCudaFailed(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-  return {free, total};
+  return free;
 }
 
-// The rank's end of its socket to the benchmark: commands arrive on stdin; reports leave on the descriptor that was
-// stdout at start. stdout itself then points at stderr, so that whatever a library prints (NCCL_DEBUG=INFO writes
-// to stdout) cannot garble a report.
+// Commands come on stdin; reports leave on a copy of the original stdout, and stdout itself points at stderr, so
+// that what a library prints (NCCL_DEBUG=INFO) cannot garble a report.
 class CommandLink {
  public:
   CommandLink() : pipe_(STDIN_FILENO, ::dup(STDOUT_FILENO)) {
@@ -167,7 +140,6 @@ class CommandLink {
     }
   }
 
-  // The next command; throws BenchFailure when none comes within `timeout` or the benchmark closed the socket.
   std::string next(std::chrono::milliseconds timeout) {
     if (auto line = pipe_.readLine(timeout)) return *line;
     if (pipe_.ended()) throw BenchFailure("the benchmark closed the command socket");
@@ -183,12 +155,11 @@ class CommandLink {
   LinePipe pipe_;
 };
 
-// The least free memory seen on the device while the channel is open: a thread reads it every
-// kMemorySampleInterval, and sample() once more after every transfer.
+// The least free device memory while the channel is open: sampled every kMemorySampleInterval and after transfers.
 class FreeMemorySampler {
  public:
   explicit FreeMemorySampler(int device)
-      : minimum_(deviceMemory().free), thread_([this, device](const std::stop_token& stop) {
+      : minimum_(freeMemory()), thread_([this, device](const std::stop_token& stop) {
           if (cudaSetDevice(device) != cudaSuccess) return;
           for (std::size_t free = 0, total = 0; !stop.stop_requested();
                std::this_thread::sleep_for(kMemorySampleInterval)) {
@@ -196,7 +167,7 @@ class FreeMemorySampler {
           }
         }) {}
 
-  void sample() { lower(deviceMemory().free); }
+  void sample() { lower(freeMemory()); }
   std::uint64_t minimum() const { return minimum_.load(); }
 
  private:
@@ -220,8 +191,7 @@ class GpuRank {
     }
   }
 
-  // The channel first (it reads the tensors and the communicator may be flushing), then the raw communicator, then
-  // the memory, then the stream.
+  // The channel first (it reads the tensors; the communicator may be flushing), the raw communicator, memory, stream.
   ~GpuRank() {
     sampler_.reset();
     ncclChannel_.reset();
@@ -272,7 +242,7 @@ class GpuRank {
   bool nccl() const { return options_.channel == "nccl"; }
 
   bool allocate() {
-    const DeviceMemory before = deviceMemory();
+    const std::uint64_t before = freeMemory();
     try {
       tensors_.emplace(manifest_, options_.allocation == "torch");
     } catch (const DeviceMemoryShort& full) {
@@ -281,10 +251,8 @@ class GpuRank {
       return false;
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    const DeviceMemory after = deviceMemory();
-    link_.report("allocated", {{"free_before", before.free}, {"free", after.free}, {"total", after.total},
-                               {"allocations", tensors_->allocationCount()},
-                               {"allocated_bytes", tensors_->allocatedBytes()}});
+    link_.report("allocated", {{"free_before", before}, {"free", freeMemory()},
+                               {"allocations", tensors_->allocationCount()}});
     return true;
   }
 
@@ -299,7 +267,7 @@ class GpuRank {
       ncclUniqueId rawId{};
       std::memcpy(rawId.internal, id->data(), sizeof(rawId.internal));
       throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-      const std::uint64_t beforeCommunicator = deviceMemory().free;
+      const std::uint64_t beforeCommunicator = freeMemory();
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 1;  // the baseline is plain NCCL as a trainer would call it
       checkNccl(nccl_->commInitRankConfig(&rawComm_, static_cast<int>(options_.world), rawId,
@@ -310,7 +278,7 @@ class GpuRank {
                 "ncclBroadcast (connecting)");
       throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
       waitFor(after_, Clock::now() + kRankSetupTimeout, "the raw communicator's first broadcast");
-      const std::uint64_t afterCommunicator = deviceMemory().free;
+      const std::uint64_t afterCommunicator = freeMemory();
       communicatorBytes_ = beforeCommunicator > afterCommunicator ? beforeCommunicator - afterCommunicator : 0;
     } else if (bytes > 0 && sender()) {
       baselineSource_ = allocateDevice(options_.device, bytes, "the memcpy's source");
@@ -320,8 +288,7 @@ class GpuRank {
         int reachable = 0;
         throwIfCudaFailed(cudaDeviceCanAccessPeer(&reachable, options_.device, options_.baselineDevice),
                           "cudaDeviceCanAccessPeer");
-        // As the channel's receivers do (cudaIpcMemLazyEnablePeerAccess): copies then go over NVLink or PCIe
-        // peer to peer rather than through the host.
+        // As the channel's receivers do (cudaIpcMemLazyEnablePeerAccess): peer to peer, not through the host.
         if (reachable != 0) {
           const cudaError_t enabled = cudaDeviceEnablePeerAccess(options_.baselineDevice, 0);
           if (enabled != cudaErrorPeerAccessAlreadyEnabled) throwIfCudaFailed(enabled, "cudaDeviceEnablePeerAccess");
@@ -336,14 +303,14 @@ class GpuRank {
     }
     baselineBytes_ = bytes;
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    link_.report("baselined", {{"free", deviceMemory().free}, {"communicator", communicatorBytes_}});
+    link_.report("baselined", {{"communicator", communicatorBytes_}});
   }
 
   void open(std::uint64_t bucketBytes, const std::string& idHex) {
     auto plan = bus::BucketPlan::build(manifest_, bucketBytes, kGpuPlanAlignment);
     if (!plan) throw BenchFailure("plan: " + plan.error().describe());
     plan_.emplace(std::move(*plan));
-    const std::uint64_t before = deviceMemory().free;
+    const std::uint64_t before = freeMemory();
     if (nccl()) {
       auto id = bus::gpu::ncclUniqueIdFromHex(idHex);
       if (!id) throw BenchFailure("the channel's id: " + id.error().describe());
@@ -362,7 +329,7 @@ class GpuRank {
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     sampler_ = std::make_unique<FreeMemorySampler>(options_.device);
-    link_.report("opened", {{"free_before", before}, {"free_after", deviceMemory().free},
+    link_.report("opened", {{"free_before", before}, {"free_after", freeMemory()},
                             {"buckets", plan_->bucketCount()}});
   }
 
@@ -452,7 +419,6 @@ class GpuRank {
     link_.report("closed");
   }
 
-  // The cuda_ipc baseline: one copy of `bytes` from the source to the destination, on the same GPU or across.
   void enqueueCopy(std::uint64_t bytes) {
     if (options_.baselineDevice == options_.device) {
       throwIfCudaFailed(cudaMemcpyAsync(baselineTarget_.data(), baselineSource_.data(), bytes,
@@ -512,12 +478,10 @@ int runGpuRank(const GpuRankOptions& options) {
     rank.reset();
     return status;
   } catch (const std::exception& error) {
-    // The benchmark sees the socket close, names this rank and points here.
     std::cerr << "wsync-bench rank " << options.rank << " (" << options.channel << ", GPU " << options.device
               << "): " << error.what() << std::endl;
   }
-  // Without the destructors: a communicator whose peer failed may never finish flushing. Exiting frees the
-  // process's device memory, communicators and IPC mappings all the same.
+  // Without the destructors: a communicator whose peer failed may never finish flushing; exiting frees it all.
   std::_Exit(2);
 }
 

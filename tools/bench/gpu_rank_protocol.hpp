@@ -1,10 +1,8 @@
 #pragma once
-// The lines between `wsync-bench gpu` and its rank processes (gpu.hpp): one JSON object per command or report, over
-// the socket that is each rank's stdin and stdout (LinePipe).
-//
+// The JSON lines between `wsync-bench gpu` and its ranks, over each rank's stdin and stdout (LinePipe).
 // Commands, in the order a measurement sends them (every rank gets each; the report comes when it is done):
 //   {"command": "baseline", "bytes", "nccl_id"?}  allocate the raw baseline's buffers of `bytes` (0: none); nccl: join
-//                                                 the raw communicator   -> baselined: free, communicator
+//                                                 the raw communicator   -> baselined: communicator
 //   {"command": "open", "bucket_bytes", "nccl_id"?}  open the channel     -> opened: free_before, free_after, buckets
 //   {"command": "prepare", "version"}  the sender writes `version` into its tensors and waits for it  -> prepared
 //   {"command": "go", "transfer", "path", "start_ns"}  at start_ns (CLOCK_MONOTONIC), run `path` (channel or raw)
@@ -12,9 +10,10 @@
 //                                               [handles, generation]
 //   {"command": "close"}  close the channel                              -> closed
 //   {"command": "quit"}   exit with status 0
-// A report is {"report": WORD, fields...}. A rank's first one is `allocated` (free_before, free, total, allocations,
-// allocated_bytes) once its tensors exist, or `nomemory` (why) when the device was too full for them (it then waits
-// for quit). Failures go to stderr, and the rank exits non-zero.
+// A report is {"report": WORD, fields...}. A rank's first one is `allocated` (free_before, free, allocations) once its
+// tensors exist, or `nomemory` (why) when the device was too full for them (it then waits for quit). Failures go to
+// stderr, and the rank exits non-zero.
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -23,6 +22,15 @@
 #include "bench_failure.hpp"
 
 namespace wsync::bench {
+
+using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: one clock for every process of the host
+
+inline std::int64_t nanosecondsOf(Clock::time_point time) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
+}
+inline Clock::time_point timeOf(std::int64_t nanoseconds) {
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(nanoseconds)));
+}
 
 inline constexpr const char* kChannelPath = "channel";
 inline constexpr const char* kRawPath = "raw";

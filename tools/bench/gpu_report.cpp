@@ -18,8 +18,6 @@ extern char** environ;
 namespace wsync::bench {
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
-
 std::string cudaVersionText(int version) {  // 1000 x major + 10 x minor
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
@@ -29,8 +27,7 @@ Cell size(std::uint64_t bytes) {
 }
 Cell gbps(const Summary& t, std::uint64_t bytes) { return number(gigabytesPerSecond(t, bytes), 1); }
 
-// A measurement's row: what it moved and where, the channel, then its baseline (`nccl`: the broadcast, else the
-// memcpy), then what only that channel has.
+// A measurement's row: what moved where, the channel, its baseline, then what only that channel has.
 std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
   std::string devices;
   for (std::size_t rank = 0; rank < m.devices.size(); ++rank) {
@@ -47,11 +44,10 @@ std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
     baseline.text += " (" + std::to_string(m.baselineCalls) + " calls of " + size(m.baselineChunkBytes).text + ")";
   }
   const double goal = nccl ? kMaxNcclToBroadcastRatio : kMaxIpcToMemcpyRatio;
-  const std::string digests = std::to_string(m.digestsEqual) + "/" + std::to_string(m.digestsCompared);
   row.insert(row.end(), {spread(m.channelRound, "ms", 2), gbps(m.channelRound, m.modelBytes), baseline,
                          base ? gbps(m.baselineRound, m.modelBytes) : Cell(), base ? ratio(m.ratio()) : Cell(),
                          base ? verdict(m.ratio() > 0 && m.ratio() <= goal) : Cell(),
-                         Cell(m.digestsAllEqual(), m.digestsAllEqual() ? "all " + digests : "**" + digests + "**"),
+                         digests(m.digestsEqual, m.digestsCompared),
                          number(m.maxLateStartMs, 2)});
   if (nccl) {
     row.push_back(number(m.senderReturn.median, 2));
@@ -96,7 +92,6 @@ Json describeGpus() {
   std::sort(environment.begin(), environment.end());
   info["nccl_environment"] = environment;  // every rank inherits it
   Json& gpus = info["gpus"] = Json::array();
-  Json& memory = info["gpu_memory_bytes"] = Json::array();
   for (int index = 0; index < count; ++index) {
     cudaDeviceProp properties{};
     if (cudaGetDeviceProperties(&properties, index) != cudaSuccess) cudaGetLastError();
@@ -112,14 +107,12 @@ Json describeGpus() {
                    ", compute " + std::to_string(properties.major) + "." + std::to_string(properties.minor) + ", " +
                    std::to_string(properties.multiProcessorCount) + " SMs, peer access to" +
                    (peers.empty() ? " none" : peers));
-    memory.push_back(properties.totalGlobalMem);
   }
   return info;
 }
 
 void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
-  // NVLink SHARP (multicast) is left off on the machines these runs are made on, and its buffers would count as the
-  // channel's memory: off unless the environment says otherwise, before anything loads NCCL or starts a rank.
+  // NVLink SHARP's buffers would count as the channel's: off unless the environment says otherwise, before NCCL loads.
   ::setenv("NCCL_NVLS_ENABLE", "0", 0);
   const Json gpus = describeGpus();
   report.json["machine"].update(gpus);

@@ -19,8 +19,7 @@
 namespace wsync::bench {
 namespace {
 
-// The coordinator's epoch in every message (nonzero, so every field is present and every message of a kind has the
-// same size whatever its sequence number).
+// Nonzero, so that every field is present and every message of a kind has the same size.
 constexpr std::uint64_t kEpoch = 1;
 constexpr std::uint64_t kVersion = 7;
 const msg::Digest128 kDigest(0x0123456789abcdefULL, 0xfedcba9876543210ULL);
@@ -155,9 +154,8 @@ class BusAgent final : public AgentPath {
   bus::MessageBuilder builder_;
 };
 
-// The raw baseline, as a plain cppzmq user would write it. Its sockets get the same options as every bus socket
-// (linger, MAXMSGSIZE, high-water marks, ZMTP heartbeats): the paths differ by the library code alone. Frames carry
-// their pairing number in their first 8 bytes (every frame is at least that long).
+// The raw baseline, as a cppzmq user would write it, with the bus's socket options (applyCommonOptions): the paths
+// differ by the library alone. Frames carry their pairing number in their first 8 bytes.
 zmq::socket_t rawSocket(zmq::context_t& context, zmq::socket_type type) {
   zmq::socket_t socket(context, type);
   bus::applyCommonOptions(socket);
@@ -166,8 +164,7 @@ zmq::socket_t rawSocket(zmq::context_t& context, zmq::socket_type type) {
 
 void stamp(std::vector<std::uint8_t>& frame, std::uint64_t number) { std::memcpy(frame.data(), &number, 8); }
 
-// One frame of `expected` bytes (after the routing id or topic frame, when `envelope`), or nothing within `timeout`
-// (0: just look, as the bus endpoints do); returns its stamp.
+// One frame of `expected` bytes (after the envelope frame, if any), or nothing within `timeout` (0: just look).
 std::optional<std::uint64_t> receiveRaw(zmq::socket_t& socket, std::chrono::milliseconds timeout,
                                         std::size_t expected, zmq::message_t* envelope, const char* what) {
   zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};

@@ -1,12 +1,8 @@
 #pragma once
-// The two paths a latency measurement compares, behind one interface so that the same driver code runs both:
-//   bus: RouterEndpoint, EventPublisher, DealerEndpoint, EventSubscriber and MessageBuilder, which verify every
-//        message they take in;
-//   raw: plain cppzmq sockets with the same options and frames of the same sizes, carrying only the number that pairs
-//        a reply with its request: no encoding, no verification.
-// The virtual call is the same on both paths, so it cancels out of the ratio. The messages: round trip, agent ->
-// coordinator SnapshotRequest and back a SnapshotReply (a late joiner's request/reply pair); fan-out, coordinator ->
-// agents Pause on "round/pause", each agent -> coordinator PauseAck of that round.
+// The two paths a latency measurement compares, behind one interface (its virtual call cancels out of the ratio):
+//   bus: the library's endpoints and MessageBuilder, which verify every message they take in;
+//   raw: cppzmq sockets, same options, frames of the same sizes carrying only the number that pairs them.
+// Round trip: SnapshotRequest and SnapshotReply; fan-out: Pause on "round/pause", a PauseAck from each agent.
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -28,9 +24,7 @@ struct MessageSizes {
 };
 MessageSizes busMessageSizes();
 
-// Routing ids: "rt" for the round-trip agent; "f<measurement>-<index>" for the fan-out agents, unique per fan-out
-// measurement, because a ROUTER refuses a new peer whose routing id still belongs to a connection it has not yet
-// seen close (an agent of the previous measurement).
+// Fan-out ids are unique per measurement: a ROUTER refuses a routing id whose old connection it has not seen close.
 inline constexpr std::string_view kRoundTripAgentId = "rt";
 inline std::string pauseAgentId(std::size_t measurement, std::size_t index) {
   return "f" + std::to_string(measurement) + "-" + std::to_string(index);
@@ -45,10 +39,8 @@ struct Block {
   bool measured = false;
 };
 
-// The order in which the paths run, which both sides of a measurement (the coordinator and the round-trip agent)
-// compute alike, so each knows which socket the next message uses: a warm-up block per path, then `iterations` per
-// path in blocks of `block`, alternating and flipping the order every pair (bus raw, raw bus, ...) so that drifting
-// machine load hits both paths alike.
+// The order of the paths, computed alike by both sides: a warm-up block each, then blocks of `block`, the order
+// flipping every pair (bus raw, raw bus, ...) so that drifting load hits both alike.
 inline std::vector<Block> interleavedSchedule(std::size_t iterations, std::size_t warmup, std::size_t block) {
   std::vector<Block> schedule;
   if (warmup > 0) schedule.insert(schedule.end(), {{Path::Bus, warmup, false}, {Path::Raw, warmup, false}});
@@ -66,8 +58,7 @@ struct ReceivedAck {
   std::size_t agent = 0;  // index from the routing id
 };
 
-// The coordinator's side: a ROUTER for requests and acks, a PUB for pause events. A malformed message or a failed
-// send throws. answerRequest: false when no request arrived within `timeout`.
+// The coordinator's side: a ROUTER for requests and acks, a PUB for pauses. A malformed message or failed send throws.
 class CoordinatorPath {
  public:
   virtual ~CoordinatorPath() = default;
@@ -76,9 +67,7 @@ class CoordinatorPath {
   virtual std::optional<ReceivedAck> receiveAck(std::chrono::milliseconds timeout) = 0;
 };
 
-// An agent's side: a DEALER for requests and acks and, for the fan-out, a SUB for pause events (its socket for the
-// agent's single poll over both paths). roundTrip waits up to kReplyTimeout for the reply; answerPendingPauses answers
-// the pauses already waiting, without waiting for more.
+// An agent's side: a DEALER and, for the fan-out, a SUB (eventSocket, for one poll over both paths).
 class AgentPath {
  public:
   virtual ~AgentPath() = default;
@@ -89,7 +78,6 @@ class AgentPath {
 
 std::unique_ptr<CoordinatorPath> makeCoordinatorPath(Path path, zmq::context_t& context,
                                                      const bus::BusEndpoints& endpoints);
-// `subscribe`: also connect a SUB socket to the events endpoint (fan-out agents only).
 std::unique_ptr<AgentPath> makeAgentPath(Path path, zmq::context_t& context, const bus::BusEndpoints& endpoints,
                                          const std::string& agentId, bool subscribe);
 

@@ -1,8 +1,7 @@
 #pragma once
-// One end of a line-by-line connection between the benchmark and an agent process, every read bounded: a socket pair
-// whose other end becomes the agent's stdin and stdout, so that writing to an agent that died fails instead of
-// raising SIGPIPE. An agent wraps its own descriptors the same way. The benchmark's end is close-on-exec: no other
-// agent inherits it, and a read sees end-of-file once the agent is gone.
+// A line-by-line connection to an agent, every read bounded: a socket pair whose other end is the agent's stdin and
+// stdout (a write to a dead agent fails instead of raising SIGPIPE). The benchmark's end is close-on-exec, so no other
+// agent inherits it and a read sees end-of-file once the agent is gone.
 #include <chrono>
 #include <optional>
 #include <string>
@@ -21,11 +20,9 @@ class LinePipe {
   int peerFd() const { return peerFd_; }
   void closePeer();
 
-  // The next line without its newline; nothing when `timeout` passes or the other side has closed its end (then
-  // ended()). Throws BenchFailure on a read error or an interruption (Ctrl-C).
+  // The next line; nothing after `timeout` or once the other side closed (ended()). Throws on errors and Ctrl-C.
   std::optional<std::string> readLine(std::chrono::milliseconds timeout);
   bool ended() const { return ended_; }
-  // `line` and a newline. Throws BenchFailure when the other side is gone.
   void writeLine(const std::string& line);
 
  private:

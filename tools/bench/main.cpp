@@ -1,9 +1,5 @@
-// wsync-bench: wsync measured against raw baselines in the same run, so that machine noise hits both alike.
-//
-//   wsync-bench bus|shm|round|soak|gpu [--quick] [--out FILE] [--json FILE] [--commit SHA] [options of the mode]
-//
-// The agent-* subcommands are hidden: they are the agent processes the modes start from this executable, each given
-// its options as one JSON argument.
+// wsync-bench bus|shm|round|soak|gpu [--quick] [--out FILE] [--json FILE] [--commit SHA] [options of the mode]
+// (README.md). The hidden agent-* subcommands are the agent processes the modes start, options as one JSON argument.
 #include <algorithm>
 #include <csignal>
 #include <iostream>
@@ -23,8 +19,7 @@
 namespace wsync::bench {
 namespace {
 
-// A mode with the options every mode has; `measure` runs through runMode once the options are parsed. With --quick,
-// the mode's configuration took its quick values before the command line was parsed, so that given options win.
+// A mode with the common options. --quick sets the mode's quick values before parsing, so that given options win.
 template <typename Config>
 CLI::App& addMode(CLI::App& app, const std::string& name, const std::string& description, Config& config, bool quick,
                   int& status, std::function<void(Report&)> measure) {
@@ -48,16 +43,21 @@ CLI::Option* list(CLI::App& app, const std::string& name, std::vector<T>& values
   return option(app, name, values, help)->delimiter(',');
 }
 
-// An agent: hidden (an empty group), started by a mode, never by hand. Ctrl-C reaches the whole process group: agents
-// leave stopping to the benchmark, which reports the interruption instead of a dead agent.
+// An agent: hidden, started by a mode. Ctrl-C reaches the whole process group: agents leave stopping to the benchmark,
+// which reports the interruption instead of a dead agent. A failure goes to stderr; the benchmark sees the agent exit.
 template <typename Options>
 void addAgent(CLI::App& app, const std::string& name, int& status, int (*run)(const Options&)) {
   CLI::App& agent = *app.add_subcommand(name, "internal")->group("");
   auto options = std::make_shared<std::string>();
   agent.add_option("options", *options, "JSON")->required();
-  agent.callback([&status, run, options] {
+  agent.callback([&status, name, run, options] {
     std::signal(SIGINT, SIG_IGN);
-    status = run(nlohmann::json::parse(*options).get<Options>());
+    try {
+      status = run(nlohmann::json::parse(*options).get<Options>());
+    } catch (const std::exception& error) {
+      std::cerr << "wsync-bench " << name << " " << *options << ": " << error.what() << '\n';
+      status = 2;
+    }
   });
 }
 
@@ -66,8 +66,7 @@ void addAgent(CLI::App& app, const std::string& name, int& status, int (*run)(co
 
 int main(int argc, char** argv) {
   using namespace wsync::bench;
-  // The coordinator and agents may run in this process: a line per round would cost what is measured, and hide the
-  // results. Warnings and errors still show.
+  // The coordinator and agents may run in this process: a line per round would cost what is measured.
   wsync::log::configure({.program = "wsync-bench", .level = spdlog::level::warn});
   CLI::App app{"wsync-bench: wsync measured against raw baselines, side by side in the same run"};
   app.require_subcommand(1);

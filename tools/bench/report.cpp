@@ -119,6 +119,12 @@ Cell number(double value, int decimals) { return {value, fixed(value, decimals)}
 Cell ratio(double value) { return {value, fixed(value, 2) + "x"}; }
 Cell verdict(bool met) { return {met, met ? "met" : "**missed**"}; }
 Cell percent(double share) { return {share, std::to_string(std::lround(share * 100)) + "%"}; }
+std::string gib(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * kMiB), 1) + " GiB"; }
+Cell digests(std::size_t equal, std::size_t compared) {
+  const bool all = compared > 0 && equal == compared;
+  const std::string text = std::to_string(equal) + "/" + std::to_string(compared);
+  return {all, all ? "all " + text : "**" + text + "**"};
+}
 
 std::string Table::markdown() const {
   std::string text;

@@ -1,8 +1,8 @@
 #pragma once
-// One report model for every mode: tables whose cells each hold a figure for the JSON (nlohmann_json) and its text
-// for the markdown, so the two cannot disagree. runMode() adds the machine, the parameters and the wall time, writes
-// the markdown to stdout (and --out) and the JSON to --json.
+// One report model for every mode: cells hold a figure for the JSON and its text for the markdown, so that the two
+// cannot disagree.
 #include <concepts>
+#include <cstdint>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -29,11 +29,15 @@ struct Cell {
   std::string text;
 };
 
+inline constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+
 std::string fixed(double value, int decimals);
+std::string gib(std::uint64_t bytes);  // "1.5 GiB"
 Cell number(double value, int decimals);
 Cell ratio(double value);    // "1.05x"
 Cell verdict(bool met);      // true: "met"; false: a bold "missed"
 Cell percent(double share);  // 0.12: "12%"
+Cell digests(std::size_t equal, std::size_t compared);  // "all 12/12", or a bold "11/12"
 
 // Columns are a JSON key and a markdown header; a column whose cells are all numbers is right-aligned.
 class Table {
@@ -62,8 +66,7 @@ struct Report {
   void section(const std::string& key, const std::string& title, const std::string& text, const Table& table);
 };
 
-// What every mode reports of a measurement's samples: nearest-rank percentiles, and the median (the mean of the middle
-// two for an even count), in the unit of the samples.
+// Nearest-rank percentiles, and the median (the mean of the middle two for an even count).
 struct Summary {
   std::size_t samples = 0;
   double min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0, median = 0;
@@ -75,16 +78,15 @@ Json toJson(const Summary& summary, const std::string& unit,
 // "1.23 (1.10-1.40)": the median and the range, the three in the JSON.
 Cell spread(const Summary& summary, const std::string& unit, int decimals);
 
-// The options every mode has.
 struct ModeOptions {
-  bool quick = false;  // a demonstration in seconds: too few samples for conclusions
+  bool quick = false;
   std::string outPath;
   std::string jsonPath;
   std::string commit;  // default: git describe in the source tree
 };
 
-// The runner of every mode: Ctrl-C handling, the machine, `measure` (progress on stderr), the wall time, the report.
-// A failure is reported on stderr with the mode's name, an interruption as such. Returns the exit status.
+// The runner of every mode: Ctrl-C, the machine, `measure` (progress on stderr), the wall time, the report; returns
+// the exit status.
 int runMode(const std::string& mode, const ModeOptions& options, const std::function<void(Report&)>& measure);
 
 }  // namespace wsync::bench

@@ -23,7 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr double kMiB = 1024.0 * 1024.0;
 // One configuration (N workers, one manifest): its rounds' phases, in microseconds.
 struct RoundMeasurement {
   std::size_t workers = 0;
@@ -32,17 +31,14 @@ struct RoundMeasurement {
   std::uint64_t bytes = 0;
   double firstRoundMs = 0;  // round 1: carries the manifest to every worker and faults in their staging
   double othersCpuShare = 0;
-  // total: PublishOutcome::total, BeginUpdate sent -> Commit handled by the trainer; sending: its send of every
-  // bucket; overhead: total - sending; untilPlan: BeginUpdate -> TransferPlan (begin, pause, acks); afterSend: send
-  // returned -> Commit; caller: publish() called -> the outcome in the trainer's thread; apply: outcome -> every worker
-  // shows the version applied; withMonitors: total, with wsync-mon attached.
+  // total: BeginUpdate -> Commit handled; sending: the trainer's send; overhead: total - sending; untilPlan: ->
+  // TransferPlan; afterSend: send returned -> Commit; caller: publish() -> outcome; apply: -> every worker applied.
   std::vector<double> total{}, sending{}, overhead{}, untilPlan{}, afterSend{}, caller{}, apply{}, withMonitors{};
 };
 
 double p50(const std::vector<double>& samples) { return summarize(samples).p50; }
 
-// One bus under test: its coordinator (a thread of this process), its worker processes and its trainer, all for one
-// manifest. Members are declared in the order they must outlive one another: trainer, workers, coordinator.
+// One bus under test: coordinator (a thread here), worker processes and trainer; members in reverse stopping order.
 class BenchBus {
  public:
   BenchBus(const std::string& busName, const std::string& model, std::size_t workerCount, std::uint64_t bucketBytes,
@@ -81,9 +77,8 @@ class BenchBus {
              << " ms\n";
   }
 
-  // The next version, published as soon as the last one is applied everywhere: back to back, yet every round starts
-  // with idle workers, as rounds seconds apart do. Without that wait the Pause would queue behind each worker's copy
-  // of the last version into its weights (O(bytes): data work) and count as overhead.
+  // Published once the last version is applied everywhere: back to back, yet starting on idle workers, so that the
+  // Pause does not queue behind each worker's copy of the last version (data work) and count as overhead.
   void runRound(bool measured) {
     const std::uint64_t version = nextVersion_++;
     const auto called = Clock::now();
@@ -96,7 +91,6 @@ class BenchBus {
                          std::string(trainer_agent::toString(outcome.kind)) + " (" +
                          msg::EnumNameAbortReason(outcome.reason) + "): " + outcome.detail);
     }
-    // Until every worker shows the version applied (its copy into its weights done).
     const auto applied = [&](std::uint32_t slot) { return view_->appliedVersion(slot) >= version; };
     while (!std::all_of(slots_.begin(), slots_.end(), applied)) {
       if (Clock::now() - returned > kApplyTimeout) {
@@ -121,32 +115,24 @@ class BenchBus {
     result_.apply.push_back(microseconds(Clock::now() - returned));
   }
 
-  // Rounds with `count` wsync-mon processes in live view (redrawing 4 times a second into /dev/null, a snapshot a
-  // second), as operators' terminals would, once they had time to settle.
+  // Rounds with `count` wsync-mon processes in live view into /dev/null, once they had time to settle.
   void runWithMonitors(const std::string& monBinary, std::size_t count, std::size_t rounds) {
     const int devNull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (devNull < 0) throw BenchFailure("cannot open /dev/null");
+    const std::unique_ptr<const int, void (*)(const int*)> closer(&devNull, [](const int* fd) { ::close(*fd); });
     const tools::ChildOptions options{.stdoutFd = devNull, .deathSignal = SIGTERM, .stopGrace = kMonitorStopGrace};
     std::vector<tools::ChildProcess> monitors;
-    try {
-      for (std::size_t i = 0; i < count; ++i) {
-        monitors.push_back(tools::ChildProcess::spawn(monBinary, {"--bus", name_, "--refresh-ms", "250"}, options));
-      }
-      std::this_thread::sleep_for(kMonitorSettle);
-      monitored_ = true;
-      for (std::size_t round = 0; round < rounds; ++round) runRound(true);
-      monitored_ = false;
-    } catch (...) {
-      ::close(devNull);
-      throw;
+    for (std::size_t i = 0; i < count; ++i) {
+      monitors.push_back(tools::ChildProcess::spawn(monBinary, {"--bus", name_, "--refresh-ms", "250"}, options));
     }
+    std::this_thread::sleep_for(kMonitorSettle);
+    monitored_ = true;
+    for (std::size_t round = 0; round < rounds; ++round) runRound(true);
+    monitored_ = false;
     for (const tools::ChildProcess& monitor : monitors) monitor.signal(SIGTERM);  // all at once, then reaped
-    monitors.clear();
-    ::close(devNull);
   }
 
-  // Stops the trainer and reaps the workers (their CPU time then counts as this process's); the coordinator stops
-  // with this object.
+  // Stops the trainer and reaps the workers, whose CPU time then counts as ours; the coordinator goes with this.
   RoundMeasurement finish() {
     trainer_->stop();
     workers_.stopAll();
@@ -171,8 +157,7 @@ class RoundRun {
     if (config.monitors > 0) monBinary_ = locateProgram("wsync-mon", "", WSYNC_BENCH_MON);
   }
 
-  // One manifest, `workerCount` workers: warm-up, then the measured rounds; with --monitors, rounds without them,
-  // with them and without again, so that the two phases without bracket the one with.
+  // Warm-up, measured rounds; with --monitors, rounds with them and without again (two phases bracket the one with).
   RoundMeasurement measure(const std::string& model, std::size_t workerCount) {
     const MachineLoad load;
     const std::unique_ptr<BenchBus> bus = open(model, workerCount);
@@ -188,17 +173,15 @@ class RoundRun {
     return report(result);
   }
 
-  // Several manifests, `workerCount` workers each, every one on its own bus at the same time; after the warm-up they
-  // take turns in blocks of kCountBlock rounds, the order rotating every turn.
+  // Several manifests on buses of their own at once, taking turns in blocks of kCountBlock, the order rotating.
   std::vector<RoundMeasurement> measureSideBySide(const std::vector<std::string>& models, std::size_t workerCount) {
     // Each worker holds its weights and, from the first round on, a staging copy; the trainer one more copy.
     std::uint64_t needed = 0;
     for (const std::string& model : models) needed += (2 * workerCount + 2) * catalogManifest(model).totalBytes();
     const std::uint64_t available = availableMemoryBytes();
     if (available > 0 && static_cast<double>(needed) > kMaxRoundMemoryShare * static_cast<double>(available)) {
-      throw BenchFailure("the tensor-count sweep needs " + fixed(static_cast<double>(needed) / kMiB / 1024, 1) +
-                         " GiB side by side, " + fixed(static_cast<double>(available) / kMiB / 1024, 1) +
-                         " GiB available: use fewer --count-workers, smaller --count-models or --no-count-sweep");
+      throw BenchFailure("the tensor-count sweep needs " + gib(needed) + " side by side, " + gib(available) +
+                         " available: use fewer --count-workers, smaller --count-models or --no-count-sweep");
     }
     const MachineLoad load;
     std::vector<std::unique_ptr<BenchBus>> buses;
@@ -245,9 +228,10 @@ class RoundRun {
   std::size_t buses_ = 0;
 };
 
-void serveRounds(const RoundWorkerOptions& options) {
-  // SIGTERM, blocked in every thread (the agent's threads inherit the mask), is taken by sigtimedwait alone: no
-  // handler runs inside the agent's code, and no blocking call of the agent fails with EINTR.
+}  // namespace
+
+int runRoundWorker(const RoundWorkerOptions& options) {
+  // SIGTERM, blocked in every thread, is taken by sigtimedwait alone: no handler or EINTR inside the agent's code.
   sigset_t termination;
   sigemptyset(&termination);
   sigaddset(&termination, SIGTERM);
@@ -259,8 +243,7 @@ void serveRounds(const RoundWorkerOptions& options) {
     const bus::TensorSpec& spec = manifest.tensors()[index];
     orThrow(workerOptions.bindings.bind(spec.name, spec.dtype, spec.shape, weights.tensors()[index]), "bind");
   }
-  // An idle engine: nothing to quiesce, so the pause returns at once. The time of the last pause tells a stuck
-  // benchmark from one that is merely between measurements.
+  // An idle engine: the pause returns at once. The last pause's time tells a gone benchmark from one between runs.
   std::atomic<Clock::rep> lastPause{Clock::now().time_since_epoch().count()};
   worker_agent::PauseHooks hooks{.pause = [&lastPause](msg::PauseMode, std::uint64_t) {
                                    lastPause.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
@@ -275,18 +258,7 @@ void serveRounds(const RoundWorkerOptions& options) {
     }
   }
   agent->stop();  // Goodbye: the coordinator frees the slot at once
-}
-
-}  // namespace
-
-int runRoundWorker(const RoundWorkerOptions& options) {
-  try {
-    serveRounds(options);
-    return 0;
-  } catch (const std::exception& error) {
-    std::cerr << "wsync-bench round worker " << options.id << ": " << error.what() << '\n';
-  }
-  return 2;
+  return 0;
 }
 
 void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
@@ -327,8 +299,7 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
            fixed(static_cast<double>(m.bytes) / kMiB, m.bytes < (1U << 20) ? 3 : 0) + " MiB)";
   };
   const auto goalMet = [](const RoundMeasurement& m) { return p50(m.overhead) / 1000 <= kMaxRoundOverheadMs; };
-  // Each sweep in two tables: the round and its overhead, then where the time goes (p50s of the phases on their own,
-  // so they need not add up).
+  // Each sweep in two tables: round and overhead, then the phases' p50s (each on its own: they need not add up).
   const auto overheads = [&](const std::vector<RoundMeasurement>& sweep, bool withGoal) {
     Table table({{"model", "manifest"}, {"workers", "workers"}, {"total_p50_ms", "round p50"},
                  {"total_p90_ms", "round p90"}, {"sending_p50_ms", "send p50"}, {"overhead_p50_ms", "overhead p50"},

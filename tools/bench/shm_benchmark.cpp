@@ -26,9 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint64_t kMiB = 1024 * 1024;
-// Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
-constexpr std::uint64_t kContentSeed = 20261122;
 
 // The three paths of a measurement, rotated every round so that none always runs first or after another.
 enum class ShmPath : std::uint8_t { Channel, Memcpy, CopyDigest };
@@ -37,8 +34,6 @@ constexpr std::array kPaths{ShmPath::Channel, ShmPath::Memcpy, ShmPath::CopyDige
 double gigabytesPerSecond(std::uint64_t bytes, std::chrono::nanoseconds elapsed) {
   return elapsed.count() > 0 ? static_cast<double>(bytes) / static_cast<double>(elapsed.count()) : 0;
 }
-
-std::string gib(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * kMiB), 1) + " GiB"; }
 
 // The mode in brackets of a /sys/kernel/mm/transparent_hugepage file ("always [madvise] never" -> "madvise").
 std::string selectedMode(const std::string& path) {
@@ -49,8 +44,7 @@ std::string selectedMode(const std::string& path) {
   return open == std::string::npos || close == std::string::npos ? "unknown" : text.substr(open + 1, close - open - 1);
 }
 
-// A model loaded once for all its measurements: the source the sender packs and the memcpy baselines read, and the
-// copy the baselines write.
+// A model loaded once for all its measurements: the sender's source and the memcpy baselines' copy.
 struct ModelUnderTest {
   explicit ModelUnderTest(const std::string& model)
       : name(model), manifest(catalogManifest(model)), source(manifest), copy(manifest) {
@@ -63,8 +57,7 @@ struct ModelUnderTest {
   std::uint64_t version = 0;  // of the source's content
 };
 
-// One measurement's samples, GB/s of model bytes: by wall-clock time, and per CPU-second of the thread doing the work
-// (robust against other processes' load: how fast a side would go on a core of its own).
+// One measurement's samples, GB/s of model bytes by wall-clock time and per CPU-second of the working thread.
 struct ShmMeasurement {
   std::string model;
   std::size_t tensors = 0;
@@ -73,9 +66,8 @@ struct ShmMeasurement {
   std::uint64_t bucketBytes = 0;
   std::uint32_t buffers = 0;
   std::uint32_t buckets = 0;  // of the plan
-  // channel: from the sender's start until the last receiver finished; sender: until send() returned; memcpy: tensor
-  // by tensor into a second copy in this process; copyDigest: memcpy, then XXH3-128 over the copy, the plain way to
-  // move and check bytes. receiverCpu: the receiver that took the most.
+  // channel: until the last receiver finished; sender: until send() returned; copyDigest: memcpy, then XXH3-128 of
+  // the copy; receiverCpu: the busiest receiver.
   std::vector<double> channel{}, sender{}, memcpy{}, copyDigest{};
   std::vector<double> senderCpu{}, receiverCpu{}, memcpyCpu{}, copyDigestCpu{};
   std::size_t digestsCompared = 0;  // receivers x transfers, warm-up included
@@ -109,8 +101,7 @@ class Measurement {
 
   void run(ShmPath path, bool measured) {
     throwIfInterrupted();
-    // Untimed, before every path alike: a new version proves that the receivers got this transfer's bytes, and
-    // leaves the caches in the same state for every path.
+    // Untimed, before every path alike: a new version proves the receivers got this transfer's bytes.
     model_.source.moveToVersion(kContentSeed, ++model_.version);
     if (path == ShmPath::Channel) {
       channel(measured);
@@ -119,15 +110,14 @@ class Measurement {
     }
   }
 
-  // The receivers exit after their last transfer: reaped, their CPU time counts as this process's.
+  // The receivers exit after their last transfer; reaped, their CPU time counts as ours.
   void finish() { receivers_.waitForAll(kAgentExitTimeout); }
 
  private:
   void channel(bool measured) {
     const std::uint64_t transfer = ++transfers_;
     const std::uint64_t bytes = result_.modelBytes;
-    // send() blocks until the receivers have drained the buckets, so a thread watches them meanwhile and aborts the
-    // transfer, as a coordinator would, when one has died or the run is interrupted.
+    // send() blocks until the buckets are drained: a watchdog aborts the transfer when a receiver died or on Ctrl-C.
     std::jthread watchdog([this, transfer](const std::stop_token& stop) {
       while (!stop.stop_requested()) {
         if (interrupted() || receivers_.anyExited()) return arena_.abortTransfer(transfer);
@@ -247,29 +237,22 @@ double memcpyRatio(const ShmMeasurement& m) { return median(m.memcpy) > 0 ? medi
 }  // namespace
 
 int runShmReceiver(const ShmReceiverOptions& options) {
-  try {
-    auto arena = orThrow(bus::ShmArena::open(options.arena), "arena");
-    const bus::Manifest manifest = catalogManifest(options.model);
-    const auto plan =
-        orThrow(bus::BucketPlan::build(manifest, arena.geometry().bucketBytes, kShmPlanAlignment), "plan");
-    const TensorMemory staging(manifest);  // every page written once, before "ready"
-    std::cout << "ready" << std::endl;     // flushed: stdout is a socket
-    for (std::uint64_t transfer = 1; transfer <= options.transfers; ++transfer) {
-      const std::uint64_t cpuStart = threadCpuNanoseconds();
-      auto received = arena.receive(transfer, plan, staging.tensors(), options.receiver,
-                                    Clock::now() + kReceiverIdleTimeout);
-      const auto finish = Clock::now();
-      const std::uint64_t cpuNs = threadCpuNanoseconds() - cpuStart;
-      const bus::TransferResult result = orThrow(std::move(received), "transfer " + std::to_string(transfer));
-      std::cout << "done " << transfer << ' ' << result.bytes << ' ' << result.digest.hi << ' ' << result.digest.lo
-                << ' ' << std::chrono::nanoseconds(finish.time_since_epoch()).count() << ' ' << cpuNs << std::endl;
-    }
-    return 0;
-  } catch (const std::exception& error) {
-    // The benchmark sees the pipe close, names this receiver and points here.
-    std::cerr << "wsync-bench receiver " << options.receiver << ": " << error.what() << '\n';
+  auto arena = orThrow(bus::ShmArena::open(options.arena), "arena");
+  const bus::Manifest manifest = catalogManifest(options.model);
+  const auto plan = orThrow(bus::BucketPlan::build(manifest, arena.geometry().bucketBytes, kShmPlanAlignment), "plan");
+  const TensorMemory staging(manifest);  // every page written once, before "ready"
+  std::cout << "ready" << std::endl;     // flushed: stdout is a socket
+  for (std::uint64_t transfer = 1; transfer <= options.transfers; ++transfer) {
+    const std::uint64_t cpuStart = threadCpuNanoseconds();
+    auto received =
+        arena.receive(transfer, plan, staging.tensors(), options.receiver, Clock::now() + kReceiverIdleTimeout);
+    const auto finish = Clock::now();
+    const std::uint64_t cpuNs = threadCpuNanoseconds() - cpuStart;
+    const bus::TransferResult result = orThrow(std::move(received), "transfer " + std::to_string(transfer));
+    std::cout << "done " << transfer << ' ' << result.bytes << ' ' << result.digest.hi << ' ' << result.digest.lo
+              << ' ' << std::chrono::nanoseconds(finish.time_since_epoch()).count() << ' ' << cpuNs << std::endl;
   }
-  return 2;
+  return 0;
 }
 
 void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
@@ -317,16 +300,13 @@ void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
       transfers.row({m.model, m.tensors, size, m.receivers, geometry, "", "skipped: " + m.skipped});
       continue;
     }
-    const bool equal = m.digestsCompared > 0 && m.digestsEqual == m.digestsCompared;
-    const std::string digests = std::to_string(m.digestsEqual) + "/" + std::to_string(m.digestsCompared);
     transfers.row({m.model, m.tensors, size, m.receivers, geometry, m.buckets, spread(summarize(m.channel), "gbps", 2),
                    number(median(m.channel) * static_cast<double>(m.receivers), 2),
                    spread(summarize(m.memcpy), "gbps", 2), ratio(memcpyRatio(m)),
                    m.receivers == 1 ? verdict(memcpyRatio(m) >= kMinChannelToMemcpyRatio) : Cell(), gbps(m.copyDigest),
-                   gbps(m.sender), Cell(equal, equal ? "all " + digests : "**" + digests + "**"),
+                   gbps(m.sender), digests(m.digestsEqual, m.digestsCompared),
                    percent(m.othersCpuShare)});
-    // The slower side against memcpy, per CPU-second: what the channel would reach with both sides on separate
-    // cores and perfect overlap.
+    // The slower side per CPU-second against memcpy: the channel on separate cores with perfect overlap.
     const double slower = std::min(median(m.senderCpu), median(m.receiverCpu));
     cpu.row({m.model, m.receivers, geometry, gbps(m.senderCpu), gbps(m.receiverCpu), gbps(m.memcpyCpu),
              gbps(m.copyDigestCpu), ratio(median(m.memcpyCpu) > 0 ? slower / median(m.memcpyCpu) : 0)});

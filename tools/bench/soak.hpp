@@ -1,10 +1,6 @@
 #pragma once
-// `wsync-bench soak`: thousands of update rounds back to back through the real programs, with random worker restarts,
-// and whether anything grows over time. A real wsync-coordinator, N real wsync-worker processes (shm channel) and a
-// TrainerAgent in this process publishing version after version; every so often a worker (never worker-0, the
-// resident that shows a worker's own growth) is SIGKILLed at a random moment and started again under the same id.
-// The same-run baseline is the run's own beginning: the first window after the warm-up, which like the last has no
-// restarts.
+// `wsync-bench soak`: thousands of rounds through the real programs with random worker restarts (worker-0 never):
+// does anything grow? The baseline is the run's own first window after the warm-up (method: README.md).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -16,38 +12,32 @@
 
 namespace wsync::bench {
 
-// wsync-coordinator is up in milliseconds; ten seconds is an overloaded machine or a coordinator that failed.
+// wsync-coordinator is up in milliseconds: ten seconds is an overloaded machine or a failed start.
 inline constexpr std::chrono::milliseconds kSoakCoordinatorStartTimeout{10'000};
-// 8 real wsync-worker processes start and register on 2 cores in well under a second.
+// 8 workers start and register on 2 cores in well under a second.
 inline constexpr std::chrono::milliseconds kSoakWorkerJoinTimeout{60'000};
 inline constexpr std::chrono::milliseconds kSoakJoinPollInterval{5};
-// A restarted worker registers again within about 100 ms; thirty seconds without it means that the bus refuses it (a
-// product bug the soak exists to find).
+// A restarted worker registers again within ~100 ms: thirty seconds means the bus refuses it (a product bug).
 inline constexpr std::chrono::milliseconds kSoakRejoinTimeout{30'000};
-// A round of a small manifest takes milliseconds, an aborted one as long as the coordinator takes to see the death
-// (its liveness check runs every 20 ms): a minute without an outcome is a stuck bus.
+// Rounds take ms, aborted ones until the coordinator sees the death (20 ms checks): a minute is a stuck bus.
 inline constexpr std::chrono::milliseconds kSoakRoundOutcomeTimeout{60'000};
-// wsync-worker and wsync-coordinator stop on SIGTERM within one step of their loops (100 ms); then SIGKILL.
+// wsync-worker and wsync-coordinator stop on SIGTERM within one loop step (100 ms); then SIGKILL.
 inline constexpr std::chrono::milliseconds kSoakStopGrace{5'000};
-// A restart kills its worker a time after the publish drawn from [0, factor x the previous window's round p50]: about
-// half the kills land inside a round (in every phase), the rest between rounds.
+// Kill delay after the publish: uniform in [0, 2 x last round p50], so about half the kills land inside a round.
 inline constexpr double kSoakKillDelayFactor = 2.0;
 inline constexpr std::chrono::microseconds kSoakDefaultKillDelayMax{5'000};  // before any round was timed
-// Resource samples per window: ten show a trend inside a window too.
+// Ten resource samples per window show a trend inside a window too.
 inline constexpr std::size_t kSoakSamplesPerWindow = 10;
-// Windows: a warm-up (connections, page faults, the manifest's first trip), one without restarts (the baseline), the
-// ones with restarts, and a last one without (the same after every restart).
+// Windows: warm-up, baseline without restarts, those with restarts, a last one without.
 inline constexpr std::size_t kSoakMinWindows = 3;
 inline constexpr std::size_t kSoakMinWindowsWithRestarts = 4;
 inline constexpr std::size_t kSoakMinWindowRounds = 20;
-// Goals (issue: "flat"): rounds/s, p50 and p99 of the last window within +-10% of the first after the warm-up; RSS
-// and fds of the last window no higher than the first window's maximum plus a little (malloc arenas and ZeroMQ's
-// buffers breathe); threads, /dev/shm entries and child processes no more than in the first.
+// Goals (issue: "flat"): rates +-10%; RSS and fds a little slack (malloc arenas and ZeroMQ's buffers breathe).
 inline constexpr double kSoakFlatTolerance = 0.10;
 inline constexpr double kSoakRssToleranceShare = 0.05;
 inline constexpr double kSoakRssToleranceMiB = 1.0;
 inline constexpr double kSoakFdTolerance = 2;
-// The report warns when the neighbours' share of the CPUs differs by more than this between the two windows.
+// A warning when the neighbours' CPU share differs by more between the two windows.
 inline constexpr double kSoakOthersShiftWarning = 0.10;
 inline constexpr std::size_t kSoakMaxListedDetails = 10;  // unexpected aborts and exits listed by their detail
 
@@ -55,15 +45,14 @@ struct SoakBenchConfig {
   ModeOptions mode;
   std::size_t rounds = 10'000;
   std::size_t workers = 8;
-  std::size_t window = 500;        // rounds per window of figures
+  std::size_t window = 500;        // rounds
   std::size_t restartEvery = 200;  // mean rounds between worker restarts; 0: none
   std::uint64_t seed = 20261122;
   std::string model = "synthetic:16:1";  // 1 MiB to every worker each round, yet rounds of a few ms
   std::string pauseMode = "keep";
-  std::int64_t workerStepMs = 5;  // wsync-worker's decode step (its default)
-  std::string binDir;             // wsync-coordinator and wsync-worker; empty: beside wsync-bench, else this build
+  std::int64_t workerStepMs = 5;  // wsync-worker's default
+  std::string binDir;
   std::string childLogLevel = "warn";
-  // --quick: 6 windows of 100 rounds, seconds on 2 cores, restarts 8 times as often as the full run's.
   void quick() { rounds = 600; window = 100; restartEvery = 25; }
 };
 
@@ -92,7 +81,7 @@ struct SoakSample {
 struct SoakWindow {
   bool warmup = false;
   bool withRestarts = false;  // restarts were scheduled in it (they may still have drawn none)
-  std::size_t rounds = 0, committed = 0, abortedByRestart = 0, abortedOther = 0, refused = 0;
+  std::size_t rounds = 0, abortedByRestart = 0, abortedOther = 0;
   std::size_t restarts = 0, restartsMidRound = 0;
   std::size_t roundsShortOfWorkers = 0;  // published while fewer than N workers were registered
   double seconds = 0;                    // first publish to last outcome, restarts and samples included

@@ -23,13 +23,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A worker that keeps ending by itself is a crash loop, not a soak: the run stops after this many.
+// A worker that keeps ending by itself is a crash loop, not a soak.
 constexpr std::size_t kMaxUnexpectedExits = 16;
 constexpr std::size_t kNever = static_cast<std::size_t>(-1);
 
-// Entries of a folder named `stem`, or `stem` followed by one of `separators` and more ("wsync-soak-1" must not count
-// the segments of a bus called "wsync-soak-12"); with no stem, every entry but . and .. Nothing when it cannot be
-// opened.
+// Entries of a folder named `stem`, or `stem` then one of `separators` ("wsync-soak-1" must not count "wsync-soak-12");
+// with no stem, every entry but . and ..
 std::optional<std::uint32_t> countEntries(const std::string& path, const std::string& stem = "",
                                           std::string_view separators = "") {
   DIR* directory = ::opendir(path.c_str());
@@ -85,8 +84,7 @@ std::pair<std::uint32_t, std::uint32_t> countChildren(pid_t parent) {
   return {children, zombies};
 }
 
-// The bus's entries in /dev/shm (control block "wsync-<uid>-<bus>", arena "...-shm") and in the runtime folder
-// (sockets "<bus>.req", "<bus>.evt").
+// The bus's entries in /dev/shm (control block, arena "...-shm") and in the runtime folder (its sockets).
 std::pair<std::uint32_t, std::uint32_t> countBusResidue(const std::string& busName, const std::string& runtimeDir) {
   return {countEntries("/dev/shm", bus::controlBlockSegmentName(busName), "-.").value_or(0),
           countEntries(runtimeDir, busName, ".").value_or(0)};
@@ -125,7 +123,7 @@ class SoakRun {
       restartEnd_ = (windowCount_ - 1) * config.window;  // the last window runs without restarts again
       scheduleKill(restartBegin_ - 1);
     }
-    // Reserved up front: the benchmark's own bookkeeping must not show as the trainer's growth.
+    // Reserved up front, so that the benchmark's own bookkeeping does not show as the trainer's growth.
     results_.windows.reserve(windowCount_);
     results_.samples.reserve(windowCount_ * (kSoakSamplesPerWindow + 2) + 1);
     results_.restarts.reserve(config.restartEvery > 0 ? 2 * config.rounds / config.restartEvery + 1 : 0);
@@ -177,12 +175,10 @@ class SoakRun {
   }
 
  private:
-  // wsync-coordinator on a bus of this run, the workers, and the trainer in this process; each waits for the
-  // previous one to be ready (the control block says so), every wait bounded.
+  // The coordinator, the workers, the trainer: each once the previous one is ready, as the control block shows.
   void startBus() {
     const std::string& bus = results_.busName;
-    // A coordinator that stops cleanly removes its segments and sockets (the report counts what it left first); one
-    // that was killed cannot, and no later coordinator will purge them, since the bus name is unique to this run.
+    // Removed after the report counted them: a killed coordinator leaves them, and no other will use this bus name.
     runFiles_.add("/dev/shm/" + bus::controlBlockSegmentName(bus));
     runFiles_.add("/dev/shm/" + bus::controlBlockSegmentName(bus) + "-shm");
     if (auto endpoints = bus::resolveEndpoints(bus)) {
@@ -225,9 +221,8 @@ class SoakRun {
     results_.startupMs = microseconds(Clock::now() - start) / 1000;
   }
 
-  // A program of the run: a process group of its own (Ctrl-C reaches the benchmark alone, which stops the programs in
-  // order), none of the benchmark's descriptors (its fd count is its own), `deathSignal` should the benchmark die
-  // (SIGTERM for the coordinator, so that it still removes its segments).
+  // A process group of its own (Ctrl-C reaches the benchmark alone, which stops the programs in order), none of our
+  // descriptors (its fd count is its own); the coordinator dies by SIGTERM with us, so that it removes its segments.
   tools::ChildProcess startProgram(const std::string& path, std::vector<std::string> args, int deathSignal) {
     args.insert(args.end(), {"--log-level", config_.childLogLevel});
     return tools::ChildProcess::spawn(path, args, {.deathSignal = deathSignal, .ownProcessGroup = true,
@@ -245,8 +240,7 @@ class SoakRun {
     worker.restart = restart;
   }
 
-  // Clears the pending rejoin of every worker whose current process holds an attached slot; returns how many workers
-  // are registered that way.
+  // Clears the pending rejoin of every worker whose current process holds an attached slot; returns their number.
   std::size_t markRegistered() {
     const std::vector<bus::AgentSlotSnapshot> attached = attachedAgents(*view_);
     std::size_t registered = 0;
@@ -296,8 +290,7 @@ class SoakRun {
            window);
   }
 
-  // Kills one random worker (never the resident worker-0) a random moment after the publish, and starts it again
-  // under the same agent id at once, as a supervisor would.
+  // Kills a random worker but worker-0 a random moment after the publish, and starts it again at once.
   void restartWorker(std::size_t round, SoakWindow& window) {
     const double maxDelayUs = p50EstimateUs_ > 0 ? kSoakKillDelayFactor * p50EstimateUs_
                                                  : static_cast<double>(kSoakDefaultKillDelayMax.count());
@@ -323,8 +316,7 @@ class SoakRun {
     if (nextKill_ >= restartEnd_) nextKill_ = kNever;
   }
 
-  // A dead coordinator ends the run; a worker that ended without being killed is a finding: it is reported and
-  // started again, and the run goes on.
+  // A dead coordinator ends the run; a worker that ended by itself is reported and started again.
   void superviseWorkers(std::size_t round) {
     if (!coordinator_->running()) {
       throw BenchFailure("wsync-coordinator " + coordinator_->describeExit() + " before round " +
@@ -344,8 +336,7 @@ class SoakRun {
     }
   }
 
-  // The last window starts as the second did, with every worker registered: a restart in the last rounds before it
-  // must not abort one of its rounds.
+  // The last window starts as the second did, every worker registered, so that no earlier restart aborts its rounds.
   void settle(std::size_t round) {
     for (superviseWorkers(round); markRegistered() < workers_.size(); superviseWorkers(round)) {
       throwIfInterrupted();
@@ -367,7 +358,6 @@ class SoakRun {
     ++window.rounds;
     const double totalUs = microseconds(outcome.total);
     if (outcome.committed()) {
-      ++window.committed;
       windowTimes_.push_back(totalUs);
       if (outcome.version == 1) results_.firstRoundMs = totalUs / 1000;
       if (!window.warmup) (window.withRestarts ? withTimes_ : withoutTimes_).push_back(totalUs);
@@ -384,7 +374,6 @@ class SoakRun {
       addDetail("version " + std::to_string(outcome.version) + " aborted: " +
                 msg::EnumNameAbortReason(outcome.reason) + ": " + outcome.detail);
     } else {
-      ++window.refused;
       ++results_.refused;
       addDetail("version " + std::to_string(outcome.version) + " refused: " + outcome.detail);
     }
@@ -420,8 +409,7 @@ class SoakRun {
     results_.samples.push_back(sample);
   }
 
-  // The trainer first (goodbye, its I/O thread joined), then the workers (SIGTERM to all, so that they stop
-  // together), then the coordinator, which removes its segments and sockets on SIGTERM. Safe to call twice.
+  // The trainer first, then the workers (together), then the coordinator, which removes its segments. Idempotent.
   void stopAll() noexcept {
     trainer_.reset();
     for (SoakWorker& worker : workers_) {

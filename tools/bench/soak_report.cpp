@@ -1,5 +1,4 @@
-// `wsync-bench soak`: the verdicts (is the last window like the first after the warm-up, both without restarts?) and
-// the report.
+// `wsync-bench soak`: the verdicts and the report.
 #include <cmath>
 #include <functional>
 #include <iostream>
@@ -10,8 +9,6 @@
 
 namespace wsync::bench {
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 Cell ms(double us) { return {us / 1000, fixed(us / 1000, us < 100'000 ? 2 : 1)}; }
 Cell figure(double value) {

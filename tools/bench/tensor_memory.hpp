@@ -1,7 +1,6 @@
 #pragma once
-// A model of the catalog (cli::modelTensors: "opt-125m", "tiny", "synthetic:COUNT:MIB", ...): its manifest, and its
-// tensors in one allocation, each starting on a cache line as a CPU allocator would place it. Every byte is written
-// when the memory is allocated, so that no timed copy pays for a page fault.
+// A catalog model's tensors (cli::modelTensors) in one allocation, each on a cache line as a CPU allocator would place
+// it; every byte written at once, so that no timed copy pays for a page fault.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,7 +15,9 @@
 
 namespace wsync::bench {
 
-// Throws BenchFailure naming the model when the catalog does not know it.
+// Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
+inline constexpr std::uint64_t kContentSeed = 20261122;
+
 inline bus::Manifest catalogManifest(const std::string& model) {
   return orThrow(bus::Manifest::create(orThrow(cli::modelTensors(model), "model " + model)), "model " + model);
 }
@@ -25,7 +26,6 @@ class TensorMemory {
  public:
   explicit TensorMemory(const bus::Manifest& manifest);
 
-  // Indexed like the manifest.
   std::span<const std::span<std::byte>> tensors() const { return tensors_; }
   std::span<const std::span<const std::byte>> constTensors() const { return constTensors_; }
 

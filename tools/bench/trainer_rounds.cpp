@@ -3,13 +3,6 @@
 #include "bench_failure.hpp"
 
 namespace wsync::bench {
-namespace {
-
-// Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
-constexpr std::uint64_t kContentSeed = 20261122;
-
-}  // namespace
-
 std::vector<bus::AgentSlotSnapshot> attachedAgents(const bus::ControlBlockView& view) {
   std::vector<bus::AgentSlotSnapshot> agents;
   for (std::uint32_t slot = 0; slot < bus::kMaxAgents; ++slot) {

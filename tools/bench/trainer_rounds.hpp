@@ -1,6 +1,5 @@
 #pragma once
-// What `round` and `soak` share: a trainer in this process publishing versions of a model to a bus, and the agents
-// that the bus's control block shows registered.
+// What `round` and `soak` share: a trainer in this process, and the agents the control block shows attached.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -22,20 +21,17 @@ inline double microseconds(std::chrono::nanoseconds duration) {
   return duration.count() > 0 ? static_cast<double>(duration.count()) / 1e3 : 0;
 }
 
-// Registered agents that have attached to their slot (heartbeating), as the control block shows them.
 std::vector<bus::AgentSlotSnapshot> attachedAgents(const bus::ControlBlockView& view);
 
 class BenchTrainer {
  public:
-  // Registers `id` on `bus` and declares `model`'s manifest. Throws BenchFailure.
   BenchTrainer(const std::string& bus, const std::string& id, const std::string& model);
   ~BenchTrainer() { stop(); }
 
   const bus::Manifest& manifest() const { return manifest_; }
   // Publishes `version` of the weights (with `newContent`, 1/32 of their words changed first, untimed).
   void publish(std::uint64_t version, msg::PauseMode pauseMode, bool newContent = false);
-  // The outcome of `version`; `check` runs between slices and throws to name a cause (a dead coordinator). Throws
-  // BenchFailure after `timeout`.
+  // The outcome of `version`; `check` runs between slices and throws to name a cause (a dead coordinator).
   trainer_agent::PublishOutcome awaitOutcome(std::uint64_t version, std::chrono::milliseconds timeout,
                                              const std::function<void()>& check = {});
   trainer_agent::TrainerAgent& agent() { return *agent_; }
