@@ -16,12 +16,6 @@
 namespace wsync::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double microsecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-}
-
 // Both paths of a run: bus names unique to it, ipc:// endpoints (files removed last), the coordinator's sides.
 struct LatencyRun {
   LatencyRun() {
@@ -141,7 +135,7 @@ double measurePauseRound(PauseRun& run, Path path, Agents& agents) {
     if (ack->round == round) ++acks;
     if (ack->round < round) ++run.staleAcks;
   }
-  return microsecondsSince(start);
+  return microseconds(Clock::now() - start);
 }
 
 struct FanoutResult {
@@ -166,7 +160,7 @@ FanoutResult measureFanout(const BusBenchConfig& config, std::size_t measurement
   const auto joinStart = Clock::now();
   joinAgents(runs[0], Path::Bus, agents);
   joinAgents(runs[1], Path::Raw, agents);
-  result.joinMs = microsecondsSince(joinStart) / 1000;
+  result.joinMs = microseconds(Clock::now() - joinStart) / 1000;
   progress << "  all joined in " << static_cast<long>(result.joinMs) << " ms; " << config.pauseRounds
            << " rounds per path (+" << warmup << " warm-up)\n";
   const std::uint64_t staleBefore = runs[0].staleAcks + runs[1].staleAcks;
@@ -201,9 +195,9 @@ inline void keep(std::uint64_t value) { asm volatile("" : : "r"(value) : "memory
 
 template <typename Read>
 double nanosecondsPerRead(Read&& read, std::uint64_t reads) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   for (std::uint64_t i = 0; i < reads; ++i) keep(read());
-  const std::chrono::duration<double, std::nano> elapsed = std::chrono::steady_clock::now() - start;
+  const std::chrono::duration<double, std::nano> elapsed = Clock::now() - start;
   return elapsed.count() / static_cast<double>(reads);
 }
 

@@ -13,17 +13,15 @@
 // A report is {"report": WORD, fields...}. A rank's first one is `allocated` (free_before, free, allocations) once its
 // tensors exist, or `nomemory` (why) when the device was too full for them (it then waits for quit). Failures go to
 // stderr, and the rank exits non-zero.
-#include <chrono>
 #include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "bench_failure.hpp"
+#include "report.hpp"
 
 namespace wsync::bench {
-
-using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: one clock for every process of the host
 
 inline std::int64_t nanosecondsOf(Clock::time_point time) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();

@@ -211,12 +211,12 @@ int runMode(const std::string& mode, const ModeOptions& options, const std::func
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
   try {
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = Clock::now();
     Report report;
     report.json = {
         {"mode", mode}, {"machine", describeMachine(options.commit)}, {"parameters", {{"quick", options.quick}}}};
     measure(report);
-    const double wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double wallSeconds = std::chrono::duration<double>(Clock::now() - start).count();
     report.json["wall_seconds"] = wallSeconds;
     Json machine = report.json["machine"];
     machine["run"] = (options.quick ? "`--quick`: a demonstration, too few samples for conclusions" : "full") +

@@ -1,6 +1,7 @@
 #pragma once
 // One report model for every mode: cells hold a figure for the JSON and its text for the markdown, so that the two
 // cannot disagree.
+#include <chrono>
 #include <concepts>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,12 @@ struct Cell {
 };
 
 inline constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+
+using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: one clock for every process of the host
+
+inline double microseconds(std::chrono::nanoseconds duration) {
+  return duration.count() > 0 ? static_cast<double>(duration.count()) / 1e3 : 0;
+}
 
 std::string fixed(double value, int decimals);
 std::string gib(std::uint64_t bytes);  // "1.5 GiB"

@@ -21,8 +21,6 @@
 namespace wsync::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // One configuration (N workers, one manifest): its rounds' phases, in microseconds.
 struct RoundMeasurement {
   std::size_t workers = 0;

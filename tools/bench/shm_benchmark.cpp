@@ -24,9 +24,6 @@
 namespace wsync::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-
 // The three paths of a measurement, rotated every round so that none always runs first or after another.
 enum class ShmPath : std::uint8_t { Channel, Memcpy, CopyDigest };
 constexpr std::array kPaths{ShmPath::Channel, ShmPath::Memcpy, ShmPath::CopyDigest};

@@ -21,8 +21,6 @@
 namespace wsync::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // A worker that keeps ending by itself is a crash loop, not a soak.
 constexpr std::size_t kMaxUnexpectedExits = 16;
 constexpr std::size_t kNever = static_cast<std::size_t>(-1);

@@ -17,10 +17,6 @@ namespace wsync::bench {
 // The wait for an outcome is cut into slices this long, so that Ctrl-C or a dead coordinator ends it at once.
 inline constexpr std::chrono::milliseconds kOutcomeSlice{100};
 
-inline double microseconds(std::chrono::nanoseconds duration) {
-  return duration.count() > 0 ? static_cast<double>(duration.count()) / 1e3 : 0;
-}
-
 std::vector<bus::AgentSlotSnapshot> attachedAgents(const bus::ControlBlockView& view);
 
 class BenchTrainer {
