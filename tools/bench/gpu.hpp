@@ -109,23 +109,23 @@ struct GpuMeasurement {
   std::uint64_t bucketBytes = 0;
   std::uint32_t buckets = 0;  // of the plan
   std::size_t receivers = 0;
-  std::vector<int> devices;   // by rank: the sender's first
+  std::vector<int> devices{};  // by rank: the sender's first
   std::size_t senderAllocations = 0;
 
   // nccl: common start -> the last rank returned; cuda_ipc: send(), which returns once every receiver copied.
-  Summary channelRound;
-  Summary senderReturn;  // nccl: from the common start until the sender's send() returned
+  Summary channelRound{};
+  Summary senderReturn{};  // nccl: from the common start until the sender's send() returned
   // One ncclBroadcast of the model's bytes, timed like the channel, or one cudaMemcpy(Peer), wall clock in the sender.
-  Summary baselineRound;
-  Summary baselineGpu;  // the same, between CUDA events on the sender's stream
+  Summary baselineRound{};
+  Summary baselineGpu{};  // the same, between CUDA events on the sender's stream
   std::uint64_t baselineChunkBytes = 0;  // the baseline buffer; smaller than the model when memory was short
   std::size_t baselineCalls = 0;         // broadcasts or copies per round (1 unless memory was short)
-  std::string baselineSkipped;           // why there was no baseline; empty when there was one
+  std::string baselineSkipped{};         // why there was no baseline; empty when there was one
 
   std::size_t digestsCompared = 0;  // receivers x channel rounds, warm-up included
   std::size_t digestsEqual = 0;     // a receiver's digest and byte count equal to the sender's
 
-  std::vector<DeviceMemoryUse> memory;
+  std::vector<DeviceMemoryUse> memory{};
   double maxLateStartMs = 0;  // the latest any rank began a round after the common start
 
   // cuda_ipc: receivers' open handles after the first transfer and the last; export generation (1: tables written once).
@@ -133,7 +133,7 @@ struct GpuMeasurement {
   std::uint32_t handlesAtEnd = 0;
   std::uint64_t exportGeneration = 0;
 
-  std::string skipped;  // why the measurement did not run; empty when it did
+  std::string skipped{};  // why the measurement did not run; empty when it did
 
   double ratio() const { return baselineRound.median > 0 ? channelRound.median / baselineRound.median : 0; }
 };

@@ -25,11 +25,7 @@ double millisecondsBetween(std::int64_t startNs, std::int64_t endNs) {
   return static_cast<double>(endNs - startNs) / 1e6;
 }
 
-std::string hexId() {
-  auto id = bus::gpu::makeNcclUniqueId();
-  if (!id) throw BenchFailure("NCCL unique id: " + id.error().describe());
-  return bus::gpu::toHex(*id);
-}
+std::string hexId() { return bus::gpu::toHex(orThrow(bus::gpu::makeNcclUniqueId(), "NCCL unique id")); }
 
 // The rank processes of one measurement and the sockets they take commands on and report through.
 class GpuRanks {
@@ -211,14 +207,9 @@ class GpuRun {
  private:
   GpuMeasurement emptyRow(const std::string& channel, const bus::Manifest& manifest, const std::string& model,
                           const std::vector<int>& devices, std::uint64_t bucketMiB) const {
-    GpuMeasurement row;
-    row.channel = channel;
-    row.model = model;
-    row.tensors = manifest.size();
-    row.modelBytes = manifest.totalBytes();
-    row.bucketBytes = bucketMiB * kMiB;
-    row.receivers = devices.size() - 1;
-    row.devices = devices;
+    GpuMeasurement row{.channel = channel, .model = model, .tensors = manifest.size(),
+                       .modelBytes = manifest.totalBytes(), .bucketBytes = bucketMiB * kMiB,
+                       .receivers = devices.size() - 1, .devices = devices};
     // One memory entry per device the ranks use, named by who is on it.
     for (std::size_t rank = 0; rank < devices.size(); ++rank) {
       auto use = std::find_if(row.memory.begin(), row.memory.end(), [&](auto& u) { return u.device == devices[rank]; });
