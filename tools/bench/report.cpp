@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 
 #include <zmq.hpp>
 
@@ -179,15 +180,11 @@ Summary summarize(std::vector<double> values) {
 }
 
 Json toJson(const Summary& summary, const std::string& unit, const std::vector<std::string>& figures) {
+  static const std::map<std::string, double Summary::*> members{
+      {"min", &Summary::min}, {"p50", &Summary::p50}, {"p90", &Summary::p90},
+      {"p99", &Summary::p99}, {"max", &Summary::max}, {"median", &Summary::median}};
   Json json{{"samples", summary.samples}};
-  for (const std::string& figure : figures) {
-    json[figure + "_" + unit] = figure == "min"   ? summary.min
-                                : figure == "p50" ? summary.p50
-                                : figure == "p90" ? summary.p90
-                                : figure == "p99" ? summary.p99
-                                : figure == "max" ? summary.max
-                                                  : summary.median;
-  }
+  for (const std::string& figure : figures) json[figure + "_" + unit] = summary.*members.at(figure);
   return json;
 }
 
