@@ -46,7 +46,6 @@ struct RoundBenchConfig {
   std::vector<std::string> models{"synthetic:16:1", "tiny"};
   // Same bytes, different tensor counts.
   std::vector<std::string> countModels{"synthetic:10:64", "synthetic:1000:64", "synthetic:20000:64"};
-  bool noCountSweep = false;
   std::size_t countWorkers = kRoundGoalWorkers;
   // The first round carries the manifest and faults in the staging; later ones settle caches.
   std::size_t warmup = 20;

@@ -35,7 +35,6 @@ struct ShmBenchConfig {
   ModeOptions mode;
   std::vector<std::string> models{"opt-125m", "synthetic:20000:2048"};
   std::vector<std::size_t> fanoutReceivers{3, 8};
-  bool noFanout = false;
   // One receiver: every geometry; the fan-out: the first (4 MiB x 2, see README.md).
   std::vector<std::uint64_t> bucketMiB{4};
   std::vector<std::uint32_t> buffers{2};
