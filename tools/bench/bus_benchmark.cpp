@@ -4,7 +4,6 @@
 #include <array>
 #include <atomic>
 #include <iostream>
-#include <sstream>
 
 #include <wsync/bus/state/control_block.hpp>
 
@@ -40,18 +39,15 @@ struct LatencyRun {
   std::array<std::unique_ptr<CoordinatorPath>, 2> paths;
 };
 
-// One line of the round-trip agent's samples, "bus NS NS ..." or "raw ...", in microseconds.
-std::vector<double> readSamples(Agents& agents, const std::string& path, std::size_t expected) {
-  std::istringstream line(agents.readLine(0, kAgentExitTimeout, "its " + path + " samples"));
-  std::string word;
-  line >> word;
+// One path's samples from the round-trip agent's line ({"bus": [NS, ...], "raw": [...]}), in microseconds.
+Summary samplesOf(const Json& line, const std::string& path, std::size_t expected) {
   std::vector<double> samples;
-  for (std::uint64_t ns = 0; line >> ns;) samples.push_back(static_cast<double>(ns) / 1000);
-  if (word != path || samples.size() != expected) {
-    throw BenchFailure("round trip: the agent sent " + std::to_string(samples.size()) + " samples for '" + word +
-                       "', expected " + std::to_string(expected) + " for '" + path + "'");
+  for (const std::uint64_t ns : line.at(path)) samples.push_back(static_cast<double>(ns) / 1000);
+  if (samples.size() != expected) {
+    throw BenchFailure("round trip: the agent sent " + std::to_string(samples.size()) + " " + path +
+                       " samples, expected " + std::to_string(expected));
   }
-  return samples;
+  return summarize(std::move(samples));
 }
 
 LatencyComparison measureRoundTrip(LatencyRun& run, std::size_t roundTrips, std::size_t block,
@@ -76,8 +72,8 @@ LatencyComparison measureRoundTrip(LatencyRun& run, std::size_t roundTrips, std:
                          std::to_string(timeout.count()) + " ms");
     }
   }
-  LatencyComparison result{summarize(readSamples(agents, "bus", roundTrips)),
-                           summarize(readSamples(agents, "raw", roundTrips))};
+  const Json samples = Json::parse(agents.readLine(0, kAgentExitTimeout, "its samples"));
+  LatencyComparison result{samplesOf(samples, "bus", roundTrips), samplesOf(samples, "raw", roundTrips)};
   agents.waitForAll(kAgentExitTimeout);
   return result;
 }
@@ -140,15 +136,14 @@ double measurePauseRound(PauseRun& run, Path path, Agents& agents) {
 
 struct FanoutResult {
   std::size_t agents = 0;
-  LatencyComparison latency;
+  LatencyComparison latency{};
   double joinMs = 0;            // until every agent's SUB had delivered a probe, on both paths
   std::uint64_t staleAcks = 0;  // acks to earlier rounds seen while measuring (expected 0 after the drain)
 };
 
 FanoutResult measureFanout(const BusBenchConfig& config, std::size_t measurement, LatencyRun& run,
                            std::array<PauseRun, 2>& runs, std::ostream& progress) {
-  FanoutResult result;
-  result.agents = config.agentCounts[measurement];
+  FanoutResult result{.agents = config.agentCounts[measurement]};
   const std::size_t warmup = warmupFor(config.pauseRounds);
   progress << "pause fan-out, " << result.agents << " agents: starting\n";
   Agents agents;
@@ -187,8 +182,6 @@ int servingBothPaths(const LatencyAgentOptions& options, bool subscribe, Body&& 
   body(*bus, *raw);
   return 0;
 }
-
-std::string us(double value) { return fixed(value, value < 100 ? 1 : 0); }
 
 // `value` used and memory clobbered: the read is neither dropped nor hoisted out of the loop; no instruction.
 inline void keep(std::uint64_t value) { asm volatile("" : : "r"(value) : "memory"); }
@@ -257,11 +250,7 @@ int runRoundTripAgent(const LatencyAgentOptions& options) {
       }
     }
     // On the pipe, which the benchmark reads once it has answered the last request.
-    for (const Path path : {Path::Bus, Path::Raw}) {
-      std::cout << toString(path);
-      for (const std::uint64_t ns : samples[path == Path::Bus ? 0 : 1]) std::cout << ' ' << ns;
-      std::cout << std::endl;
-    }
+    std::cout << Json{{"bus", samples[0]}, {"raw", samples[1]}}.dump() << std::endl;
   });
 }
 
@@ -293,7 +282,7 @@ std::vector<Table::Column> latencyColumns(Table::Column first) {
 }
 
 std::vector<Cell> latencyRow(Cell first, const LatencyComparison& l) {
-  const auto cell = [](double value) { return Cell(value, us(value)); };
+  const auto cell = [](double value) { return Cell(value, fixed(value, value < 100 ? 1 : 0)); };
   return {std::move(first), cell(l.bus.p50), cell(l.raw.p50), ratio(l.p50Ratio()), cell(l.bus.p90),
           cell(l.raw.p90),  cell(l.bus.p99), cell(l.raw.p99), l.bus.samples};
 }
