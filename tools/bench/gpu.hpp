@@ -108,7 +108,6 @@ struct GpuMeasurement {
   std::uint64_t modelBytes = 0;
   std::uint64_t bucketBytes = 0;
   std::uint32_t buckets = 0;  // of the plan
-  std::size_t receivers = 0;
   std::vector<int> devices{};  // by rank: the sender's first
   std::size_t senderAllocations = 0;
 
@@ -128,7 +127,7 @@ struct GpuMeasurement {
   std::vector<DeviceMemoryUse> memory{};
   double maxLateStartMs = 0;  // the latest any rank began a round after the common start
 
-  // cuda_ipc: receivers' open handles after the first transfer and the last; export generation (1: tables written once).
+  // cuda_ipc: the receivers' open handles after round 1 and at the end; export generation (1: tables written once).
   std::uint32_t handlesAfterFirst = 0;
   std::uint32_t handlesAtEnd = 0;
   std::uint64_t exportGeneration = 0;

@@ -208,8 +208,7 @@ class GpuRun {
   GpuMeasurement emptyRow(const std::string& channel, const bus::Manifest& manifest, const std::string& model,
                           const std::vector<int>& devices, std::uint64_t bucketMiB) const {
     GpuMeasurement row{.channel = channel, .model = model, .tensors = manifest.size(),
-                       .modelBytes = manifest.totalBytes(), .bucketBytes = bucketMiB * kMiB,
-                       .receivers = devices.size() - 1, .devices = devices};
+                       .modelBytes = manifest.totalBytes(), .bucketBytes = bucketMiB * kMiB, .devices = devices};
     // One memory entry per device the ranks use, named by who is on it.
     for (std::size_t rank = 0; rank < devices.size(); ++rank) {
       auto use = std::find_if(row.memory.begin(), row.memory.end(), [&](auto& u) { return u.device == devices[rank]; });
@@ -290,7 +289,7 @@ class GpuRun {
         // Longer than the ranks' own deadline, so that a rank that gives up says why before it is called silent.
         const auto done = ranks.collect("done", kGpuRoundTimeout + kStartLead + kExitNoticeTimeout,
                                         channel ? "transfer " + std::to_string(transfer) : "a baseline round");
-        // nccl: until the last rank finished (a broadcast done on the root says nothing of the receivers); cuda_ipc: send().
+        // nccl: until the last rank returned (the root can finish a broadcast before the receivers); cuda_ipc: send().
         std::int64_t last = start;
         for (const RankLine& line : done) last = std::max(last, signedField(line, "end"));
         const double roundMs = ncclTiming ? millisecondsBetween(start, last)

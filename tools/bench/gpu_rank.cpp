@@ -308,7 +308,8 @@ class GpuRank {
           .rank = static_cast<std::int32_t>(options_.rank),
           .worldSize = options_.world,
           .bufferCount = bus::gpu::kNcclDefaultBuffers};
-      ncclChannel_ = orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");
+      ncclChannel_ =
+          orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");
     } else {
       ipcChannel_ = orThrow(bus::gpu::CudaIpcChannel::open(options_.segment), "CudaIpcChannel::open");
     }

@@ -46,10 +46,8 @@ class BenchBus {
     result_ = {.workers = workerCount, .model = model, .tensors = manifest.size(), .bytes = manifest.totalBytes()};
     progress << "round: " << workerCount << " workers, " << model << " (" << result_.tensors << " tensors, "
              << fixed(static_cast<double>(result_.bytes) / kMiB, 2) << " MiB), bus " << busName << '\n';
-    coordinator::CoordinatorOptions options;
-    options.bus = busName;
-    options.bucketBytes = bucketBytes;
-    coordinator_ = std::make_unique<tools::CoordinatorThread>(options);
+    coordinator_ = std::make_unique<tools::CoordinatorThread>(
+        coordinator::CoordinatorOptions{.bus = busName, .bucketBytes = bucketBytes});
     view_.emplace(orThrow(bus::ControlBlockView::open(busName), "control block of " + busName));
     const auto joinStart = Clock::now();
     for (std::size_t index = 0; index < workerCount; ++index) {

@@ -71,7 +71,7 @@ struct SoakSample {
   std::size_t window = 0;
   std::size_t round = 0;  // rounds finished
   double seconds = 0;     // since the first publish
-  ProcessUsage coordinator, trainer, resident;  // trainer: this process; resident: worker-0, never restarted
+  ProcessUsage coordinator{}, trainer{}, resident{};  // trainer: this process; resident: worker-0, never restarted
   std::uint64_t workersMaxRss = 0, workersSumRss = 0;  // over the live workers
   std::uint32_t workersMaxFds = 0, liveWorkers = 0;
   std::uint32_t shmSegments = 0, runtimeFiles = 0, children = 0, zombies = 0;

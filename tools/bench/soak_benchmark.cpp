@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <random>
 #include <set>
@@ -25,20 +26,15 @@ namespace {
 constexpr std::size_t kMaxUnexpectedExits = 16;
 constexpr std::size_t kNever = static_cast<std::size_t>(-1);
 
-// Entries of a folder named `stem`, or `stem` then one of `separators` ("wsync-soak-1" must not count "wsync-soak-12");
-// with no stem, every entry but . and ..
-std::optional<std::uint32_t> countEntries(const std::string& path, const std::string& stem = "",
-                                          std::string_view separators = "") {
+// The entries of a folder but . and .. that `counted` (given the name) accepts; nothing when it cannot be read.
+std::optional<std::uint32_t> countEntries(const std::string& path,
+                                          const std::function<bool(const char*)>& counted = {}) {
   DIR* directory = ::opendir(path.c_str());
   if (directory == nullptr) return std::nullopt;
   std::uint32_t count = 0;
   while (const dirent* entry = ::readdir(directory)) {
     const std::string_view name(entry->d_name);
-    if (stem.empty() ? name != "." && name != ".."
-                     : name.starts_with(stem) && (name.size() == stem.size() ||
-                                                  separators.find(name[stem.size()]) != std::string_view::npos)) {
-      ++count;
-    }
+    if (name != "." && name != ".." && (!counted || counted(entry->d_name))) ++count;
   }
   ::closedir(directory);
   return count;
@@ -65,27 +61,29 @@ ProcessUsage readProcessUsage(pid_t pid) {
 
 // Processes whose parent is `parent`, and how many of them are zombies (exited, not reaped).
 std::pair<std::uint32_t, std::uint32_t> countChildren(pid_t parent) {
-  std::uint32_t children = 0;
   std::uint32_t zombies = 0;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return {0, 0};
-  while (const dirent* entry = ::readdir(proc)) {
+  const auto children = countEntries("/proc", [parent, &zombies](const char* name) {
     char* end = nullptr;
-    const long pid = std::strtol(entry->d_name, &end, 10);
-    if (pid <= 0 || *end != '\0') continue;
+    const long pid = std::strtol(name, &end, 10);
+    if (pid <= 0 || *end != '\0') return false;
     const std::vector<std::string> fields = procStatFields(static_cast<pid_t>(pid));  // [0] state, [1] parent
-    if (fields.size() < 2 || fields[1] != std::to_string(parent)) continue;
-    ++children;
+    if (fields.size() < 2 || fields[1] != std::to_string(parent)) return false;
     if (fields[0] == "Z") ++zombies;
-  }
-  ::closedir(proc);
-  return {children, zombies};
+    return true;
+  });
+  return {children.value_or(0), zombies};
 }
 
-// The bus's entries in /dev/shm (control block, arena "...-shm") and in the runtime folder (its sockets).
+// The bus's entries in /dev/shm (control block, arena "...-shm") and in the runtime folder (its sockets): its name,
+// or its name then one of `separators` ("wsync-soak-1" must not count "wsync-soak-12").
 std::pair<std::uint32_t, std::uint32_t> countBusResidue(const std::string& busName, const std::string& runtimeDir) {
-  return {countEntries("/dev/shm", bus::controlBlockSegmentName(busName), "-.").value_or(0),
-          countEntries(runtimeDir, busName, ".").value_or(0)};
+  const auto named = [](const std::string& stem, std::string_view separators) {
+    return [stem, separators](std::string_view name) {
+      return name.starts_with(stem) && (name.size() == stem.size() || separators.find(name[stem.size()]) != name.npos);
+    };
+  };
+  return {countEntries("/dev/shm", named(bus::controlBlockSegmentName(busName), "-.")).value_or(0),
+          countEntries(runtimeDir, named(busName, ".")).value_or(0)};
 }
 
 // The workers' agent id in an abort's detail ("worker 'worker-3': process 1234 is gone"), if it names one.
@@ -382,12 +380,11 @@ class SoakRun {
   }
 
   void takeSample(std::size_t round, std::size_t window) {
-    SoakSample sample;
-    sample.window = window;
-    sample.round = round;
-    sample.seconds = round == 0 ? 0 : std::chrono::duration<double>(Clock::now() - runStart_).count();
-    sample.coordinator = readProcessUsage(coordinator_->pid());
-    sample.trainer = readProcessUsage(::getpid());
+    SoakSample sample{.window = window,
+                      .round = round,
+                      .seconds = round == 0 ? 0 : std::chrono::duration<double>(Clock::now() - runStart_).count(),
+                      .coordinator = readProcessUsage(coordinator_->pid()),
+                      .trainer = readProcessUsage(::getpid())};
     for (std::size_t index = 0; index < workers_.size(); ++index) {
       const ProcessUsage usage = readProcessUsage(workers_[index].process->pid());
       if (index == 0) sample.resident = usage;
