@@ -153,31 +153,18 @@ class RoundRun {
     if (config.monitors > 0) monBinary_ = locateProgram("wsync-mon", "", WSYNC_BENCH_MON);
   }
 
-  // Warm-up, measured rounds; with --monitors, rounds with them and without again (two phases bracket the one with).
-  RoundMeasurement measure(const std::string& model, std::size_t workerCount) {
-    const MachineLoad load;
-    const std::unique_ptr<BenchBus> bus = open(model, workerCount);
-    for (std::size_t round = 0; round < config_.warmup + config_.rounds; ++round) {
-      bus->runRound(round >= config_.warmup);
-    }
-    if (config_.monitors > 0) {
-      bus->runWithMonitors(monBinary_, config_.monitors, config_.rounds);
-      for (std::size_t round = 0; round < config_.rounds; ++round) bus->runRound(true);
-    }
-    RoundMeasurement result = bus->finish();
-    result.othersCpuShare = load.othersShare();
-    return report(result);
-  }
-
-  // Several manifests on buses of their own at once, taking turns in blocks of kCountBlock, the order rotating.
-  std::vector<RoundMeasurement> measureSideBySide(const std::vector<std::string>& models, std::size_t workerCount) {
+  // Each manifest on a bus of its own, all at once (the worker sweep: one), taking turns in blocks of kCountBlock, the
+  // order rotating; with `monitored`, then rounds with --monitors and without again (two phases bracket the one with).
+  std::vector<RoundMeasurement> measure(const std::vector<std::string>& models, std::size_t workerCount,
+                                        std::size_t rounds, bool monitored) {
     // Each worker holds its weights and, from the first round on, a staging copy; the trainer one more copy.
     std::uint64_t needed = 0;
     for (const std::string& model : models) needed += (2 * workerCount + 2) * catalogManifest(model).totalBytes();
     const std::uint64_t available = availableMemoryBytes();
     if (available > 0 && static_cast<double>(needed) > kMaxRoundMemoryShare * static_cast<double>(available)) {
-      throw BenchFailure("the tensor-count sweep needs " + gib(needed) + " side by side, " + gib(available) +
-                         " available: use fewer --count-workers, smaller --count-models or --no-count-sweep");
+      throw BenchFailure(std::to_string(workerCount) + " workers of " + std::to_string(models.size()) +
+                         " manifest(s) side by side need " + gib(needed) + ", " + gib(available) +
+                         " available: use fewer workers, smaller manifests or --no-count-sweep");
     }
     const MachineLoad load;
     std::vector<std::unique_ptr<BenchBus>> buses;
@@ -185,12 +172,16 @@ class RoundRun {
     for (auto& bus : buses) {
       for (std::size_t round = 0; round < config_.warmup; ++round) bus->runRound(false);
     }
-    for (std::size_t done = 0, turn = 0; done < config_.countRounds; done += kCountBlock, ++turn) {
+    for (std::size_t done = 0, turn = 0; done < rounds; done += kCountBlock, ++turn) {
       for (std::size_t k = 0; k < buses.size(); ++k) {
-        for (std::size_t round = 0; round < std::min(kCountBlock, config_.countRounds - done); ++round) {
+        for (std::size_t round = 0; round < std::min(kCountBlock, rounds - done); ++round) {
           buses[(turn + k) % buses.size()]->runRound(true);
         }
       }
+    }
+    for (std::size_t b = 0; monitored && b < buses.size(); ++b) {
+      buses[b]->runWithMonitors(monBinary_, config_.monitors, rounds);
+      for (std::size_t round = 0; round < rounds; ++round) buses[b]->runRound(true);
     }
     // Every bus's agents stopped before the load is read, so that all their CPU time counts as the benchmark's.
     std::vector<RoundMeasurement> results;
@@ -263,10 +254,12 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
   RoundRun run(c, std::cerr);
   std::vector<RoundMeasurement> workerSweep;
   for (const std::string& model : c.models) {
-    for (const std::size_t workers : c.workerCounts) workerSweep.push_back(run.measure(model, workers));
+    for (const std::size_t workers : c.workerCounts) {
+      workerSweep.push_back(run.measure({model}, workers, c.rounds, c.monitors > 0)[0]);
+    }
   }
   std::vector<RoundMeasurement> countSweep;
-  if (!c.countModels.empty()) countSweep = run.measureSideBySide(c.countModels, c.countWorkers);
+  if (!c.countModels.empty()) countSweep = run.measure(c.countModels, c.countWorkers, c.countRounds, false);
   const LatencyComparison after = runRoundTripBenchmark(c.baselineRoundTrips, kDefaultBlock, std::cerr);
   report.json["others_cpu_share"] = load.othersShare();
 
