@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "bench_failure.hpp"
 
@@ -20,8 +21,7 @@ bool executable(const std::filesystem::path& path) {
 void Agents::start(std::string label, const std::string& agent, const nlohmann::json& options, bool linked) {
   // The resolved path rather than /proc/self/exe itself, so that errors name a real file.
   static const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  std::optional<LinePipe> pipe;
-  if (linked) pipe.emplace(LinePipe::socketPair());
+  auto pipe = linked ? std::make_unique<LinePipe>() : nullptr;
   const int peer = pipe ? pipe->peerFd() : -1;
   const tools::ChildOptions childOptions{
       .stdinFd = peer, .stdoutFd = peer, .deathSignal = SIGKILL, .stopGrace = kStopGrace};
