@@ -85,10 +85,6 @@ class GpuRanks {
     for (auto& line : lines) result.push_back(std::move(*line));
     return result;
   }
-  RankLine next(std::size_t rank, const std::string& word, std::chrono::milliseconds timeout,
-                const std::string& waitingFor) {
-    return collect(word, timeout, waitingFor, rank)[rank];
-  }
 
   void quit() {
     sendAll({{"command", "quit"}});
@@ -166,12 +162,10 @@ class GpuRun {
       const std::uint64_t largestBucket = *std::max_element(config_.bucketMiB.begin(), config_.bucketMiB.end()) * kMiB;
       const std::uint64_t reserved = kBaselineHeadroomBytes + bus::gpu::kNcclDefaultBuffers * largestBucket;
       for (const Allocated& rank : allocated) room = std::min(room, rank.free > reserved ? rank.free - reserved : 0);
-    } else if (devices.front() == devices.back()) {
-      const std::uint64_t free = allocated.back().free;
-      room = free > kBaselineHeadroomBytes ? (free - kBaselineHeadroomBytes) / 2 : 0;
     } else {
       const std::uint64_t free = std::min(allocated.front().free, allocated.back().free);
-      room = free > kBaselineHeadroomBytes ? free - kBaselineHeadroomBytes : 0;
+      const std::uint64_t buffers = devices.front() == devices.back() ? 2 : 1;
+      room = free > kBaselineHeadroomBytes ? (free - kBaselineHeadroomBytes) / buffers : 0;
     }
     for (GpuMeasurement& row : rows) setBaseline(row, room, nccl ? "each GPU" : "the GPUs", allocated[0]);
     const std::uint64_t chunk = rows[0].baselineChunkBytes;
@@ -194,7 +188,7 @@ class GpuRun {
       }
       for (std::size_t rank = 0; !nccl && rank < ranks.size(); ++rank) {
         ranks.send(rank, open);
-        opened.push_back(ranks.next(rank, "opened", kRankSetupTimeout, "the channel to open"));
+        opened.push_back(ranks.collect("opened", kRankSetupTimeout, "the channel to open", rank)[rank]);
       }
       row.buckets = static_cast<std::uint32_t>(unsignedField(opened[0], "buckets"));
       for (std::size_t rank = 0; rank < opened.size(); ++rank) opening(row, rank, opened[rank], allocated[rank]);
@@ -228,7 +222,7 @@ class GpuRun {
       ranks.start(label, GpuRankOptions{channel, static_cast<std::uint32_t>(rank),
                                         static_cast<std::uint32_t>(devices.size()), devices[rank], baselineDevice,
                                         model, config_.allocation, segment});
-      const RankLine line = ranks.next(rank, "", kRankStartTimeout, "its tensors to be allocated");
+      const RankLine line = ranks.collect("", kRankStartTimeout, "its tensors to be allocated", rank)[rank];
       if (word(line) == "nomemory") {
         const std::string why = label + ": " + line.value("why", "");
         progress_ << "  skipped: " << why << "\n";
