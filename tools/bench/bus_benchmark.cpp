@@ -173,7 +173,6 @@ FanoutResult measureFanout(const BusBenchConfig& config, std::size_t measurement
   return result;
 }
 
-// Opens both paths of an agent and runs `body` on them.
 template <typename Body>
 int servingBothPaths(const LatencyAgentOptions& options, bool subscribe, Body&& body) {
   zmq::context_t context;

@@ -158,9 +158,7 @@ int main(int argc, char** argv) {
   addAgent(app, "agent-gpu-rank", status, &runGpuRank);
 #else
   // Listed, so that asking for it says why it is missing rather than "unknown subcommand".
-  CLI::App& gpuMode = *app.add_subcommand("gpu", "The GPU channels (not in this build)");
-  gpuMode.allow_extras();
-  gpuMode.callback([&] {
+  app.add_subcommand("gpu", "The GPU channels (not in this build)")->allow_extras()->callback([&status] {
     std::cerr << "wsync-bench gpu: this build has no GPU channels (configure with -DWSYNC_CUDA=ON on a host with the "
                  "CUDA Toolkit and NCCL's header)\n";
     status = 1;

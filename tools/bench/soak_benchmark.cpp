@@ -225,7 +225,6 @@ class SoakRun {
                                                    .closeOtherFds = true, .stopGrace = kSoakStopGrace});
   }
 
-  // Starts (or starts again) a worker under its agent id; its rejoin is timed from now.
   void startWorker(SoakWorker& worker, std::optional<std::size_t> restart) {
     worker.process = startProgram(results_.workerPath,
                                   {"--bus", results_.busName, "--id", worker.id, "--model", config_.model, "--channel",

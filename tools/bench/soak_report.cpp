@@ -201,7 +201,6 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
   for (const std::string& detail : r.details) out << "- " << detail << "\n";
   out << "\n";
 
-  // Windows: the round figures, then the maximum of every resource over the window's samples.
   std::vector<Table::Column> columns{{"window", "window"}, {"rounds", "rounds"},
                                      {"restarts", "restarts (mid-round)"}, {"aborted", "aborted (by a restart)"},
                                      {"rounds_per_second", "rounds/s"}, {"p50_ms", "p50 ms"}, {"p99_ms", "p99 ms"},
