@@ -17,6 +17,8 @@ namespace wsync::bench {
 
 // Agents get this long to go after SIGTERM before SIGKILL.
 inline constexpr std::chrono::milliseconds kStopGrace{2000};
+// The real programs stop on SIGTERM within a loop step or a redraw (250 ms at most); then SIGKILL.
+inline constexpr std::chrono::milliseconds kProgramStopGrace{5000};
 // An agent idle this long takes the benchmark for gone or stuck and exits.
 inline constexpr std::chrono::milliseconds kAgentIdleTimeout{60000};
 // An agent exits right after its last report; this long after it, it is stuck.

@@ -116,7 +116,7 @@ class BenchBus {
     const int devNull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (devNull < 0) throw BenchFailure("cannot open /dev/null");
     const std::unique_ptr<const int, void (*)(const int*)> closer(&devNull, [](const int* fd) { ::close(*fd); });
-    const tools::ChildOptions options{.stdoutFd = devNull, .deathSignal = SIGTERM, .stopGrace = kMonitorStopGrace};
+    const tools::ChildOptions options{.stdoutFd = devNull, .deathSignal = SIGTERM, .stopGrace = kProgramStopGrace};
     std::vector<tools::ChildProcess> monitors;
     for (std::size_t i = 0; i < count; ++i) {
       monitors.push_back(tools::ChildProcess::spawn(monBinary, {"--bus", name_, "--refresh-ms", "250"}, options));

@@ -18,8 +18,6 @@ inline constexpr std::chrono::milliseconds kShmTransferTimeout{120'000};
 inline constexpr std::chrono::milliseconds kReceiverIdleTimeout{300'000};
 // The watchdog's look for a dead receiver: too rare to disturb the copy, often enough to abort.
 inline constexpr std::chrono::milliseconds kWatchdogInterval{20};
-// 256-byte tensor starts in a bucket, as for GPU copies (docs/bucket-plan.md).
-inline constexpr std::uint32_t kShmPlanAlignment = 256;
 // The first transfer faults the arena's pages in; caches and clocks settle.
 inline constexpr std::size_t kShmWarmupRounds = 2;
 // --wait-for-quiet: 90% idle over half a second (our receivers sleep meanwhile), waiting two minutes at most.

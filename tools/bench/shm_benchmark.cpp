@@ -83,7 +83,7 @@ class Measurement {
         arena_(orThrow(bus::ShmArena::create(arenaName, {result.bucketBytes, result.buffers,
                                                          static_cast<std::uint32_t>(result.receivers)}),
                        "arena")),
-        plan_(orThrow(bus::BucketPlan::build(model.manifest, result.bucketBytes, kShmPlanAlignment), "plan")) {
+        plan_(orThrow(bus::BucketPlan::build(model.manifest, result.bucketBytes, kPlanAlignment), "plan")) {
     result_.buckets = plan_.bucketCount();
     for (std::uint32_t i = 0; i < result.receivers; ++i) {
       receivers_.start("receiver " + std::to_string(i), "agent-shm-receive",
@@ -236,7 +236,7 @@ double memcpyRatio(const ShmMeasurement& m) { return median(m.memcpy) > 0 ? medi
 int runShmReceiver(const ShmReceiverOptions& options) {
   auto arena = orThrow(bus::ShmArena::open(options.arena), "arena");
   const bus::Manifest manifest = catalogManifest(options.model);
-  const auto plan = orThrow(bus::BucketPlan::build(manifest, arena.geometry().bucketBytes, kShmPlanAlignment), "plan");
+  const auto plan = orThrow(bus::BucketPlan::build(manifest, arena.geometry().bucketBytes, kPlanAlignment), "plan");
   const TensorMemory staging(manifest);  // every page written once, before "ready"
   std::cout << "ready" << std::endl;     // flushed: stdout is a socket
   for (std::uint64_t transfer = 1; transfer <= options.transfers; ++transfer) {
@@ -274,7 +274,7 @@ void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
   for (const ShmMeasurement& m : results) busy += m.busyRounds;
   report.parameters().update(Json{
       {"models", c.models}, {"fanout_receivers", c.fanoutReceivers}, {"bucket_mib", c.bucketMiB},
-      {"buffers", c.buffers}, {"plan_alignment", kShmPlanAlignment}, {"repetitions", c.repetitions},
+      {"buffers", c.buffers}, {"plan_alignment", kPlanAlignment}, {"repetitions", c.repetitions},
       {"warmup_rounds", kShmWarmupRounds}, {"wait_for_quiet", c.waitForQuiet}, {"rounds_not_quiet", busy},
       {"memory_available", gib(available)},
       {"transparent_huge_pages", "anonymous " + selectedMode("/sys/kernel/mm/transparent_hugepage/enabled") +

@@ -193,7 +193,7 @@ class SoakRun {
         throw BenchFailure("wsync-coordinator on bus " + bus + " not up within " +
                            std::to_string(kSoakCoordinatorStartTimeout.count()) + " ms");
       }
-      std::this_thread::sleep_for(kSoakJoinPollInterval);
+      std::this_thread::sleep_for(kWorkerJoinPollInterval);
     }
     workers_.resize(config_.workers);
     for (std::size_t index = 0; index < config_.workers; ++index) {
@@ -205,11 +205,11 @@ class SoakRun {
       for (SoakWorker& worker : workers_) {
         if (!worker.process->running()) throw BenchFailure(worker.id + " " + worker.process->describeExit());
       }
-      if (Clock::now() - start > kSoakWorkerJoinTimeout) {
+      if (Clock::now() - start > kWorkerJoinTimeout) {
         throw BenchFailure(std::to_string(view_->activeAgents()) + " of " + std::to_string(config_.workers) +
-                           " workers registered within " + std::to_string(kSoakWorkerJoinTimeout.count()) + " ms");
+                           " workers registered within " + std::to_string(kWorkerJoinTimeout.count()) + " ms");
       }
-      std::this_thread::sleep_for(kSoakJoinPollInterval);
+      std::this_thread::sleep_for(kWorkerJoinPollInterval);
     }
     trainer_.emplace(bus, "soak-trainer", config_.model);
     results_.tensors = trainer_->manifest().size();
@@ -222,7 +222,7 @@ class SoakRun {
   tools::ChildProcess startProgram(const std::string& path, std::vector<std::string> args, int deathSignal) {
     args.insert(args.end(), {"--log-level", config_.childLogLevel});
     return tools::ChildProcess::spawn(path, args, {.deathSignal = deathSignal, .ownProcessGroup = true,
-                                                   .closeOtherFds = true, .stopGrace = kSoakStopGrace});
+                                                   .closeOtherFds = true, .stopGrace = kProgramStopGrace});
   }
 
   void startWorker(SoakWorker& worker, std::optional<std::size_t> restart) {
@@ -276,7 +276,7 @@ class SoakRun {
       scheduleKill(round);
     }
     // A coordinator that died leaves the trainer waiting for a heartbeat refusal: the cause is known now.
-    record(trainer_->awaitOutcome(version, kSoakRoundOutcomeTimeout,
+    record(trainer_->awaitOutcome(version, kRoundOutcomeTimeout,
                                   [this, version] {
                                     if (coordinator_->running()) return;
                                     throw BenchFailure("version " + std::to_string(version) +
@@ -336,7 +336,7 @@ class SoakRun {
     for (superviseWorkers(round); markRegistered() < workers_.size(); superviseWorkers(round)) {
       throwIfInterrupted();
       checkRejoinDeadlines();
-      std::this_thread::sleep_for(kSoakJoinPollInterval);
+      std::this_thread::sleep_for(kWorkerJoinPollInterval);
     }
   }
 
@@ -410,10 +410,10 @@ class SoakRun {
       if (worker.process) worker.process->signal(SIGTERM);
     }
     for (SoakWorker& worker : workers_) {
-      if (worker.process) worker.process->stop(kSoakStopGrace);
+      if (worker.process) worker.process->stop(kProgramStopGrace);
     }
     view_.reset();
-    if (coordinator_) coordinator_->stop(kSoakStopGrace);
+    if (coordinator_) coordinator_->stop(kProgramStopGrace);
   }
 
   const SoakBenchConfig& config_;

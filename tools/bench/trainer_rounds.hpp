@@ -14,6 +14,11 @@
 
 namespace wsync::bench {
 
+// N workers start, write their tensors (64 MiB at most) and register: seconds for 32 on 2 cores.
+inline constexpr std::chrono::milliseconds kWorkerJoinTimeout{60'000};
+inline constexpr std::chrono::milliseconds kWorkerJoinPollInterval{5};
+// A round takes ms to a few hundred, an aborted one until the coordinator sees the death: a minute is a stuck bus.
+inline constexpr std::chrono::milliseconds kRoundOutcomeTimeout{60'000};
 // The wait for an outcome is cut into slices this long, so that Ctrl-C or a dead coordinator ends it at once.
 inline constexpr std::chrono::milliseconds kOutcomeSlice{100};
 
