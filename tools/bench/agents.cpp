@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -48,10 +49,7 @@ void Agents::throwIfAnyExited() {
 }
 
 bool Agents::anyExited() const {
-  for (const Agent& agent : agents_) {
-    if (agent.process.ended()) return true;
-  }
-  return false;
+  return std::any_of(agents_.begin(), agents_.end(), [](const Agent& agent) { return agent.process.ended(); });
 }
 
 void Agents::waitForAll(std::chrono::milliseconds timeout) {

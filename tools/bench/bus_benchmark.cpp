@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <iostream>
+#include <set>
 
 #include <wsync/bus/state/control_block.hpp>
 
@@ -88,14 +89,13 @@ struct PauseRun {
 // Slow joiners: PUB drops events for a SUB not yet subscribed, so probes go out until every agent acked one on this
 // path (proving its SUB and DEALER); then late acks to probes are drained, so that timed rounds do not pay them.
 void joinAgents(PauseRun& run, Path path, Agents& agents) {
-  std::vector<bool> joined(agents.size(), false);
-  std::size_t joinedCount = 0;
+  std::set<std::size_t> joined;
   const auto deadline = Clock::now() + kJoinTimeout;
-  while (joinedCount < agents.size()) {
+  while (joined.size() < agents.size()) {
     throwIfInterrupted();
     agents.throwIfAnyExited();  // an agent that failed to start is reported now, not at the deadline
     if (Clock::now() > deadline) {
-      throw BenchFailure("fan-out: only " + std::to_string(joinedCount) + " of " + std::to_string(agents.size()) +
+      throw BenchFailure("fan-out: only " + std::to_string(joined.size()) + " of " + std::to_string(agents.size()) +
                          " agents answered a probe on the " + toString(path) + " path within " +
                          std::to_string(kJoinTimeout.count()) + " ms");
     }
@@ -105,8 +105,7 @@ void joinAgents(PauseRun& run, Path path, Agents& agents) {
     while (const auto ack = run.path.receiveAck(std::max(
                std::chrono::milliseconds{0}, std::chrono::ceil<std::chrono::milliseconds>(probeEnd - Clock::now())))) {
       if (ack->agent >= agents.size()) throw BenchFailure("fan-out: ack from agent " + std::to_string(ack->agent));
-      if (!joined[ack->agent]) ++joinedCount;
-      joined[ack->agent] = true;
+      joined.insert(ack->agent);
     }
   }
   const auto drainEnd = Clock::now() + kJoinTimeout;

@@ -7,8 +7,6 @@
 #include <string>
 #include <vector>
 
-#include <wsync/bus/protocol/manifest.hpp>
-
 #include "report.hpp"
 
 namespace wsync::bench {
@@ -35,10 +33,6 @@ inline constexpr std::chrono::milliseconds kCollectSlice{2};
 inline constexpr std::chrono::milliseconds kRankExitTimeout{60'000};
 // After a rank's socket closes, its exit status may take this long before it is called silent.
 inline constexpr std::chrono::milliseconds kExitNoticeTimeout{2000};
-// 256-byte tensor starts in a bucket (docs/bucket-plan.md); the GPU channels need at least 16.
-inline constexpr std::uint32_t kGpuPlanAlignment = 256;
-// Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
-inline constexpr std::uint64_t kGpuContentSeed = 20261201;
 // Room left beside the baseline's buffers for communicators, tables and CUDA (the channel's buckets come on top).
 inline constexpr std::uint64_t kBaselineHeadroomBytes = std::uint64_t{3} << 30;
 // A baseline in smaller pieces is skipped: the pieces' launches would count.
@@ -81,11 +75,6 @@ int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.
 Json describeGpus();
-
-// `bytes` (10^9 a GB) per second at the median of round times in milliseconds.
-inline double gigabytesPerSecond(const Summary& milliseconds, std::uint64_t bytes) {
-  return milliseconds.median > 0 ? static_cast<double>(bytes) / (milliseconds.median * 1e-3) / 1e9 : 0;
-}
 
 // Device memory on one GPU of a measurement, from cudaMemGetInfo in the ranks on it (device-wide figures).
 struct DeviceMemoryUse {

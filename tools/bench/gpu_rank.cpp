@@ -245,8 +245,7 @@ class GpuRank {
     const std::uint64_t before = freeMemory();
     try {
       tensors_.emplace(manifest_, options_.allocation == "torch");
-    } catch (const DeviceMemoryShort& full) {
-      tensors_.reset();
+    } catch (const DeviceMemoryShort& full) {  // emplace() left tensors_ empty
       link_.report("nomemory", {{"why", full.what()}});
       return false;
     }
@@ -300,7 +299,7 @@ class GpuRank {
   }
 
   void open(std::uint64_t bucketBytes, const std::string& idHex) {
-    plan_.emplace(orThrow(bus::BucketPlan::build(manifest_, bucketBytes, kGpuPlanAlignment), "plan"));
+    plan_.emplace(orThrow(bus::BucketPlan::build(manifest_, bucketBytes, kPlanAlignment), "plan"));
     const std::uint64_t before = freeMemory();
     if (nccl()) {
       const bus::gpu::NcclChannelConfig config{
@@ -321,7 +320,7 @@ class GpuRank {
 
   void prepare(std::uint64_t version) {
     if (sender()) {
-      tensors_->enqueueFill(kGpuContentSeed, version, stream_);
+      tensors_->enqueueFill(kContentSeed, version, stream_);
       // send() reads the tensors on the channel's own streams: they must be written before it is called.
       waitForStream(Clock::now() + kPrepareTimeout, "writing version " + std::to_string(version));
     }

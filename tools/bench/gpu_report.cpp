@@ -12,6 +12,7 @@
 #include <wsync/bus/channel/nccl/nccl_channel.hpp>
 
 #include "gpu.hpp"
+#include "tensor_memory.hpp"
 
 extern char** environ;
 
@@ -25,7 +26,10 @@ Cell size(std::uint64_t bytes) {
   const double mib = static_cast<double>(bytes) / kMiB;
   return {bytes, mib >= 1024 ? fixed(mib / 1024, 2) + " GiB" : fixed(mib, mib < 10 ? 2 : 0) + " MiB"};
 }
-Cell gbps(const Summary& t, std::uint64_t bytes) { return number(gigabytesPerSecond(t, bytes), 1); }
+// GB/s (10^9 bytes) at the median of round times in milliseconds.
+Cell gbps(const Summary& ms, std::uint64_t bytes) {
+  return number(ms.median > 0 ? static_cast<double>(bytes) / (ms.median * 1e6) : 0, 1);
+}
 
 // A measurement's row: what moved where, the channel, its baseline, then what only that channel has.
 std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
@@ -120,7 +124,7 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
   report.parameters().update(Json{{"notes", r.notes}, {"channels", c.channels}, {"models", c.models},
                                   {"receivers", c.receivers}, {"ipc_devices", c.ipcDevices},
                                   {"bucket_mib", c.bucketMiB}, {"nccl_buffers", bus::gpu::kNcclDefaultBuffers},
-                                  {"plan_alignment", kGpuPlanAlignment}, {"warmup_rounds", c.warmup},
+                                  {"plan_alignment", kPlanAlignment}, {"warmup_rounds", c.warmup},
                                   {"repetitions", c.repetitions}, {"allocation", c.allocation}});
 
   for (const bool nccl : {true, false}) {

@@ -132,10 +132,9 @@ std::string Table::markdown() const {
   for (const Column& column : columns_) text += "| " + column.header + " ";
   text += "|\n";
   for (std::size_t c = 0; c < columns_.size(); ++c) {
-    bool figures = true;
-    for (const auto& row : rows_) {
-      figures = figures && (c >= row.size() || row[c].text.empty() || row[c].json.is_number());
-    }
+    const bool figures = std::all_of(rows_.begin(), rows_.end(), [c](const std::vector<Cell>& row) {
+      return c >= row.size() || row[c].text.empty() || row[c].json.is_number();
+    });
     text += figures ? "|---:" : "|---";
   }
   text += "|\n";
