@@ -40,6 +40,7 @@ inline double microseconds(std::chrono::nanoseconds duration) {
 
 std::string fixed(double value, int decimals);
 std::string gib(std::uint64_t bytes);  // "1.5 GiB"
+inline double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / kMiB; }
 Cell number(double value, int decimals);
 Cell ratio(double value);    // "1.05x"
 Cell verdict(bool met);      // true: "met"; false: a bold "missed"

@@ -45,7 +45,7 @@ class BenchBus {
     const bus::Manifest manifest = catalogManifest(model);
     result_ = {.workers = workerCount, .model = model, .tensors = manifest.size(), .bytes = manifest.totalBytes()};
     progress << "round: " << workerCount << " workers, " << model << " (" << result_.tensors << " tensors, "
-             << fixed(static_cast<double>(result_.bytes) / kMiB, 2) << " MiB), bus " << busName << '\n';
+             << fixed(mib(result_.bytes), 2) << " MiB), bus " << busName << '\n';
     coordinator_ = std::make_unique<tools::CoordinatorThread>(
         coordinator::CoordinatorOptions{.bus = busName, .bucketBytes = bucketBytes});
     view_.emplace(orThrow(bus::ControlBlockView::open(busName), "control block of " + busName));
@@ -285,7 +285,7 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
   };
   const auto manifest = [](const RoundMeasurement& m) {
     return "`" + m.model + "` (" + std::to_string(m.tensors) + " tensors, " +
-           fixed(static_cast<double>(m.bytes) / kMiB, m.bytes < (1U << 20) ? 3 : 0) + " MiB)";
+           fixed(mib(m.bytes), m.bytes < kMiB ? 3 : 0) + " MiB)";
   };
   const auto goalMet = [](const RoundMeasurement& m) { return p50(m.overhead) / 1000 <= kMaxRoundOverheadMs; };
   // Each sweep in two tables: round and overhead, then the phases' p50s (each on its own: they need not add up).

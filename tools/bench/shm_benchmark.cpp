@@ -291,7 +291,7 @@ void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
              {"sender", "sender"}, {"receiver", "receiver"}, {"memcpy", "memcpy"}, {"memcpy_xxh3", "memcpy+XXH3"},
              {"bound_ratio", "bound/memcpy"}});
   for (const ShmMeasurement& m : results) {
-    const Cell size = number(static_cast<double>(m.modelBytes) / kMiB, 0);
+    const Cell size = number(mib(m.modelBytes), 0);
     const Cell geometry = std::to_string(m.bucketBytes / kMiB) + " x " + std::to_string(m.buffers);
     if (!m.skipped.empty()) {
       transfers.row({m.model, m.tensors, size, m.receivers, geometry, "", "skipped: " + m.skipped});

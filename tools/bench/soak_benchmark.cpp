@@ -157,7 +157,7 @@ class SoakRun {
       progress_ << "window " << index + 1 << "/" << windowCount_ << ": " << fixed(window.roundsPerSecond(), 0)
                 << " rounds/s, p50 " << fixed(window.roundTime.p50 / 1000, 2) << " ms, " << window.restarts
                 << " restarts, " << window.abortedByRestart + window.abortedOther << " aborted; coordinator RSS "
-                << fixed(static_cast<double>(results_.samples.back().coordinator.rssBytes) / (1 << 20), 1)
+                << fixed(mib(results_.samples.back().coordinator.rssBytes), 1)
                 << " MiB; others used " << percent(window.othersCpuShare).text << " of the CPUs\n";
     }
     stopAll();

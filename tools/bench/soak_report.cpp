@@ -31,15 +31,12 @@ std::vector<Resource> resources() {
                                    std::pair{"trainer (this process)", &SoakSample::trainer},
                                    std::pair{"worker-0 (resident)", &SoakSample::resident}}) {
     const std::string name = who;
-    list.push_back({name + " RSS (MiB)", [u = usage](auto& s) { return static_cast<double>((s.*u).rssBytes) / kMiB; },
-                    S::Memory, true});
-    list.push_back({name + " RssAnon (MiB)",
-                    [u = usage](auto& s) { return static_cast<double>((s.*u).anonBytes) / kMiB; }, S::Memory});
+    list.push_back({name + " RSS (MiB)", [u = usage](auto& s) { return mib((s.*u).rssBytes); }, S::Memory, true});
+    list.push_back({name + " RssAnon (MiB)", [u = usage](auto& s) { return mib((s.*u).anonBytes); }, S::Memory});
     list.push_back({name + " open fds", [u = usage](auto& s) { return (s.*u).fds; }, S::Fds});
     list.push_back({name + " threads", [u = usage](auto& s) { return (s.*u).threads; }, S::None});
   }
-  list.push_back({"largest worker RSS (MiB)", [](auto& s) { return static_cast<double>(s.workersMaxRss) / kMiB; },
-                  S::Memory, true});
+  list.push_back({"largest worker RSS (MiB)", [](auto& s) { return mib(s.workersMaxRss); }, S::Memory, true});
   list.push_back({"most fds of a worker", [](auto& s) { return s.workersMaxFds; }, S::Fds});
   list.push_back({"/dev/shm segments of the bus", [](auto& s) { return s.shmSegments; }, S::None, true});
   list.push_back({"runtime files of the bus", [](auto& s) { return s.runtimeFiles; }, S::None});
