@@ -168,7 +168,10 @@ class RoundRun {
     }
     const MachineLoad load;
     std::vector<std::unique_ptr<BenchBus>> buses;
-    for (const std::string& model : models) buses.push_back(open(model, workerCount));
+    for (const std::string& model : models) {
+      const std::string name = "wsync-bench-round-" + std::to_string(::getpid()) + "-" + std::to_string(buses_++);
+      buses.push_back(std::make_unique<BenchBus>(name, model, workerCount, config_.bucketKiB * 1024, progress_));
+    }
     for (auto& bus : buses) {
       for (std::size_t round = 0; round < config_.warmup; ++round) bus->runRound(false);
     }
@@ -195,18 +198,12 @@ class RoundRun {
   }
 
  private:
-  std::unique_ptr<BenchBus> open(const std::string& model, std::size_t workerCount) {
-    const std::string name = "wsync-bench-round-" + std::to_string(::getpid()) + "-" + std::to_string(buses_++);
-    return std::make_unique<BenchBus>(name, model, workerCount, config_.bucketKiB * 1024, progress_);
-  }
-
-  RoundMeasurement report(const RoundMeasurement& m) {
+  void report(const RoundMeasurement& m) {
     progress_ << "  " << m.model << ", " << m.workers << " workers: overhead p50 " << fixed(p50(m.overhead) / 1000, 3)
               << " ms (round " << fixed(p50(m.total) / 1000, 3) << ", send " << fixed(p50(m.sending) / 1000, 3)
               << ")" << (m.withMonitors.empty() ? "" : "; with monitors, round " +
                                                            fixed(p50(m.withMonitors) / 1000, 3) + " ms")
               << "; other processes used " << percent(m.othersCpuShare).text << " of the CPUs\n";
-    return m;
   }
 
   const RoundBenchConfig& config_;
