@@ -125,9 +125,18 @@ class GpuRun {
   // One set of ranks on `devices`, rank 0 sending. nccl: a measurement per bucket size; cuda_ipc: one.
   std::vector<GpuMeasurement> measure(bool nccl, const std::string& model, const std::vector<int>& devices) {
     const bus::Manifest manifest = catalogManifest(model);
+    // One memory entry per device the ranks use, named by who is on it.
+    std::vector<DeviceMemoryUse> memory;
+    for (std::size_t rank = 0; rank < devices.size(); ++rank) {
+      auto use = std::find_if(memory.begin(), memory.end(), [&](auto& u) { return u.device == devices[rank]; });
+      if (use == memory.end()) use = memory.insert(use, {.device = devices[rank], .minFree = UINT64_MAX});
+      use->side += (use->side.empty() ? "" : " + ") + (rank == 0 ? "sender" : "receiver " + std::to_string(rank));
+    }
     std::vector<GpuMeasurement> rows;
     for (const std::uint64_t mib : config_.bucketMiB) {
-      rows.push_back(emptyRow(nccl ? "nccl" : "cuda_ipc", manifest, model, devices, mib));
+      rows.push_back({.channel = nccl ? "nccl" : "cuda_ipc", .model = model, .tensors = manifest.size(),
+                      .modelBytes = manifest.totalBytes(), .bucketBytes = mib * kMiB, .devices = devices,
+                      .memory = memory});
       if (!nccl) break;
     }
     progress_ << rows[0].channel << " " << model << ": " << manifest.size() << " tensors, "
@@ -199,19 +208,6 @@ class GpuRun {
   }
 
  private:
-  GpuMeasurement emptyRow(const std::string& channel, const bus::Manifest& manifest, const std::string& model,
-                          const std::vector<int>& devices, std::uint64_t bucketMiB) const {
-    GpuMeasurement row{.channel = channel, .model = model, .tensors = manifest.size(),
-                       .modelBytes = manifest.totalBytes(), .bucketBytes = bucketMiB * kMiB, .devices = devices};
-    // One memory entry per device the ranks use, named by who is on it.
-    for (std::size_t rank = 0; rank < devices.size(); ++rank) {
-      auto use = std::find_if(row.memory.begin(), row.memory.end(), [&](auto& u) { return u.device == devices[rank]; });
-      if (use == row.memory.end()) use = row.memory.insert(use, {.device = devices[rank], .minFree = UINT64_MAX});
-      use->side += (use->side.empty() ? "" : " + ") + (rank == 0 ? "sender" : "receiver " + std::to_string(rank));
-    }
-    return row;
-  }
-
   // One after the other, each allocating with the machine to itself. Empty when all have their tensors, else why.
   std::string startRanks(GpuRanks& ranks, const std::string& channel, const std::string& model,
                          const std::vector<int>& devices, int baselineDevice, const std::string& segment,
