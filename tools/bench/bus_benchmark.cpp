@@ -192,23 +192,8 @@ double nanosecondsPerRead(Read&& read, std::uint64_t reads) {
   return elapsed.count() / static_cast<double>(reads);
 }
 
-// Per read of each after a warm-up; the two alternate, the order flipping every repetition.
-template <typename First, typename Second>
-std::pair<Summary, Summary> timeReads(const BusBenchConfig& config, First&& first, Second&& second) {
-  std::vector<double> firstNs;
-  std::vector<double> secondNs;
-  (void)nanosecondsPerRead(first, config.versionReads / 10);
-  (void)nanosecondsPerRead(second, config.versionReads / 10);
-  for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
-    throwIfInterrupted();
-    if (rep % 2 == 1) secondNs.push_back(nanosecondsPerRead(second, config.versionReads));
-    firstNs.push_back(nanosecondsPerRead(first, config.versionReads));
-    if (rep % 2 == 0) secondNs.push_back(nanosecondsPerRead(second, config.versionReads));
-  }
-  return {summarize(std::move(firstNs)), summarize(std::move(secondNs))};
-}
-
-// ControlBlockView::appliedVersion(slot), against std::atomic<uint64_t>::load(acquire) in process memory.
+// ControlBlockView::appliedVersion(slot), against std::atomic<uint64_t>::load(acquire) in process memory: per read of
+// each after a warm-up, the two alternating, the order flipping every repetition.
 std::pair<Summary, Summary> measureVersionReads(const BusBenchConfig& config, std::ostream& progress) {
   progress << "version read: " << config.versionRepetitions << " x " << config.versionReads << " reads per kind\n";
   const std::string busName = "wsync-bench-" + std::to_string(::getpid()) + "-cb";
@@ -227,8 +212,19 @@ std::pair<Summary, Summary> measureVersionReads(const BusBenchConfig& config, st
     std::atomic<std::uint64_t> value{1};
   };
   const auto local = std::make_unique<LocalVersion>();
-  return timeReads(config, [&view, slot] { return view.appliedVersion(slot); },
-                   [&local] { return local->value.load(std::memory_order_acquire); });
+  const auto busRead = [&view, slot] { return view.appliedVersion(slot); };
+  const auto localRead = [&local] { return local->value.load(std::memory_order_acquire); };
+  std::vector<double> busNs;
+  std::vector<double> localNs;
+  (void)nanosecondsPerRead(busRead, config.versionReads / 10);
+  (void)nanosecondsPerRead(localRead, config.versionReads / 10);
+  for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
+    throwIfInterrupted();
+    if (rep % 2 == 1) localNs.push_back(nanosecondsPerRead(localRead, config.versionReads));
+    busNs.push_back(nanosecondsPerRead(busRead, config.versionReads));
+    if (rep % 2 == 0) localNs.push_back(nanosecondsPerRead(localRead, config.versionReads));
+  }
+  return {summarize(std::move(busNs)), summarize(std::move(localNs))};
 }
 
 }  // namespace

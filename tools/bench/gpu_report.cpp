@@ -51,8 +51,7 @@ std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
   row.insert(row.end(), {spread(m.channelRound, "ms", 2), gbps(m.channelRound, m.modelBytes), baseline,
                          base ? gbps(m.baselineRound, m.modelBytes) : Cell(), base ? ratio(m.ratio()) : Cell(),
                          base ? verdict(m.ratio() > 0 && m.ratio() <= goal) : Cell(),
-                         digests(m.digestsEqual, m.digestsCompared),
-                         number(m.maxLateStartMs, 2)});
+                         digests(m.digestsEqual, m.digestsCompared), number(m.maxLateStartMs, 2)});
   if (nccl) {
     row.push_back(number(m.senderReturn.median, 2));
   } else {

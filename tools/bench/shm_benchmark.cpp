@@ -301,8 +301,7 @@ void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
                    number(median(m.channel) * static_cast<double>(m.receivers), 2),
                    spread(summarize(m.memcpy), "gbps", 2), ratio(memcpyRatio(m)),
                    m.receivers == 1 ? verdict(memcpyRatio(m) >= kMinChannelToMemcpyRatio) : Cell(), gbps(m.copyDigest),
-                   gbps(m.sender), digests(m.digestsEqual, m.digestsCompared),
-                   percent(m.othersCpuShare)});
+                   gbps(m.sender), digests(m.digestsEqual, m.digestsCompared), percent(m.othersCpuShare)});
     // The slower side per CPU-second against memcpy: the channel on separate cores with perfect overlap.
     const double slower = std::min(median(m.senderCpu), median(m.receiverCpu));
     cpu.row({m.model, m.receivers, geometry, gbps(m.senderCpu), gbps(m.receiverCpu), gbps(m.memcpyCpu),

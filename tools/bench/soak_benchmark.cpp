@@ -228,8 +228,7 @@ class SoakRun {
   void startWorker(SoakWorker& worker, std::optional<std::size_t> restart) {
     worker.process = startProgram(results_.workerPath,
                                   {"--bus", results_.busName, "--id", worker.id, "--model", config_.model, "--channel",
-                                   "shm", "--step-ms", std::to_string(config_.workerStepMs)},
-                                  SIGKILL);
+                                   "shm", "--step-ms", std::to_string(config_.workerStepMs)}, SIGKILL);
     worker.startedAt = Clock::now();
     worker.rejoinPending = true;
     worker.restart = restart;
@@ -379,11 +378,9 @@ class SoakRun {
   }
 
   void takeSample(std::size_t round, std::size_t window) {
-    SoakSample sample{.window = window,
-                      .round = round,
+    SoakSample sample{.window = window, .round = round,
                       .seconds = round == 0 ? 0 : std::chrono::duration<double>(Clock::now() - runStart_).count(),
-                      .coordinator = readProcessUsage(coordinator_->pid()),
-                      .trainer = readProcessUsage(::getpid())};
+                      .coordinator = readProcessUsage(coordinator_->pid()), .trainer = readProcessUsage(::getpid())};
     for (std::size_t index = 0; index < workers_.size(); ++index) {
       const ProcessUsage usage = readProcessUsage(workers_[index].process->pid());
       if (index == 0) sample.resident = usage;
