@@ -304,8 +304,7 @@ class GpuRank {
     if (nccl()) {
       const bus::gpu::NcclChannelConfig config{
           .uniqueId = orThrow(bus::gpu::ncclUniqueIdFromHex(idHex), "the channel's id"),
-          .rank = static_cast<std::int32_t>(options_.rank),
-          .worldSize = options_.world,
+          .rank = static_cast<std::int32_t>(options_.rank), .worldSize = options_.world,
           .bufferCount = bus::gpu::kNcclDefaultBuffers};
       ncclChannel_ =
           orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");
@@ -314,8 +313,7 @@ class GpuRank {
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     sampler_ = std::make_unique<FreeMemorySampler>(options_.device);
-    link_.report("opened", {{"free_before", before}, {"free_after", freeMemory()},
-                            {"buckets", plan_->bucketCount()}});
+    link_.report("opened", {{"free_before", before}, {"free_after", freeMemory()}, {"buckets", plan_->bucketCount()}});
   }
 
   void prepare(std::uint64_t version) {

@@ -185,7 +185,7 @@ class SoakRun {
     coordinator_ = startProgram(results_.coordinatorPath, {"--bus", bus}, SIGTERM);
     while (!view_) {
       throwIfInterrupted();
-      if (!coordinator_->running()) throw BenchFailure("wsync-coordinator " + coordinator_->describeExit());
+      checkCoordinator("while starting");
       auto view = bus::ControlBlockView::open(bus);
       if (view && view->coordinatorPid() == static_cast<std::uint32_t>(coordinator_->pid())) {
         view_.emplace(std::move(*view));
@@ -276,11 +276,7 @@ class SoakRun {
     }
     // A coordinator that died leaves the trainer waiting for a heartbeat refusal: the cause is known now.
     record(trainer_->awaitOutcome(version, kRoundOutcomeTimeout,
-                                  [this, version] {
-                                    if (coordinator_->running()) return;
-                                    throw BenchFailure("version " + std::to_string(version) +
-                                                       " in flight: wsync-coordinator " + coordinator_->describeExit());
-                                  }),
+                                  [&] { checkCoordinator("with version " + std::to_string(version) + " in flight"); }),
            window);
   }
 
@@ -310,12 +306,13 @@ class SoakRun {
     if (nextKill_ >= restartEnd_) nextKill_ = kNever;
   }
 
+  void checkCoordinator(const std::string& when) {
+    if (!coordinator_->running()) throw BenchFailure("wsync-coordinator " + coordinator_->describeExit() + " " + when);
+  }
+
   // A dead coordinator ends the run; a worker that ended by itself is reported and started again.
   void superviseWorkers(std::size_t round) {
-    if (!coordinator_->running()) {
-      throw BenchFailure("wsync-coordinator " + coordinator_->describeExit() + " before round " +
-                         std::to_string(round + 1));
-    }
+    checkCoordinator("before round " + std::to_string(round + 1));
     for (SoakWorker& worker : workers_) {
       if (worker.process->running()) continue;
       ++results_.unexpectedExits;
