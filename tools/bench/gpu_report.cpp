@@ -1,10 +1,10 @@
 // `wsync-bench gpu`: the GPUs it ran on, and the report of its measurements.
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <cstring>
 #include <iostream>
+#include <set>
 
 #include <cuda_runtime_api.h>
 
@@ -88,11 +88,10 @@ Json describeGpus() {
                                cudaGetErrorName(counted) + " (" + cudaGetErrorString(counted) + ")";
     cudaGetLastError();
   }
-  std::vector<std::string> environment;
+  std::set<std::string> environment;  // sorted
   for (char** variable = environ; *variable != nullptr; ++variable) {
-    if (std::strncmp(*variable, "NCCL_", 5) == 0) environment.emplace_back(*variable);
+    if (std::strncmp(*variable, "NCCL_", 5) == 0) environment.emplace(*variable);
   }
-  std::sort(environment.begin(), environment.end());
   info["nccl_environment"] = environment;  // every rank inherits it
   Json& gpus = info["gpus"] = Json::array();
   for (int index = 0; index < count; ++index) {

@@ -27,7 +27,6 @@ std::vector<bus::AgentSlotSnapshot> attachedAgents(const bus::ControlBlockView& 
 class BenchTrainer {
  public:
   BenchTrainer(const std::string& bus, const std::string& id, const std::string& model);
-  ~BenchTrainer() { stop(); }
 
   const bus::Manifest& manifest() const { return manifest_; }
   // Publishes `version` of the weights (with `newContent`, 1/32 of their words changed first, untimed).
@@ -41,7 +40,7 @@ class BenchTrainer {
 
  private:
   const bus::Manifest manifest_;
-  TensorMemory weights_;  // read by the agent's I/O thread until it stops
+  TensorMemory weights_;  // read by the agent's I/O thread: agent_, declared after it, goes first
   std::unique_ptr<trainer_agent::TrainerAgent> agent_;
 };
 
