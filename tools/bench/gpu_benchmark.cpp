@@ -133,9 +133,9 @@ class GpuRun {
       use->side += (use->side.empty() ? "" : " + ") + (rank == 0 ? "sender" : "receiver " + std::to_string(rank));
     }
     std::vector<GpuMeasurement> rows;
-    for (const std::uint64_t mib : config_.bucketMiB) {
+    for (const std::uint64_t bucketMiB : config_.bucketMiB) {
       rows.push_back({.channel = nccl ? "nccl" : "cuda_ipc", .model = model, .tensors = manifest.size(),
-                      .modelBytes = manifest.totalBytes(), .bucketBytes = mib * kMiB, .devices = devices,
+                      .modelBytes = manifest.totalBytes(), .bucketBytes = bucketMiB * kMiB, .devices = devices,
                       .memory = memory});
       if (!nccl) break;
     }

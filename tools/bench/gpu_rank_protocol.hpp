@@ -13,6 +13,7 @@
 // A report is {"report": WORD, fields...}. A rank's first one is `allocated` (free_before, free, allocations) once its
 // tensors exist, or `nomemory` (why) when the device was too full for them (it then waits for quit). Failures go to
 // stderr, and the rank exits non-zero.
+#include <chrono>
 #include <cstdint>
 #include <string>
 

@@ -23,8 +23,8 @@ std::string cudaVersionText(int version) {  // 1000 x major + 10 x minor
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
 Cell size(std::uint64_t bytes) {
-  const double mib = static_cast<double>(bytes) / kMiB;
-  return {bytes, mib >= 1024 ? fixed(mib / 1024, 2) + " GiB" : fixed(mib, mib < 10 ? 2 : 0) + " MiB"};
+  const double inMiB = mib(bytes);
+  return {bytes, inMiB >= 1024 ? fixed(inMiB / 1024, 2) + " GiB" : fixed(inMiB, inMiB < 10 ? 2 : 0) + " MiB"};
 }
 // GB/s (10^9 bytes) at the median of round times in milliseconds.
 Cell gbps(const Summary& ms, std::uint64_t bytes) {

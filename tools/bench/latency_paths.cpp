@@ -89,8 +89,7 @@ class BusCoordinator final : public CoordinatorPath {
   }
 
   void publishPause(std::uint64_t round) override {
-    auto body = createPause(builder_, round);
-    orThrow(publisher_.publish(kPauseTopic, builder_, body, kEpoch), "bus: publish pause");
+    orThrow(publisher_.publish(kPauseTopic, builder_, createPause(builder_, round), kEpoch), "bus: publish pause");
   }
 
   std::optional<ReceivedAck> receiveAck(std::chrono::milliseconds timeout) override {
@@ -282,8 +281,7 @@ MessageSizes busMessageSizes() {
   MessageSizes sizes;
   sizes.request = buildSnapshotRequest(builder, 1).size();
   sizes.reply = buildSnapshotReply(builder, 1).size();
-  auto pause = createPause(builder, 1);
-  sizes.pause = builder.finish(pause, bus::EnvelopeStamp{kEpoch, 1}).size();  // as EventPublisher::publish stamps it
+  sizes.pause = builder.finish(createPause(builder, 1), bus::EnvelopeStamp{kEpoch, 1}).size();  // as publish stamps it
   sizes.pauseAck = buildPauseAck(builder, 1).size();
   return sizes;
 }
