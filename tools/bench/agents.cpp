@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "bench_failure.hpp"
 
@@ -20,8 +22,7 @@ bool executable(const std::filesystem::path& path) {
 void Agents::start(std::string label, const std::string& agent, const nlohmann::json& options, bool linked) {
   // The resolved path rather than /proc/self/exe itself, so that errors name a real file.
   static const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  std::optional<LinePipe> pipe;
-  if (linked) pipe.emplace(LinePipe::socketPair());
+  auto pipe = linked ? std::make_unique<LinePipe>() : nullptr;
   const int peer = pipe ? pipe->peerFd() : -1;
   const tools::ChildOptions childOptions{
       .stdinFd = peer, .stdoutFd = peer, .deathSignal = SIGKILL, .stopGrace = kStopGrace};
@@ -48,10 +49,7 @@ void Agents::throwIfAnyExited() {
 }
 
 bool Agents::anyExited() const {
-  for (const Agent& agent : agents_) {
-    if (agent.process.ended()) return true;
-  }
-  return false;
+  return std::any_of(agents_.begin(), agents_.end(), [](const Agent& agent) { return agent.process.ended(); });
 }
 
 void Agents::waitForAll(std::chrono::milliseconds timeout) {

@@ -3,7 +3,7 @@
 // programs (locateProgram). Every child dies with the benchmark and is stopped and reaped on every exit path.
 #include <chrono>
 #include <cstdio>
-#include <optional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +17,8 @@ namespace wsync::bench {
 
 // Agents get this long to go after SIGTERM before SIGKILL.
 inline constexpr std::chrono::milliseconds kStopGrace{2000};
+// The real programs stop on SIGTERM within a loop step or a redraw (250 ms at most); then SIGKILL.
+inline constexpr std::chrono::milliseconds kProgramStopGrace{5000};
 // An agent idle this long takes the benchmark for gone or stuck and exits.
 inline constexpr std::chrono::milliseconds kAgentIdleTimeout{60000};
 // An agent exits right after its last report; this long after it, it is stuck.
@@ -47,7 +49,7 @@ class Agents {
  private:
   struct Agent {
     std::string label;
-    std::optional<LinePipe> pipe;  // before the process: closed after it is stopped
+    std::unique_ptr<LinePipe> pipe;  // before the process: closed after it is stopped
     tools::ChildProcess process;
   };
 
@@ -65,7 +67,6 @@ class RunFiles {
     for (const std::string& path : paths_) std::remove(path.c_str());
   }
   void add(std::string path) { paths_.push_back(std::move(path)); }
-  // The file behind an ipc:// endpoint; other transports have none.
   void addEndpoint(std::string_view endpoint) {
     if (endpoint.starts_with("ipc://")) add(std::string(endpoint.substr(6)));
   }

@@ -48,7 +48,7 @@ struct LatencyAgentOptions {
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LatencyAgentOptions, id, busRequests, busEvents, rawRequests, rawEvents,
                                    iterations, warmup, block)
-// Times the schedule's round trips; writes "bus NS NS ..." and "raw ..." on stdout.
+// Times the schedule's round trips; writes {"bus": [NS, ...], "raw": [...]} on stdout.
 int runRoundTripAgent(const LatencyAgentOptions& options);
 // Answers every Pause on either path with a PauseAck until it is stopped or idle for kAgentIdleTimeout.
 int runPauseAgent(const LatencyAgentOptions& options);

@@ -4,7 +4,7 @@
 #include <array>
 #include <atomic>
 #include <iostream>
-#include <sstream>
+#include <set>
 
 #include <wsync/bus/state/control_block.hpp>
 
@@ -15,12 +15,6 @@
 
 namespace wsync::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double microsecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-}
 
 // Both paths of a run: bus names unique to it, ipc:// endpoints (files removed last), the coordinator's sides.
 struct LatencyRun {
@@ -46,18 +40,15 @@ struct LatencyRun {
   std::array<std::unique_ptr<CoordinatorPath>, 2> paths;
 };
 
-// One line of the round-trip agent's samples, "bus NS NS ..." or "raw ...", in microseconds.
-std::vector<double> readSamples(Agents& agents, const std::string& path, std::size_t expected) {
-  std::istringstream line(agents.readLine(0, kAgentExitTimeout, "its " + path + " samples"));
-  std::string word;
-  line >> word;
+// One path's samples from the round-trip agent's line ({"bus": [NS, ...], "raw": [...]}), in microseconds.
+Summary samplesOf(const Json& line, const std::string& path, std::size_t expected) {
   std::vector<double> samples;
-  for (std::uint64_t ns = 0; line >> ns;) samples.push_back(static_cast<double>(ns) / 1000);
-  if (word != path || samples.size() != expected) {
-    throw BenchFailure("round trip: the agent sent " + std::to_string(samples.size()) + " samples for '" + word +
-                       "', expected " + std::to_string(expected) + " for '" + path + "'");
+  for (const std::uint64_t ns : line.at(path)) samples.push_back(static_cast<double>(ns) / 1000);
+  if (samples.size() != expected) {
+    throw BenchFailure("round trip: the agent sent " + std::to_string(samples.size()) + " " + path +
+                       " samples, expected " + std::to_string(expected));
   }
-  return samples;
+  return summarize(std::move(samples));
 }
 
 LatencyComparison measureRoundTrip(LatencyRun& run, std::size_t roundTrips, std::size_t block,
@@ -82,8 +73,8 @@ LatencyComparison measureRoundTrip(LatencyRun& run, std::size_t roundTrips, std:
                          std::to_string(timeout.count()) + " ms");
     }
   }
-  LatencyComparison result{summarize(readSamples(agents, "bus", roundTrips)),
-                           summarize(readSamples(agents, "raw", roundTrips))};
+  const Json samples = Json::parse(agents.readLine(0, kAgentExitTimeout, "its samples"));
+  LatencyComparison result{samplesOf(samples, "bus", roundTrips), samplesOf(samples, "raw", roundTrips)};
   agents.waitForAll(kAgentExitTimeout);
   return result;
 }
@@ -98,14 +89,13 @@ struct PauseRun {
 // Slow joiners: PUB drops events for a SUB not yet subscribed, so probes go out until every agent acked one on this
 // path (proving its SUB and DEALER); then late acks to probes are drained, so that timed rounds do not pay them.
 void joinAgents(PauseRun& run, Path path, Agents& agents) {
-  std::vector<bool> joined(agents.size(), false);
-  std::size_t joinedCount = 0;
+  std::set<std::size_t> joined;
   const auto deadline = Clock::now() + kJoinTimeout;
-  while (joinedCount < agents.size()) {
+  while (joined.size() < agents.size()) {
     throwIfInterrupted();
     agents.throwIfAnyExited();  // an agent that failed to start is reported now, not at the deadline
     if (Clock::now() > deadline) {
-      throw BenchFailure("fan-out: only " + std::to_string(joinedCount) + " of " + std::to_string(agents.size()) +
+      throw BenchFailure("fan-out: only " + std::to_string(joined.size()) + " of " + std::to_string(agents.size()) +
                          " agents answered a probe on the " + toString(path) + " path within " +
                          std::to_string(kJoinTimeout.count()) + " ms");
     }
@@ -115,8 +105,7 @@ void joinAgents(PauseRun& run, Path path, Agents& agents) {
     while (const auto ack = run.path.receiveAck(std::max(
                std::chrono::milliseconds{0}, std::chrono::ceil<std::chrono::milliseconds>(probeEnd - Clock::now())))) {
       if (ack->agent >= agents.size()) throw BenchFailure("fan-out: ack from agent " + std::to_string(ack->agent));
-      if (!joined[ack->agent]) ++joinedCount;
-      joined[ack->agent] = true;
+      joined.insert(ack->agent);
     }
   }
   const auto drainEnd = Clock::now() + kJoinTimeout;
@@ -141,20 +130,19 @@ double measurePauseRound(PauseRun& run, Path path, Agents& agents) {
     if (ack->round == round) ++acks;
     if (ack->round < round) ++run.staleAcks;
   }
-  return microsecondsSince(start);
+  return microseconds(Clock::now() - start);
 }
 
 struct FanoutResult {
   std::size_t agents = 0;
-  LatencyComparison latency;
+  LatencyComparison latency{};
   double joinMs = 0;            // until every agent's SUB had delivered a probe, on both paths
   std::uint64_t staleAcks = 0;  // acks to earlier rounds seen while measuring (expected 0 after the drain)
 };
 
 FanoutResult measureFanout(const BusBenchConfig& config, std::size_t measurement, LatencyRun& run,
                            std::array<PauseRun, 2>& runs, std::ostream& progress) {
-  FanoutResult result;
-  result.agents = config.agentCounts[measurement];
+  FanoutResult result{.agents = config.agentCounts[measurement]};
   const std::size_t warmup = warmupFor(config.pauseRounds);
   progress << "pause fan-out, " << result.agents << " agents: starting\n";
   Agents agents;
@@ -166,7 +154,7 @@ FanoutResult measureFanout(const BusBenchConfig& config, std::size_t measurement
   const auto joinStart = Clock::now();
   joinAgents(runs[0], Path::Bus, agents);
   joinAgents(runs[1], Path::Raw, agents);
-  result.joinMs = microsecondsSince(joinStart) / 1000;
+  result.joinMs = microseconds(Clock::now() - joinStart) / 1000;
   progress << "  all joined in " << static_cast<long>(result.joinMs) << " ms; " << config.pauseRounds
            << " rounds per path (+" << warmup << " warm-up)\n";
   const std::uint64_t staleBefore = runs[0].staleAcks + runs[1].staleAcks;
@@ -184,7 +172,6 @@ FanoutResult measureFanout(const BusBenchConfig& config, std::size_t measurement
   return result;
 }
 
-// Opens both paths of an agent and runs `body` on them.
 template <typename Body>
 int servingBothPaths(const LatencyAgentOptions& options, bool subscribe, Body&& body) {
   zmq::context_t context;
@@ -194,36 +181,19 @@ int servingBothPaths(const LatencyAgentOptions& options, bool subscribe, Body&& 
   return 0;
 }
 
-std::string us(double value) { return fixed(value, value < 100 ? 1 : 0); }
-
 // `value` used and memory clobbered: the read is neither dropped nor hoisted out of the loop; no instruction.
 inline void keep(std::uint64_t value) { asm volatile("" : : "r"(value) : "memory"); }
 
 template <typename Read>
 double nanosecondsPerRead(Read&& read, std::uint64_t reads) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   for (std::uint64_t i = 0; i < reads; ++i) keep(read());
-  const std::chrono::duration<double, std::nano> elapsed = std::chrono::steady_clock::now() - start;
+  const std::chrono::duration<double, std::nano> elapsed = Clock::now() - start;
   return elapsed.count() / static_cast<double>(reads);
 }
 
-// Per read of each after a warm-up; the two alternate, the order flipping every repetition.
-template <typename First, typename Second>
-std::pair<Summary, Summary> timeReads(const BusBenchConfig& config, First&& first, Second&& second) {
-  std::vector<double> firstNs;
-  std::vector<double> secondNs;
-  (void)nanosecondsPerRead(first, config.versionReads / 10);
-  (void)nanosecondsPerRead(second, config.versionReads / 10);
-  for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
-    throwIfInterrupted();
-    if (rep % 2 == 1) secondNs.push_back(nanosecondsPerRead(second, config.versionReads));
-    firstNs.push_back(nanosecondsPerRead(first, config.versionReads));
-    if (rep % 2 == 0) secondNs.push_back(nanosecondsPerRead(second, config.versionReads));
-  }
-  return {summarize(std::move(firstNs)), summarize(std::move(secondNs))};
-}
-
-// ControlBlockView::appliedVersion(slot), against std::atomic<uint64_t>::load(acquire) in process memory.
+// ControlBlockView::appliedVersion(slot), against std::atomic<uint64_t>::load(acquire) in process memory: per read of
+// each after a warm-up, the two alternating, the order flipping every repetition.
 std::pair<Summary, Summary> measureVersionReads(const BusBenchConfig& config, std::ostream& progress) {
   progress << "version read: " << config.versionRepetitions << " x " << config.versionReads << " reads per kind\n";
   const std::string busName = "wsync-bench-" + std::to_string(::getpid()) + "-cb";
@@ -242,8 +212,19 @@ std::pair<Summary, Summary> measureVersionReads(const BusBenchConfig& config, st
     std::atomic<std::uint64_t> value{1};
   };
   const auto local = std::make_unique<LocalVersion>();
-  return timeReads(config, [&view, slot] { return view.appliedVersion(slot); },
-                   [&local] { return local->value.load(std::memory_order_acquire); });
+  const auto busRead = [&view, slot] { return view.appliedVersion(slot); };
+  const auto localRead = [&local] { return local->value.load(std::memory_order_acquire); };
+  std::vector<double> busNs;
+  std::vector<double> localNs;
+  (void)nanosecondsPerRead(busRead, config.versionReads / 10);
+  (void)nanosecondsPerRead(localRead, config.versionReads / 10);
+  for (std::size_t rep = 0; rep < config.versionRepetitions; ++rep) {
+    throwIfInterrupted();
+    if (rep % 2 == 1) localNs.push_back(nanosecondsPerRead(localRead, config.versionReads));
+    busNs.push_back(nanosecondsPerRead(busRead, config.versionReads));
+    if (rep % 2 == 0) localNs.push_back(nanosecondsPerRead(localRead, config.versionReads));
+  }
+  return {summarize(std::move(busNs)), summarize(std::move(localNs))};
 }
 
 }  // namespace
@@ -263,11 +244,7 @@ int runRoundTripAgent(const LatencyAgentOptions& options) {
       }
     }
     // On the pipe, which the benchmark reads once it has answered the last request.
-    for (const Path path : {Path::Bus, Path::Raw}) {
-      std::cout << toString(path);
-      for (const std::uint64_t ns : samples[path == Path::Bus ? 0 : 1]) std::cout << ' ' << ns;
-      std::cout << std::endl;
-    }
+    std::cout << Json{{"bus", samples[0]}, {"raw", samples[1]}}.dump() << std::endl;
   });
 }
 
@@ -299,7 +276,7 @@ std::vector<Table::Column> latencyColumns(Table::Column first) {
 }
 
 std::vector<Cell> latencyRow(Cell first, const LatencyComparison& l) {
-  const auto cell = [](double value) { return Cell(value, us(value)); };
+  const auto cell = [](double value) { return Cell(value, fixed(value, value < 100 ? 1 : 0)); };
   return {std::move(first), cell(l.bus.p50), cell(l.raw.p50), ratio(l.p50Ratio()), cell(l.bus.p90),
           cell(l.raw.p90),  cell(l.bus.p99), cell(l.raw.p99), l.bus.samples};
 }

@@ -7,8 +7,6 @@
 #include <string>
 #include <vector>
 
-#include <wsync/bus/protocol/manifest.hpp>
-
 #include "report.hpp"
 
 namespace wsync::bench {
@@ -35,10 +33,6 @@ inline constexpr std::chrono::milliseconds kCollectSlice{2};
 inline constexpr std::chrono::milliseconds kRankExitTimeout{60'000};
 // After a rank's socket closes, its exit status may take this long before it is called silent.
 inline constexpr std::chrono::milliseconds kExitNoticeTimeout{2000};
-// 256-byte tensor starts in a bucket (docs/bucket-plan.md); the GPU channels need at least 16.
-inline constexpr std::uint32_t kGpuPlanAlignment = 256;
-// Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
-inline constexpr std::uint64_t kGpuContentSeed = 20261201;
 // Room left beside the baseline's buffers for communicators, tables and CUDA (the channel's buckets come on top).
 inline constexpr std::uint64_t kBaselineHeadroomBytes = std::uint64_t{3} << 30;
 // A baseline in smaller pieces is skipped: the pieces' launches would count.
@@ -82,11 +76,6 @@ int runGpuRank(const GpuRankOptions& options);
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.
 Json describeGpus();
 
-// `bytes` (10^9 a GB) per second at the median of round times in milliseconds.
-inline double gigabytesPerSecond(const Summary& milliseconds, std::uint64_t bytes) {
-  return milliseconds.median > 0 ? static_cast<double>(bytes) / (milliseconds.median * 1e-3) / 1e9 : 0;
-}
-
 // Device memory on one GPU of a measurement, from cudaMemGetInfo in the ranks on it (device-wide figures).
 struct DeviceMemoryUse {
   int device = 0;
@@ -108,32 +97,31 @@ struct GpuMeasurement {
   std::uint64_t modelBytes = 0;
   std::uint64_t bucketBytes = 0;
   std::uint32_t buckets = 0;  // of the plan
-  std::size_t receivers = 0;
-  std::vector<int> devices;   // by rank: the sender's first
+  std::vector<int> devices{};  // by rank: the sender's first
   std::size_t senderAllocations = 0;
 
   // nccl: common start -> the last rank returned; cuda_ipc: send(), which returns once every receiver copied.
-  Summary channelRound;
-  Summary senderReturn;  // nccl: from the common start until the sender's send() returned
+  Summary channelRound{};
+  Summary senderReturn{};  // nccl: from the common start until the sender's send() returned
   // One ncclBroadcast of the model's bytes, timed like the channel, or one cudaMemcpy(Peer), wall clock in the sender.
-  Summary baselineRound;
-  Summary baselineGpu;  // the same, between CUDA events on the sender's stream
+  Summary baselineRound{};
+  Summary baselineGpu{};  // the same, between CUDA events on the sender's stream
   std::uint64_t baselineChunkBytes = 0;  // the baseline buffer; smaller than the model when memory was short
   std::size_t baselineCalls = 0;         // broadcasts or copies per round (1 unless memory was short)
-  std::string baselineSkipped;           // why there was no baseline; empty when there was one
+  std::string baselineSkipped{};         // why there was no baseline; empty when there was one
 
   std::size_t digestsCompared = 0;  // receivers x channel rounds, warm-up included
   std::size_t digestsEqual = 0;     // a receiver's digest and byte count equal to the sender's
 
-  std::vector<DeviceMemoryUse> memory;
+  std::vector<DeviceMemoryUse> memory{};
   double maxLateStartMs = 0;  // the latest any rank began a round after the common start
 
-  // cuda_ipc: receivers' open handles after the first transfer and the last; export generation (1: tables written once).
+  // cuda_ipc: the receivers' open handles after round 1 and at the end; export generation (1: tables written once).
   std::uint32_t handlesAfterFirst = 0;
   std::uint32_t handlesAtEnd = 0;
   std::uint64_t exportGeneration = 0;
 
-  std::string skipped;  // why the measurement did not run; empty when it did
+  std::string skipped{};  // why the measurement did not run; empty when it did
 
   double ratio() const { return baselineRound.median > 0 ? channelRound.median / baselineRound.median : 0; }
 };

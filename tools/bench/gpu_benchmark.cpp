@@ -25,11 +25,7 @@ double millisecondsBetween(std::int64_t startNs, std::int64_t endNs) {
   return static_cast<double>(endNs - startNs) / 1e6;
 }
 
-std::string hexId() {
-  auto id = bus::gpu::makeNcclUniqueId();
-  if (!id) throw BenchFailure("NCCL unique id: " + id.error().describe());
-  return bus::gpu::toHex(*id);
-}
+std::string hexId() { return bus::gpu::toHex(orThrow(bus::gpu::makeNcclUniqueId(), "NCCL unique id")); }
 
 // The rank processes of one measurement and the sockets they take commands on and report through.
 class GpuRanks {
@@ -89,10 +85,6 @@ class GpuRanks {
     for (auto& line : lines) result.push_back(std::move(*line));
     return result;
   }
-  RankLine next(std::size_t rank, const std::string& word, std::chrono::milliseconds timeout,
-                const std::string& waitingFor) {
-    return collect(word, timeout, waitingFor, rank)[rank];
-  }
 
   void quit() {
     sendAll({{"command", "quit"}});
@@ -133,9 +125,18 @@ class GpuRun {
   // One set of ranks on `devices`, rank 0 sending. nccl: a measurement per bucket size; cuda_ipc: one.
   std::vector<GpuMeasurement> measure(bool nccl, const std::string& model, const std::vector<int>& devices) {
     const bus::Manifest manifest = catalogManifest(model);
+    // One memory entry per device the ranks use, named by who is on it.
+    std::vector<DeviceMemoryUse> memory;
+    for (std::size_t rank = 0; rank < devices.size(); ++rank) {
+      auto use = std::find_if(memory.begin(), memory.end(), [&](auto& u) { return u.device == devices[rank]; });
+      if (use == memory.end()) use = memory.insert(use, {.device = devices[rank], .minFree = UINT64_MAX});
+      use->side += (use->side.empty() ? "" : " + ") + (rank == 0 ? "sender" : "receiver " + std::to_string(rank));
+    }
     std::vector<GpuMeasurement> rows;
-    for (const std::uint64_t mib : config_.bucketMiB) {
-      rows.push_back(emptyRow(nccl ? "nccl" : "cuda_ipc", manifest, model, devices, mib));
+    for (const std::uint64_t bucketMiB : config_.bucketMiB) {
+      rows.push_back({.channel = nccl ? "nccl" : "cuda_ipc", .model = model, .tensors = manifest.size(),
+                      .modelBytes = manifest.totalBytes(), .bucketBytes = bucketMiB * kMiB, .devices = devices,
+                      .memory = memory});
       if (!nccl) break;
     }
     progress_ << rows[0].channel << " " << model << ": " << manifest.size() << " tensors, "
@@ -170,12 +171,10 @@ class GpuRun {
       const std::uint64_t largestBucket = *std::max_element(config_.bucketMiB.begin(), config_.bucketMiB.end()) * kMiB;
       const std::uint64_t reserved = kBaselineHeadroomBytes + bus::gpu::kNcclDefaultBuffers * largestBucket;
       for (const Allocated& rank : allocated) room = std::min(room, rank.free > reserved ? rank.free - reserved : 0);
-    } else if (devices.front() == devices.back()) {
-      const std::uint64_t free = allocated.back().free;
-      room = free > kBaselineHeadroomBytes ? (free - kBaselineHeadroomBytes) / 2 : 0;
     } else {
       const std::uint64_t free = std::min(allocated.front().free, allocated.back().free);
-      room = free > kBaselineHeadroomBytes ? free - kBaselineHeadroomBytes : 0;
+      const std::uint64_t buffers = devices.front() == devices.back() ? 2 : 1;
+      room = free > kBaselineHeadroomBytes ? (free - kBaselineHeadroomBytes) / buffers : 0;
     }
     for (GpuMeasurement& row : rows) setBaseline(row, room, nccl ? "each GPU" : "the GPUs", allocated[0]);
     const std::uint64_t chunk = rows[0].baselineChunkBytes;
@@ -198,7 +197,7 @@ class GpuRun {
       }
       for (std::size_t rank = 0; !nccl && rank < ranks.size(); ++rank) {
         ranks.send(rank, open);
-        opened.push_back(ranks.next(rank, "opened", kRankSetupTimeout, "the channel to open"));
+        opened.push_back(ranks.collect("opened", kRankSetupTimeout, "the channel to open", rank)[rank]);
       }
       row.buckets = static_cast<std::uint32_t>(unsignedField(opened[0], "buckets"));
       for (std::size_t rank = 0; rank < opened.size(); ++rank) opening(row, rank, opened[rank], allocated[rank]);
@@ -209,25 +208,6 @@ class GpuRun {
   }
 
  private:
-  GpuMeasurement emptyRow(const std::string& channel, const bus::Manifest& manifest, const std::string& model,
-                          const std::vector<int>& devices, std::uint64_t bucketMiB) const {
-    GpuMeasurement row;
-    row.channel = channel;
-    row.model = model;
-    row.tensors = manifest.size();
-    row.modelBytes = manifest.totalBytes();
-    row.bucketBytes = bucketMiB * kMiB;
-    row.receivers = devices.size() - 1;
-    row.devices = devices;
-    // One memory entry per device the ranks use, named by who is on it.
-    for (std::size_t rank = 0; rank < devices.size(); ++rank) {
-      auto use = std::find_if(row.memory.begin(), row.memory.end(), [&](auto& u) { return u.device == devices[rank]; });
-      if (use == row.memory.end()) use = row.memory.insert(use, {.device = devices[rank], .minFree = UINT64_MAX});
-      use->side += (use->side.empty() ? "" : " + ") + (rank == 0 ? "sender" : "receiver " + std::to_string(rank));
-    }
-    return row;
-  }
-
   // One after the other, each allocating with the machine to itself. Empty when all have their tensors, else why.
   std::string startRanks(GpuRanks& ranks, const std::string& channel, const std::string& model,
                          const std::vector<int>& devices, int baselineDevice, const std::string& segment,
@@ -238,7 +218,7 @@ class GpuRun {
       ranks.start(label, GpuRankOptions{channel, static_cast<std::uint32_t>(rank),
                                         static_cast<std::uint32_t>(devices.size()), devices[rank], baselineDevice,
                                         model, config_.allocation, segment});
-      const RankLine line = ranks.next(rank, "", kRankStartTimeout, "its tensors to be allocated");
+      const RankLine line = ranks.collect("", kRankStartTimeout, "its tensors to be allocated", rank)[rank];
       if (word(line) == "nomemory") {
         const std::string why = label + ": " + line.value("why", "");
         progress_ << "  skipped: " << why << "\n";
@@ -299,7 +279,7 @@ class GpuRun {
         // Longer than the ranks' own deadline, so that a rank that gives up says why before it is called silent.
         const auto done = ranks.collect("done", kGpuRoundTimeout + kStartLead + kExitNoticeTimeout,
                                         channel ? "transfer " + std::to_string(transfer) : "a baseline round");
-        // nccl: until the last rank finished (a broadcast done on the root says nothing of the receivers); cuda_ipc: send().
+        // nccl: until the last rank returned (the root can finish a broadcast before the receivers); cuda_ipc: send().
         std::int64_t last = start;
         for (const RankLine& line : done) last = std::max(last, signedField(line, "end"));
         const double roundMs = ncclTiming ? millisecondsBetween(start, last)

@@ -245,8 +245,7 @@ class GpuRank {
     const std::uint64_t before = freeMemory();
     try {
       tensors_.emplace(manifest_, options_.allocation == "torch");
-    } catch (const DeviceMemoryShort& full) {
-      tensors_.reset();
+    } catch (const DeviceMemoryShort& full) {  // emplace() left tensors_ empty
       link_.report("nomemory", {{"why", full.what()}});
       return false;
     }
@@ -259,13 +258,10 @@ class GpuRank {
   void baseline(std::uint64_t bytes, const std::string& idHex) {
     if (bytes > 0 && nccl()) {
       baselineSource_ = allocateDevice(options_.device, bytes, "the raw broadcast's buffer");
-      auto library = bus::gpu::ncclLibrary();
-      if (!library) throw BenchFailure(library.error().describe());
-      nccl_ = *library;
-      auto id = bus::gpu::ncclUniqueIdFromHex(idHex);
-      if (!id) throw BenchFailure("the raw communicator's id: " + id.error().describe());
+      nccl_ = orThrow(bus::gpu::ncclLibrary(), "NCCL");
+      const auto id = orThrow(bus::gpu::ncclUniqueIdFromHex(idHex), "the raw communicator's id");
       ncclUniqueId rawId{};
-      std::memcpy(rawId.internal, id->data(), sizeof(rawId.internal));
+      std::memcpy(rawId.internal, id.data(), sizeof(rawId.internal));
       throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
       const std::uint64_t beforeCommunicator = freeMemory();
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -276,14 +272,13 @@ class GpuRank {
       checkNccl(nccl_->broadcast(baselineSource_.data(), baselineSource_.data(),
                                  std::min(bytes, kConnectBroadcastBytes), ncclUint8, 0, rawComm_, stream_),
                 "ncclBroadcast (connecting)");
-      throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
-      waitFor(after_, Clock::now() + kRankSetupTimeout, "the raw communicator's first broadcast");
+      waitForStream(Clock::now() + kRankSetupTimeout, "the raw communicator's first broadcast");
       const std::uint64_t afterCommunicator = freeMemory();
       communicatorBytes_ = beforeCommunicator > afterCommunicator ? beforeCommunicator - afterCommunicator : 0;
     } else if (bytes > 0 && sender()) {
       baselineSource_ = allocateDevice(options_.device, bytes, "the memcpy's source");
+      baselineTarget_ = allocateDevice(options_.baselineDevice, bytes, "the memcpy's destination");
       if (options_.baselineDevice != options_.device) {
-        baselineTarget_ = allocateDevice(options_.baselineDevice, bytes, "the memcpy's destination");
         throwIfCudaFailed(cudaSetDevice(options_.device), "cudaSetDevice");
         int reachable = 0;
         throwIfCudaFailed(cudaDeviceCanAccessPeer(&reachable, options_.device, options_.baselineDevice),
@@ -294,12 +289,9 @@ class GpuRank {
           if (enabled != cudaErrorPeerAccessAlreadyEnabled) throwIfCudaFailed(enabled, "cudaDeviceEnablePeerAccess");
           cudaGetLastError();
         }
-      } else {
-        baselineTarget_ = allocateDevice(options_.device, bytes, "the memcpy's destination");
       }
       enqueueCopy(std::min(bytes, kConnectBroadcastBytes));
-      throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
-      waitFor(after_, Clock::now() + kRankSetupTimeout, "the first baseline copy");
+      waitForStream(Clock::now() + kRankSetupTimeout, "the first baseline copy");
     }
     baselineBytes_ = bytes;
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -307,38 +299,28 @@ class GpuRank {
   }
 
   void open(std::uint64_t bucketBytes, const std::string& idHex) {
-    auto plan = bus::BucketPlan::build(manifest_, bucketBytes, kGpuPlanAlignment);
-    if (!plan) throw BenchFailure("plan: " + plan.error().describe());
-    plan_.emplace(std::move(*plan));
+    plan_.emplace(orThrow(bus::BucketPlan::build(manifest_, bucketBytes, kPlanAlignment), "plan"));
     const std::uint64_t before = freeMemory();
     if (nccl()) {
-      auto id = bus::gpu::ncclUniqueIdFromHex(idHex);
-      if (!id) throw BenchFailure("the channel's id: " + id.error().describe());
-      bus::gpu::NcclChannelConfig config;
-      config.uniqueId = *id;
-      config.rank = static_cast<std::int32_t>(options_.rank);
-      config.worldSize = options_.world;
-      config.bufferCount = bus::gpu::kNcclDefaultBuffers;
-      auto channel = bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout);
-      if (!channel) throw BenchFailure("NcclChannel::open: " + channel.error().describe());
-      ncclChannel_ = std::move(*channel);
+      const bus::gpu::NcclChannelConfig config{
+          .uniqueId = orThrow(bus::gpu::ncclUniqueIdFromHex(idHex), "the channel's id"),
+          .rank = static_cast<std::int32_t>(options_.rank), .worldSize = options_.world,
+          .bufferCount = bus::gpu::kNcclDefaultBuffers};
+      ncclChannel_ =
+          orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");
     } else {
-      auto channel = bus::gpu::CudaIpcChannel::open(options_.segment);
-      if (!channel) throw BenchFailure("CudaIpcChannel::open: " + channel.error().describe());
-      ipcChannel_ = std::move(*channel);
+      ipcChannel_ = orThrow(bus::gpu::CudaIpcChannel::open(options_.segment), "CudaIpcChannel::open");
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     sampler_ = std::make_unique<FreeMemorySampler>(options_.device);
-    link_.report("opened", {{"free_before", before}, {"free_after", freeMemory()},
-                            {"buckets", plan_->bucketCount()}});
+    link_.report("opened", {{"free_before", before}, {"free_after", freeMemory()}, {"buckets", plan_->bucketCount()}});
   }
 
   void prepare(std::uint64_t version) {
     if (sender()) {
-      tensors_->enqueueFill(kGpuContentSeed, version, stream_);
-      throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
+      tensors_->enqueueFill(kContentSeed, version, stream_);
       // send() reads the tensors on the channel's own streams: they must be written before it is called.
-      waitFor(after_, Clock::now() + kPrepareTimeout, "writing version " + std::to_string(version));
+      waitForStream(Clock::now() + kPrepareTimeout, "writing version " + std::to_string(version));
     }
     link_.report("prepared");
   }
@@ -402,8 +384,7 @@ class GpuRank {
         enqueueCopy(bytes);
       }
     }
-    throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
-    waitFor(after_, begun + kGpuRoundTimeout, nccl() ? "the raw broadcast" : "the baseline copy");
+    waitForStream(begun + kGpuRoundTimeout, nccl() ? "the raw broadcast" : "the baseline copy");
     const auto end = Clock::now();
     float milliseconds = 0;
     throwIfCudaFailed(cudaEventElapsedTime(&milliseconds, before_, after_), "cudaEventElapsedTime");
@@ -439,9 +420,11 @@ class GpuRank {
     throw BenchFailure(detail);
   }
 
-  static void waitFor(cudaEvent_t event, Clock::time_point deadline, const std::string& what) {
+  // Polls an event recorded behind the work enqueued so far on the stream.
+  void waitForStream(Clock::time_point deadline, const std::string& what) const {
+    throwIfCudaFailed(cudaEventRecord(after_, stream_), "cudaEventRecord");
     for (;;) {
-      const cudaError_t status = cudaEventQuery(event);
+      const cudaError_t status = cudaEventQuery(after_);
       if (status == cudaSuccess) return;
       if (status != cudaErrorNotReady) throwIfCudaFailed(status, what);
       if (Clock::now() > deadline) throw BenchFailure(what + " did not finish in time");

@@ -20,10 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_failure.hpp"
+#include "report.hpp"
 
 namespace wsync::bench {
-
-using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: one clock for every process of the host
 
 inline std::int64_t nanosecondsOf(Clock::time_point time) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();

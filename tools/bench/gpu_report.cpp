@@ -1,10 +1,10 @@
 // `wsync-bench gpu`: the GPUs it ran on, and the report of its measurements.
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <cstring>
 #include <iostream>
+#include <set>
 
 #include <cuda_runtime_api.h>
 
@@ -12,6 +12,7 @@
 #include <wsync/bus/channel/nccl/nccl_channel.hpp>
 
 #include "gpu.hpp"
+#include "tensor_memory.hpp"
 
 extern char** environ;
 
@@ -22,10 +23,13 @@ std::string cudaVersionText(int version) {  // 1000 x major + 10 x minor
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
 Cell size(std::uint64_t bytes) {
-  const double mib = static_cast<double>(bytes) / kMiB;
-  return {bytes, mib >= 1024 ? fixed(mib / 1024, 2) + " GiB" : fixed(mib, mib < 10 ? 2 : 0) + " MiB"};
+  const double inMiB = mib(bytes);
+  return {bytes, inMiB >= 1024 ? fixed(inMiB / 1024, 2) + " GiB" : fixed(inMiB, inMiB < 10 ? 2 : 0) + " MiB"};
 }
-Cell gbps(const Summary& t, std::uint64_t bytes) { return number(gigabytesPerSecond(t, bytes), 1); }
+// GB/s (10^9 bytes) at the median of round times in milliseconds.
+Cell gbps(const Summary& ms, std::uint64_t bytes) {
+  return number(ms.median > 0 ? static_cast<double>(bytes) / (ms.median * 1e6) : 0, 1);
+}
 
 // A measurement's row: what moved where, the channel, its baseline, then what only that channel has.
 std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
@@ -47,8 +51,7 @@ std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
   row.insert(row.end(), {spread(m.channelRound, "ms", 2), gbps(m.channelRound, m.modelBytes), baseline,
                          base ? gbps(m.baselineRound, m.modelBytes) : Cell(), base ? ratio(m.ratio()) : Cell(),
                          base ? verdict(m.ratio() > 0 && m.ratio() <= goal) : Cell(),
-                         digests(m.digestsEqual, m.digestsCompared),
-                         number(m.maxLateStartMs, 2)});
+                         digests(m.digestsEqual, m.digestsCompared), number(m.maxLateStartMs, 2)});
   if (nccl) {
     row.push_back(number(m.senderReturn.median, 2));
   } else {
@@ -85,11 +88,10 @@ Json describeGpus() {
                                cudaGetErrorName(counted) + " (" + cudaGetErrorString(counted) + ")";
     cudaGetLastError();
   }
-  std::vector<std::string> environment;
+  std::set<std::string> environment;  // sorted
   for (char** variable = environ; *variable != nullptr; ++variable) {
-    if (std::strncmp(*variable, "NCCL_", 5) == 0) environment.emplace_back(*variable);
+    if (std::strncmp(*variable, "NCCL_", 5) == 0) environment.emplace(*variable);
   }
-  std::sort(environment.begin(), environment.end());
   info["nccl_environment"] = environment;  // every rank inherits it
   Json& gpus = info["gpus"] = Json::array();
   for (int index = 0; index < count; ++index) {
@@ -120,7 +122,7 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
   report.parameters().update(Json{{"notes", r.notes}, {"channels", c.channels}, {"models", c.models},
                                   {"receivers", c.receivers}, {"ipc_devices", c.ipcDevices},
                                   {"bucket_mib", c.bucketMiB}, {"nccl_buffers", bus::gpu::kNcclDefaultBuffers},
-                                  {"plan_alignment", kGpuPlanAlignment}, {"warmup_rounds", c.warmup},
+                                  {"plan_alignment", kPlanAlignment}, {"warmup_rounds", c.warmup},
                                   {"repetitions", c.repetitions}, {"allocation", c.allocation}});
 
   for (const bool nccl : {true, false}) {

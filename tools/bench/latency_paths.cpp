@@ -23,11 +23,8 @@ namespace {
 constexpr std::uint64_t kEpoch = 1;
 constexpr std::uint64_t kVersion = 7;
 const msg::Digest128 kDigest(0x0123456789abcdefULL, 0xfedcba9876543210ULL);
-
-const std::string& pauseTopic() {
-  static const std::string topic = std::string(bus::topics::kRound) + "pause";
-  return topic;
-}
+const std::string kRoundTopic(bus::topics::kRound);
+const std::string kPauseTopic = kRoundTopic + "pause";
 
 std::span<const std::uint8_t> buildSnapshotRequest(bus::MessageBuilder& builder, std::uint64_t seq) {
   builder.reset();
@@ -38,7 +35,7 @@ std::span<const std::uint8_t> buildSnapshotReply(bus::MessageBuilder& builder, s
   builder.reset();
   auto& fbb = builder.fbb();
   const std::vector<flatbuffers::Offset<msg::TopicSequence>> sequences{
-      msg::CreateTopicSequenceDirect(fbb, std::string(bus::topics::kRound).c_str(), inReplyTo)};
+      msg::CreateTopicSequenceDirect(fbb, kRoundTopic.c_str(), inReplyTo)};
   auto body = msg::CreateSnapshotReplyDirect(fbb, &sequences, kEpoch, kVersion, nullptr, msg::RoundPhase::Idle,
                                              inReplyTo, kVersion, msg::PauseMode::Abort, false, &kDigest);
   return builder.finish(body, bus::EnvelopeStamp{kEpoch, inReplyTo});
@@ -92,8 +89,7 @@ class BusCoordinator final : public CoordinatorPath {
   }
 
   void publishPause(std::uint64_t round) override {
-    auto body = createPause(builder_, round);
-    orThrow(publisher_.publish(pauseTopic(), builder_, body, kEpoch), "bus: publish pause");
+    orThrow(publisher_.publish(kPauseTopic, builder_, createPause(builder_, round), kEpoch), "bus: publish pause");
   }
 
   std::optional<ReceivedAck> receiveAck(std::chrono::milliseconds timeout) override {
@@ -121,9 +117,8 @@ class BusAgent final : public AgentPath {
       : dealer_(orThrow(bus::DealerEndpoint::connect(context, endpoints.requests, agentId),
                         "bus: connect " + endpoints.requests)) {
     if (!subscribe) return;
-    subscriber_.emplace(orThrow(
-        bus::EventSubscriber::connect(context, endpoints.events, {std::string(bus::topics::kRound)}),
-        "bus: subscribe " + endpoints.events));
+    subscriber_.emplace(orThrow(bus::EventSubscriber::connect(context, endpoints.events, {kRoundTopic}),
+                                "bus: subscribe " + endpoints.events));
   }
 
   void roundTrip(std::uint64_t seq) override {
@@ -217,7 +212,7 @@ class RawCoordinator final : public CoordinatorPath {
 
   void publishPause(std::uint64_t round) override {
     stamp(pause_, round);
-    sendRaw(publisher_, zmq::buffer(pauseTopic()), true, "pause topic");
+    sendRaw(publisher_, zmq::buffer(kPauseTopic), true, "pause topic");
     sendRaw(publisher_, zmq::buffer(pause_), false, "pause");
   }
 
@@ -249,7 +244,7 @@ class RawAgent final : public AgentPath {
     dealer_.connect(endpoints.requests);
     if (!subscribe) return;
     subscriber_.emplace(rawSocket(context, zmq::socket_type::sub));
-    subscriber_->set(zmq::sockopt::subscribe, std::string(bus::topics::kRound));
+    subscriber_->set(zmq::sockopt::subscribe, kRoundTopic);
     subscriber_->connect(endpoints.events);
   }
 
@@ -286,8 +281,7 @@ MessageSizes busMessageSizes() {
   MessageSizes sizes;
   sizes.request = buildSnapshotRequest(builder, 1).size();
   sizes.reply = buildSnapshotReply(builder, 1).size();
-  auto pause = createPause(builder, 1);
-  sizes.pause = builder.finish(pause, bus::EnvelopeStamp{kEpoch, 1}).size();  // as EventPublisher::publish stamps it
+  sizes.pause = builder.finish(createPause(builder, 1), bus::EnvelopeStamp{kEpoch, 1}).size();  // as publish stamps it
   sizes.pauseAck = buildPauseAck(builder, 1).size();
   return sizes;
 }

@@ -23,22 +23,12 @@ constexpr std::size_t kReadChunk = 4096;
 
 }  // namespace
 
-LinePipe LinePipe::socketPair() {
+LinePipe::LinePipe() {
   int fds[2] = {-1, -1};
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) failWith("socketpair");
-  LinePipe pipe;
-  pipe.readFd_ = fds[0];
-  pipe.writeFd_ = fds[0];
-  pipe.peerFd_ = fds[1];
-  return pipe;
+  readFd_ = writeFd_ = fds[0];
+  peerFd_ = fds[1];
 }
-
-LinePipe::LinePipe(LinePipe&& other) noexcept
-    : readFd_(std::exchange(other.readFd_, -1)),
-      writeFd_(std::exchange(other.writeFd_, -1)),
-      peerFd_(std::exchange(other.peerFd_, -1)),
-      ended_(other.ended_),
-      buffered_(std::move(other.buffered_)) {}
 
 LinePipe::~LinePipe() {
   closePeer();

@@ -10,10 +10,11 @@ namespace wsync::bench {
 
 class LinePipe {
  public:
-  static LinePipe socketPair();  // throws BenchFailure
+  LinePipe();  // a socket pair; throws BenchFailure
   // Over descriptors of this process (an agent's stdin and a copy of its stdout); closes them when destroyed.
   LinePipe(int readFd, int writeFd) : readFd_(readFd), writeFd_(writeFd) {}
-  LinePipe(LinePipe&& other) noexcept;
+  LinePipe(const LinePipe&) = delete;
+  LinePipe& operator=(const LinePipe&) = delete;
   ~LinePipe();
 
   // The agent's end, to become its stdin and stdout; closed once the agent holds its copy.
@@ -26,8 +27,6 @@ class LinePipe {
   void writeLine(const std::string& line);
 
  private:
-  LinePipe() = default;
-
   int readFd_ = -1;
   int writeFd_ = -1;  // the same descriptor as readFd_ for the benchmark's end
   int peerFd_ = -1;

@@ -86,14 +86,12 @@ int main(int argc, char** argv) {
 
   ShmBenchConfig shm;
   CLI::App& shmMode = addMode(app, "shm", "The shm channel to 1, 3 and 8 receiver processes vs memcpy", shm, quick,
-                              status, [&](Report& report) {
-                                if (shm.noFanout) shm.fanoutReceivers.clear();
-                                runShmBenchmark(shm, report);
-                              });
+                              status, [&](Report& report) { runShmBenchmark(shm, report); });
   list(shmMode, "--models", shm.models, "Models (names cli::modelTensors knows)");
   auto* fanout = list(shmMode, "--fanout", shm.fanoutReceivers, "Receiver counts of the fan-out")
                      ->check(CLI::Range(std::size_t{2}, std::size_t{64}));
-  shmMode.add_flag("--no-fanout", shm.noFanout, "Only the one-receiver measurements")->excludes(fanout);
+  shmMode.add_flag_callback("--no-fanout", [&shm] { shm.fanoutReceivers.clear(); },
+                            "Only the one-receiver measurements")->excludes(fanout);
   list(shmMode, "--bucket-mib", shm.bucketMiB, "Bucket sizes (MiB); the fan-out takes the first")
       ->check(CLI::Range(1, 4096));
   list(shmMode, "--buffers", shm.buffers, "Buffer counts of the arena's ring, likewise")->check(CLI::Range(2, 8));
@@ -103,15 +101,13 @@ int main(int argc, char** argv) {
   RoundBenchConfig round;
   CLI::App& roundMode = addMode(app, "round", "An update round's control overhead by workers and tensors, vs the raw "
                                 "ZeroMQ round trip; with --monitors, with wsync-mon attached", round, quick, status,
-                                [&](Report& report) {
-                                  if (round.noCountSweep) round.countModels.clear();
-                                  runRoundBenchmark(round, report);
-                                });
+                                [&](Report& report) { runRoundBenchmark(round, report); });
   const auto workerRange = CLI::Range(std::size_t{1}, kMaxRoundWorkers);
   list(roundMode, "--workers", round.workerCounts, "Worker process counts")->check(workerRange);
   list(roundMode, "--models", round.models, "Manifests of the worker sweep (cli::modelTensors)");
   auto* countModels = list(roundMode, "--count-models", round.countModels, "Manifests of the tensor-count sweep");
-  roundMode.add_flag("--no-count-sweep", round.noCountSweep, "Only the worker sweep")->excludes(countModels);
+  roundMode.add_flag_callback("--no-count-sweep", [&round] { round.countModels.clear(); }, "Only the worker sweep")
+      ->excludes(countModels);
   option(roundMode, "--count-workers", round.countWorkers, "Workers of the tensor-count sweep")->check(workerRange);
   option(roundMode, "--warmup", round.warmup, "Unmeasured rounds first")->check(positive);
   option(roundMode, "--rounds", round.rounds, "Measured rounds per worker count")->check(positive);
@@ -162,9 +158,7 @@ int main(int argc, char** argv) {
   addAgent(app, "agent-gpu-rank", status, &runGpuRank);
 #else
   // Listed, so that asking for it says why it is missing rather than "unknown subcommand".
-  CLI::App& gpuMode = *app.add_subcommand("gpu", "The GPU channels (not in this build)");
-  gpuMode.allow_extras();
-  gpuMode.callback([&] {
+  app.add_subcommand("gpu", "The GPU channels (not in this build)")->allow_extras()->callback([&status] {
     std::cerr << "wsync-bench gpu: this build has no GPU channels (configure with -DWSYNC_CUDA=ON on a host with the "
                  "CUDA Toolkit and NCCL's header)\n";
     status = 1;

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 
 #include <zmq.hpp>
 
@@ -131,10 +132,9 @@ std::string Table::markdown() const {
   for (const Column& column : columns_) text += "| " + column.header + " ";
   text += "|\n";
   for (std::size_t c = 0; c < columns_.size(); ++c) {
-    bool figures = true;
-    for (const auto& row : rows_) {
-      figures = figures && (c >= row.size() || row[c].text.empty() || row[c].json.is_number());
-    }
+    const bool figures = std::all_of(rows_.begin(), rows_.end(), [c](const std::vector<Cell>& row) {
+      return c >= row.size() || row[c].text.empty() || row[c].json.is_number();
+    });
     text += figures ? "|---:" : "|---";
   }
   text += "|\n";
@@ -179,15 +179,11 @@ Summary summarize(std::vector<double> values) {
 }
 
 Json toJson(const Summary& summary, const std::string& unit, const std::vector<std::string>& figures) {
+  static const std::map<std::string, double Summary::*> members{
+      {"min", &Summary::min}, {"p50", &Summary::p50}, {"p90", &Summary::p90},
+      {"p99", &Summary::p99}, {"max", &Summary::max}, {"median", &Summary::median}};
   Json json{{"samples", summary.samples}};
-  for (const std::string& figure : figures) {
-    json[figure + "_" + unit] = figure == "min"   ? summary.min
-                                : figure == "p50" ? summary.p50
-                                : figure == "p90" ? summary.p90
-                                : figure == "p99" ? summary.p99
-                                : figure == "max" ? summary.max
-                                                  : summary.median;
-  }
+  for (const std::string& figure : figures) json[figure + "_" + unit] = summary.*members.at(figure);
   return json;
 }
 
@@ -211,12 +207,12 @@ int runMode(const std::string& mode, const ModeOptions& options, const std::func
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
   try {
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = Clock::now();
     Report report;
     report.json = {
         {"mode", mode}, {"machine", describeMachine(options.commit)}, {"parameters", {{"quick", options.quick}}}};
     measure(report);
-    const double wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double wallSeconds = std::chrono::duration<double>(Clock::now() - start).count();
     report.json["wall_seconds"] = wallSeconds;
     Json machine = report.json["machine"];
     machine["run"] = (options.quick ? "`--quick`: a demonstration, too few samples for conclusions" : "full") +

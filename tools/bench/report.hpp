@@ -1,6 +1,7 @@
 #pragma once
 // One report model for every mode: cells hold a figure for the JSON and its text for the markdown, so that the two
 // cannot disagree.
+#include <chrono>
 #include <concepts>
 #include <cstdint>
 #include <functional>
@@ -31,8 +32,15 @@ struct Cell {
 
 inline constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 
+using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: one clock for every process of the host
+
+inline double microseconds(std::chrono::nanoseconds duration) {
+  return duration.count() > 0 ? static_cast<double>(duration.count()) / 1e3 : 0;
+}
+
 std::string fixed(double value, int decimals);
 std::string gib(std::uint64_t bytes);  // "1.5 GiB"
+inline double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / kMiB; }
 Cell number(double value, int decimals);
 Cell ratio(double value);    // "1.05x"
 Cell verdict(bool met);      // true: "met"; false: a bold "missed"

@@ -12,11 +12,6 @@
 
 namespace wsync::bench {
 
-// N workers start, write their tensors (64 MiB at most) and register: seconds for 32 on 2 cores.
-inline constexpr std::chrono::milliseconds kWorkerJoinTimeout{60'000};
-inline constexpr std::chrono::milliseconds kWorkerJoinPollInterval{5};
-// A round takes ms to a few hundred (64 MiB to 8 workers); the coordinator aborts far sooner.
-inline constexpr std::chrono::milliseconds kRoundOutcomeTimeout{60'000};
 // Each worker's copy into its tensors after a commit: ~100 ms for 64 MiB x 8 workers on 2 cores.
 inline constexpr std::chrono::milliseconds kApplyTimeout{30'000};
 // Times the apply to 0.1 ms without taking a core from the workers.
@@ -29,8 +24,6 @@ inline constexpr std::size_t kCountBlock = 5;
 inline constexpr double kMaxRoundMemoryShare = 0.75;
 // Monitors subscribe, prove their subscription and take their first snapshot within this.
 inline constexpr std::chrono::milliseconds kMonitorSettle{2000};
-// wsync-mon stops on SIGTERM at its next redraw (250 ms); then SIGKILL.
-inline constexpr std::chrono::milliseconds kMonitorStopGrace{5000};
 inline constexpr std::size_t kMaxMonitors = 256;
 // Every worker of a round is a receiver of the coordinator's shm arena.
 inline constexpr std::size_t kMaxRoundWorkers = bus::kMaxArenaReceivers;
@@ -46,7 +39,6 @@ struct RoundBenchConfig {
   std::vector<std::string> models{"synthetic:16:1", "tiny"};
   // Same bytes, different tensor counts.
   std::vector<std::string> countModels{"synthetic:10:64", "synthetic:1000:64", "synthetic:20000:64"};
-  bool noCountSweep = false;
   std::size_t countWorkers = kRoundGoalWorkers;
   // The first round carries the manifest and faults in the staging; later ones settle caches.
   std::size_t warmup = 20;

@@ -21,8 +21,6 @@
 namespace wsync::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // One configuration (N workers, one manifest): its rounds' phases, in microseconds.
 struct RoundMeasurement {
   std::size_t workers = 0;
@@ -47,11 +45,9 @@ class BenchBus {
     const bus::Manifest manifest = catalogManifest(model);
     result_ = {.workers = workerCount, .model = model, .tensors = manifest.size(), .bytes = manifest.totalBytes()};
     progress << "round: " << workerCount << " workers, " << model << " (" << result_.tensors << " tensors, "
-             << fixed(static_cast<double>(result_.bytes) / kMiB, 2) << " MiB), bus " << busName << '\n';
-    coordinator::CoordinatorOptions options;
-    options.bus = busName;
-    options.bucketBytes = bucketBytes;
-    coordinator_ = std::make_unique<tools::CoordinatorThread>(options);
+             << fixed(mib(result_.bytes), 2) << " MiB), bus " << busName << '\n';
+    coordinator_ = std::make_unique<tools::CoordinatorThread>(
+        coordinator::CoordinatorOptions{.bus = busName, .bucketBytes = bucketBytes});
     view_.emplace(orThrow(bus::ControlBlockView::open(busName), "control block of " + busName));
     const auto joinStart = Clock::now();
     for (std::size_t index = 0; index < workerCount; ++index) {
@@ -120,7 +116,7 @@ class BenchBus {
     const int devNull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (devNull < 0) throw BenchFailure("cannot open /dev/null");
     const std::unique_ptr<const int, void (*)(const int*)> closer(&devNull, [](const int* fd) { ::close(*fd); });
-    const tools::ChildOptions options{.stdoutFd = devNull, .deathSignal = SIGTERM, .stopGrace = kMonitorStopGrace};
+    const tools::ChildOptions options{.stdoutFd = devNull, .deathSignal = SIGTERM, .stopGrace = kProgramStopGrace};
     std::vector<tools::ChildProcess> monitors;
     for (std::size_t i = 0; i < count; ++i) {
       monitors.push_back(tools::ChildProcess::spawn(monBinary, {"--bus", name_, "--refresh-ms", "250"}, options));
@@ -157,44 +153,38 @@ class RoundRun {
     if (config.monitors > 0) monBinary_ = locateProgram("wsync-mon", "", WSYNC_BENCH_MON);
   }
 
-  // Warm-up, measured rounds; with --monitors, rounds with them and without again (two phases bracket the one with).
-  RoundMeasurement measure(const std::string& model, std::size_t workerCount) {
-    const MachineLoad load;
-    const std::unique_ptr<BenchBus> bus = open(model, workerCount);
-    for (std::size_t round = 0; round < config_.warmup + config_.rounds; ++round) {
-      bus->runRound(round >= config_.warmup);
-    }
-    if (config_.monitors > 0) {
-      bus->runWithMonitors(monBinary_, config_.monitors, config_.rounds);
-      for (std::size_t round = 0; round < config_.rounds; ++round) bus->runRound(true);
-    }
-    RoundMeasurement result = bus->finish();
-    result.othersCpuShare = load.othersShare();
-    return report(result);
-  }
-
-  // Several manifests on buses of their own at once, taking turns in blocks of kCountBlock, the order rotating.
-  std::vector<RoundMeasurement> measureSideBySide(const std::vector<std::string>& models, std::size_t workerCount) {
+  // Each manifest on a bus of its own, all at once (the worker sweep: one), taking turns in blocks of kCountBlock, the
+  // order rotating; with `monitored`, then rounds with --monitors and without again (two phases bracket the one with).
+  std::vector<RoundMeasurement> measure(const std::vector<std::string>& models, std::size_t workerCount,
+                                        std::size_t rounds, bool monitored) {
     // Each worker holds its weights and, from the first round on, a staging copy; the trainer one more copy.
     std::uint64_t needed = 0;
     for (const std::string& model : models) needed += (2 * workerCount + 2) * catalogManifest(model).totalBytes();
     const std::uint64_t available = availableMemoryBytes();
     if (available > 0 && static_cast<double>(needed) > kMaxRoundMemoryShare * static_cast<double>(available)) {
-      throw BenchFailure("the tensor-count sweep needs " + gib(needed) + " side by side, " + gib(available) +
-                         " available: use fewer --count-workers, smaller --count-models or --no-count-sweep");
+      throw BenchFailure(std::to_string(workerCount) + " workers of " + std::to_string(models.size()) +
+                         " manifest(s) side by side need " + gib(needed) + ", " + gib(available) +
+                         " available: use fewer workers, smaller manifests or --no-count-sweep");
     }
     const MachineLoad load;
     std::vector<std::unique_ptr<BenchBus>> buses;
-    for (const std::string& model : models) buses.push_back(open(model, workerCount));
+    for (const std::string& model : models) {
+      const std::string name = "wsync-bench-round-" + std::to_string(::getpid()) + "-" + std::to_string(buses_++);
+      buses.push_back(std::make_unique<BenchBus>(name, model, workerCount, config_.bucketKiB * 1024, progress_));
+    }
     for (auto& bus : buses) {
       for (std::size_t round = 0; round < config_.warmup; ++round) bus->runRound(false);
     }
-    for (std::size_t done = 0, turn = 0; done < config_.countRounds; done += kCountBlock, ++turn) {
+    for (std::size_t done = 0, turn = 0; done < rounds; done += kCountBlock, ++turn) {
       for (std::size_t k = 0; k < buses.size(); ++k) {
-        for (std::size_t round = 0; round < std::min(kCountBlock, config_.countRounds - done); ++round) {
+        for (std::size_t round = 0; round < std::min(kCountBlock, rounds - done); ++round) {
           buses[(turn + k) % buses.size()]->runRound(true);
         }
       }
+    }
+    for (std::size_t b = 0; monitored && b < buses.size(); ++b) {
+      buses[b]->runWithMonitors(monBinary_, config_.monitors, rounds);
+      for (std::size_t round = 0; round < rounds; ++round) buses[b]->runRound(true);
     }
     // Every bus's agents stopped before the load is read, so that all their CPU time counts as the benchmark's.
     std::vector<RoundMeasurement> results;
@@ -208,18 +198,12 @@ class RoundRun {
   }
 
  private:
-  std::unique_ptr<BenchBus> open(const std::string& model, std::size_t workerCount) {
-    const std::string name = "wsync-bench-round-" + std::to_string(::getpid()) + "-" + std::to_string(buses_++);
-    return std::make_unique<BenchBus>(name, model, workerCount, config_.bucketKiB * 1024, progress_);
-  }
-
-  RoundMeasurement report(const RoundMeasurement& m) {
+  void report(const RoundMeasurement& m) {
     progress_ << "  " << m.model << ", " << m.workers << " workers: overhead p50 " << fixed(p50(m.overhead) / 1000, 3)
               << " ms (round " << fixed(p50(m.total) / 1000, 3) << ", send " << fixed(p50(m.sending) / 1000, 3)
               << ")" << (m.withMonitors.empty() ? "" : "; with monitors, round " +
                                                            fixed(p50(m.withMonitors) / 1000, 3) + " ms")
               << "; other processes used " << percent(m.othersCpuShare).text << " of the CPUs\n";
-    return m;
   }
 
   const RoundBenchConfig& config_;
@@ -267,10 +251,12 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
   RoundRun run(c, std::cerr);
   std::vector<RoundMeasurement> workerSweep;
   for (const std::string& model : c.models) {
-    for (const std::size_t workers : c.workerCounts) workerSweep.push_back(run.measure(model, workers));
+    for (const std::size_t workers : c.workerCounts) {
+      workerSweep.push_back(run.measure({model}, workers, c.rounds, c.monitors > 0)[0]);
+    }
   }
   std::vector<RoundMeasurement> countSweep;
-  if (!c.countModels.empty()) countSweep = run.measureSideBySide(c.countModels, c.countWorkers);
+  if (!c.countModels.empty()) countSweep = run.measure(c.countModels, c.countWorkers, c.countRounds, false);
   const LatencyComparison after = runRoundTripBenchmark(c.baselineRoundTrips, kDefaultBlock, std::cerr);
   report.json["others_cpu_share"] = load.othersShare();
 
@@ -296,7 +282,7 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
   };
   const auto manifest = [](const RoundMeasurement& m) {
     return "`" + m.model + "` (" + std::to_string(m.tensors) + " tensors, " +
-           fixed(static_cast<double>(m.bytes) / kMiB, m.bytes < (1U << 20) ? 3 : 0) + " MiB)";
+           fixed(mib(m.bytes), m.bytes < kMiB ? 3 : 0) + " MiB)";
   };
   const auto goalMet = [](const RoundMeasurement& m) { return p50(m.overhead) / 1000 <= kMaxRoundOverheadMs; };
   // Each sweep in two tables: round and overhead, then the phases' p50s (each on its own: they need not add up).

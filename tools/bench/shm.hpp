@@ -18,8 +18,6 @@ inline constexpr std::chrono::milliseconds kShmTransferTimeout{120'000};
 inline constexpr std::chrono::milliseconds kReceiverIdleTimeout{300'000};
 // The watchdog's look for a dead receiver: too rare to disturb the copy, often enough to abort.
 inline constexpr std::chrono::milliseconds kWatchdogInterval{20};
-// 256-byte tensor starts in a bucket, as for GPU copies (docs/bucket-plan.md).
-inline constexpr std::uint32_t kShmPlanAlignment = 256;
 // The first transfer faults the arena's pages in; caches and clocks settle.
 inline constexpr std::size_t kShmWarmupRounds = 2;
 // --wait-for-quiet: 90% idle over half a second (our receivers sleep meanwhile), waiting two minutes at most.
@@ -35,7 +33,6 @@ struct ShmBenchConfig {
   ModeOptions mode;
   std::vector<std::string> models{"opt-125m", "synthetic:20000:2048"};
   std::vector<std::size_t> fanoutReceivers{3, 8};
-  bool noFanout = false;
   // One receiver: every geometry; the fan-out: the first (4 MiB x 2, see README.md).
   std::vector<std::uint64_t> bucketMiB{4};
   std::vector<std::uint32_t> buffers{2};

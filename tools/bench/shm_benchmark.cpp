@@ -24,9 +24,6 @@
 namespace wsync::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-
 // The three paths of a measurement, rotated every round so that none always runs first or after another.
 enum class ShmPath : std::uint8_t { Channel, Memcpy, CopyDigest };
 constexpr std::array kPaths{ShmPath::Channel, ShmPath::Memcpy, ShmPath::CopyDigest};
@@ -86,7 +83,7 @@ class Measurement {
         arena_(orThrow(bus::ShmArena::create(arenaName, {result.bucketBytes, result.buffers,
                                                          static_cast<std::uint32_t>(result.receivers)}),
                        "arena")),
-        plan_(orThrow(bus::BucketPlan::build(model.manifest, result.bucketBytes, kShmPlanAlignment), "plan")) {
+        plan_(orThrow(bus::BucketPlan::build(model.manifest, result.bucketBytes, kPlanAlignment), "plan")) {
     result_.buckets = plan_.bucketCount();
     for (std::uint32_t i = 0; i < result.receivers; ++i) {
       receivers_.start("receiver " + std::to_string(i), "agent-shm-receive",
@@ -239,7 +236,7 @@ double memcpyRatio(const ShmMeasurement& m) { return median(m.memcpy) > 0 ? medi
 int runShmReceiver(const ShmReceiverOptions& options) {
   auto arena = orThrow(bus::ShmArena::open(options.arena), "arena");
   const bus::Manifest manifest = catalogManifest(options.model);
-  const auto plan = orThrow(bus::BucketPlan::build(manifest, arena.geometry().bucketBytes, kShmPlanAlignment), "plan");
+  const auto plan = orThrow(bus::BucketPlan::build(manifest, arena.geometry().bucketBytes, kPlanAlignment), "plan");
   const TensorMemory staging(manifest);  // every page written once, before "ready"
   std::cout << "ready" << std::endl;     // flushed: stdout is a socket
   for (std::uint64_t transfer = 1; transfer <= options.transfers; ++transfer) {
@@ -277,7 +274,7 @@ void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
   for (const ShmMeasurement& m : results) busy += m.busyRounds;
   report.parameters().update(Json{
       {"models", c.models}, {"fanout_receivers", c.fanoutReceivers}, {"bucket_mib", c.bucketMiB},
-      {"buffers", c.buffers}, {"plan_alignment", kShmPlanAlignment}, {"repetitions", c.repetitions},
+      {"buffers", c.buffers}, {"plan_alignment", kPlanAlignment}, {"repetitions", c.repetitions},
       {"warmup_rounds", kShmWarmupRounds}, {"wait_for_quiet", c.waitForQuiet}, {"rounds_not_quiet", busy},
       {"memory_available", gib(available)},
       {"transparent_huge_pages", "anonymous " + selectedMode("/sys/kernel/mm/transparent_hugepage/enabled") +
@@ -294,7 +291,7 @@ void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
              {"sender", "sender"}, {"receiver", "receiver"}, {"memcpy", "memcpy"}, {"memcpy_xxh3", "memcpy+XXH3"},
              {"bound_ratio", "bound/memcpy"}});
   for (const ShmMeasurement& m : results) {
-    const Cell size = number(static_cast<double>(m.modelBytes) / kMiB, 0);
+    const Cell size = number(mib(m.modelBytes), 0);
     const Cell geometry = std::to_string(m.bucketBytes / kMiB) + " x " + std::to_string(m.buffers);
     if (!m.skipped.empty()) {
       transfers.row({m.model, m.tensors, size, m.receivers, geometry, "", "skipped: " + m.skipped});
@@ -304,8 +301,7 @@ void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
                    number(median(m.channel) * static_cast<double>(m.receivers), 2),
                    spread(summarize(m.memcpy), "gbps", 2), ratio(memcpyRatio(m)),
                    m.receivers == 1 ? verdict(memcpyRatio(m) >= kMinChannelToMemcpyRatio) : Cell(), gbps(m.copyDigest),
-                   gbps(m.sender), digests(m.digestsEqual, m.digestsCompared),
-                   percent(m.othersCpuShare)});
+                   gbps(m.sender), digests(m.digestsEqual, m.digestsCompared), percent(m.othersCpuShare)});
     // The slower side per CPU-second against memcpy: the channel on separate cores with perfect overlap.
     const double slower = std::min(median(m.senderCpu), median(m.receiverCpu));
     cpu.row({m.model, m.receivers, geometry, gbps(m.senderCpu), gbps(m.receiverCpu), gbps(m.memcpyCpu),

@@ -14,15 +14,8 @@ namespace wsync::bench {
 
 // wsync-coordinator is up in milliseconds: ten seconds is an overloaded machine or a failed start.
 inline constexpr std::chrono::milliseconds kSoakCoordinatorStartTimeout{10'000};
-// 8 workers start and register on 2 cores in well under a second.
-inline constexpr std::chrono::milliseconds kSoakWorkerJoinTimeout{60'000};
-inline constexpr std::chrono::milliseconds kSoakJoinPollInterval{5};
 // A restarted worker registers again within ~100 ms: thirty seconds means the bus refuses it (a product bug).
 inline constexpr std::chrono::milliseconds kSoakRejoinTimeout{30'000};
-// Rounds take ms, aborted ones until the coordinator sees the death (20 ms checks): a minute is a stuck bus.
-inline constexpr std::chrono::milliseconds kSoakRoundOutcomeTimeout{60'000};
-// wsync-worker and wsync-coordinator stop on SIGTERM within one loop step (100 ms); then SIGKILL.
-inline constexpr std::chrono::milliseconds kSoakStopGrace{5'000};
 // Kill delay after the publish: uniform in [0, 2 x last round p50], so about half the kills land inside a round.
 inline constexpr double kSoakKillDelayFactor = 2.0;
 inline constexpr std::chrono::microseconds kSoakDefaultKillDelayMax{5'000};  // before any round was timed
@@ -71,7 +64,7 @@ struct SoakSample {
   std::size_t window = 0;
   std::size_t round = 0;  // rounds finished
   double seconds = 0;     // since the first publish
-  ProcessUsage coordinator, trainer, resident;  // trainer: this process; resident: worker-0, never restarted
+  ProcessUsage coordinator{}, trainer{}, resident{};  // trainer: this process; resident: worker-0, never restarted
   std::uint64_t workersMaxRss = 0, workersSumRss = 0;  // over the live workers
   std::uint32_t workersMaxFds = 0, liveWorkers = 0;
   std::uint32_t shmSegments = 0, runtimeFiles = 0, children = 0, zombies = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <random>
 #include <set>
@@ -21,26 +22,19 @@
 namespace wsync::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // A worker that keeps ending by itself is a crash loop, not a soak.
 constexpr std::size_t kMaxUnexpectedExits = 16;
 constexpr std::size_t kNever = static_cast<std::size_t>(-1);
 
-// Entries of a folder named `stem`, or `stem` then one of `separators` ("wsync-soak-1" must not count "wsync-soak-12");
-// with no stem, every entry but . and ..
-std::optional<std::uint32_t> countEntries(const std::string& path, const std::string& stem = "",
-                                          std::string_view separators = "") {
+// The entries of a folder but . and .. that `counted` (given the name) accepts; nothing when it cannot be read.
+std::optional<std::uint32_t> countEntries(const std::string& path,
+                                          const std::function<bool(const char*)>& counted = {}) {
   DIR* directory = ::opendir(path.c_str());
   if (directory == nullptr) return std::nullopt;
   std::uint32_t count = 0;
   while (const dirent* entry = ::readdir(directory)) {
     const std::string_view name(entry->d_name);
-    if (stem.empty() ? name != "." && name != ".."
-                     : name.starts_with(stem) && (name.size() == stem.size() ||
-                                                  separators.find(name[stem.size()]) != std::string_view::npos)) {
-      ++count;
-    }
+    if (name != "." && name != ".." && (!counted || counted(entry->d_name))) ++count;
   }
   ::closedir(directory);
   return count;
@@ -67,27 +61,29 @@ ProcessUsage readProcessUsage(pid_t pid) {
 
 // Processes whose parent is `parent`, and how many of them are zombies (exited, not reaped).
 std::pair<std::uint32_t, std::uint32_t> countChildren(pid_t parent) {
-  std::uint32_t children = 0;
   std::uint32_t zombies = 0;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return {0, 0};
-  while (const dirent* entry = ::readdir(proc)) {
+  const auto children = countEntries("/proc", [parent, &zombies](const char* name) {
     char* end = nullptr;
-    const long pid = std::strtol(entry->d_name, &end, 10);
-    if (pid <= 0 || *end != '\0') continue;
+    const long pid = std::strtol(name, &end, 10);
+    if (pid <= 0 || *end != '\0') return false;
     const std::vector<std::string> fields = procStatFields(static_cast<pid_t>(pid));  // [0] state, [1] parent
-    if (fields.size() < 2 || fields[1] != std::to_string(parent)) continue;
-    ++children;
+    if (fields.size() < 2 || fields[1] != std::to_string(parent)) return false;
     if (fields[0] == "Z") ++zombies;
-  }
-  ::closedir(proc);
-  return {children, zombies};
+    return true;
+  });
+  return {children.value_or(0), zombies};
 }
 
-// The bus's entries in /dev/shm (control block, arena "...-shm") and in the runtime folder (its sockets).
+// The bus's entries in /dev/shm (control block, arena "...-shm") and in the runtime folder (its sockets): its name,
+// or its name then one of `separators` ("wsync-soak-1" must not count "wsync-soak-12").
 std::pair<std::uint32_t, std::uint32_t> countBusResidue(const std::string& busName, const std::string& runtimeDir) {
-  return {countEntries("/dev/shm", bus::controlBlockSegmentName(busName), "-.").value_or(0),
-          countEntries(runtimeDir, busName, ".").value_or(0)};
+  const auto named = [](const std::string& stem, std::string_view separators) {
+    return [stem, separators](std::string_view name) {
+      return name.starts_with(stem) && (name.size() == stem.size() || separators.find(name[stem.size()]) != name.npos);
+    };
+  };
+  return {countEntries("/dev/shm", named(bus::controlBlockSegmentName(busName), "-.")).value_or(0),
+          countEntries(runtimeDir, named(busName, ".")).value_or(0)};
 }
 
 // The workers' agent id in an abort's detail ("worker 'worker-3': process 1234 is gone"), if it names one.
@@ -161,7 +157,7 @@ class SoakRun {
       progress_ << "window " << index + 1 << "/" << windowCount_ << ": " << fixed(window.roundsPerSecond(), 0)
                 << " rounds/s, p50 " << fixed(window.roundTime.p50 / 1000, 2) << " ms, " << window.restarts
                 << " restarts, " << window.abortedByRestart + window.abortedOther << " aborted; coordinator RSS "
-                << fixed(static_cast<double>(results_.samples.back().coordinator.rssBytes) / (1 << 20), 1)
+                << fixed(mib(results_.samples.back().coordinator.rssBytes), 1)
                 << " MiB; others used " << percent(window.othersCpuShare).text << " of the CPUs\n";
     }
     stopAll();
@@ -189,7 +185,7 @@ class SoakRun {
     coordinator_ = startProgram(results_.coordinatorPath, {"--bus", bus}, SIGTERM);
     while (!view_) {
       throwIfInterrupted();
-      if (!coordinator_->running()) throw BenchFailure("wsync-coordinator " + coordinator_->describeExit());
+      checkCoordinator("while starting");
       auto view = bus::ControlBlockView::open(bus);
       if (view && view->coordinatorPid() == static_cast<std::uint32_t>(coordinator_->pid())) {
         view_.emplace(std::move(*view));
@@ -197,7 +193,7 @@ class SoakRun {
         throw BenchFailure("wsync-coordinator on bus " + bus + " not up within " +
                            std::to_string(kSoakCoordinatorStartTimeout.count()) + " ms");
       }
-      std::this_thread::sleep_for(kSoakJoinPollInterval);
+      std::this_thread::sleep_for(kWorkerJoinPollInterval);
     }
     workers_.resize(config_.workers);
     for (std::size_t index = 0; index < config_.workers; ++index) {
@@ -209,11 +205,11 @@ class SoakRun {
       for (SoakWorker& worker : workers_) {
         if (!worker.process->running()) throw BenchFailure(worker.id + " " + worker.process->describeExit());
       }
-      if (Clock::now() - start > kSoakWorkerJoinTimeout) {
+      if (Clock::now() - start > kWorkerJoinTimeout) {
         throw BenchFailure(std::to_string(view_->activeAgents()) + " of " + std::to_string(config_.workers) +
-                           " workers registered within " + std::to_string(kSoakWorkerJoinTimeout.count()) + " ms");
+                           " workers registered within " + std::to_string(kWorkerJoinTimeout.count()) + " ms");
       }
-      std::this_thread::sleep_for(kSoakJoinPollInterval);
+      std::this_thread::sleep_for(kWorkerJoinPollInterval);
     }
     trainer_.emplace(bus, "soak-trainer", config_.model);
     results_.tensors = trainer_->manifest().size();
@@ -226,15 +222,13 @@ class SoakRun {
   tools::ChildProcess startProgram(const std::string& path, std::vector<std::string> args, int deathSignal) {
     args.insert(args.end(), {"--log-level", config_.childLogLevel});
     return tools::ChildProcess::spawn(path, args, {.deathSignal = deathSignal, .ownProcessGroup = true,
-                                                   .closeOtherFds = true, .stopGrace = kSoakStopGrace});
+                                                   .closeOtherFds = true, .stopGrace = kProgramStopGrace});
   }
 
-  // Starts (or starts again) a worker under its agent id; its rejoin is timed from now.
   void startWorker(SoakWorker& worker, std::optional<std::size_t> restart) {
     worker.process = startProgram(results_.workerPath,
                                   {"--bus", results_.busName, "--id", worker.id, "--model", config_.model, "--channel",
-                                   "shm", "--step-ms", std::to_string(config_.workerStepMs)},
-                                  SIGKILL);
+                                   "shm", "--step-ms", std::to_string(config_.workerStepMs)}, SIGKILL);
     worker.startedAt = Clock::now();
     worker.rejoinPending = true;
     worker.restart = restart;
@@ -281,12 +275,8 @@ class SoakRun {
       scheduleKill(round);
     }
     // A coordinator that died leaves the trainer waiting for a heartbeat refusal: the cause is known now.
-    record(trainer_->awaitOutcome(version, kSoakRoundOutcomeTimeout,
-                                  [this, version] {
-                                    if (coordinator_->running()) return;
-                                    throw BenchFailure("version " + std::to_string(version) +
-                                                       " in flight: wsync-coordinator " + coordinator_->describeExit());
-                                  }),
+    record(trainer_->awaitOutcome(version, kRoundOutcomeTimeout,
+                                  [&] { checkCoordinator("with version " + std::to_string(version) + " in flight"); }),
            window);
   }
 
@@ -316,12 +306,13 @@ class SoakRun {
     if (nextKill_ >= restartEnd_) nextKill_ = kNever;
   }
 
+  void checkCoordinator(const std::string& when) {
+    if (!coordinator_->running()) throw BenchFailure("wsync-coordinator " + coordinator_->describeExit() + " " + when);
+  }
+
   // A dead coordinator ends the run; a worker that ended by itself is reported and started again.
   void superviseWorkers(std::size_t round) {
-    if (!coordinator_->running()) {
-      throw BenchFailure("wsync-coordinator " + coordinator_->describeExit() + " before round " +
-                         std::to_string(round + 1));
-    }
+    checkCoordinator("before round " + std::to_string(round + 1));
     for (SoakWorker& worker : workers_) {
       if (worker.process->running()) continue;
       ++results_.unexpectedExits;
@@ -341,7 +332,7 @@ class SoakRun {
     for (superviseWorkers(round); markRegistered() < workers_.size(); superviseWorkers(round)) {
       throwIfInterrupted();
       checkRejoinDeadlines();
-      std::this_thread::sleep_for(kSoakJoinPollInterval);
+      std::this_thread::sleep_for(kWorkerJoinPollInterval);
     }
   }
 
@@ -384,12 +375,9 @@ class SoakRun {
   }
 
   void takeSample(std::size_t round, std::size_t window) {
-    SoakSample sample;
-    sample.window = window;
-    sample.round = round;
-    sample.seconds = round == 0 ? 0 : std::chrono::duration<double>(Clock::now() - runStart_).count();
-    sample.coordinator = readProcessUsage(coordinator_->pid());
-    sample.trainer = readProcessUsage(::getpid());
+    SoakSample sample{.window = window, .round = round,
+                      .seconds = round == 0 ? 0 : std::chrono::duration<double>(Clock::now() - runStart_).count(),
+                      .coordinator = readProcessUsage(coordinator_->pid()), .trainer = readProcessUsage(::getpid())};
     for (std::size_t index = 0; index < workers_.size(); ++index) {
       const ProcessUsage usage = readProcessUsage(workers_[index].process->pid());
       if (index == 0) sample.resident = usage;
@@ -416,10 +404,10 @@ class SoakRun {
       if (worker.process) worker.process->signal(SIGTERM);
     }
     for (SoakWorker& worker : workers_) {
-      if (worker.process) worker.process->stop(kSoakStopGrace);
+      if (worker.process) worker.process->stop(kProgramStopGrace);
     }
     view_.reset();
-    if (coordinator_) coordinator_->stop(kSoakStopGrace);
+    if (coordinator_) coordinator_->stop(kProgramStopGrace);
   }
 
   const SoakBenchConfig& config_;

@@ -1,4 +1,5 @@
 // `wsync-bench soak`: the verdicts and the report.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <iostream>
@@ -13,11 +14,6 @@ namespace {
 Cell ms(double us) { return {us / 1000, fixed(us / 1000, us < 100'000 ? 2 : 1)}; }
 Cell figure(double value) {
   return {value, value == std::floor(value) ? fixed(value, 0) : fixed(value, value < 100 ? 2 : 1)};
-}
-
-Json toJson(const ProcessUsage& u) {
-  return {{"alive", u.alive}, {"rss", u.rssBytes}, {"rss_anon", u.anonBytes}, {"rss_shmem", u.shmemBytes},
-          {"fds", u.fds},     {"threads", u.threads}};
 }
 
 // A figure read from every sample; the flatness check compares its maxima over the first and the last window.
@@ -35,15 +31,12 @@ std::vector<Resource> resources() {
                                    std::pair{"trainer (this process)", &SoakSample::trainer},
                                    std::pair{"worker-0 (resident)", &SoakSample::resident}}) {
     const std::string name = who;
-    list.push_back({name + " RSS (MiB)", [u = usage](auto& s) { return static_cast<double>((s.*u).rssBytes) / kMiB; },
-                    S::Memory, true});
-    list.push_back({name + " RssAnon (MiB)",
-                    [u = usage](auto& s) { return static_cast<double>((s.*u).anonBytes) / kMiB; }, S::Memory});
+    list.push_back({name + " RSS (MiB)", [u = usage](auto& s) { return mib((s.*u).rssBytes); }, S::Memory, true});
+    list.push_back({name + " RssAnon (MiB)", [u = usage](auto& s) { return mib((s.*u).anonBytes); }, S::Memory});
     list.push_back({name + " open fds", [u = usage](auto& s) { return (s.*u).fds; }, S::Fds});
     list.push_back({name + " threads", [u = usage](auto& s) { return (s.*u).threads; }, S::None});
   }
-  list.push_back({"largest worker RSS (MiB)", [](auto& s) { return static_cast<double>(s.workersMaxRss) / kMiB; },
-                  S::Memory, true});
+  list.push_back({"largest worker RSS (MiB)", [](auto& s) { return mib(s.workersMaxRss); }, S::Memory, true});
   list.push_back({"most fds of a worker", [](auto& s) { return s.workersMaxFds; }, S::Fds});
   list.push_back({"/dev/shm segments of the bus", [](auto& s) { return s.shmSegments; }, S::None, true});
   list.push_back({"runtime files of the bus", [](auto& s) { return s.runtimeFiles; }, S::None});
@@ -54,6 +47,25 @@ std::vector<Resource> resources() {
 }
 
 }  // namespace
+
+// Samples and restarts as JSON (nlohmann_json finds these by ADL: outside the anonymous namespace).
+void to_json(Json& json, const ProcessUsage& u) {
+  json = {{"alive", u.alive}, {"rss", u.rssBytes}, {"rss_anon", u.anonBytes}, {"rss_shmem", u.shmemBytes},
+          {"fds", u.fds},     {"threads", u.threads}};
+}
+
+void to_json(Json& json, const SoakSample& s) {
+  json = {{"round", s.round}, {"seconds", s.seconds}, {"coordinator", s.coordinator}, {"trainer", s.trainer},
+          {"resident_worker", s.resident}, {"workers_max_rss", s.workersMaxRss}, {"workers_sum_rss", s.workersSumRss},
+          {"workers_max_fds", s.workersMaxFds}, {"live_workers", s.liveWorkers}, {"shm_segments", s.shmSegments},
+          {"runtime_files", s.runtimeFiles}, {"children", s.children}, {"zombies", s.zombies},
+          {"active_slots", s.activeSlots}, {"dead_slots", s.deadSlots}};
+}
+
+void to_json(Json& json, const SoakRestart& s) {
+  json = {{"round", s.round + 1}, {"worker", s.worker}, {"mid_round", s.midRound}, {"phase", s.phase},
+          {"delay_us", s.delayUs}, {"rejoin_ms", s.rejoinMs}};
+}
 
 void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
   const SoakResults r = measureSoak(c, std::cerr);
@@ -161,17 +173,13 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
                    pooled);
   }
 
-  std::size_t midRound = 0, abortedByRestart = 0, shortRounds = 0;
-  Json& restarts = report.json["restarts"] = Json::array();
-  for (const SoakRestart& s : r.restarts) {
-    restarts.push_back({{"round", s.round + 1}, {"worker", s.worker}, {"mid_round", s.midRound}, {"phase", s.phase},
-                        {"delay_us", s.delayUs}, {"rejoin_ms", s.rejoinMs}});
-    if (s.midRound) ++midRound;
-  }
+  const auto midRound = std::ranges::count(r.restarts, true, &SoakRestart::midRound);
+  std::size_t abortedByRestart = 0, shortRounds = 0;
   for (const SoakWindow& w : r.windows) {
     abortedByRestart += w.abortedByRestart;
     shortRounds += w.roundsShortOfWorkers;
   }
+  report.json["restarts"] = r.restarts;
   report.json.update(Json{{"aborts_by_reason", r.abortsByReason}, {"kill_phases", r.killPhases},
                           {"aborted_round_time", toJson(r.abortedRoundTime, "us", {"p50", "max"})},
                           {"rejoin", toJson(r.rejoin, "us", {"p50", "p99", "max"})}, {"details", r.details}});
@@ -190,7 +198,6 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
   for (const std::string& detail : r.details) out << "- " << detail << "\n";
   out << "\n";
 
-  // Windows: the round figures, then the maximum of every resource over the window's samples.
   std::vector<Table::Column> columns{{"window", "window"}, {"rounds", "rounds"},
                                      {"restarts", "restarts (mid-round)"}, {"aborted", "aborted (by a restart)"},
                                      {"rounds_per_second", "rounds/s"}, {"p50_ms", "p50 ms"}, {"p99_ms", "p99 ms"},
@@ -218,15 +225,7 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
   }
   report.section("windows", "Windows", "Rounds: committed ones. Resources: the window's maximum.", windows);
 
-  Json& samples = report.json["samples"] = Json::array();
-  for (const SoakSample& s : r.samples) {
-    samples.push_back({{"round", s.round}, {"seconds", s.seconds}, {"coordinator", toJson(s.coordinator)},
-                       {"trainer", toJson(s.trainer)}, {"resident_worker", toJson(s.resident)},
-                       {"workers_max_rss", s.workersMaxRss}, {"workers_sum_rss", s.workersSumRss},
-                       {"workers_max_fds", s.workersMaxFds}, {"live_workers", s.liveWorkers},
-                       {"shm_segments", s.shmSegments}, {"runtime_files", s.runtimeFiles}, {"children", s.children},
-                       {"zombies", s.zombies}, {"active_slots", s.activeSlots}, {"dead_slots", s.deadSlots}});
-  }
+  report.json["samples"] = r.samples;
   report.json["after_stop"] = {{"coordinator_exit", r.coordinatorExit}, {"shm_segments", r.residueAfterStop.first},
                                {"runtime_files", r.residueAfterStop.second}};
   out << "After the run: the trainer said goodbye, the workers got SIGTERM together, then `wsync-coordinator` "

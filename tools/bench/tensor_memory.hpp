@@ -17,6 +17,8 @@ namespace wsync::bench {
 
 // Any value: content is a pure function of (seed, tensor, version), so runs are comparable.
 inline constexpr std::uint64_t kContentSeed = 20261122;
+// 256-byte tensor starts in a bucket, as the coordinator plans them (docs/bucket-plan.md; GPU channels need 16).
+inline constexpr std::uint32_t kPlanAlignment = 256;
 
 inline bus::Manifest catalogManifest(const std::string& model) {
   return orThrow(bus::Manifest::create(orThrow(cli::modelTensors(model), "model " + model)), "model " + model);

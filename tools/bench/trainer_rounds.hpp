@@ -14,19 +14,19 @@
 
 namespace wsync::bench {
 
+// N workers start, write their tensors (64 MiB at most) and register: seconds for 32 on 2 cores.
+inline constexpr std::chrono::milliseconds kWorkerJoinTimeout{60'000};
+inline constexpr std::chrono::milliseconds kWorkerJoinPollInterval{5};
+// A round takes ms to a few hundred, an aborted one until the coordinator sees the death: a minute is a stuck bus.
+inline constexpr std::chrono::milliseconds kRoundOutcomeTimeout{60'000};
 // The wait for an outcome is cut into slices this long, so that Ctrl-C or a dead coordinator ends it at once.
 inline constexpr std::chrono::milliseconds kOutcomeSlice{100};
-
-inline double microseconds(std::chrono::nanoseconds duration) {
-  return duration.count() > 0 ? static_cast<double>(duration.count()) / 1e3 : 0;
-}
 
 std::vector<bus::AgentSlotSnapshot> attachedAgents(const bus::ControlBlockView& view);
 
 class BenchTrainer {
  public:
   BenchTrainer(const std::string& bus, const std::string& id, const std::string& model);
-  ~BenchTrainer() { stop(); }
 
   const bus::Manifest& manifest() const { return manifest_; }
   // Publishes `version` of the weights (with `newContent`, 1/32 of their words changed first, untimed).
@@ -40,7 +40,7 @@ class BenchTrainer {
 
  private:
   const bus::Manifest manifest_;
-  TensorMemory weights_;  // read by the agent's I/O thread until it stops
+  TensorMemory weights_;  // read by the agent's I/O thread: agent_, declared after it, goes first
   std::unique_ptr<trainer_agent::TrainerAgent> agent_;
 };
 
