@@ -1,7 +1,9 @@
 // The worker agent behind wsync_worker_*: the caller's tensors bound by name, its callbacks as the agent's pause
 // hooks (a pause callback that returns non-zero refuses the round), the applied version and its waiters.
 #include <array>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 
 #include "boundary.hpp"
 #include "wsync/bus/core/log.hpp"
@@ -10,7 +12,21 @@
 #include "wsync/worker_agent/worker_agent.hpp"
 
 struct wsync_worker {
+  explicit wsync_worker(std::unique_ptr<wsync::worker_agent::WorkerAgent> started) : agent(std::move(started)) {}
+  // Stops the agent, which wakes every wsync_worker_wait_for_version (they return WSYNC_STOPPED), and waits for them
+  // to leave before the agent goes: a thread blocked in a wait while another destroys the worker is no crash.
+  ~wsync_worker() {
+    agent->stop();
+    std::unique_lock lock(waitersMutex);
+    waitersLeft.wait(lock, [&] { return waiters == 0; });
+  }
+  wsync_worker(const wsync_worker&) = delete;
+  wsync_worker& operator=(const wsync_worker&) = delete;
+
   std::unique_ptr<wsync::worker_agent::WorkerAgent> agent;
+  std::mutex waitersMutex;  // guards waiters
+  std::condition_variable waitersLeft;
+  int waiters = 0;  // calls of wsync_worker_wait_for_version in progress
 };
 
 namespace wsync::capi {
@@ -170,7 +186,7 @@ wsync_status wsync_worker_start(const wsync_worker_config* config, const wsync_t
     if (!options) return capi::fail(options.error().first, std::move(options.error().second));
     auto agent = worker_agent::WorkerAgent::start(std::move(*options), capi::hooksOf(*read));
     if (!agent) return capi::fail(capi::statusOf(agent.error().code), agent.error().describe());
-    *out = new wsync_worker{std::move(*agent)};
+    *out = new wsync_worker(std::move(*agent));
     return WSYNC_OK;
   });
 }
@@ -188,6 +204,19 @@ wsync_status wsync_worker_wait_for_version(wsync_worker* worker, uint64_t versio
     if (worker == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "worker is NULL");
     auto timeout = capi::timeoutOf(timeout_ms, "timeout_ms");
     if (!timeout) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(timeout.error()));
+    {
+      std::lock_guard lock(worker->waitersMutex);
+      ++worker->waiters;
+    }
+    struct Leave {
+      wsync_worker& worker;
+      ~Leave() {
+        // Under the lock: once it is released, a destroy may free the worker.
+        std::lock_guard lock(worker.waitersMutex);
+        --worker.waiters;
+        worker.waitersLeft.notify_all();
+      }
+    } leave{*worker};
     switch (worker->agent->waitForVersion(version, *timeout)) {
       case worker_agent::VersionWait::Reached: return WSYNC_OK;
       case worker_agent::VersionWait::Stopped: return capi::fail(WSYNC_STOPPED, "the worker agent stopped");
@@ -219,7 +248,7 @@ wsync_status wsync_worker_counters_get(const wsync_worker* worker, wsync_worker_
 }
 
 void wsync_worker_destroy(wsync_worker* worker) {
-  // WorkerAgent::stop(): the I/O thread ends once a callback in progress returns, then goodbye.
+  // The I/O thread ends once a callback in progress returns, then goodbye (WorkerAgent::stop).
   capi::destroyHandle(__func__, worker);
 }
 

@@ -416,6 +416,17 @@ TEST_F(CApi, WaitForVersionReturnsOnceTheVersionIsApplied) {
   const auto [status, error] = waiter.get();
   EXPECT_EQ(status, WSYNC_OK) << error;
   EXPECT_TRUE(engine.holds(1));
+
+  // A wait in progress when the worker is destroyed returns WSYNC_STOPPED, and the destroy waits for it.
+  std::promise<void> calling;
+  auto stopped = std::async(std::launch::async, [&calling, raw = worker.get()] {
+    calling.set_value();
+    return wsync_worker_wait_for_version(raw, 2, kGenerousMs);
+  });
+  calling.get_future().wait();
+  std::this_thread::sleep_for(200ms);  // inside the wait by now
+  worker.reset();
+  EXPECT_EQ(stopped.get(), WSYNC_STOPPED);
 }
 
 TEST_F(CApi, TheEventStreamShowsEveryPhaseOfARoundAsJson) {

@@ -421,6 +421,7 @@ void RoundHandler::applyStaged() {
   log::setVersion(staged.version);
   ++roundsApplied_;
   if (hooks_.applied) hooks_.applied(staged.version, staged.round);
+  appliedVersion_.wakeWaiters();  // once counted and told to the engine
 }
 
 void RoundHandler::handleAbort(const msg::Abort& abort) {

@@ -8,10 +8,10 @@ namespace wsync::worker_agent {
 
 namespace detail {
 
-void AppliedVersion::store(std::uint64_t version) {
+void AppliedVersion::wakeWaiters() {
   {
     std::lock_guard lock(mutex_);
-    version_.store(version, std::memory_order_release);
+    complete_ = load();
   }
   changed_.notify_all();
 }
@@ -26,8 +26,8 @@ void AppliedVersion::close() {
 
 VersionWait AppliedVersion::waitFor(std::uint64_t version, std::chrono::milliseconds timeout) const {
   std::unique_lock lock(mutex_);
-  changed_.wait_for(lock, timeout, [&] { return load() >= version || closed_; });
-  if (load() >= version) return VersionWait::Reached;
+  changed_.wait_for(lock, timeout, [&] { return complete_ >= version || closed_; });
+  if (complete_ >= version) return VersionWait::Reached;
   return closed_ ? VersionWait::Stopped : VersionWait::TimedOut;
 }
 

@@ -14,6 +14,8 @@
  *    or for the worker's lifetime). Strings are UTF-8, NUL-terminated; NULL means "the default".
  *  - Config structs are filled with their defaults by the matching _init function, which also sets struct_size;
  *    a caller built against an older header passes a smaller struct_size, and the fields it lacks take defaults.
+ *    An _init function never writes past the struct it came with (appending fields adds a new _init function), so
+ *    such a caller may call the ones it knows.
  *    Structs the library fills (outcome, progress, counters) carry the caller's struct_size too: fields past it are
  *    not written. A struct_size below 4 or ending inside a field is WSYNC_INVALID_ARGUMENT.
  *  - Blocking calls take a timeout in milliseconds (0: do not wait; negative: WSYNC_INVALID_ARGUMENT; cut to a
@@ -309,8 +311,9 @@ WSYNC_EXPORT wsync_status wsync_worker_start(const wsync_worker_config* config, 
 WSYNC_EXPORT uint64_t wsync_worker_applied_version(const wsync_worker* worker);
 /* The bus's committed version (safe from any thread). */
 WSYNC_EXPORT uint64_t wsync_worker_committed_version(const wsync_worker* worker);
-/* Waits until the applied version is at least `version`: WSYNC_OK, WSYNC_TIMEOUT, or WSYNC_STOPPED. Safe from
- * any thread but the callbacks'. */
+/* Waits until the applied version is at least `version` (and its applied callback has returned): WSYNC_OK,
+ * WSYNC_TIMEOUT, or WSYNC_STOPPED (the worker is being destroyed; the destroy waits for this call to return). Safe
+ * from any thread but the callbacks'. */
 WSYNC_EXPORT wsync_status wsync_worker_wait_for_version(wsync_worker* worker, uint64_t version, int64_t timeout_ms);
 WSYNC_EXPORT int32_t wsync_worker_rank(const wsync_worker* worker);
 WSYNC_EXPORT wsync_status wsync_worker_counters_get(const wsync_worker* worker, wsync_worker_counters* counters);

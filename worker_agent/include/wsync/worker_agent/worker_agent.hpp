@@ -50,21 +50,25 @@ enum class VersionWait : std::uint8_t {
 namespace detail {
 class RoundHandler;
 
-// The applied version: stored by the I/O thread after each apply, read by anyone with one atomic load, waited for
-// by waitForVersion (woken after each store and when the agent stops).
+// The applied version: stored by the I/O thread after each apply and read by anyone with one atomic load; waited
+// for by waitForVersion, which sees a version once its apply is complete (counters, applied hook) and wakes when
+// the agent stops.
 class AppliedVersion {
  public:
   std::uint64_t load() const { return version_.load(std::memory_order_acquire); }
-  void store(std::uint64_t version);
+  void store(std::uint64_t version) { version_.store(version, std::memory_order_release); }
+  // The stored version's apply is complete: waiters for it return.
+  void wakeWaiters();
   // Wakes every waiter for good.
   void close();
   VersionWait waitFor(std::uint64_t version, std::chrono::milliseconds timeout) const;
 
  private:
   std::atomic<std::uint64_t> version_{0};
-  mutable std::mutex mutex_;  // orders a store or close against a waiter's check, so no wake-up is lost
+  mutable std::mutex mutex_;  // orders a wake or close against a waiter's check, so no wake-up is lost
   mutable std::condition_variable changed_;
-  bool closed_ = false;  // guarded by mutex_
+  std::uint64_t complete_ = 0;  // guarded by mutex_: the last version whose apply is complete
+  bool closed_ = false;         // guarded by mutex_
 };
 }  // namespace detail
 
@@ -79,8 +83,9 @@ class WorkerAgent {
 
   // The version the bound buffers hold: one atomic load, lock-free, for tagging every generated token.
   std::uint64_t appliedVersion() const { return appliedVersion_.load(); }
-  // Waits until the applied version is at least `version` (Reached at once when it is already), `timeout` runs out,
-  // or the agent stops. Any thread but a hook's (the I/O thread applies versions).
+  // Waits until the applied version is at least `version` and its apply is complete (counted, the applied hook
+  // returned): Reached at once when it is already; TimedOut; Stopped once stop() began. Any thread but a hook's (the
+  // I/O thread applies versions).
   VersionWait waitForVersion(std::uint64_t version, std::chrono::milliseconds timeout) const {
     return appliedVersion_.waitFor(version, timeout);
   }
