@@ -7,6 +7,7 @@
 #include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/worker_agent/worker_bindings.hpp"
 
 namespace wsync::capi {
@@ -26,6 +27,13 @@ tl::expected<std::size_t, std::string> coveredBytes(std::uint32_t structSize, st
     }
   }
   return structSize;
+}
+
+void copyCoveredFields(void* to, const void* from, std::size_t covered, std::span<const Field> fields) {
+  for (const Field& field : fields) {
+    if (field.offset + field.size > covered) continue;
+    std::memcpy(static_cast<char*>(to) + field.offset, static_cast<const char*>(from) + field.offset, field.size);
+  }
 }
 
 tl::expected<std::optional<std::string>, std::string> optionalText(const char* text, std::string_view what,
@@ -53,12 +61,14 @@ tl::expected<Connection, std::string> connectionOf(const wsync_connection& given
   auto transport = optionalText(given.transport, "transport", kMaxConfigTextBytes);
   auto keys = optionalText(given.curve_keys, "curve_keys", kMaxConfigTextBytes);
   auto serverKey = optionalText(given.server_key, "server_key", kMaxConfigTextBytes);
-  for (const auto* text : {&transport, &keys, &serverKey}) {
+  for (auto* text : {&transport, &keys, &serverKey}) {
     if (!*text) return tl::unexpected(std::move(text->error()));
   }
   if (*transport) connection.transport = std::move(**transport);
   auto endpoints = bus::resolveEndpoints(connection.bus, connection.transport);
-  if (!endpoints) return tl::unexpected("bus '" + bus::printableText(connection.bus) + "': " + endpoints.error().describe());
+  if (!endpoints) {
+    return tl::unexpected("bus '" + bus::printableText(connection.bus) + "': " + endpoints.error().describe());
+  }
   connection.endpoints = std::move(*endpoints);
   if (!*keys && !*serverKey) return connection;
   if (!*keys || !*serverKey) return tl::unexpected(std::string("CURVE needs both curve_keys and server_key"));
@@ -68,6 +78,17 @@ tl::expected<Connection, std::string> connectionOf(const wsync_connection& given
   if (!server) return tl::unexpected("server_key: " + server.error());
   connection.curve = bus::CurveClient{std::move(*keyPair), std::move(*server)};
   return connection;
+}
+
+tl::expected<AgentIdentity, std::string> agentIdentityOf(const wsync_connection& connection, const char* agentId,
+                                                         std::int32_t rank) {
+  auto where = connectionOf(connection);
+  if (!where) return tl::unexpected(std::move(where.error()));
+  auto id = requiredText(agentId, "agent_id", bus::kMaxAgentIdBytes);
+  if (!id) return tl::unexpected(std::move(id.error()));
+  if (std::string why = bus::checkAgentId(*id); !why.empty()) return tl::unexpected("agent_id: " + why);
+  if (rank < -1) return tl::unexpected("rank is " + std::to_string(rank) + ": -1 or a rank");
+  return AgentIdentity{std::move(*where), std::move(*id), rank};
 }
 
 tl::expected<std::span<const wsync_tensor>, std::string> tensorArrayOf(const wsync_tensor* tensors, std::size_t count) {
@@ -87,7 +108,9 @@ tl::expected<bus::TensorSpec, std::string> tensorSpecOf(const wsync_tensor& tens
     return tl::unexpected(which + ": name is longer than " + std::to_string(bus::kMaxTensorNameBytes) + " bytes");
   }
   bus::TensorSpec spec{std::string(tensor.name, nameBytes), static_cast<msg::DType>(tensor.dtype), {}};
-  if (auto valid = bus::validateTensorName(spec.name); !valid) return tl::unexpected(which + ": " + valid.error().detail);
+  if (auto valid = bus::validateTensorName(spec.name); !valid) {
+    return tl::unexpected(which + ": " + valid.error().detail);
+  }
   const std::string named = which + " ('" + spec.name + "')";
   if (tensor.dtype == 0 || bus::elementBytes(spec.dtype) == 0) {
     return tl::unexpected(named + ": dtype " + std::to_string(tensor.dtype) + " is not a wsync dtype (" +
@@ -102,11 +125,12 @@ tl::expected<bus::TensorSpec, std::string> tensorSpecOf(const wsync_tensor& tens
   }
   spec.shape.assign(tensor.shape, tensor.shape + tensor.ndim);
   std::uint64_t bytes = bus::elementBytes(spec.dtype);
+  const std::string shape = named + ": shape " + worker_agent::formatShape(spec.shape);
   for (const std::int64_t dimension : spec.shape) {
-    if (dimension < 0) return tl::unexpected(named + ": shape " + worker_agent::formatShape(spec.shape) + " is negative");
-    if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(dimension), &bytes) || bytes > bus::kMaxManifestBytes) {
-      return tl::unexpected(named + ": shape " + worker_agent::formatShape(spec.shape) + " is larger than " +
-                            std::to_string(bus::kMaxManifestBytes) + " bytes");
+    if (dimension < 0) return tl::unexpected(shape + " is negative");
+    const bool overflows = __builtin_mul_overflow(bytes, static_cast<std::uint64_t>(dimension), &bytes);
+    if (overflows || bytes > bus::kMaxManifestBytes) {
+      return tl::unexpected(shape + " is larger than " + std::to_string(bus::kMaxManifestBytes) + " bytes");
     }
   }
   return spec;
@@ -136,7 +160,8 @@ tl::expected<std::chrono::milliseconds, std::string> timeoutOf(std::int64_t mill
 std::optional<msg::PauseMode> pauseModeOf(wsync_pause_mode mode) {
   static_assert(WSYNC_PAUSE_ABORT == static_cast<int>(msg::PauseMode::Abort) &&
                 WSYNC_PAUSE_WAIT == static_cast<int>(msg::PauseMode::Wait) &&
-                WSYNC_PAUSE_KEEP == static_cast<int>(msg::PauseMode::Keep) && msg::PauseMode::MAX == msg::PauseMode::Keep);
+                WSYNC_PAUSE_KEEP == static_cast<int>(msg::PauseMode::Keep) &&
+                msg::PauseMode::MAX == msg::PauseMode::Keep);
   if (mode > WSYNC_PAUSE_KEEP) return std::nullopt;
   return static_cast<msg::PauseMode>(mode);
 }

@@ -73,6 +73,8 @@ struct Field {
 // The part of a struct a caller's struct_size covers: at least the struct_size field, and never a field in part.
 tl::expected<std::size_t, std::string> coveredBytes(std::uint32_t structSize, std::span<const Field> fields,
                                                     std::string_view what);
+// Copies `fields` from `from` to `to` as far as `covered` bytes reach (whole fields only).
+void copyCoveredFields(void* to, const void* from, std::size_t covered, std::span<const Field> fields);
 
 // `given`'s fields that its struct_size covers, over `defaults` (which fills the rest and says the struct's size).
 template <typename Struct, std::size_t N>
@@ -82,11 +84,7 @@ tl::expected<Struct, std::string> readVersioned(const Struct* given, Struct defa
   std::memcpy(&structSize, given, sizeof(structSize));
   auto covered = coveredBytes(structSize, fields, what);
   if (!covered) return tl::unexpected(std::move(covered.error()));
-  for (const Field& field : fields) {
-    if (field.offset + field.size > *covered) continue;
-    std::memcpy(reinterpret_cast<char*>(&defaults) + field.offset, reinterpret_cast<const char*>(given) + field.offset,
-                field.size);
-  }
+  copyCoveredFields(&defaults, given, *covered, fields);
   return defaults;
 }
 
@@ -98,12 +96,18 @@ tl::expected<void, std::string> writeVersioned(Struct* out, const Struct& value,
   std::memcpy(&structSize, out, sizeof(structSize));
   auto covered = coveredBytes(structSize, fields, what);
   if (!covered) return tl::unexpected(std::move(covered.error()));
-  for (const Field& field : fields) {
-    if (field.offset + field.size > *covered) continue;
-    std::memcpy(reinterpret_cast<char*>(out) + field.offset, reinterpret_cast<const char*>(&value) + field.offset,
-                field.size);
-  }
+  copyCoveredFields(out, &value, *covered, fields);
   return {};
+}
+
+// The first steps of a start function: `out` cleared (NULL refused), then `config` read as far as it reaches.
+template <typename Handle, typename Struct, std::size_t N>
+tl::expected<Struct, std::string> startConfig(Handle** out, const Struct* config, Struct defaults,
+                                              const std::array<Field, N>& fields) {
+  if (out == nullptr) return tl::unexpected(std::string("out is NULL"));
+  *out = nullptr;
+  if (config == nullptr) return tl::unexpected(std::string("config is NULL"));
+  return readVersioned(config, std::move(defaults), fields, "config");
 }
 
 // ---- what callers pass in ----------------------------------------------------------------------------------------
@@ -125,6 +129,25 @@ struct Connection {
   bus::BusEndpoints endpoints;
 };
 tl::expected<Connection, std::string> connectionOf(const wsync_connection& connection);
+
+// What both agents' configs carry, checked: the bus, the agent's id (bus::checkAgentId) and the rank it asks for.
+struct AgentIdentity {
+  Connection connection;
+  std::string agentId;
+  std::int32_t rank = -1;
+
+  // Into TrainerOptions or WorkerOptions, which name these fields alike.
+  template <typename AgentOptions>
+  void moveInto(AgentOptions& options) && {
+    options.bus = std::move(connection.bus);
+    options.transport = std::move(connection.transport);
+    options.curve = std::move(connection.curve);
+    options.agentId = std::move(agentId);
+    options.requestedRank = rank;
+  }
+};
+tl::expected<AgentIdentity, std::string> agentIdentityOf(const wsync_connection& connection, const char* agentId,
+                                                         std::int32_t rank);
 
 // Tensor `index` of a caller's array as a manifest entry: its name (validateTensorName), a dtype of the schema and
 // a shape of at most kMaxTensorRank non-negative dimensions whose byte count fits in 64 bits. The text names the

@@ -53,7 +53,7 @@ tl::expected<coordinator::CoordinatorOptions, std::string> optionsOf(const wsync
   auto keys = optionalText(config.curve_keys, "curve_keys", kMaxConfigTextBytes);
   auto allowed = optionalText(config.allowed_keys, "allowed_keys", kMaxConfigTextBytes);
   if (!busName) return tl::unexpected(std::move(busName.error()));
-  for (const auto* text : {&transport, &keys, &allowed}) {
+  for (auto* text : {&transport, &keys, &allowed}) {
     if (!*text) return tl::unexpected(std::move(text->error()));
   }
   options.bus = std::move(*busName);
@@ -63,10 +63,12 @@ tl::expected<coordinator::CoordinatorOptions, std::string> optionsOf(const wsync
     std::int64_t milliseconds;
     std::chrono::milliseconds* into;
   };
-  for (const Duration& duration : {Duration{"heartbeat_interval_ms", config.heartbeat_interval_ms, &options.heartbeatInterval},
-                                   Duration{"heartbeat_timeout_ms", config.heartbeat_timeout_ms, &options.heartbeatTimeout},
-                                   Duration{"pause_timeout_ms", config.pause_timeout_ms, &options.pauseTimeout},
-                                   Duration{"transfer_timeout_ms", config.transfer_timeout_ms, &options.transferTimeout}}) {
+  const Duration durations[] = {
+      {"heartbeat_interval_ms", config.heartbeat_interval_ms, &options.heartbeatInterval},
+      {"heartbeat_timeout_ms", config.heartbeat_timeout_ms, &options.heartbeatTimeout},
+      {"pause_timeout_ms", config.pause_timeout_ms, &options.pauseTimeout},
+      {"transfer_timeout_ms", config.transfer_timeout_ms, &options.transferTimeout}};
+  for (const Duration& duration : durations) {
     if (duration.milliseconds <= 0 || std::chrono::milliseconds(duration.milliseconds) > kLongestWait) {
       return tl::unexpected(std::string(duration.name) + " is " + std::to_string(duration.milliseconds) +
                             ": give 1 ms to a year");
@@ -115,10 +117,7 @@ void wsync_coordinator_config_init(wsync_coordinator_config* config) {
 
 wsync_status wsync_coordinator_start(const wsync_coordinator_config* config, wsync_coordinator** out) {
   return capi::guarded(__func__, [&]() -> wsync_status {
-    if (out == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "out is NULL");
-    *out = nullptr;
-    if (config == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "config is NULL");
-    auto read = capi::readVersioned(config, capi::coordinatorDefaults(), capi::kCoordinatorConfigFields, "config");
+    auto read = capi::startConfig(out, config, capi::coordinatorDefaults(), capi::kCoordinatorConfigFields);
     if (!read) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(read.error()));
     auto options = capi::optionsOf(*read);
     if (!options) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(options.error()));

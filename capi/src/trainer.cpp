@@ -72,11 +72,8 @@ wsync_publish_options publishDefaults() {
 tl::expected<trainer_agent::TrainerOptions, std::pair<wsync_status, std::string>> optionsOf(
     const wsync_trainer_config& config) {
   auto invalid = [](std::string text) { return tl::unexpected(std::pair{WSYNC_INVALID_ARGUMENT, std::move(text)}); };
-  auto connection = connectionOf(config.connection);
-  if (!connection) return invalid(std::move(connection.error()));
-  auto agentId = requiredText(config.agent_id, "agent_id", bus::kMaxAgentIdBytes);
-  if (!agentId) return invalid(std::move(agentId.error()));
-  if (std::string why = bus::checkAgentId(*agentId); !why.empty()) return invalid("agent_id: " + why);
+  auto identity = agentIdentityOf(config.connection, config.agent_id, config.rank);
+  if (!identity) return invalid(std::move(identity.error()));
   const auto channel = channelOf(config.channel);
   if (!channel) return invalid("channel is " + std::to_string(config.channel) + ": not a wsync_channel");
   if (!builtWith(*channel)) {
@@ -84,14 +81,9 @@ tl::expected<trainer_agent::TrainerOptions, std::pair<wsync_status, std::string>
                                                            ": this build of libwsync has no GPU channels (built "
                                                            "without CUDA)"});
   }
-  if (config.rank < -1) return invalid("rank is " + std::to_string(config.rank) + ": -1 or a rank");
   if (config.cuda_device < 0) return invalid("cuda_device is " + std::to_string(config.cuda_device));
   trainer_agent::TrainerOptions options;
-  options.bus = std::move(connection->bus);
-  options.transport = std::move(connection->transport);
-  options.curve = std::move(connection->curve);
-  options.agentId = std::move(*agentId);
-  options.requestedRank = config.rank;
+  std::move(*identity).moveInto(options);
   options.channel = *channel;
   options.cudaDevice = config.cuda_device;
   return options;
@@ -182,10 +174,7 @@ void wsync_publish_options_init(wsync_publish_options* options) {
 
 wsync_status wsync_trainer_start(const wsync_trainer_config* config, wsync_trainer** out) {
   return capi::guarded(__func__, [&]() -> wsync_status {
-    if (out == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "out is NULL");
-    *out = nullptr;
-    if (config == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "config is NULL");
-    auto read = capi::readVersioned(config, capi::trainerDefaults(), capi::kTrainerConfigFields, "config");
+    auto read = capi::startConfig(out, config, capi::trainerDefaults(), capi::kTrainerConfigFields);
     if (!read) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(read.error()));
     auto options = capi::optionsOf(*read);
     if (!options) return capi::fail(options.error().first, std::move(options.error().second));

@@ -8,7 +8,6 @@
 #include "boundary.hpp"
 #include "wsync/bus/core/log.hpp"
 #include "wsync/bus/protocol/client_text.hpp"
-#include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/worker_agent/worker_agent.hpp"
 
 struct wsync_worker {
@@ -109,13 +108,11 @@ worker_agent::PauseHooks hooksOf(const wsync_worker_config& config) {
 tl::expected<worker_agent::WorkerOptions, std::pair<wsync_status, std::string>> optionsOf(
     const wsync_worker_config& config, std::span<const wsync_tensor> tensors) {
   auto invalid = [](std::string text) { return tl::unexpected(std::pair{WSYNC_INVALID_ARGUMENT, std::move(text)}); };
-  auto connection = connectionOf(config.connection);
-  if (!connection) return invalid(std::move(connection.error()));
-  auto agentId = requiredText(config.agent_id, "agent_id", bus::kMaxAgentIdBytes);
-  if (!agentId) return invalid(std::move(agentId.error()));
-  if (std::string why = bus::checkAgentId(*agentId); !why.empty()) return invalid("agent_id: " + why);
-  if (config.pause == nullptr || config.resume == nullptr) return invalid("the pause and resume callbacks are required");
-  if (config.rank < -1) return invalid("rank is " + std::to_string(config.rank) + ": -1 or a rank");
+  auto identity = agentIdentityOf(config.connection, config.agent_id, config.rank);
+  if (!identity) return invalid(std::move(identity.error()));
+  if (config.pause == nullptr || config.resume == nullptr) {
+    return invalid("the pause and resume callbacks are required");
+  }
   if (config.memory > WSYNC_MEMORY_DEVICE) {
     return invalid("memory is " + std::to_string(config.memory) + ": WSYNC_MEMORY_HOST or WSYNC_MEMORY_DEVICE");
   }
@@ -139,11 +136,7 @@ tl::expected<worker_agent::WorkerOptions, std::pair<wsync_status, std::string>> 
     auto bound = options.bindings.bind(std::move(spec->name), spec->dtype, std::move(spec->shape), *memory);
     if (!bound) return invalid("tensor " + std::to_string(index) + ": " + bound.error().detail);
   }
-  options.bus = std::move(connection->bus);
-  options.transport = std::move(connection->transport);
-  options.curve = std::move(connection->curve);
-  options.agentId = std::move(*agentId);
-  options.requestedRank = config.rank;
+  std::move(*identity).moveInto(options);
   options.bindingMemory = static_cast<worker_agent::BindingMemory>(config.memory);
   options.cudaDevice = config.cuda_device;
   options.registrationTimeout = std::min(std::chrono::milliseconds(config.registration_timeout_ms), kLongestWait);
@@ -175,10 +168,7 @@ void wsync_worker_config_init(wsync_worker_config* config) {
 wsync_status wsync_worker_start(const wsync_worker_config* config, const wsync_tensor* tensors, size_t count,
                                 wsync_worker** out) {
   return capi::guarded(__func__, [&]() -> wsync_status {
-    if (out == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "out is NULL");
-    *out = nullptr;
-    if (config == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "config is NULL");
-    auto read = capi::readVersioned(config, capi::workerDefaults(), capi::kWorkerConfigFields, "config");
+    auto read = capi::startConfig(out, config, capi::workerDefaults(), capi::kWorkerConfigFields);
     if (!read) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(read.error()));
     auto array = capi::tensorArrayOf(tensors, count);
     if (!array) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(array.error()));

@@ -95,7 +95,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!specs.empty() && names.size() == specs.size()) {
     const auto manifest = bus::Manifest::create(specs);
     if (manifest) {
-      for (std::size_t index = 0; index < specs.size(); ++index) WSYNC_FUZZ_CHECK(manifest->tensorBytes(index) == bytes[index]);
+      for (std::size_t index = 0; index < specs.size(); ++index) {
+        WSYNC_FUZZ_CHECK(manifest->tensorBytes(index) == bytes[index]);
+      }
     } else {
       WSYNC_FUZZ_CHECK(manifest.error().code == bus::ManifestError::TooLarge);  // their sum, past kMaxManifestBytes
     }

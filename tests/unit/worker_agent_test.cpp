@@ -254,6 +254,23 @@ class HandmadeCoordinator {
   std::uint64_t seq_ = 0;
 };
 
+// An operator's requests, as wsync-ctl sends them (pauses in mode Wait).
+class Operator {
+ public:
+  explicit Operator(const std::string& bus) : client_(context_, bus::resolveEndpoints(bus)->requests, "ctl") {}
+
+  // True once the coordinator answered.
+  bool request(msg::ControlAction action) {
+    bus::MessageBuilder builder;
+    client_.send(builder, msg::CreateControlRequest(builder.fbb(), action, msg::PauseMode::Wait));
+    return client_.receive<msg::ControlReply>(kGenerous).has_value();
+  }
+
+ private:
+  zmq::context_t context_;
+  test::RawClient client_;
+};
+
 WorkerOptions optionsFor(const std::string& bus, FakeEngine& engine) {
   WorkerOptions options;
   options.bus = bus;
@@ -383,16 +400,8 @@ TEST(WorkerAgent, NeverAppliesACorruptedReceive) {
 TEST(WorkerAgent, AWorkerJoiningDuringAnOperatorsPauseIsPausedUntilTheOperatorResumes) {
   const std::string bus = test::uniqueBusName("wjoinpaused");
   tools::CoordinatorThread coordinator(coordinatorOptions(bus));
-  auto endpoints = bus::resolveEndpoints(bus);
-  ASSERT_TRUE(endpoints.has_value());
-  zmq::context_t context;
-  test::RawClient operatorClient(context, endpoints->requests, "ctl");
-  auto control = [&](msg::ControlAction action) {
-    bus::MessageBuilder builder;
-    operatorClient.send(builder, msg::CreateControlRequest(builder.fbb(), action, msg::PauseMode::Wait));
-    return operatorClient.receive<msg::ControlReply>(kGenerous).has_value();
-  };
-  ASSERT_TRUE(control(msg::ControlAction::Pause));
+  Operator operatorClient(bus);
+  ASSERT_TRUE(operatorClient.request(msg::ControlAction::Pause));
 
   FakeEngine engine;
   auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
@@ -402,7 +411,7 @@ TEST(WorkerAgent, AWorkerJoiningDuringAnOperatorsPauseIsPausedUntilTheOperatorRe
   ASSERT_TRUE(trainer.publish(1, msg::PauseMode::Keep).committed);
   // Round 2 begins after round 1 resumed: had that Resume reached the engine, it would be paused again for round 2.
   ASSERT_TRUE(trainer.publish(2, msg::PauseMode::Keep).committed);
-  ASSERT_TRUE(control(msg::ControlAction::Resume));
+  ASSERT_TRUE(operatorClient.request(msg::ControlAction::Resume));
   EXPECT_EQ(engine.calls(4), (std::vector<std::string>{"pause Wait round 0", "applied 1 round 1", "applied 2 round 2",
                                                       "resume at 2"}));
   EXPECT_TRUE(engine.holds(contentOf(2)));
@@ -469,30 +478,22 @@ TEST(WorkerAgent, APauseHookThatFailsRefusesTheRound) {
 TEST(WorkerAgent, AnOperatorsPauseThatFailsLeavesTheEngineUnpaused) {
   const std::string bus = test::uniqueBusName("wopfail");
   tools::CoordinatorThread coordinator(coordinatorOptions(bus));
-  auto endpoints = bus::resolveEndpoints(bus);
-  ASSERT_TRUE(endpoints.has_value());
-  zmq::context_t context;
-  test::RawClient operatorClient(context, endpoints->requests, "ctl");
-  auto control = [&](msg::ControlAction action) {
-    bus::MessageBuilder builder;
-    operatorClient.send(builder, msg::CreateControlRequest(builder.fbb(), action, msg::PauseMode::Wait));
-    return operatorClient.receive<msg::ControlReply>(kGenerous).has_value();
-  };
+  Operator operatorClient(bus);
   FakeEngine engine;
   auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
   ASSERT_TRUE(agent.has_value()) << agent.error().describe();
 
   engine.failPauses(1);
-  ASSERT_TRUE(control(msg::ControlAction::Pause));
+  ASSERT_TRUE(operatorClient.request(msg::ControlAction::Pause));
   EXPECT_EQ(engine.calls(1), (std::vector<std::string>{"pause Wait round 0 failed"}));
-  ASSERT_TRUE(control(msg::ControlAction::Resume));  // the engine never paused: nothing to resume
+  ASSERT_TRUE(operatorClient.request(msg::ControlAction::Resume));  // the engine never paused: nothing to resume
 
   engine.failPauses(1);
-  ASSERT_TRUE(control(msg::ControlAction::Pause));
+  ASSERT_TRUE(operatorClient.request(msg::ControlAction::Pause));
   EXPECT_EQ(engine.calls(2).back(), "pause Wait round 0 failed");
   BareTrainer trainer(bus);
   ASSERT_TRUE(trainer.publish(1, msg::PauseMode::Keep).committed);  // the round asks again, and it pauses
-  ASSERT_TRUE(control(msg::ControlAction::Resume));
+  ASSERT_TRUE(operatorClient.request(msg::ControlAction::Resume));
   EXPECT_EQ(engine.calls(5), (std::vector<std::string>{"pause Wait round 0 failed", "pause Wait round 0 failed",
                                                       "pause Wait round 0", "applied 1 round 1", "resume at 1"}));
   (*agent)->stop();

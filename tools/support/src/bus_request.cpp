@@ -27,8 +27,9 @@ tl::expected<bus::Message, RequestFailure> requestOnce(bus::DealerEndpoint& deal
   if (auto sent = dealer.send(request); !sent) return bus::fail(RequestError::Transport, sent.error().describe());
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto received = dealer.receive(std::clamp(left, std::chrono::milliseconds(0), kAnswerSlice));
+    using std::chrono::milliseconds;
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto received = dealer.receive(std::clamp(left, milliseconds(0), kAnswerSlice));
     if (!received) return bus::fail(RequestError::Transport, received.error().describe());
     if (*received) {
       if (!(*received)->message) {
@@ -37,7 +38,7 @@ tl::expected<bus::Message, RequestFailure> requestOnce(bus::DealerEndpoint& deal
       return std::move(*(*received)->message);
     }
     if (auto refused = dealer.handshakeRefusal()) return bus::fail(RequestError::Refused, *refused);
-    if (left <= std::chrono::milliseconds(0)) {
+    if (left <= milliseconds(0)) {
       return bus::fail(RequestError::NoAnswer, "no answer within " + std::to_string(timeout.count()) + " ms");
     }
   }
