@@ -10,6 +10,8 @@
 // The worker's bus has no coordinator (a runtime folder of this process's own), so a start that passes the boundary
 // ends in registration after 1 ms (capi_fuzz_input.hpp: CallerView).
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,11 +29,15 @@ namespace bus = wsync::bus;
 namespace capi = wsync::capi;
 namespace fuzz = wsync::fuzz;
 
-// Where this process's buses would live: never a real one, so that no coordinator answers.
+// Where this process's buses would live: never a real one, so that no coordinator answers. Removed at exit.
+char runtimeFolder[] = "/tmp/wsync-fuzz-capi.XXXXXX";
 bool useOwnRuntimeDirectory() {
-  char folder[] = "/tmp/wsync-fuzz-capi.XXXXXX";
-  WSYNC_FUZZ_CHECK(::mkdtemp(folder) != nullptr);
-  WSYNC_FUZZ_CHECK(::setenv("WSYNC_RUNTIME_DIR", folder, 1) == 0);
+  WSYNC_FUZZ_CHECK(::mkdtemp(runtimeFolder) != nullptr);
+  WSYNC_FUZZ_CHECK(::setenv("WSYNC_RUNTIME_DIR", runtimeFolder, 1) == 0);
+  std::atexit([] {
+    std::error_code ignored;
+    std::filesystem::remove_all(runtimeFolder, ignored);
+  });
   return true;
 }
 
