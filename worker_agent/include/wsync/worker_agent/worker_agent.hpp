@@ -6,15 +6,18 @@
 //
 // Threading: start() spawns one I/O thread that owns the bus session and runs every round, transfers included
 // (plus the session's heartbeat thread, which only writes the shared-memory heartbeat word). Hooks run on the I/O
-// thread, one at a time, and must not throw. appliedVersion(), committedVersion(), pauseRequested(), rank() and counters() are safe
-// from any thread. stop() may be called from any thread but a hook; it returns once the I/O thread has ended, so
-// a hook in progress must return (close the PauseGate first when the engine has stopped) and a receive in
-// progress must end (it does when the trainer finishes or the coordinator aborts it).
+// thread, one at a time, and must not throw. appliedVersion(), committedVersion(), pauseRequested(), rank() and
+// counters() are safe from any thread, waitForVersion() from any thread but a hook. stop() may be called from any
+// thread but a hook; it returns once the I/O thread has ended, so a hook in progress must return (close the
+// PauseGate first when the engine has stopped) and a receive in progress must end (it does when the trainer
+// finishes or the coordinator aborts it).
 //
 // Memory: staging holds one full copy of the model (sum of the bound tensors' bytes), allocated at the first
 // transfer and reused for every round after. The payload arena adds nothing here: it lives in shared memory owned
 // by the coordinator (buffer count x bucket size).
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -37,9 +40,37 @@ struct WorkerCounters {
   std::uint64_t transfersFailed = 0;  // receives that failed (channel failure, abort, timeout)
 };
 
+// What WorkerAgent::waitForVersion saw.
+enum class VersionWait : std::uint8_t {
+  Reached,   // the applied version is at least the one asked for
+  TimedOut,  // not within the timeout
+  Stopped,   // the agent stopped first
+};
+
 namespace detail {
 class RoundHandler;
-}
+
+// The applied version: stored by the I/O thread after each apply and read by anyone with one atomic load; waited
+// for by waitForVersion, which sees a version once its apply is complete (counters, applied hook) and wakes when
+// the agent stops.
+class AppliedVersion {
+ public:
+  std::uint64_t load() const { return version_.load(std::memory_order_acquire); }
+  void store(std::uint64_t version) { version_.store(version, std::memory_order_release); }
+  // The stored version's apply is complete: waiters for it return.
+  void wakeWaiters();
+  // Wakes every waiter for good.
+  void close();
+  VersionWait waitFor(std::uint64_t version, std::chrono::milliseconds timeout) const;
+
+ private:
+  std::atomic<std::uint64_t> version_{0};
+  mutable std::mutex mutex_;  // orders a wake or close against a waiter's check, so no wake-up is lost
+  mutable std::condition_variable changed_;
+  std::uint64_t complete_ = 0;  // guarded by mutex_: the last version whose apply is complete
+  bool closed_ = false;         // guarded by mutex_
+};
+}  // namespace detail
 
 class WorkerAgent {
  public:
@@ -51,7 +82,13 @@ class WorkerAgent {
   WorkerAgent& operator=(const WorkerAgent&) = delete;
 
   // The version the bound buffers hold: one atomic load, lock-free, for tagging every generated token.
-  std::uint64_t appliedVersion() const { return appliedVersion_.load(std::memory_order_acquire); }
+  std::uint64_t appliedVersion() const { return appliedVersion_.load(); }
+  // Waits until the applied version is at least `version` and its apply is complete (counted, the applied hook
+  // returned): Reached at once when it is already; TimedOut; Stopped once stop() began. Any thread but a hook's (the
+  // I/O thread applies versions).
+  VersionWait waitForVersion(std::uint64_t version, std::chrono::milliseconds timeout) const {
+    return appliedVersion_.waitFor(version, timeout);
+  }
   // The bus's committed version, from the coordinator's shared-memory control block (takes a mutex: the mapping
   // is replaced when the coordinator restarts; tag outputs with appliedVersion() instead).
   std::uint64_t committedVersion() const;
@@ -72,7 +109,7 @@ class WorkerAgent {
   WorkerAgent() = default;
   void run();  // the I/O thread
 
-  std::atomic<std::uint64_t> appliedVersion_{0};
+  detail::AppliedVersion appliedVersion_;
   std::atomic<std::int32_t> rank_{-1};
   std::atomic<bool> stopping_{false};
   std::string agentId_;
