@@ -199,7 +199,7 @@ print(f"python {sys.version.split()[0]}, numpy {numpy.__version__}, torch {torch
 run_pytest() {
   local library
   stage "pytest tests/python -m '$1'"
-  library="$(find build -name libwsync.so -type f -not -path '*/python-venv/*' -print -quit)"
+  library="$(find build -name libwsync.so \( -type f -o -type l \) -not -path '*/python-venv/*' -print -quit)"
   if [[ -z "$library" || ! -x build/coordinator/wsync-coordinator ]]; then
     echo "test.sh: build/ has no libwsync.so or build/coordinator/wsync-coordinator for the Python tests" >&2
     return 1

@@ -163,6 +163,7 @@ def library_candidates() -> List[Path]:
     if from_env:
         candidates.append(Path(from_env))
     candidates.append(NATIVE_DIR / "lib" / "libwsync.so")
+    candidates.append(NATIVE_DIR / "lib" / f"libwsync.so.{ABI_VERSION}")  # its SONAME, where no link was kept
     return candidates
 
 
@@ -197,9 +198,13 @@ def lib() -> ctypes.CDLL:
             return _lib
         failures = []
         loaded = None
-        for candidate in library_candidates():
+        candidates = library_candidates()
+        if os.environ.get("WSYNC_LIBRARY"):
+            candidates = candidates[:1]  # what the environment names, or nothing: never another one silently
+        for candidate in candidates:
+            origin = "WSYNC_LIBRARY: " if os.environ.get("WSYNC_LIBRARY") else ""
             if not candidate.exists():
-                failures.append(f"{candidate} (no such file)")
+                failures.append(f"{candidate} ({origin}no such file)")
                 continue
             try:
                 loaded = ctypes.CDLL(str(candidate))

@@ -11,6 +11,7 @@ import gc
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -418,8 +419,19 @@ def test_importing_wsync_imports_neither_torch_nor_numpy(tmp_path):
 
 
 def test_a_missing_library_names_every_place_looked_at(tmp_path):
+    import os
     import subprocess
-    code = "import wsync\ntry:\n    wsync.library_path()\nexcept wsync.Error as e:\n    print(e)"
-    env = dict(__import__("os").environ, WSYNC_LIBRARY=str(tmp_path / "nowhere.so"))
+    code = "import wsync\ntry:\n    wsync.library_path()\nexcept wsync.Error as e:\n    print(e.status, e)"
+    env = dict(os.environ, WSYNC_LIBRARY=str(tmp_path / "nowhere.so"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
-    assert str(tmp_path / "nowhere.so") in out.stdout and "_native/lib/libwsync.so" in out.stdout
+    # WSYNC_LIBRARY, when set, is the only place: a wrong path is never replaced silently by another library.
+    assert f"{tmp_path / 'nowhere.so'} (WSYNC_LIBRARY: no such file)" in out.stdout, out.stdout
+    assert out.stdout.startswith("unavailable")
+    del env["WSYNC_LIBRARY"]
+    package = tmp_path / "pkg"
+    import shutil
+    shutil.copytree(Path(wsync.__file__).parent, package / "wsync", ignore=shutil.ignore_patterns("_native"))
+    env["PYTHONPATH"] = str(package)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
+                         cwd=tmp_path)
+    assert "_native/lib/libwsync.so (no such file)" in out.stdout and "libwsync.so.1" in out.stdout, out.stdout
