@@ -103,6 +103,10 @@ class Coordinator:
             command.append("--insecure")
         command += list(extra_args)
         self.command = command
+        # A bus that answers already has its coordinator: the program would exit 3, and until it did, that other
+        # coordinator's answers would look like its own.
+        if not curve_keys and self._answers(False):
+            raise UnavailableError(f"bus '{self.bus}' already has a live coordinator (it answers status requests)")
 
         if log_file is None:
             self._log = tempfile.NamedTemporaryFile(prefix=f"wsync-coordinator-{self.bus}-", suffix=".log",
@@ -133,7 +137,10 @@ class Coordinator:
                 why = "the bus already has a live coordinator" if code == EXIT_BUS_TAKEN else f"exit code {code}"
                 raise UnavailableError(f"wsync-coordinator for bus '{self.bus}' exited at start ({why}){self._tail()}")
             if self._answers(curve):
-                return
+                time.sleep(0.05)  # one that lost a race for the bus exits at once: tell it from the winner
+                if self._process.poll() is None:
+                    return
+                continue
             if time.monotonic() >= deadline:
                 raise UnavailableError(f"wsync-coordinator for bus '{self.bus}' did not answer within {timeout} s"
                                        f"{self._tail()}")

@@ -16,7 +16,8 @@ __all__ = ["events", "status", "EventStream"]
 def status(bus: str, timeout: float = 5.0, transport: Optional[str] = None, curve_keys=None,
            server_key=None) -> Dict[str, Any]:
     """The coordinator's snapshot as a dict (committed_version, agents, the round in progress, ...). Raises
-    UnavailableError when no coordinator answers within `timeout` seconds."""
+    TimeoutError when no coordinator answers within `timeout` seconds (UnavailableError when the bus cannot be
+    reached at all)."""
     lib = N.lib()
     connection, strings = N.connection(bus, transport, curve_keys, server_key)
 

@@ -142,6 +142,10 @@ class Helper:
             raise AssertionError(f"{self.name} still runs after {timeout} s; stderr: "
                                  f"{''.join(self.stderr_lines)[-3000:]}") from None
 
+    def send(self, line: str) -> None:
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
     def finish(self, timeout: float = 30.0) -> int:
         """Closes stdin (a serving worker then exits) and waits."""
         if self.process.stdin and not self.process.stdin.closed:

@@ -87,12 +87,12 @@ def test_events_and_status(in_process_coordinator):
     assert in_process_coordinator.committed_version == 7
 
 
-def test_status_without_a_coordinator_is_unavailable(bus):
+def test_status_without_a_coordinator_times_out(bus):
     started = time.monotonic()
-    with pytest.raises(wsync.UnavailableError) as unavailable:
+    with pytest.raises((wsync.TimeoutError, wsync.UnavailableError)) as unanswered:
         wsync.status(bus, timeout=0.5)
     assert time.monotonic() - started < 5
-    assert isinstance(unavailable.value, ConnectionError)
+    assert bus in str(unanswered.value)
 
 
 def test_a_second_coordinator_on_a_bus_is_refused(bus):
@@ -206,6 +206,8 @@ def test_pause_gate_parks_a_step_loop_engine(in_process_coordinator):
                 assert trainer.publish(version, {"weights": source} if version == 1 else None).wait(30).committed
             worker.wait_for_version(3, timeout=10)
             wait_until(lambda: any(spans[-1][1] == 3 for spans in outputs), what="an output at version 3")
+            stop.set()  # the engine stops before its worker closes
+            thread.join(5)
         assert parks.count("keep") == 3
     finally:
         stop.set()

@@ -59,17 +59,19 @@ def test_a_pause_callback_that_raises_aborts_the_round_and_the_worker_keeps_its_
         assert "engine refuses pause 2" in aborted.value.outcome.detail  # the exception's text reaches the trainer
         assert "RuntimeError" in aborted.value.outcome.detail
         assert aborted.value.status == "aborted"
-        # The worker serves version 1 still, and says so.
+        # The worker serves version 1 still, and says so; its bytes are version 1's (checked with the dumps).
         assert agent(wsync.status(coordinator.bus), "w0")["applied_version"] == 1
+        worker.send("dump")
+        assert worker.expect("dumped")["version"] == 1
         assert trainer.committed_version == 1
         models.fill_numpy(arrays, 3)
         assert trainer.publish(3).wait(timeout=30).committed  # the next round commits
     done = worker.expect("done")
     assert done["version"] == 3
-    assert done["counters"]["rounds_applied"] == 2
+    assert done["counters"]["rounds_applied"] == 2 and done["counters"]["rounds_refused"] == 1, done
     assert worker.wait() == 0, worker.stderr()
     dumps = read_dumps(tmp_path, "w0")
-    assert [dump["version"] for dump in dumps][:2] == [1, 1]  # resumed after the abort still holding version 1
+    assert [dump["version"] for dump in dumps][:2] == [1, 1]  # after version 1's resume, and after the abort
     check_dumps(tmp_path, "w0", models.numpy_bytes, 3)
 
 

@@ -77,25 +77,42 @@ def main() -> int:
             while True:
                 time.sleep(1)
 
+    resumed = {}
+
     def on_resume(version: int) -> None:
         emit("resume", version=version)
         dump(version)
+        resumed.setdefault(version, threading.Event()).set()
 
     def on_applied(version: int, round_: int) -> None:
         emit("applied", version=version, round=round_)
 
+    stdin_closed = threading.Event()
+    worker_box = {}
+
+    def read_commands() -> None:  # "dump": the bytes the engine serves now, tagged with its applied version
+        for line in sys.stdin:
+            if line.strip() == "dump" and "worker" in worker_box:
+                version = worker_box["worker"].applied_version
+                dump(version)
+                emit("dumped", version=version)
+        stdin_closed.set()
+
+    threading.Thread(target=read_commands, daemon=True).start()
     worker = wsync.Worker(args.bus, agent_id=args.id, tensors=tensors, on_pause=on_pause, on_resume=on_resume,
                           on_applied=on_applied, registration_timeout=args.timeout)
+    worker_box["worker"] = worker
     emit("ready", rank=worker.rank, applied=worker.applied_version, pid=os.getpid())
     if args.until_version:
         version = worker.wait_for_version(args.until_version, timeout=args.timeout)
         dump(version)  # what the engine holds now: the last dump
+        # The round's resume (after which its counters are settled), unless the worker stops first.
+        resumed.setdefault(version, threading.Event()).wait(10)
         counters = worker.counters
         worker.close()
         emit("done", version=version, counters=counters.__dict__, callback_errors=worker.callback_errors)
         return 0
-    for _ in sys.stdin:  # serves until the test closes stdin
-        pass
+    stdin_closed.wait()  # serves until the test closes stdin
     worker.close()
     return 0
 
