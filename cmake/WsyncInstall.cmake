@@ -1,11 +1,19 @@
 # `cmake --install BUILD --prefix P [--strip]` makes a prefix that runs after being copied to another path or machine:
 #   bin/           the programs, with an RPATH of $ORIGIN/../lib
-#   lib/           every shared library they need that the target system does not provide (real files under their
-#                  SONAMEs), and the static libraries of the bus and the roles, for embedding
-#   include/       the public headers, and the generated wsync/schemas/control_generated.h
+#   lib/           libwsync.so (the C API, RPATH $ORIGIN) and every shared library it and the programs need that the
+#                  target system does not provide (real files under their SONAMEs), and the static libraries of the
+#                  bus and the roles, for embedding
+#   include/       the public headers (wsync/wsync.h: the C API), and the generated wsync/schemas/control_generated.h
 #   share/wsync/   README.md
-# A program is added with one line, wsync_install_executables(TARGET...), here or in the folder that defines it;
-# the rules are made at the end of the top-level directory, once every target exists.
+# A program is added with one line, wsync_install_executables(TARGET...), a shared library with
+# wsync_install_shared_libraries(TARGET...), here or in the folder that defines it; the rules are made at the end of
+# the top-level directory, once every target exists.
+#
+# `cmake --install BUILD --component python --prefix P` (only then: it is not part of the full install) is what the
+# Python package ships: under P/${WSYNC_PYTHON_NATIVE_DIR}, lib/libwsync.so with what it needs bundled beside it
+# except libstdc++ and libgcc_s, and bin/wsync-coordinator (RPATH $ORIGIN/../lib). A Python process's torch (or any
+# other extension) may need a newer libstdc++ than ours, and only one can serve a process: the system's, which is
+# at least as new as the one the system's own Python packages were built with.
 
 set(WSYNC_INSTALL_BINDIR bin)
 set(WSYNC_INSTALL_LIBDIR lib)
@@ -24,7 +32,8 @@ set(WSYNC_INSTALL_SYSTEM_LIBRARIES
     [[^libnccl\.so]])
 # libstdc++ and libgcc_s are bundled on purpose: a cluster with an older compiler runtime would fail to start our
 # programs with "GLIBCXX_3.4.30 not found". Ours then serves the whole process, which is fine for what shares it:
-# NCCL asks for GLIBCXX_3.4.19, the driver for no libstdc++ at all.
+# NCCL asks for GLIBCXX_3.4.19, the driver for no libstdc++ at all. Not in the python component (above).
+set(WSYNC_PYTHON_PROVIDED_LIBRARIES ${WSYNC_INSTALL_SYSTEM_LIBRARIES} [[^libstdc\+\+\.so]] [[^libgcc_s\.so]])
 
 function(wsync_install_executables)
   set_property(GLOBAL APPEND PROPERTY WSYNC_INSTALL_EXECUTABLES ${ARGN})
@@ -33,19 +42,26 @@ endfunction()
 wsync_install_executables(wsync-coordinator wsync-trainer wsync-worker wsync-demo wsync-bench wsync-mon wsync-ctl
                           wsync-keygen)
 
+function(wsync_install_shared_libraries)
+  set_property(GLOBAL APPEND PROPERTY WSYNC_INSTALL_SHARED_LIBRARIES ${ARGN})
+endfunction()
+
 # The run-time part, executed by `cmake --install`: copies what GET_RUNTIME_DEPENDENCIES finds into lib/. It reads
-# the build tree's programs (their build RPATH points at nothing installed, so a stale prefix cannot answer) and
-# the variables wsync_programs, wsync_system_libraries, wsync_libdir and wsync_strip set before it.
+# the build tree's programs and shared libraries (their build RPATH points at nothing installed, so a stale prefix
+# cannot answer) and the variables wsync_programs, wsync_libraries, wsync_system_libraries, wsync_libdir and
+# wsync_strip set before it.
 set(_wsync_bundle_code [==[
   set(lib_dir "${CMAKE_INSTALL_PREFIX}/${wsync_libdir}")  # file(INSTALL) adds DESTDIR itself, strip does not
   file(GET_RUNTIME_DEPENDENCIES
        EXECUTABLES ${wsync_programs}
+       LIBRARIES ${wsync_libraries}
        PRE_EXCLUDE_REGEXES ${wsync_system_libraries}
        RESOLVED_DEPENDENCIES_VAR resolved
        UNRESOLVED_DEPENDENCIES_VAR unresolved
        CONFLICTING_DEPENDENCIES_PREFIX conflicting)
   if(unresolved)
-    message(FATAL_ERROR "wsync install: cannot find ${unresolved}, needed by the programs; the prefix would not run")
+    message(FATAL_ERROR "wsync install: cannot find ${unresolved}, needed by the programs or libwsync.so; the "
+                        "prefix would not run")
   endif()
   foreach(name IN LISTS conflicting_FILENAMES)
     message(FATAL_ERROR "wsync install: ${name} resolves to more than one file: ${conflicting_${name}}")
@@ -80,11 +96,39 @@ function(_wsync_make_install_rules)
     list(APPEND program_files "$<TARGET_FILE:${program}>")
   endforeach()
   install(TARGETS ${programs} RUNTIME DESTINATION ${WSYNC_INSTALL_BINDIR})
+  # Shared libraries carry their own RPATH ($ORIGIN: what they need lies beside them) and link options.
+  get_property(shared_libraries GLOBAL PROPERTY WSYNC_INSTALL_SHARED_LIBRARIES)
+  set(shared_library_files "")
+  foreach(library IN LISTS shared_libraries)
+    list(APPEND shared_library_files "$<TARGET_FILE:${library}>")
+  endforeach()
+  install(TARGETS ${shared_libraries} LIBRARY DESTINATION ${WSYNC_INSTALL_LIBDIR})
   install(CODE "set(wsync_programs [[${program_files}]])
+                set(wsync_libraries [[${shared_library_files}]])
                 set(wsync_system_libraries [[${WSYNC_INSTALL_SYSTEM_LIBRARIES}]])
                 set(wsync_libdir [[${WSYNC_INSTALL_LIBDIR}]])
                 set(wsync_strip [[${CMAKE_STRIP}]])
                 ${_wsync_bundle_code}")
+
+  # The python component: libwsync.so under the name the package loads (one real file, no symlink: a wheel holds
+  # none), the coordinator it can start, and what both need except what the Python process provides.
+  if(TARGET wsync_c)
+    set(native_dir "${WSYNC_PYTHON_NATIVE_DIR}")
+    install(TARGETS wsync-coordinator RUNTIME DESTINATION ${native_dir}/bin COMPONENT python EXCLUDE_FROM_ALL)
+    install(FILES "$<TARGET_FILE:wsync_c>" DESTINATION ${native_dir}/lib RENAME libwsync.so
+            COMPONENT python EXCLUDE_FROM_ALL)
+    install(CODE "set(wsync_programs [[$<TARGET_FILE:wsync-coordinator>]])
+                  set(wsync_libraries [[$<TARGET_FILE:wsync_c>]])
+                  set(wsync_system_libraries [[${WSYNC_PYTHON_PROVIDED_LIBRARIES}]])
+                  set(wsync_libdir [[${native_dir}/lib]])
+                  set(wsync_strip [[${CMAKE_STRIP}]])
+                  ${_wsync_bundle_code}
+                  if(CMAKE_INSTALL_DO_STRIP)  # install(FILES) does not strip
+                    execute_process(COMMAND \"\${wsync_strip}\" --strip-unneeded
+                                            \"\$ENV{DESTDIR}\${lib_dir}/libwsync.so\" COMMAND_ERROR_IS_FATAL ANY)
+                  endif()"
+            COMPONENT python EXCLUDE_FROM_ALL)
+  endif()
 
   # For embedding: the static libraries and their public headers. No find_package(wsync) package: the targets'
   # include directories are build-tree paths and they link pkg-config imported targets, neither of which exports.

@@ -4,6 +4,10 @@ option(WSYNC_WERROR "Treat compiler warnings as errors" OFF)
 option(WSYNC_INSTALL "Install rules for a relocatable prefix (cmake --install): programs, bundled libraries, headers" ON)
 option(WSYNC_FUZZ "Build libFuzzer targets (needs clang); their corpora run as plain tests either way" OFF)
 
+# `cmake --install BUILD --component python` (the Python package's build): libwsync.so and wsync-coordinator go to
+# lib/ and bin/ under this folder of the prefix, which the package's build sets to where it loads them from.
+set(WSYNC_PYTHON_NATIVE_DIR "wsync/_native" CACHE STRING "Install folder of the python component, under the prefix")
+
 set(WSYNC_SANITIZE "" CACHE STRING "Sanitizers to build with: '', 'address,undefined' or 'thread'")
 set_property(CACHE WSYNC_SANITIZE PROPERTY STRINGS "" "address,undefined" "thread")
 

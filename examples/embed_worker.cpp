@@ -20,7 +20,10 @@ int main(int argc, char** argv) {
   }
   // The gate parks the step loop while a version is applied (keep mode: in-flight requests continue afterwards).
   worker_agent::PauseGate gate;
-  worker_agent::PauseHooks hooks{.pause = [&](msg::PauseMode mode, std::uint64_t) { gate.pause(mode); },
+  worker_agent::PauseHooks hooks{.pause = [&](msg::PauseMode mode, std::uint64_t) -> worker_agent::PauseResult {
+                                   gate.pause(mode);  // a hook that cannot pause its engine returns why instead
+                                   return {};
+                                 },
                                  .resume = [&](std::uint64_t) { gate.resume(); }};
   auto agent = worker_agent::WorkerAgent::start(std::move(options), std::move(hooks));
   if (!agent) return std::fprintf(stderr, "%s\n", agent.error().describe().c_str()), 1;

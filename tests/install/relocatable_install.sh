@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs this build tree (stripped) into a temporary prefix, moves the prefix to another path, and checks there
-# that every installed program finds each library inside the prefix, or on the system for the few the target system
-# provides (glibc, the GPU driver, NCCL), and that every program runs. Fails when bundling or the RPATH breaks.
-# Usage: relocatable_install.sh CMAKE BUILD_DIR CXX SYSTEM_LIBRARY_REGEX PROGRAM...
+# that every installed program and libwsync.so find each library inside the prefix, or on the system for the few
+# the target system provides (glibc, the GPU driver, NCCL), that every program runs, and that a C program built
+# against the installed wsync.h runs on the installed libwsync.so. Then the same for the python component (what the
+# Python package ships), whose libwsync.so must leave libstdc++ and libgcc_s to the system. Fails when bundling or
+# the RPATH breaks.
+# Usage: relocatable_install.sh CMAKE BUILD_DIR CXX CC SYSTEM_LIBRARY_REGEX PROGRAM...
 #   SYSTEM_LIBRARY_REGEX: names the target system provides (an ERE); PROGRAM: programs that must be installed.
 set -euo pipefail
 
-cmake=$1 build_dir=$2 cxx=$3 system_libraries=$4
-shift 4
+cmake=$1 build_dir=$2 cxx=$3 cc=$4 system_libraries=$5
+shift 5
 expected_programs=("$@")
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/wsync-install-test.XXXXXX")"
@@ -39,30 +42,39 @@ programs=("$prefix"/bin/*)
 bundled=("$prefix"/lib/*.so*)
 ((${#bundled[@]})) || fail "lib/ holds no bundled shared library"
 for library in "${bundled[@]}"; do
-  if [[ -L "$library" ]]; then fail "lib/$(basename "$library") is a symlink, not the real file"; fi
+  # The one symlink: libwsync.so, the name a linker looks for, to libwsync.so.ABI.
+  if [[ -L "$library" && ! ("$(basename "$library")" == libwsync.so && -f "$library") ]]; then
+    fail "lib/$(basename "$library") is a symlink, not the real file"
+  fi
 done
+[[ -f "$prefix/lib/libwsync.so" && -f "$prefix/include/wsync/wsync.h" ]] || fail "libwsync.so or wsync.h not installed"
 
-# (a) Where the loader finds each library of each program, as ldd reports it ("name => path (address)").
-for program in "${programs[@]}"; do
-  name_of_program="bin/$(basename "$program")"
-  if ! ldd "$program" >"$work/ldd.txt" 2>&1; then
+# (a) Where the loader finds each library of each program and of libwsync.so, as ldd reports it ("name => path
+# (address)"). check_libraries FILE LIBDIR SYSTEM_REGEX.
+check_libraries() {
+  local file=$1 libdir=$2 system=$3 shown name arrow path _
+  shown="${file#"$work/elsewhere/"}"
+  if ! ldd "$file" >"$work/ldd.txt" 2>&1; then
     cat "$work/ldd.txt" >&2
-    fail "ldd $name_of_program failed"
-    continue
+    fail "ldd $shown failed"
+    return
   fi
   while read -r name arrow path _; do
     [[ "$arrow" == "=>" ]] || continue  # the vdso and the loader itself
     if [[ "$path" == "not" ]]; then
       # Only what the target system provides may be missing here (no GPU driver or NCCL on a build machine).
-      [[ "$name" =~ $system_libraries ]] || fail "$name_of_program: $name not found"
-    elif [[ -e "$prefix/lib/$name" ]]; then
+      [[ "$name" =~ $system ]] || fail "$shown: $name not found"
+    elif [[ -e "$libdir/$name" ]]; then
       # ldd prints the RPATH as expanded: .../bin/../lib/NAME.
-      [[ "$(realpath "$path")" == "$(realpath "$prefix/lib/$name")" ]] ||
-        fail "$name_of_program: $name resolves to $path, not the bundled one"
-    elif ! [[ "$name" =~ $system_libraries ]]; then
-      fail "$name_of_program: $name resolves to $path outside the prefix: it was not bundled"
+      [[ "$(realpath "$path")" == "$(realpath "$libdir/$name")" ]] ||
+        fail "$shown: $name resolves to $path, not the bundled one"
+    elif ! [[ "$name" =~ $system ]]; then
+      fail "$shown: $name resolves to $path outside the prefix: it was not bundled"
     fi
   done <"$work/ldd.txt"
+}
+for file in "${programs[@]}" "$prefix/lib/libwsync.so"; do
+  check_libraries "$file" "$prefix/lib" "$system_libraries"
 done
 
 # (b) Every program runs from the moved prefix.
@@ -85,9 +97,69 @@ if ! "$cxx" -std=c++20 -fsyntax-only -I "$prefix/include" "$work/all_headers.cpp
   fail "the installed headers do not compile on their own"
 fi
 
+# The C API: a C program built against the installed header and library (found through the program's RPATH, its
+# own dependencies through libwsync.so's $ORIGIN), which starts a coordinator and reads its committed version.
+cat >"$work/capi.c" <<'EOF'
+#include <stdio.h>
+#include <wsync/wsync.h>
+
+int main(int argc, char** argv) {
+  wsync_coordinator_config config;
+  wsync_coordinator* coordinator = NULL;
+  wsync_status status;
+  if (argc != 2 || wsync_abi_version() != WSYNC_ABI_VERSION) return 2;
+  wsync_coordinator_config_init(&config);
+  config.bus = argv[1];
+  status = wsync_coordinator_start(&config, &coordinator);
+  if (status != WSYNC_OK) return fprintf(stderr, "%s: %s\n", wsync_status_name(status), wsync_last_error()), 1;
+  status = wsync_coordinator_committed_version(coordinator) == 0 ? WSYNC_OK : WSYNC_INTERNAL;
+  wsync_coordinator_destroy(coordinator);
+  printf("libwsync %s\n", wsync_version());
+  return status;
+}
+EOF
+mkdir -m 700 "$work/run"
+if ! "$cc" -std=c11 -Wall -Wextra -Werror -pedantic -I "$prefix/include" "$work/capi.c" -L "$prefix/lib" -lwsync \
+       -Wl,-rpath,"$prefix/lib" -o "$work/capi" >"$work/cc.log" 2>&1; then
+  cat "$work/cc.log" >&2
+  fail "a C program does not build against the installed wsync.h and libwsync.so"
+elif ! WSYNC_RUNTIME_DIR="$work/run" "$work/capi" "install-test-$$" >"$work/capi.log" 2>&1; then
+  cat "$work/capi.log" >&2
+  fail "a C program on the installed libwsync.so failed"
+fi
+
+# The python component, moved too: libwsync.so (one real file) and wsync-coordinator, bundled but for libstdc++ and
+# libgcc_s, which the Python process's own must serve.
+if ! "$cmake" --install "$build_dir" --component python --prefix "$work/python-staged" --strip \
+       >"$work/install-python.log" 2>&1; then
+  cat "$work/install-python.log" >&2
+  fail "cmake --install --component python failed"
+else
+  mv "$work/python-staged" "$work/elsewhere/python"
+  native="$(find "$work/elsewhere/python" -type d -name _native)"
+  [[ -d "$native/lib" && -d "$native/bin" ]] || fail "the python component has no single _native folder: $native"
+  [[ -f "$native/lib/libwsync.so" && ! -L "$native/lib/libwsync.so" ]] ||
+    fail "python component: lib/libwsync.so is not a real file"
+  for library in "$native"/lib/*; do
+    if [[ "$(basename "$library")" =~ ^lib(stdc\+\+|gcc_s)\.so ]]; then
+      fail "python component: $(basename "$library") is bundled"
+    fi
+  done
+  for file in "$native/bin/wsync-coordinator" "$native/lib/libwsync.so"; do
+    check_libraries "$file" "$native/lib" "$system_libraries|^libstdc\+\+\.so|^libgcc_s\.so"
+  done
+  "$native/bin/wsync-coordinator" --help >/dev/null 2>&1 || fail "python component: wsync-coordinator --help failed"
+  if [[ -x /usr/bin/python3 ]] &&
+     ! /usr/bin/python3 -c "import ctypes, sys; sys.exit(ctypes.CDLL(sys.argv[1]).wsync_abi_version() < 1)" \
+       "$native/lib/libwsync.so" >"$work/python.log" 2>&1; then
+    cat "$work/python.log" >&2
+    fail "python component: /usr/bin/python3 cannot load libwsync.so through ctypes"
+  fi
+fi
+
 if ((failures)); then
   echo "relocatable install: $failures failure(s)" >&2
   exit 1
 fi
-echo "relocatable install: ${#programs[@]} programs run from a moved prefix with ${#bundled[@]} bundled libraries" \
-     "($(du -sh "$prefix" | cut -f1) stripped)"
+echo "relocatable install: ${#programs[@]} programs and libwsync.so run from a moved prefix with ${#bundled[@]}" \
+     "libraries in lib/ ($(du -sh "$prefix" | cut -f1) stripped); the python component runs from its own folder"

@@ -73,7 +73,7 @@ TEST_P(ChannelChoice, AGpuRoundIsRefusedNamingAWorkerBoundToHostMemory) {
   }
   std::atomic<int> pauses{0};
   worker_agent::PauseHooks hooks;
-  hooks.pause = [&](msg::PauseMode, std::uint64_t) { ++pauses; };
+  hooks.pause = [&](msg::PauseMode, std::uint64_t) { ++pauses; return worker_agent::PauseResult{}; };
   hooks.resume = [](std::uint64_t) {};
   auto worker = worker_agent::WorkerAgent::start(std::move(workerOptions), std::move(hooks));
   ASSERT_TRUE(worker.has_value()) << worker.error().describe();

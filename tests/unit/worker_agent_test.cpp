@@ -156,8 +156,15 @@ class FakeEngine {
 
   PauseHooks hooks() {
     PauseHooks hooks;
-    hooks.pause = [this](msg::PauseMode mode, std::uint64_t round) {
-      note("pause " + std::string(msg::EnumNamePauseMode(mode)) + " round " + std::to_string(round));
+    hooks.pause = [this](msg::PauseMode mode, std::uint64_t round) -> PauseResult {
+      const std::string call = "pause " + std::string(msg::EnumNamePauseMode(mode)) + " round " + std::to_string(round);
+      if (pausesToFail_.load() > 0) {
+        --pausesToFail_;
+        note(call + " failed");
+        return tl::unexpected(std::string("the engine is wedged"));
+      }
+      note(call);
+      return {};
     };
     hooks.resume = [this](std::uint64_t version) { note("resume at " + std::to_string(version)); };
     hooks.applied = [this](std::uint64_t version, std::uint64_t round) {
@@ -172,6 +179,9 @@ class FakeEngine {
     changed_.wait_for(lock, kGenerous, [&] { return log_.size() >= count; });
     return log_;
   }
+
+  // The next `count` pause hook calls fail ("the engine is wedged").
+  void failPauses(int count) { pausesToFail_ = count; }
 
   bool holds(const std::vector<std::vector<std::byte>>& content) {
     std::lock_guard lock(mutex_);  // hooks finished before the log grew: the copy is complete
@@ -192,6 +202,7 @@ class FakeEngine {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::string> log_;
+  std::atomic<int> pausesToFail_{0};
 };
 
 // A coordinator reduced to what a worker needs to register (a control block with its slot, a ROUTER that answers
@@ -294,7 +305,7 @@ TEST(WorkerAgent, PauseRequestedShowsTheBusPauseWord) {
       std::lock_guard lock(seenMutex);
       seenInHook = agent->pauseRequested();
     }
-    notePause(mode, round);
+    return notePause(mode, round);
   };
   auto agent = WorkerAgent::start(optionsFor(bus, engine), hooks);
   ASSERT_TRUE(agent.has_value()) << agent.error().describe();
@@ -418,6 +429,96 @@ TEST(WorkerAgent, APauseOrResumeOfRound0IsIgnored) {
   coordinator.send(builder, msg::CreateOperatorPause(builder.fbb(), msg::PauseMode::Abort));    // pauses
   EXPECT_EQ(engine.calls(3), (std::vector<std::string>{"pause Wait round 0", "resume at 0", "pause Abort round 0"}));
   (*agent)->stop();
+}
+
+// A pause hook that fails refuses the round: the coordinator aborts it (AgentRefused, with the hook's text), the
+// engine is never resumed (it never paused) and keeps its version, and the next round commits.
+TEST(WorkerAgent, APauseHookThatFailsRefusesTheRound) {
+  const std::string bus = test::uniqueBusName("wpausefail");
+  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  FakeEngine engine;
+  auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
+  ASSERT_TRUE(agent.has_value()) << agent.error().describe();
+  BareTrainer trainer(bus);
+  ASSERT_TRUE(trainer.publish(1, msg::PauseMode::Keep).committed);
+  engine.calls(3);
+
+  engine.failPauses(1);
+  const RoundOutcome refused = trainer.publish(2, msg::PauseMode::Wait);
+  EXPECT_FALSE(refused.committed);
+  EXPECT_EQ(refused.reason, msg::AbortReason::AgentRefused);
+  EXPECT_NE(refused.detail.find("the engine's pause hook failed: the engine is wedged"), std::string::npos)
+      << refused.detail;
+  std::this_thread::sleep_for(100ms);  // the round's Resume must not reach an engine that never paused
+  EXPECT_EQ(engine.calls(4).size(), 4U);
+  EXPECT_EQ(engine.calls(4).back(), "pause Wait round 2 failed");
+  EXPECT_EQ((*agent)->appliedVersion(), 1U);
+  EXPECT_TRUE(engine.holds(contentOf(1)));
+  EXPECT_EQ((*agent)->counters().roundsRefused, 1U);
+
+  ASSERT_TRUE(trainer.publish(3, msg::PauseMode::Keep).committed);
+  const auto calls = engine.calls(7);
+  EXPECT_EQ(std::vector<std::string>(calls.begin() + 4, calls.end()),
+            (std::vector<std::string>{"pause Keep round 3", "applied 3 round 3", "resume at 3"}));
+  EXPECT_TRUE(engine.holds(contentOf(3)));
+  (*agent)->stop();
+}
+
+// An operator's pause whose hook fails leaves the engine generating: its resume calls no hook, and a round that
+// begins while it holds asks the engine to pause again.
+TEST(WorkerAgent, AnOperatorsPauseThatFailsLeavesTheEngineUnpaused) {
+  const std::string bus = test::uniqueBusName("wopfail");
+  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  auto endpoints = bus::resolveEndpoints(bus);
+  ASSERT_TRUE(endpoints.has_value());
+  zmq::context_t context;
+  test::RawClient operatorClient(context, endpoints->requests, "ctl");
+  auto control = [&](msg::ControlAction action) {
+    bus::MessageBuilder builder;
+    operatorClient.send(builder, msg::CreateControlRequest(builder.fbb(), action, msg::PauseMode::Wait));
+    return operatorClient.receive<msg::ControlReply>(kGenerous).has_value();
+  };
+  FakeEngine engine;
+  auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
+  ASSERT_TRUE(agent.has_value()) << agent.error().describe();
+
+  engine.failPauses(1);
+  ASSERT_TRUE(control(msg::ControlAction::Pause));
+  EXPECT_EQ(engine.calls(1), (std::vector<std::string>{"pause Wait round 0 failed"}));
+  ASSERT_TRUE(control(msg::ControlAction::Resume));  // the engine never paused: nothing to resume
+
+  engine.failPauses(1);
+  ASSERT_TRUE(control(msg::ControlAction::Pause));
+  EXPECT_EQ(engine.calls(2).back(), "pause Wait round 0 failed");
+  BareTrainer trainer(bus);
+  ASSERT_TRUE(trainer.publish(1, msg::PauseMode::Keep).committed);  // the round asks again, and it pauses
+  ASSERT_TRUE(control(msg::ControlAction::Resume));
+  EXPECT_EQ(engine.calls(5), (std::vector<std::string>{"pause Wait round 0 failed", "pause Wait round 0 failed",
+                                                      "pause Wait round 0", "applied 1 round 1", "resume at 1"}));
+  (*agent)->stop();
+}
+
+TEST(WorkerAgent, WaitForVersionWakesOnApplyAndOnStop) {
+  const std::string bus = test::uniqueBusName("wwaitver");
+  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  FakeEngine engine;
+  auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
+  ASSERT_TRUE(agent.has_value()) << agent.error().describe();
+  WorkerAgent& worker = **agent;
+  EXPECT_EQ(worker.waitForVersion(0, 0ms), VersionWait::Reached);
+  EXPECT_EQ(worker.waitForVersion(1, 20ms), VersionWait::TimedOut);
+
+  auto waiter = std::async(std::launch::async, [&] { return worker.waitForVersion(1, kGenerous); });
+  BareTrainer trainer(bus);
+  ASSERT_TRUE(trainer.publish(1, msg::PauseMode::Keep).committed);
+  EXPECT_EQ(waiter.get(), VersionWait::Reached);
+  EXPECT_EQ(worker.appliedVersion(), 1U);
+
+  auto stopped = std::async(std::launch::async, [&] { return worker.waitForVersion(2, kGenerous); });
+  std::this_thread::sleep_for(50ms);
+  worker.stop();
+  EXPECT_EQ(stopped.get(), VersionWait::Stopped);
+  EXPECT_EQ(worker.waitForVersion(1, 0ms), VersionWait::Reached);
 }
 
 TEST(WorkerAgent, StartRefusesMissingHooksAndAbsentCoordinators) {

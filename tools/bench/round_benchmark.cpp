@@ -247,6 +247,7 @@ int runRoundWorker(const RoundWorkerOptions& options) {
   std::atomic<Clock::rep> lastPause{Clock::now().time_since_epoch().count()};
   worker_agent::PauseHooks hooks{.pause = [&lastPause](msg::PauseMode, std::uint64_t) {
                                    lastPause.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+                                   return worker_agent::PauseResult{};
                                  },
                                  .resume = [](std::uint64_t) {}};
   auto agent = orThrow(worker_agent::WorkerAgent::start(std::move(workerOptions), std::move(hooks)), "worker agent");

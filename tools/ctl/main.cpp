@@ -2,7 +2,6 @@
 // request to the coordinator and its answer; the exit code says how it went (documented in the README).
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -17,6 +16,8 @@
 #include "wsync/bus/transport/dealer_endpoint.hpp"
 #include "wsync/bus/protocol/message.hpp"
 #include "wsync/bus/core/text.hpp"
+#include "wsync/tools/bus_json.hpp"
+#include "wsync/tools/bus_request.hpp"
 
 namespace {
 
@@ -31,8 +32,6 @@ constexpr int kExitRefused = 4;       // the coordinator refused (nothing to abo
 
 // A coordinator answers within milliseconds; this covers one that is busy starting or under heavy load.
 constexpr std::int64_t kDefaultTimeoutMs = 5000;
-// While waiting for the answer, how often to look whether the coordinator refused this client's handshake.
-constexpr std::chrono::milliseconds kAnswerSlice{100};
 
 std::string text(const flatbuffers::String* string) { return string ? string->str() : std::string(); }
 
@@ -40,35 +39,6 @@ std::string lower(std::string_view name) {
   std::string out(name);
   for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   return out;
-}
-
-nlohmann::json snapshotJson(const std::string& busName, const msg::SnapshotReply& snapshot) {
-  nlohmann::json agents = nlohmann::json::array();
-  if (snapshot.agents() != nullptr) {
-    for (const auto* agent : *snapshot.agents()) {
-      agents.push_back({{"agent_id", text(agent->agent_id())},
-                        {"role", lower(msg::EnumNameRole(agent->role()))},
-                        {"rank", agent->rank()},
-                        {"slot", agent->slot()},
-                        {"state", lower(msg::EnumNameAgentState(agent->state()))},
-                        {"applied_version", agent->applied_version()},
-                        {"heartbeat_age_ms", agent->last_heartbeat_age_ms()},
-                        {"transfer_round", agent->transfer_round()},
-                        {"transfer_bytes", agent->transfer_bytes()}});
-    }
-  }
-  return {{"bus", busName},
-          {"epoch", bus::hex64(snapshot.epoch())},
-          {"committed_version", snapshot.committed_version()},
-          {"committed_label", text(snapshot.committed_label())},
-          {"phase", lower(msg::EnumNameRoundPhase(snapshot.phase()))},
-          {"round", snapshot.round()},
-          {"round_version", snapshot.round_version()},
-          {"round_bytes", snapshot.round_bytes()},
-          {"paused", snapshot.paused()},
-          {"pause_mode", lower(msg::EnumNamePauseMode(snapshot.pause_mode()))},
-          {"operator_paused", snapshot.operator_paused()},
-          {"agents", agents}};
 }
 
 void printAgents(const msg::SnapshotReply& snapshot) {
@@ -159,37 +129,20 @@ int main(int argc, char** argv) {
                                                      agentId.empty() ? 0 : fbb.CreateString(agentId),
                                                      reason.empty() ? 0 : fbb.CreateString(reason)),
                            bus::EnvelopeStamp{0, kRequestSeq});
-  if (auto sent = dealer->send(bytes); !sent) {
-    std::fprintf(stderr, "wsync-ctl: cannot send to bus '%s': %s\n", busName.c_str(), sent.error().describe().c_str());
-    return kExitError;
-  }
-  // In slices, so that a coordinator refusing this client's key is reported at once, not as silence.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
-  tl::expected<std::optional<bus::Received>, bus::TransportFailure> received{std::nullopt};
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    received = dealer->receive(std::clamp(left, std::chrono::milliseconds(0), kAnswerSlice));
-    if (!received) {
-      std::fprintf(stderr, "wsync-ctl: %s\n", received.error().describe().c_str());
-      return kExitError;
-    }
-    if (*received || left <= std::chrono::milliseconds(0)) break;
-    if (auto refused = dealer->handshakeRefusal()) {
-      std::fprintf(stderr, "wsync-ctl: %s\n", refused->c_str());
-      return kExitError;
-    }
-  }
-  if (!*received) {
+  auto answer = tools::requestOnce(*dealer, bytes, std::chrono::milliseconds(timeoutMs));
+  if (!answer && answer.error().code == tools::RequestError::NoAnswer) {
     std::fprintf(stderr, "wsync-ctl: no coordinator answered on bus '%s' within %lld ms\n", busName.c_str(),
                  static_cast<long long>(timeoutMs));
     return kExitNoCoordinator;
   }
-  if (!(*received)->message) {
-    std::fprintf(stderr, "wsync-ctl: the answer did not decode: %s\n",
-                 std::string(bus::toString((*received)->message.error())).c_str());
+  if (!answer) {
+    // A refused handshake's detail says why on its own; the others name their kind first.
+    const auto& failure = answer.error();
+    std::fprintf(stderr, "wsync-ctl: bus '%s': %s\n", busName.c_str(),
+                 (failure.code == tools::RequestError::Refused ? failure.detail : failure.describe()).c_str());
     return kExitError;
   }
-  const bus::Message& reply = *(*received)->message;
+  const bus::Message& reply = *answer;
   if (const auto* error = reply.as<msg::Error>()) {
     std::fprintf(stderr, "wsync-ctl: refused: %s: %s\n", msg::EnumNameErrorCode(error->code()),
                  text(error->detail()).c_str());
@@ -201,9 +154,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "wsync-ctl: unexpected answer %s\n", bus::bodyName(reply.type()));
       return kExitError;
     }
-    const nlohmann::json state = snapshotJson(busName, *snapshot);
+    const nlohmann::json state = tools::snapshotJson(busName, *snapshot);
     if (json) {
-      std::printf("%s\n", (list->parsed() ? state["agents"] : state).dump().c_str());
+      std::printf("%s\n", tools::jsonText(list->parsed() ? state["agents"] : state).c_str());
     } else if (list->parsed()) {
       printAgents(*snapshot);
     } else {

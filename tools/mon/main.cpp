@@ -17,7 +17,6 @@
 #include <httplib.h>
 
 #include "bus_state.hpp"
-#include "event_json.hpp"
 #include "live_view.hpp"
 #include "prometheus_text.hpp"
 #include "wsync/cli/curve_flags.hpp"
@@ -25,6 +24,7 @@
 #include "wsync/bus/transport/dealer_endpoint.hpp"
 #include "wsync/bus/transport/event_subscriber.hpp"
 #include "wsync/bus/protocol/message.hpp"
+#include "wsync/tools/bus_json.hpp"
 
 namespace {
 
@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
       if (!(*received)->message) continue;  // counted by the subscriber; a monitor does not die of one bad event
       const bus::Message& event = *(*received)->message;
       if (json) {
-        std::printf("%s\n", mon::eventJson((*received)->source, event).dump().c_str());
+        std::printf("%s\n", tools::jsonText(tools::eventJson((*received)->source, event)).c_str());
         std::fflush(stdout);
       }
       if (!live) {

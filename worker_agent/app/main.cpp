@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
 
   worker_agent::PauseGate gate;
   worker_agent::PauseHooks hooks;
-  hooks.pause = [&gate](msg::PauseMode mode, std::uint64_t) { gate.pause(mode); };
+  hooks.pause = [&gate](msg::PauseMode mode, std::uint64_t) { gate.pause(mode); return worker_agent::PauseResult{}; };
   hooks.resume = [&gate](std::uint64_t) { gate.resume(); };
   hooks.applied = [](std::uint64_t version, std::uint64_t round) {
     log::info("version {} applied (round {})", version, round);

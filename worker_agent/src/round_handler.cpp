@@ -20,7 +20,7 @@ std::string text(const flatbuffers::String* string) { return string ? string->st
 }  // namespace
 
 RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks,
-                           std::shared_ptr<bus::FaultHook> faultHook, std::atomic<std::uint64_t>& appliedVersion,
+                           std::shared_ptr<bus::FaultHook> faultHook, AppliedVersion& appliedVersion,
                            std::atomic<std::int32_t>& rank, BindingMemory memory, int cudaDevice)
     : session_(session),
       bindings_(std::move(bindings)),
@@ -66,18 +66,22 @@ RoundHandler::EngineHolds RoundHandler::holds() const {
   return EngineHolds{inRound(step_), operatorHold_.has_value(), bindingsTorn_};
 }
 
-void RoundHandler::follow(const EngineHolds& before) {
+PauseResult RoundHandler::follow(const EngineHolds& before) {
   const EngineHolds now = holds();
-  if (now.any() && !before.any()) {
+  PauseResult paused;
+  if (now.any() && !enginePaused_ && (!before.any() || (now.round && !before.round))) {
     // An operator's pause names no round; otherwise the round's pause is what stops the engine.
     const msg::PauseMode mode = now.operatorHold ? *operatorHold_ : round_.mode;
     const std::uint64_t round = now.operatorHold ? 0 : round_.round;
-    log::debug("generation pauses (mode {}, {})", msg::EnumNamePauseMode(mode),
-               now.operatorHold ? std::string("an operator's pause") : "round " + std::to_string(round));
-    hooks_.pause(mode, round);
-  } else if (before.any() && !now.any()) {
-    const std::uint64_t version = appliedVersion_.load(std::memory_order_acquire);
+    const std::string why = now.operatorHold ? std::string("an operator's pause") : "round " + std::to_string(round);
+    log::debug("generation pauses (mode {}, {})", msg::EnumNamePauseMode(mode), why);
+    paused = hooks_.pause(mode, round);
+    enginePaused_ = paused.has_value();
+    if (!paused) log::warn("the engine's pause hook failed ({}): {}; generation goes on", why, paused.error());
+  } else if (!now.any() && enginePaused_) {
+    const std::uint64_t version = appliedVersion_.load();
     log::debug("generation resumes on version {}", version);
+    enginePaused_ = false;
     hooks_.resume(version);
   } else if (now.any() && (before.round || before.operatorHold) && !now.round && !now.operatorHold) {
     // Resuming would generate from bytes of no committed version; the next committed round ends the wait.
@@ -85,14 +89,15 @@ void RoundHandler::follow(const EngineHolds& before) {
               "waiting for the next version");
   }
   setPhase(step_ == RoundStep::Staged ? bus::AgentPhase::Staged
-           : now.any()                ? bus::AgentPhase::Paused
+           : enginePaused_            ? bus::AgentPhase::Paused
                                       : bus::AgentPhase::Idle);
+  return paused;
 }
 
-void RoundHandler::enter(RoundStep step) {
+PauseResult RoundHandler::enter(RoundStep step) {
   const EngineHolds before = holds();
   step_ = step;
-  follow(before);
+  return follow(before);
 }
 
 bool RoundHandler::pausedFor(const msg::TransferPlan& plan) const {
@@ -125,7 +130,7 @@ void RoundHandler::handle(const bus::Message& message) {
 void RoundHandler::linkLost() {
   if (inRound(step_)) {
     log::warn("lost the coordinator during round {} (version {}): generating on version {} meanwhile{}", round_.round,
-              round_.version, appliedVersion_.load(std::memory_order_acquire),
+              round_.version, appliedVersion_.load(),
               step_ == RoundStep::Staged ? "; the staged version waits for the coordinator's word" : "");
   }
   // The old registration's arena mapping and communicators are of a round that is over.
@@ -154,8 +159,13 @@ void RoundHandler::reregistered() {
   }
   operatorHold_ = welcome.operatorPaused ? std::optional(welcome.operatorPauseMode) : std::nullopt;
   step_ = missedCommit ? RoundStep::Staged : step_;
-  follow(before);
-  if (missedCommit) {
+  const PauseResult paused = follow(before);
+  if (missedCommit && !paused) {
+    // Copying into the bindings of an engine that generates would mix versions under its steps.
+    ++roundsRefused_;
+    log::warn("not applying version {} of round {}, committed while the link was down: the engine could not pause",
+              staged_.version, staged_.round);
+  } else if (missedCommit) {
     log::info("version {} of round {} was committed while the link was down: applying it", staged_.version,
               staged_.round);
     applyStaged();
@@ -208,7 +218,7 @@ void RoundHandler::handleManifest(const msg::Manifest& message) {
 void RoundHandler::sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail) {
   builder_.reset();
   auto& fbb = builder_.fbb();
-  const auto body = msg::CreatePauseAck(fbb, round, ok, appliedVersion_.load(std::memory_order_acquire), reason,
+  const auto body = msg::CreatePauseAck(fbb, round, ok, appliedVersion_.load(), reason,
                                         detail.empty() ? 0 : fbb.CreateString(detail));
   if (auto sent = session_.send(builder_, body); !sent) log::warn("PauseAck not sent: {}", sent.error().describe());
 }
@@ -237,34 +247,39 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
     log::warn("round {} (version {}) begins while round {} never resumed here", pause.round(), pause.version(),
               round_.round);
   }
-  auto refuse = [&](const std::string& detail) {
-    ++roundsRefused_;
-    enter(RoundStep::Idle);
-    sendPauseAck(pause.round(), false, msg::AbortReason::ManifestMismatch, detail);
-  };
   if (pause.manifest_digest() == nullptr) {
-    refuse("Pause without a manifest digest");
+    refusePause(pause, msg::AbortReason::ManifestMismatch, "Pause without a manifest digest");
     return;
   }
   const bus::Digest digest = bus::fromMessage(*pause.manifest_digest());
   const CachedManifest* cached = findManifest(digest);
   if (cached == nullptr) {
-    refuse("manifest " + hex(digest) + " was never received by this worker");
+    refusePause(pause, msg::AbortReason::ManifestMismatch,
+                "manifest " + hex(digest) + " was never received by this worker");
     return;
   }
   // Checked before the engine is touched: a worker that cannot take the version must not stop generating for it.
   if (!cached->bindingMap) {
     log::warn("refusing round {}: {}", pause.round(), cached->bindingMap.error().detail);
-    refuse(cached->bindingMap.error().detail);
+    refusePause(pause, msg::AbortReason::ManifestMismatch, cached->bindingMap.error().detail);
     return;
   }
   round_ = CurrentRound{pause.round(), pause.version(), pause.mode(),
                         std::chrono::steady_clock::now() +
                             session_.registration().roundBound(cached->manifest.totalBytes())};
-  // Pauses the engine unless it is held already: by an operator, or by bindings a failed in-place receive tore.
-  enter(RoundStep::Paused);
+  // Pauses the engine unless it is paused already: by an operator, or by bindings a failed in-place receive tore.
+  if (auto paused = enter(RoundStep::Paused); !paused) {
+    refusePause(pause, msg::AbortReason::AgentRefused, "the engine's pause hook failed: " + paused.error());
+    return;
+  }
   sendPauseAck(pause.round(), true, msg::AbortReason::None, {});
   strike(bus::FaultPoint::Pause, pause.version());
+}
+
+void RoundHandler::refusePause(const msg::Pause& pause, msg::AbortReason reason, const std::string& detail) {
+  ++roundsRefused_;
+  enter(RoundStep::Idle);
+  sendPauseAck(pause.round(), false, reason, detail);
 }
 
 void RoundHandler::handleOperatorPause(const msg::OperatorPause& pause) {
@@ -378,7 +393,7 @@ void RoundHandler::handleCommit(const msg::Commit& commit) {
   if (!refusal.empty()) {
     ++roundsRefused_;
     log::warn("not applying version {} of round {}: {}; keeping version {}", commit.version(), commit.round(), refusal,
-              appliedVersion_.load(std::memory_order_acquire));
+              appliedVersion_.load());
     if (inRound(step_)) enter(RoundStep::Finished);  // drops what was staged
     return;
   }
@@ -402,7 +417,7 @@ void RoundHandler::applyStaged() {
   bindingsTorn_ = false;
   follow(before);  // the round still holds the engine
   session_.setAppliedVersion(staged.version);
-  appliedVersion_.store(staged.version, std::memory_order_release);
+  appliedVersion_.store(staged.version);
   log::setVersion(staged.version);
   ++roundsApplied_;
   if (hooks_.applied) hooks_.applied(staged.version, staged.round);
@@ -416,7 +431,7 @@ void RoundHandler::handleAbort(const msg::Abort& abort) {
   }
   log::warn("round {} (version {}) aborted: {}: {}; keeping version {}", abort.round(), abort.version(),
             msg::EnumNameAbortReason(abort.reason()), text(abort.detail()),
-            appliedVersion_.load(std::memory_order_acquire));
+            appliedVersion_.load());
   if (inRound(step_)) enter(RoundStep::Finished);  // drops what was staged
 }
 

@@ -73,8 +73,8 @@ struct CurrentRound {
 class RoundHandler {
  public:
   RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks,
-               std::shared_ptr<bus::FaultHook> faultHook,
-               std::atomic<std::uint64_t>& appliedVersion, std::atomic<std::int32_t>& rank,
+               std::shared_ptr<bus::FaultHook> faultHook, AppliedVersion& appliedVersion,
+               std::atomic<std::int32_t>& rank,
                BindingMemory memory, int cudaDevice);
 
   // Maps the coordinator's control block for committedVersion() and records the granted rank: at start and after
@@ -97,7 +97,7 @@ class RoundHandler {
   WorkerCounters counters() const;
 
  private:
-  // What holds the engine paused. It is paused exactly while any of these does: there is no flag of its own.
+  // What holds the engine paused: it is asked to pause while any of these does (whether it did is enginePaused_).
   struct EngineHolds {
     bool round = false;         // inRound(step_)
     bool operatorHold = false;  // operatorHold_
@@ -127,10 +127,14 @@ class RoundHandler {
   void setPhase(bus::AgentPhase phase);
   EngineHolds holds() const;
   // Called after every change of step_, operatorHold_ or bindingsTorn_ with what held the engine before it: calls
-  // the pause or resume hook exactly when whether anything holds the engine changed, and writes the agent's phase.
-  void follow(const EngineHolds& before);
+  // the pause hook when something begins to hold an engine that is not paused (the holds go from none to some, or a
+  // round begins to hold it), the resume hook when nothing holds a paused engine any more, and writes the agent's
+  // phase. Returns the pause hook's failure when it was called and failed.
+  PauseResult follow(const EngineHolds& before);
   // Moves to `step` and follows.
-  void enter(RoundStep step);
+  PauseResult enter(RoundStep step);
+  // Answers a round's Pause with a refusal: the round aborts, and the engine was not paused for it.
+  void refusePause(const msg::Pause& pause, msg::AbortReason reason, const std::string& detail);
   bool pausedFor(const msg::TransferPlan& plan) const;
   CachedManifest* findManifest(const bus::Digest& digest);
 
@@ -139,7 +143,7 @@ class RoundHandler {
   const PauseHooks hooks_;
   const std::shared_ptr<bus::FaultHook> faultHook_;  // before payload_, which opens its channels through it
   const BindingMemory memory_;
-  std::atomic<std::uint64_t>& appliedVersion_;
+  AppliedVersion& appliedVersion_;
   std::atomic<std::int32_t>& rank_;
 
   bus::MessageBuilder builder_;
@@ -156,6 +160,9 @@ class RoundHandler {
   // Device bindings: an in-place receive began and no Commit completed it. The bound buffers then hold no committed
   // version, whatever step_ says, and the engine must stay paused until one lands.
   bool bindingsTorn_ = false;
+  // The engine is paused: the hooks' last successful call was the pause. Not implied by the holds: a pause hook may
+  // fail, and an engine whose pause failed is generating and must never be resumed.
+  bool enginePaused_ = false;
 
   std::atomic<std::uint64_t> roundsApplied_{0};
   std::atomic<std::uint64_t> roundsAborted_{0};

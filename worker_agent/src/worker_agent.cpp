@@ -6,6 +6,33 @@
 
 namespace wsync::worker_agent {
 
+namespace detail {
+
+void AppliedVersion::store(std::uint64_t version) {
+  {
+    std::lock_guard lock(mutex_);
+    version_.store(version, std::memory_order_release);
+  }
+  changed_.notify_all();
+}
+
+void AppliedVersion::close() {
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+  }
+  changed_.notify_all();
+}
+
+VersionWait AppliedVersion::waitFor(std::uint64_t version, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, timeout, [&] { return load() >= version || closed_; });
+  if (load() >= version) return VersionWait::Reached;
+  return closed_ ? VersionWait::Stopped : VersionWait::TimedOut;
+}
+
+}  // namespace detail
+
 tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(WorkerOptions options,
                                                                              PauseHooks hooks) {
   if (!hooks.pause || !hooks.resume) {
@@ -63,6 +90,7 @@ WorkerAgent::~WorkerAgent() { stop(); }
 void WorkerAgent::stop() {
   std::call_once(stopOnce_, [this] {
     stopping_.store(true, std::memory_order_release);
+    appliedVersion_.close();  // waiters return now, not after the I/O thread's last slice
     if (ioThread_.joinable()) ioThread_.join();
     if (session_) session_->goodbye("worker stopping");
   });

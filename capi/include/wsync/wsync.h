@@ -6,15 +6,19 @@
  * Conventions:
  *  - Every call that can fail returns a wsync_status. On anything but WSYNC_OK, wsync_last_error() gives the text
  *    of the failure on the calling thread (it names the tensor, the option or the coordinator's answer).
- *  - Handles are opaque and owned by the caller: each *_start/*_open has its *_destroy/*_close, which accepts NULL.
- *    A handle may be used from any thread, one call at a time, except where a function says it is safe from any
- *    thread at any time.
+ *  - Handles are opaque and owned by the caller: each start or open function has its destroy or close function,
+ *    which accepts NULL. A handle may be used from any thread, one call at a time, except where a function says it
+ *    is safe from any thread at any time. Functions that return a value rather than a status (getters) return 0
+ *    (-1 for a rank) for a NULL handle.
  *  - Structs passed in are read during the call only, except tensor memory (read or written until the outcome,
  *    or for the worker's lifetime). Strings are UTF-8, NUL-terminated; NULL means "the default".
- *  - Config structs are filled with their defaults by the matching *_init function, which also sets struct_size;
+ *  - Config structs are filled with their defaults by the matching _init function, which also sets struct_size;
  *    a caller built against an older header passes a smaller struct_size, and the fields it lacks take defaults.
- *  - Blocking calls take a timeout in milliseconds and return WSYNC_TIMEOUT when it runs out; a binding that must
- *    react to Ctrl-C calls them in slices (the Python package slices by 100 ms).
+ *    Structs the library fills (outcome, progress, counters) carry the caller's struct_size too: fields past it are
+ *    not written. A struct_size below 4 or ending inside a field is WSYNC_INVALID_ARGUMENT.
+ *  - Blocking calls take a timeout in milliseconds (0: do not wait; negative: WSYNC_INVALID_ARGUMENT; cut to a
+ *    year) and return WSYNC_TIMEOUT when it runs out; a binding that must react to Ctrl-C calls them in slices (the
+ *    Python package slices by 100 ms).
  *  - Callbacks run on an agent's I/O thread, one at a time, with the user_data given in the config.
  */
 #ifndef WSYNC_WSYNC_H
@@ -120,10 +124,16 @@ WSYNC_EXPORT const char* wsync_refusal_name(wsync_refusal refusal);
 /* A string the library allocated (wsync_bus_status, wsync_events_next): freed with this. NULL is fine. */
 WSYNC_EXPORT void wsync_string_free(char* text);
 
+/* How wsync's log lines on stderr look, for the whole process: `program` is their first field (NULL: "wsync"),
+ * `level` "trace", "debug", "info", "warn", "error" or "off" (NULL: $WSYNC_LOG_LEVEL, else "info"), `format` "text"
+ * or "json" (NULL: "text"). Without this call, text at $WSYNC_LOG_LEVEL. Safe from any thread. */
+WSYNC_EXPORT wsync_status wsync_log_configure(const char* program, const char* level, const char* format);
+
 /* ---------------------------------------------------------------------------------------------------------------
  * Where a bus is: shared by the agents, the event stream and the status query
  * ------------------------------------------------------------------------------------------------------------- */
 
+/* Fixed for ABI 1: it carries no struct_size, so it never grows (new settings go to the configs that embed it). */
 typedef struct wsync_connection {
   const char* bus;             /* required: the bus's name */
   const char* transport;       /* NULL or "ipc": this host; "tcp://HOST:PORT": the coordinator's tcp endpoint */
@@ -241,7 +251,7 @@ WSYNC_EXPORT wsync_status wsync_trainer_declare_manifest(wsync_trainer* trainer,
 WSYNC_EXPORT wsync_status wsync_trainer_publish(wsync_trainer* trainer, uint64_t version, const wsync_tensor* tensors,
                                                 size_t count, const wsync_publish_options* options);
 /* The outcome of the version in flight, waiting up to timeout_ms (0: poll). WSYNC_TIMEOUT when not known yet;
- * WSYNC_INVALID_ARGUMENT when nothing is in flight. */
+ * WSYNC_INVALID_ARGUMENT when nothing is in flight (an outcome is handed out once: after it, nothing is). */
 WSYNC_EXPORT wsync_status wsync_trainer_wait(wsync_trainer* trainer, int64_t timeout_ms, wsync_outcome* outcome);
 /* Safe from any thread at any time. */
 WSYNC_EXPORT wsync_status wsync_trainer_progress(const wsync_trainer* trainer, wsync_progress* progress);
@@ -256,9 +266,11 @@ WSYNC_EXPORT void wsync_trainer_destroy(wsync_trainer* trainer);
 
 typedef struct wsync_worker wsync_worker;
 
-/* Returns once the engine no longer reads the bound tensors (for `mode`), and 0. Non-zero refuses the pause: a
- * round is then aborted (AgentRefused, with the text written to `error`, at most error_size bytes with the NUL)
- * and the engine goes on serving its version. `round` is 0 for an operator's pause (wsync-ctl pause). */
+/* Returns once the engine no longer reads the bound tensors (for `mode`), and 0. Non-zero refuses the pause: the
+ * engine goes on generating (resume is not called for it), and a round is then aborted (AgentRefused, with the
+ * text written to `error`, at most error_size bytes with the NUL; error_size is WSYNC_DETAIL_CHARS) while the
+ * engine keeps serving its version. `round` is 0 for an operator's pause (wsync-ctl pause); one that fails is
+ * logged, and asked again when a round needs the engine paused. */
 typedef int32_t (*wsync_pause_fn)(void* user_data, wsync_pause_mode mode, uint64_t round, char* error,
                                   size_t error_size);
 /* Generation may go on; the bound tensors hold `applied_version`. */
@@ -309,13 +321,17 @@ WSYNC_EXPORT void wsync_worker_destroy(wsync_worker* worker);
  * Watching a bus: its status and its live event stream, as wsync-ctl status --json and wsync-mon --json show them
  * ------------------------------------------------------------------------------------------------------------- */
 
-/* The coordinator's snapshot as one JSON object (free with wsync_string_free). */
+/* The coordinator's snapshot as one JSON object (free with wsync_string_free). One request per call: WSYNC_TIMEOUT
+ * when no coordinator answered it within timeout_ms (a bus without one never answers), WSYNC_UNAVAILABLE when the
+ * coordinator refused it or this client's CURVE key. */
 WSYNC_EXPORT wsync_status wsync_bus_status(const wsync_connection* connection, int64_t timeout_ms, char** json);
 
 typedef struct wsync_events wsync_events;
-/* Subscribes to every event of the bus. */
+/* Subscribes to every event of the bus. The subscription takes effect within milliseconds, and sees only events
+ * published after it (a coordinator publishes bus/beat every heartbeat interval: the first one says it is live). */
 WSYNC_EXPORT wsync_status wsync_events_open(const wsync_connection* connection, wsync_events** out);
-/* The next event as one JSON object (free with wsync_string_free), waiting up to timeout_ms. */
+/* The next event as one JSON object (free with wsync_string_free), waiting up to timeout_ms; WSYNC_TIMEOUT when
+ * none came. Events the subscriber cannot decode are skipped. */
 WSYNC_EXPORT wsync_status wsync_events_next(wsync_events* events, int64_t timeout_ms, char** json);
 WSYNC_EXPORT void wsync_events_close(wsync_events* events);
 

@@ -5,10 +5,21 @@
 
 namespace wsync::tools {
 
-CoordinatorThread::CoordinatorThread(const coordinator::CoordinatorOptions& options) {
+namespace {
+
+std::unique_ptr<coordinator::Coordinator> startOrThrow(const coordinator::CoordinatorOptions& options) {
   auto started = coordinator::Coordinator::start(options);
   if (!started) throw std::runtime_error("coordinator for bus " + options.bus + ": " + started.error().describe());
-  coordinator_ = std::move(*started);
+  return std::move(*started);
+}
+
+}  // namespace
+
+CoordinatorThread::CoordinatorThread(const coordinator::CoordinatorOptions& options)
+    : CoordinatorThread(startOrThrow(options)) {}
+
+CoordinatorThread::CoordinatorThread(std::unique_ptr<coordinator::Coordinator> coordinator)
+    : coordinator_(std::move(coordinator)) {
   // Thread creation orders the coordinator's construction before its first step, which ZeroMQ requires of a socket
   // that changes threads.
   thread_ = std::thread([this] { coordinator_->run(stop_); });

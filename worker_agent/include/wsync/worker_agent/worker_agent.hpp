@@ -6,15 +6,18 @@
 //
 // Threading: start() spawns one I/O thread that owns the bus session and runs every round, transfers included
 // (plus the session's heartbeat thread, which only writes the shared-memory heartbeat word). Hooks run on the I/O
-// thread, one at a time, and must not throw. appliedVersion(), committedVersion(), pauseRequested(), rank() and counters() are safe
-// from any thread. stop() may be called from any thread but a hook; it returns once the I/O thread has ended, so
-// a hook in progress must return (close the PauseGate first when the engine has stopped) and a receive in
-// progress must end (it does when the trainer finishes or the coordinator aborts it).
+// thread, one at a time, and must not throw. appliedVersion(), committedVersion(), pauseRequested(), rank() and
+// counters() are safe from any thread, waitForVersion() from any thread but a hook. stop() may be called from any
+// thread but a hook; it returns once the I/O thread has ended, so a hook in progress must return (close the
+// PauseGate first when the engine has stopped) and a receive in progress must end (it does when the trainer
+// finishes or the coordinator aborts it).
 //
 // Memory: staging holds one full copy of the model (sum of the bound tensors' bytes), allocated at the first
 // transfer and reused for every round after. The payload arena adds nothing here: it lives in shared memory owned
 // by the coordinator (buffer count x bucket size).
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -37,9 +40,33 @@ struct WorkerCounters {
   std::uint64_t transfersFailed = 0;  // receives that failed (channel failure, abort, timeout)
 };
 
+// What WorkerAgent::waitForVersion saw.
+enum class VersionWait : std::uint8_t {
+  Reached,   // the applied version is at least the one asked for
+  TimedOut,  // not within the timeout
+  Stopped,   // the agent stopped first
+};
+
 namespace detail {
 class RoundHandler;
-}
+
+// The applied version: stored by the I/O thread after each apply, read by anyone with one atomic load, waited for
+// by waitForVersion (woken after each store and when the agent stops).
+class AppliedVersion {
+ public:
+  std::uint64_t load() const { return version_.load(std::memory_order_acquire); }
+  void store(std::uint64_t version);
+  // Wakes every waiter for good.
+  void close();
+  VersionWait waitFor(std::uint64_t version, std::chrono::milliseconds timeout) const;
+
+ private:
+  std::atomic<std::uint64_t> version_{0};
+  mutable std::mutex mutex_;  // orders a store or close against a waiter's check, so no wake-up is lost
+  mutable std::condition_variable changed_;
+  bool closed_ = false;  // guarded by mutex_
+};
+}  // namespace detail
 
 class WorkerAgent {
  public:
@@ -51,7 +78,12 @@ class WorkerAgent {
   WorkerAgent& operator=(const WorkerAgent&) = delete;
 
   // The version the bound buffers hold: one atomic load, lock-free, for tagging every generated token.
-  std::uint64_t appliedVersion() const { return appliedVersion_.load(std::memory_order_acquire); }
+  std::uint64_t appliedVersion() const { return appliedVersion_.load(); }
+  // Waits until the applied version is at least `version` (Reached at once when it is already), `timeout` runs out,
+  // or the agent stops. Any thread but a hook's (the I/O thread applies versions).
+  VersionWait waitForVersion(std::uint64_t version, std::chrono::milliseconds timeout) const {
+    return appliedVersion_.waitFor(version, timeout);
+  }
   // The bus's committed version, from the coordinator's shared-memory control block (takes a mutex: the mapping
   // is replaced when the coordinator restarts; tag outputs with appliedVersion() instead).
   std::uint64_t committedVersion() const;
@@ -72,7 +104,7 @@ class WorkerAgent {
   WorkerAgent() = default;
   void run();  // the I/O thread
 
-  std::atomic<std::uint64_t> appliedVersion_{0};
+  detail::AppliedVersion appliedVersion_;
   std::atomic<std::int32_t> rank_{-1};
   std::atomic<bool> stopping_{false};
   std::string agentId_;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include <tl/expected.hpp>
 #include <wsync/schemas/control_generated.h>
 
 #include "wsync/bus/core/fault_hook.hpp"
@@ -54,12 +55,19 @@ struct WorkerOptions {
   std::shared_ptr<bus::FaultHook> faultHook{};
 };
 
+// What a pause hook answers: the engine is quiesced, or why it could not be (a text for the coordinator and logs).
+using PauseResult = tl::expected<void, std::string>;
+
 // How the agent reaches the engine. All are called on the agent's I/O thread, one at a time.
 struct PauseHooks {
   // Required. Returns once the engine is quiesced for `mode` (PauseGate::pause does exactly that): no step reads
   // the bound buffers until `resume` is called. The time it takes counts against the coordinator's pause timeout.
   // `round`: the round the engine pauses for, or 0 when an operator's pause (wsync-ctl pause) is what pauses it.
-  std::function<void(msg::PauseMode mode, std::uint64_t round)> pause;
+  // A failure means the engine could not pause and goes on generating: the worker refuses the round's Pause
+  // (AgentRefused, "the engine's pause hook failed: ..."), so the round aborts and the engine keeps serving its
+  // version; an operator's pause that fails is logged, and tried again when a round needs the engine paused.
+  // `resume` is called only on an engine whose pause succeeded.
+  std::function<PauseResult(msg::PauseMode mode, std::uint64_t round)> pause;
   // Required. Generation may go on; `appliedVersion` is what the bound buffers now hold.
   std::function<void(std::uint64_t appliedVersion)> resume;
   // Optional. A version was just copied into the bound buffers (the engine is still paused).

@@ -13,6 +13,8 @@ namespace wsync::tools {
 class CoordinatorThread {
  public:
   explicit CoordinatorThread(const coordinator::CoordinatorOptions& options);  // throws std::runtime_error
+  // Runs a coordinator the caller started (and could tell apart why it failed to, as the C API does).
+  explicit CoordinatorThread(std::unique_ptr<coordinator::Coordinator> coordinator);
   CoordinatorThread(const CoordinatorThread&) = delete;
   CoordinatorThread& operator=(const CoordinatorThread&) = delete;
   ~CoordinatorThread();

@@ -1,11 +1,10 @@
-#include "event_json.hpp"
-#include "wsync/bus/core/text.hpp"
+#include "wsync/tools/bus_json.hpp"
 
-#include <cinttypes>
-#include <cstdio>
 #include <string>
 
-namespace wsync::mon {
+#include "wsync/bus/core/text.hpp"
+
+namespace wsync::tools {
 
 namespace {
 
@@ -13,6 +12,12 @@ std::string text(const flatbuffers::String* string) { return string ? string->st
 
 std::string digestHex(const msg::Digest128* digest) {
   return digest == nullptr ? std::string() : bus::hex128(digest->hi(), digest->lo());
+}
+
+std::string lower(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return out;
 }
 
 nlohmann::json agentJson(const msg::AgentInfo& info) {
@@ -71,4 +76,37 @@ nlohmann::json eventJson(std::string_view topic, const bus::Message& event) {
   return out;
 }
 
-}  // namespace wsync::mon
+nlohmann::json snapshotJson(std::string_view busName, const msg::SnapshotReply& snapshot) {
+  nlohmann::json agents = nlohmann::json::array();
+  if (snapshot.agents() != nullptr) {
+    for (const auto* agent : *snapshot.agents()) {
+      agents.push_back({{"agent_id", text(agent->agent_id())},
+                        {"role", lower(msg::EnumNameRole(agent->role()))},
+                        {"rank", agent->rank()},
+                        {"slot", agent->slot()},
+                        {"state", lower(msg::EnumNameAgentState(agent->state()))},
+                        {"applied_version", agent->applied_version()},
+                        {"heartbeat_age_ms", agent->last_heartbeat_age_ms()},
+                        {"transfer_round", agent->transfer_round()},
+                        {"transfer_bytes", agent->transfer_bytes()}});
+    }
+  }
+  return {{"bus", std::string(busName)},
+          {"epoch", bus::hex64(snapshot.epoch())},
+          {"committed_version", snapshot.committed_version()},
+          {"committed_label", text(snapshot.committed_label())},
+          {"phase", lower(msg::EnumNameRoundPhase(snapshot.phase()))},
+          {"round", snapshot.round()},
+          {"round_version", snapshot.round_version()},
+          {"round_bytes", snapshot.round_bytes()},
+          {"paused", snapshot.paused()},
+          {"pause_mode", lower(msg::EnumNamePauseMode(snapshot.pause_mode()))},
+          {"operator_paused", snapshot.operator_paused()},
+          {"agents", agents}};
+}
+
+std::string jsonText(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace wsync::tools

@@ -1,0 +1,226 @@
+// The worker agent behind wsync_worker_*: the caller's tensors bound by name, its callbacks as the agent's pause
+// hooks (a pause callback that returns non-zero refuses the round), the applied version and its waiters.
+#include <array>
+#include <memory>
+
+#include "boundary.hpp"
+#include "wsync/bus/core/log.hpp"
+#include "wsync/bus/protocol/client_text.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/worker_agent/worker_agent.hpp"
+
+struct wsync_worker {
+  std::unique_ptr<wsync::worker_agent::WorkerAgent> agent;
+};
+
+namespace wsync::capi {
+namespace {
+
+constexpr std::array kWorkerConfigFields{
+    WSYNC_CAPI_FIELD(wsync_worker_config, connection),
+    WSYNC_CAPI_FIELD(wsync_worker_config, agent_id),
+    WSYNC_CAPI_FIELD(wsync_worker_config, rank),
+    WSYNC_CAPI_FIELD(wsync_worker_config, memory),
+    WSYNC_CAPI_FIELD(wsync_worker_config, cuda_device),
+    WSYNC_CAPI_FIELD(wsync_worker_config, registration_timeout_ms),
+    WSYNC_CAPI_FIELD(wsync_worker_config, pause),
+    WSYNC_CAPI_FIELD(wsync_worker_config, resume),
+    WSYNC_CAPI_FIELD(wsync_worker_config, applied),
+    WSYNC_CAPI_FIELD(wsync_worker_config, user_data),
+};
+static_assert(sizeof(wsync_worker_config) == 104 && offsetof(wsync_worker_config, user_data) == 96,
+              "ABI 1's layout");
+
+constexpr std::array kCountersFields{
+    WSYNC_CAPI_FIELD(wsync_worker_counters, rounds_applied),
+    WSYNC_CAPI_FIELD(wsync_worker_counters, rounds_aborted),
+    WSYNC_CAPI_FIELD(wsync_worker_counters, rounds_refused),
+    WSYNC_CAPI_FIELD(wsync_worker_counters, transfers_failed),
+};
+static_assert(sizeof(wsync_worker_counters) == 40, "ABI 1's layout");
+
+static_assert(WSYNC_MEMORY_HOST == static_cast<int>(worker_agent::BindingMemory::Host) &&
+              WSYNC_MEMORY_DEVICE == static_cast<int>(worker_agent::BindingMemory::Device));
+
+wsync_worker_config workerDefaults() {
+  wsync_worker_config config{};
+  config.struct_size = sizeof(config);
+  config.rank = -1;
+  config.memory = WSYNC_MEMORY_HOST;
+  config.registration_timeout_ms = worker_agent::kRegistrationTimeout.count();
+  return config;
+}
+
+// The caller's callbacks as the agent's hooks. A callback is C and cannot throw; one written in C++ that does
+// anyway is caught here, on the I/O thread, rather than ending the process.
+worker_agent::PauseHooks hooksOf(const wsync_worker_config& config) {
+  worker_agent::PauseHooks hooks;
+  hooks.pause = [pause = config.pause, userData = config.user_data](msg::PauseMode mode,
+                                                                    std::uint64_t round) -> worker_agent::PauseResult {
+    std::array<char, WSYNC_DETAIL_CHARS> error{};
+    std::int32_t result = 0;
+    try {
+      result = pause(userData, static_cast<wsync_pause_mode>(mode), round, error.data(), error.size());
+    } catch (...) {
+      return tl::unexpected(std::string("the pause callback threw an exception"));
+    }
+    if (result == 0) return {};
+    error.back() = '\0';  // whatever the callback wrote, the text ends inside the buffer
+    const std::string_view text(error.data(), strnlen(error.data(), error.size()));
+    if (text.empty()) return tl::unexpected("the pause callback returned " + std::to_string(result));
+    return tl::unexpected(bus::printableText(text));
+  };
+  hooks.resume = [resume = config.resume, userData = config.user_data](std::uint64_t version) {
+    try {
+      resume(userData, version);
+    } catch (...) {
+      log::error("the resume callback threw an exception (version {})", version);
+    }
+  };
+  if (config.applied != nullptr) {
+    hooks.applied = [applied = config.applied, userData = config.user_data](std::uint64_t version,
+                                                                            std::uint64_t round) {
+      try {
+        applied(userData, version, round);
+      } catch (...) {
+        log::error("the applied callback threw an exception (version {})", version);
+      }
+    };
+  }
+  return hooks;
+}
+
+tl::expected<worker_agent::WorkerOptions, std::pair<wsync_status, std::string>> optionsOf(
+    const wsync_worker_config& config, std::span<const wsync_tensor> tensors) {
+  auto invalid = [](std::string text) { return tl::unexpected(std::pair{WSYNC_INVALID_ARGUMENT, std::move(text)}); };
+  auto connection = connectionOf(config.connection);
+  if (!connection) return invalid(std::move(connection.error()));
+  auto agentId = requiredText(config.agent_id, "agent_id", bus::kMaxAgentIdBytes);
+  if (!agentId) return invalid(std::move(agentId.error()));
+  if (std::string why = bus::checkAgentId(*agentId); !why.empty()) return invalid("agent_id: " + why);
+  if (config.pause == nullptr || config.resume == nullptr) return invalid("the pause and resume callbacks are required");
+  if (config.rank < -1) return invalid("rank is " + std::to_string(config.rank) + ": -1 or a rank");
+  if (config.memory > WSYNC_MEMORY_DEVICE) {
+    return invalid("memory is " + std::to_string(config.memory) + ": WSYNC_MEMORY_HOST or WSYNC_MEMORY_DEVICE");
+  }
+  if (config.memory == WSYNC_MEMORY_DEVICE && !builtWith(msg::ChannelKind::Nccl) &&
+      !builtWith(msg::ChannelKind::CudaIpc)) {
+    return tl::unexpected(std::pair{WSYNC_UNSUPPORTED, std::string("device bindings need the GPU channels, and this "
+                                                                   "build of libwsync has none (built without CUDA)")});
+  }
+  if (config.cuda_device < 0) return invalid("cuda_device is " + std::to_string(config.cuda_device));
+  if (config.registration_timeout_ms <= 0) {
+    return invalid("registration_timeout_ms is " + std::to_string(config.registration_timeout_ms) +
+                   ": give 1 ms or more");
+  }
+  if (tensors.empty()) return invalid("no tensors to bind: a worker binds at least one");
+  worker_agent::WorkerOptions options;
+  for (std::size_t index = 0; index < tensors.size(); ++index) {
+    auto spec = tensorSpecOf(tensors[index], index);
+    if (!spec) return invalid(std::move(spec.error()));
+    auto memory = tensorMemoryOf(tensors[index], *spec, index);
+    if (!memory) return invalid(std::move(memory.error()));
+    auto bound = options.bindings.bind(std::move(spec->name), spec->dtype, std::move(spec->shape), *memory);
+    if (!bound) return invalid("tensor " + std::to_string(index) + ": " + bound.error().detail);
+  }
+  options.bus = std::move(connection->bus);
+  options.transport = std::move(connection->transport);
+  options.curve = std::move(connection->curve);
+  options.agentId = std::move(*agentId);
+  options.requestedRank = config.rank;
+  options.bindingMemory = static_cast<worker_agent::BindingMemory>(config.memory);
+  options.cudaDevice = config.cuda_device;
+  options.registrationTimeout = std::min(std::chrono::milliseconds(config.registration_timeout_ms), kLongestWait);
+  return options;
+}
+
+wsync_status statusOf(worker_agent::WorkerError error) {
+  switch (error) {
+    case worker_agent::WorkerError::InvalidOptions:
+    case worker_agent::WorkerError::InvalidBinding: return WSYNC_INVALID_ARGUMENT;
+    case worker_agent::WorkerError::ManifestMismatch: return WSYNC_MANIFEST_MISMATCH;
+    case worker_agent::WorkerError::Registration:
+    case worker_agent::WorkerError::ControlBlock: return WSYNC_UNAVAILABLE;
+  }
+  return WSYNC_INTERNAL;
+}
+
+}  // namespace
+}  // namespace wsync::capi
+
+using namespace wsync;
+
+extern "C" {
+
+void wsync_worker_config_init(wsync_worker_config* config) {
+  if (config != nullptr) *config = capi::workerDefaults();
+}
+
+wsync_status wsync_worker_start(const wsync_worker_config* config, const wsync_tensor* tensors, size_t count,
+                                wsync_worker** out) {
+  return capi::guarded(__func__, [&]() -> wsync_status {
+    if (out == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "out is NULL");
+    *out = nullptr;
+    if (config == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "config is NULL");
+    auto read = capi::readVersioned(config, capi::workerDefaults(), capi::kWorkerConfigFields, "config");
+    if (!read) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(read.error()));
+    auto array = capi::tensorArrayOf(tensors, count);
+    if (!array) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(array.error()));
+    auto options = capi::optionsOf(*read, *array);
+    if (!options) return capi::fail(options.error().first, std::move(options.error().second));
+    auto agent = worker_agent::WorkerAgent::start(std::move(*options), capi::hooksOf(*read));
+    if (!agent) return capi::fail(capi::statusOf(agent.error().code), agent.error().describe());
+    *out = new wsync_worker{std::move(*agent)};
+    return WSYNC_OK;
+  });
+}
+
+uint64_t wsync_worker_applied_version(const wsync_worker* worker) {
+  return worker == nullptr ? 0 : worker->agent->appliedVersion();
+}
+
+uint64_t wsync_worker_committed_version(const wsync_worker* worker) {
+  return worker == nullptr ? 0 : worker->agent->committedVersion();
+}
+
+wsync_status wsync_worker_wait_for_version(wsync_worker* worker, uint64_t version, int64_t timeout_ms) {
+  return capi::guarded(__func__, [&]() -> wsync_status {
+    if (worker == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "worker is NULL");
+    auto timeout = capi::timeoutOf(timeout_ms, "timeout_ms");
+    if (!timeout) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(timeout.error()));
+    switch (worker->agent->waitForVersion(version, *timeout)) {
+      case worker_agent::VersionWait::Reached: return WSYNC_OK;
+      case worker_agent::VersionWait::Stopped: return capi::fail(WSYNC_STOPPED, "the worker agent stopped");
+      case worker_agent::VersionWait::TimedOut: break;
+    }
+    return capi::fail(WSYNC_TIMEOUT, "version " + std::to_string(version) + " not applied yet (the worker holds " +
+                                         std::to_string(worker->agent->appliedVersion()) + ")");
+  });
+}
+
+int32_t wsync_worker_rank(const wsync_worker* worker) { return worker == nullptr ? -1 : worker->agent->rank(); }
+
+wsync_status wsync_worker_counters_get(const wsync_worker* worker, wsync_worker_counters* counters) {
+  return capi::guarded(__func__, [&]() -> wsync_status {
+    if (worker == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "worker is NULL");
+    if (counters == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "counters is NULL");
+    const worker_agent::WorkerCounters now = worker->agent->counters();
+    wsync_worker_counters out{};
+    out.struct_size = sizeof(out);
+    out.rounds_applied = now.roundsApplied;
+    out.rounds_aborted = now.roundsAborted;
+    out.rounds_refused = now.roundsRefused;
+    out.transfers_failed = now.transfersFailed;
+    if (auto written = capi::writeVersioned(counters, out, capi::kCountersFields, "counters"); !written) {
+      return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(written.error()));
+    }
+    return WSYNC_OK;
+  });
+}
+
+void wsync_worker_destroy(wsync_worker* worker) {
+  // WorkerAgent::stop(): the I/O thread ends once a callback in progress returns, then goodbye.
+  capi::destroyHandle(__func__, worker);
+}
+
+}  // extern "C"
