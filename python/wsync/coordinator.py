@@ -32,7 +32,9 @@ class Coordinator:
 
     Timeouts are in seconds and sizes in bytes (the program takes whole MiB); None keeps the coordinator's default.
     The program's log goes to `log_file` (a path or an open file) or, by default, to a temporary file whose tail
-    is quoted when it fails to start (``log_text()`` reads it until stop() removes it)."""
+    is quoted when it fails to start (``log_text()`` reads it until stop() removes it). In process, the coordinator
+    (like every agent of this process) logs to stderr through the library's logger, whose level the environment
+    variable WSYNC_LOG_LEVEL sets (the C API has no call for it); `log_level` and `log_file` are the program's."""
 
     def __init__(self, bus: str, transport: Optional[str] = None, in_process: bool = False,
                  heartbeat_timeout: Optional[float] = None, pause_timeout: Optional[float] = None,
