@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that wsync needs to build and test, and only those that are missing.
 # Quiet when everything is there; runs 'apt-get update' only when something has to be installed.
-# Usage: tools/install-deps.sh [--fuzz] [--help]
+# Usage: tools/install-deps.sh [--fuzz] [--python] [--help]
 set -euo pipefail
 
 # Every package the build needs, in one place. The code is C++20, built with g++ 12 and CMake.
@@ -33,12 +33,19 @@ fuzz_packages=(
   llvm               # llvm-symbolizer: function names and lines in the clang build's sanitizer stacks
 )
 
+python_packages=(
+  python3-venv  # the virtual environment tools/test.sh runs pytest in (pytest itself comes from PyPI)
+  python3-numpy # numpy arrays in the Python package's tests
+  python3-torch # torch CPU tensors (Debian's 1.13) in the Python package's tests; bf16 included, no fp8
+)
+
 usage() {
   cat <<EOF
-Usage: tools/install-deps.sh [--fuzz]
+Usage: tools/install-deps.sh [--fuzz] [--python]
 
 Installs the missing Debian packages that wsync needs (uses sudo when not root).
   --fuzz    also the clang toolchain and libFuzzer, for tools/test.sh --fuzz
+  --python  also what the Python package's tests need (python3-venv, python3-numpy, python3-torch)
   -h, --help
 EOF
 }
@@ -46,6 +53,7 @@ EOF
 while (($#)); do
   case "$1" in
     --fuzz) packages+=("${fuzz_packages[@]}") ;;
+    --python) packages+=("${python_packages[@]}") ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; echo "install-deps: unknown option '$1'" >&2; exit 2 ;;
   esac

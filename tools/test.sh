@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command of the README and of CI (.ci/run): installs what is missing, builds with warnings as errors and
-# runs every test, then again under AddressSanitizer + UndefinedBehaviorSanitizer, optionally ThreadSanitizer and
-# libFuzzer. Stops at the first failure and exits non-zero; the last line says what passed or what failed.
+# runs every test, then the Python package's tests (pytest, against that build), then the C++ tests again under
+# AddressSanitizer + UndefinedBehaviorSanitizer, optionally ThreadSanitizer and libFuzzer, and last the Python wheel
+# (built with pip, installed into a fresh virtual environment). Stops at the first failure and exits non-zero; the
+# last line says what passed or what failed.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,6 +12,8 @@ cd "$REPO_ROOT"
 
 # No test may run longer than this (seconds): a hang fails the run instead of eating CI's 90 minutes.
 readonly TEST_TIMEOUT_SECONDS=600
+# The whole Python suite, and the wheel's build and checks, may not take longer than this (seconds) each.
+readonly PYTEST_TIMEOUT_SECONDS=1800
 # A single fuzz input that takes longer than this (seconds) is reported as a hang.
 readonly FUZZ_INPUT_TIMEOUT_SECONDS=10
 # Sanitizer reports are fatal and come with a stack; callers' own *SAN_OPTIONS are appended and win.
@@ -29,8 +33,10 @@ usage() {
   cat <<EOF
 Usage: tools/test.sh [options]
 
-Installs missing Debian packages (tools/install-deps.sh), builds build/ (RelWithDebInfo, WSYNC_WERROR=ON) and runs
-ctest; then builds build-asan/ (address,undefined) and runs ctest there too.
+Installs missing Debian packages (tools/install-deps.sh --python), builds build/ (RelWithDebInfo, WSYNC_WERROR=ON)
+and runs ctest, then the Python tests (pytest tests/python in build/python-venv, a virtual environment that sees
+Debian's torch and numpy); then builds build-asan/ (address,undefined) and runs ctest there too; last builds the
+Python wheel with pip (its own build folder, build-python/) and tries it in a fresh virtual environment.
 
 Options:
   --no-sanitizers      skip the AddressSanitizer/UndefinedBehaviorSanitizer build
@@ -39,7 +45,9 @@ Options:
   --fuzz SECONDS       also build build-fuzz/ with clang (WSYNC_FUZZ=ON) and run every libFuzzer target
                        wsync_fuzz_NAME for SECONDS on a copy of tests/fuzz/corpus/NAME
   -L LABEL             run only the tests with this ctest label (unit, integration, faults, fuzz, ...; long: the
-                       full-length fault cases, minutes of real time, never run without being asked for)
+                       full-length fault cases, minutes of real time, never run without being asked for);
+                       -L python: only the Python tests (the plain build, pytest and the wheel)
+  --no-python          skip the Python tests and the wheel
   --build-only         install, configure and build build/, run nothing (used by tools/quickstart.sh)
   -h, --help           this text
 EOF
@@ -52,6 +60,7 @@ extra_sanitizers=()
 fuzz_seconds=""
 ctest_label=()
 build_only=0
+python_tests=1
 while (($#)); do
   case "$1" in
     --no-sanitizers) default_sanitizers=0 ;;
@@ -67,6 +76,7 @@ while (($#)); do
     -L?*) ctest_label=(-L "${1#-L}") ;;
     --label=*) ctest_label=(-L "${1#*=}") ;;
     --build-only) build_only=1 ;;
+    --no-python) python_tests=0 ;;
     -h | --help) usage; exit 0 ;;
     *) die_usage "unknown option '$1'" ;;
   esac
@@ -76,10 +86,18 @@ if [[ -n "$fuzz_seconds" && ! "$fuzz_seconds" =~ ^[1-9][0-9]*$ ]]; then
   die_usage "--fuzz takes a whole number of seconds, not '$fuzz_seconds'"
 fi
 
+# -L python: the Python tests alone (on the plain build); another label: no Python tests.
+python_only=0
+if ((${#ctest_label[@]})); then
+  if [[ "${ctest_label[1]}" == python ]]; then python_only=1; else python_tests=0; fi
+fi
+
 sanitizer_builds=()
 ((default_sanitizers)) && sanitizer_builds+=("address,undefined")
 ((${#extra_sanitizers[@]})) && sanitizer_builds+=(thread)
-((build_only)) && sanitizer_builds=() && fuzz_seconds=""
+((build_only || python_only)) && sanitizer_builds=() && fuzz_seconds=""
+((build_only)) && python_tests=0
+((python_only)) && python_tests=1
 
 jobs="$(nproc)"
 run_started=$SECONDS
@@ -153,20 +171,54 @@ export_asan_options() {
   fi
 }
 
-stage "dependencies (tools/install-deps.sh${fuzz_seconds:+ --fuzz})"
-if [[ -n "$fuzz_seconds" ]]; then
-  bash tools/install-deps.sh --fuzz
-else
-  bash tools/install-deps.sh
-fi
+deps_flags=()
+[[ -n "$fuzz_seconds" ]] && deps_flags+=(--fuzz)
+((python_tests)) && deps_flags+=(--python)
+stage "dependencies (tools/install-deps.sh${deps_flags[*]:+ ${deps_flags[*]}})"
+bash tools/install-deps.sh "${deps_flags[@]}"
 echo "toolchain: $(g++ --version | head -n1); $(cmake --version | head -n1); $jobs cores"
+
+# The Python tests run in build/python-venv: Debian's python3 with its site packages (python3-torch, python3-numpy)
+# visible, plus pytest from PyPI. Debian's interpreter on purpose: another python3 first on PATH (pyenv, conda)
+# would not see Debian's torch.
+readonly PYTHON_VENV=build/python-venv
+readonly SYSTEM_PYTHON=/usr/bin/python3
+python_venv() {
+  stage "python venv $PYTHON_VENV (pytest from PyPI)"
+  if [[ ! -x "$PYTHON_VENV/bin/python" ]]; then
+    "$SYSTEM_PYTHON" -m venv --system-site-packages "$PYTHON_VENV"
+  fi
+  if ! "$PYTHON_VENV/bin/python" -c "import pytest" 2>/dev/null; then
+    "$PYTHON_VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest
+  fi
+  "$PYTHON_VENV/bin/python" -c 'import sys, numpy, torch, pytest
+print(f"python {sys.version.split()[0]}, numpy {numpy.__version__}, torch {torch.__version__}, pytest {pytest.__version__}")'
+}
+
+# run_pytest MARKER-EXPRESSION: the Python tests against build/'s libwsync.so and wsync-coordinator.
+run_pytest() {
+  local library
+  stage "pytest tests/python -m '$1'"
+  library="$(find build -name libwsync.so \( -type f -o -type l \) -not -path '*/python-venv/*' -print -quit)"
+  if [[ -z "$library" || ! -x build/coordinator/wsync-coordinator ]]; then
+    echo "test.sh: build/ has no libwsync.so or build/coordinator/wsync-coordinator for the Python tests" >&2
+    return 1
+  fi
+  WSYNC_LIBRARY="$REPO_ROOT/$library" WSYNC_BIN_DIR="$REPO_ROOT/build/coordinator" \
+    timeout --signal=INT --kill-after=30 "$PYTEST_TIMEOUT_SECONDS" \
+    "$PYTHON_VENV/bin/python" -m pytest tests/python -m "$1" -p no:cacheprovider
+}
 
 # build/ is shared with tools/quickstart.sh (same arguments), so neither reconfigures the other's tree.
 configure_and_build build -DWSYNC_WERROR=ON -DWSYNC_SANITIZE= -DWSYNC_FUZZ=OFF
 if ((build_only)); then
   exit 0
 fi
-run_ctest build
+((python_only)) || run_ctest build
+if ((python_tests)); then
+  python_venv
+  run_pytest "not wheel"
+fi
 
 # The sanitizer runtimes of GCC 12 and clang 14 cannot lay out their shadow memory when the kernel randomises mmap
 # with more than 28 bits (newer kernels use 32): their tests then run without address-space randomisation.
@@ -223,4 +275,9 @@ if [[ -n "$fuzz_seconds" ]]; then
     "${no_aslr[@]}" "$fuzzer" -max_total_time="$fuzz_seconds" -timeout="$FUZZ_INPUT_TIMEOUT_SECONDS" \
       -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus"
   done
+fi
+
+if ((python_tests)); then
+  # Last: the wheel's build compiles the native parts again (build-python/), minutes on 2 cores.
+  run_pytest "wheel"
 fi

@@ -1,0 +1,100 @@
+"""Watching a bus: its live event stream and its status, as `wsync-mon --json` and `wsync-ctl status --json`
+show them. Never on the data path."""
+from __future__ import annotations
+
+import ctypes
+import json
+import time
+from typing import Any, Dict, Iterator, Optional
+
+from . import _native as N
+from .errors import StoppedError, TimeoutError
+
+__all__ = ["events", "status", "EventStream"]
+
+
+def status(bus: str, timeout: float = 5.0, transport: Optional[str] = None, curve_keys=None,
+           server_key=None) -> Dict[str, Any]:
+    """The coordinator's snapshot as a dict (committed_version, agents, the round in progress, ...). Raises
+    TimeoutError when no coordinator answers within `timeout` seconds (UnavailableError when the bus cannot be
+    reached at all)."""
+    lib = N.lib()
+    connection, strings = N.connection(bus, transport, curve_keys, server_key)
+
+    def request():
+        text = ctypes.c_void_p()
+        code = lib.wsync_bus_status(ctypes.byref(connection), int(timeout * 1000), ctypes.byref(text))
+        if code != N.OK:
+            return code, None, N.last_error()
+        return code, N.take_string(text), ""
+
+    code, text, error = N.interruptible(request)
+    del strings
+    if code != N.OK:
+        raise N.error(code, error)
+    return json.loads(text)
+
+
+class EventStream:
+    """The bus's events as dicts, one per event (``topic``, ``seq``, ``type`` and the event's fields). An iterator
+    and a context manager; ``next_event(timeout)`` waits up to `timeout` seconds (None: for ever, in slices)."""
+
+    def __init__(self, bus: str, timeout: Optional[float] = None, transport: Optional[str] = None, curve_keys=None,
+                 server_key=None):
+        self.bus = bus
+        self.timeout = timeout
+        lib = N.lib()
+        connection, strings = N.connection(bus, transport, curve_keys, server_key)
+        handle = ctypes.c_void_p()
+        N.check(lib.wsync_events_open(ctypes.byref(connection), ctypes.byref(handle)))
+        del strings
+        self._lib = lib
+        self._handle: Optional[ctypes.c_void_p] = handle
+
+    def next_event(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """The next event; TimeoutError when none came within `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        text = ctypes.c_void_p()
+        while True:
+            handle = self._handle
+            if handle is None:
+                raise StoppedError(f"the event stream of bus '{self.bus}' is closed")
+            remaining = N.SLICE_SECONDS if deadline is None else max(0.0, deadline - time.monotonic())
+            code = self._lib.wsync_events_next(handle, int(min(remaining, N.SLICE_SECONDS) * 1000),
+                                               ctypes.byref(text))
+            if code == N.OK:
+                return json.loads(N.take_string(text))
+            if code != N.TIMEOUT:
+                raise N.error(code)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"no event on bus '{self.bus}' within {timeout} s")
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        return self
+
+    def __next__(self) -> Dict[str, Any]:
+        return self.next_event(self.timeout)
+
+    def close(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self._lib.wsync_events_close(handle)
+
+    def __enter__(self) -> "EventStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def events(bus: str, timeout: Optional[float] = None, transport: Optional[str] = None, curve_keys=None,
+           server_key=None) -> EventStream:
+    """Subscribes to every event of `bus`: ``for event in wsync.events("rl"): ...``. Each step waits up to
+    `timeout` seconds for the next event (None: for ever) and raises TimeoutError when none came."""
+    return EventStream(bus, timeout, transport, curve_keys, server_key)

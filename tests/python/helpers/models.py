@@ -1,0 +1,101 @@
+"""The tensors the Python tests move: a few model shapes in numpy and torch, filled deterministically per version,
+so that a test can say which bytes every version must have without asking the process that sent them."""
+from __future__ import annotations
+
+import zlib
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+# (name, numpy dtype, shape): every dtype numpy has that wsync carries, a scalar and an empty tensor included.
+NUMPY_SPEC: List[Tuple[str, str, Tuple[int, ...]]] = [
+    ("embed.weight", "float32", (64, 32)),
+    ("layers.0.attn.qkv", "float16", (32, 96)),
+    ("layers.0.attn.bias", "float64", (96,)),
+    ("layers.0.steps", "int64", (3,)),
+    ("layers.0.ids", "int32", (7, 5)),
+    ("layers.0.small", "int16", (9,)),
+    ("layers.0.tiny", "int8", (11,)),
+    ("mask", "bool", (5, 7)),
+    ("codes", "uint8", (1000,)),
+    ("wide.u16", "uint16", (6,)),
+    ("wide.u32", "uint32", (6,)),
+    ("wide.u64", "uint64", (6,)),
+    ("scale", "float64", ()),
+    ("empty", "float32", (0, 4)),
+]
+
+
+def pattern(name: str, version: int, nbytes: int, boolean: bool = False) -> np.ndarray:
+    """The bytes of tensor `name` at `version`."""
+    rng = np.random.default_rng([zlib.crc32(name.encode()), version])
+    data = rng.integers(0, 256, nbytes, dtype=np.uint8)
+    return data & 1 if boolean else data
+
+
+def numpy_tensors(mismatch: str = "") -> Dict[str, np.ndarray]:
+    """Zeroed arrays of NUMPY_SPEC; `mismatch` names one bound with another shape."""
+    arrays = {}
+    for name, dtype, shape in NUMPY_SPEC:
+        if name == mismatch:
+            shape = tuple(extent + 1 for extent in shape) or (2,)
+        arrays[name] = np.zeros(shape, dtype=dtype)
+    return arrays
+
+
+def fill_numpy(arrays: Dict[str, np.ndarray], version: int) -> None:
+    for name, array in arrays.items():
+        array.reshape(-1).view(np.uint8)[:] = pattern(name, version, array.nbytes, array.dtype == np.bool_)
+
+
+def numpy_bytes(version: int) -> Dict[str, bytes]:
+    arrays = numpy_tensors()
+    fill_numpy(arrays, version)
+    return {name: array.tobytes() for name, array in arrays.items()}
+
+
+# --- torch --------------------------------------------------------------------------------------------------------
+def torch_model(dtype_name: str = "bfloat16", fp8: bool = False):
+    """A small transformer-ish module: bf16 parameters by default, plus fp8 parameters when asked (torch >= 2.1)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.Linear(16, 48)
+            self.norm = nn.LayerNorm(16)
+            self.mlp = nn.Linear(16, 64, bias=False)
+
+    class Tiny(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(50, 16)
+            self.layers = nn.ModuleList([Block(), Block()])
+            self.head = nn.Linear(16, 50, bias=False)
+
+    model = Tiny().to(getattr(torch, dtype_name))
+    if fp8:
+        model.fp8_e4m3 = nn.Parameter(torch.zeros(8, 16).to(torch.float8_e4m3fn), requires_grad=False)
+        model.fp8_e5m2 = nn.Parameter(torch.zeros(16).to(torch.float8_e5m2), requires_grad=False)
+    model.requires_grad_(False)
+    return model
+
+
+def fill_torch(named, version: int) -> None:
+    """Writes version `version`'s bytes into each (name, tensor) in place."""
+    import torch
+
+    with torch.no_grad():
+        for name, tensor in named:
+            flat = tensor.reshape(-1).view(torch.uint8)
+            data = pattern(name, version, flat.numel(), tensor.dtype == torch.bool)
+            flat.copy_(torch.from_numpy(data).to(flat.device))
+
+
+def torch_bytes(named) -> Dict[str, bytes]:
+    import torch
+
+    return {name: tensor.detach().reshape(-1).view(torch.uint8).cpu().numpy().tobytes() for name, tensor in named}
