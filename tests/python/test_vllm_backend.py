@@ -711,8 +711,7 @@ def test_vllm_trainer_factory_builds_the_wsync_trainer_engine(fake_wsync):
 
 def _native_missing() -> str | None:
     try:
-        importlib.import_module("wsync._native")
-        wsync.Coordinator  # noqa: B018
+        wsync.native_version()  # loads libwsync.so ($WSYNC_LIBRARY, else the package's own)
     except Exception as error:
         return f"the native library is not loadable: {type(error).__name__}: {error}"
     return None
@@ -723,7 +722,8 @@ needs_native = pytest.mark.skipif(NATIVE_MISSING is not None, reason=NATIVE_MISS
 
 
 @pytest.fixture
-def bus():
+def wsync_bus():
+    """A coordinator (the shipped program) on a bus of this test's own; yields the bus's name."""
     name = f"vllm-{os.getpid()}-{next(_bus_numbers)}"
     with wsync.Coordinator(name) as coordinator:
         yield coordinator.bus
@@ -731,7 +731,8 @@ def bus():
 
 @needs_torch
 @needs_native
-def test_real_rounds_reach_a_stand_in_model_through_load_weights(bus):
+def test_real_rounds_reach_a_stand_in_model_through_load_weights(wsync_bus):
+    bus = wsync_bus
     model = stand_in_model()
     manifest = wsender.manifest_of(trainer_tensors(0.0))
     with wstaging.StagingReceiver(bus, manifest, agent_id="vllm-0") as receiver, wsender.WsyncSender(bus) as sender:
@@ -747,7 +748,8 @@ def test_real_rounds_reach_a_stand_in_model_through_load_weights(bus):
 
 @needs_torch
 @needs_native
-def test_a_real_round_is_aborted_while_vllm_holds_the_staging_tensors(bus):
+def test_a_real_round_is_aborted_while_vllm_holds_the_staging_tensors(wsync_bus):
+    bus = wsync_bus
     model = stand_in_model()
     manifest = wsender.manifest_of(trainer_tensors(0.0))
     with (
@@ -770,7 +772,8 @@ def test_a_real_round_is_aborted_while_vllm_holds_the_staging_tensors(bus):
 @needs_vllm
 @needs_torch
 @needs_native
-def test_real_rounds_through_vllms_engine_class(bus, cpu_accelerator_sync):
+def test_real_rounds_through_vllms_engine_class(wsync_bus, cpu_accelerator_sync):
+    bus = wsync_bus
     model = stand_in_model()
     engine = create_engine(model)
     with wsender.WsyncSender(bus, layerwise_reload=False) as sender:
