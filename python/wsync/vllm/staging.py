@@ -134,6 +134,9 @@ class StagingReceiver:
                 tensor = torch.empty(spec.shape, dtype=dtype, device="cpu", pin_memory=on_gpu)
             self._staging[spec.name] = tensor
 
+        cuda_device = None
+        if self._on_device:
+            cuda_device = torch.cuda.current_device() if device.index is None else device.index
         self._worker = wsync.Worker(
             bus,
             agent_id=agent_id or agent_id_from(None),
@@ -141,9 +144,7 @@ class StagingReceiver:
             on_pause=self._on_pause,
             on_resume=self._on_resume,
             memory=memory,
-            cuda_device=(torch.cuda.current_device() if device.index is None else device.index)
-            if self._on_device
-            else None,
+            cuda_device=cuda_device,
             transport=transport,
             curve_keys=curve_keys,
             server_key=server_key,
