@@ -1,0 +1,282 @@
+"""vLLM's weight-transfer engines for backend "wsync" (vLLM's interface as of 0.33: docs/vllm.md).
+
+Imported by vLLM's registry when a worker creates the "wsync" engine (or by a trainer's
+`WeightTransferTrainerFactory.trainer_init`), never by `import wsync` or `import wsync.vllm`: this module imports
+vLLM and torch at its top.
+
+Worker side, per vLLM worker process (each tensor-parallel rank, each data-parallel replica):
+  init_transfer_engine   binds staging tensors laid out as the trainer's manifest to a wsync Worker (staging.py)
+  start_weight_update    starts vLLM's layerwise reload, as vLLM's nccl and ipc engines do for checkpoint weights
+  receive_weights        waits for the version to be applied into the staging tensors, feeds them to load_weights
+  finish_weight_update   finalizes the layerwise reload, then lets wsync write the staging tensors again
+  shutdown               the wsync Worker says goodbye
+Trainer side: `WsyncTrainerWeightTransferEngine` over a `WeightSource`, publishing through `WsyncSender`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from vllm.distributed.weight_transfer.base import (
+    TrainerInitInfo,
+    TrainerWeightTransferEngine,
+    WeightTransferEngine,
+    WeightTransferInitInfo,
+    WeightTransferUpdateInfo,
+)
+
+from .modes import check_pause_mode
+from .sender import PUBLISH_TIMEOUT_S, WsyncSender
+from .staging import (
+    APPLY_TIMEOUT_S,
+    REGISTRATION_TIMEOUT_S,
+    STAGING_WAIT_S,
+    StagingReceiver,
+    TensorSpec,
+    agent_id_from,
+    manifest_from,
+)
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.config.weight_transfer import WeightTransferConfig
+    from vllm.distributed.weight_transfer.base import VLLMWeightSyncClient, WeightSource
+
+
+@dataclass
+class WsyncInitInfo(WeightTransferInitInfo):
+    """What every vLLM worker needs to join the bus: the trainer's manifest (three parallel lists, as vLLM's
+    nccl and ipc update infos carry theirs) and this side's connection. `sender.init_info_for` builds it."""
+
+    bus: str
+    names: list[str]
+    dtype_names: list[str]
+    shapes: list[list[int]]
+    memory: str | None = None  # "host" (shm) or "device" (nccl, cuda_ipc); default from the model's device
+    agent_id: str | None = None  # a template: {host}, {pid}, {rank} (global), {dp} (data-parallel index)
+    transport: str | None = None
+    curve_keys: str | None = None
+    server_key: str | None = None
+    registration_timeout: float = REGISTRATION_TIMEOUT_S
+    layerwise_reload: bool = True
+    staging_wait: float = STAGING_WAIT_S
+
+    def __post_init__(self) -> None:
+        self.manifest: list[TensorSpec] = manifest_from(self.names, self.dtype_names, self.shapes)
+
+
+@dataclass
+class WsyncUpdateInfo(WeightTransferUpdateInfo):
+    """One update: the wsync version every worker loads (the trainer's committed version)."""
+
+    version: int
+    timeout: float = APPLY_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
+            raise ValueError(f"version must be a wsync version (an integer >= 1), got {self.version!r}")
+
+
+def _mtp_check_disabled() -> contextlib.AbstractContextManager[Any]:
+    """vLLM's nccl and ipc engines load partial updates with the MTP completeness check off; so do we."""
+    try:
+        from vllm.model_executor.model_loader.mtp_validation import disable_mtp_completeness_check
+    except ImportError:
+        return contextlib.nullcontext()
+    return disable_mtp_completeness_check()
+
+
+class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateInfo]):
+    """Backend "wsync" on a vLLM worker: versions arrive over the wsync bus into staging tensors, and each update
+    feeds them to the model's `load_weights` (renames, fusions, sharding and quantization stay vLLM's)."""
+
+    init_info_cls = WsyncInitInfo
+    update_info_cls = WsyncUpdateInfo
+    # The staging tensors are laid out as the target model's checkpoint; a draft model's would differ.
+    supports_draft_weight_update = False
+
+    def __init__(
+        self,
+        config: WeightTransferConfig,
+        vllm_config: VllmConfig,
+        device: torch.device,
+        model: torch.nn.Module,
+    ) -> None:
+        super().__init__(config, vllm_config, device, model)
+        self._receiver: StagingReceiver | None = None
+        self._layerwise_reload = True
+        self._reloading = False
+        self.loaded_version = 0
+
+    @property
+    def receiver(self) -> StagingReceiver | None:
+        return self._receiver
+
+    def init_transfer_engine(self, init_info: WsyncInitInfo) -> None:
+        """Binds staging tensors for `init_info`'s manifest to a new wsync Worker (replacing an earlier one: a
+        changed manifest is a new init)."""
+        self._close_receiver()
+        template = init_info.agent_id
+        agent_id = agent_id_from(
+            template,
+            rank=torch.distributed.get_rank() if torch.distributed.is_initialized() else 0,
+            dp=getattr(self.parallel_config, "data_parallel_index", 0),
+        )
+        self._layerwise_reload = init_info.layerwise_reload
+        self._receiver = StagingReceiver(
+            init_info.bus,
+            init_info.manifest,
+            device=self.device,
+            memory=init_info.memory,
+            agent_id=agent_id,
+            transport=init_info.transport,
+            curve_keys=init_info.curve_keys,
+            server_key=init_info.server_key,
+            registration_timeout=init_info.registration_timeout,
+            staging_wait=init_info.staging_wait,
+        )
+
+    def start_weight_update(self) -> None:
+        self._require_receiver()
+        if self._layerwise_reload:
+            from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
+
+            initialize_layerwise_reload(self.model)
+            self._reloading = True
+
+    def receive_weights(self, update_info: WsyncUpdateInfo) -> None:
+        receiver = self._require_receiver()
+        with _mtp_check_disabled():
+            self.loaded_version = receiver.load_into(self.model, update_info.version, update_info.timeout, keep=True)
+
+    def finish_weight_update(self) -> None:
+        try:
+            if self._reloading:
+                from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
+
+                finalize_layerwise_reload(self.model, self.model_config)
+        finally:
+            self._reloading = False
+            if self._receiver is not None:
+                self._receiver.release()
+
+    def shutdown(self) -> None:
+        self._close_receiver()
+
+    def _require_receiver(self) -> StagingReceiver:
+        if self._receiver is None:
+            raise RuntimeError("wsync weight transfer is not initialized: call init_weight_transfer_engine first")
+        return self._receiver
+
+    def _close_receiver(self) -> None:
+        receiver, self._receiver = self._receiver, None
+        if receiver is not None:
+            receiver.close()
+
+
+@dataclass
+class WsyncTrainerInitInfo(TrainerInitInfo):
+    """A trainer rank's settings for backend "wsync" (rank, keyword-only, from TrainerInitInfo: 0 publishes).
+    `worker_options` go to the workers' init info as they are (agent_id, transport, curve_keys, server_key,
+    registration_timeout, layerwise_reload)."""
+
+    backend: ClassVar[str] = "wsync"
+
+    bus: str
+    channel: str = "shm"
+    agent_id: str | None = None  # default "trainer-<rank>"
+    pause_mode: str = "keep"
+    cuda_device: int | None = None
+    transport: str | None = None
+    curve_keys: str | None = None
+    server_key: str | None = None
+    publish_timeout: float = PUBLISH_TIMEOUT_S
+    apply_timeout: float = APPLY_TIMEOUT_S
+    worker_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_pause_mode(self.pause_mode)
+
+
+_WORKER_OPTIONS = ("agent_id", "transport", "curve_keys", "server_key", "registration_timeout", "layerwise_reload")
+
+
+class WsyncTrainerWeightTransferEngine(TrainerWeightTransferEngine[WsyncTrainerInitInfo]):
+    """Backend "wsync" in the trainer: `send_weights()` publishes the source's full tensors as the next version
+    over the bus, then drives vLLM's start / update / finish(weight_version) through the client.
+
+    Every rank iterates the source (FSDP's gathers are collectives); only rank 0 has a wsync Trainer and calls
+    the client. The gathered tensors stay alive until the version's outcome is known."""
+
+    init_info_cls = WsyncTrainerInitInfo
+
+    def __init__(
+        self,
+        *,
+        client: VLLMWeightSyncClient,
+        source: WeightSource | None = None,
+        is_sender: bool = True,
+        rank: int = 0,
+        sender: WsyncSender | None = None,
+    ) -> None:
+        super().__init__(client=client, source=source, is_sender=is_sender, rank=rank)
+        self.sender = sender
+
+    @classmethod
+    def trainer_init(
+        cls,
+        init_info: WsyncTrainerInitInfo,
+        *,
+        client: VLLMWeightSyncClient,
+        source: WeightSource | None = None,
+    ) -> WsyncTrainerWeightTransferEngine:
+        if source is None:
+            raise ValueError("wsync weight transfer publishes whole versions: it needs a WeightSource")
+        if not source.implements_iter_full():
+            raise TypeError(f"wsync publishes full tensors, but {type(source).__name__} does not implement iter_full()")
+        unknown = set(init_info.worker_options) - set(_WORKER_OPTIONS)
+        if unknown:
+            raise ValueError(f"unknown worker_options {sorted(unknown)}; known: {list(_WORKER_OPTIONS)}")
+        sender = None
+        if init_info.is_sender:
+            options = init_info.worker_options
+            sender = WsyncSender(
+                init_info.bus,
+                agent_id=init_info.agent_id or f"trainer-{init_info.rank}",
+                channel=init_info.channel,
+                pause_mode=init_info.pause_mode,
+                cuda_device=init_info.cuda_device,
+                transport=init_info.transport,
+                curve_keys=init_info.curve_keys,
+                server_key=init_info.server_key,
+                publish_timeout=init_info.publish_timeout,
+                apply_timeout=init_info.apply_timeout,
+                worker_agent_id=options.get("agent_id"),
+                worker_transport=options.get("transport"),
+                worker_curve_keys=options.get("curve_keys"),
+                worker_server_key=options.get("server_key"),
+                layerwise_reload=options.get("layerwise_reload"),
+            )
+            manifest = [
+                TensorSpec(m.name, str(m.dtype).removeprefix("torch."), tuple(m.shape)) for m in source.metadata
+            ]
+            info = sender.init_info(manifest)
+            if "registration_timeout" in options:
+                info["registration_timeout"] = float(options["registration_timeout"])
+            client.init_weight_transfer_engine(info)
+        return cls(client=client, source=source, is_sender=init_info.is_sender, rank=init_info.rank, sender=sender)
+
+    def send_weights(self, version: int | None = None) -> None:
+        """Publishes the next version (or `version`) and has vLLM load it. Called on every trainer rank."""
+        assert self.source is not None
+        tensors = [(name, tensor.detach()) for name, tensor in self.source.iter_full()]
+        if self.sender is not None:
+            self.sender.sync(self.client, tensors, version)
+
+    def shutdown(self) -> None:
+        sender, self.sender = self.sender, None
+        if sender is not None:
+            sender.close()
