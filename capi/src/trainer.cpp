@@ -1,6 +1,7 @@
 // The trainer agent behind wsync_trainer_*: a manifest declared from tensor descriptions, versions published from
 // caller memory (checked against the manifest here, so that a mismatch names the tensor), outcomes as wsync_outcome.
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "boundary.hpp"
@@ -102,6 +103,19 @@ wsync_status failWith(const trainer_agent::TrainerFailure& failure) {
 }
 
 // Each tensor as the manifest has it, in its order: the spans to publish, or the first that differs.
+// Whether `tensor` carries exactly the manifest's entry `index` (name, dtype, shape) and memory of its size.
+bool matchesDeclared(const wsync_tensor& tensor, const bus::Manifest& manifest, std::size_t index) {
+  const bus::TensorSpec& declared = manifest.tensors()[index];
+  if (tensor.name == nullptr || tensor.dtype != static_cast<wsync_dtype>(declared.dtype) ||
+      tensor.ndim != declared.shape.size() || (tensor.ndim > 0 && tensor.shape == nullptr) ||
+      tensor.bytes != manifest.tensorBytes(index) || (tensor.data == nullptr && tensor.bytes > 0)) {
+    return false;
+  }
+  // strncmp stops at the first difference, so a name longer than the declared one is not read past its end + 1.
+  if (std::strncmp(tensor.name, declared.name.c_str(), declared.name.size() + 1) != 0) return false;
+  return std::equal(declared.shape.begin(), declared.shape.end(), tensor.shape);
+}
+
 tl::expected<std::vector<std::span<const std::byte>>, std::pair<wsync_status, std::string>> publishedTensors(
     const bus::Manifest& manifest, std::span<const wsync_tensor> tensors) {
   auto status = [](wsync_status code, std::string text) { return tl::unexpected(std::pair{code, std::move(text)}); };
@@ -112,6 +126,12 @@ tl::expected<std::vector<std::span<const std::byte>>, std::pair<wsync_status, st
   std::vector<std::span<const std::byte>> spans;
   spans.reserve(tensors.size());
   for (std::size_t index = 0; index < tensors.size(); ++index) {
+    // A tensor equal to its declared entry is valid (the manifest was validated): taken without building a string,
+    // so that publishing 18,867 tensors costs no allocation per tensor. Anything else gets the full diagnosis.
+    if (matchesDeclared(tensors[index], manifest, index)) {
+      spans.emplace_back(static_cast<const std::byte*>(tensors[index].data), tensors[index].bytes);
+      continue;
+    }
     auto spec = tensorSpecOf(tensors[index], index);
     if (!spec) return status(WSYNC_INVALID_ARGUMENT, std::move(spec.error()));
     const bus::TensorSpec& declared = manifest.tensors()[index];
