@@ -12,6 +12,7 @@ from typing import IO, Optional, Sequence, Union
 from urllib.parse import urlparse
 
 from . import _native as N
+from ._closing import Closing
 from .errors import InvalidArgumentError, StoppedError, UnavailableError
 
 __all__ = ["Coordinator"]
@@ -27,7 +28,7 @@ def _ms(seconds: Optional[float]) -> Optional[int]:
     return None if seconds is None else int(round(seconds * 1000))
 
 
-class Coordinator:
+class Coordinator(Closing):
     """Starts the bus's coordinator now; ``stop()`` (or leaving the ``with`` block) stops it.
 
     Timeouts are in seconds and sizes in bytes (the program takes whole MiB); None keeps the coordinator's default.
@@ -230,18 +231,6 @@ class Coordinator:
 
     def close(self) -> None:
         self.stop()
-
-    def __enter__(self) -> "Coordinator":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def __del__(self):
-        try:
-            self.stop()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
     def __repr__(self) -> str:
         where = "in process" if self.in_process else f"pid {self.pid}"

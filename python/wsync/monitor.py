@@ -8,6 +8,7 @@ import time
 from typing import Any, Dict, Iterator, Optional
 
 from . import _native as N
+from ._closing import Closing
 from .errors import StoppedError, TimeoutError
 
 __all__ = ["events", "status", "EventStream"]
@@ -35,7 +36,7 @@ def status(bus: str, timeout: float = 5.0, transport: Optional[str] = None, curv
     return json.loads(text)
 
 
-class EventStream:
+class EventStream(Closing):
     """The bus's events as dicts, one per event (``topic``, ``seq``, ``type`` and the event's fields). An iterator
     and a context manager; ``next_event(timeout)`` waits up to `timeout` seconds (None: for ever, in slices)."""
 
@@ -79,18 +80,6 @@ class EventStream:
         handle, self._handle = self._handle, None
         if handle is not None:
             self._lib.wsync_events_close(handle)
-
-    def __enter__(self) -> "EventStream":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
 
 def events(bus: str, timeout: Optional[float] = None, transport: Optional[str] = None, curve_keys=None,

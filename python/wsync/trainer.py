@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 from . import _native as N
+from ._closing import Closing
 from ._tensors import HOST, TensorArray, TensorInfo, describe, device_text, named_items
 from .errors import (AbortedError, BusyError, InvalidArgumentError, ManifestMismatchError, RefusedError,
                      StoppedError, TimeoutError)
@@ -110,7 +111,7 @@ class PublishHandle:
         return f"<wsync.PublishHandle version {self.version}: {state}>"
 
 
-class Trainer:
+class Trainer(Closing):
     """One trainer rank's agent on bus `bus`. The first publish declares the manifest: names, dtypes and shapes in
     the order given; every later version carries exactly those tensors."""
 
@@ -368,18 +369,6 @@ class Trainer:
             if handle is not None:
                 self._lib.wsync_trainer_destroy(handle)
             self._in_flight = None
-
-    def __enter__(self) -> "Trainer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
     def __repr__(self) -> str:
         state = "closed" if self._handle is None else f"{len(self.manifest)} tensors"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from . import _native as N
+from ._closing import Closing
 from ._tensors import HOST, TensorArray, describe, device_text, named_items
 from .errors import InvalidArgumentError, StoppedError, TimeoutError
 
@@ -39,7 +40,7 @@ def _write_error(buffer: int, size: int, text: str) -> None:
     ctypes.memmove(buffer, data + b"\0", len(data) + 1)
 
 
-class Worker:
+class Worker(Closing):
     """One inference engine's agent on bus `bus`.
 
     tensors: the engine's tensors, bound in place (model.named_parameters(), a state_dict, a mapping or pairs);
@@ -250,18 +251,6 @@ class Worker:
         self._closing = True
         handle, self._handle = self._handle, None
         self._lib.wsync_worker_destroy(handle)
-
-    def __enter__(self) -> "Worker":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
     def __repr__(self) -> str:
         state = "closed" if self._handle is None else f"version {self.applied_version}"
