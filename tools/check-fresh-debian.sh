@@ -188,6 +188,15 @@ started=$SECONDS
 log "copying the pristine root to $run_root"
 cp -a --reflink=auto "$pristine/." "$run_root/"
 cp -L /etc/resolv.conf "$run_root/etc/resolv.conf"
+# The host's TLS trust and pip's configuration of it, copied like resolv.conf: where this host reaches PyPI through
+# an egress proxy with a CA of its own, CI's machine (set up like this one) does too, and the root must as well. The
+# local CA folder too, so that installing ca-certificates in the root regenerates a bundle that still holds it.
+for trust in /etc/ssl/certs/ca-certificates.crt /etc/pip.conf /usr/local/share/ca-certificates; do
+  if [[ -e "$trust" ]]; then
+    mkdir -p "$(dirname "$run_root$trust")"
+    cp -rL "$trust" "$(dirname "$run_root$trust")/"
+  fi
+done
 
 head_commit="$(git -C "$REPO_ROOT" rev-parse HEAD)"
 log "cloning committed HEAD $(git -C "$REPO_ROOT" log -1 --format='%h %s' HEAD)"
