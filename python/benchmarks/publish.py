@@ -355,7 +355,8 @@ def bench_model(torch, wsync, args, model, workdir):
                                   "verified": verified, "checksum": got["checksum"], "expected": expected})
             # wsync, C++ (same coordinator, manifest, channel and receiver)
             command = [trainer_program(), "--bus", bus, "--id", "cpp-trainer", "--model", model,
-                       "--channel", args.channel, "--steps", str(rounds), "--no-perturb", "--pause-mode", "keep"]
+                       "--channel", args.channel, "--steps", str(rounds), "--no-perturb", "--pause-mode", "keep",
+                       "--log-level", "info"]  # its per-version lines are at info
             if args.channel != "shm":
                 command += ["--cuda-device", str(args.trainer_device)]
             ran = subprocess.run(command, capture_output=True, text=True, timeout=1800)
