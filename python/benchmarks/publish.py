@@ -131,7 +131,11 @@ def receiver_main(args):
         command = line.split()
         if not command:
             continue
-        if command[0] == "checksum":
+        if command[0] == "checksum":  # checksum VERSION: once VERSION is applied (a Commit lands after the outcome)
+            try:
+                worker.wait_for_version(int(command[1]), timeout=60)
+            except wsync.TimeoutError:
+                pass
             synchronize(torch, device)
             print(json.dumps({"version": worker.applied_version, "checksum": checksum(torch, tensors)}), flush=True)
         elif command[0] == "quit":
@@ -148,8 +152,8 @@ class Receiver:
         if line != "ready":
             raise RuntimeError(f"receiver did not start (said {line!r}, exit {self.process.poll()})")
 
-    def checksum(self):
-        self.process.stdin.write("checksum\n")
+    def checksum(self, version):
+        self.process.stdin.write(f"checksum {version}\n")
         self.process.stdin.flush()
         return json.loads(self.process.stdout.readline())
 
@@ -346,7 +350,7 @@ def bench_model(torch, wsync, args, model, workdir):
                 synchronize(torch, trainer_device)
                 trainer.publish(version, named, pause_mode="keep").wait(timeout=timeout)
                 expected = checksum(torch, tensors)
-                got = receiver.checksum()
+                got = receiver.checksum(version)
                 verified = got["version"] == version and got["checksum"] == expected
                 last = version
             entry["rows"].append({"path": "wsync Python (wsync.Trainer, torch tensors)", "kind": "wsync-python",
@@ -363,11 +367,11 @@ def bench_model(torch, wsync, args, model, workdir):
             matches = [CPP_LINE.search(line) for line in (ran.stdout + ran.stderr).splitlines()]
             matches = [match for match in matches if match]
             cpp = [float(match.group(2)) for match in matches][args.warmup:]
-            got_cpp = receiver.checksum()
+            got_cpp = receiver.checksum(last + rounds)
             cpp_row = {"path": "wsync C++ (wsync-trainer: TrainerAgent" + (", model in one cudaMalloc block)" if args.channel != "shm" else ")"), "kind": "wsync-cpp",
                        "measure": "outcome total (agent: publish to outcome)", **(summary(cpp) or {}),
                        "outcome_sending": summary([float(match.group(4)) for match in matches][args.warmup:]),
-                       "exit": ran.returncode, "committed": len(matches),
+                       "exit": ran.returncode, "committed": len(matches), "receiver": got_cpp,
                        # the C++ trainer's bytes are the catalog's fill, not ours: they must have replaced ours
                        "verified": ran.returncode == 0 and len(matches) == rounds
                        and got_cpp["version"] == last + rounds and got_cpp["checksum"] != expected}
