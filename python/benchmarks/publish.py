@@ -357,7 +357,11 @@ def bench_model(torch, wsync, args, model, workdir):
                                   "measure": "wall: publish() to wait() returned", **summary(walls),
                                   "outcome_total": summary(totals), "outcome_sending": summary(sendings),
                                   "verified": verified, "checksum": got["checksum"], "expected": expected})
-            # wsync, C++ (same coordinator, manifest, channel and receiver)
+            # wsync, C++ (same coordinator, manifest, channel and receiver). Our tensors get new bytes first, never
+            # published: a receiver that ends with them read this process's memory during the C++ trainer's rounds.
+            randomize(torch, tensors)
+            synchronize(torch, trainer_device)
+            unpublished = checksum(torch, tensors)
             command = [trainer_program(), "--bus", bus, "--id", "cpp-trainer", "--model", model,
                        "--channel", args.channel, "--steps", str(rounds), "--no-perturb", "--pause-mode", "keep",
                        "--log-level", "info"]  # its per-version lines are at info
@@ -368,20 +372,27 @@ def bench_model(torch, wsync, args, model, workdir):
             matches = [match for match in matches if match]
             cpp = [float(match.group(2)) for match in matches][args.warmup:]
             got_cpp = receiver.checksum(last + rounds)
+            got_cpp["holds"] = ("the Python trainer's last published bytes" if got_cpp["checksum"] == expected
+                                else "the Python trainer's unpublished bytes" if got_cpp["checksum"] == unpublished
+                                else "other bytes (the C++ trainer's)")
             cpp_row = {"path": "wsync C++ (wsync-trainer: TrainerAgent" + (", model in one cudaMalloc block)" if args.channel != "shm" else ")"), "kind": "wsync-cpp",
                        "measure": "outcome total (agent: publish to outcome)", **(summary(cpp) or {}),
                        "outcome_sending": summary([float(match.group(4)) for match in matches][args.warmup:]),
                        "exit": ran.returncode, "committed": len(matches), "receiver": got_cpp,
                        # the C++ trainer's bytes are the catalog's fill, not ours: they must have replaced ours
                        "verified": ran.returncode == 0 and len(matches) == rounds
-                       and got_cpp["version"] == last + rounds and got_cpp["checksum"] != expected}
+                       and got_cpp["version"] == last + rounds
+                       and got_cpp["checksum"] not in (expected, unpublished)}
             if ran.returncode != 0 or not cpp:
                 cpp_row["log_tail"] = (ran.stdout + ran.stderr)[-2000:]
             entry["rows"].append(cpp_row)
         finally:
             receiver.close()
 
-    # torch baselines
+    # torch baselines (the tensors' bytes again as published, for the checksums)
+    randomize(torch, tensors)
+    synchronize(torch, trainer_device)
+    expected = checksum(torch, tensors)
     if args.channel == "nccl" or (args.channel == "shm" and args.dist):
         backend = "nccl" if args.channel == "nccl" else "gloo"
         entry["rows"] += run_dist_baselines(torch, args, manifest_path, tensors, expected, trainer_device,
