@@ -6,6 +6,9 @@
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "wsync/cli/fault_injection.hpp"
 #include "wsync/cli/curve_flags.hpp"
@@ -14,6 +17,7 @@
 #include "wsync/cli/log_flags.hpp"
 #include "wsync/cli/model_catalog.hpp"
 #include "wsync/cli/progress_bar.hpp"
+#include "wsync/bus/protocol/dtype.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/cli/safetensors.hpp"
 #include "wsync/trainer_agent/trainer_agent.hpp"
@@ -104,12 +108,37 @@ struct DeviceModel {
   }
 };
 
+// --print-manifest: a catalog model's tensors as one JSON array on stdout, [{"name", "dtype" (safetensors' name),
+// "shape"}, ...] in manifest order, so that Python benchmarks publish the catalog's exact shapes without a copy of
+// the catalog. Catalog names are plain ASCII; quotes and backslashes are escaped all the same.
+int printManifest(const std::string& model) {
+  auto specs = cli::modelTensors(model);
+  if (!specs) {
+    log::error("model '{}': {}", model, specs.error().describe());
+    return 1;
+  }
+  std::string out = "[";
+  for (std::size_t index = 0; index < specs->size(); ++index) {
+    const auto& spec = (*specs)[index];
+    std::string name;
+    for (const char c : spec.name) {
+      if (c == '"' || c == '\\') name += '\\';
+      name += c;
+    }
+    out += fmt::format("{}{{\"name\": \"{}\", \"dtype\": \"{}\", \"shape\": [{}]}}", index == 0 ? "" : ",\n ", name,
+                       bus::safetensorsName(spec.dtype), fmt::join(spec.shape, ", "));
+  }
+  out += "]\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
 double millis(std::chrono::nanoseconds duration) { return std::chrono::duration<double, std::milli>(duration).count(); }
 
 void logOutcome(const PublishOutcome& outcome) {
   if (outcome.committed()) {
     const double seconds = std::chrono::duration<double>(outcome.sending).count();
-    log::info("version {} committed in round {}: {:.1f} MB in {:.1f} ms (until plan {:.1f} ms, sending {:.1f} ms, "
+    log::info("version {} committed in round {}: {:.1f} MB in {:.3f} ms (until plan {:.3f} ms, sending {:.3f} ms, "
               "{:.2f} GB/s)",
               outcome.version, outcome.round, static_cast<double>(outcome.bytes) / 1e6, millis(outcome.total),
               millis(outcome.untilPlan), millis(outcome.sending),
@@ -153,9 +182,10 @@ int main(int argc, char** argv) {
   std::string fault;
   std::string channel = "shm";
   bool noPerturb = false;
+  bool printOnly = false;
 
   CLI::App app{"wsync-trainer: publishes model versions to the workers of a bus"};
-  app.add_option("--bus", options.bus, "bus name")->required();
+  app.add_option("--bus", options.bus, "bus name (required unless --print-manifest)");
   app.add_option("--transport", options.transport, "ipc or tcp://HOST:PORT")->capture_default_str();
   cli::CurveClientFlags curveFlags;
   curveFlags.addTo(app);
@@ -172,6 +202,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"abort", "wait", "keep"}));
   app.add_option("--dump", dumpPath, "write the last committed version's weights to this .safetensors file");
   app.add_flag("--no-perturb", noPerturb, "publish the same bytes every step");
+  app.add_flag("--print-manifest", printOnly,
+               "print the --model catalog model's tensors as JSON ([{name, dtype, shape}]) and exit");
   app.add_option("--channel", channel, "payload channel: shm (host memory) | nccl | cuda_ipc (the model on a GPU)")
       ->capture_default_str()
       ->check(CLI::IsMember({"shm", "nccl", "cuda_ipc"}));
@@ -186,6 +218,11 @@ int main(int argc, char** argv) {
   logFlags.addTo(app);
   CLI11_PARSE(app, argc, argv);
   logFlags.apply("wsync-trainer");
+  if (printOnly) return printManifest(model);
+  if (options.bus.empty()) {
+    log::error("--bus is required");
+    return 2;
+  }
   log::setAgent(options.agentId);
   if (auto curve = curveFlags.client()) {
     options.curve = std::move(*curve);
