@@ -56,11 +56,13 @@ class GpuRound : public RoundFixture, public testing::WithParamInterface<std::st
     args.insert(args.end(), extra.begin(), extra.end());
     return startWorker(id, args);
   }
-  ChildProcess startGpuTrainer(std::uint64_t steps, std::uint64_t intervalMs = 0) {
+  ChildProcess startGpuTrainer(std::uint64_t steps, std::uint64_t intervalMs = 0, const std::string& id = "t0",
+                               const std::string& seed = "1") {
     std::vector<std::string> args{"--model", kModel, "--steps", std::to_string(steps), "--dump",
-                                  path("trainer.safetensors"), "--interval-ms", std::to_string(intervalMs)};
+                                  path("trainer.safetensors"), "--interval-ms", std::to_string(intervalMs),
+                                  "--seed", seed};
     for (auto& arg : gpuArgs(0)) args.push_back(arg);
-    return startTrainer("t0", args);
+    return startTrainer(id, args);
   }
   // Stops a worker (it dumps its GPU weights as it exits) and checks they are the trainer's last version.
   void expectHoldsTrainersBytes(ChildProcess& worker, const std::string& id) {
@@ -90,6 +92,28 @@ TEST_P(GpuRound, EveryCommittedVersionReachesTheWorkersByteForByte) {
   for (int index = 0; index < count; ++index) {
     expectHoldsTrainersBytes(running[static_cast<std::size_t>(index)], "w" + std::to_string(index));
   }
+}
+
+// A worker outlives its trainer: a second trainer process (other content) publishes to it. Found by the Python
+// publish benchmark on an H100: a cuda_ipc receiver took the new sender's first export (generation 1 of a
+// per-process count) for the one it had imported, and went on copying out of the first trainer's memory while
+// every round committed (with one receiver, no digest disagrees). The worker must hold the second trainer's bytes.
+TEST_P(GpuRound, AWorkerThatOutlivesItsTrainerTakesTheNextTrainersBytes) {
+  if (auto why = missing(1)) GTEST_SKIP() << *why;
+  startCoordinator({"--gpu-bucket-mib", kBucketMiB});
+  auto worker = startGpuWorker("w0", 0);
+  waitForAgents(1);
+  auto first = startGpuTrainer(2, 0, "t0", "1");
+  for (int round = 1; round <= 2; ++round) ASSERT_TRUE(nextOutcome().committed) << "first trainer, round " << round;
+  ASSERT_EQ(first.wait(kPatience), 0);
+  auto second = startGpuTrainer(2, 0, "t1", "2");
+  for (int round = 1; round <= 2; ++round) {
+    const auto outcome = nextOutcome();
+    ASSERT_TRUE(outcome.committed) << "second trainer, round " << round << ": " << outcome.detail;
+    EXPECT_EQ(outcome.version, static_cast<std::uint64_t>(2 + round));
+  }
+  ASSERT_EQ(second.wait(kPatience), 0);
+  expectHoldsTrainersBytes(worker, "w0");
 }
 
 TEST_P(GpuRound, AWorkerKilledMidTransferAbortsTheRoundAndTheNextCommitsWithoutItThenWithItRestarted) {

@@ -301,6 +301,12 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
       entries[index] = IpcTensorData{.allocation = slot->second, .reserved = 0, .offset = address - base,
                                      .bytes = tensor.size()};
     }
+    // Generations count per segment, not per sender: a trainer that replaces another (a new process on the same
+    // bus) goes on from the last one's, so that a receiver which imported the old tables under generation N never
+    // takes the new ones for them and copies on out of the old process's memory. Rounded up to even past a
+    // sender that died half-way through a write.
+    const std::uint64_t segmentGeneration = data.sender.generation.load(std::memory_order_acquire);
+    state.generation = std::max(state.generation, (segmentGeneration + 1) & ~std::uint64_t{1});
     // A seqlock write: odd while the tables change, so a receiver that reads across it sees the change.
     data.sender.generation.store(state.generation + 1, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_release);

@@ -85,8 +85,9 @@ class CudaIpcChannel final : public Channel {
   void releasePeers() override { releaseImports(); }
   // Handles this receiver holds open now (one per exported block it copies from).
   std::uint32_t openedHandles() const;
-  // How many times the sender exported its blocks: what a sender last wrote, or what a receiver last imported.
-  // It stays at 1 while the trainer's tensors stay where they are.
+  // How many times senders exported their blocks into this segment: what a sender last wrote, or what a receiver
+  // last imported. It stays at 1 while one trainer's tensors stay where they are; a trainer that replaces another
+  // goes on counting from the last one's.
   std::uint64_t exportGeneration() const;
   ChannelMemory memory() const override;
 
