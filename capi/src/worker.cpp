@@ -148,8 +148,7 @@ wsync_status statusOf(worker_agent::WorkerError error) {
     case worker_agent::WorkerError::InvalidOptions:
     case worker_agent::WorkerError::InvalidBinding: return WSYNC_INVALID_ARGUMENT;
     case worker_agent::WorkerError::ManifestMismatch: return WSYNC_MANIFEST_MISMATCH;
-    case worker_agent::WorkerError::Registration:
-    case worker_agent::WorkerError::ControlBlock: return WSYNC_UNAVAILABLE;
+    case worker_agent::WorkerError::Registration: return WSYNC_UNAVAILABLE;
   }
   return WSYNC_INTERNAL;
 }

@@ -24,7 +24,8 @@ struct AgentRecord {
   std::int32_t rank = -1;
   std::uint32_t slot = 0;
   bus::ProcessIdentity process;  // startTicks known only for a process on this host
-  bool sameHost = false;
+  bool sameHost = false;  // shares the coordinator's shared memory and pids (core/host_identity.hpp)
+  std::string hostname;   // as it reported it: for messages naming where an agent is
   std::uint64_t lastMessageMs = 0;  // CLOCK_MONOTONIC, like the shared-memory heartbeat word
   std::uint64_t appliedVersion = 0;
   std::vector<bus::Digest> knownManifests;  // sent to this worker already

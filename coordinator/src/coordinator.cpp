@@ -22,6 +22,7 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();  // size_t: <malloc
 #include "wsync/bus/transport/bus_address.hpp"
 #include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/bus/core/clock.hpp"
+#include "wsync/bus/core/host_identity.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/protocol/topics.hpp"
 #include "wsync/bus/core/text.hpp"
@@ -153,7 +154,7 @@ Coordinator::Impl::Impl(CoordinatorOptions options, bus::ControlBlockOwner&& blo
                                   rebindRequestEndpoint(outage, why);
                                 }},
               std::move(channels)),
-      hostname_(bus::hostName()) {
+      hostname_(bus::thisHost().name) {
   log::setAgent("coordinator");
   if (const auto& replaced = block_.replaced()) {
     // The versions and round numbers go on from where the dead coordinator left them, and so does an operator's
@@ -210,10 +211,7 @@ void Coordinator::Impl::step(std::chrono::milliseconds maxWait) {
       logLimiter_.flush(now);
       nextLivenessCheck_ = now + kLivenessCheckInterval;
     }
-    if (now >= nextBeat_) {
-      publishBeat();
-      nextBeat_ = now + options_.heartbeatInterval;
-    }
+    if (now >= nextBeat_ || beatChanged()) publishBeat();
     auto wait = std::min({until, nextLivenessCheck_, nextBeat_}) - now;
     if (wait < Clock::duration::zero()) wait = Clock::duration::zero();
     auto received = router_.receive(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
@@ -232,7 +230,10 @@ void Coordinator::Impl::step(std::chrono::milliseconds maxWait) {
       }
     }
     dropUnreachable();
-    if (Clock::now() >= until) return;
+    if (Clock::now() >= until) {
+      if (beatChanged()) publishBeat();
+      return;
+    }
   }
 }
 
@@ -303,6 +304,7 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
     case msg::Body::AgentHello: handleHello(source, message, *message.as<msg::AgentHello>()); return;
     case msg::Body::SnapshotRequest: handleSnapshotRequest(source); return;
     case msg::Body::VersionQuery: handleVersionQuery(source, message, *message.as<msg::VersionQuery>()); return;
+    case msg::Body::SlotReport: handleSlotReport(source, message, *message.as<msg::SlotReport>()); return;
     case msg::Body::ControlRequest:
       if (message.epoch() != 0 && message.epoch() != block_.epoch()) {
         refuse(source, message.seq(), msg::ErrorCode::StaleEpoch,
@@ -359,10 +361,45 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
   }
 }
 
+Coordinator::Impl::BeatState Coordinator::Impl::beatState() const {
+  return BeatState{rounds_.committed().version, rounds_.lastRound(), rounds_.phase(), block_.pauseState()};
+}
+
+bool Coordinator::Impl::beatChanged() const { return beatState() != lastBeat_; }
+
 void Coordinator::Impl::publishBeat() {
-  const auto body = msg::CreateCoordinatorBeat(outbox_.start(), rounds_.committed().version, rounds_.lastRound(),
-                                               rounds_.phase(), agents_.size(), agents_.workerCount());
+  lastBeat_ = beatState();
+  const auto body = msg::CreateCoordinatorBeat(outbox_.start(), lastBeat_.committedVersion, lastBeat_.round,
+                                               lastBeat_.phase, agents_.size(), agents_.workerCount(),
+                                               lastBeat_.pause.paused, lastBeat_.pause.mode, lastBeat_.pause.round);
   outbox_.publish(std::string(bus::topics::kBus) + "beat", body);
+  nextBeat_ = Clock::now() + options_.heartbeatInterval;
+}
+
+void Coordinator::Impl::handleSlotReport(const std::string& source, const bus::Message& message,
+                                         const msg::SlotReport& report) {
+  // Never answered: the reporting connection reads nothing, and an answer would only queue there. A report that
+  // does not match a registration (an agent replaced meanwhile, a coordinator restarted since) is dropped.
+  AgentRecord* const agent = agents_.findById(report.agent_id()->string_view());
+  const char* problem = agent == nullptr                  ? "no agent of that id is registered"
+                        : agent->sameHost                 ? "the agent is on this host and writes its slot itself"
+                        : agent->slot != report.slot()    ? "the agent holds another slot"
+                        : message.epoch() != block_.epoch() ? "it is for another coordinator's epoch"
+                                                            : nullptr;
+  if (problem != nullptr) {
+    ++stats_.requestsRejected;
+    logLimiter_.warn("slot-report:" + source, Clock::now(), [&] {
+      return "dropped a SlotReport for '" + bus::printableText(report.agent_id()->string_view()) + "': " + problem;
+    });
+    return;
+  }
+  const std::uint64_t nowMs = bus::monotonicMillis();
+  agent->lastMessageMs = nowMs;
+  agent->appliedVersion = report.applied_version();
+  // AgentState and AgentPhase share their values (control_block.hpp pins them).
+  (void)block_.writeRemoteAgent(agent->slot, bus::RemoteAgentState{report.applied_version(), nowMs,
+                                                                   static_cast<bus::AgentPhase>(report.state()),
+                                                                   report.transfer_round(), report.transfer_bytes()});
 }
 
 void Coordinator::Impl::handleSnapshotRequest(const std::string& source) {

@@ -52,7 +52,13 @@ class Coordinator::Impl {
   void handle(const std::string& source, const bus::Message& message);
   void handleSnapshotRequest(const std::string& source);
   void handleVersionQuery(const std::string& source, const bus::Message& message, const msg::VersionQuery& query);
+  // The "bus/beat" event: every heartbeat interval, and as soon as what it carries changes (agents on other hosts
+  // mirror the bus from it, docs/hosts.md).
   void publishBeat();
+  bool beatChanged() const;
+  // An agent on another host reports its slot (SlotReport, on a connection of its own): written into the control
+  // block for it, and taken as a sign of life.
+  void handleSlotReport(const std::string& source, const bus::Message& message, const msg::SlotReport& report);
   // The request endpoint's memory budget (CoordinatorOptions::receiveMemoryBudget): checked every liveness pass.
   void checkReceiveMemory();
   // Closes the request endpoint (every connection and what ZeroMQ held for it goes), stays closed for `outage`, and
@@ -96,6 +102,16 @@ class Coordinator::Impl {
   PauseWord pause_;
   RoundMachine rounds_;
   const std::string hostname_;
+  // What the last beat said (committed version, round, phase, pause word): a change is published at once.
+  struct BeatState {
+    std::uint64_t committedVersion = 0;
+    std::uint64_t round = 0;
+    msg::RoundPhase phase = msg::RoundPhase::Idle;
+    bus::PauseState pause{};
+    friend bool operator==(const BeatState&, const BeatState&) = default;
+  };
+  BeatState beatState() const;
+  BeatState lastBeat_{};
   std::uint64_t baselineAllocatedBytes_ = 0;  // the coordinator's heap once started
   Clock::time_point nextMemoryCheck_{};
   Clock::time_point nextLivenessCheck_{};

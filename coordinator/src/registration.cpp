@@ -7,6 +7,7 @@
 #include "coordinator_impl.hpp"
 #include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/core/clock.hpp"
+#include "wsync/bus/core/host_identity.hpp"
 #include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/protocol/topics.hpp"
@@ -17,6 +18,8 @@ namespace {
 
 // A hostname longer than DNS allows is not one.
 constexpr std::size_t kMaxHostnameBytes = 253;
+// A host key (core/host_identity.hpp) is a boot id and a few numbers: anything much longer is not one.
+constexpr std::size_t kMaxHostKeyBytes = 256;
 // More channel kinds than the schema has are a list padded to cost us work.
 constexpr std::size_t kMaxOfferedChannels = 16;
 
@@ -60,6 +63,10 @@ std::string Coordinator::Impl::helloProblem(const msg::AgentHello& hello) const 
   if (hello.hostname() != nullptr && hello.hostname()->size() > kMaxHostnameBytes) {
     return "a hostname of " + std::to_string(hello.hostname()->size()) + " bytes (at most " +
            std::to_string(kMaxHostnameBytes) + ")";
+  }
+  if (hello.host_key() != nullptr && hello.host_key()->size() > kMaxHostKeyBytes) {
+    return "a host key of " + std::to_string(hello.host_key()->size()) + " bytes (at most " +
+           std::to_string(kMaxHostKeyBytes) + ")";
   }
   if (hello.channels() != nullptr && hello.channels()->size() > kMaxOfferedChannels) {
     return std::to_string(hello.channels()->size()) + " channels offered (at most " +
@@ -118,7 +125,8 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
         committed.round, &digest, static_cast<std::uint32_t>(options_.pauseTimeout.count()),
         static_cast<std::uint32_t>(options_.transferTimeout.count()),
         static_cast<std::uint32_t>(kTransferTimeoutPerGiB.count()), operatorPause.has_value(),
-        operatorPause.value_or(msg::PauseMode::Keep));
+        operatorPause.value_or(msg::PauseMode::Keep), fbb.CreateString(bus::thisHost().key),
+        fbb.CreateString(hostname_));
     outbox_.send(source, welcome);
   };
 
@@ -131,7 +139,9 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
     return;
   }
   const std::uint64_t nowMs = bus::monotonicMillis();
-  const bool sameHost = hello.hostname() != nullptr && hello.hostname()->string_view() == hostname_;
+  const std::string_view hostname = hello.hostname() ? hello.hostname()->string_view() : std::string_view();
+  const bool sameHost = bus::onThisHost(hello.host_key() ? hello.host_key()->string_view() : std::string_view(),
+                                        hostname);
   const std::uint64_t startTicks =
       sameHost ? bus::processStartTicks(static_cast<pid_t>(hello.pid())).value_or(0) : std::uint64_t{0};
   if (AgentRecord* holder = agents_.findById(agentId)) {
@@ -172,6 +182,7 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   agent.rank = *rank;
   agent.slot = *slot;
   agent.sameHost = sameHost;
+  agent.hostname = bus::printableText(hostname);
   agent.process.pid = hello.pid();
   agent.process.startTicks = startTicks;
   agent.lastMessageMs = nowMs;
@@ -193,6 +204,11 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
              ": not a version this bus committed (a lost control block, or a client that lies); it counts for nothing";
     });
   }
+  if (!sameHost) {
+    // It cannot map the block: its half of the slot is written here, from its hello now and its SlotReports later.
+    (void)block_.writeRemoteAgent(agent.slot, bus::RemoteAgentState{hello.applied_version(), nowMs,
+                                                                    bus::AgentPhase::Idle, 0, 0});
+  }
   const AgentRecord& stored = agents_.add(std::move(agent));
   ++stats_.agentsJoined;
   sendWelcome(stored);
@@ -203,7 +219,7 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   logLimiter_.info("agent:" + stored.agentId, Clock::now(), [&] {
     return std::string(msg::EnumNameRole(stored.role)) + " '" + stored.agentId + "' joined (rank " +
            std::to_string(stored.rank) + ", slot " + std::to_string(stored.slot) + ", pid " +
-           std::to_string(stored.process.pid) + ")";
+           std::to_string(stored.process.pid) + (stored.sameHost ? "" : ", on another host: '" + stored.hostname + "'") + ")";
   });
 }
 

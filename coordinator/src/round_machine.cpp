@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "round_machine.hpp"
+#include "wsync/bus/core/host_identity.hpp"
 #include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/protocol/client_text.hpp"
@@ -95,11 +96,28 @@ tl::expected<void, std::string> RoundMachine::prepareChannel(ActiveRound& next, 
       return tl::unexpected("worker '" + worker->agentId + "' cannot use channel " + channelName + " (it offers " +
                             (offered.empty() ? std::string("none") : offered) + ")");
     }
-    receivers.push_back(bus::ChannelMember{worker->agentId, worker->routingId, worker->sameHost});
+    receivers.push_back(bus::ChannelMember{worker->agentId, worker->routingId, worker->sameHost, worker->hostname});
   }
   next.owner = ownerOf(kind);
   if (next.owner == nullptr) return tl::unexpected("channel " + channelName + " is unknown to this coordinator");
-  auto grant = next.owner->prepare(bus::ChannelMember{trainer.agentId, trainer.routingId, trainer.sameHost}, receivers);
+  const bus::ChannelMember sender{trainer.agentId, trainer.routingId, trainer.sameHost, trainer.hostname};
+  if (!next.owner->crossesHosts()) {
+    std::string elsewhere;
+    auto note = [&](const char* role, const bus::ChannelMember& member) {
+      if (member.sameHost) return;
+      elsewhere += std::string(elsewhere.empty() ? "" : ", ") + role + " '" + member.agentId + "' on host '" +
+                   member.host + "'";
+    };
+    note("trainer", sender);
+    for (const bus::ChannelMember& receiver : receivers) note("worker", receiver);
+    if (!elsewhere.empty()) {
+      return tl::unexpected("channel " + channelName + " needs every agent on the coordinator's host ('" +
+                            bus::thisHost().name + "', sharing its /dev/shm), and " + elsewhere +
+                            (elsewhere.find(", ") == std::string::npos ? " is" : " are") +
+                            " on another: choose a channel that crosses hosts");
+    }
+  }
+  auto grant = next.owner->prepare(sender, receivers);
   if (!grant) return tl::unexpected(grant.error());
   next.grant = std::move(*grant);
   return {};

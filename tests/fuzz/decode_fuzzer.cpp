@@ -35,8 +35,8 @@ constexpr std::size_t fieldCount(Result (*)(flatbuffers::FlatBufferBuilder&, Arg
   return sizeof...(Args);
 }
 static_assert(fieldCount(&msg::CreateEnvelope) == 6);  // the union counts twice: body_type and body
-static_assert(fieldCount(&msg::CreateAgentHello) == 9);
-static_assert(fieldCount(&msg::CreateWelcome) == 16);
+static_assert(fieldCount(&msg::CreateAgentHello) == 10);
+static_assert(fieldCount(&msg::CreateWelcome) == 18);
 static_assert(fieldCount(&msg::CreateHeartbeat) == 1);
 static_assert(fieldCount(&msg::CreateTensorInfo) == 3);
 static_assert(fieldCount(&msg::CreateManifest) == 3);
@@ -56,14 +56,15 @@ static_assert(fieldCount(&msg::CreateError) == 4);
 static_assert(fieldCount(&msg::CreateAgentEvent) == 3);
 static_assert(fieldCount(&msg::CreateRoundTransition) == 6);
 static_assert(fieldCount(&msg::CreateGoodbye) == 1);
-static_assert(fieldCount(&msg::CreateCoordinatorBeat) == 5);
+static_assert(fieldCount(&msg::CreateCoordinatorBeat) == 8);
 static_assert(fieldCount(&msg::CreateControlRequest) == 4);
 static_assert(fieldCount(&msg::CreateControlReply) == 2);
 static_assert(fieldCount(&msg::CreateVersionQuery) == 1);
 static_assert(fieldCount(&msg::CreateVersionReport) == 6);
 static_assert(fieldCount(&msg::CreateOperatorPause) == 1);
 static_assert(fieldCount(&msg::CreateOperatorResume) == 0);
-static_assert(msg::Body::MAX == msg::Body::OperatorResume, "a new Body member needs a case in walkBody()");
+static_assert(fieldCount(&msg::CreateSlotReport) == 6);
+static_assert(msg::Body::MAX == msg::Body::SlotReport, "a new Body member needs a case in walkBody()");
 
 // Folds everything the walk reads into one value (FNV-1a over 64-bit words), so that no read can be optimised
 // away and two walks of the same message can be compared.
@@ -162,6 +163,7 @@ void walk(const msg::AgentHello& hello, Fold& fold) {
     fold.addAbsent();
   }
   fold.add(hello.applied_version());
+  fold.add(hello.host_key());
 }
 
 void walk(const msg::Welcome& welcome, Fold& fold) {
@@ -181,6 +183,8 @@ void walk(const msg::Welcome& welcome, Fold& fold) {
   fold.add(welcome.transfer_timeout_per_gib_ms());
   fold.add(welcome.operator_paused());
   fold.add(welcome.operator_pause_mode(), msg::EnumNamePauseMode(welcome.operator_pause_mode()));
+  fold.add(welcome.host_key());
+  fold.add(welcome.hostname());
 }
 
 void walk(const msg::Heartbeat& heartbeat, Fold& fold) { fold.add(heartbeat.applied_version()); }
@@ -366,6 +370,9 @@ void walk(const msg::CoordinatorBeat& beat, Fold& fold) {
   fold.add(beat.phase(), msg::EnumNameRoundPhase(beat.phase()));
   fold.add(beat.agents());
   fold.add(beat.workers());
+  fold.add(beat.paused());
+  fold.add(beat.pause_mode(), msg::EnumNamePauseMode(beat.pause_mode()));
+  fold.add(beat.pause_round());
 }
 
 void walk(const msg::Error& error, Fold& fold) {
@@ -389,6 +396,16 @@ void walk(const msg::VersionReport& report, Fold& fold) {
 void walk(const msg::OperatorPause& pause, Fold& fold) { fold.add(pause.mode(), msg::EnumNamePauseMode(pause.mode())); }
 
 void walk(const msg::OperatorResume& /*resume*/, Fold& /*fold*/) {}
+
+void walk(const msg::SlotReport& report, Fold& fold) {
+  WSYNC_FUZZ_CHECK(report.agent_id() != nullptr);  // required
+  fold.add(report.agent_id());
+  fold.add(report.slot());
+  fold.add(report.applied_version());
+  fold.add(report.state(), msg::EnumNameAgentState(report.state()));
+  fold.add(report.transfer_round());
+  fold.add(report.transfer_bytes());
+}
 
 template <typename Body>
 void walkBodyAs(const msg::Envelope& envelope, Fold& fold) {
@@ -426,6 +443,7 @@ void walkBody(const msg::Envelope& envelope, Fold& fold) {
     case msg::Body::VersionReport: walkBodyAs<msg::VersionReport>(envelope, fold); return;
     case msg::Body::OperatorPause: walkBodyAs<msg::OperatorPause>(envelope, fold); return;
     case msg::Body::OperatorResume: walkBodyAs<msg::OperatorResume>(envelope, fold); return;
+    case msg::Body::SlotReport: walkBodyAs<msg::SlotReport>(envelope, fold); return;
   }
   // A member added by a newer protocol: the Verifier does not look inside it, so neither may we.
 }
@@ -463,7 +481,8 @@ int typedBodiesOf(const Message& message) {
                        msg::PauseAck, msg::TransferPlan, msg::UpdateDone, msg::Commit, msg::Abort, msg::Resume,
                        msg::SnapshotRequest, msg::SnapshotReply, msg::Error, msg::AgentEvent, msg::RoundTransition,
                        msg::Goodbye, msg::CoordinatorBeat, msg::ControlRequest, msg::ControlReply,
-                       msg::VersionQuery, msg::VersionReport, msg::OperatorPause, msg::OperatorResume>(message);
+                       msg::VersionQuery, msg::VersionReport, msg::OperatorPause, msg::OperatorResume,
+                       msg::SlotReport>(message);
 }
 
 void checkRejected(MessageError error, std::span<const std::uint8_t> bytes) {

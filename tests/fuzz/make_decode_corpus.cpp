@@ -148,7 +148,8 @@ Bytes agentHelloWorker() {
                                                msg::ChannelKind::Shm};
   return finish(fbb, msg::CreateAgentHelloDirect(fbb, "worker-3@gpu-node-07", msg::Role::Worker,
                                                  wsync::bus::kProtocolVersion, -1, 8, 41'234, "gpu-node-07",
-                                                 &channels, 41));
+                                                 &channels, 41,
+                                                 "4b0e5f52-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.1/pid:4.4026531836"));
 }
 
 Bytes agentHelloTrainer() {
@@ -178,7 +179,9 @@ Bytes welcomeAfterCommit() {
   flatbuffers::FlatBufferBuilder fbb;
   return finish(fbb, msg::CreateWelcomeDirect(fbb, "worker-3@gpu-node-07", 5, 3, 9, kEpoch, 42, 100, 1'500,
                                               "/wsync-control-1732000000", 7, &kPayloadDigest, 30'000, 120'000,
-                                              2'000, true, msg::PauseMode::Wait),
+                                              2'000, true, msg::PauseMode::Wait,
+                                              "4b0e5f52-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.1/pid:4.4026531836",
+                                              "train-node-01"),
                 {.seq = 18});
 }
 
@@ -310,7 +313,17 @@ Bytes goodbye() {
 
 Bytes coordinatorBeat() {
   flatbuffers::FlatBufferBuilder fbb;
-  return finish(fbb, msg::CreateCoordinatorBeat(fbb, 41, 42, msg::RoundPhase::Transfer, 5, 4), {.seq = 1'234});
+  return finish(fbb, msg::CreateCoordinatorBeat(fbb, 41, 42, msg::RoundPhase::Transfer, 5, 4, true,
+                                                msg::PauseMode::Keep, 42),
+                {.seq = 1'234});
+}
+
+// An agent on another host reporting its slot mid-transfer.
+Bytes slotReport() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreateSlotReportDirect(fbb, "worker-3@gpu-node-07", 5, 41, msg::AgentState::Receiving, 42,
+                                                 1'073'741'824),
+                {.seq = 309});
 }
 
 Bytes controlEvict() {
@@ -559,6 +572,7 @@ std::vector<Seed> seeds() {
       {"resume", resume()},
       {"operator_pause", operatorPause()},
       {"operator_resume", operatorResume()},
+      {"slot_report", slotReport()},
       {"snapshot_request", snapshotRequest()},
       {"snapshot_reply", snapshotReply()},
       {"error", errorReply()},

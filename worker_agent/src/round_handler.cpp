@@ -31,24 +31,20 @@ RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, 
       rank_(rank),
       payload_(session, cudaDevice, kTransferDeadline, bus::openChannel, faultHook_.get()) {}
 
-tl::expected<void, WorkerFailure> RoundHandler::attach() {
+void RoundHandler::attach() {
   rank_.store(session_.registration().rank, std::memory_order_release);
-  auto view = bus::ControlBlockView::open(session_.options().bus);
-  if (!view) return bus::fail(WorkerError::ControlBlock, view.error().describe());
-  std::lock_guard lock(blockMutex_);
-  block_.reset();
-  block_.emplace(std::move(*view));
-  return {};
+  std::lock_guard lock(viewMutex_);
+  view_ = session_.busView();
 }
 
 std::uint64_t RoundHandler::committedVersion() const {
-  std::lock_guard lock(blockMutex_);
-  return block_ ? block_->committedVersion() : 0;
+  std::lock_guard lock(viewMutex_);
+  return view_ ? view_->committedVersion() : 0;
 }
 
 bus::PauseState RoundHandler::pauseRequested() const {
-  std::lock_guard lock(blockMutex_);
-  return block_ ? block_->pauseState() : bus::PauseState{};
+  std::lock_guard lock(viewMutex_);
+  return view_ ? view_->pauseState() : bus::PauseState{};
 }
 
 WorkerCounters RoundHandler::counters() const {
@@ -143,7 +139,7 @@ void RoundHandler::reregistered() {
   const bus::Registration& welcome = session_.registration();
   log::info("registered again (rank {}, committed version {})", welcome.rank, welcome.committedVersion);
   payload_.reset();
-  if (auto attached = attach(); !attached) log::error("{}", attached.error().describe());
+  attach();
   // Without a lost link first (the coordinator restarted and no longer knew us), the round may still be Staged.
   const bool holdsStaged = step_ == RoundStep::Staged || step_ == RoundStep::Detached;
   // The staged version was committed if the bus's last commit is exactly it: its Commit was lost with the link.

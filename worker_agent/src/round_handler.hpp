@@ -77,9 +77,9 @@ class RoundHandler {
                std::atomic<std::int32_t>& rank,
                BindingMemory memory, int cudaDevice);
 
-  // Maps the coordinator's control block for committedVersion() and records the granted rank: at start and after
-  // every re-registration (a restarted coordinator has a new block).
-  tl::expected<void, WorkerFailure> attach();
+  // Takes the session's view of the bus for committedVersion() and pauseRequested(), and records the granted rank:
+  // at start and after every re-registration (a restarted coordinator has a new block, or new beats to mirror).
+  void attach();
   void handle(const bus::Message& message);
   // The connection to the coordinator was lost (or given up): the round we were in is out of our hands. The engine
   // goes on with the version it holds (unless an in-place receive tore it) instead of waiting for a coordinator that
@@ -169,8 +169,8 @@ class RoundHandler {
   std::atomic<std::uint64_t> roundsRefused_{0};
   std::atomic<std::uint64_t> transfersFailed_{0};
 
-  mutable std::mutex blockMutex_;  // guards block_, replaced on re-registration while other threads read it
-  std::optional<bus::ControlBlockView> block_;
+  mutable std::mutex viewMutex_;  // guards view_, replaced on re-registration while other threads read it
+  std::shared_ptr<const bus::BusView> view_;
 };
 
 }  // namespace wsync::worker_agent::detail

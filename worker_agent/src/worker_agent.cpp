@@ -77,10 +77,7 @@ tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(Wor
   agent->rounds_ = std::make_unique<detail::RoundHandler>(*agent->session_, std::move(options.bindings),
                                                           std::move(hooks), options.faultHook, agent->appliedVersion_,
                                                           agent->rank_, options.bindingMemory, options.cudaDevice);
-  if (auto attached = agent->rounds_->attach(); !attached) {
-    agent->session_->goodbye("worker could not start: " + attached.error().describe());
-    return tl::unexpected(attached.error());
-  }
+  agent->rounds_->attach();
   agent->ioThread_ = std::thread([raw = agent.get()] { raw->run(); });
   return agent;
 }

@@ -8,7 +8,6 @@ std::string_view toString(WorkerError error) {
     case WorkerError::InvalidBinding: return "invalid binding";
     case WorkerError::ManifestMismatch: return "manifest does not match the bindings";
     case WorkerError::Registration: return "registration failed";
-    case WorkerError::ControlBlock: return "control block unavailable";
   }
   return "unknown worker error";
 }

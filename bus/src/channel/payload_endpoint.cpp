@@ -34,7 +34,13 @@ bool PayloadEndpoint::roundEnded(std::uint64_t round) {
   const RoundState state = session_.slot().roundState();
   // A coordinator killed mid-transfer can abort nothing: without this the transfer would wait for its deadline
   // (minutes) on a peer that may never have been sent its plan (the fault matrix found it).
-  return state.round != round || state.phase != msg::RoundPhase::Transfer || coordinatorWatch_.gone(session_.slot());
+  if (coordinatorWatch_.gone(session_.slot())) return true;
+  // On another host the round's phase comes from the coordinator's beats, which may arrive after the plan did: a
+  // view that has not reached this round's transfer yet is behind, not over (on the coordinator's host the block
+  // is written before the plan is sent, and this never holds).
+  const bool behind = state.round < round || (state.round == round && (state.phase == msg::RoundPhase::Begin ||
+                                                                       state.phase == msg::RoundPhase::Pause));
+  return !behind && (state.round != round || state.phase != msg::RoundPhase::Transfer);
 }
 
 PayloadFailure PayloadEndpoint::failure(const ChannelFailure& error) const {

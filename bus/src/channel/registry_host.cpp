@@ -17,6 +17,7 @@ class UnavailableChannelOwner final : public ChannelOwner {
   msg::ChannelKind kind() const override { return kind_; }
   TensorMemory tensorMemory() const override { return channelMemory(kind_); }
   std::uint32_t maxReceivers() const override { return 0; }
+  bool crossesHosts() const override { return false; }
   tl::expected<ChannelGrant, std::string> prepare(const ChannelMember& /*sender*/,
                                                   std::span<const ChannelMember> receivers) override {
     if (receivers.empty()) return ChannelGrant{};

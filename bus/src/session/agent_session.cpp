@@ -11,6 +11,7 @@
 #include "wsync/bus/transport/bounded_poll.hpp"
 #include "wsync/bus/transport/bus_address.hpp"
 #include "wsync/bus/core/clock.hpp"
+#include "wsync/bus/core/host_identity.hpp"
 #include "wsync/bus/core/log.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/core/text.hpp"
@@ -54,8 +55,8 @@ tl::expected<std::unique_ptr<AgentSession>, SessionFailure> AgentSession::open(z
   if (!dealer) return fail(SessionError::Transport, dealer.error().describe());
   const int wakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wakeFd < 0) return fail(SessionError::Transport, std::string("eventfd: ") + std::strerror(errno));
-  return std::unique_ptr<AgentSession>(
-      new AgentSession(context, std::move(options), endpoints->requests, std::move(*dealer), wakeFd));
+  return std::unique_ptr<AgentSession>(new AgentSession(context, std::move(options), endpoints->requests,
+                                                        endpoints->events, std::move(*dealer), wakeFd));
 }
 
 AgentSession::~AgentSession() {
@@ -90,8 +91,9 @@ tl::expected<void, SessionFailure> AgentSession::sendHello() {
   const auto channelVector = fbb.CreateVector(channels);
   const auto hello = msg::CreateAgentHello(
       fbb, fbb.CreateString(options_.agentId), options_.role, kProtocolVersion, options_.requestedRank, 1,
-      static_cast<std::uint32_t>(getpid()), fbb.CreateString(hostName()),
-      flatbuffers::Offset<flatbuffers::Vector<msg::ChannelKind>>(channelVector.o), appliedVersion());
+      static_cast<std::uint32_t>(getpid()), fbb.CreateString(thisHost().name),
+      flatbuffers::Offset<flatbuffers::Vector<msg::ChannelKind>>(channelVector.o), appliedVersion(),
+      fbb.CreateString(thisHost().key));
   helloSeq_ = requestSeq_ + 1;
   awaitingWelcome_ = true;
   refusedDuplicate_ = false;
@@ -145,15 +147,48 @@ tl::expected<bool, SessionFailure> AgentSession::handleRegistrationReply(const M
   granted.transferTimeoutPerGiB = std::chrono::milliseconds(welcome->transfer_timeout_per_gib_ms());
   granted.operatorPaused = welcome->operator_paused();
   granted.operatorPauseMode = welcome->operator_pause_mode();
-  auto slot = openHostSlot(options_.bus, granted.slot, options_.agentId, appliedVersion(), granted.epoch);
-  if (!slot) return fail(SessionError::ControlBlock, slot.error().describe());
+  // The coordinator decides "same host" by the same rule from our hello (core/host_identity.hpp).
+  const bool remote = welcome->host_key() != nullptr && welcome->host_key()->size() > 0 &&
+                      !onThisHost(welcome->host_key()->string_view(), {});
   stopHeartbeatThread();
-  slot_ = std::move(*slot);
+  if (auto opened = openSlot(granted, remote); !opened) return tl::unexpected(opened.error());
+  if (remote_ != remote || registration_.epoch != granted.epoch) {
+    log::info("registered with the coordinator on {}{}", welcome->hostname() ? welcome->hostname()->str() : "?",
+              remote ? " (another host: its shared memory is out of reach, the bus is mirrored from its beats)"
+                     : " (this host)");
+  }
+  remote_ = remote;
   registration_ = granted;
   awaitingWelcome_ = false;
   startHeartbeatThread();
   nextHeartbeat_ = std::chrono::steady_clock::now() + registration_.heartbeatInterval;
   return true;
+}
+
+tl::expected<void, SessionFailure> AgentSession::openSlot(const Registration& granted, bool remote) {
+  if (!remote) {
+    auto slot = openHostSlot(options_.bus, granted.slot, options_.agentId, appliedVersion(), granted.epoch);
+    if (!slot) return fail(SessionError::ControlBlock, slot.error().describe());
+    auto view = openHostView(options_.bus);
+    if (!view) return fail(SessionError::ControlBlock, view.error().describe());
+    slot_ = std::move(*slot);
+    view_ = std::move(*view);
+    return {};
+  }
+  if (!mirror_) {
+    auto mirror = BusMirror::start(*context_, eventEndpoint_, options_.curve);
+    if (!mirror) return fail(SessionError::Transport, "the bus mirror: " + mirror.error().describe());
+    mirror_ = std::move(*mirror);
+  }
+  mirror_->seed(granted.epoch, granted.committedVersion,
+                PauseState{granted.operatorPaused, granted.operatorPauseMode, 0});
+  RemoteSlotOptions slotOptions{requestEndpoint_, options_.curve, options_.link, options_.agentId,
+                                granted.slot,     granted.epoch, granted.heartbeatTimeout};
+  auto slot = openRemoteSlot(*context_, std::move(slotOptions), appliedVersion(), mirror_);
+  if (!slot) return fail(SessionError::Transport, "the slot's report connection: " + slot.error().describe());
+  slot_ = std::move(*slot);
+  view_ = mirror_;
+  return {};
 }
 
 tl::expected<Registration, SessionFailure> AgentSession::registerAgent(std::uint64_t appliedVersion) {

@@ -90,23 +90,6 @@ std::string loadText(const AtomicBytesData<Bytes>& source) {
   return std::string(bytes.begin(), end);
 }
 
-std::uint64_t packPause(const PauseState& state) {
-  return (state.round << 16) | (std::uint64_t{static_cast<std::uint8_t>(state.mode)} << 8) |
-         std::uint64_t{state.paused};
-}
-
-PauseState unpackPause(std::uint64_t word) {
-  return PauseState{(word & 0xFFU) != 0, static_cast<msg::PauseMode>((word >> 8) & 0xFFU), word >> 16};
-}
-
-std::uint64_t packRound(const RoundState& state) {
-  return (state.round << 8) | std::uint64_t{static_cast<std::uint8_t>(state.phase)};
-}
-
-RoundState unpackRound(std::uint64_t word) {
-  return RoundState{static_cast<msg::RoundPhase>(word & 0xFFU), word >> 8};
-}
-
 // BusStateData::operatorPause: 0 for none, else 1 + the mode.
 std::uint32_t packOperatorPause(std::optional<msg::PauseMode> mode) {
   return mode ? 1U + static_cast<std::uint32_t>(*mode) : 0U;
@@ -394,6 +377,20 @@ tl::expected<void, ControlBlockFailure> ControlBlockOwner::assignSlot(std::uint3
     storeText(target.agentId, assignment.agentId);
   });
   updateActiveAgents();
+  return {};
+}
+
+tl::expected<void, ControlBlockFailure> ControlBlockOwner::writeRemoteAgent(std::uint32_t slot,
+                                                                           const RemoteAgentState& state) {
+  if (slot >= kMaxAgents) return fail(ControlBlockError::SlotOutOfRange, "slot " + std::to_string(slot));
+  AgentSlotData& target = data().agents[slot];
+  // The same stores, in the same order, as AgentSlotWriter::attach and its setters.
+  target.appliedVersion.store(state.appliedVersion, std::memory_order_release);
+  target.phase.store(static_cast<std::uint32_t>(state.phase), std::memory_order_release);
+  target.transferRound.store(state.transferRound, std::memory_order_relaxed);
+  target.transferBytes.store(state.transferBytes, std::memory_order_relaxed);
+  target.heartbeatMs.store(state.heartbeatMs, std::memory_order_release);
+  target.claimedGeneration.store(target.generation.load(std::memory_order_acquire), std::memory_order_release);
   return {};
 }
 

@@ -4,19 +4,9 @@
 
 namespace wsync::bus::gpu {
 
-namespace {
-
-constexpr const char* kOtherHost = "' is on another host: cuda_ipc needs every agent on the coordinator's host";
-
-}  // namespace
-
-tl::expected<ChannelGrant, std::string> CudaIpcChannelOwner::prepare(const ChannelMember& sender,
+tl::expected<ChannelGrant, std::string> CudaIpcChannelOwner::prepare(const ChannelMember& /*sender*/,
                                                                      std::span<const ChannelMember> receivers) {
   if (receivers.empty()) return ChannelGrant{};  // nobody copies: no segment
-  for (const ChannelMember& receiver : receivers) {
-    if (!receiver.sameHost) return tl::unexpected("worker '" + receiver.agentId + kOtherHost);
-  }
-  if (!sender.sameHost) return tl::unexpected("trainer '" + sender.agentId + kOtherHost);
   if (!segment_) {
     IpcGeometry geometry;
     geometry.maxReceivers = kMaxIpcReceivers;

@@ -13,7 +13,6 @@ enum class WorkerError : std::uint8_t {
   InvalidBinding,    // a bound tensor is malformed: bad name, dtype or shape, wrong span size, duplicate name
   ManifestMismatch,  // a manifest disagrees with the bindings (names, dtypes, shapes or counts)
   Registration,      // the session could not be opened or the coordinator did not welcome us
-  ControlBlock,      // the coordinator's shared-memory control block could not be mapped
 };
 
 std::string_view toString(WorkerError error);

@@ -22,6 +22,7 @@ struct ChannelMember {
   std::string agentId;
   std::string memberKey;  // stable for the registration (the routing id of its connection)
   bool sameHost = false;  // on the coordinator's host: it can open the coordinator's shared memory
+  std::string host;       // its hostname, for refusals that name where it is
 };
 
 // What the agents of one round need to open the channel, carried in their TransferPlan.
@@ -41,6 +42,9 @@ class ChannelOwner {
   // Receivers one round can take (every registered worker takes part in every round, so also how many workers
   // offering this channel can register).
   virtual std::uint32_t maxReceivers() const = 0;
+  // Whether its members may be on other hosts than the coordinator's (nccl); a channel through the coordinator's
+  // shared memory (shm, cuda_ipc) cannot, and a round with members elsewhere is refused before anyone pauses.
+  virtual bool crossesHosts() const = 0;
   // The resources of a round about to begin between `sender` and `receivers` (in receiver order), or why it cannot
   // run on this channel, naming the agent at fault.
   virtual tl::expected<ChannelGrant, std::string> prepare(const ChannelMember& sender,

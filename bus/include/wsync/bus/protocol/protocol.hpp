@@ -7,8 +7,10 @@ namespace wsync::bus {
 
 // Bumped only for a change that append-only schema evolution cannot express (schemas/control.fbs); why each one
 // was, docs/decisions.md. 2: an operator's pause is OperatorPause / OperatorResume, no longer a Pause / Resume of
-// round 0, which a worker of protocol 1 would have to understand to stay paused.
-inline constexpr std::uint16_t kProtocolVersion = 2;
+// round 0, which a worker of protocol 1 would have to understand to stay paused. 3: an agent on another host than
+// the coordinator's reports its slot in SlotReport, which a coordinator of protocol 2 would drop (the agent would
+// look dead), and mirrors the bus from the beat's pause fields.
+inline constexpr std::uint16_t kProtocolVersion = 3;
 
 // Largest control message accepted, enforced by ZMQ_MAXMSGSIZE and again by the decoder. A manifest of 100,000
 // tensors with long names is about 15 MiB; anything bigger is an attack or a bug.

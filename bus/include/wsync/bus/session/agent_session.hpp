@@ -14,6 +14,8 @@
 #include <zmq.hpp>
 
 #include "wsync/bus/session/agent_slot.hpp"
+#include "wsync/bus/session/bus_mirror.hpp"
+#include "wsync/bus/session/bus_view.hpp"
 #include "wsync/bus/transport/curve.hpp"
 #include "wsync/bus/transport/dealer_endpoint.hpp"
 #include "wsync/bus/core/failure.hpp"
@@ -144,17 +146,24 @@ class AgentSession {
   // The agent's own slot (agent_slot.hpp); valid once registered (replaced on re-registration, so do not keep the
   // reference).
   AgentSlot& slot() { return *slot_; }
+  // What the coordinator states for the whole bus (committed version, pause word), for the agent's engine: the
+  // control block on the coordinator's host, else the mirror of its beats. Valid once registered; replaced with
+  // every registration (holders keep theirs alive). Called on the I/O thread.
+  std::shared_ptr<const BusView> busView() const { return view_; }
+  // Whether this registration is with a coordinator on another host (its shared memory out of reach).
+  bool remote() const { return remote_; }
   // The applied (worker) or known-committed (trainer) version reported in hellos and heartbeats.
   void setAppliedVersion(std::uint64_t version);
   std::uint64_t appliedVersion() const { return appliedVersion_.load(std::memory_order_acquire); }
   zmq::socket_ref handle() { return dealer_.handle(); }
 
  private:
-  AgentSession(zmq::context_t& context, SessionOptions options, std::string requestEndpoint, DealerEndpoint&& dealer,
-               int wakeFd)
+  AgentSession(zmq::context_t& context, SessionOptions options, std::string requestEndpoint,
+               std::string eventEndpoint, DealerEndpoint&& dealer, int wakeFd)
       : context_(&context),
         options_(std::move(options)),
         requestEndpoint_(std::move(requestEndpoint)),
+        eventEndpoint_(std::move(eventEndpoint)),
         dealer_(std::move(dealer)),
         wakeFd_(wakeFd) {}
 
@@ -173,11 +182,19 @@ class AgentSession {
   zmq::context_t* context_;
   SessionOptions options_;
   std::string requestEndpoint_;
+  std::string eventEndpoint_;  // the bus mirror subscribes there
   DealerEndpoint dealer_;
   int wakeFd_;  // eventfd
   MessageBuilder builder_;
   Registration registration_;
+  // Opens the slot and the bus view for a Welcome: the coordinator's block on its host, else a remote slot and the
+  // mirror (started at the first such Welcome and kept).
+  tl::expected<void, SessionFailure> openSlot(const Registration& granted, bool remote);
+
   std::unique_ptr<AgentSlot> slot_;
+  std::shared_ptr<const BusView> view_;
+  std::shared_ptr<BusMirror> mirror_;
+  bool remote_ = false;
   std::atomic<std::uint64_t> appliedVersion_{0};
   std::uint64_t requestSeq_ = 0;
   std::uint64_t helloSeq_ = 0;        // seq of the hello the current registration answers

@@ -5,17 +5,25 @@
 // once welcomed and replaces it with every registration.
 //
 // On the coordinator's host it is the agent's slot in the control block (openHostSlot): plain atomic stores and
-// loads, no syscall, no message. An agent on another host cannot map that block: it needs an implementation of its
-// own, fed by the event stream and its heartbeats (DESIGN.md, "Hosts"), and nothing that uses this interface then
-// changes. Threading: the heartbeat thread calls beat(), the agent's I/O thread everything else.
+// loads, no syscall, no message. An agent on another host cannot map that block (openRemoteSlot): it keeps what it
+// states in its own atomics and reports them at every beat, on a connection of its own, for the coordinator to
+// write into the block; it reads the round and the coordinator's life from a mirror fed by the coordinator's beats
+// (docs/hosts.md). Nothing that uses this interface tells the two apart.
+// Threading: the heartbeat thread calls beat(), the agent's I/O thread everything else.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include <tl/expected.hpp>
 
+#include "wsync/bus/session/bus_mirror.hpp"
 #include "wsync/bus/state/control_block.hpp"
+#include "wsync/bus/transport/curve.hpp"
+#include "wsync/bus/transport/socket_options.hpp"
+#include "wsync/bus/transport/transport_error.hpp"
 
 namespace wsync::bus {
 
@@ -41,5 +49,22 @@ tl::expected<std::unique_ptr<AgentSlot>, ControlBlockFailure> openHostSlot(std::
                                                                           std::string_view agentId,
                                                                           std::uint64_t appliedVersion,
                                                                           std::uint64_t epoch);
+
+// Where an agent on another host reports its slot, and what it reports as.
+struct RemoteSlotOptions {
+  std::string requestEndpoint;  // the coordinator's (a connection of the slot's own)
+  std::optional<CurveClient> curve{};
+  LinkHeartbeat link{};
+  std::string agentId;
+  std::uint32_t slot = 0;
+  std::uint64_t epoch = 0;                       // the Welcome's: reports are stamped with it
+  std::chrono::milliseconds heartbeatTimeout{0};  // the Welcome's: how long a silent coordinator counts as alive
+};
+
+// The slot of an agent that cannot map the coordinator's block, reading the bus from `mirror`.
+tl::expected<std::unique_ptr<AgentSlot>, TransportFailure> openRemoteSlot(zmq::context_t& context,
+                                                                         RemoteSlotOptions options,
+                                                                         std::uint64_t appliedVersion,
+                                                                         std::shared_ptr<const BusMirror> mirror);
 
 }  // namespace wsync::bus

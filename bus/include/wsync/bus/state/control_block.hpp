@@ -54,12 +54,41 @@ struct RoundState {
   friend bool operator==(const RoundState&, const RoundState&) = default;
 };
 
+// One-word encodings of the two states above: one load gives a consistent state. The control block's pauseWord and
+// roundWord hold them, and so does an agent's mirror of the block on another host (session/bus_mirror.hpp).
+inline std::uint64_t packPause(const PauseState& state) {
+  return (state.round << 16) | (std::uint64_t{static_cast<std::uint8_t>(state.mode)} << 8) |
+         std::uint64_t{state.paused};
+}
+
+inline PauseState unpackPause(std::uint64_t word) {
+  return PauseState{(word & 0xFFU) != 0, static_cast<msg::PauseMode>((word >> 8) & 0xFFU), word >> 16};
+}
+
+inline std::uint64_t packRound(const RoundState& state) {
+  return (state.round << 8) | std::uint64_t{static_cast<std::uint8_t>(state.phase)};
+}
+
+inline RoundState unpackRound(std::uint64_t word) {
+  return RoundState{static_cast<msg::RoundPhase>(word & 0xFFU), word >> 8};
+}
+
 // What the coordinator writes when it gives a slot to an agent.
 struct SlotAssignment {
   std::string agentId;  // at most kMaxAgentIdBytes
   msg::Role role = msg::Role::Unknown;
   std::int32_t rank = -1;
   std::uint32_t pid = 0;
+};
+
+// The agent-written fields of a slot, for an agent that cannot map the block (it runs on another host): the
+// coordinator writes them for it from what it reports (ControlBlockOwner::writeRemoteAgent).
+struct RemoteAgentState {
+  std::uint64_t appliedVersion = 0;
+  std::uint64_t heartbeatMs = 0;  // when the coordinator last heard from it (CLOCK_MONOTONIC milliseconds)
+  AgentPhase phase = AgentPhase::Idle;
+  std::uint64_t transferRound = 0;
+  std::uint64_t transferBytes = 0;
 };
 
 // A consistent copy of one slot. The agent-written fields are meaningful only when `agentAttached`: until the
@@ -202,6 +231,10 @@ class ControlBlockOwner : public ControlBlockView {
   // The lowest free slot, if any.
   std::optional<std::uint32_t> findFreeSlot() const;
   tl::expected<void, ControlBlockFailure> assignSlot(std::uint32_t slot, const SlotAssignment& assignment);
+  // The agent-written half of `slot` (assigned to an agent on another host, which cannot write it): written here
+  // and claimed for the slot's current holder, so that readers treat it as they treat a local agent's. The
+  // coordinator is then that half's one writer, for as long as the slot is this agent's (docs/hosts.md).
+  tl::expected<void, ControlBlockFailure> writeRemoteAgent(std::uint32_t slot, const RemoteAgentState& state);
   // Marks a slot Dead (kept visible for monitors) or Free (reusable).
   tl::expected<void, ControlBlockFailure> setOccupancy(std::uint32_t slot, SlotOccupancy occupancy);
 

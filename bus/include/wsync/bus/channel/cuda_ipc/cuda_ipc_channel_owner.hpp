@@ -18,6 +18,8 @@ class CudaIpcChannelOwner final : public ChannelOwner {
   msg::ChannelKind kind() const override { return msg::ChannelKind::CudaIpc; }
   TensorMemory tensorMemory() const override { return TensorMemory::Device; }
   std::uint32_t maxReceivers() const override { return kMaxIpcReceivers; }
+  // Handles to one GPU's memory, kept in a segment on the coordinator's host.
+  bool crossesHosts() const override { return false; }
   tl::expected<ChannelGrant, std::string> prepare(const ChannelMember& sender,
                                                   std::span<const ChannelMember> receivers) override;
   void abort(std::uint64_t round, bool transferBegun) override;

@@ -18,6 +18,7 @@ class NcclChannelOwner final : public ChannelOwner {
   msg::ChannelKind kind() const override { return msg::ChannelKind::Nccl; }
   TensorMemory tensorMemory() const override { return TensorMemory::Device; }
   std::uint32_t maxReceivers() const override;
+  bool crossesHosts() const override { return true; }  // NCCL's bootstrap and network transport cross hosts
   tl::expected<ChannelGrant, std::string> prepare(const ChannelMember& sender,
                                                   std::span<const ChannelMember> receivers) override;
   void abort(std::uint64_t round, bool transferBegun) override;

@@ -14,6 +14,7 @@ class ShmChannelOwner final : public ChannelOwner {
   msg::ChannelKind kind() const override { return msg::ChannelKind::Shm; }
   TensorMemory tensorMemory() const override { return TensorMemory::Host; }
   std::uint32_t maxReceivers() const override { return arena_.geometry().maxReceivers; }
+  bool crossesHosts() const override { return false; }  // the arena is a segment on the coordinator's host
   tl::expected<ChannelGrant, std::string> prepare(const ChannelMember& sender,
                                                   std::span<const ChannelMember> receivers) override;
   void abort(std::uint64_t round, bool transferBegun) override;
