@@ -73,6 +73,8 @@ class RawClient {
     std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
     std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm};
     std::int32_t requestedRank = -1;
+    // Empty: none (the coordinator then compares hostnames); another key than this host's: an agent elsewhere.
+    std::string hostKey{};
   };
   std::uint64_t sendHello(const Hello& hello) {
     bus::MessageBuilder builder;
@@ -82,7 +84,8 @@ class RawClient {
     const auto channels = fbb.CreateVector(hello.channels);
     return send(builder, msg::CreateAgentHello(fbb, fbb.CreateString(hello.agentId), hello.role, bus::kProtocolVersion,
                                                hello.requestedRank, 1, hello.pid, fbb.CreateString(host.data()),
-                                               channels, hello.appliedVersion));
+                                               channels, hello.appliedVersion,
+                                               hello.hostKey.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(hello.hostKey)));
   }
   // Registers and returns the Welcome's epoch (nothing when refused or unanswered).
   std::optional<std::uint64_t> registerAs(const Hello& hello, std::chrono::milliseconds timeout) {

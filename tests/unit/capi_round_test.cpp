@@ -113,6 +113,9 @@ TEST_F(CApi, AVersionNotAboveTheCommittedOneIsRefusedByName) {
   const wsync_outcome again = publish(trainer_.get(), model_, 5, sent_);
   EXPECT_EQ(again.kind, WSYNC_OUTCOME_REFUSED);
   EXPECT_STREQ(wsync_refusal_name(again.refusal), "VersionNotIncreasing") << again.detail;
+  // The trainer hears "committed" when the coordinator commits; the worker applies when its Commit arrives, a
+  // moment later (the fresh-Debian check once read the version in between).
+  EXPECT_EQ(wsync_worker_wait_for_version(worker_.get(), 5, kGenerousMs), WSYNC_OK) << lastError();
   EXPECT_EQ(wsync_worker_applied_version(worker_.get()), 5U);
 }
 
