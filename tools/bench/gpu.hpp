@@ -55,6 +55,9 @@ struct GpuBenchConfig {
   std::size_t warmup = 2;
   std::size_t repetitions = 10;
   std::string allocation = "tensor";
+  // nccl through NCCL's network transport, the stand-in for an inter-node fabric (docs/hosts.md): sockets, P2P and
+  // SHM off, each rank a host of its own to NCCL, so that ranks may share a GPU.
+  bool ncclNetwork = false;
   void quick() { models = {"qwen2.5-7b"}; warmup = 1; repetitions = 3; }
 };
 
@@ -68,9 +71,10 @@ struct GpuRankOptions {
   std::string model;
   std::string allocation;   // "tensor" or "torch"
   std::string segment;      // cuda_ipc: the segment the benchmark created
+  bool ncclNetwork = false; // GpuBenchConfig::ncclNetwork: the rank sets NCCL's environment for it before NCCL loads
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
-                                   segment)
+                                   segment, ncclNetwork)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

@@ -217,7 +217,8 @@ class GpuRun {
                                 ", GPU " + std::to_string(devices[rank]) + ")";
       ranks.start(label, GpuRankOptions{channel, static_cast<std::uint32_t>(rank),
                                         static_cast<std::uint32_t>(devices.size()), devices[rank], baselineDevice,
-                                        model, config_.allocation, segment});
+                                        model, config_.allocation, segment,
+                                        channel == "nccl" && config_.ncclNetwork});
       const RankLine line = ranks.collect("", kRankStartTimeout, "its tensors to be allocated", rank)[rank];
       if (word(line) == "nomemory") {
         const std::string why = label + ": " + line.value("why", "");
@@ -353,7 +354,18 @@ GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostr
   GpuResults results;
   GpuRun run(config, progress);
   for (const std::string& channel : config.channels) {
-    if (channel == "nccl" && deviceCount < 2) {
+    if (channel == "nccl" && config.ncclNetwork) {
+      // Every rank its own node to NCCL: they may share the GPUs there are.
+      const std::size_t receivers = config.receivers > 0 ? config.receivers : 1;
+      std::vector<int> devices;
+      for (std::size_t rank = 0; rank <= receivers; ++rank) devices.push_back(static_cast<int>(rank) % deviceCount);
+      results.notes.push_back("nccl through NCCL's network transport (--nccl-network: sockets, P2P and SHM off, a "
+                              "host id per rank; NCCL_SOCKET_IFNAME picks the interface), for the channel and for "
+                              "the raw ncclBroadcast alike");
+      for (const std::string& model : config.models) {
+        for (GpuMeasurement& row : run.measure(true, model, devices)) results.nccl.push_back(std::move(row));
+      }
+    } else if (channel == "nccl" && deviceCount < 2) {
       const std::string why = "nccl needs 2 GPUs (NCCL puts one rank on each), this process sees " +
                               std::to_string(deviceCount);
       if (config.channelsGiven) throw BenchFailure(why);

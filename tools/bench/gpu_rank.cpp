@@ -454,6 +454,13 @@ class GpuRank {
 }  // namespace
 
 int runGpuRank(const GpuRankOptions& options) {
+  if (options.ncclNetwork) {
+    // Before NCCL reads its environment (at its first call): another host id per rank makes NCCL take the ranks for
+    // nodes of their own, which talk through its network transport and may share a GPU.
+    ::setenv("NCCL_P2P_DISABLE", "1", 1);
+    ::setenv("NCCL_SHM_DISABLE", "1", 1);
+    ::setenv("NCCL_HOSTID", ("wsync-bench-rank-" + std::to_string(options.rank)).c_str(), 1);
+  }
   std::unique_ptr<GpuRank> rank;
   try {
     rank = std::make_unique<GpuRank>(options);

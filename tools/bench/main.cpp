@@ -155,6 +155,9 @@ int main(int argc, char** argv) {
   option(gpuMode, "--reps", gpu.repetitions, "Timed rounds per path and measurement")->check(positive);
   option(gpuMode, "--allocation", gpu.allocation, "tensor: a cudaMalloc each; torch: PyTorch's caching segments")
       ->check(CLI::IsMember({"tensor", "torch"}));
+  gpuMode.add_flag("--nccl-network", gpu.ncclNetwork,
+                   "nccl through NCCL's network transport (sockets; P2P and SHM off; each rank its own NCCL host), "
+                   "both the channel and the raw baseline: the stand-in for nodes; ranks may then share a GPU");
   addAgent(app, "agent-gpu-rank", status, &runGpuRank);
 #else
   // Listed, so that asking for it says why it is missing rather than "unknown subcommand".

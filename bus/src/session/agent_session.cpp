@@ -315,6 +315,9 @@ tl::expected<SessionDelivery, SessionFailure> AgentSession::next(std::chrono::mi
 
 void AgentSession::goodbye(const std::string& reason) {
   if (!registered()) return;
+  // The slot is given up with the registration: no more beats into it (on another host, no more reports the
+  // coordinator would have to drop).
+  stopHeartbeatThread();
   builder_.reset();
   (void)send(builder_, msg::CreateGoodbye(builder_.fbb(), builder_.fbb().CreateString(reason)));
 }
