@@ -84,6 +84,7 @@ Json describeGpus();
 struct DeviceMemoryUse {
   int device = 0;
   std::string side{};                // "sender", "receiver 2", "sender + 1 receiver"
+  std::uint32_t sides = 0;           // ranks on this device (several with --nccl-network on one GPU)
   std::uint64_t tensorBytes = 0;     // what the tensors took of the free memory (allocation granularity included)
   std::uint64_t freeBeforeOpen = 0;  // after tensors and baselines, before the channel opened
   std::uint64_t minFree = 0;         // the least seen while it was open (sampled every few ms and after transfers)

@@ -131,6 +131,7 @@ class GpuRun {
       auto use = std::find_if(memory.begin(), memory.end(), [&](auto& u) { return u.device == devices[rank]; });
       if (use == memory.end()) use = memory.insert(use, {.device = devices[rank], .minFree = UINT64_MAX});
       use->side += (use->side.empty() ? "" : " + ") + (rank == 0 ? "sender" : "receiver " + std::to_string(rank));
+      ++use->sides;
     }
     std::vector<GpuMeasurement> rows;
     for (const std::uint64_t bucketMiB : config_.bucketMiB) {

@@ -1,4 +1,5 @@
 // `wsync-bench gpu`: the GPUs it ran on, and the report of its measurements.
+#include <algorithm>
 #include <unistd.h>
 
 #include <array>
@@ -143,14 +144,16 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
     Table table(columns);
     Table memory({{"model", "model"}, {"bucket_bytes", "bucket"}, {"device", "GPU"}, {"side", "side"},
                   {"tensor_bytes", "tensors took"}, {"extra_bytes", "extra (peak)"},
-                  {"own_bytes", "channel's own buffers + tables"}, {"extra_buckets", "in buckets"},
-                  {"goal_met", "goal (<= " + fixed(kMaxNcclExtraBuckets, 0) + " buckets, nccl)"},
+                  {"own_bytes", "channel's own buffers + tables"}, {"extra_buckets", "in buckets per side"},
+                  {"goal_met", "goal (<= " + fixed(kMaxNcclExtraBuckets, 0) + " buckets per side, nccl)"},
                   {"raw_communicator_bytes", "raw communicator"}});
     for (const GpuMeasurement& m : nccl ? r.nccl : r.cudaIpc) {
       table.row(measurementRow(m, nccl));
       if (!m.skipped.empty()) continue;
       for (const DeviceMemoryUse& use : m.memory) {
-        const double buckets = static_cast<double>(use.extraBytes()) / static_cast<double>(m.bucketBytes);
+        // Per side: ranks sharing a GPU (--nccl-network) each hold their own buffers there.
+        const double buckets = static_cast<double>(use.extraBytes()) / static_cast<double>(m.bucketBytes) /
+                               static_cast<double>(std::max<std::uint32_t>(use.sides, 1));
         memory.row({m.model, size(m.bucketBytes), use.device, use.side, size(use.tensorBytes), size(use.extraBytes()),
                     size(use.channelBuffers + use.channelTables), number(buckets, 2),
                     nccl ? verdict(buckets <= kMaxNcclExtraBuckets) : Cell(),
