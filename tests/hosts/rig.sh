@@ -52,7 +52,7 @@ EOF
 }
 
 die() { echo "rig.sh: $*" >&2; exit "$EXIT_ERROR"; }
-die_usage() { usage >&2; echo "rig.sh: $*" >&2; exit "$EXIT_USAGE"; }
+die_usage() { echo "rig.sh: $* (rig.sh --help: usage)" >&2; exit "$EXIT_USAGE"; }
 unavailable() { echo "rig.sh: $*" >&2; exit "$EXIT_UNAVAILABLE"; }
 
 check_rig_name() {
@@ -81,6 +81,7 @@ unavailable_reason() {
   done
   local probe="$NS_PREFIX-probe-$$" output
   if ! output="$(ip netns add "$probe" 2>&1)"; then
+    ip netns del "$probe" 2>/dev/null || true  # in case the name's file was made before the mount failed
     echo "cannot make a network namespace (ip netns add: ${output:-failed}); an unprivileged container?"
     return
   fi
@@ -132,13 +133,15 @@ host_address() {
   echo "$SUBNET_PREFIX.$(slot_of "$rig").$(host_number "$rig" "$host")"
 }
 
-# The start time of process PID (clock ticks since boot): with the pid, it names one process, even once the pid has
-# been given to another.
+# The start time of process PID (clock ticks since boot), which with the pid names one process even once the pid has
+# been given to another; fails when PID has ended.
 process_start() {
   local stat fields
   stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
   # The fields after the command name, which may hold spaces and parentheses: the state (field 3) first.
   read -r -a fields <<<"${stat##*) }"
+  # A zombie has ended too, though its pid stays taken until its parent (often init, slow to get to it) reaps it.
+  [[ "${fields[0]}" != Z && "${fields[0]}" != X ]] || return 1
   echo "${fields[19]}"  # field 22
 }
 
@@ -153,6 +156,16 @@ take_slot() {
     fi
   done
   return 1
+}
+
+# The EXIT trap of a failing 'up': the half-made rig goes, the failure's status stays.
+undo_up() {
+  local status=$?
+  trap - EXIT
+  # ip's own codes (2 for most) would read as a usage error.
+  ((status == EXIT_UNAVAILABLE)) || status=$EXIT_ERROR
+  cmd_down "$1" >/dev/null 2>&1 || true
+  exit "$status"
 }
 
 cmd_up() {
@@ -184,7 +197,8 @@ cmd_up() {
   chmod 0755 "$RIG_ROOT"
   mkdir "$dir" 2>/dev/null || die "rig '$rig' exists already ($dir); 'rig.sh down $rig' removes it"
   # From here on a failure leaves a half-made rig: take it down again before reporting.
-  trap 'status=$?; trap - EXIT; cmd_down "$rig" >/dev/null 2>&1 || true; exit "$status"' EXIT
+  # shellcheck disable=SC2064  # the rig's name is fixed now (and holds no quote or space: checked above)
+  trap "undo_up $rig" EXIT
   if [[ -n "$owner" ]]; then
     local started
     started="$(process_start "$owner")" || die "--owner $owner: no such process"
@@ -325,13 +339,17 @@ cmd_reap() {
     read -r pid started <"$dir/owner" || continue
     if [[ "$(process_start "$pid" 2>/dev/null || true)" != "$started" ]]; then
       echo "rig.sh: removing rig '$rig': its owner (pid $pid) has ended" >&2
-      cmd_down "$rig" || true
+      # In a subshell: another 'up' may be reaping the same rig, and a failure here must not end this command.
+      (cmd_down "$rig") || true
     fi
   done
 }
 
 main() {
-  [[ $# -ge 1 ]] || die_usage "no command"
+  if [[ $# -eq 0 ]]; then
+    usage >&2
+    exit "$EXIT_USAGE"
+  fi
   local command="$1"
   shift
   case "$command" in
