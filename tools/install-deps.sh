@@ -23,6 +23,9 @@ packages=(
   libgtest-dev         # GoogleTest, the test suites
   libgmock-dev         # GoogleMock, mocks in the test suites
   prometheus           # the Prometheus server: a test has it scrape wsync-mon (it runs its own instance, own port)
+  iproute2             # ip: the host tests' rig (tests/hosts/rig.sh) makes network namespaces, veths and a bridge
+  util-linux           # unshare, findmnt: each rig host's mount and UTS namespaces (essential, listed for the rig)
+  mount                # mount, umount: each rig host's /dev/shm tmpfs (in Debian's base, not in every image)
 )
 # git is not listed: nothing in the build needs it, and whoever has the sources already has them.
 

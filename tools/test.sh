@@ -44,8 +44,9 @@ Options:
                        (with --no-sanitizers: ThreadSanitizer only); --sanitize=address,undefined is the default
   --fuzz SECONDS       also build build-fuzz/ with clang (WSYNC_FUZZ=ON) and run every libFuzzer target
                        wsync_fuzz_NAME for SECONDS on a copy of tests/fuzz/corpus/NAME
-  -L LABEL             run only the tests with this ctest label (unit, integration, faults, fuzz, ...; long: the
-                       full-length fault cases, minutes of real time, never run without being asked for);
+  -L LABEL             run only the tests with this ctest label (unit, integration, hosts, faults, fuzz, ...;
+                       hosts needs root and skips without; long: the full-length fault cases, minutes of real
+                       time, never run without being asked for);
                        -L python: only the Python tests (the plain build, pytest and the wheel)
   --no-python          skip the Python tests and the wheel
   --build-only         install, configure and build build/, run nothing (used by tools/quickstart.sh)
