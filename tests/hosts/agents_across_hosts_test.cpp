@@ -1,0 +1,55 @@
+// Agents on other hosts than the coordinator's (docs/hosts.md), with the real programs on the rig: a worker on "w1"
+// and a trainer on "train" register with the coordinator on "coord" over tcp with CURVE, although neither can map
+// its control block; they stay registered on their slot reports, and the operator on "ops" sees them as the
+// coordinator's host would. A round on a channel that cannot cross hosts is refused before anyone pauses, naming
+// who is where.
+#include <thread>
+
+#include "bus_rig_fixture.hpp"
+#include "round_fixture.hpp"
+
+namespace wsync::test {
+namespace {
+
+// Longer than the fixture's heartbeat timeout (1 s) several times over: an agent still registered after it lives
+// on its reports.
+constexpr std::chrono::milliseconds kWellPastTheHeartbeatTimeout{4000};
+
+TEST_F(BusRigFixture, WorkersOnOtherHostsRegisterStayAliveAndShowTheirState) {
+  startCoordinator();
+  startWorker("w1", "w1");
+  startWorker("w2", "w2");
+  ASSERT_TRUE(waitForAgents(2)) << log("coordinator");
+  std::this_thread::sleep_for(kWellPastTheHeartbeatTimeout);
+  const auto state = status();
+  for (const std::string id : {"w1", "w2"}) {
+    const auto agent = agentIn(state, id);
+    ASSERT_FALSE(agent.is_null()) << id << " was dropped: " << state.dump() << "\n" << log("coordinator");
+    EXPECT_EQ(agent["state"], "idle") << agent.dump();
+    EXPECT_LT(agent["heartbeat_age_ms"].get<int>(), 1000) << agent.dump();
+    EXPECT_NE(log(id).find("registered with the coordinator on coord (another host"), std::string::npos) << log(id);
+  }
+  EXPECT_NE(log("coordinator").find("Worker 'w1' joined (rank"), std::string::npos);
+  EXPECT_NE(log("coordinator").find("on another host: 'w1'"), std::string::npos) << log("coordinator");
+  EXPECT_EQ(log("coordinator").find("dropped a SlotReport"), std::string::npos) << log("coordinator");
+}
+
+TEST_F(BusRigFixture, AnShmRoundAcrossHostsIsRefusedBeforeAnyonePausesNamingWhoIsWhere) {
+  startCoordinator();
+  startWorker("w1", "w1");
+  ASSERT_TRUE(waitForAgents(1));
+  auto& trainer = startTrainer("t0", {"--steps", "1", "--channel", "shm"});
+  trainer.wait(kPatience);
+  const std::string said = log("t0");
+  EXPECT_NE(said.find("channel shm needs every agent on the coordinator's host ('coord'"), std::string::npos) << said;
+  EXPECT_NE(said.find("trainer 't0' on host 'train'"), std::string::npos) << said;
+  EXPECT_NE(said.find("worker 'w1' on host 'w1'"), std::string::npos) << said;
+  // Nobody paused: the worker never heard of a round, and the bus never left Idle.
+  EXPECT_EQ(log("w1").find("pause"), std::string::npos) << log("w1");
+  const auto state = status();
+  EXPECT_EQ(state["round"], 0) << state.dump();
+  EXPECT_EQ(state["committed_version"], 0);
+}
+
+}  // namespace
+}  // namespace wsync::test
