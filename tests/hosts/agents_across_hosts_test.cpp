@@ -51,5 +51,39 @@ TEST_F(BusRigFixture, AnShmRoundAcrossHostsIsRefusedBeforeAnyonePausesNamingWhoI
   EXPECT_EQ(state["committed_version"], 0);
 }
 
+// The operator on "ops" pauses generation on workers on other hosts and resumes it: each worker's engine follows
+// (its slot, reported to the coordinator, says paused, then idle), and evicting one removes it.
+TEST_F(BusRigFixture, TheOperatorOnAnotherHostPausesResumesAndEvictsWorkersOnOtherHosts) {
+  startCoordinator();
+  startWorker("w1", "w1");
+  startWorker("w2", "w2");
+  ASSERT_TRUE(waitForAgents(2));
+  auto allIn = [&](const std::string& wanted) {
+    const auto deadline = std::chrono::steady_clock::now() + kPatience;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const auto state = status();
+      bool all = true;
+      for (const std::string id : {"w1", "w2"}) all = all && agentIn(state, id)["state"] == wanted;
+      if (all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  const CapturedRun paused = ctl({"pause", "--mode", "wait"});
+  ASSERT_EQ(paused.status, 0) << paused.describe();
+  EXPECT_TRUE(allIn("paused")) << status().dump();
+  EXPECT_EQ(status()["paused"], true);
+  const CapturedRun resumed = ctl({"resume"});
+  ASSERT_EQ(resumed.status, 0) << resumed.describe();
+  EXPECT_TRUE(allIn("idle")) << status().dump();
+  EXPECT_EQ(status()["paused"], false);
+
+  const CapturedRun evicted = ctl({"evict", "w2"});
+  ASSERT_EQ(evicted.status, 0) << evicted.describe();
+  EXPECT_TRUE(agentIn(status(), "w2").is_null() || agentIn(status(), "w2")["state"] == "idle")
+      << "w2 may register again at once; it must have been removed first: " << log("coordinator");
+  EXPECT_NE(log("coordinator").find("'w2' was evicted"), std::string::npos) << log("coordinator");
+}
+
 }  // namespace
 }  // namespace wsync::test
