@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "round_fixture.hpp"
 #include "test_environment.hpp"
 #include "text_file.hpp"
 #include "wsync/bus/channel/device_checksum.hpp"
@@ -39,7 +40,8 @@ GpuPeer startPeer(const std::string& name, const std::vector<std::string>& args)
   std::optional<ChildProcess> child;
   std::exception_ptr error;
   try {
-    child.emplace(ChildProcess::spawn(WSYNC_GPU_PEER, args));
+    // Moved with the other programs by WSYNC_TEST_BIN_DIR (a build run on a GPU host it was not made on).
+    child.emplace(ChildProcess::spawn(testBinary(WSYNC_GPU_PEER), args));
   } catch (...) {
     error = std::current_exception();
   }
