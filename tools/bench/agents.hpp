@@ -24,11 +24,35 @@ inline constexpr std::chrono::milliseconds kAgentIdleTimeout{60000};
 // An agent exits right after its last report; this long after it, it is stuck.
 inline constexpr std::chrono::milliseconds kAgentExitTimeout{10000};
 
+// Where agents run: on this host, or round-robin on other hosts through a launcher, the words of a command that runs
+// a program on a host (`tests/hosts/rig.sh exec RIG {host} --`: "{host}" in any word becomes the host). The launcher
+// must exec the program in the end, so that the pid stays the program's: signals and the death signal reach it, its
+// exit status is the benchmark's to read (ssh would not do).
+struct AgentPlacement {
+  std::vector<std::string> hosts;     // empty: this host
+  std::vector<std::string> launcher;  // the first word: a path
+
+  // `launcher`: words separated by spaces (no quoting), the first a path or a program on PATH, which is looked up
+  // now. Throws BenchFailure when it is missing or not found.
+  static AgentPlacement across(std::vector<std::string> hosts, const std::string& launcher);
+
+  bool remote() const { return !hosts.empty(); }
+  // Its `index`-th agent's host, round-robin.
+  const std::string& hostOf(std::size_t index) const { return hosts[index % hosts.size()]; }
+  // The launcher's words for `host`, then `program` and `args`; throws BenchFailure when there is no launcher.
+  std::vector<std::string> command(const std::string& host, const std::string& program,
+                                   const std::vector<std::string>& args) const;
+};
+
 class Agents {
  public:
+  explicit Agents(AgentPlacement placement = {}) : placement_(std::move(placement)) {}
+  Agents(const Agents&) = delete;
+  Agents& operator=(const Agents&) = delete;
   ~Agents() { stopAll(); }
 
-  // Starts `wsync-bench AGENT OPTIONS_JSON`; `label` names it in errors; `linked`: a LinePipe as its stdin and stdout.
+  // Starts `wsync-bench AGENT OPTIONS_JSON` (on the next host of the placement); `label` names it in errors, with
+  // its host; `linked`: a LinePipe as its stdin and stdout.
   void start(std::string label, const std::string& agent, const nlohmann::json& options, bool linked = false);
   std::size_t size() const { return agents_.size(); }
   const std::string& label(std::size_t index) const { return agents_[index].label; }
@@ -53,6 +77,8 @@ class Agents {
     tools::ChildProcess process;
   };
 
+  AgentPlacement placement_;
+  std::size_t started_ = 0;  // agents started so far: the next one's place in the round-robin
   std::vector<Agent> agents_;
 };
 

@@ -3,44 +3,84 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <iostream>
 #include <set>
 
 #include <wsync/bus/state/control_block.hpp>
+#include <wsync/bus/transport/zap_authenticator.hpp>
 
 #include "agents.hpp"
 #include "bench_failure.hpp"
 #include "bus.hpp"
 #include "latency_paths.hpp"
+#include "machine_load.hpp"
+#include "network_interface.hpp"
 
 namespace wsync::bench {
 namespace {
 
-// Both paths of a run: bus names unique to it, ipc:// endpoints (files removed last), the coordinator's sides.
-struct LatencyRun {
-  LatencyRun() {
-    const std::string name = "wsync-bench-" + std::to_string(::getpid());
-    agent.busRequests = (busEndpoints = orThrow(bus::resolveEndpoints(name), "endpoints")).requests;
-    agent.busEvents = busEndpoints.events;
-    const auto raw = orThrow(bus::resolveEndpoints(name + "-raw"), "endpoints");
-    agent.rawRequests = raw.requests;
-    agent.rawEvents = raw.events;
-    for (const auto& endpoint : {busEndpoints.requests, busEndpoints.events, raw.requests, raw.events}) {
-      files.addEndpoint(endpoint);
-    }
-    paths[0] = makeCoordinatorPath(Path::Bus, context, busEndpoints);
-    paths[1] = makeCoordinatorPath(Path::Raw, context, raw);
+// The endpoints of path number `index` on tcp://HOST:PORT: two ports each, from PORT up.
+bus::BusEndpoints tcpEndpoints(const std::string& transport, std::size_t index) {
+  const std::size_t colon = transport.rfind(':');
+  unsigned port = 0;
+  const char* end = transport.data() + transport.size();
+  if (colon == std::string::npos || std::from_chars(transport.data() + colon + 1, end, port).ptr != end) {
+    throw BenchFailure("--transport '" + transport + "': use ipc or tcp://ADDRESS:PORT");
   }
-  CoordinatorPath& of(Path path) { return *paths[path == Path::Bus ? 0 : 1]; }
+  const std::string shifted = transport.substr(0, colon + 1) + std::to_string(port + 2 * index);
+  return orThrow(bus::resolveEndpoints("wsync-bench", shifted), "--transport");
+}
 
-  bus::BusEndpoints busEndpoints;
-  LatencyAgentOptions agent;  // the endpoints every agent gets
+// Every path of a run: its endpoints (ipc: bus names unique to the run, files removed last; tcp: ports from the given
+// one), its security, the coordinator's sides.
+struct LatencyRun {
+  explicit LatencyRun(const BusNetwork& network = {}) {
+    const std::size_t count = network.curve ? 3 : 2;
+    if (network.tcp()) {
+      for (std::size_t p = 0; p < count; ++p) endpoints.push_back(tcpEndpoints(network.transport, p));
+    } else {
+      const std::string name = "wsync-bench-" + std::to_string(::getpid());
+      endpoints = {orThrow(bus::resolveEndpoints(name), "endpoints"),
+                   orThrow(bus::resolveEndpoints(name + "-raw"), "endpoints")};
+    }
+    std::optional<bus::CurveKeyPair> serverKeys;
+    if (network.curve) {
+      serverKeys = orThrow(bus::generateCurveKeyPair(), "CURVE keys");
+      const bus::CurveKeyPair agentKeys = orThrow(bus::generateCurveKeyPair(), "CURVE keys");
+      agent.serverKey = serverKeys->publicKey;
+      agent.publicKey = agentKeys.publicKey;
+      agent.secretKey = agentKeys.secretKey;
+      // Admits the agents' key, as a coordinator's --allow-keys would; asked once per connection, never per message.
+      zap = orThrow(bus::ZapAuthenticator::start(context, {agentKeys.publicKey}), "ZAP handler");
+    }
+    for (std::size_t p = 0; p < count; ++p) {
+      agent.requests.push_back(endpoints[p].requests);
+      agent.events.push_back(endpoints[p].events);
+      files.addEndpoint(endpoints[p].requests);
+      files.addEndpoint(endpoints[p].events);
+      paths.push_back(makeCoordinatorPath(kPaths[p], context, endpoints[p],
+                                          kPaths[p] == Path::RawPlain ? std::nullopt : serverKeys));
+    }
+  }
+  std::size_t pathCount() const { return paths.size(); }
+  CoordinatorPath& of(Path path) { return *paths.at(indexOf(path)); }
+
+  std::vector<bus::BusEndpoints> endpoints;  // per path, in the order of kPaths
+  LatencyAgentOptions agent;                 // the endpoints and keys every agent gets
   RunFiles files;
   zmq::context_t context;  // before the sockets, so that they close before it terminates
-  std::array<std::unique_ptr<CoordinatorPath>, 2> paths;
+  std::unique_ptr<bus::ZapAuthenticator> zap;  // before the sockets it admits to, gone before the context
+  std::vector<std::unique_ptr<CoordinatorPath>> paths;
 };
 
-// One path's samples from the round-trip agent's line ({"bus": [NS, ...], "raw": [...]}), in microseconds.
+std::string pathNames(std::size_t count) {
+  std::string names;
+  for (std::size_t p = 0; p < count; ++p) names += (p == 0 ? "" : ", ") + toString(kPaths[p]);
+  return names;
+}
+
+// One path's samples from the round-trip agent's line ({"bus": [NS, ...], "raw": [...], ...}), in microseconds.
 Summary samplesOf(const Json& line, const std::string& path, std::size_t expected) {
   std::vector<double> samples;
   for (const std::uint64_t ns : line.at(path)) samples.push_back(static_cast<double>(ns) / 1000);
@@ -52,19 +92,20 @@ Summary samplesOf(const Json& line, const std::string& path, std::size_t expecte
 }
 
 LatencyComparison measureRoundTrip(LatencyRun& run, std::size_t roundTrips, std::size_t block,
-                                   std::ostream& progress) {
+                                   const AgentPlacement& placement, std::ostream& progress) {
   const std::size_t warmup = warmupFor(roundTrips);
-  progress << "round trip: " << roundTrips << " per path (+" << warmup << " warm-up), blocks of " << block << '\n';
+  progress << "round trip: " << roundTrips << " per path (+" << warmup << " warm-up), blocks of " << block
+           << "; paths " << pathNames(run.pathCount()) << '\n';
   LatencyAgentOptions options = run.agent;
   options.id = kRoundTripAgentId;
   options.iterations = roundTrips;
   options.warmup = warmup;
   options.block = block;
-  Agents agents;
+  Agents agents(placement);
   agents.start("round-trip agent", "agent-roundtrip", options, true);
   // The agent drives and times on the same schedule; the first request also waits for the agent to start.
   auto timeout = kJoinTimeout;
-  for (const Block& turn : interleavedSchedule(roundTrips, warmup, block)) {
+  for (const Block& turn : interleavedSchedule(roundTrips, warmup, block, run.pathCount())) {
     throwIfInterrupted();
     for (std::size_t i = 0; i < turn.count; ++i, timeout = kReplyTimeout) {
       if (run.of(turn.path).answerRequest(timeout)) continue;
@@ -74,7 +115,12 @@ LatencyComparison measureRoundTrip(LatencyRun& run, std::size_t roundTrips, std:
     }
   }
   const Json samples = Json::parse(agents.readLine(0, kAgentExitTimeout, "its samples"));
-  LatencyComparison result{samplesOf(samples, "bus", roundTrips), samplesOf(samples, "raw", roundTrips)};
+  LatencyComparison result;
+  result.bus = samplesOf(samples, toString(Path::Bus), roundTrips);
+  result.raw = samplesOf(samples, toString(Path::Raw), roundTrips);
+  if (run.pathCount() > indexOf(Path::RawPlain)) {
+    result.rawPlain = samplesOf(samples, toString(Path::RawPlain), roundTrips);
+  }
   agents.waitForAll(kAgentExitTimeout);
   return result;
 }
@@ -135,49 +181,82 @@ double measurePauseRound(PauseRun& run, Path path, Agents& agents) {
 
 struct FanoutResult {
   std::size_t agents = 0;
+  std::string hosts;  // how many agents ran on which host, when on others
   LatencyComparison latency{};
   double joinMs = 0;            // until every agent's SUB had delivered a probe, on both paths
   std::uint64_t staleAcks = 0;  // acks to earlier rounds seen while measuring (expected 0 after the drain)
 };
 
+std::uint64_t staleAcksOf(const std::vector<PauseRun>& runs) {
+  std::uint64_t stale = 0;
+  for (const PauseRun& run : runs) stale += run.staleAcks;
+  return stale;
+}
+
+// "w1 3, w2 3, w3 2": how many of `count` agents the placement puts on each host.
+std::string agentsPerHost(const AgentPlacement& placement, std::size_t count) {
+  std::string text;
+  for (std::size_t h = 0; h < placement.hosts.size() && h < count; ++h) {
+    const std::size_t here = count / placement.hosts.size() + (h < count % placement.hosts.size() ? 1 : 0);
+    text += (text.empty() ? "" : ", ") + placement.hosts[h] + " " + std::to_string(here);
+  }
+  return text;
+}
+
 FanoutResult measureFanout(const BusBenchConfig& config, std::size_t measurement, LatencyRun& run,
-                           std::array<PauseRun, 2>& runs, std::ostream& progress) {
-  FanoutResult result{.agents = config.agentCounts[measurement]};
+                           std::vector<PauseRun>& runs, const AgentPlacement& placement, std::ostream& progress) {
+  FanoutResult result;
+  result.agents = config.agentCounts[measurement];
   const std::size_t warmup = warmupFor(config.pauseRounds);
-  progress << "pause fan-out, " << result.agents << " agents: starting\n";
-  Agents agents;
+  if (placement.remote()) result.hosts = agentsPerHost(placement, result.agents);
+  progress << "pause fan-out, " << result.agents << " agents" << (placement.remote() ? " (" + result.hosts + ")" : "")
+           << ": starting\n";
+  Agents agents(placement);
   for (std::size_t i = 0; i < result.agents; ++i) {
     LatencyAgentOptions options = run.agent;
     options.id = pauseAgentId(measurement, i);
     agents.start("agent " + options.id, "agent-pause", options);
   }
   const auto joinStart = Clock::now();
-  joinAgents(runs[0], Path::Bus, agents);
-  joinAgents(runs[1], Path::Raw, agents);
+  for (std::size_t p = 0; p < runs.size(); ++p) joinAgents(runs[p], kPaths[p], agents);
   result.joinMs = microseconds(Clock::now() - joinStart) / 1000;
   progress << "  all joined in " << static_cast<long>(result.joinMs) << " ms; " << config.pauseRounds
            << " rounds per path (+" << warmup << " warm-up)\n";
-  const std::uint64_t staleBefore = runs[0].staleAcks + runs[1].staleAcks;
-  std::vector<double> busUs;
-  std::vector<double> rawUs;
-  for (const Block& turn : interleavedSchedule(config.pauseRounds, warmup, config.block)) {
+  const std::uint64_t staleBefore = staleAcksOf(runs);
+  std::vector<std::vector<double>> elapsedUs(runs.size());
+  for (const Block& turn : interleavedSchedule(config.pauseRounds, warmup, config.block, runs.size())) {
     throwIfInterrupted();
     for (std::size_t i = 0; i < turn.count; ++i) {
-      const double elapsed = measurePauseRound(runs[turn.path == Path::Bus ? 0 : 1], turn.path, agents);
-      if (turn.measured) (turn.path == Path::Bus ? busUs : rawUs).push_back(elapsed);
+      const double elapsed = measurePauseRound(runs[indexOf(turn.path)], turn.path, agents);
+      if (turn.measured) elapsedUs[indexOf(turn.path)].push_back(elapsed);
     }
   }
-  result.staleAcks = runs[0].staleAcks + runs[1].staleAcks - staleBefore;
-  result.latency = {summarize(std::move(busUs)), summarize(std::move(rawUs))};
+  result.staleAcks = staleAcksOf(runs) - staleBefore;
+  result.latency.bus = summarize(std::move(elapsedUs[indexOf(Path::Bus)]));
+  result.latency.raw = summarize(std::move(elapsedUs[indexOf(Path::Raw)]));
+  if (runs.size() > indexOf(Path::RawPlain)) {
+    result.latency.rawPlain = summarize(std::move(elapsedUs[indexOf(Path::RawPlain)]));
+  }
   return result;
 }
 
+// An agent's side of every path of the run, in the order of kPaths; CURVE on all but raw plain when keys are given.
 template <typename Body>
-int servingBothPaths(const LatencyAgentOptions& options, bool subscribe, Body&& body) {
+int servingAllPaths(const LatencyAgentOptions& options, bool subscribe, Body&& body) {
+  if (options.requests.size() < 2 || options.requests.size() > kPaths.size() ||
+      options.events.size() != options.requests.size()) {
+    throw BenchFailure("agent options: " + std::to_string(options.requests.size()) + " request and " +
+                       std::to_string(options.events.size()) + " event endpoints");
+  }
+  std::optional<bus::CurveClient> curve;
+  if (!options.serverKey.empty()) curve = bus::CurveClient{{options.publicKey, options.secretKey}, options.serverKey};
   zmq::context_t context;
-  auto bus = makeAgentPath(Path::Bus, context, {options.busRequests, options.busEvents}, options.id, subscribe);
-  auto raw = makeAgentPath(Path::Raw, context, {options.rawRequests, options.rawEvents}, options.id, subscribe);
-  body(*bus, *raw);
+  std::vector<std::unique_ptr<AgentPath>> paths;
+  for (std::size_t p = 0; p < options.requests.size(); ++p) {
+    paths.push_back(makeAgentPath(kPaths[p], context, {options.requests[p], options.events[p]}, options.id, subscribe,
+                                  kPaths[p] == Path::RawPlain ? std::nullopt : curve));
+  }
+  body(paths);
   return 0;
 }
 
@@ -230,90 +309,166 @@ std::pair<Summary, Summary> measureVersionReads(const BusBenchConfig& config, st
 }  // namespace
 
 int runRoundTripAgent(const LatencyAgentOptions& options) {
-  return servingBothPaths(options, false, [&](AgentPath& busPath, AgentPath& rawPath) {
-    std::array<std::vector<std::uint64_t>, 2> samples;  // bus, raw
+  return servingAllPaths(options, false, [&](std::vector<std::unique_ptr<AgentPath>>& paths) {
+    std::vector<std::vector<std::uint64_t>> samples(paths.size());  // per path
     for (auto& path : samples) path.reserve(options.iterations);
     std::uint64_t seq = 0;
-    for (const Block& block : interleavedSchedule(options.iterations, options.warmup, options.block)) {
-      AgentPath& path = block.path == Path::Bus ? busPath : rawPath;
+    for (const Block& block : interleavedSchedule(options.iterations, options.warmup, options.block, paths.size())) {
+      AgentPath& path = *paths[indexOf(block.path)];
       for (std::size_t i = 0; i < block.count; ++i) {
         const auto start = Clock::now();
         path.roundTrip(++seq);
         const auto elapsed = std::chrono::nanoseconds(Clock::now() - start).count();
-        if (block.measured) samples[block.path == Path::Bus ? 0 : 1].push_back(static_cast<std::uint64_t>(elapsed));
+        if (block.measured) samples[indexOf(block.path)].push_back(static_cast<std::uint64_t>(elapsed));
       }
     }
+    Json line = Json::object();
+    for (std::size_t p = 0; p < paths.size(); ++p) line[toString(kPaths[p])] = samples[p];
     // On the pipe, which the benchmark reads once it has answered the last request.
-    std::cout << Json{{"bus", samples[0]}, {"raw", samples[1]}}.dump() << std::endl;
+    std::cout << line.dump() << std::endl;
   });
 }
 
 int runPauseAgent(const LatencyAgentOptions& options) {
-  return servingBothPaths(options, true, [](AgentPath& busPath, AgentPath& rawPath) {
-    // One poll over both SUB sockets: the agent waits the same way whichever path the next pause comes on.
-    std::array<zmq::pollitem_t, 2> items{{{busPath.eventSocket().handle(), 0, ZMQ_POLLIN, 0},
-                                          {rawPath.eventSocket().handle(), 0, ZMQ_POLLIN, 0}}};
+  return servingAllPaths(options, true, [](std::vector<std::unique_ptr<AgentPath>>& paths) {
+    // One poll over every SUB socket: the agent waits the same way whichever path the next pause comes on.
+    std::vector<zmq::pollitem_t> items;
+    for (const auto& path : paths) items.push_back({path->eventSocket().handle(), 0, ZMQ_POLLIN, 0});
     for (;;) {
       if (zmq::poll(items.data(), items.size(), kAgentIdleTimeout) == 0) {
         throw BenchFailure("no pause for " + std::to_string(kAgentIdleTimeout.count()) +
                            " ms: the benchmark is gone or stuck");
       }
-      if ((items[0].revents & ZMQ_POLLIN) != 0) busPath.answerPendingPauses();
-      if ((items[1].revents & ZMQ_POLLIN) != 0) rawPath.answerPendingPauses();
+      for (std::size_t p = 0; p < paths.size(); ++p) {
+        if ((items[p].revents & ZMQ_POLLIN) != 0) paths[p]->answerPendingPauses();
+      }
     }
   });
 }
 
 LatencyComparison runRoundTripBenchmark(std::size_t roundTrips, std::size_t block, std::ostream& progress) {
   LatencyRun run;
-  return measureRoundTrip(run, roundTrips, block, progress);
+  return measureRoundTrip(run, roundTrips, block, {}, progress);
 }
 
-std::vector<Table::Column> latencyColumns(Table::Column first) {
-  return {std::move(first),          {"bus_p50_us", "bus p50"}, {"raw_p50_us", "raw p50"},
-          {"p50_ratio", "bus/raw p50"}, {"bus_p90_us", "bus p90"}, {"raw_p90_us", "raw p90"},
-          {"bus_p99_us", "bus p99"}, {"raw_p99_us", "raw p99"}, {"samples", "samples per path"}};
+std::vector<Table::Column> latencyColumns(Table::Column first, bool rawPlain) {
+  if (!rawPlain) {
+    return {std::move(first),          {"bus_p50_us", "bus p50"}, {"raw_p50_us", "raw p50"},
+            {"p50_ratio", "bus/raw p50"}, {"bus_p90_us", "bus p90"}, {"raw_p90_us", "raw p90"},
+            {"bus_p99_us", "bus p99"}, {"raw_p99_us", "raw p99"}, {"samples", "samples per path"}};
+  }
+  return {std::move(first),
+          {"bus_p50_us", "bus p50"},
+          {"raw_p50_us", "raw CURVE p50"},
+          {"p50_ratio", "bus/raw CURVE p50"},
+          {"raw_plain_p50_us", "raw plain p50"},
+          {"plain_p50_ratio", "bus/raw plain p50"},
+          {"bus_p90_us", "bus p90"},
+          {"raw_p90_us", "raw CURVE p90"},
+          {"raw_plain_p90_us", "raw plain p90"},
+          {"bus_p99_us", "bus p99"},
+          {"raw_p99_us", "raw CURVE p99"},
+          {"raw_plain_p99_us", "raw plain p99"},
+          {"samples", "samples per path"}};
 }
 
 std::vector<Cell> latencyRow(Cell first, const LatencyComparison& l) {
   const auto cell = [](double value) { return Cell(value, fixed(value, value < 100 ? 1 : 0)); };
-  return {std::move(first), cell(l.bus.p50), cell(l.raw.p50), ratio(l.p50Ratio()), cell(l.bus.p90),
-          cell(l.raw.p90),  cell(l.bus.p99), cell(l.raw.p99), l.bus.samples};
+  if (!l.rawPlain) {
+    return {std::move(first), cell(l.bus.p50), cell(l.raw.p50), ratio(l.p50Ratio()), cell(l.bus.p90),
+            cell(l.raw.p90),  cell(l.bus.p99), cell(l.raw.p99), l.bus.samples};
+  }
+  const Summary& plain = *l.rawPlain;
+  return {std::move(first),     cell(l.bus.p50),   cell(l.raw.p50), ratio(l.p50Ratio()), cell(plain.p50),
+          ratio(l.plainP50Ratio()), cell(l.bus.p90), cell(l.raw.p90), cell(plain.p90),     cell(l.bus.p99),
+          cell(l.raw.p99),      cell(plain.p99),   l.bus.samples};
 }
 
+namespace {
+
+AgentPlacement placementOf(const BusNetwork& network) {
+  if (network.agentHosts.empty()) return {};
+  return AgentPlacement::across(network.agentHosts, network.spawnVia);
+}
+
+std::string thisHostname() {
+  std::array<char, 256> name{};
+  return ::gethostname(name.data(), name.size() - 1) == 0 ? std::string(name.data()) : "unknown";
+}
+
+// The facts of a run on tcp for the report: where each side ran, over what, with what security.
+Json networkParameters(const BusNetwork& network, const bus::BusEndpoints& endpoints) {
+  const std::string address = endpoints.requests.substr(6, endpoints.requests.rfind(':') - 6);  // after tcp://
+  return {{"transport", "tcp"},
+          {"curve", network.curve},
+          {"baselines", network.curve ? "raw: cppzmq over tcp with CURVE (the goal's baseline); raw plain: cppzmq "
+                                        "over plain tcp (what CURVE costs)"
+                                      : "raw: cppzmq over plain tcp"},
+          {"bench_host", thisHostname()},
+          {"agent_hosts", network.agentHosts.empty() ? Json::array({thisHostname()}) : Json(network.agentHosts)},
+          {"link", network.link.empty() ? "not described (--link)" : network.link},
+          {"interface", describeInterfaceOf(address)}};
+}
+
+}  // namespace
+
 void runBusBenchmark(const BusBenchConfig& c, Report& report) {
+  const AgentPlacement placement = placementOf(c.network);
   const auto [shared, local] = measureVersionReads(c, std::cerr);
-  LatencyRun run;
-  const LatencyComparison roundTrip = measureRoundTrip(run, c.roundTrips, c.block, std::cerr);
-  std::array<PauseRun, 2> runs{PauseRun{run.of(Path::Bus)}, PauseRun{run.of(Path::Raw)}};
+  const MachineLoad load;  // from here: the latency measurements, whose agents are reaped children by the end
+  LatencyRun run(c.network);
+  const LatencyComparison roundTrip = measureRoundTrip(run, c.roundTrips, c.block, placement, std::cerr);
+  std::vector<PauseRun> runs;
+  for (std::size_t p = 0; p < run.pathCount(); ++p) runs.push_back(PauseRun{run.of(kPaths[p])});
   std::vector<FanoutResult> fanout;
-  for (std::size_t i = 0; i < c.agentCounts.size(); ++i) fanout.push_back(measureFanout(c, i, run, runs, std::cerr));
+  for (std::size_t i = 0; i < c.agentCounts.size(); ++i) {
+    fanout.push_back(measureFanout(c, i, run, runs, placement, std::cerr));
+  }
 
   const MessageSizes s = busMessageSizes();
   report.parameters().update(Json{{"round_trips", c.roundTrips}, {"pause_rounds", c.pauseRounds},
                                   {"warmup", "a tenth more per path, at least 10"}, {"block", c.block},
                                   {"agents", c.agentCounts}, {"version_reads", c.versionReads},
                                   {"version_repetitions", c.versionRepetitions},
-                                  {"endpoint", run.busEndpoints.requests},
+                                  {"endpoint", run.endpoints.front().requests},
                                   {"message_bytes", {{"snapshot_request", s.request}, {"snapshot_reply", s.reply},
                                                      {"pause", s.pause}, {"pause_ack", s.pauseAck}}}});
-  auto columns = latencyColumns({"measurement", ""});
-  columns.insert(columns.end(), {{"goal_met", "goal (p50 within " + fixed(kMaxBusToRawRatio, 1) + "x)"},
+  const double othersShare = load.othersShare();
+  if (c.network.tcp()) {
+    report.parameters().update(networkParameters(c.network, run.endpoints.front()));
+    report.json["others_cpu_share"] = othersShare;
+  }
+  const bool rawPlain = run.pathCount() > indexOf(Path::RawPlain);
+  auto columns = latencyColumns({"measurement", ""}, rawPlain);
+  columns.insert(columns.end(), {{"goal_met", "goal (p50 within " + fixed(kMaxBusToRawRatio, 1) + "x" +
+                                                  (rawPlain ? " of raw CURVE)" : ")")},
                                  {"join_ms", "join ms"}, {"stale_acks", "late acks while timing"}});
+  if (placement.remote()) columns.push_back({"agent_hosts", "agents on"});
   Table latency(columns);
   auto row = latencyRow("request/reply round trip", roundTrip);
   row.push_back(verdict(roundTrip.p50Ratio() <= kMaxBusToRawRatio));
+  if (placement.remote()) row.insert(row.end(), {Cell(), Cell(), agentsPerHost(placement, 1)});
   latency.row(std::move(row));
   for (const FanoutResult& f : fanout) {
     row = latencyRow(Cell(Json(f.agents), "pause, N = " + std::to_string(f.agents)), f.latency);
     row.insert(row.end(), {verdict(f.latency.p50Ratio() <= kMaxBusToRawRatio), number(f.joinMs, 0), f.staleAcks});
+    if (placement.remote()) row.push_back(f.hosts);
     latency.row(std::move(row));
+  }
+  std::string where;
+  if (c.network.tcp()) {
+    where = " Every path over tcp between the benchmark's host and its agents' (Parameters: bench_host, agent_hosts, "
+            "link)" +
+            std::string(rawPlain ? "; bus and raw with CURVE (the goal compares these two), raw plain without it."
+                                 : ", without CURVE.") +
+            " Other processes used " + percent(othersShare).text + " of the CPUs meanwhile.";
   }
   report.section("latency", "Control plane, bus library vs raw ZeroMQ (microseconds)",
                  "Round trip: an agent process sends a SnapshotRequest over its DEALER, the coordinator's ROUTER "
                  "verifies it and answers a SnapshotReply, which the agent verifies; timed by the agent. Pause: the "
                  "coordinator publishes a Pause, N agent processes each answer a PauseAck; timed until the N-th is in "
-                 "and verified. Raw: frames of the same sizes through cppzmq, neither encoded nor verified.",
+                 "and verified. Raw: frames of the same sizes through cppzmq, neither encoded nor verified." +
+                     where,
                  latency);
 
   Table reads({{"read", ""}, {"shared", "bus (shared memory) ns"}, {"local", "process-local atomic ns"},

@@ -73,9 +73,12 @@ const bus::Message& accepted(const bus::Received& received, const char* what) {
 
 class BusCoordinator final : public CoordinatorPath {
  public:
-  BusCoordinator(zmq::context_t& context, const bus::BusEndpoints& endpoints)
-      : router_(orThrow(bus::RouterEndpoint::bind(context, endpoints.requests), "bus: bind " + endpoints.requests)),
-        publisher_(orThrow(bus::EventPublisher::bind(context, endpoints.events), "bus: bind " + endpoints.events)) {}
+  BusCoordinator(zmq::context_t& context, const bus::BusEndpoints& endpoints,
+                 const std::optional<bus::CurveKeyPair>& curveServer)
+      : router_(orThrow(bus::RouterEndpoint::bind(context, endpoints.requests, 0, curveServer),
+                        "bus: bind " + endpoints.requests)),
+        publisher_(orThrow(bus::EventPublisher::bind(context, endpoints.events, 0, curveServer),
+                           "bus: bind " + endpoints.events)) {}
 
   bool answerRequest(std::chrono::milliseconds timeout) override {
     auto received = orThrow(router_.receive(timeout), "bus: receive request");
@@ -113,18 +116,24 @@ class BusCoordinator final : public CoordinatorPath {
 
 class BusAgent final : public AgentPath {
  public:
-  BusAgent(zmq::context_t& context, const bus::BusEndpoints& endpoints, const std::string& agentId, bool subscribe)
-      : dealer_(orThrow(bus::DealerEndpoint::connect(context, endpoints.requests, agentId),
+  BusAgent(zmq::context_t& context, const bus::BusEndpoints& endpoints, const std::string& agentId, bool subscribe,
+           const std::optional<bus::CurveClient>& curve)
+      : dealer_(orThrow(bus::DealerEndpoint::connect(context, endpoints.requests, agentId, curve),
                         "bus: connect " + endpoints.requests)) {
     if (!subscribe) return;
-    subscriber_.emplace(orThrow(bus::EventSubscriber::connect(context, endpoints.events, {kRoundTopic}),
+    subscriber_.emplace(orThrow(bus::EventSubscriber::connect(context, endpoints.events, {kRoundTopic}, curve),
                                 "bus: subscribe " + endpoints.events));
   }
 
   void roundTrip(std::uint64_t seq) override {
     orThrow(dealer_.send(buildSnapshotRequest(builder_, seq)), "bus: send request");
     auto received = orThrow(dealer_.receive(kReplyTimeout), "bus: receive reply");
-    if (!received) throw BenchFailure("bus: no reply to request " + std::to_string(seq) + " within the timeout");
+    if (!received) {
+      // A refused CURVE handshake is retried by ZeroMQ silently: say so rather than only "no reply".
+      const auto refusal = dealer_.handshakeRefusal();
+      throw BenchFailure("bus: no reply to request " + std::to_string(seq) + " within the timeout" +
+                         (refusal ? ": " + *refusal : std::string()));
+    }
     const bus::Message& reply = accepted(*received, "reply");
     if (reply.as<msg::SnapshotReply>() == nullptr || reply.seq() != seq) {
       throw BenchFailure("bus: expected the SnapshotReply to request " + std::to_string(seq) + ", got " +
@@ -149,8 +158,9 @@ class BusAgent final : public AgentPath {
   bus::MessageBuilder builder_;
 };
 
-// The raw baseline, as a cppzmq user would write it, with the bus's socket options (applyCommonOptions): the paths
-// differ by the library alone. Frames carry their pairing number in their first 8 bytes.
+// The raw baseline, as a cppzmq user would write it, with the bus's socket options (applyCommonOptions) and security
+// options (applyCurveServer, applyCurveClient): the paths differ by the library alone. Frames carry their pairing
+// number in their first 8 bytes.
 zmq::socket_t rawSocket(zmq::context_t& context, zmq::socket_type type) {
   zmq::socket_t socket(context, type);
   bus::applyCommonOptions(socket);
@@ -189,13 +199,18 @@ void sendRaw(zmq::socket_t& socket, zmq::const_buffer frame, bool more, const ch
 
 class RawCoordinator final : public CoordinatorPath {
  public:
-  RawCoordinator(zmq::context_t& context, const bus::BusEndpoints& endpoints)
+  RawCoordinator(zmq::context_t& context, const bus::BusEndpoints& endpoints,
+                 const std::optional<bus::CurveKeyPair>& curveServer)
       : router_(rawSocket(context, zmq::socket_type::router)),
         publisher_(rawSocket(context, zmq::socket_type::pub)),
         sizes_(busMessageSizes()),
         reply_(sizes_.reply),
         pause_(sizes_.pause) {
     router_.set(zmq::sockopt::router_mandatory, 1);
+    if (curveServer) {
+      bus::applyCurveServer(router_, *curveServer);
+      bus::applyCurveServer(publisher_, *curveServer);
+    }
     router_.bind(endpoints.requests);
     publisher_.bind(endpoints.events);
   }
@@ -235,16 +250,19 @@ class RawCoordinator final : public CoordinatorPath {
 
 class RawAgent final : public AgentPath {
  public:
-  RawAgent(zmq::context_t& context, const bus::BusEndpoints& endpoints, const std::string& agentId, bool subscribe)
+  RawAgent(zmq::context_t& context, const bus::BusEndpoints& endpoints, const std::string& agentId, bool subscribe,
+           const std::optional<bus::CurveClient>& curve)
       : dealer_(rawSocket(context, zmq::socket_type::dealer)),
         sizes_(busMessageSizes()),
         request_(sizes_.request),
         ack_(sizes_.pauseAck) {
     dealer_.set(zmq::sockopt::routing_id, agentId);
+    if (curve) bus::applyCurveClient(dealer_, *curve);
     dealer_.connect(endpoints.requests);
     if (!subscribe) return;
     subscriber_.emplace(rawSocket(context, zmq::socket_type::sub));
     subscriber_->set(zmq::sockopt::subscribe, kRoundTopic);
+    if (curve) bus::applyCurveClient(*subscriber_, *curve);
     subscriber_->connect(endpoints.events);
   }
 
@@ -287,15 +305,17 @@ MessageSizes busMessageSizes() {
 }
 
 std::unique_ptr<CoordinatorPath> makeCoordinatorPath(Path path, zmq::context_t& context,
-                                                     const bus::BusEndpoints& endpoints) {
-  if (path == Path::Bus) return std::make_unique<BusCoordinator>(context, endpoints);
-  return std::make_unique<RawCoordinator>(context, endpoints);
+                                                     const bus::BusEndpoints& endpoints,
+                                                     const std::optional<bus::CurveKeyPair>& curveServer) {
+  if (path == Path::Bus) return std::make_unique<BusCoordinator>(context, endpoints, curveServer);
+  return std::make_unique<RawCoordinator>(context, endpoints, curveServer);
 }
 
 std::unique_ptr<AgentPath> makeAgentPath(Path path, zmq::context_t& context, const bus::BusEndpoints& endpoints,
-                                         const std::string& agentId, bool subscribe) {
-  if (path == Path::Bus) return std::make_unique<BusAgent>(context, endpoints, agentId, subscribe);
-  return std::make_unique<RawAgent>(context, endpoints, agentId, subscribe);
+                                         const std::string& agentId, bool subscribe,
+                                         const std::optional<bus::CurveClient>& curve) {
+  if (path == Path::Bus) return std::make_unique<BusAgent>(context, endpoints, agentId, subscribe, curve);
+  return std::make_unique<RawAgent>(context, endpoints, agentId, subscribe, curve);
 }
 
 }  // namespace wsync::bench

@@ -1,9 +1,11 @@
 #pragma once
-// The two paths a latency measurement compares, behind one interface (its virtual call cancels out of the ratio):
+// The paths a latency measurement compares, behind one interface (its virtual call cancels out of the ratio):
 //   bus: the library's endpoints and MessageBuilder, which verify every message they take in;
-//   raw: cppzmq sockets, same options, frames of the same sizes carrying only the number that pairs them.
+//   raw: cppzmq sockets, same options and security, frames of the same sizes carrying only the number that pairs them;
+//   raw plain (only beside a bus path with CURVE): the raw path over plain tcp, what the encryption itself costs.
 // Round trip: SnapshotRequest and SnapshotReply; fan-out: Pause on "round/pause", a PauseAck from each agent.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include <wsync/bus/transport/bus_address.hpp>
+#include <wsync/bus/transport/curve.hpp>
 #include <zmq.hpp>
 
 namespace wsync::bench {
@@ -30,8 +33,13 @@ inline std::string pauseAgentId(std::size_t measurement, std::size_t index) {
   return "f" + std::to_string(measurement) + "-" + std::to_string(index);
 }
 
-enum class Path : std::uint8_t { Bus, Raw };
-inline std::string toString(Path path) { return path == Path::Bus ? "bus" : "raw"; }
+enum class Path : std::uint8_t { Bus, Raw, RawPlain };
+// Every path in the order of the enum; a run has the first two or all three.
+inline constexpr std::array<Path, 3> kPaths{Path::Bus, Path::Raw, Path::RawPlain};
+inline std::size_t indexOf(Path path) { return static_cast<std::size_t>(path); }
+inline std::string toString(Path path) {
+  return path == Path::Bus ? "bus" : path == Path::Raw ? "raw" : "raw-plain";
+}
 
 struct Block {
   Path path = Path::Bus;
@@ -39,16 +47,18 @@ struct Block {
   bool measured = false;
 };
 
-// The order of the paths, computed alike by both sides: a warm-up block each, then blocks of `block`, the order
-// flipping every pair (bus raw, raw bus, ...) so that drifting load hits both alike.
-inline std::vector<Block> interleavedSchedule(std::size_t iterations, std::size_t warmup, std::size_t block) {
+// The order of the first `paths` paths, computed alike by both sides: a warm-up block each, then blocks of `block`,
+// the order rotating every group (bus raw, raw bus, ...; bus raw plain, raw plain bus, plain bus raw, ...) so that
+// drifting load hits every path alike.
+inline std::vector<Block> interleavedSchedule(std::size_t iterations, std::size_t warmup, std::size_t block,
+                                              std::size_t paths = 2) {
+  paths = std::clamp<std::size_t>(paths, 1, kPaths.size());
   std::vector<Block> schedule;
-  if (warmup > 0) schedule.insert(schedule.end(), {{Path::Bus, warmup, false}, {Path::Raw, warmup, false}});
+  for (std::size_t p = 0; p < paths && warmup > 0; ++p) schedule.push_back({kPaths[p], warmup, false});
   const std::size_t size = std::max<std::size_t>(block, 1);
-  for (std::size_t done = 0, pair = 0; done < iterations; done += size, ++pair) {
+  for (std::size_t done = 0, group = 0; done < iterations; done += size, ++group) {
     const std::size_t count = std::min(size, iterations - done);
-    const Path first = pair % 2 == 0 ? Path::Bus : Path::Raw;
-    schedule.insert(schedule.end(), {{first, count, true}, {first == Path::Bus ? Path::Raw : Path::Bus, count, true}});
+    for (std::size_t p = 0; p < paths; ++p) schedule.push_back({kPaths[(group + p) % paths], count, true});
   }
   return schedule;
 }
@@ -76,9 +86,13 @@ class AgentPath {
   virtual void answerPendingPauses() = 0;
 };
 
+// `curveServer`, `curve`: the path's sockets are CURVE servers or clients (tcp); nothing: plain. Bus and raw apply
+// the same options (bus::applyCurveServer, applyCurveClient); the context's ZAP handler, if any, admits clients.
 std::unique_ptr<CoordinatorPath> makeCoordinatorPath(Path path, zmq::context_t& context,
-                                                     const bus::BusEndpoints& endpoints);
+                                                     const bus::BusEndpoints& endpoints,
+                                                     const std::optional<bus::CurveKeyPair>& curveServer = {});
 std::unique_ptr<AgentPath> makeAgentPath(Path path, zmq::context_t& context, const bus::BusEndpoints& endpoints,
-                                         const std::string& agentId, bool subscribe);
+                                         const std::string& agentId, bool subscribe,
+                                         const std::optional<bus::CurveClient>& curve = {});
 
 }  // namespace wsync::bench

@@ -83,6 +83,24 @@ int main(int argc, char** argv) {
   list(busMode, "--agents", bus.agentCounts, "Agent process counts N for the fan-out")
       ->check(CLI::Range(std::size_t{1}, kMaxBenchAgents));
   option(busMode, "--version-reads", bus.versionReads, "Version reads per repetition")->check(positive);
+  // Across hosts (README, "`bus` across hosts"; tools/bench/across_hosts.sh runs it on a rig of hosts).
+  auto* transport = option(busMode, "--transport", bus.network.transport,
+                           "ipc, or tcp://ADDRESS:PORT: bind there (ports PORT to PORT+5), agents connect there")
+                        ->check([](const std::string& value) -> std::string {
+                          return value == "ipc" || value.starts_with("tcp://") ? "" : "use ipc or tcp://ADDRESS:PORT";
+                        });
+  busMode.add_flag("--curve", bus.network.curve,
+                   "CURVE on the bus and raw paths (throwaway keys); raw over plain tcp measured beside them")
+      ->needs(transport);
+  auto* agentHosts = list(busMode, "--agent-hosts", bus.network.agentHosts,
+                          "Hosts the agents run on, round-robin (needs --spawn-via)")
+                         ->needs(transport);
+  busMode.add_option("--spawn-via", bus.network.spawnVia,
+                     "Launcher that runs a program on a host and execs it there, words separated by spaces, "
+                     "{host} for the host: 'tests/hosts/rig.sh exec RIG {host} --'")
+      ->needs(agentHosts);
+  agentHosts->needs("--spawn-via");
+  busMode.add_option("--link", bus.network.link, "What joins the hosts, for the report")->needs(transport);
 
   ShmBenchConfig shm;
   CLI::App& shmMode = addMode(app, "shm", "The shm channel to 1, 3 and 8 receiver processes vs memcpy", shm, quick,
