@@ -73,6 +73,7 @@ class RawClient {
     std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
     std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm};
     std::int32_t requestedRank = -1;
+    std::vector<std::pair<msg::ChannelKind, std::string>> contacts{};  // channel_contacts
   };
   std::uint64_t sendHello(const Hello& hello) {
     bus::MessageBuilder builder;
@@ -80,9 +81,14 @@ class RawClient {
     std::array<char, 256> host{};
     ::gethostname(host.data(), host.size() - 1);
     const auto channels = fbb.CreateVector(hello.channels);
+    std::vector<flatbuffers::Offset<msg::ChannelContact>> contacts;
+    for (const auto& [kind, address] : hello.contacts) {
+      contacts.push_back(msg::CreateChannelContact(fbb, kind, fbb.CreateString(address)));
+    }
+    const auto contactVector = fbb.CreateVector(contacts);
     return send(builder, msg::CreateAgentHello(fbb, fbb.CreateString(hello.agentId), hello.role, bus::kProtocolVersion,
                                                hello.requestedRank, 1, hello.pid, fbb.CreateString(host.data()),
-                                               channels, hello.appliedVersion));
+                                               channels, hello.appliedVersion, 0, contactVector));
   }
   // Registers and returns the Welcome's epoch (nothing when refused or unanswered).
   std::optional<std::uint64_t> registerAs(const Hello& hello, std::chrono::milliseconds timeout) {
