@@ -184,7 +184,18 @@ TEST_F(TcpChannelTest, AReceiverThatDisconnectsMidTransferFailsTheSenderAtOnceAn
   tl::expected<TransferResult, ChannelFailure> quitter;
   tl::expected<TransferResult, ChannelFailure> bystander;
   Clock::time_point quitAt{};
+  // The bystander (receiver 1) reads slowly, so that it is still reading when the other one quits.
+  std::atomic<bool> bystanderReading{false};
+  std::thread second([&] {
+    auto channel = receiver(roundToken);
+    channel->setProgress([&](std::uint64_t) {
+      bystanderReading = true;
+      std::this_thread::sleep_for(1ms);
+    });
+    bystander = channel->receive(1, *plan, views(staging[1]), 1, Clock::now() + kTransferTimeout);
+  });
   std::thread first([&] {
+    while (!bystanderReading.load()) std::this_thread::sleep_for(1ms);
     auto channel = receiver(roundToken);
     // Gives up once it has a few buckets: its socket closes with the rest unread, as a killed process's would.
     channel->setProgress([&](std::uint64_t bytes) {
@@ -192,9 +203,6 @@ TEST_F(TcpChannelTest, AReceiverThatDisconnectsMidTransferFailsTheSenderAtOnceAn
     });
     channel->setCancelProbe([&] { return quitting.load(); });
     quitter = channel->receive(1, *plan, views(staging[0]), 0, Clock::now() + kTransferTimeout);
-  });
-  std::thread second([&] {
-    bystander = receiver(roundToken)->receive(1, *plan, views(staging[1]), 1, Clock::now() + kTransferTimeout);
   });
   auto sent = sender(roundToken)->send(1, *plan, views(model.tensors), 2, Clock::now() + kTransferTimeout);
   const auto failedAt = Clock::now();
@@ -210,8 +218,11 @@ TEST_F(TcpChannelTest, AReceiverThatDisconnectsMidTransferFailsTheSenderAtOnceAn
   ASSERT_FALSE(quitter.has_value());
   EXPECT_EQ(quitter.error().code, ChannelError::Aborted);
   // The other receiver loses its sender with the failed transfer, and says so instead of waiting for its deadline.
+  // (One that had not connected yet would wait in the listener's backlog until the round's end reaches its cancel
+  // probe, as TheCancelProbeEndsEveryWait shows.)
   ASSERT_FALSE(bystander.has_value());
   EXPECT_EQ(bystander.error().code, ChannelError::PeerGone) << bystander.error().describe();
+  EXPECT_LT(Clock::now() - failedAt, kPromptly);
 }
 
 TEST_F(TcpChannelTest, TheCancelProbeEndsEveryWait) {

@@ -25,11 +25,6 @@ constexpr std::chrono::milliseconds kReconnectInterval{10};
 // iovecs per readv: as many as the sender writes in one call.
 constexpr std::size_t kMaxIovecs = 64;
 
-bool peerGone(int error) {
-  return error == ECONNRESET || error == EPIPE || error == ETIMEDOUT || error == EHOSTUNREACH ||
-         error == ENETUNREACH || error == ECONNABORTED || error == ENOTCONN;
-}
-
 // Writes all of `bytes`, waiting in slices while the socket's buffer is full.
 tl::expected<void, ChannelFailure> sendAll(const Socket& socket, std::span<const std::byte> bytes,
                                            tcp::TransferWatch& watch, const std::string& peer, const char* what) {
@@ -40,7 +35,7 @@ tl::expected<void, ChannelFailure> sendAll(const Socket& socket, std::span<const
       continue;
     }
     if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      const ChannelError code = peerGone(errno) ? ChannelError::PeerGone : ChannelError::SystemError;
+      const ChannelError code = tcp::meansPeerGone(errno) ? ChannelError::PeerGone : ChannelError::SystemError;
       return fail(code, "the tcp sender at " + peer + " while " + what + ": " + tcp::systemText(errno));
     }
     pollfd fd{socket.fd(), POLLOUT, 0};
@@ -62,7 +57,7 @@ tl::expected<void, ChannelFailure> receiveAll(const Socket& socket, std::span<st
       return fail(ChannelError::PeerGone, "the tcp sender at " + peer + " closed the connection while " + what);
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      const ChannelError code = peerGone(errno) ? ChannelError::PeerGone : ChannelError::SystemError;
+      const ChannelError code = tcp::meansPeerGone(errno) ? ChannelError::PeerGone : ChannelError::SystemError;
       return fail(code, "the tcp sender at " + peer + " while " + what + ": " + tcp::systemText(errno));
     }
     pollfd fd{socket.fd(), POLLIN, 0};
@@ -173,7 +168,7 @@ tl::expected<TransferResult, ChannelFailure> TcpChannel::receive(std::uint64_t t
                                               std::to_string(stream->totalBytes()) + " bytes");
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      const ChannelError code = peerGone(errno) ? ChannelError::PeerGone : ChannelError::SystemError;
+      const ChannelError code = tcp::meansPeerGone(errno) ? ChannelError::PeerGone : ChannelError::SystemError;
       return fail(code, "the tcp sender at " + peer + " after " + std::to_string(cursor.position) + " of " +
                             std::to_string(stream->totalBytes()) + " bytes: " + tcp::systemText(errno));
     }

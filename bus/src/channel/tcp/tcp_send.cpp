@@ -63,12 +63,6 @@ bool sameToken(const tcp::AdmissionToken& presented, std::span<const std::uint8_
   return difference == 0;
 }
 
-// A connection's errors that mean the peer is gone (closed, reset, unreachable) rather than this side's failure.
-bool peerGone(int error) {
-  return error == ECONNRESET || error == EPIPE || error == ETIMEDOUT || error == EHOSTUNREACH ||
-         error == ENETUNREACH || error == ECONNABORTED || error == ENOTCONN;
-}
-
 class Sender {
  public:
   Sender(std::uint64_t transfer, const tcp::PayloadStream& stream, std::span<const std::uint8_t> token,
@@ -86,7 +80,8 @@ class Sender {
   tl::expected<void, ChannelFailure> run(const TransferProgress& progress);
 
  private:
-  tl::expected<void, ChannelFailure> acceptAll();
+  // Accepts what the listener holds, at most kMaxUnansweredConnections a pass: a flood cannot hold the loop here.
+  tl::expected<void, ChannelFailure> acceptSome();
   // Reads a connection's hello; once whole, admits it as its receiver (taking its socket) or answers why not and
   // closes it. A connection left without a socket is finished with.
   void readHello(Unanswered& connection);
@@ -96,6 +91,8 @@ class Sender {
   tl::expected<void, ChannelFailure> readWhileStreaming(std::uint32_t index, Receiver& receiver);
   tl::expected<void, ChannelFailure> readAck(std::uint32_t index, Receiver& receiver);
   ChannelFailure gone(std::uint32_t index, const Receiver& receiver, const std::string& how) const;
+  // A call on the receiver's connection failed with `error`: PeerGone, or this side's own failure.
+  ChannelFailure failed(std::uint32_t index, const Receiver& receiver, int error) const;
   std::string waitingFor() const;
 
   std::uint64_t transfer_;
@@ -118,6 +115,12 @@ ChannelFailure Sender::gone(std::uint32_t index, const Receiver& receiver, const
                                                     " of " + std::to_string(stream_.totalBytes()) + " bytes"};
 }
 
+ChannelFailure Sender::failed(std::uint32_t index, const Receiver& receiver, int error) const {
+  if (tcp::meansPeerGone(error)) return gone(index, receiver, "is gone (" + tcp::systemText(error) + ")");
+  return ChannelFailure{ChannelError::SystemError, "the connection of receiver " + std::to_string(index) + " (" +
+                                                       receiver.name + "): " + tcp::systemText(error)};
+}
+
 std::string Sender::waitingFor() const {
   if (admitted_ < receivers_.size()) {
     return "waiting for " + std::to_string(receivers_.size() - admitted_) + " of " +
@@ -126,22 +129,25 @@ std::string Sender::waitingFor() const {
   return "sending to " + std::to_string(receivers_.size() - done_) + " receivers";
 }
 
-tl::expected<void, ChannelFailure> Sender::acceptAll() {
-  while (true) {
+tl::expected<void, ChannelFailure> Sender::acceptSome() {
+  for (std::size_t accepted = 0; accepted < kMaxUnansweredConnections; ++accepted) {
     const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
-      // Out of descriptors or memory: the listener stays readable, and the transfer cannot go on.
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        return fail(ChannelError::SystemError, "accepting a receiver's connection: " + tcp::systemText(errno));
+      // A signal, or a connection that failed before it was accepted (accept(2) says to retry on these).
+      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM || tcp::meansPeerGone(errno) ||
+          errno == ENETDOWN || errno == EHOSTDOWN || errno == ENONET || errno == ENOPROTOOPT || errno == EOPNOTSUPP) {
+        continue;
       }
-      continue;  // a connection that went before it was accepted (ECONNABORTED), a signal
+      // Out of descriptors or memory, or a broken listener: it stays readable, and the transfer cannot go on.
+      return fail(ChannelError::SystemError, "accepting a receiver's connection: " + tcp::systemText(errno));
     }
     if (unanswered_.size() >= kMaxUnansweredConnections) unanswered_.erase(unanswered_.begin());
     Unanswered connection{Socket(fd), Clock::now()};
     connection.socket.sendSmallFramesAtOnce();
     unanswered_.push_back(std::move(connection));
   }
+  return {};
 }
 
 void Sender::refuse(Unanswered& connection, tcp::Admission admission, tcp::Refusal refusal, const std::string& why) {
@@ -226,9 +232,7 @@ tl::expected<void, ChannelFailure> Sender::stream(std::uint32_t index, Receiver&
   const ssize_t sent = ::sendmsg(receiver.socket.fd(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (sent < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return {};
-    if (peerGone(errno)) return tl::unexpected(gone(index, receiver, "is gone (" + tcp::systemText(errno) + ")"));
-    return fail(ChannelError::SystemError, "sending to receiver " + std::to_string(index) + " (" + receiver.name +
-                                               "): " + tcp::systemText(errno));
+    return tl::unexpected(failed(index, receiver, errno));
   }
   auto bytes = static_cast<std::uint64_t>(sent);
   const std::uint64_t ofAnswer = std::min<std::uint64_t>(bytes, receiver.answerLeft);
@@ -249,9 +253,7 @@ tl::expected<void, ChannelFailure> Sender::readWhileStreaming(std::uint32_t inde
   if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};
   if (got == 0) return tl::unexpected(gone(index, receiver, "closed its connection"));
   if (got < 0) {
-    if (peerGone(errno)) return tl::unexpected(gone(index, receiver, "is gone (" + tcp::systemText(errno) + ")"));
-    return fail(ChannelError::SystemError, "receiver " + std::to_string(index) + " (" + receiver.name +
-                                               "): " + tcp::systemText(errno));
+    return tl::unexpected(failed(index, receiver, errno));
   }
   return tl::unexpected(gone(index, receiver, "sent bytes before its payload ended (not a wsync tcp receiver)"));
 }
@@ -262,9 +264,7 @@ tl::expected<void, ChannelFailure> Sender::readAck(std::uint32_t index, Receiver
   if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};
   if (got == 0) return tl::unexpected(gone(index, receiver, "closed its connection before acknowledging"));
   if (got < 0) {
-    if (peerGone(errno)) return tl::unexpected(gone(index, receiver, "is gone (" + tcp::systemText(errno) + ")"));
-    return fail(ChannelError::SystemError, "receiver " + std::to_string(index) + " (" + receiver.name +
-                                               "): " + tcp::systemText(errno));
+    return tl::unexpected(failed(index, receiver, errno));
   }
   receiver.ackRead += static_cast<std::size_t>(got);
   if (receiver.ackRead < receiver.ack.size()) return {};
@@ -326,7 +326,7 @@ tl::expected<void, ChannelFailure> Sender::run(const TransferProgress& progress)
       if (!handled) return handled;
     }
     if (listening && (fds[0].revents & POLLIN) != 0) {
-      if (auto accepted = acceptAll(); !accepted) return accepted;
+      if (auto accepted = acceptSome(); !accepted) return accepted;
     }
     if (bucketsReported < bucketEnds.size() && admitted_ == receivers_.size()) {
       std::uint64_t everyone = stream_.totalBytes();

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "wsync/bus/channel/tcp/tcp_address.hpp"
@@ -58,5 +59,10 @@ std::string Socket::peerName() const {
 }
 
 std::string systemText(int error) { return std::strerror(error); }
+
+bool meansPeerGone(int error) {
+  return error == ECONNRESET || error == EPIPE || error == ETIMEDOUT || error == EHOSTUNREACH ||
+         error == ENETUNREACH || error == ECONNABORTED || error == ENOTCONN;
+}
 
 }  // namespace wsync::bus::tcp

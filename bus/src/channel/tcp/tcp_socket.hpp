@@ -34,4 +34,8 @@ class Socket {
 // strerror's text for an errno value.
 std::string systemText(int error);
 
+// Whether a connection's error means that the peer is gone (it closed or reset the connection, or became
+// unreachable) rather than that this side failed.
+bool meansPeerGone(int error);
+
 }  // namespace wsync::bus::tcp
