@@ -1,6 +1,7 @@
 // Rounds over the tcp payload channel with the real binaries on a tcp bus (docs/tcp-channel.md): versions reach
-// every worker byte for byte, a worker killed mid-transfer costs one round and the next commits, and a corrupted
-// receive is caught by the digests as on the shm channel.
+// every worker byte for byte, a worker or the trainer killed mid-transfer costs one round (blamed on the one that
+// died, or on the trainer's channel naming the lost worker) and the next commits, and a corrupted receive is caught
+// by the digests as on the shm channel.
 #include <csignal>
 #include <cstring>
 
@@ -78,7 +79,8 @@ TEST_F(TcpRounds, AWorkerKilledMidTransferCostsOneRoundAndTheNextCommits) {
   const auto aborted = nextOutcome();
   EXPECT_FALSE(aborted.committed);
   EXPECT_EQ(aborted.version, 2U);
-  // Whichever the coordinator hears first: the worker's death, or the trainer's channel naming the lost receiver.
+  // Whichever the coordinator hears first: the worker's death, or the trainer's channel naming the lost receiver;
+  // never the other worker, whose connection the trainer keeps open until the round ends.
   if (aborted.reason == msg::AbortReason::ChannelFailure) {
     EXPECT_EQ(aborted.agentId, "t0");
     EXPECT_NE(aborted.detail.find("a peer is gone"), std::string::npos) << aborted.detail;
@@ -96,6 +98,28 @@ TEST_F(TcpRounds, AWorkerKilledMidTransferCostsOneRoundAndTheNextCommits) {
   EXPECT_TRUE(waitForAppliedAtLeast("steady", outcome.version));
   trainer.signal(SIGTERM);
   EXPECT_EQ(trainer.wait(kPatience), 4) << "one of the trainer's steps was aborted";
+}
+
+// The workers lose their sender mid-transfer and wait for the round's end instead of reporting it: the abort names
+// the trainer that died, not a worker that saw its connection close.
+TEST_F(TcpRounds, ATrainerKilledMidTransferAbortsTheRoundInItsNameAndANewTrainerContinues) {
+  auto worker = startWorker("w0", agentArgs());
+  auto other = startWorker("w1", agentArgs());
+  waitForAgents(2);
+  auto doomed = startTrainer("t0", agentArgs({"--steps", "3", "--fault", "kill@transfer:2"}));
+  EXPECT_TRUE(nextOutcome().committed);
+  const auto aborted = nextOutcome();
+  EXPECT_FALSE(aborted.committed);
+  EXPECT_EQ(aborted.reason, msg::AbortReason::AgentDied) << aborted.detail;
+  EXPECT_EQ(aborted.agentId, "t0") << aborted.detail;
+  EXPECT_EQ(doomed.wait(kPatience), 128 + SIGKILL);
+  EXPECT_EQ(appliedVersion("w0"), 1U);
+  auto successor = startTrainer("t0", agentArgs({"--steps", "2"}));
+  EXPECT_TRUE(nextOutcome().committed);
+  EXPECT_TRUE(nextOutcome().committed);
+  EXPECT_EQ(successor.wait(kPatience), 0);
+  EXPECT_TRUE(waitForApplied("w0", 3));
+  EXPECT_TRUE(waitForApplied("w1", 3));
 }
 
 TEST_F(TcpRounds, APayloadWhoseDigestDiffersIsNeverApplied) {

@@ -109,8 +109,10 @@ class TcpChannelTest : public testing::Test {
     EXPECT_TRUE(channel.has_value()) << channel.error().describe();
     return std::move(*channel);
   }
-  std::unique_ptr<TcpChannel> receiver(const std::vector<std::uint8_t>& roundToken, std::string contact = {}) {
-    auto channel = TcpChannel::open({nullptr, contact.empty() ? listener_->contact() : contact, roundToken});
+  std::unique_ptr<TcpChannel> receiver(const std::vector<std::uint8_t>& roundToken, std::string contact = {},
+                                       std::chrono::milliseconds senderGoneGrace = kTcpSenderGoneGrace) {
+    auto channel =
+        TcpChannel::open({nullptr, contact.empty() ? listener_->contact() : contact, roundToken, senderGoneGrace});
     EXPECT_TRUE(channel.has_value()) << channel.error().describe();
     return std::move(*channel);
   }
@@ -186,12 +188,14 @@ TEST_F(TcpChannelTest, AReceiverThatDisconnectsMidTransferFailsTheSenderAtOnceAn
   Clock::time_point quitAt{};
   // The bystander (receiver 1) reads slowly, so that it is still reading when the other one quits.
   std::atomic<bool> bystanderReading{false};
+  std::atomic<bool> roundEnded{false};  // what the coordinator's abort would tell the bystander's cancel probe
   std::thread second([&] {
     auto channel = receiver(roundToken);
     channel->setProgress([&](std::uint64_t) {
       bystanderReading = true;
       std::this_thread::sleep_for(1ms);
     });
+    channel->setCancelProbe([&] { return roundEnded.load(); });
     bystander = channel->receive(1, *plan, views(staging[1]), 1, Clock::now() + kTransferTimeout);
   });
   std::thread first([&] {
@@ -207,6 +211,11 @@ TEST_F(TcpChannelTest, AReceiverThatDisconnectsMidTransferFailsTheSenderAtOnceAn
   auto sent = sender(roundToken)->send(1, *plan, views(model.tensors), 2, Clock::now() + kTransferTimeout);
   const auto failedAt = Clock::now();
   first.join();
+  // The sender keeps the bystander's connection: it does not fail on its own (its report would race the sender's,
+  // which names the receiver that went), but ends with the round.
+  std::this_thread::sleep_for(100ms);
+  roundEnded = true;
+  const auto roundEndedAt = Clock::now();
   second.join();
 
   ASSERT_FALSE(sent.has_value());
@@ -217,12 +226,56 @@ TEST_F(TcpChannelTest, AReceiverThatDisconnectsMidTransferFailsTheSenderAtOnceAn
   EXPECT_LT(failedAt - quitAt, kPromptly) << "the sender noticed the closed connection late";
   ASSERT_FALSE(quitter.has_value());
   EXPECT_EQ(quitter.error().code, ChannelError::Aborted);
-  // The other receiver loses its sender with the failed transfer, and says so instead of waiting for its deadline.
-  // (One that had not connected yet would wait in the listener's backlog until the round's end reaches its cancel
-  // probe, as TheCancelProbeEndsEveryWait shows.)
   ASSERT_FALSE(bystander.has_value());
-  EXPECT_EQ(bystander.error().code, ChannelError::PeerGone) << bystander.error().describe();
-  EXPECT_LT(Clock::now() - failedAt, kPromptly);
+  EXPECT_EQ(bystander.error().code, ChannelError::Aborted) << bystander.error().describe();
+  EXPECT_LT(Clock::now() - roundEndedAt, kPromptly);
+}
+
+// The sender goes mid-transfer (here: it gives up, and its channel is dropped). Its receivers wait for the round to
+// end rather than report first (the coordinator learns why from the sender, or sees it die), and report the sender
+// gone only when the round does not end within their grace.
+TEST_F(TcpChannelTest, AReceiverWhoseSenderGoesWaitsForTheRoundsEndThenSaysTheSenderIsGone) {
+  const Model model = makeModel(9, 10, 16);
+  auto plan = BucketPlan::build(model.manifest, kBucketBytes, 256);
+  ASSERT_TRUE(plan.has_value());
+  const auto roundToken = token(9);
+  constexpr auto kGrace = 300ms;
+  std::vector<std::vector<std::vector<std::byte>>> staging(2, stagingFor(model.manifest));
+  std::atomic<int> reading{0};
+  std::atomic<bool> roundEnded{false};
+  std::vector<tl::expected<TransferResult, ChannelFailure>> results(2);
+  std::vector<std::thread> threads;
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto channel = receiver(roundToken, {}, kGrace);
+      bool counted = false;
+      channel->setProgress([&](std::uint64_t) {
+        if (!std::exchange(counted, true)) ++reading;
+        std::this_thread::sleep_for(1ms);
+      });
+      if (r == 1) channel->setCancelProbe([&] { return roundEnded.load(); });
+      results[r] = channel->receive(1, *plan, views(staging[r]), r, Clock::now() + kTransferTimeout);
+    });
+  }
+  auto channel = sender(roundToken);
+  channel->setCancelProbe([&] { return reading.load() == 2; });
+  auto sent = channel->send(1, *plan, views(model.tensors), 2, Clock::now() + kTransferTimeout);
+  ASSERT_FALSE(sent.has_value());
+  EXPECT_EQ(sent.error().code, ChannelError::Aborted) << sent.error().describe();
+  channel.reset();  // the sender's end goes: its connections close
+  const auto goneAt = Clock::now();
+  std::this_thread::sleep_for(kGrace / 3);
+  roundEnded = true;
+  for (std::thread& thread : threads) thread.join();
+
+  ASSERT_FALSE(results[1].has_value());
+  EXPECT_EQ(results[1].error().code, ChannelError::Aborted) << results[1].error().describe();
+  EXPECT_NE(results[1].error().detail.find("the round ended meanwhile"), std::string::npos);
+  ASSERT_FALSE(results[0].has_value());
+  EXPECT_EQ(results[0].error().code, ChannelError::PeerGone) << results[0].error().describe();
+  EXPECT_NE(results[0].error().detail.find("closed the connection"), std::string::npos);
+  EXPECT_GE(Clock::now() - goneAt, kGrace);
+  EXPECT_LT(Clock::now() - goneAt, kGrace + kPromptly);
 }
 
 TEST_F(TcpChannelTest, TheCancelProbeEndsEveryWait) {

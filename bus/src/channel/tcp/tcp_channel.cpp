@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "channel/tcp/tcp_socket.hpp"
 #include "wsync/bus/channel/tcp/tcp_address.hpp"
 #include "wsync/bus/core/text.hpp"
 
@@ -17,6 +18,8 @@ TcpChannel::TcpChannel(TcpChannelConfig config, std::vector<SenderAddress> addre
     : config_(std::move(config)),
       senderAddresses_(std::move(addresses)),
       key_(tcpChannelKey(config_.senderContact, config_.token)) {}
+
+TcpChannel::~TcpChannel() = default;
 
 tl::expected<std::unique_ptr<TcpChannel>, ChannelFailure> TcpChannel::open(TcpChannelConfig config) {
   if (config.token.size() != kTcpTokenBytes) {

@@ -72,12 +72,27 @@ tl::expected<TransferResult, ChannelFailure> TcpChannel::receive(std::uint64_t t
                                                                  std::span<const std::span<std::byte>> tensors,
                                                                  std::uint32_t receiver,
                                                                  std::chrono::steady_clock::time_point deadline) {
+  tcp::TransferWatch watch(transfer, deadline, cancelProbe_);
+  auto received = receiveFromSender(transfer, plan, tensors, receiver, watch);
+  if (received || received.error().code != ChannelError::PeerGone) return received;
+  // The sender closed the connection: it died, or it failed and reported why (it keeps the connections of
+  // receivers that did nothing wrong open, send()). Either way the coordinator ends the round, and a report of this
+  // side's could reach it first and be blamed: wait for the round's end, and report the sender gone only without it.
+  auto waited = watch.sleep(config_.senderGoneGrace, "waiting for the round to end after the tcp sender went");
+  if (!waited && waited.error().code == ChannelError::Aborted) {
+    return fail(ChannelError::Aborted, received.error().detail + "; the round ended meanwhile");
+  }
+  return received;
+}
+
+tl::expected<TransferResult, ChannelFailure> TcpChannel::receiveFromSender(
+    std::uint64_t transfer, const BucketPlan& plan, std::span<const std::span<std::byte>> tensors,
+    std::uint32_t receiver, tcp::TransferWatch& watch) {
   auto stream = tcp::PayloadStream::forReceiving(plan, tensors);
   if (!stream) return tl::unexpected(stream.error());
   if (senderAddresses_.empty()) {
     return fail(ChannelError::Unsupported, "this end of the tcp channel knows no sender: it cannot receive");
   }
-  tcp::TransferWatch watch(transfer, deadline, cancelProbe_);
   const std::string& peer = config_.senderContact;
 
   tcp::ReceiverHello hello;

@@ -78,6 +78,8 @@ class Sender {
   // Runs until every receiver acknowledged the payload; `progress` gets the bytes every receiver has been sent,
   // after each bucket.
   tl::expected<void, ChannelFailure> run(const TransferProgress& progress);
+  // The connections of the receivers that are not done (after a failure), handed to the caller to keep open.
+  std::vector<Socket> takeOpenConnections();
 
  private:
   // Accepts what the listener holds, at most kMaxUnansweredConnections a pass: a flood cannot hold the loop here.
@@ -119,6 +121,14 @@ ChannelFailure Sender::failed(std::uint32_t index, const Receiver& receiver, int
   if (tcp::meansPeerGone(error)) return gone(index, receiver, "is gone (" + tcp::systemText(error) + ")");
   return ChannelFailure{ChannelError::SystemError, "the connection of receiver " + std::to_string(index) + " (" +
                                                        receiver.name + "): " + tcp::systemText(error)};
+}
+
+std::vector<Socket> Sender::takeOpenConnections() {
+  std::vector<Socket> open;
+  for (auto& receiver : receivers_) {
+    if (receiver && receiver->socket.valid()) open.push_back(std::move(receiver->socket));
+  }
+  return open;
 }
 
 std::string Sender::waitingFor() const {
@@ -364,9 +374,16 @@ tl::expected<TransferResult, ChannelFailure> TcpChannel::send(std::uint64_t tran
     stream->digestUpTo(digested, stream->totalBytes(), digest);
     return TransferResult{digest.bytes(), digest.digest()};
   }
+  parked_.clear();  // a previous transfer's: its round is over
   tcp::TransferWatch watch(transfer, deadline, cancelProbe_);
   Sender sender(transfer, *stream, config_.token, receiverCount, config_.listener->fd(), watch, digest);
-  if (auto sent = sender.run(progress()); !sent) return tl::unexpected(sent.error());
+  if (auto sent = sender.run(progress()); !sent) {
+    // The other receivers' connections stay open: closing them would fail each of them with PeerGone, and their
+    // reports would race this side's, which says what went wrong, and could blame a worker that did nothing. They
+    // end with the round instead (their cancel probes), and these close when this channel goes.
+    parked_ = sender.takeOpenConnections();
+    return tl::unexpected(sent.error());
+  }
   return TransferResult{digest.bytes(), digest.digest()};
 }
 
