@@ -170,8 +170,9 @@ std::optional<msg::ChannelKind> channelOf(wsync_channel channel) {
   static_assert(WSYNC_CHANNEL_SHM == static_cast<int>(msg::ChannelKind::Shm) &&
                 WSYNC_CHANNEL_NCCL == static_cast<int>(msg::ChannelKind::Nccl) &&
                 WSYNC_CHANNEL_CUDA_IPC == static_cast<int>(msg::ChannelKind::CudaIpc) &&
-                msg::ChannelKind::MAX == msg::ChannelKind::CudaIpc);
-  if (channel > WSYNC_CHANNEL_CUDA_IPC) return std::nullopt;
+                WSYNC_CHANNEL_TCP == static_cast<int>(msg::ChannelKind::Tcp) &&
+                msg::ChannelKind::MAX == msg::ChannelKind::Tcp);
+  if (channel > WSYNC_CHANNEL_TCP) return std::nullopt;
   return static_cast<msg::ChannelKind>(channel);
 }
 

@@ -11,6 +11,7 @@
 
 #include <wsync/schemas/control_generated.h>
 
+#include "wsync/bus/channel/channel_contact.hpp"
 #include "wsync/bus/core/process_identity.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
 
@@ -30,6 +31,7 @@ struct AgentRecord {
   std::uint64_t appliedVersion = 0;
   std::vector<bus::Digest> knownManifests;  // sent to this worker already
   std::vector<msg::ChannelKind> channels;   // payload channels it can use (AgentHello)
+  std::vector<bus::ChannelContact> contacts;  // where it listens for them (AgentHello channel_contacts)
 };
 
 class AgentRegistry {

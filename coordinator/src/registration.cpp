@@ -72,6 +72,20 @@ std::string Coordinator::Impl::helloProblem(const msg::AgentHello& hello) const 
     return std::to_string(hello.channels()->size()) + " channels offered (at most " +
            std::to_string(kMaxOfferedChannels) + ")";
   }
+  if (const auto* contacts = hello.channel_contacts(); contacts != nullptr) {
+    if (contacts->size() > kMaxOfferedChannels) {
+      return std::to_string(contacts->size()) + " channel contacts (at most " + std::to_string(kMaxOfferedChannels) +
+             ")";
+    }
+    for (const msg::ChannelContact* contact : *contacts) {
+      const std::string_view address = contact->address() ? contact->address()->string_view() : std::string_view();
+      // Handed to every receiver of its rounds and named in logs: bounded, printable, no control bytes.
+      if (auto problem = bus::checkClientText("a channel contact", address, bus::kMaxContactAddressBytes);
+          !problem.empty()) {
+        return problem;
+      }
+    }
+  }
   return {};
 }
 
@@ -189,6 +203,12 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   agent.appliedVersion = hello.applied_version();
   if (hello.channels() != nullptr) {
     for (const auto kind : *hello.channels()) agent.channels.push_back(static_cast<msg::ChannelKind>(kind));
+  }
+  if (const auto* contacts = hello.channel_contacts(); contacts != nullptr) {
+    for (const msg::ChannelContact* contact : *contacts) {
+      agent.contacts.push_back(
+          bus::ChannelContact{contact->kind(), contact->address() ? contact->address()->str() : std::string()});
+    }
   }
   if (auto assigned = block_.assignSlot(agent.slot, bus::SlotAssignment{agentId, agent.role, agent.rank, hello.pid()});
       !assigned) {

@@ -96,11 +96,13 @@ tl::expected<void, std::string> RoundMachine::prepareChannel(ActiveRound& next, 
       return tl::unexpected("worker '" + worker->agentId + "' cannot use channel " + channelName + " (it offers " +
                             (offered.empty() ? std::string("none") : offered) + ")");
     }
-    receivers.push_back(bus::ChannelMember{worker->agentId, worker->routingId, worker->sameHost, worker->hostname});
+    receivers.push_back(
+        bus::ChannelMember{worker->agentId, worker->routingId, worker->sameHost, worker->hostname, worker->contacts});
   }
   next.owner = ownerOf(kind);
   if (next.owner == nullptr) return tl::unexpected("channel " + channelName + " is unknown to this coordinator");
-  const bus::ChannelMember sender{trainer.agentId, trainer.routingId, trainer.sameHost, trainer.hostname};
+  const bus::ChannelMember sender{trainer.agentId, trainer.routingId, trainer.sameHost, trainer.hostname,
+                                  trainer.contacts};
   if (!next.owner->crossesHosts()) {
     std::string elsewhere;
     auto note = [&](const char* role, const bus::ChannelMember& member) {
@@ -287,7 +289,8 @@ void RoundMachine::startTransfer() {
         fbb, round_->id, round_->version, round_->owner->kind(), &digest, round_->totalBytes, round_->bucketBytes,
         round_->bucketCount, parts_.options.bufferCount, parts_.options.alignment, fbb.CreateString(grant.segment),
         grant.groupId.empty() ? 0 : fbb.CreateVector(grant.groupId), grant.ranked ? receiver + 1 : -1,
-        grant.ranked ? receivers + 1 : 0, receiver, receivers);
+        grant.ranked ? receivers + 1 : 0, receiver, receivers,
+        grant.senderContact.empty() ? 0 : fbb.CreateString(grant.senderContact));
     parts_.outbox.send(peer, parts_.outbox.stamp(body));
   };
   // Receivers first: they are ready to drain before the trainer has filled the first bucket.

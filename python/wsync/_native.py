@@ -44,7 +44,8 @@ DTYPE_NAMES = {DTYPE_BOOL: "BOOL", DTYPE_U8: "U8", DTYPE_I8: "I8", DTYPE_I16: "I
 
 PAUSE_MODES = {"abort": 0, "wait": 1, "keep": 2}
 PAUSE_MODE_NAMES = {value: name for name, value in PAUSE_MODES.items()}
-CHANNELS = {"shm": 0, "nccl": 1, "cuda_ipc": 2}
+CHANNELS = {"shm": 0, "nccl": 1, "cuda_ipc": 2, "tcp": 3}
+HOST_CHANNELS = ("shm", "tcp")  # the channels of host tensors; the others move GPU tensors
 MEMORY_KINDS = {"host": 0, "device": 1}
 OUTCOME_KINDS = {0: "committed", 1: "aborted", 2: "refused"}
 DETAIL_CHARS = 1024

@@ -123,7 +123,7 @@ class Trainer(Closing):
         self.bus = bus
         self.agent_id = agent_id
         self.channel = channel
-        if channel != "shm" and cuda_device is None:
+        if channel not in N.HOST_CHANNELS and cuda_device is None:
             torch = sys.modules.get("torch")
             cuda_device = torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else 0
         self.cuda_device = cuda_device
@@ -222,10 +222,11 @@ class Trainer(Closing):
         return infos
 
     def _check_place(self, info: TensorInfo) -> None:
-        if self.channel == "shm":
+        if self.channel in N.HOST_CHANNELS:
             if info.device != HOST:
-                raise InvalidArgumentError(f"tensor '{info.name}' is on {device_text(info.device)}; the shm channel "
-                                           f"takes host tensors (use channel 'nccl' or 'cuda_ipc' for GPU tensors)")
+                raise InvalidArgumentError(f"tensor '{info.name}' is on {device_text(info.device)}; the {self.channel} "
+                                           f"channel takes host tensors (use channel 'nccl' or 'cuda_ipc' for GPU "
+                                           f"tensors)")
         elif info.device != ("cuda", self.cuda_device):
             raise InvalidArgumentError(f"tensor '{info.name}' is on {device_text(info.device)}; this trainer's "
                                        f"{self.channel} channel takes tensors on cuda:{self.cuda_device}")

@@ -35,7 +35,8 @@ constexpr std::size_t fieldCount(Result (*)(flatbuffers::FlatBufferBuilder&, Arg
   return sizeof...(Args);
 }
 static_assert(fieldCount(&msg::CreateEnvelope) == 6);  // the union counts twice: body_type and body
-static_assert(fieldCount(&msg::CreateAgentHello) == 10);
+static_assert(fieldCount(&msg::CreateChannelContact) == 2);
+static_assert(fieldCount(&msg::CreateAgentHello) == 11);
 static_assert(fieldCount(&msg::CreateWelcome) == 18);
 static_assert(fieldCount(&msg::CreateHeartbeat) == 1);
 static_assert(fieldCount(&msg::CreateTensorInfo) == 3);
@@ -43,7 +44,7 @@ static_assert(fieldCount(&msg::CreateManifest) == 3);
 static_assert(fieldCount(&msg::CreateBeginUpdate) == 7);
 static_assert(fieldCount(&msg::CreatePause) == 4);
 static_assert(fieldCount(&msg::CreatePauseAck) == 5);
-static_assert(fieldCount(&msg::CreateTransferPlan) == 15);
+static_assert(fieldCount(&msg::CreateTransferPlan) == 16);
 static_assert(fieldCount(&msg::CreateUpdateDone) == 7);
 static_assert(fieldCount(&msg::CreateCommit) == 5);
 static_assert(fieldCount(&msg::CreateAbort) == 5);
@@ -164,6 +165,16 @@ void walk(const msg::AgentHello& hello, Fold& fold) {
   }
   fold.add(hello.applied_version());
   fold.add(hello.host_key());
+  if (const auto* contacts = hello.channel_contacts()) {
+    fold.add(contacts->size());
+    for (const msg::ChannelContact* contact : *contacts) {
+      WSYNC_FUZZ_CHECK(contact != nullptr);  // the Verifier checked every element's offset
+      fold.add(contact->kind(), msg::EnumNameChannelKind(contact->kind()));
+      fold.add(contact->address());
+    }
+  } else {
+    fold.addAbsent();
+  }
 }
 
 void walk(const msg::Welcome& welcome, Fold& fold) {
@@ -255,6 +266,7 @@ void walk(const msg::TransferPlan& plan, Fold& fold) {
   fold.add(plan.nccl_world_size());
   fold.add(plan.receiver());
   fold.add(plan.receiver_count());
+  fold.add(plan.sender_contact());
 }
 
 void walk(const msg::UpdateDone& done, Fold& fold) {

@@ -159,6 +159,19 @@ Bytes agentHelloTrainer() {
                                                  0, 4, 1'207, "train-node-01", &channels, 0));
 }
 
+// A trainer that sends on tcp: its listener's address, an IPv4 and an IPv6 contact.
+Bytes agentHelloTrainerTcp() {
+  flatbuffers::FlatBufferBuilder fbb;
+  const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Tcp};
+  const std::vector<flatbuffers::Offset<msg::ChannelContact>> contacts{
+      msg::CreateChannelContactDirect(fbb, msg::ChannelKind::Tcp, "10.0.3.17:41873"),
+      msg::CreateChannelContactDirect(fbb, msg::ChannelKind::Tcp, "[fd00::3:17]:41873")};
+  return finish(fbb, msg::CreateAgentHelloDirect(fbb, "trainer-0", msg::Role::Trainer, wsync::bus::kProtocolVersion,
+                                                 0, 1, 1'207, "cpu-node-03", &channels, 0,
+                                                 "8c1d2e3f-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.3/pid:4.4026531836",
+                                                 &contacts));
+}
+
 // An id over kMaxAgentIdBytes: the decoder passes it; refusing it is the coordinator's business.
 Bytes agentHelloLongAgentId() {
   flatbuffers::FlatBufferBuilder fbb;
@@ -272,6 +285,15 @@ Bytes transferPlanShm() {
   return finish(fbb, msg::CreateTransferPlanDirect(fbb, 8, 43, msg::ChannelKind::Shm, &kManifestDigest,
                                                    14'483'456'000, 64ULL << 20, 216, 3, 4'096,
                                                    "/wsync-arena-1732000000-8", nullptr, -1, 0, 2, 3));
+}
+
+Bytes transferPlanTcp() {
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<std::uint8_t> token(16);
+  for (std::size_t i = 0; i < token.size(); ++i) token[i] = static_cast<std::uint8_t>(i * 91 + 5);
+  return finish(fbb, msg::CreateTransferPlanDirect(fbb, 9, 44, msg::ChannelKind::Tcp, &kManifestDigest,
+                                                   250'000'000, 4ULL << 20, 60, 2, 256, nullptr, &token, -1, 0, 1, 3,
+                                                   "10.0.3.17:41873"));
 }
 
 Bytes updateDone() {
@@ -514,6 +536,15 @@ Bytes agentHelloChannelOutOfRange() {
                                                  &channels));
 }
 
+Bytes agentHelloContactOutOfRange() {
+  flatbuffers::FlatBufferBuilder fbb;
+  const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Tcp};
+  const std::vector<flatbuffers::Offset<msg::ChannelContact>> contacts{
+      msg::CreateChannelContactDirect(fbb, static_cast<msg::ChannelKind>(9), "10.0.3.17:41873")};
+  return finish(fbb, msg::CreateAgentHelloDirect(fbb, "trainer-0", msg::Role::Trainer, wsync::bus::kProtocolVersion,
+                                                 0, 1, 1'207, "cpu-node-03", &channels, 0, nullptr, &contacts));
+}
+
 Bytes manifestDTypeOutOfRange() {
   flatbuffers::FlatBufferBuilder fbb;
   auto specs = transformerTensors(0);
@@ -538,6 +569,7 @@ std::vector<Seed> seeds() {
   return {
       {"agent_hello_worker", agentHelloWorker()},
       {"agent_hello_trainer", agentHelloTrainer()},
+      {"agent_hello_trainer_tcp", agentHelloTrainerTcp()},
       {"agent_hello_long_agent_id", agentHelloLongAgentId()},
       {"welcome", welcome()},
       {"welcome_after_commit", welcomeAfterCommit()},
@@ -556,6 +588,7 @@ std::vector<Seed> seeds() {
       {"pause_ack_refused", pauseAckRefused()},
       {"transfer_plan_nccl", transferPlanNccl()},
       {"transfer_plan_shm", transferPlanShm()},
+      {"transfer_plan_tcp", transferPlanTcp()},
       {"update_done", updateDone()},
       {"update_done_digest_mismatch", updateDoneDigestMismatch()},
       {"commit", commit()},
@@ -594,6 +627,7 @@ std::vector<Seed> seeds() {
       {"refused_too_short", tooShort(), MessageError::NotWsync},
       {"refused_enum_out_of_range", controlPauseModeOutOfRange(), MessageError::EnumOutOfRange},
       {"refused_enum_out_of_range_in_vector", agentHelloChannelOutOfRange(), MessageError::EnumOutOfRange},
+      {"refused_enum_out_of_range_in_contact", agentHelloContactOutOfRange(), MessageError::EnumOutOfRange},
       {"refused_enum_out_of_range_in_manifest", manifestDTypeOutOfRange(), MessageError::EnumOutOfRange},
       {"refused_empty", {}, MessageError::Empty},
       {"unknown_body_type", unknownBodyType()},

@@ -3,10 +3,12 @@
 // its control block; they stay registered on their slot reports, and the operator on "ops" sees them as the
 // coordinator's host would. A round on a channel that cannot cross hosts is refused before anyone pauses, naming
 // who is where.
+#include <csignal>
 #include <thread>
 
 #include "bus_rig_fixture.hpp"
 #include "round_fixture.hpp"
+#include "text_file.hpp"
 
 namespace wsync::test {
 namespace {
@@ -49,6 +51,28 @@ TEST_F(BusRigFixture, AnShmRoundAcrossHostsIsRefusedBeforeAnyonePausesNamingWhoI
   const auto state = status();
   EXPECT_EQ(state["round"], 0) << state.dump();
   EXPECT_EQ(state["committed_version"], 0);
+}
+
+// Rounds across hosts on the tcp channel: the trainer on "train" publishes to workers on "w1" and "w2"; every
+// version commits and both workers end with the trainer's bytes.
+TEST_F(BusRigFixture, RoundsCommitWithTheTrainerAndTheWorkersOnHostsOfTheirOwn) {
+  startCoordinator({"--bucket-mib", "1"});
+  const std::vector<std::string> flags{"--model", "synthetic:8:4", "--channel", "tcp"};
+  startWorker("w1", "w1", flags);
+  startWorker("w2", "w2", flags);
+  ASSERT_TRUE(waitForAgents(2));
+  auto trainerFlags = flags;
+  trainerFlags.insert(trainerFlags.end(), {"--steps", "3"});
+  auto& trainer = startTrainer("t0", trainerFlags);
+  EXPECT_EQ(trainer.wait(kPatience), 0) << log("t0");
+  EXPECT_EQ(status()["committed_version"], 3) << log("coordinator");
+  const std::string sent = readTextFile(path("t0.safetensors"));
+  ASSERT_FALSE(sent.empty()) << log("t0");
+  for (const std::string id : {"w1", "w2"}) {
+    agents_.at(id).signal(SIGTERM);
+    EXPECT_EQ(agents_.at(id).wait(kPatience), 0) << log(id);
+    EXPECT_TRUE(sent == readTextFile(path(id + ".safetensors"))) << id << " does not hold version 3 byte for byte";
+  }
 }
 
 // The operator on "ops" pauses generation on workers on other hosts and resumes it: each worker's engine follows

@@ -384,6 +384,50 @@ TEST_F(RoundFixture, ATensorNameWithANulIsRefusedBeforeAnyRoundBegins) {
   EXPECT_EQ(honest.wait(kPatience), 0);
 }
 
+// A hello's channel contacts are handed to every receiver of its rounds and named in logs: bounded and printable,
+// or the hello is refused. And a round on tcp whose sender advertised no contact is refused before anyone pauses.
+TEST_F(RoundFixture, ChannelContactsAreCheckedAndATcpSenderWithoutOneIsRefused) {
+  startCoordinator();
+  auto worker = startWorker("w0", {"--channel", "tcp"});
+  waitForAgents(1);
+  auto endpoints = bus::resolveEndpoints(bus_);
+  ASSERT_TRUE(endpoints);
+  for (const std::string& address : {std::string("10.0.0.7:4100\n[fake log line]"),
+                                     std::string(bus::kMaxContactAddressBytes + 1, '1')}) {
+    RawClient liar(context_, endpoints->requests, "contact");
+    liar.sendHello({.agentId = "contact", .role = msg::Role::Trainer, .channels = {msg::ChannelKind::Tcp},
+                    .contacts = {{msg::ChannelKind::Tcp, address}}});
+    const auto refusal = liar.receive<msg::Error>(kPatience);
+    ASSERT_TRUE(refusal);
+    EXPECT_EQ(refusal->as<msg::Error>()->code(), msg::ErrorCode::InvalidField);
+    EXPECT_THAT(refusal->as<msg::Error>()->detail()->str(), ::testing::HasSubstr("channel contact"));
+  }
+  EXPECT_EQ(block_->activeAgents(), 1U);
+
+  RawClient trainer(context_, endpoints->requests, "mute-trainer");
+  ASSERT_TRUE(trainer.registerAs({.agentId = "mute", .role = msg::Role::Trainer, .channels = {msg::ChannelKind::Tcp}},
+                                 kPatience));
+  bus::MessageBuilder builder(64 * 1024);
+  auto& fbb = builder.fbb();
+  const auto manifest = bus::Manifest::create(*cli::modelTensors("tiny"));
+  ASSERT_TRUE(manifest);
+  const msg::Digest128 digest = bus::toMessage(manifest->digest());
+  const auto seq = trainer.send(builder,
+                                msg::CreateBeginUpdate(fbb, 1, 0, &digest, manifest->toMessage(fbb),
+                                                       msg::ChannelKind::Tcp, msg::PauseMode::Keep,
+                                                       manifest->totalBytes()),
+                                trainer.epoch());
+  const auto refusal = trainer.receive(
+      [&](const bus::Message& message) {
+        return message.as<msg::Error>() != nullptr && message.as<msg::Error>()->in_reply_to() == seq;
+      },
+      kPatience);
+  ASSERT_TRUE(refusal);
+  EXPECT_THAT(refusal->as<msg::Error>()->detail()->str(), ::testing::HasSubstr("'mute' offered no tcp contact"));
+  EXPECT_EQ(block_->roundState().round, 0U) << "no round began";
+  EXPECT_FALSE(block_->pauseState().paused);
+}
+
 // Issue 13, 8: an enum field holding a value its schema does not define is refused, naming the field.
 TEST_F(RoundFixture, EnumsOutOfTheirRangeAreRefusedNamingTheField) {
   startCoordinator();

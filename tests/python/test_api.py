@@ -343,6 +343,17 @@ def test_buffers_and_dlpack_move_without_numpy_or_torch(in_process_coordinator):
     assert list(target) == [float(i) for i in range(8)]
 
 
+def test_the_tcp_channel_moves_host_tensors(in_process_coordinator):
+    bus = in_process_coordinator.bus
+    target = np.zeros(1 << 20, np.float32)
+    with wsync.Worker(bus, agent_id="w", tensors={"x": target}) as worker, \
+            wsync.Trainer(bus, agent_id="t", channel="tcp") as trainer:
+        for version in (1, 2):
+            assert trainer.publish(version, {"x": np.full(1 << 20, version, np.float32)}).wait(30).committed
+            worker.wait_for_version(version, timeout=10)
+            assert (target == version).all()
+
+
 def test_published_tensors_stay_alive_until_the_outcome(in_process_coordinator):
     bus = in_process_coordinator.bus
     target = np.zeros(1 << 16, np.int64)

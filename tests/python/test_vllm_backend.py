@@ -616,7 +616,7 @@ def test_sender_leaves_vllm_alone_when_the_round_aborts(fake_wsync):
         sender.sync(client, trainer_tensors(1.0))
     assert client.log == []
     with pytest.raises(ValueError):
-        wsender.WsyncSender("rl", channel="tcp")
+        wsender.WsyncSender("rl", channel="rdma")
 
 
 def test_llm_client_wraps_the_request_dicts():

@@ -75,6 +75,7 @@ class RawClient {
     std::int32_t requestedRank = -1;
     // Empty: none (the coordinator then compares hostnames); another key than this host's: an agent elsewhere.
     std::string hostKey{};
+    std::vector<std::pair<msg::ChannelKind, std::string>> contacts{};  // channel_contacts
   };
   std::uint64_t sendHello(const Hello& hello) {
     bus::MessageBuilder builder;
@@ -82,10 +83,17 @@ class RawClient {
     std::array<char, 256> host{};
     ::gethostname(host.data(), host.size() - 1);
     const auto channels = fbb.CreateVector(hello.channels);
+    std::vector<flatbuffers::Offset<msg::ChannelContact>> contacts;
+    for (const auto& [kind, address] : hello.contacts) {
+      contacts.push_back(msg::CreateChannelContact(fbb, kind, fbb.CreateString(address)));
+    }
+    const auto contactVector = fbb.CreateVector(contacts);
     return send(builder, msg::CreateAgentHello(fbb, fbb.CreateString(hello.agentId), hello.role, bus::kProtocolVersion,
                                                hello.requestedRank, 1, hello.pid, fbb.CreateString(host.data()),
                                                channels, hello.appliedVersion,
-                                               hello.hostKey.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(hello.hostKey)));
+                                               hello.hostKey.empty() ? flatbuffers::Offset<flatbuffers::String>()
+                                                                     : fbb.CreateString(hello.hostKey),
+                                               contactVector));
   }
   // Registers and returns the Welcome's epoch (nothing when refused or unanswered).
   std::optional<std::uint64_t> registerAs(const Hello& hello, std::chrono::milliseconds timeout) {

@@ -1,5 +1,5 @@
 // The channel of a round is the trainer's choice and the workers' capability: the coordinator refuses a GPU round,
-// naming the worker, when a worker bound host memory (it offers shm only), before anyone pauses; a GPU round with
+// naming the worker, when a worker bound host memory (it offers the host channels only), before anyone pauses; a GPU round with
 // no worker commits without touching a GPU. Runs the real coordinator and both agents in this process, with or
 // without CUDA in the build and with or without a GPU on the machine.
 #include <gtest/gtest.h>
@@ -86,7 +86,7 @@ TEST_P(ChannelChoice, AGpuRoundIsRefusedNamingAWorkerBoundToHostMemory) {
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->kind, trainer_agent::OutcomeKind::Refused);
   EXPECT_NE(outcome->detail.find("worker 'host-worker' cannot use channel " +
-                                 bus::channelName(GetParam()) + " (it offers shm)"),
+                                 bus::channelName(GetParam()) + " (it offers shm, tcp)"),
             std::string::npos)
       << outcome->detail;
   EXPECT_EQ(pauses.load(), 0) << "a refused round must not pause anyone";

@@ -405,7 +405,21 @@ TEST(MessageEnums, RefusesAVectorElementOutOfRange) {
   const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm, static_cast<msg::ChannelKind>(9)};
   const auto hello = builder.finish(msg::CreateAgentHelloDirect(fbb, "worker-0", msg::Role::Worker,
                                                                 kProtocolVersion, -1, 1, 0, "node", &channels));
-  EXPECT_EQ(expectEnumOutOfRange(hello), "AgentHello.channels[1] = 9 is not one of Shm, Nccl, CudaIpc (0..2)");
+  EXPECT_EQ(expectEnumOutOfRange(hello), "AgentHello.channels[1] = 9 is not one of Shm, Nccl, CudaIpc, Tcp (0..3)");
+}
+
+TEST(MessageEnums, RefusesAChannelContactOfAnUndeclaredKind) {
+  MessageBuilder builder;
+  auto& fbb = builder.fbb();
+  const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Tcp};
+  const std::vector<flatbuffers::Offset<msg::ChannelContact>> contacts{
+      msg::CreateChannelContactDirect(fbb, msg::ChannelKind::Tcp, "10.0.0.7:4100"),
+      msg::CreateChannelContactDirect(fbb, static_cast<msg::ChannelKind>(7), "10.0.0.7:4101")};
+  const auto hello = builder.finish(msg::CreateAgentHelloDirect(fbb, "trainer-0", msg::Role::Trainer,
+                                                                kProtocolVersion, -1, 1, 0, "node", &channels, 0,
+                                                                nullptr, &contacts));
+  EXPECT_EQ(expectEnumOutOfRange(hello),
+            "AgentHello.channel_contacts[1].kind = 7 is not one of Shm, Nccl, CudaIpc, Tcp (0..3)");
 }
 
 TEST(MessageEnums, RefusesANestedTableFieldOutOfRange) {

@@ -1,4 +1,4 @@
-// wsync-bench bus|shm|round|soak|gpu [--quick] [--out FILE] [--json FILE] [--commit SHA] [options of the mode]
+// wsync-bench bus|shm|tcp|round|soak|gpu [--quick] [--out FILE] [--json FILE] [--commit SHA] [options of the mode]
 // (README.md). The hidden agent-* subcommands are the agent processes the modes start, options as one JSON argument.
 #include <algorithm>
 #include <csignal>
@@ -11,6 +11,7 @@
 #include "round.hpp"
 #include "shm.hpp"
 #include "soak.hpp"
+#include "tcp.hpp"
 #include "wsync/bus/core/log.hpp"
 #ifdef WSYNC_HAVE_CUDA
 #include "gpu.hpp"
@@ -115,6 +116,13 @@ int main(int argc, char** argv) {
   list(shmMode, "--buffers", shm.buffers, "Buffer counts of the arena's ring, likewise")->check(CLI::Range(2, 8));
   option(shmMode, "--repetitions", shm.repetitions, "Timed repetitions per path")->check(positive);
   shmMode.add_flag("--wait-for-quiet", shm.waitForQuiet, "Start every round once the CPUs were 90% idle for 0.5 s");
+
+  TcpBenchConfig tcp;
+  CLI::App& tcpMode = addMode(app, "tcp", "The tcp channel over loopback vs raw TCP send/recv", tcp, quick, status,
+                              [&](Report& report) { runTcpBenchmark(tcp, report); });
+  list(tcpMode, "--models", tcp.models, "Models (names cli::modelTensors knows)");
+  list(tcpMode, "--receivers", tcp.receivers, "Receiver counts")->check(CLI::Range(std::size_t{1}, std::size_t{64}));
+  option(tcpMode, "--repetitions", tcp.repetitions, "Timed repetitions per path")->check(positive);
 
   RoundBenchConfig round;
   CLI::App& roundMode = addMode(app, "round", "An update round's control overhead by workers and tensors, vs the raw "

@@ -111,9 +111,9 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mib", bucketMiB, "shm bucket size")->capture_default_str();
   app.add_option("--interval-ms", intervalMs, "trainer's pause between steps (workers generate meanwhile)")
       ->capture_default_str();
-  app.add_option("--channel", channel, "shm (host memory) | nccl | cuda_ipc (the model on GPUs)")
+  app.add_option("--channel", channel, "shm | tcp (host memory) | nccl | cuda_ipc (the model on GPUs)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"shm", "nccl", "cuda_ipc"}));
+      ->check(CLI::IsMember({"shm", "tcp", "nccl", "cuda_ipc"}));
   app.add_option("--cuda-devices", cudaDevices,
                  "GPUs for nccl and cuda_ipc: the trainer on the first, the workers round-robin on the others (on the "
                  "first too when it is the only one)")
@@ -143,15 +143,15 @@ int main(int argc, char** argv) {
   const std::string bus = "demo-" + std::to_string(getpid());
   signal(SIGPIPE, SIG_IGN);
 
-  const bool onGpu = channel != "shm";
+  const bool onGpu = channel == "nccl" || channel == "cuda_ipc";
   // The trainer's GPU, then each worker's.
   auto workerDevice = [&](std::uint32_t index) {
     if (cudaDevices.size() == 1) return cudaDevices[0];
     return cudaDevices[1 + index % (cudaDevices.size() - 1)];
   };
-  auto gpuArgs = [&](int device) {
+  auto channelArgs = [&](int device) {
     return onGpu ? std::vector<std::string>{"--channel", channel, "--cuda-device", std::to_string(device)}
-                 : std::vector<std::string>{};
+                 : std::vector<std::string>{"--channel", channel};
   };
   if (channel == "nccl") {
     // NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): say so before anything starts.
@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
                                   (workDir / (id + ".jsonl")).string(), "--dump",
                                   (workDir / (id + ".safetensors")).string(), "--concurrency", "4", "--tokens", "48",
                                   "--step-ms", "2"};
-    for (auto& arg : gpuArgs(workerDevice(index))) args.push_back(std::move(arg));
+    for (auto& arg : channelArgs(workerDevice(index))) args.push_back(std::move(arg));
     auto worker = start(workerBin, args, (workDir / (id + ".log")).string());
     if (!worker) return fail(worker.error(), workDir);
     workerProcesses.push_back(std::move(*worker));
@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
                                        std::to_string(rounds), "--interval-ms", std::to_string(intervalMs),
                                        "--pause-mode", pauseMode, "--dump",
                                        (workDir / "trainer.safetensors").string()};
-  for (auto& arg : gpuArgs(cudaDevices[0])) trainerArgs.push_back(std::move(arg));
+  for (auto& arg : channelArgs(cudaDevices[0])) trainerArgs.push_back(std::move(arg));
   auto trainer = start(trainerBin, trainerArgs, (workDir / "trainer.log").string());
   if (!trainer) return fail(trainer.error(), workDir);
 

@@ -13,6 +13,7 @@
 #include "wsync/cli/fault_injection.hpp"
 #include "wsync/cli/curve_flags.hpp"
 #include "wsync/bus/channel/device_block.hpp"
+#include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/core/log.hpp"
 #include "wsync/cli/log_flags.hpp"
 #include "wsync/cli/model_catalog.hpp"
@@ -204,9 +205,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-perturb", noPerturb, "publish the same bytes every step");
   app.add_flag("--print-manifest", printOnly,
                "print the --model catalog model's tensors as JSON ([{name, dtype, shape}]) and exit");
-  app.add_option("--channel", channel, "payload channel: shm (host memory) | nccl | cuda_ipc (the model on a GPU)")
+  app.add_option("--channel", channel,
+                 "payload channel: shm (host memory, this host) | tcp (host memory, any host) | nccl | cuda_ipc (the "
+                 "model on a GPU)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"shm", "nccl", "cuda_ipc"}));
+      ->check(CLI::IsMember({"shm", "tcp", "nccl", "cuda_ipc"}));
   app.add_option("--cuda-device", options.cudaDevice, "the GPU of the model (nccl, cuda_ipc)")->capture_default_str();
   std::int64_t linkTimeoutMs = options.link.timeout.count();
   app.add_option("--link-timeout-ms", linkTimeoutMs,
@@ -240,9 +243,7 @@ int main(int argc, char** argv) {
     options.faultHook = std::make_shared<cli::FaultInjector>(*spec);
   }
   options.link.timeout = std::chrono::milliseconds(linkTimeoutMs);
-  options.channel = channel == "nccl"       ? msg::ChannelKind::Nccl
-                    : channel == "cuda_ipc" ? msg::ChannelKind::CudaIpc
-                                            : msg::ChannelKind::Shm;
+  options.channel = bus::parseChannelName(channel).value_or(msg::ChannelKind::Shm);
   const msg::PauseMode mode = pauseMode == "abort"  ? msg::PauseMode::Abort
                               : pauseMode == "wait" ? msg::PauseMode::Wait
                                                     : msg::PauseMode::Keep;
@@ -253,7 +254,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::optional<DeviceModel> onDevice;
-  if (options.channel != msg::ChannelKind::Shm) {
+  if (bus::channelMemory(options.channel) == bus::TensorMemory::Device) {
     auto allocated = DeviceModel::allocate(*weights, options.cudaDevice);
     if (!allocated) {
       log::error("--channel {}: {}", channel, allocated.error());

@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include "wsync/bus/channel/payload_endpoint.hpp"
+#include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/core/log.hpp"
 
 namespace wsync::trainer_agent {
@@ -66,6 +67,9 @@ struct TrainerAgent::Job {
 };
 
 tl::expected<std::unique_ptr<TrainerAgent>, TrainerFailure> TrainerAgent::start(TrainerOptions options) {
+  // What the channel needs before the hello advertises it (the tcp channel's listener), opened for the agent's life.
+  auto listeners = bus::openChannelListeners(std::span(&options.channel, 1), options.transport);
+  if (!listeners) return bus::fail(TrainerError::Session, "payload channel: " + listeners.error().describe());
   auto context = std::make_unique<zmq::context_t>(1);
   bus::SessionOptions sessionOptions;
   sessionOptions.bus = options.bus;
@@ -75,21 +79,23 @@ tl::expected<std::unique_ptr<TrainerAgent>, TrainerFailure> TrainerAgent::start(
   sessionOptions.role = msg::Role::Trainer;
   sessionOptions.requestedRank = options.requestedRank;
   sessionOptions.channels = {options.channel};
+  sessionOptions.channelContacts = (*listeners)->contacts();
   sessionOptions.link = options.link;
   auto session = bus::AgentSession::open(*context, sessionOptions);
   if (!session) return bus::fail(TrainerError::Session, session.error().describe());
   auto registration = (*session)->registerAgent(0);
   if (!registration) return bus::fail(TrainerError::Session, registration.error().describe());
-  return std::unique_ptr<TrainerAgent>(new TrainerAgent(std::move(options), std::move(context), std::move(*session)));
+  return std::unique_ptr<TrainerAgent>(
+      new TrainerAgent(std::move(options), std::move(context), std::move(*session), std::move(*listeners)));
 }
 
 TrainerAgent::TrainerAgent(TrainerOptions options, std::unique_ptr<zmq::context_t> context,
-                           std::unique_ptr<bus::AgentSession> session)
+                           std::unique_ptr<bus::AgentSession> session, std::shared_ptr<bus::ChannelListeners> listeners)
     : options_(std::move(options)),
       context_(std::move(context)),
       session_(std::move(session)),
       payload_(std::make_unique<bus::PayloadEndpoint>(*session_, options_.cudaDevice, kSendDeadline, bus::openChannel,
-                                                      options_.faultHook.get())) {
+                                                      options_.faultHook.get(), std::move(listeners))) {
   rank_ = session_->registration().rank;
   committed_.store(session_->registration().committedVersion, std::memory_order_release);
   session_->setAppliedVersion(session_->registration().committedVersion);

@@ -18,6 +18,7 @@
 #include "model_weights.hpp"
 #include "wsync/cli/curve_flags.hpp"
 #include "wsync/cli/fault_injection.hpp"
+#include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/core/log.hpp"
 #include "wsync/cli/log_flags.hpp"
 #include "wsync/worker_agent/pause_gate.hpp"
@@ -67,9 +68,10 @@ int main(int argc, char** argv) {
                                    "stop once this version is applied and the in-flight requests are done");
   app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] | corrupt-receive@VERSION (docs/faults.md)");
   app.add_option("--channel", channel,
-                 "shm: weights in host memory; nccl or cuda_ipc: weights on a GPU, received in place while paused")
+                 "shm or tcp: weights in host memory (the worker takes both); nccl or cuda_ipc: weights on a GPU, "
+                 "received in place while paused")
       ->capture_default_str()
-      ->check(CLI::IsMember({"shm", "nccl", "cuda_ipc"}));
+      ->check(CLI::IsMember({"shm", "tcp", "nccl", "cuda_ipc"}));
   app.add_option("--cuda-device", options.cudaDevice, "the GPU of the weights (nccl, cuda_ipc)")->capture_default_str();
   std::int64_t linkTimeoutMs = options.link.timeout.count();
   app.add_option("--link-timeout-ms", linkTimeoutMs,
@@ -118,7 +120,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
 
   // A worker takes every channel its weights' memory allows; the trainer's --channel picks one per round.
-  const bool onGpu = channel != "shm";
+  const bool onGpu = bus::channelMemory(bus::parseChannelName(channel).value_or(msg::ChannelKind::Shm)) ==
+                     bus::TensorMemory::Device;
   options.bindingMemory = onGpu ? worker_agent::BindingMemory::Device : worker_agent::BindingMemory::Host;
   auto weights = worker_app::ModelWeights::load(model, onGpu ? std::optional<int>(options.cudaDevice) : std::nullopt);
   if (!weights) {

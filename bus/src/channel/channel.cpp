@@ -1,4 +1,6 @@
 #include "wsync/bus/channel/channel.hpp"
+
+#include "wsync/bus/channel/tcp/tcp_channel.hpp"
 #include "wsync/bus/core/text.hpp"
 
 namespace wsync::bus {
@@ -11,6 +13,12 @@ std::string channelKey(const msg::TransferPlan& plan) {
       // NcclChannel::key(): a new unique id is a new communicator.
       if (plan.nccl_unique_id() == nullptr) return "nccl:";
       return "nccl:" + hexBytes(std::span(plan.nccl_unique_id()->data(), plan.nccl_unique_id()->size()));
+    }
+    case msg::ChannelKind::Tcp: {
+      // TcpChannel::key(): each round's token opens a channel of its own.
+      const std::string contact = plan.sender_contact() ? plan.sender_contact()->str() : std::string();
+      if (plan.nccl_unique_id() == nullptr) return tcpChannelKey(contact, {});
+      return tcpChannelKey(contact, std::span(plan.nccl_unique_id()->data(), plan.nccl_unique_id()->size()));
     }
   }
   return std::string(msg::EnumNameChannelKind(plan.channel()));

@@ -17,6 +17,8 @@ std::string_view toString(ChannelError error) {
     case ChannelError::DeviceError: return "CUDA error";
     case ChannelError::CommunicatorError: return "NCCL communicator error";
     case ChannelError::DigestMismatch: return "receivers' digests differ";
+    case ChannelError::PeerGone: return "a peer is gone";
+    case ChannelError::Refused: return "refused by the peer";
   }
   return "unknown channel error";
 }
@@ -24,7 +26,8 @@ std::string_view toString(ChannelError error) {
 FailureCause causeOf(ChannelError error) {
   switch (error) {
     case ChannelError::Aborted: return FailureCause::Cancelled;
-    case ChannelError::Timeout: return FailureCause::PeerStalled;
+    case ChannelError::Timeout:
+    case ChannelError::PeerGone: return FailureCause::PeerStalled;
     default: return FailureCause::Local;
   }
 }

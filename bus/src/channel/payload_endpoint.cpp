@@ -19,10 +19,12 @@ PayloadFailure localFailure(std::string detail) {
 }  // namespace
 
 PayloadEndpoint::PayloadEndpoint(AgentSession& session, int cudaDevice, std::chrono::milliseconds transferDeadline,
-                                 ChannelOpener opener, FaultHook* faultHook)
+                                 ChannelOpener opener, FaultHook* faultHook,
+                                 std::shared_ptr<ChannelListeners> listeners)
     : session_(session),
       opener_(std::move(opener)),
       faultHook_(faultHook),
+      listeners_(std::move(listeners)),
       cudaDevice_(cudaDevice),
       transferDeadline_(transferDeadline) {}
 
@@ -44,9 +46,11 @@ bool PayloadEndpoint::roundEnded(std::uint64_t round) {
 }
 
 PayloadFailure PayloadEndpoint::failure(const ChannelFailure& error) const {
-  const FailureCause cause = causeOf(error.code);
-  return PayloadFailure{cause == FailureCause::PeerStalled ? msg::AbortReason::Timeout : msg::AbortReason::ChannelFailure,
-                        cause, error.describe()};
+  // A peer that stalled timed the round out; one whose connection closed failed the channel (the coordinator learns
+  // from its heartbeats whether it died).
+  const msg::AbortReason reason =
+      error.code == ChannelError::Timeout ? msg::AbortReason::Timeout : msg::AbortReason::ChannelFailure;
+  return PayloadFailure{reason, causeOf(error.code), error.describe()};
 }
 
 tl::expected<const BucketPlan*, PayloadFailure> PayloadEndpoint::bucketsFor(const msg::TransferPlan& plan,
@@ -91,6 +95,7 @@ tl::expected<Channel*, PayloadFailure> PayloadEndpoint::channelFor(const msg::Tr
   setup.cudaDevice = cudaDevice_;
   setup.cancelProbe = probe;
   setup.deadline = std::chrono::steady_clock::now() + transferDeadline_;
+  setup.listeners = listeners_;
   auto opened = opener_(plan, setup);
   if (!opened) {
     return tl::unexpected(localFailure("cannot open the payload channel: " + opened.error().describe()));

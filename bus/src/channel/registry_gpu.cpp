@@ -58,7 +58,7 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openGpuChannel(const msg:
 }
 
 std::vector<msg::ChannelKind> buildChannels() {
-  return {msg::ChannelKind::Shm, msg::ChannelKind::Nccl, msg::ChannelKind::CudaIpc};
+  return {msg::ChannelKind::Shm, msg::ChannelKind::Tcp, msg::ChannelKind::Nccl, msg::ChannelKind::CudaIpc};
 }
 
 std::vector<std::unique_ptr<ChannelOwner>> gpuChannelOwners(const ChannelOwnersConfig& config) {

@@ -7,7 +7,8 @@ namespace wsync::bus {
 
 namespace {
 
-constexpr const char* kNoCuda = "this wsync-coordinator was built without the CUDA Toolkit: only the shm channel";
+constexpr const char* kNoCuda =
+    "this wsync-coordinator was built without the CUDA Toolkit: only the host channels (shm, tcp)";
 
 // A GPU channel in a coordinator built without CUDA: a round without receivers still commits (nothing moves, as in
 // a CUDA build), any other is refused with the reason, after the round's workers were checked for the channel.
@@ -37,7 +38,7 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openGpuChannel(const msg:
                                              " is not in this build of wsync (built without the CUDA Toolkit)");
 }
 
-std::vector<msg::ChannelKind> buildChannels() { return {msg::ChannelKind::Shm}; }
+std::vector<msg::ChannelKind> buildChannels() { return {msg::ChannelKind::Shm, msg::ChannelKind::Tcp}; }
 
 std::vector<std::unique_ptr<ChannelOwner>> gpuChannelOwners(const ChannelOwnersConfig& /*config*/) {
   std::vector<std::unique_ptr<ChannelOwner>> owners;

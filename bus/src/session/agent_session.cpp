@@ -89,11 +89,17 @@ tl::expected<void, SessionFailure> AgentSession::sendHello() {
       reinterpret_cast<const std::uint8_t*>(options_.channels.data()),
       reinterpret_cast<const std::uint8_t*>(options_.channels.data()) + options_.channels.size());
   const auto channelVector = fbb.CreateVector(channels);
+  std::vector<flatbuffers::Offset<msg::ChannelContact>> contacts;
+  for (const ChannelContact& contact : options_.channelContacts) {
+    contacts.push_back(msg::CreateChannelContact(fbb, contact.kind, fbb.CreateString(contact.address)));
+  }
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<msg::ChannelContact>>> contactVector;
+  if (!contacts.empty()) contactVector = fbb.CreateVector(contacts);
   const auto hello = msg::CreateAgentHello(
       fbb, fbb.CreateString(options_.agentId), options_.role, kProtocolVersion, options_.requestedRank, 1,
       static_cast<std::uint32_t>(getpid()), fbb.CreateString(thisHost().name),
       flatbuffers::Offset<flatbuffers::Vector<msg::ChannelKind>>(channelVector.o), appliedVersion(),
-      fbb.CreateString(thisHost().key));
+      fbb.CreateString(thisHost().key), contactVector);
   helloSeq_ = requestSeq_ + 1;
   awaitingWelcome_ = true;
   refusedDuplicate_ = false;

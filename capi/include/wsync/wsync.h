@@ -101,15 +101,16 @@ enum {
 /* The payload channel of a trainer's rounds. */
 typedef uint8_t wsync_channel;
 enum {
-  WSYNC_CHANNEL_SHM = 0,     /* host shared memory: host tensors */
-  WSYNC_CHANNEL_NCCL = 1,    /* NCCL broadcast: device tensors, one GPU per rank */
-  WSYNC_CHANNEL_CUDA_IPC = 2 /* CUDA IPC on one host: device tensors */
+  WSYNC_CHANNEL_SHM = 0,      /* host shared memory: host tensors, the coordinator's host */
+  WSYNC_CHANNEL_NCCL = 1,     /* NCCL broadcast: device tensors, one GPU per rank */
+  WSYNC_CHANNEL_CUDA_IPC = 2, /* CUDA IPC on one host: device tensors */
+  WSYNC_CHANNEL_TCP = 3       /* TCP sockets: host tensors, workers on any host */
 };
 
 /* Where a worker's bound tensors live. */
 typedef uint8_t wsync_memory;
 enum {
-  WSYNC_MEMORY_HOST = 0,  /* received into a staging copy, applied on commit (shm) */
+  WSYNC_MEMORY_HOST = 0,  /* received into a staging copy, applied on commit (shm, tcp) */
   WSYNC_MEMORY_DEVICE = 1 /* received in place while paused (nccl, cuda_ipc; builds with CUDA) */
 };
 

@@ -27,7 +27,7 @@ from .staging import APPLY_TIMEOUT_S, TensorSpec
 PUBLISH_TIMEOUT_S = 300.0
 
 # The worker staging memory each trainer channel needs (wsync binds host memory for shm, device memory else).
-_WORKER_MEMORY = {"shm": "host", "nccl": "device", "cuda_ipc": "device"}
+_WORKER_MEMORY = {"shm": "host", "tcp": "host", "nccl": "device", "cuda_ipc": "device"}
 
 
 def named_items(tensors: Any) -> list[tuple[str, Any]]:
@@ -112,7 +112,7 @@ class LLMClient:
 class WsyncSender:
     """A wsync Trainer that publishes versions for vLLM workers running backend "wsync", and drives their update.
 
-    `channel` is the trainer's ("shm", "nccl", "cuda_ipc"); the workers stage in the memory it needs. `worker_*`
+    `channel` is the trainer's ("shm", "tcp", "nccl", "cuda_ipc"); the workers stage in the memory it needs. `worker_*`
     are the workers' own settings, sent in the init info (their transport, CURVE files, agent id template).
     """
 

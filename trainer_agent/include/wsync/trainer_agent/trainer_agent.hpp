@@ -1,6 +1,7 @@
 #pragma once
-// The trainer's side of wsync (docs/update-round.md): declare a manifest, publish versions from host buffers (shm
-// channel) or device buffers (nccl, cuda_ipc), learn each version's outcome. One agent per trainer rank; the rank that begins a round sends its payload.
+// The trainer's side of wsync (docs/update-round.md): declare a manifest, publish versions from host buffers (shm,
+// tcp channels) or device buffers (nccl, cuda_ipc), learn each version's outcome. One agent per trainer rank; the
+// rank that begins a round sends its payload.
 //
 //   auto trainer = wsync::trainer_agent::TrainerAgent::start({.bus = "rl", .agentId = "trainer-0"});
 //   (*trainer)->declareManifest(specs);
@@ -30,6 +31,7 @@
 #include "wsync/bus/protocol/manifest.hpp"
 
 namespace wsync::bus {
+class ChannelListeners;
 class PayloadEndpoint;
 }  // namespace wsync::bus
 
@@ -53,8 +55,8 @@ struct TrainerOptions {
   std::optional<bus::CurveClient> curve{};  // tcp to a coordinator that requires CURVE (bus/curve.hpp)
   std::string agentId;
   std::int32_t requestedRank = -1;
-  // The payload channel of every round. shm: the published spans are host memory. nccl and cuda_ipc (builds with
-  // CUDA): they are device memory on `cudaDevice`, and the caller must have finished writing them (synchronised
+  // The payload channel of every round. shm, tcp: the published spans are host memory. nccl and cuda_ipc (builds
+  // with CUDA): they are device memory on `cudaDevice`, and the caller must have finished writing them (synchronised
   // the stream that wrote them) before publish().
   msg::ChannelKind channel = msg::ChannelKind::Shm;
   int cudaDevice = 0;
@@ -138,7 +140,7 @@ class TrainerAgent {
  private:
   struct Job;
   TrainerAgent(TrainerOptions options, std::unique_ptr<zmq::context_t> context,
-               std::unique_ptr<bus::AgentSession> session);
+               std::unique_ptr<bus::AgentSession> session, std::shared_ptr<bus::ChannelListeners> listeners);
   void ioLoop();
   void handle(const bus::Message& message);
   void beginRound();

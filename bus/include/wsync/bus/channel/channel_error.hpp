@@ -21,6 +21,8 @@ enum class ChannelError : std::uint8_t {
   DeviceError,      // a CUDA call failed (the detail names it and CUDA's message)
   CommunicatorError,  // NCCL failed, or the communicator was aborted and must be rebuilt
   DigestMismatch,   // receivers of one transfer computed different digests (cuda_ipc compares them itself)
+  PeerGone,         // a peer closed or reset its connection mid-transfer (tcp): it died or gave up
+  Refused,          // the peer refused this side (tcp: a receiver's token, index or byte count is not the round's)
 };
 
 std::string_view toString(ChannelError error);
@@ -28,8 +30,8 @@ std::string_view toString(ChannelError error);
 using ChannelFailure = Failure<ChannelError>;
 
 // What a failed transfer says about the round, for the agents' reports: the coordinator ended it (nothing to
-// report: it knows), a peer stopped filling or draining (dead or stuck: the round timed out on it), or this side
-// failed on its own.
+// report: it knows), a peer stopped filling or draining or its connection is gone (dead or stuck: Timeout,
+// PeerGone), or this side failed on its own.
 enum class FailureCause : std::uint8_t { Cancelled, PeerStalled, Local };
 FailureCause causeOf(ChannelError error);
 

@@ -56,9 +56,11 @@ using ChannelOpener = std::function<tl::expected<std::unique_ptr<Channel>, Chann
 class PayloadEndpoint {
  public:
   // `transferDeadline`: how long one transfer (and the opening of its channel) may take. `faultHook`: the agent's
-  // (test only; none in production), which must outlive this endpoint.
+  // (test only; none in production), which must outlive this endpoint. `listeners`: what the agent opened before its
+  // hello for the channels it sends on (openChannelListeners), passed to every channel it opens; none for a receiver.
   PayloadEndpoint(AgentSession& session, int cudaDevice, std::chrono::milliseconds transferDeadline,
-                  ChannelOpener opener = openChannel, FaultHook* faultHook = nullptr);
+                  ChannelOpener opener = openChannel, FaultHook* faultHook = nullptr,
+                  std::shared_ptr<ChannelListeners> listeners = {});
   ~PayloadEndpoint();
   PayloadEndpoint(const PayloadEndpoint&) = delete;
   PayloadEndpoint& operator=(const PayloadEndpoint&) = delete;
@@ -104,6 +106,7 @@ class PayloadEndpoint {
   AgentSession& session_;
   const ChannelOpener opener_;
   FaultHook* const faultHook_;
+  const std::shared_ptr<ChannelListeners> listeners_;
   const int cudaDevice_;
   const std::chrono::milliseconds transferDeadline_;
   CoordinatorWatch coordinatorWatch_;

@@ -1,13 +1,15 @@
 #pragma once
 // The channels this build has, and the one place that names them: opening the agent's end of the channel a
-// TransferPlan names, and the coordinator's owners. The shm channel is in every build; nccl and cuda_ipc only where
-// wsync was built with CUDA (the library wsync::channels is then compiled from registry_gpu.cpp instead of
-// registry_host.cpp), so the roles call the same functions either way and never name a transport.
+// TransferPlan names, the listeners an agent that sends opens before its hello, and the coordinator's owners. The
+// host channels (shm, tcp) are in every build; nccl and cuda_ipc only where wsync was built with CUDA (the library
+// wsync::channels is then compiled from registry_gpu.cpp instead of registry_host.cpp), so the roles call the same
+// functions either way and never name a transport.
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +18,7 @@
 #include <wsync/schemas/control_generated.h>
 
 #include "wsync/bus/channel/channel.hpp"
+#include "wsync/bus/channel/channel_listeners.hpp"
 #include "wsync/bus/channel/channel_owner.hpp"
 
 namespace wsync::bus {
@@ -29,6 +32,9 @@ struct ChannelSetup {
   std::function<bool()> cancelProbe{};
   // Every member must have joined the channel by then (nccl).
   std::chrono::steady_clock::time_point deadline{};
+  // The agent's listeners (openChannelListeners), for a channel whose sender listens (tcp); none for an agent that
+  // only receives.
+  std::shared_ptr<ChannelListeners> listeners{};
 };
 
 // Unsupported (naming the channel and why) for a channel this build lacks.
@@ -38,10 +44,17 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::Tr
 // The channels this build can open, for AgentHello.
 std::vector<msg::ChannelKind> buildChannels();
 
+// What an agent sending on `kinds` must open before its hello (channel_listeners.hpp): for tcp, a socket listening
+// on every interface on a port the kernel picks, advertised as the address of this host on the route to the
+// coordinator (`busTransport`: "ipc" or tcp://HOST:PORT) unless $WSYNC_PAYLOAD_HOST names another. Channels that
+// need nothing add nothing.
+tl::expected<std::shared_ptr<ChannelListeners>, ChannelFailure> openChannelListeners(
+    std::span<const msg::ChannelKind> kinds, std::string_view busTransport);
+
 // The memory the tensors of a round on `kind` are in (a worker offers the channels its bindings' memory suits).
 TensorMemory channelMemory(msg::ChannelKind kind);
 
-// A channel as the programs' --channel flag names it ("shm", "nccl", "cuda_ipc"), and back.
+// A channel as the programs' --channel flag names it ("shm", "tcp", "nccl", "cuda_ipc"), and back.
 std::string channelName(msg::ChannelKind kind);
 std::optional<msg::ChannelKind> parseChannelName(std::string_view name);
 

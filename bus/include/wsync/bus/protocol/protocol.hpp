@@ -9,7 +9,8 @@ namespace wsync::bus {
 // was, docs/decisions.md. 2: an operator's pause is OperatorPause / OperatorResume, no longer a Pause / Resume of
 // round 0, which a worker of protocol 1 would have to understand to stay paused. 3: an agent on another host than
 // the coordinator's reports its slot in SlotReport, which a coordinator of protocol 2 would drop (the agent would
-// look dead), and mirrors the bus from the beat's pause fields.
+// look dead), and mirrors the bus from the beat's pause fields. Also in 3, appended (no bump of their own): the
+// tcp channel (ChannelKind Tcp), AgentHello channel_contacts and TransferPlan sender_contact.
 inline constexpr std::uint16_t kProtocolVersion = 3;
 
 // Largest control message accepted, enforced by ZMQ_MAXMSGSIZE and again by the decoder. A manifest of 100,000
@@ -20,6 +21,9 @@ inline constexpr std::size_t kMaxMessageBytes = std::size_t{32} << 20;
 // budget covers a manifest of 250,000 tensors while bounding the work a hostile buffer can cause.
 inline constexpr unsigned kMaxVerifierDepth = 16;
 inline constexpr unsigned kMaxVerifierTables = 250'000;
+
+// Longest address in a hello's channel contact: a DNS name (253 bytes) with brackets, a colon and a port.
+inline constexpr std::size_t kMaxContactAddressBytes = 262;
 
 // Longest agent id, in bytes; it is stored in the control block and used as the ZeroMQ routing id.
 inline constexpr std::size_t kMaxAgentIdBytes = 63;

@@ -13,6 +13,7 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
+#include "wsync/bus/channel/channel_contact.hpp"
 #include "wsync/bus/session/agent_slot.hpp"
 #include "wsync/bus/session/bus_mirror.hpp"
 #include "wsync/bus/session/bus_view.hpp"
@@ -55,6 +56,8 @@ struct SessionOptions {
   msg::Role role = msg::Role::Unknown;
   std::int32_t requestedRank = -1;
   std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm};
+  // Where peers reach this agent for the channels that need it (ChannelListeners::contacts()), in every hello.
+  std::vector<ChannelContact> channelContacts{};
   std::chrono::milliseconds registrationTimeout = kRegistrationTimeout;
   LinkHeartbeat link{};  // how soon a silent coordinator's connection counts as lost
 };

@@ -1,0 +1,106 @@
+#pragma once
+// The tcp channel (docs/tcp-channel.md): host memory to receivers on any host, over plain TCP sockets (never
+// ZeroMQ). The sender listens (tcp_listener.hpp); for each transfer every receiver connects, presents the round's
+// token and its receiver index, and reads the tensors' bytes in manifest order straight into its tensors, while the
+// sender writes them from its own tensors to every receiver it admitted, each connection at its own pace
+// (non-blocking sockets and poll). Neither side holds a bucket buffer; the bucket plan decides only where progress
+// is reported. Both sides stream XXH3-128 over the bytes as the shm channel does, so their digests are the shm
+// channel's for the same tensors. The coordinator's side is TcpChannelOwner (tcp_channel_owner.hpp).
+//
+// Connections last one transfer: a receiver connects when its transfer starts and closes after its last byte and
+// ack, so nothing carries from one round to the next but the sender's listener.
+//
+// Threading: one thread per side per transfer (the agent's I/O thread).
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wsync/bus/channel/channel.hpp"
+#include "wsync/bus/channel/tcp/tcp_listener.hpp"
+
+namespace wsync::bus {
+
+namespace tcp {
+class Socket;
+class TransferWatch;
+}  // namespace tcp
+
+// The round's admission token (ChannelGrant::groupId): 128 random bits, which no stranger guesses in a round's life.
+inline constexpr std::size_t kTcpTokenBytes = 16;
+// Receivers one sender takes in one round: as many as the shm arena takes. Every worker with host bindings offers
+// both host channels, and the coordinator admits no more such workers than the smaller limit (registration.cpp).
+inline constexpr std::uint32_t kMaxTcpReceivers = 64;
+// The most one sendmsg or readv moves: large enough that a call's cost (a microsecond) is small against its copy
+// (about 100 us at 10 GB/s), small enough that the digest that follows finds the bytes still in L2, and that one
+// fast receiver's turn holds the others for a fraction of a millisecond.
+inline constexpr std::uint64_t kTcpChunkBytes = std::uint64_t{1} << 20;
+// A receiver whose sender's connection closed waits this long for the round to end before it reports the sender
+// gone: the sender died, and the coordinator sees that within its heartbeat timeout (2 s by default), or it failed
+// and reported why. Either report says more than this receiver's, and one that raced them would be blamed.
+inline constexpr std::chrono::milliseconds kTcpSenderGoneGrace{5'000};
+
+struct TcpChannelConfig {
+  std::shared_ptr<TcpListener> listener;  // the sender's; null on a receiver
+  std::string senderContact;              // where the receivers connect: HOST:PORT
+  std::vector<std::uint8_t> token;        // the round's, kTcpTokenBytes
+  std::chrono::milliseconds senderGoneGrace = kTcpSenderGoneGrace;  // a receiver's (tests shorten it)
+};
+
+class TcpChannel final : public Channel {
+ public:
+  // A receiver's end resolves the sender's contact here: a name that does not resolve fails now, not mid-round.
+  static tl::expected<std::unique_ptr<TcpChannel>, ChannelFailure> open(TcpChannelConfig config);
+  ~TcpChannel() override;
+
+  msg::ChannelKind kind() const override { return msg::ChannelKind::Tcp; }
+  TensorMemory tensorMemory() const override { return TensorMemory::Host; }
+  const std::string& key() const override { return key_; }
+  void setCancelProbe(std::function<bool()> probe) override { cancelProbe_ = std::move(probe); }
+
+  // Admits receivers 0..receiverCount-1 (each once, with the round's token) from the listener and streams the
+  // tensors to each; returns once every one of them acknowledged the last byte. A receiver that closes or resets its
+  // connection fails the transfer with PeerGone at once; the other receivers' connections are then kept open until
+  // this channel goes, so that they end with the round rather than fail on their own.
+  tl::expected<TransferResult, ChannelFailure> send(std::uint64_t transfer, const BucketPlan& plan,
+                                                    std::span<const std::span<const std::byte>> tensors,
+                                                    std::uint32_t receiverCount,
+                                                    std::chrono::steady_clock::time_point deadline) override;
+  // Connects to the sender (again, while it refuses connections or is still on an earlier transfer, until the
+  // deadline), presents the token and `receiver`, and reads every byte into `tensors`. A sender that closes the
+  // connection first fails it with PeerGone, after waiting up to senderGoneGrace for the round to end (Aborted).
+  tl::expected<TransferResult, ChannelFailure> receive(std::uint64_t transfer, const BucketPlan& plan,
+                                                       std::span<const std::span<std::byte>> tensors,
+                                                       std::uint32_t receiver,
+                                                       std::chrono::steady_clock::time_point deadline) override;
+
+ private:
+  struct SenderAddress {
+    sockaddr_storage address;
+    socklen_t length;
+  };
+
+  TcpChannel(TcpChannelConfig config, std::vector<SenderAddress> addresses);
+  // receive() but for the wait after a lost sender.
+  tl::expected<TransferResult, ChannelFailure> receiveFromSender(std::uint64_t transfer, const BucketPlan& plan,
+                                                                 std::span<const std::span<std::byte>> tensors,
+                                                                 std::uint32_t receiver, tcp::TransferWatch& watch);
+
+  TcpChannelConfig config_;
+  std::vector<SenderAddress> senderAddresses_;  // the contact resolved (a receiver's end)
+  std::string key_;
+  std::function<bool()> cancelProbe_;
+  std::vector<tcp::Socket> parked_;  // a failed transfer's receivers, until this channel goes (see send)
+};
+
+// A tcp channel's key(): its sender's contact and the round's token, so that every round opens its own.
+std::string tcpChannelKey(std::string_view senderContact, std::span<const std::uint8_t> token);
+
+}  // namespace wsync::bus
