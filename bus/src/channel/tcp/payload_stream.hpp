@@ -18,6 +18,9 @@
 
 namespace wsync::bus::tcp {
 
+// iovecs per sendmsg or readv: enough that a chunk of small tensors (norms and biases of a few KiB) goes in one call.
+inline constexpr std::size_t kMaxIovecs = 64;
+
 // A position in a stream: the run it is in, the offset in that run, and the bytes before it.
 struct StreamCursor {
   std::size_t run = 0;

@@ -22,8 +22,6 @@ using tcp::Socket;
 // is asked again after this long: a connection attempt costs one round trip, and the transfer starts soon after the
 // sender is ready.
 constexpr std::chrono::milliseconds kReconnectInterval{10};
-// iovecs per readv: as many as the sender writes in one call.
-constexpr std::size_t kMaxIovecs = 64;
 
 // Writes all of `bytes`, waiting in slices while the socket's buffer is full.
 tl::expected<void, ChannelFailure> sendAll(const Socket& socket, std::span<const std::byte> bytes,
@@ -75,8 +73,8 @@ tl::expected<TransferResult, ChannelFailure> TcpChannel::receive(std::uint64_t t
   tcp::TransferWatch watch(transfer, deadline, cancelProbe_);
   auto received = receiveFromSender(transfer, plan, tensors, receiver, watch);
   if (received || received.error().code != ChannelError::PeerGone) return received;
-  // The sender closed the connection: it died, or it failed and reported why (it keeps the connections of
-  // receivers that did nothing wrong open, send()). Either way the coordinator ends the round, and a report of this
+  // The sender closed the connection: it died, or its channel went (a sender that failed keeps its receivers'
+  // connections open until then, see send()). Either way the coordinator ends the round, and a report of this
   // side's could reach it first and be blamed: wait for the round's end, and report the sender gone only without it.
   auto waited = watch.sleep(config_.senderGoneGrace, "waiting for the round to end after the tcp sender went");
   if (!waited && waited.error().code == ChannelError::Aborted) {
@@ -164,7 +162,7 @@ tl::expected<TransferResult, ChannelFailure> TcpChannel::receiveFromSender(
   tcp::StreamCursor digested;
   const auto& bucketEnds = stream->bucketEnds();
   std::size_t bucketsReported = 0;
-  std::array<iovec, kMaxIovecs> iovecs{};
+  std::array<iovec, tcp::kMaxIovecs> iovecs{};
   while (cursor.position < stream->totalBytes()) {
     const std::size_t count = stream->gather(cursor, kTcpChunkBytes, iovecs);
     const ssize_t got = ::readv(socket.fd(), iovecs.data(), static_cast<int>(count));

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <optional>
 #include <string>
@@ -29,8 +30,6 @@ constexpr std::size_t kMaxUnansweredConnections = 64;
 constexpr std::chrono::seconds kHelloTimeout{5};
 // Refused connections logged per transfer; the rest are counted in one line at the end.
 constexpr int kLoggedRefusals = 5;
-// iovecs per sendmsg: enough that a chunk of small tensors (norms and biases of a few KiB) goes in one call.
-constexpr std::size_t kMaxIovecs = 64;
 
 // A connection accepted during the transfer that has not said hello yet.
 struct Unanswered {
@@ -229,7 +228,7 @@ void Sender::readHello(Unanswered& connection) {
 }
 
 tl::expected<void, ChannelFailure> Sender::stream(std::uint32_t index, Receiver& receiver) {
-  std::array<iovec, kMaxIovecs> iovecs{};
+  std::array<iovec, tcp::kMaxIovecs> iovecs{};
   std::size_t count = 0;
   if (receiver.answerLeft > 0) {
     const std::size_t answered = receiver.answer.size() - receiver.answerLeft;
