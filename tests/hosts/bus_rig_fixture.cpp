@@ -1,5 +1,6 @@
 #include "bus_rig_fixture.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -22,6 +23,12 @@ constexpr const char* kHeartbeatTimeoutMs = "1000";
 constexpr std::chrono::milliseconds kCtlAnswerTimeout{20'000};
 // How long a stopped program may take to finish cleanly (and dump its weights) before it is killed.
 constexpr std::chrono::seconds kStopGrace{10};
+
+// Appends `extra`, and the tiny model unless `extra` names one (the programs refuse an option given twice).
+void withDefaultModel(std::vector<std::string>& args, const std::vector<std::string>& extra) {
+  if (std::find(extra.begin(), extra.end(), "--model") == extra.end()) args.insert(args.end(), {"--model", "tiny"});
+  args.insert(args.end(), extra.begin(), extra.end());
+}
 
 }  // namespace
 
@@ -81,8 +88,8 @@ void BusRigFixture::startCoordinator(const std::vector<std::string>& extra) {
 tools::ChildProcess& BusRigFixture::startWorker(const std::string& id, const std::string& host,
                                                 const std::vector<std::string>& extra) {
   auto args = clientArgs(host);
-  args.insert(args.end(), {"--id", id, "--model", "tiny", "--step-ms", "1", "--dump", path(id + ".safetensors")});
-  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.end(), {"--id", id, "--step-ms", "1", "--dump", path(id + ".safetensors")});
+  withDefaultModel(args, extra);
   agents_.erase(id);
   return agents_
       .emplace(id, rig_->spawn(host, testBinary(WSYNC_WORKER_BIN), args,
@@ -92,8 +99,8 @@ tools::ChildProcess& BusRigFixture::startWorker(const std::string& id, const std
 
 tools::ChildProcess& BusRigFixture::startTrainer(const std::string& id, const std::vector<std::string>& extra) {
   auto args = clientArgs("train");
-  args.insert(args.end(), {"--id", id, "--model", "tiny", "--dump", path(id + ".safetensors")});
-  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.end(), {"--id", id, "--dump", path(id + ".safetensors")});
+  withDefaultModel(args, extra);
   agents_.erase(id);
   return agents_
       .emplace(id, rig_->spawn("train", testBinary(WSYNC_TRAINER_BIN), args,
