@@ -50,6 +50,22 @@ CHECKSUM_CHUNK = 256 << 20
 
 # ---- helpers shared by every role ---------------------------------------------------------------------------------
 
+def same_nccl_env():
+    """The environment for wsync-trainer, with this process's NCCL first on its library path. NCCL refuses ranks of
+    different versions ("Mismatched NCCL version"), and wsync loads whichever libnccl.so.2 the dynamic linker finds:
+    in a torch process that is torch's own (already loaded), in the C++ program the system's, unless told."""
+    env = dict(os.environ)
+    try:
+        with open("/proc/self/maps") as maps:
+            loaded = [line.split()[-1] for line in maps if "libnccl.so" in line]
+    except OSError:
+        loaded = []
+    if loaded:
+        folder = os.path.dirname(loaded[0])
+        env["LD_LIBRARY_PATH"] = folder + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
 def trainer_program() -> str:
     """wsync-trainer: $WSYNC_TRAINER, else beside $WSYNC_BIN_DIR (an install's bin/, or a build tree's
     coordinator/ whose sibling is trainer_agent/), else PATH."""
@@ -367,7 +383,7 @@ def bench_model(torch, wsync, args, model, workdir):
                        "--log-level", "info"]  # its per-version lines are at info
             if args.channel != "shm":
                 command += ["--cuda-device", str(args.trainer_device)]
-            ran = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+            ran = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=same_nccl_env())
             matches = [CPP_LINE.search(line) for line in (ran.stdout + ran.stderr).splitlines()]
             matches = [match for match in matches if match]
             cpp = [float(match.group(2)) for match in matches][args.warmup:]
