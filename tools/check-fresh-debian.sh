@@ -156,7 +156,13 @@ cleanup() {
       kill -KILL "${proc#/proc/}" 2>/dev/null || true
     fi
   done
+  # Mounts the tests made under the root (ip netns binds /run/netns and each namespace's file), deepest first.
+  local extra
+  while read -r extra; do
+    umount -l "$extra" 2>/dev/null || true
+  done < <(awk -v root="$run_root/" 'index($5, root) == 1 {print $5}' /proc/self/mountinfo | sort -r)
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
+    mountpoint -q "${mounted[i]}" || continue
     umount "${mounted[i]}" 2>/dev/null || umount -l "${mounted[i]}" || log "could not unmount ${mounted[i]}"
   done
   # What the fuzzers found would otherwise go with the root.
@@ -209,6 +215,9 @@ for path in "${worktree_paths[@]}"; do
   cp -a "$REPO_ROOT/$path" "$(dirname "$run_root$SRC_IN_ROOT/$path")/"
 done
 
+# The root a mount point of its own, as a machine's / is: without it, `unshare --mount` (the host rig's way into a
+# "host", tests/hosts/rig.sh) cannot make / private and the rig's tests skip.
+mount_in_root / --bind "$run_root"
 mount_in_root /proc -t proc proc
 mount_in_root /sys -t sysfs -o ro sysfs
 mount_in_root /dev --bind /dev
