@@ -194,6 +194,9 @@ started=$SECONDS
 log "copying the pristine root to $run_root"
 cp -a --reflink=auto "$pristine/." "$run_root/"
 cp -L /etc/resolv.conf "$run_root/etc/resolv.conf"
+# A machine's /etc/hosts, which debootstrap does not write and every installed Debian has: the host rig binds its
+# own names over it (tests/hosts/rig.sh), and a bind needs the file to exist.
+cp -L /etc/hosts "$run_root/etc/hosts"
 # The host's TLS trust and pip's configuration of it, copied like resolv.conf: where this host reaches PyPI through
 # an egress proxy with a CA of its own, CI's machine (set up like this one) does too, and the root must as well. The
 # local CA folder too, so that installing ca-certificates in the root regenerates a bundle that still holds it.
