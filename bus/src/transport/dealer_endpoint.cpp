@@ -73,6 +73,27 @@ tl::expected<DealerEndpoint, TransportFailure> DealerEndpoint::connect(zmq::cont
   }
 }
 
+DealerEndpoint::~DealerEndpoint() { stopMonitor(); }
+
+DealerEndpoint& DealerEndpoint::operator=(DealerEndpoint&& other) noexcept {
+  if (this == &other) return *this;
+  stopMonitor();
+  socket_ = std::move(other.socket_);
+  monitor_ = std::move(other.monitor_);
+  routingId_ = std::move(other.routingId_);
+  watchHandshake_ = other.watchHandshake_;
+  rejections_ = other.rejections_;
+  refusal_ = std::move(other.refusal_);
+  connected_ = other.connected_;
+  linkLost_ = other.linkLost_;
+  return *this;
+}
+
+void DealerEndpoint::stopMonitor() noexcept {
+  // A null endpoint stops monitoring (zmq_socket_monitor(3)); the monitor's PAIR is then closed by libzmq itself.
+  if (socket_.handle() != nullptr) (void)zmq_socket_monitor(socket_.handle(), nullptr, 0);
+}
+
 tl::expected<void, TransportFailure> DealerEndpoint::send(std::span<const std::uint8_t> bytes) {
   return detail::sendMessage(socket_, false, {}, bytes);
 }

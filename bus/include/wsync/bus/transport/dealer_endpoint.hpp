@@ -49,6 +49,17 @@ class DealerEndpoint {
   // (frozen, or its host unreachable). Stays true: a lost link is not resumed, the endpoint is replaced.
   bool linkLost();
 
+  // Monitoring is stopped before either socket closes: libzmq's I/O thread sends each event into the monitor's
+  // PAIR socket with a blocking send, so an event of the closing socket (its disconnection) sent after the reading
+  // end was closed blocks that thread for good, and with it every other socket of the context: a replacement
+  // connection's reconnect timer never fires (libzmq issue #3575; seen as an agent that never registered again
+  // after its coordinator restarted).
+  ~DealerEndpoint();
+  DealerEndpoint(DealerEndpoint&& other) noexcept = default;
+  DealerEndpoint& operator=(DealerEndpoint&& other) noexcept;
+  DealerEndpoint(const DealerEndpoint&) = delete;
+  DealerEndpoint& operator=(const DealerEndpoint&) = delete;
+
   const RejectionCounters& rejections() const { return rejections_; }
   // What the coordinator sees as Received::source for this connection.
   const std::string& routingId() const { return routingId_; }
@@ -63,6 +74,8 @@ class DealerEndpoint {
 
   // Takes in the monitor's pending events.
   void readEvents();
+  // Stops the socket monitor (nothing once moved from).
+  void stopMonitor() noexcept;
 
   zmq::socket_t socket_;
   zmq::socket_t monitor_;  // the socket monitor's events: handshake outcomes and disconnections
