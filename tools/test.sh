@@ -180,20 +180,22 @@ bash tools/install-deps.sh "${deps_flags[@]}"
 echo "toolchain: $(g++ --version | head -n1); $(cmake --version | head -n1); $jobs cores"
 
 # The Python tests run in build/python-venv: Debian's python3 with its site packages (python3-torch, python3-numpy)
-# visible, plus pytest from PyPI. Debian's interpreter on purpose: another python3 first on PATH (pyenv, conda)
-# would not see Debian's torch.
+# visible, plus tests/python/requirements.txt from PyPI (pytest, transformers for the RL examples). Debian's
+# interpreter on purpose: another python3 first on PATH (pyenv, conda) would not see Debian's torch.
 readonly PYTHON_VENV=build/python-venv
 readonly SYSTEM_PYTHON=/usr/bin/python3
+readonly PYTHON_REQUIREMENTS=tests/python/requirements.txt
 python_venv() {
-  stage "python venv $PYTHON_VENV (pytest from PyPI)"
+  stage "python venv $PYTHON_VENV ($PYTHON_REQUIREMENTS from PyPI)"
   if [[ ! -x "$PYTHON_VENV/bin/python" ]]; then
     "$SYSTEM_PYTHON" -m venv --system-site-packages "$PYTHON_VENV"
   fi
-  if ! "$PYTHON_VENV/bin/python" -c "import pytest" 2>/dev/null; then
-    "$PYTHON_VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest
+  if ! "$PYTHON_VENV/bin/python" -c "import pytest, transformers" 2>/dev/null; then
+    "$PYTHON_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$PYTHON_REQUIREMENTS"
   fi
-  "$PYTHON_VENV/bin/python" -c 'import sys, numpy, torch, pytest
-print(f"python {sys.version.split()[0]}, numpy {numpy.__version__}, torch {torch.__version__}, pytest {pytest.__version__}")'
+  "$PYTHON_VENV/bin/python" -c 'import sys, numpy, torch, pytest, transformers
+print(f"python {sys.version.split()[0]}, numpy {numpy.__version__}, torch {torch.__version__}, pytest {pytest.__version__}, "
+      f"transformers {transformers.__version__}")'
 }
 
 # run_pytest MARKER-EXPRESSION: the Python tests against build/'s libwsync.so and wsync-coordinator.

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The RL scenarios of examples/ on this machine's GPUs, as their GPU tests (tests/python/test_rl_scenarios.py -m gpu:
+# the cases that fit the GPUs present) and, for the timing table, async keep mode on a larger model. Each run's JSON
+# record and output go to OUT_DIR: what bench/results/rl-scenarios-* hold.
+#
+#   bench/rl_scenarios.sh OUT_DIR [TIMING_MODEL]      # TIMING_MODEL: qwen3-0.6b (default), qwen3-1.7b
+#
+# Needs torch with CUDA, transformers, pytest (or python3 -m pytest), and wsync's library and programs
+# (WSYNC_LIBRARY, WSYNC_BIN_DIR; PYTHONPATH with python/).
+set -uo pipefail
+out=${1:?usage: bench/rl_scenarios.sh OUT_DIR [TIMING_MODEL]}
+timing_model=${2:-qwen3-0.6b}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0
+export WSYNC_SCENARIO_RECORDS="$out"
+status=0
+gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
+echo "== $gpus GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
+
+echo "== the GPU tests"
+python3 -m pytest tests/python/test_rl_scenarios.py -m gpu -p no:cacheprovider -q -rs 2>&1 | tee "$out/pytest.log" | tail -n 25
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+
+# run LABEL SCRIPT ARGS...: one example with its record and output in OUT_DIR.
+run() {
+  local label=$1 script=$2
+  shift 2
+  python3 "examples/$script.py" --json "$out/$label.json" "$@" > "$out/$label.log" 2>&1
+  local code=$?
+  echo "== $label: exit $code; $(grep -E 'all checks passed|checks FAILED' "$out/$label.log" | tail -n1)"
+  grep -E '^V[0-9]+: round' "$out/$label.log"
+  return $code
+}
+
+echo "== timing: async keep mode on $timing_model"
+if [[ $gpus -ge 2 ]]; then
+  run "async-keep-$timing_model-nccl" async_keep --model "$timing_model" --channel nccl \
+    --trainer-device cuda:0 --engine-device cuda:1 --updates 2 || status=1
+fi
+run "async-keep-$timing_model-cuda_ipc" async_keep --model "$timing_model" --channel cuda_ipc \
+  --trainer-device cuda:0 --engine-device cuda:0 --updates 2 || status=1
+if [[ $gpus -lt 2 ]]; then
+  # What fits on one GPU: both FSDP2 ranks and both workers on it (NCCL between the ranks through its socket
+  # transport). Reported, not counted: the FSDP2 scenario proper needs 2 or 4 GPUs.
+  echo "== FSDP2, both ranks and both workers on the one GPU"
+  NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run fsdp2-one-gpu-cuda_ipc fsdp2_to_dp --model qwen3-small \
+    --channel cuda_ipc --trainer-devices cuda:0,cuda:0 --engine-devices cuda:0,cuda:0 || true
+fi
+exit $status

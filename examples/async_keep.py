@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Async RL through wsync, pausing in keep mode (vLLM's examples/offline_inference/rlhf_async_new_apis.py): a batch
+of requests is generating; once one has produced --pause-after tokens the trainer publishes the next version, the
+engine freezes its requests (keep: their KV dropped), takes the version, recomputes their KV under it and goes on.
+
+    python examples/async_keep.py                                       # CPU, tiny model, shm: seconds
+    python examples/async_keep.py --updates 2                           # V1 -> V2 -> V3 while generating
+    python examples/async_keep.py --model qwen3-small --channel nccl --trainer-device cuda:0 --engine-device cuda:1
+    python examples/async_keep.py --model qwen3-small --channel cuda_ipc --trainer-device cuda:0 --engine-device cuda:0
+
+Requests arrive in two waves (the second --stagger steps after the first), so they reach each pause with
+different numbers of tokens. Checks (exit code 1 if any fails):
+  - every request's spans are [0, k1) = V1, [k1, k2) = V2, ... with k_i the tokens it had when update i paused it;
+  - exactness: for every update, a fresh engine holding only the new version (loaded from the trainer's file, its
+    bytes checked), given every kept request's prompt plus its tokens before the pause, in the same order,
+    produces exactly the tokens that came after the pause (until the next pause), token for token;
+  - the engine ends holding the last version byte for byte.
+Timings: each update's round, and the generation it cost (tokens/s around it, the stall between the last token
+before the pause and the first after).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+from pathlib import Path
+
+import policy_models
+import scenario_support as S
+import wsync
+
+# How many steps before a pause the steady generation rate is taken over.
+RATE_WINDOW_STEPS = 5
+
+
+class Triggers:
+    """Runs on the engine's thread after every step: admits the second wave, and asks the trainer for the next
+    version when the longest output reaches the next pause point (what vLLM's example does by polling its
+    requests' outputs)."""
+
+    def __init__(self, policy, waves, stagger, pause_points):
+        self.policy = policy
+        self.waves = waves
+        self.stagger = stagger
+        self.pause_points = list(pause_points)  # tokens of the longest output at which update i is asked for
+        self.requests = []
+        self.asked = []  # (version, engine step)
+        self.lock = threading.Lock()
+        self.all_submitted = threading.Event()
+
+    def __call__(self, engine) -> None:
+        if engine.steps == self.stagger and not self.all_submitted.is_set():
+            prompts, counts = self.waves[1]
+            with self.lock:
+                self.requests += [engine.submit(prompt, count) for prompt, count in zip(prompts, counts)]
+            self.all_submitted.set()
+        update = len(self.asked)
+        if update >= len(self.pause_points):
+            return
+        version = update + 2
+        if engine.version() != version - 1:
+            return  # the previous update has not landed yet
+        longest = max((len(request.tokens) for request in self.requests), default=0)
+        if longest >= self.pause_points[update]:
+            self.policy.send("publish", version, "keep")  # answered once its round has ended
+            self.asked.append((version, engine.steps))
+
+
+def spans_of(request):
+    return list(request.spans.spans)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    S.common_arguments(parser)
+    parser.add_argument("--requests", type=int, default=8, help="requests in the batch (two waves)")
+    parser.add_argument("--max-tokens", type=int, default=40, help="the first request's; later ones get more")
+    parser.add_argument("--pause-after", type=int, default=10, help="tokens of the longest output at update 1")
+    parser.add_argument("--updates", type=int, default=1, help="versions published while generation goes on")
+    parser.add_argument("--update-gap", type=int, default=10, help="tokens between one update and the next")
+    parser.add_argument("--stagger", type=int, default=3, help="steps between the two waves")
+    arguments = parser.parse_args()
+    report = S.Report("async_keep", arguments)
+    bus = arguments.bus or S.unique_bus("async-keep")
+    vocab = policy_models.config_for(arguments.model).vocab_size
+    prompts = policy_models.prompts(arguments.requests, vocab, seed=arguments.seed + 200)
+    counts = [arguments.max_tokens + 2 * index for index in range(arguments.requests)]
+    half = arguments.requests // 2
+    waves = [(prompts[:half], counts[:half]), (prompts[half:], counts[half:])]
+    pause_points = [arguments.pause_after + update * arguments.update_gap for update in range(arguments.updates)]
+    versions = list(range(2, 2 + arguments.updates))
+    if pause_points[-1] + arguments.stagger >= counts[0]:
+        parser.error("--max-tokens must leave every request running past the last pause point")
+
+    with wsync.Coordinator(bus), tempfile.TemporaryDirectory() as workdir:
+        policy = S.PolicyProcess(bus, arguments.model, arguments.seed, arguments.trainer_device, arguments.channel)
+        engine = None
+        try:
+            triggers = Triggers(policy, waves, arguments.stagger, pause_points)
+            engine = S.EngineWorker(bus, arguments.model, arguments.engine_device, on_step=triggers)
+            first = policy.call("publish", 1, "keep")
+            report.check("version 1 (the initial weights) committed", first["kind"] == "committed", first["detail"])
+            prepared = {1: {"path": Path(workdir) / "v1.pt"}}
+            policy.call("save", str(prepared[1]["path"]))
+            # The versions to come are trained now and kept aside: each is published at its pause point.
+            for version in versions:
+                path = Path(workdir) / f"v{version}.pt"
+                prepared[version] = policy.call("prepare", version, arguments.train_steps, arguments.seed + version,
+                                                str(path))
+                prepared[version]["path"] = path
+                losses = prepared[version]["losses"]
+                report.say(f"version {version} prepared: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+
+            # Generation: the first wave now, the second from the engine's thread; updates land as it goes.
+            prompts_a, counts_a = waves[0]
+            with triggers.lock:
+                triggers.requests += [engine.engine.submit(prompt, count) for prompt, count in zip(prompts_a, counts_a)]
+            if not triggers.all_submitted.wait(S.COMMAND_TIMEOUT_SECONDS):
+                raise TimeoutError("the second wave was never admitted")
+            for request in triggers.requests:
+                if not request.wait(S.COMMAND_TIMEOUT_SECONDS):
+                    raise TimeoutError(f"request {request.index} never finished")
+            outcomes = [policy.result() for _ in triggers.asked]
+            requests = sorted(triggers.requests, key=lambda request: request.index)
+            for outcome in outcomes:
+                report.say(f"update: {S.describe_outcome(outcome)}")
+                report.check(f"version {outcome['version']} committed while generating",
+                             outcome["kind"] == "committed", outcome["detail"])
+            report.check(f"{len(versions)} update(s) asked for", len(triggers.asked) == len(versions),
+                         f"asked: {triggers.asked}")
+            pauses = engine.engine.pauses[1:]  # the first: version 1's, before any request
+            report.check("every update paused the engine in keep mode, keeping every request",
+                         [(pause["mode"], pause["kept"]) for pause in pauses] == [("keep", len(requests))] * len(versions),
+                         f"pauses: {pauses}")
+
+            # Spans: [0, k1) = V1, [k1, k2) = V2, ... for every request of the batch.
+            expected_versions = [1] + versions
+            bad = []
+            for request in requests:
+                try:
+                    wsync.check_spans(request.spans, len(request.tokens))
+                except ValueError as problem:
+                    bad.append(f"request {request.index}: {problem}")
+                    continue
+                spans = spans_of(request)
+                if [version for _, version in spans] != expected_versions or request.finish_reason != "length":
+                    bad.append(f"request {request.index}: spans {spans}, finished by {request.finish_reason}")
+            report.check(f"every request's spans are {' -> '.join(f'V{v}' for v in expected_versions)} at its "
+                         f"pause points", not bad, "; ".join(bad[:3]))
+            for request in requests:
+                report.say(f"  request {request.index}: {len(request.tokens)} tokens, spans {spans_of(request)}")
+
+            # Exactness, update by update.
+            for update, version in enumerate(versions):
+                rows, starts, ends = [], [], []
+                for request in requests:
+                    spans = spans_of(request)
+                    at = next((i for i, (_, v) in enumerate(spans) if v == version), None)
+                    if at is None:
+                        continue
+                    rows.append(request)
+                    starts.append(spans[at][0])
+                    ends.append(spans[at + 1][0] if at + 1 < len(spans) else len(request.tokens))
+                fresh = S.fresh_engine(arguments.model, arguments.engine_device, prepared[version]["path"])
+                try:
+                    report.same_weights(f"the fresh engine holds version {version} byte for byte",
+                                        policy_models.digests(fresh.model.named_parameters()),
+                                        prepared[version]["digests"])
+                    again = fresh.generate([r.prompt + r.tokens[:k] for r, k in zip(rows, starts)],
+                                           [end - k for k, end in zip(starts, ends)])
+                finally:
+                    fresh.close()
+                after_pause = [r.tokens[k:end] for r, k, end in zip(rows, starts, ends)]
+                report.same_tokens(f"update {update + 1}: a fresh V{version} engine continues all {len(rows)} kept "
+                                   f"requests exactly as the paused engine did after the pause",
+                                   S.outputs(again), after_pause)
+                # The check can tell versions apart: the version before would have continued otherwise.
+                stale = S.fresh_engine(arguments.model, arguments.engine_device, prepared[version - 1]["path"])
+                try:
+                    previous = stale.generate([r.prompt + r.tokens[:k] for r, k in zip(rows, starts)],
+                                              [end - k for k, end in zip(starts, ends)])
+                finally:
+                    stale.close()
+                report.check(f"update {update + 1}: V{version - 1} would have continued otherwise",
+                             S.outputs(previous) != after_pause,
+                             f"V{version - 1} and V{version} produce the same tokens: the check above proves nothing")
+            report.same_weights(f"the engine ends holding V{versions[-1]} byte for byte", engine.digests(),
+                                prepared[versions[-1]]["digests"])
+            report_generation_cost(report, engine.engine, pauses, outcomes)
+        finally:
+            if engine is not None:
+                engine.close()
+            policy.close()
+    S.exit_with(report)
+
+
+def report_generation_cost(report, engine, pauses, outcomes) -> None:
+    """Per update: the round's time, and what generation lost around it (from the engine's step log)."""
+    log = engine.step_log
+    updates = []
+    for pause, outcome in zip(pauses, outcomes):
+        before = [entry for entry in log if entry[0] <= pause["started"]]
+        after = [entry for entry in log if entry[0] > pause["resumed"]]
+        if len(before) < RATE_WINDOW_STEPS + 1 or len(after) < RATE_WINDOW_STEPS + 1:
+            continue
+        window = before[-(RATE_WINDOW_STEPS + 1):]
+        step_s = statistics.median(b[0] - a[0] for a, b in zip(window, window[1:]))
+        rate_before = sum(entry[1] for entry in window[1:]) / (window[-1][0] - window[0][0])
+        later = after[:RATE_WINDOW_STEPS + 1]
+        rate_after = sum(entry[1] for entry in later[1:]) / (later[-1][0] - later[0][0])
+        stall = after[0][0] - before[-1][0]
+        updates.append({"version": outcome["version"], "round_ms": round(outcome["total_s"] * 1000, 3),
+                        "bytes": outcome["bytes"], "parked_ms": round((pause["resumed"] - pause["started"]) * 1000, 3),
+                        "stall_ms": round(stall * 1000, 3), "step_ms": round(step_s * 1000, 3),
+                        "lost_ms": round((stall - step_s) * 1000, 3),
+                        "tokens_per_s_before": round(rate_before, 1), "tokens_per_s_after": round(rate_after, 1)})
+        report.say(f"V{outcome['version']}: round {outcome['total_s'] * 1000:.1f} ms, engine parked "
+                   f"{(pause['resumed'] - pause['started']) * 1000:.1f} ms, stall {stall * 1000:.1f} ms against a "
+                   f"{step_s * 1000:.1f} ms step; {rate_before:.0f} tokens/s before, {rate_after:.0f} after")
+    report.timing("updates", updates)
+
+
+if __name__ == "__main__":
+    main()

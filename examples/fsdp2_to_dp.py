@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""An FSDP2 trainer updating data-parallel inference workers through wsync (vLLM's EP/DP weight-sync example):
+the trainer's ranks hold the policy sharded with PyTorch FSDP2 (`fully_shard`); for each version every rank takes
+part in gathering the full tensors (DTensor.full_tensor(), a collective), and rank 0 publishes them; each inference
+worker, a process of its own, holds a full copy and takes every version.
+
+    python examples/fsdp2_to_dp.py --model qwen3-small --trainer-devices cuda:0,cuda:1 \\
+        --engine-devices cuda:2,cuda:3 --channel nccl                   # 4 GPUs
+    python examples/fsdp2_to_dp.py --model qwen3-small --trainer-devices cuda:0,cuda:1 \\
+        --engine-devices cuda:0,cuda:1 --channel cuda_ipc               # 2 GPUs: workers beside the ranks
+    python examples/fsdp2_to_dp.py                                      # CPU: gloo ranks, shm (torch >= 2.6)
+
+Checks (exit code 1 if any fails): every worker holds each version byte for byte as gathered; every worker's greedy
+outputs equal the unsharded trainer model's (rank 0 loads the gathered tensors into a plain model and generates
+through the same engine code), token for token, before and after the FSDP2 training steps; the update changed them.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import tempfile
+import time
+import traceback
+from typing import Any, List
+
+import policy_models
+import scenario_support as S
+import torch
+import wsync
+from reference_engine import ReferenceEngine, deterministic
+
+
+def fully_shard_function():
+    """FSDP2's fully_shard, or None where this torch has none (before 2.4; 1.13 even fails to import it on 3.11)."""
+    for module in ("torch.distributed.fsdp", "torch.distributed._composable.fsdp"):
+        try:
+            return getattr(__import__(module, fromlist=["fully_shard"]), "fully_shard")
+        except Exception:  # noqa: BLE001 - ImportError, AttributeError, or a failing import
+            continue
+    return None
+
+
+class TrainerGroup:
+    """The FSDP2 ranks, a process each, driven in lockstep: every command goes to every rank (collectives need all
+    of them); rank 0's answer is returned."""
+
+    def __init__(self, bus, model, seed, devices: List[str], channel, backend, init_file):
+        context = multiprocessing.get_context("spawn")
+        self.connections, self.processes = [], []
+        for rank, device in enumerate(devices):
+            parent, child = context.Pipe()
+            process = context.Process(target=_rank_main,
+                                      args=(child, rank, len(devices), bus, model, seed, device, channel, backend,
+                                            init_file), name=f"trainer-rank{rank}", daemon=True)
+            process.start()
+            child.close()
+            self.connections.append(parent)
+            self.processes.append(process)
+        self._collect()
+
+    def call(self, command: str, *args, timeout: float = S.COMMAND_TIMEOUT_SECONDS) -> Any:
+        for connection in self.connections:
+            connection.send((command, args))
+        return self._collect(timeout)
+
+    def _collect(self, timeout: float = S.COMMAND_TIMEOUT_SECONDS) -> Any:
+        answers = [S.answer_of(connection, timeout, f"trainer rank {rank}")
+                   for rank, connection in enumerate(self.connections)]
+        return answers[0]
+
+    def close(self) -> None:
+        for process, connection in zip(self.processes, self.connections):
+            S.stop_process(process, connection)
+
+
+def _rank_main(connection, rank, world, bus, model_name, seed, device, channel, backend, init_file):
+    try:
+        deterministic()
+        if torch.device(device).type == "cuda":
+            torch.cuda.set_device(torch.device(device))
+        torch.distributed.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
+                                             world_size=world)
+        fully_shard = fully_shard_function()
+        # Every rank starts from the same full weights (as from a checkpoint), then keeps only its shards.
+        model = policy_models.build(model_name, seed, device)
+        for layer in model.model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+        trainer = wsync.Trainer(bus, agent_id="trainer", channel=channel,
+                                cuda_device=S.device_index(device)) if rank == 0 else None
+        full = {}
+        connection.send(("ok", "ready"))
+    except BaseException:  # noqa: BLE001 - reported to the driver
+        connection.send(("error", traceback.format_exc()))
+        return
+    while True:
+        command, args = connection.recv()
+        if command == "stop":
+            if trainer is not None:
+                trainer.close()
+            torch.distributed.destroy_process_group()
+            return
+        try:
+            answer = None
+            if command == "train":  # every rank, each on data of its own
+                steps, train_seed = args
+                answer = policy_models.train_steps(model, steps, train_seed + rank)
+            elif command == "publish":  # every rank gathers; rank 0 publishes the full tensors
+                version, pause_mode = args
+                started = time.monotonic()
+                gathered = {name: parameter.full_tensor() for name, parameter in model.named_parameters()}
+                gather_s = time.monotonic() - started
+                if rank == 0:
+                    full = gathered
+                    outcome = trainer.publish(version, full, pause_mode=pause_mode).wait(S.COMMAND_TIMEOUT_SECONDS)
+                    answer = {"version": version, "kind": outcome.kind, "reason": outcome.reason,
+                              "detail": outcome.detail, "bytes": outcome.bytes, "total_s": outcome.total,
+                              "until_plan_s": outcome.until_plan, "sending_s": outcome.sending,
+                              "gather_s": gather_s, "digests": policy_models.digests(full.items()),
+                              "sharded": type(next(model.parameters())).__name__}
+                del gathered
+            elif command == "generate" and rank == 0:  # the unsharded model: the gathered tensors in a plain one
+                prompts, max_tokens = args
+                plain = policy_models.build(model_name, S.ENGINE_SEED, device)
+                with torch.no_grad():
+                    for name, parameter in plain.named_parameters():
+                        parameter.copy_(full[name])
+                with ReferenceEngine(plain, device) as engine:
+                    answer = [request.tokens for request in engine.generate(prompts, max_tokens)]
+                del plain
+            elif command not in ("generate",):
+                raise ValueError(f"unknown command '{command}'")
+            connection.send(("ok", answer))
+        except BaseException:  # noqa: BLE001 - reported to the driver
+            connection.send(("error", traceback.format_exc()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="tiny", choices=sorted(policy_models.MODELS))
+    parser.add_argument("--channel", default="shm", choices=["shm", "tcp", "nccl", "cuda_ipc"])
+    parser.add_argument("--trainer-devices", default="cpu,cpu", help="one device per FSDP2 rank")
+    parser.add_argument("--engine-devices", default="cpu,cpu", help="one device per inference worker")
+    parser.add_argument("--backend", help="torch.distributed backend (default: nccl on GPUs, gloo on the CPU)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--train-steps", type=int, default=3)
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=24)
+    parser.add_argument("--json")
+    parser.add_argument("--bus")
+    arguments = parser.parse_args()
+    report = S.Report("fsdp2_to_dp", arguments)
+    if fully_shard_function() is None:
+        report.say(f"torch {torch.__version__} has no FSDP2 (fully_shard): torch >= 2.6 is needed")
+        raise SystemExit(2)
+    trainer_devices = arguments.trainer_devices.split(",")
+    engine_devices = arguments.engine_devices.split(",")
+    backend = arguments.backend or ("nccl" if torch.device(trainer_devices[0]).type == "cuda" else "gloo")
+    bus = arguments.bus or S.unique_bus("fsdp2-dp")
+    vocab = policy_models.config_for(arguments.model).vocab_size
+    prompts = policy_models.prompts(arguments.prompts, vocab, seed=arguments.seed + 300)
+    report.say(f"{len(trainer_devices)} FSDP2 ranks on {trainer_devices} ({backend}), {len(engine_devices)} "
+               f"inference workers on {engine_devices}, channel {arguments.channel}")
+
+    engines, group = [], None
+    with wsync.Coordinator(bus), tempfile.TemporaryDirectory() as workdir:
+        try:
+            engines = [S.EngineProcess(bus, arguments.model, device, f"engine-{index}")
+                       for index, device in enumerate(engine_devices)]
+            group = TrainerGroup(bus, arguments.model, arguments.seed, trainer_devices, arguments.channel, backend,
+                                 os.path.join(workdir, "rendezvous"))
+            before = None
+            for version in (1, 2):
+                if version == 2:
+                    losses = group.call("train", arguments.train_steps, arguments.seed + 1)
+                    report.say(f"rank 0 trained {arguments.train_steps} FSDP2 steps: losses {losses}")
+                outcome = group.call("publish", version, "wait")
+                report.say(f"gathered in {outcome['gather_s'] * 1000:.1f} ms from {outcome['sharded']} shards; "
+                           f"{S.describe_outcome(outcome)}")
+                report.check(f"version {version} committed", outcome["kind"] == "committed", outcome["detail"])
+                report.timing(f"v{version}", {key: outcome[key] for key in ("total_s", "gather_s", "bytes")})
+                for engine in engines:
+                    engine.call("wait_for_version", version)  # applied at the commit, by each worker
+                    report.same_weights(f"{engine.agent_id} holds version {version} byte for byte",
+                                        engine.call("digests"), outcome["digests"])
+                expected = group.call("generate", prompts, arguments.max_tokens)
+                for engine in engines:
+                    answers = engine.call("generate", prompts, arguments.max_tokens)
+                    report.same_tokens(f"version {version}: {engine.agent_id}'s outputs equal the unsharded "
+                                       f"trainer model's", [tokens for tokens, _ in answers], expected)
+                    report.check(f"version {version}: {engine.agent_id} tags every token with it",
+                                 all(spans == [(0, version)] for _, spans in answers),
+                                 f"spans: {sorted({tuple(spans) for _, spans in answers})}")
+                if before is not None:
+                    report.check("the update changed the outputs", expected != before,
+                                 "version 2 generates exactly what version 1 did: the checks prove nothing")
+                before = expected
+        finally:
+            if group is not None:
+                group.close()
+            for engine in engines:
+                engine.close()
+    S.exit_with(report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,327 @@
+"""What wsync's RL examples share: the policy (trainer) in a process of its own, the engine with its wsync worker,
+and a report of checks that makes the example exit non-zero when one fails."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+# Deterministic cuBLAS needs this before CUDA starts in the process (spawned children inherit it).
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import torch  # noqa: E402
+
+import policy_models  # noqa: E402
+import wsync  # noqa: E402
+from reference_engine import ReferenceEngine, deterministic  # noqa: E402
+
+__all__ = ["PolicyProcess", "EngineWorker", "EngineProcess", "Report", "fresh_engine", "device_index",
+           "common_arguments", "unique_bus", "outputs", "describe_outcome", "exit_with"]
+
+# A policy's answer to one command: training a 0.6B model or a round over a slow channel stays well inside this.
+COMMAND_TIMEOUT_SECONDS = 900.0
+# The engine's initial weights are drawn from this seed, the policy's from another: the engine holds the policy's
+# version only if wsync delivered it.
+ENGINE_SEED = 12345
+
+
+def device_index(device: str) -> Optional[int]:
+    parsed = torch.device(device)
+    return None if parsed.type == "cpu" else (parsed.index or 0)
+
+
+def unique_bus(name: str) -> str:
+    return f"{name}-{os.getpid()}"
+
+
+def common_arguments(parser, model: str = "tiny") -> None:
+    parser.add_argument("--model", default=model, choices=sorted(policy_models.MODELS))
+    parser.add_argument("--channel", default="shm", choices=["shm", "tcp", "nccl", "cuda_ipc"])
+    parser.add_argument("--trainer-device", default="cpu", help="cpu, cuda:0, ...")
+    parser.add_argument("--engine-device", default="cpu")
+    parser.add_argument("--seed", type=int, default=1, help="the policy's initial weights (version 1)")
+    parser.add_argument("--train-steps", type=int, default=3, help="optimizer steps from one version to the next")
+    parser.add_argument("--json", help="write what ran, the checks and the timings here")
+    parser.add_argument("--bus", help="bus name (default: unique to this run)")
+
+
+# ---- the policy ---------------------------------------------------------------------------------------------------
+
+class PolicyProcess:
+    """The trainer: a process holding the policy model and a wsync.Trainer, driven by commands over a pipe."""
+
+    def __init__(self, bus: str, model: str, seed: int, device: str, channel: str, agent_id: str = "trainer"):
+        context = multiprocessing.get_context("spawn")  # CUDA in a child needs spawn
+        self._connection, child = context.Pipe()
+        self._process = context.Process(target=_policy_main, args=(child, bus, model, seed, device, channel, agent_id),
+                                        name=agent_id, daemon=True)
+        self._process.start()
+        child.close()
+        self.result(timeout=COMMAND_TIMEOUT_SECONDS)  # "ready"
+
+    def send(self, command: str, *args) -> None:
+        """Starts a command; result() returns its answer (commands run one at a time, in order)."""
+        self._connection.send((command, args))
+
+    def result(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> Any:
+        return answer_of(self._connection, timeout, "the policy process")
+
+    def call(self, command: str, *args, timeout: float = COMMAND_TIMEOUT_SECONDS) -> Any:
+        self.send(command, *args)
+        return self.result(timeout)
+
+    def close(self) -> None:
+        stop_process(self._process, self._connection)
+
+
+def _policy_main(connection, bus, model_name, seed, device, channel, agent_id):
+    try:
+        deterministic()
+        if torch.device(device).type == "cuda":
+            torch.cuda.set_device(torch.device(device))
+        model = policy_models.build(model_name, seed, device)
+        trainer = wsync.Trainer(bus, agent_id=agent_id, channel=channel, cuda_device=device_index(device))
+        versions: Dict[int, Dict[str, torch.Tensor]] = {}  # prepared versions: name -> a copy of each parameter
+        connection.send(("ok", "ready"))
+    except BaseException:  # noqa: BLE001 - reported to the driver
+        connection.send(("error", traceback.format_exc()))
+        return
+    published_once = False
+    while True:
+        command, args = connection.recv()
+        if command == "stop":
+            trainer.close()
+            return
+        try:
+            if command == "generate":  # the policy's own greedy outputs, through the same engine code
+                prompts, max_tokens = args
+                with ReferenceEngine(model, device) as engine:
+                    answer = [request.tokens for request in engine.generate(prompts, max_tokens)]
+            elif command == "train":
+                steps, train_seed = args
+                answer = policy_models.train_steps(model, steps, train_seed)
+            elif command == "prepare":  # a later version made now and kept aside, published when asked
+                version, steps, train_seed, path = args
+                losses = policy_models.train_steps(model, steps, train_seed)
+                versions[version] = {name: tensor.detach().clone() for name, tensor in model.named_parameters()}
+                policy_models.save_state(model, path)
+                answer = {"losses": losses, "digests": policy_models.digests(versions[version].items())}
+            elif command == "publish":
+                version, pause_mode = args
+                tensors = versions.get(version)
+                if tensors is None:
+                    tensors = None if published_once else model.named_parameters()
+                started = time.monotonic()
+                outcome = trainer.publish(version, tensors, pause_mode=pause_mode).wait(COMMAND_TIMEOUT_SECONDS)
+                published_once = True
+                answer = {"version": version, "kind": outcome.kind, "reason": outcome.reason,
+                          "detail": outcome.detail, "bytes": outcome.bytes, "total_s": outcome.total,
+                          "until_plan_s": outcome.until_plan, "sending_s": outcome.sending,
+                          "wall_s": time.monotonic() - started}
+            elif command == "digests":
+                answer = policy_models.digests(model.named_parameters())
+            elif command == "save":
+                policy_models.save_state(model, args[0])
+                answer = args[0]
+            else:
+                raise ValueError(f"unknown command '{command}'")
+            connection.send(("ok", answer))
+        except BaseException:  # noqa: BLE001 - reported to the driver, which decides
+            connection.send(("error", traceback.format_exc()))
+
+
+# ---- the engine ---------------------------------------------------------------------------------------------------
+
+class EngineWorker:
+    """An inference engine (ReferenceEngine over the model `model`, initial weights from ENGINE_SEED) and the
+    wsync worker bound to its parameters in place: the engine's pause and resume are the worker's callbacks and
+    every token is tagged with the worker's applied version."""
+
+    def __init__(self, bus: str, model: str, device: str, agent_id: str = "engine-0", on_step=None):
+        deterministic()
+        if torch.device(device).type == "cuda":
+            torch.cuda.set_device(torch.device(device))
+        self.device = device
+        self.model = policy_models.build(model, ENGINE_SEED, device)
+        self.worker: Optional[wsync.Worker] = None
+        self.engine = ReferenceEngine(self.model, device, version=self._version, on_step=on_step)
+        self.worker = wsync.Worker(bus, agent_id=agent_id, tensors=self.model.named_parameters(),
+                                   on_pause=self.engine.pause, on_resume=self.engine.resume,
+                                   cuda_device=device_index(device))
+
+    def _version(self) -> int:
+        return self.worker.applied_version if self.worker is not None else 0
+
+    def digests(self) -> Dict[str, str]:
+        return policy_models.digests(self.model.named_parameters())
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+        self.engine.close()
+
+
+class EngineProcess:
+    """An EngineWorker in a process of its own (a data-parallel inference worker), driven by commands."""
+
+    def __init__(self, bus: str, model: str, device: str, agent_id: str):
+        context = multiprocessing.get_context("spawn")
+        self.agent_id = agent_id
+        self._connection, child = context.Pipe()
+        self._process = context.Process(target=_engine_main, args=(child, bus, model, device, agent_id),
+                                        name=agent_id, daemon=True)
+        self._process.start()
+        child.close()
+        answer_of(self._connection, COMMAND_TIMEOUT_SECONDS, agent_id)  # "ready"
+
+    def call(self, command: str, *args, timeout: float = COMMAND_TIMEOUT_SECONDS) -> Any:
+        self._connection.send((command, args))
+        return answer_of(self._connection, timeout, self.agent_id)
+
+    def close(self) -> None:
+        stop_process(self._process, self._connection)
+
+
+def _engine_main(connection, bus, model, device, agent_id):
+    try:
+        worker = EngineWorker(bus, model, device, agent_id)
+        connection.send(("ok", "ready"))
+    except BaseException:  # noqa: BLE001 - reported to the driver
+        connection.send(("error", traceback.format_exc()))
+        return
+    while True:
+        command, args = connection.recv()
+        if command == "stop":
+            worker.close()
+            return
+        try:
+            if command == "generate":
+                prompts, max_tokens = args
+                requests = worker.engine.generate(prompts, max_tokens)
+                answer = [(list(request.tokens), list(request.spans.spans)) for request in requests]
+            elif command == "digests":
+                answer = worker.digests()
+            elif command == "wait_for_version":
+                answer = worker.worker.wait_for_version(args[0], timeout=COMMAND_TIMEOUT_SECONDS)
+            else:
+                raise ValueError(f"unknown command '{command}'")
+            connection.send(("ok", answer))
+        except BaseException:  # noqa: BLE001 - reported to the driver
+            connection.send(("error", traceback.format_exc()))
+
+
+def answer_of(connection, timeout: float, who: str) -> Any:
+    if not connection.poll(timeout):
+        raise TimeoutError(f"{who} did not answer within {timeout} s")
+    kind, value = connection.recv()
+    if kind == "error":
+        raise RuntimeError(f"{who} failed:\n{value}")
+    return value
+
+
+def stop_process(process, connection) -> None:
+    if process.is_alive():
+        try:
+            connection.send(("stop", ()))
+        except OSError:
+            pass
+        process.join(60)
+    if process.is_alive():
+        process.kill()
+        process.join()
+
+
+def fresh_engine(model: str, device: str, state_path) -> ReferenceEngine:
+    """An engine holding only the version saved at `state_path` (no worker, no other version ever loaded)."""
+    built = policy_models.build(model, ENGINE_SEED, device)
+    policy_models.load_state(built, state_path)
+    return ReferenceEngine(built, device)
+
+
+# ---- checks -------------------------------------------------------------------------------------------------------
+
+class Report:
+    """Checks and measurements of one run: each check prints PASS or FAIL with what differed; finish() writes the
+    JSON record and returns the exit code (1 when any check failed)."""
+
+    def __init__(self, scenario: str, arguments):
+        self.record: Dict[str, Any] = {"scenario": scenario, "arguments": vars(arguments), "checks": [],
+                                       "timings": {}, "machine": _machine()}
+        self.path = arguments.json
+        self.failed = 0
+        self.started = time.monotonic()
+
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+
+    def check(self, name: str, passed: bool, detail: str = "") -> bool:
+        self.record["checks"].append({"check": name, "passed": bool(passed), "detail": detail})
+        if not passed:
+            self.failed += 1
+        self.say(f"{'PASS' if passed else 'FAIL'} {name}{': ' + detail if detail and not passed else ''}")
+        return passed
+
+    def same_tokens(self, name: str, got: Sequence[Sequence[int]], expected: Sequence[Sequence[int]]) -> bool:
+        """Token for token; names the first request and position that differ."""
+        for index, (mine, theirs) in enumerate(zip(got, expected)):
+            if list(mine) != list(theirs):
+                position = next((at for at, (a, b) in enumerate(zip(mine, theirs)) if a != b),
+                                min(len(mine), len(theirs)))
+                return self.check(name, False, f"request {index} differs at token {position}: "
+                                               f"{list(mine)[position:position + 4]} vs "
+                                               f"{list(theirs)[position:position + 4]} "
+                                               f"({len(mine)} vs {len(theirs)} tokens)")
+        if len(got) != len(expected):
+            return self.check(name, False, f"{len(got)} outputs vs {len(expected)}")
+        return self.check(name, True)
+
+    def same_weights(self, name: str, got: Dict[str, str], expected: Dict[str, str]) -> bool:
+        differing = [key for key in expected if got.get(key) != expected[key]]
+        missing = sorted(set(expected) ^ set(got))
+        return self.check(name, not differing and not missing,
+                          f"{len(differing)} of {len(expected)} tensors differ (first: "
+                          f"{(differing or missing)[0]})" if differing or missing else "")
+
+    def timing(self, key: str, value: Any) -> None:
+        self.record["timings"][key] = value
+
+    def finish(self) -> int:
+        self.record["seconds"] = round(time.monotonic() - self.started, 3)
+        self.record["passed"] = self.failed == 0
+        if self.path:
+            Path(self.path).write_text(json.dumps(self.record, indent=2) + "\n")
+        self.say(f"{self.record['scenario']}: {'all checks passed' if self.failed == 0 else f'{self.failed} checks FAILED'}"
+                 f" ({self.record['seconds']} s)")
+        return 0 if self.failed == 0 else 1
+
+
+def _machine() -> Dict[str, Any]:
+    import platform
+
+    import transformers
+
+    info = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "host": platform.node()}
+    if torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
+    return info
+
+
+def outputs(requests) -> List[List[int]]:
+    return [list(request.tokens) for request in requests]
+
+
+def describe_outcome(outcome: Dict[str, Any]) -> str:
+    text = f"version {outcome['version']} {outcome['kind']}"
+    if outcome["kind"] != "committed":
+        text += f" ({outcome['reason'] or ''} {outcome['detail']})"
+    return text + f" in {outcome['total_s'] * 1000:.1f} ms ({outcome['bytes'] / 1e6:.1f} MB)"
+
+
+def exit_with(report: Report) -> None:
+    sys.exit(report.finish())
