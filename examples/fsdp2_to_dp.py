@@ -82,11 +82,14 @@ def _rank_main(connection, rank, world, bus, model_name, seed, device, channel, 
         torch.distributed.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
                                              world_size=world)
         fully_shard = fully_shard_function()
+        from torch.distributed.device_mesh import init_device_mesh
+        # The ranks' own device type, said explicitly: FSDP2's default mesh is on CUDA wherever CUDA is present.
+        mesh = init_device_mesh(torch.device(device).type, (world,))
         # Every rank starts from the same full weights (as from a checkpoint), then keeps only its shards.
         model = policy_models.build(model_name, seed, device)
         for layer in model.model.layers:
-            fully_shard(layer)
-        fully_shard(model)
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
         trainer = wsync.Trainer(bus, agent_id="trainer", channel=channel,
                                 cuda_device=S.device_index(device)) if rank == 0 else None
         full = {}

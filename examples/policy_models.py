@@ -78,7 +78,7 @@ def train_steps(model, steps: int, seed: int, lr: float = 1e-3, batch: int = 4, 
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        losses.append(float(loss))
+        losses.append(loss.detach().item())
     model.eval()
     del optimizer
     return losses

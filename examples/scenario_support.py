@@ -218,7 +218,10 @@ def _engine_main(connection, bus, model, device, agent_id):
 def answer_of(connection, timeout: float, who: str) -> Any:
     if not connection.poll(timeout):
         raise TimeoutError(f"{who} did not answer within {timeout} s")
-    kind, value = connection.recv()
+    try:
+        kind, value = connection.recv()
+    except EOFError:
+        raise RuntimeError(f"{who} exited without answering (a crash: its output is above)") from None
     if kind == "error":
         raise RuntimeError(f"{who} failed:\n{value}")
     return value
