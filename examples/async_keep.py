@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Async RL through wsync, pausing in keep mode (vLLM's examples/offline_inference/rlhf_async_new_apis.py): a batch
+"""Async RL through wsync, pausing in keep mode (vLLM's async RLHF example with its weight-syncing APIs): a batch
 of requests is generating; once one has produced --pause-after tokens the trainer publishes the next version, the
 engine freezes its requests (keep: their KV dropped), takes the version, recomputes their KV under it and goes on.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Sync RLHF through wsync (vLLM's examples/offline_inference/rlhf.py, step for step): a policy trains in one
+"""Sync RLHF through wsync (vLLM's RLHF example, rlhf.py, step for step): a policy trains in one
 process, an inference engine generates in another; the engine's weights are updated from the trainer between
 generations.
 
