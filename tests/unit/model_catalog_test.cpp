@@ -123,6 +123,61 @@ TEST(ModelCatalog, Qwen3MoeMatchesTransformers) {
   EXPECT_EQ(manifest->totalBytes(), 61'064'245'248U);
 }
 
+TEST(ModelCatalog, DeepSeekV3MatchesItsFp8Checkpoint) {
+  auto whole = modelTensors("deepseek-v3:61");
+  ASSERT_TRUE(whole.has_value()) << whole.error().describe();
+  // embed_tokens, norm, lm_head + 3 dense layers x 20 (5 FP8 attention projections and their scales, 2 attention
+  // norms, 3 MLP projections and their scales, 2 layer norms) + 58 MoE layers x 1,558 (the same attention, 256
+  // experts x 3 projections x 2, the router's weight and bias, a shared expert x 6, 2 layer norms).
+  ASSERT_EQ(whole->size(), 90'427U);
+  auto manifest = Manifest::create(*whole);
+  ASSERT_TRUE(manifest.has_value()) << manifest.error().describe();
+  // Bytes, counted independently of the code above: projections 1 byte per element, scales 4 per 128 x 128 block,
+  // the rest 2 (the router's bias 4). About DeepSeek-V3's 671 B parameters, in FP8.
+  EXPECT_EQ(manifest->totalBytes(), 673'150'611'808U);
+
+  auto tensors = modelTensors("deepseek-v3:8");
+  ASSERT_TRUE(tensors.has_value()) << tensors.error().describe();
+  ASSERT_EQ(tensors->size(), 3U + 3 * 20 + 5 * 1'558);
+  auto eight = Manifest::create(*tensors);
+  ASSERT_TRUE(eight.has_value()) << eight.error().describe();
+  EXPECT_EQ(eight->totalBytes(), 63'017'394'944U);
+  const auto& t = *tensors;
+  EXPECT_EQ(t[0], (TensorSpec{"model.embed_tokens.weight", msg::DType::BF16, {129280, 7168}}));
+  EXPECT_EQ(t[1], (TensorSpec{"model.layers.0.self_attn.q_a_proj.weight", msg::DType::F8E4M3, {1536, 7168}}));
+  EXPECT_EQ(t[2], (TensorSpec{"model.layers.0.self_attn.q_a_proj.weight_scale_inv", msg::DType::F32, {12, 56}}));
+  EXPECT_EQ(t[3], (TensorSpec{"model.layers.0.self_attn.q_a_layernorm.weight", msg::DType::BF16, {1536}}));
+  EXPECT_EQ(t[4], (TensorSpec{"model.layers.0.self_attn.q_b_proj.weight", msg::DType::F8E4M3, {24576, 1536}}));
+  EXPECT_EQ(t[6], (TensorSpec{"model.layers.0.self_attn.kv_a_proj_with_mqa.weight", msg::DType::F8E4M3, {576, 7168}}));
+  EXPECT_EQ(t[7].shape, (std::vector<std::int64_t>{5, 56}));  // 576 rows: a partial block counts
+  EXPECT_EQ(t[9], (TensorSpec{"model.layers.0.self_attn.kv_b_proj.weight", msg::DType::F8E4M3, {32768, 512}}));
+  EXPECT_EQ(t[11], (TensorSpec{"model.layers.0.self_attn.o_proj.weight", msg::DType::F8E4M3, {7168, 16384}}));
+  EXPECT_EQ(t[13], (TensorSpec{"model.layers.0.mlp.gate_proj.weight", msg::DType::F8E4M3, {18432, 7168}}));
+  EXPECT_EQ(t[18], (TensorSpec{"model.layers.0.mlp.down_proj.weight_scale_inv", msg::DType::F32, {56, 144}}));
+  EXPECT_EQ(t[20].name, "model.layers.0.post_attention_layernorm.weight");
+  // Layer 3, the first MoE layer, starts at 1 + 3 x 20: its experts follow its 12 attention tensors.
+  const std::size_t moe = 1 + 3 * 20;
+  EXPECT_EQ(t[moe].name, "model.layers.3.self_attn.q_a_proj.weight");
+  EXPECT_EQ(t[moe + 12], (TensorSpec{"model.layers.3.mlp.experts.0.gate_proj.weight", msg::DType::F8E4M3, {2048, 7168}}));
+  EXPECT_EQ(t[moe + 13], (TensorSpec{"model.layers.3.mlp.experts.0.gate_proj.weight_scale_inv", msg::DType::F32,
+                                     {16, 56}}));
+  EXPECT_EQ(t[moe + 12 + 6 * 255 + 4].name, "model.layers.3.mlp.experts.255.down_proj.weight");
+  EXPECT_EQ(t[moe + 12 + 6 * 256], (TensorSpec{"model.layers.3.mlp.gate.weight", msg::DType::BF16, {256, 7168}}));
+  EXPECT_EQ(t[moe + 12 + 6 * 256 + 1],
+            (TensorSpec{"model.layers.3.mlp.gate.e_score_correction_bias", msg::DType::F32, {256}}));
+  EXPECT_EQ(t[moe + 12 + 6 * 256 + 2].name, "model.layers.3.mlp.shared_experts.gate_proj.weight");
+  EXPECT_EQ(t[moe + 1557].name, "model.layers.3.post_attention_layernorm.weight");
+  EXPECT_EQ(t[t.size() - 2], (TensorSpec{"model.norm.weight", msg::DType::BF16, {7168}}));
+  EXPECT_EQ(t.back(), (TensorSpec{"lm_head.weight", msg::DType::BF16, {129280, 7168}}));
+
+  for (const char* spec : {"deepseek-v3:0", "deepseek-v3:62", "deepseek-v3:", "deepseek-v3:8x", "deepseek-v3:-1"}) {
+    auto refused = modelTensors(spec);
+    ASSERT_FALSE(refused.has_value()) << spec;
+    EXPECT_EQ(refused.error().code, ModelCatalogError::InvalidLayerCount) << spec;
+    EXPECT_NE(refused.error().describe().find("1..61"), std::string::npos) << refused.error().describe();
+  }
+}
+
 TEST(ModelCatalog, TinyMixesDTypesAndShapes) {
   auto tensors = modelTensors("tiny");
   ASSERT_TRUE(tensors.has_value());

@@ -18,9 +18,10 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "tensor content is defined as little-endian words: a big-endian host would write other bytes");
 
-constexpr std::array<std::string_view, 5> kKnownModels{"opt-125m", "qwen2.5-7b", "qwen3-30b-a3b", "tiny",
-                                                       "synthetic:COUNT:MIB"};
+constexpr std::array<std::string_view, 6> kKnownModels{"opt-125m", "qwen2.5-7b", "qwen3-30b-a3b",
+                                                       "deepseek-v3:LAYERS", "tiny", "synthetic:COUNT:MIB"};
 constexpr std::string_view kSyntheticPrefix = "synthetic:";
+constexpr std::string_view kDeepSeekPrefix = "deepseek-v3:";
 
 // ---- opt-125m -------------------------------------------------------------------------------------------------
 
@@ -132,6 +133,78 @@ std::vector<TensorSpec> qwen3Moe() {
   }
   tensors.push_back({"model.norm.weight", bf16, {kQwen3MoeHidden}});
   tensors.push_back({"lm_head.weight", bf16, {kQwen3MoeVocab, kQwen3MoeHidden}});  // not tied to embed_tokens
+  return tensors;
+}
+
+// ---- deepseek-v3:LAYERS ---------------------------------------------------------------------------------------
+
+// deepseek-ai/DeepSeek-V3's config.json and checkpoint: multi-head latent attention (q through a rank-1536
+// bottleneck, k/v through a rank-512 one plus 64 rope dimensions, 128 heads), the first 3 layers dense, the other
+// 58 a router over 256 experts of intermediate size 2048 plus one shared expert. Every projection is FP8 (e4m3)
+// with an FP32 scale per 128 x 128 block beside it ("weight_scale_inv"); norms, embeddings, the LM head and the
+// router are BF16, the router's bias FP32.
+constexpr std::int64_t kDeepSeekVocab = 129280;
+constexpr std::int64_t kDeepSeekHidden = 7168;
+constexpr std::int64_t kDeepSeekQueryRank = 1536;
+constexpr std::int64_t kDeepSeekKeyValueRank = 512;
+constexpr std::int64_t kDeepSeekRopeDim = 64;
+constexpr std::int64_t kDeepSeekHeads = 128;
+constexpr std::int64_t kDeepSeekHeadDim = 128;  // the no-rope part of q/k, and v
+constexpr std::int64_t kDeepSeekDenseIntermediate = 18432;
+constexpr std::int64_t kDeepSeekExpertIntermediate = 2048;
+constexpr std::int64_t kDeepSeekScaleBlock = 128;
+constexpr int kDeepSeekExperts = 256;
+constexpr int kDeepSeekDenseLayers = 3;
+constexpr int kDeepSeekLayers = 61;
+
+// An FP8 projection as the checkpoint stores it: the weight, then its block scales.
+void deepSeekLinear(std::vector<TensorSpec>& tensors, const std::string& name, std::int64_t rows,
+                    std::int64_t columns) {
+  const auto blocks = [](std::int64_t size) { return (size + kDeepSeekScaleBlock - 1) / kDeepSeekScaleBlock; };
+  tensors.push_back({name + ".weight", msg::DType::F8E4M3, {rows, columns}});
+  tensors.push_back({name + ".weight_scale_inv", msg::DType::F32, {blocks(rows), blocks(columns)}});
+}
+
+std::vector<TensorSpec> deepSeekV3(int layers) {
+  constexpr auto bf16 = msg::DType::BF16;
+  std::vector<TensorSpec> tensors;
+  tensors.push_back({"model.embed_tokens.weight", bf16, {kDeepSeekVocab, kDeepSeekHidden}});
+  for (int layer = 0; layer < layers; ++layer) {
+    const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+    // DeepseekV3Attention registers q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm,
+    // kv_b_proj, o_proj.
+    deepSeekLinear(tensors, prefix + "self_attn.q_a_proj", kDeepSeekQueryRank, kDeepSeekHidden);
+    tensors.push_back({prefix + "self_attn.q_a_layernorm.weight", bf16, {kDeepSeekQueryRank}});
+    deepSeekLinear(tensors, prefix + "self_attn.q_b_proj", kDeepSeekHeads * (kDeepSeekHeadDim + kDeepSeekRopeDim),
+                   kDeepSeekQueryRank);
+    deepSeekLinear(tensors, prefix + "self_attn.kv_a_proj_with_mqa", kDeepSeekKeyValueRank + kDeepSeekRopeDim,
+                   kDeepSeekHidden);
+    tensors.push_back({prefix + "self_attn.kv_a_layernorm.weight", bf16, {kDeepSeekKeyValueRank}});
+    deepSeekLinear(tensors, prefix + "self_attn.kv_b_proj", kDeepSeekHeads * 2 * kDeepSeekHeadDim,
+                   kDeepSeekKeyValueRank);
+    deepSeekLinear(tensors, prefix + "self_attn.o_proj", kDeepSeekHidden, kDeepSeekHeads * kDeepSeekHeadDim);
+    const auto mlp = [&](const std::string& name, std::int64_t intermediate) {
+      deepSeekLinear(tensors, name + ".gate_proj", intermediate, kDeepSeekHidden);
+      deepSeekLinear(tensors, name + ".up_proj", intermediate, kDeepSeekHidden);
+      deepSeekLinear(tensors, name + ".down_proj", kDeepSeekHidden, intermediate);
+    };
+    if (layer < kDeepSeekDenseLayers) {
+      mlp(prefix + "mlp", kDeepSeekDenseIntermediate);
+    } else {
+      // DeepseekV3MoE registers the experts, then the router (MoEGate: weight, e_score_correction_bias), then the
+      // shared expert.
+      for (int expert = 0; expert < kDeepSeekExperts; ++expert) {
+        mlp(prefix + "mlp.experts." + std::to_string(expert), kDeepSeekExpertIntermediate);
+      }
+      tensors.push_back({prefix + "mlp.gate.weight", bf16, {kDeepSeekExperts, kDeepSeekHidden}});
+      tensors.push_back({prefix + "mlp.gate.e_score_correction_bias", msg::DType::F32, {kDeepSeekExperts}});
+      mlp(prefix + "mlp.shared_experts", kDeepSeekExpertIntermediate);
+    }
+    tensors.push_back({prefix + "input_layernorm.weight", bf16, {kDeepSeekHidden}});
+    tensors.push_back({prefix + "post_attention_layernorm.weight", bf16, {kDeepSeekHidden}});
+  }
+  tensors.push_back({"model.norm.weight", bf16, {kDeepSeekHidden}});
+  tensors.push_back({"lm_head.weight", bf16, {kDeepSeekVocab, kDeepSeekHidden}});  // not tied to embed_tokens
   return tensors;
 }
 
@@ -277,6 +350,7 @@ std::string_view toString(ModelCatalogError error) {
   switch (error) {
     case ModelCatalogError::UnknownModel: return "unknown model";
     case ModelCatalogError::InvalidSyntheticSpec: return "invalid synthetic model";
+    case ModelCatalogError::InvalidLayerCount: return "invalid layer count";
   }
   return "unknown model catalog error";
 }
@@ -289,6 +363,14 @@ tl::expected<std::vector<TensorSpec>, ModelCatalogFailure> modelTensors(std::str
   if (name == "qwen3-30b-a3b") return qwen3Moe();
   if (name == "tiny") return tiny();
   if (name.starts_with(kSyntheticPrefix)) return synthetic(name);
+  if (name.starts_with(kDeepSeekPrefix)) {
+    const auto layers = parseDecimal(name.substr(kDeepSeekPrefix.size()));
+    if (!layers || *layers < 1 || *layers > kDeepSeekLayers) {
+      return fail(ModelCatalogError::InvalidLayerCount, "'" + std::string(name) + "': LAYERS must be 1.." +
+                                                            std::to_string(kDeepSeekLayers) + ", in decimal");
+    }
+    return deepSeekV3(static_cast<int>(*layers));
+  }
   std::string known;
   for (std::string_view model : kKnownModels) known += (known.empty() ? "" : ", ") + std::string(model);
   return fail(ModelCatalogError::UnknownModel, "'" + std::string(name) + "'; known models: " + known);

@@ -20,6 +20,7 @@ using bus::TensorSpec;
 enum class ModelCatalogError : std::uint8_t {
   UnknownModel,          // a name the catalog does not know; the detail lists the ones it does
   InvalidSyntheticSpec,  // "synthetic:COUNT:MIB" that does not parse, or a count or size out of range
+  InvalidLayerCount,     // "deepseek-v3:LAYERS" that does not parse, or more layers than the model has
 };
 
 std::string_view toString(ModelCatalogError error);
@@ -30,8 +31,8 @@ using ModelCatalogFailure = Failure<ModelCatalogError>;
 // element, and the total can no longer be held within 1% of what was asked.
 inline constexpr std::uint64_t kMinSyntheticBytesPerTensor = 256;
 
-// "opt-125m", "qwen2.5-7b", "qwen3-30b-a3b", "tiny" and the pattern "synthetic:COUNT:MIB", for help texts and
-// error messages.
+// "opt-125m", "qwen2.5-7b", "qwen3-30b-a3b", the pattern "deepseek-v3:LAYERS", "tiny" and the pattern
+// "synthetic:COUNT:MIB", for help texts and error messages.
 std::span<const std::string_view> knownModels();
 
 // The ordered tensors of a model; every list passes Manifest::create.
@@ -49,6 +50,14 @@ std::span<const std::string_view> knownModels();
 //    mlp.experts.{0..127}.{gate,up,down}_proj.weight, input_layernorm.weight, post_attention_layernorm.weight),
 //    model.norm.weight and an untied lm_head.weight. 18,867 tensors, 30,532,122,624 parameters,
 //    61,064,245,248 bytes: shape only, for GPU benchmarks that fill tensors on the device.
+//  - "deepseek-v3:LAYERS": deepseek-ai/DeepSeek-V3 as its FP8 checkpoint stores it, cut to its first LAYERS
+//    (1..61) decoder layers: embed_tokens, then per layer the MLA attention (q_a_proj, q_a_layernorm, q_b_proj,
+//    kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj), the MLP (layers 0..2 dense; later ones 256 experts,
+//    the router mlp.gate.{weight,e_score_correction_bias} and one shared expert), the two layer norms; then
+//    model.norm and an untied lm_head. Every projection is F8_E4M3 followed by its F32 "weight_scale_inv" (one
+//    per 128 x 128 block); the rest BF16. Layer 0..2: 20 tensors each, a MoE layer 1,558. "deepseek-v3:61" is the
+//    whole model without its MTP layer: 90,427 tensors, 673,150,611,808 bytes; "deepseek-v3:8" (3 dense and 5 MoE
+//    layers, 7,853 tensors, 63,017,394,944 bytes) fits one H200 per side with buckets to spare. Shape only.
 //  - "tiny": 8 tensors of F32, BF16, F16 and I64, a scalar and a zero-byte one among them, 4,322 bytes.
 //  - "synthetic:COUNT:MIB": COUNT (1..kMaxTensors) BF16 tensors "layers.L.{attn_norm,wq,wk,wv,wo,ffn_norm,w1,w2,w3}"
 //    of 1-D and 2-D shapes whose sizes spread over two orders of magnitude, MIB mebibytes in all (within 1%), and
