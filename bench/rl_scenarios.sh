@@ -4,6 +4,7 @@
 # record and output go to OUT_DIR: what bench/results/rl-scenarios-* hold.
 #
 #   bench/rl_scenarios.sh OUT_DIR [TIMING_MODEL]      # TIMING_MODEL: qwen3-0.6b (default), qwen3-1.7b
+#   WSYNC_COMMIT=abc1234 bench/rl_scenarios.sh ...    # the commit to name where the tree has no .git
 #
 # Needs torch with CUDA, transformers, pytest (or python3 -m pytest), and wsync's library and programs
 # (WSYNC_LIBRARY, WSYNC_BIN_DIR; PYTHONPATH with python/).
@@ -31,6 +32,15 @@ run() {
   grep -E '^V[0-9]+: round' "$out/$label.log"
   return $code
 }
+
+# The timing table's update rows: wsync against what the seeds do, same run (python/benchmarks/publish.py: per-tensor
+# torch.distributed.broadcast and vLLM-style packed buckets over nccl on 2 GPUs; torch copies on one GPU).
+echo "== timing: update time per version"
+if [[ $gpus -ge 2 ]]; then channel=nccl; else channel=cuda_ipc; fi
+python3 python/benchmarks/publish.py --channel "$channel" --models hf:qwen3-0.6b hf:qwen3-1.7b hf:qwen3-1.7b:bf16 \
+  --warmup 2 --reps 10 ${WSYNC_COMMIT:+--commit "$WSYNC_COMMIT"} --out "$out/update-time-$channel.md" \
+  --json "$out/update-time-$channel.json" > "$out/update-time-$channel.log" 2>&1 || status=1
+grep -E '^## |wsync Python \(|per tensor|packed' "$out/update-time-$channel.md"
 
 echo "== timing: async keep mode on $timing_model"
 if [[ $gpus -ge 2 ]]; then

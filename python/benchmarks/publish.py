@@ -81,10 +81,42 @@ def trainer_program() -> str:
     raise SystemExit("wsync-trainer not found: set WSYNC_TRAINER or WSYNC_BIN_DIR")
 
 
+HF_PREFIX = "hf:"
+HF_DTYPES = {"fp32": ("float32", "F32"), "bf16": ("bfloat16", "BF16")}
+
+
 def catalog_manifest(model: str) -> list:
+    """The model's tensors: the C++ catalog's (wsync-trainer --print-manifest), or for "hf:NAME[:bf16]" the
+    named parameters of examples/policy_models.py's transformers model NAME (built on the meta device: no memory),
+    in fp32 as the RL examples run it unless :bf16 says otherwise."""
+    if model.startswith(HF_PREFIX):
+        return hf_manifest(model[len(HF_PREFIX):])
     out = subprocess.run([trainer_program(), "--print-manifest", "--model", model], check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out)
+
+
+def hf_manifest(name: str) -> list:
+    import torch
+    import transformers
+
+    name, _, precision = name.partition(":")
+    dtype, code = HF_DTYPES.get(precision or "fp32", (None, None))
+    if dtype is None:
+        raise SystemExit(f"hf:{name}:{precision}: precision is one of {', '.join(HF_DTYPES)}")
+    sys.path.insert(0, str(THIS.parents[2] / "examples"))
+    import policy_models
+
+    meta = torch.device("meta")
+    build = lambda: transformers.AutoModelForCausalLM.from_config(policy_models.config_for(name))  # noqa: E731
+    if hasattr(meta, "__enter__"):  # torch >= 2.0: shapes without memory
+        with meta:
+            model = build()
+    else:
+        model = build()
+    model = model.to(getattr(torch, dtype))
+    return [{"name": tensor_name, "dtype": code, "shape": list(tensor.shape)}
+            for tensor_name, tensor in model.named_parameters()]
 
 
 def make_tensors(torch, specs, device, zero=False):
@@ -313,6 +345,10 @@ CPP_LINE = re.compile(r"version (\d+) committed in round \d+: [\d.]+ MB in ([\d.
                       r"sending ([\d.]+) ms")
 
 
+class _NoCppRow(Exception):
+    """The model has no C++ catalog entry: the wsync C++ row is left out."""
+
+
 def bench_model(torch, wsync, args, model, workdir):
     specs = catalog_manifest(model)
     total = 0
@@ -373,6 +409,9 @@ def bench_model(torch, wsync, args, model, workdir):
                                   "measure": "wall: publish() to wait() returned", **summary(walls),
                                   "outcome_total": summary(totals), "outcome_sending": summary(sendings),
                                   "verified": verified, "checksum": got["checksum"], "expected": expected})
+            if model.startswith(HF_PREFIX):
+                entry["skipped"].append(f"wsync C++ row: {model} is not in the C++ model catalog")
+                raise _NoCppRow
             # wsync, C++ (same coordinator, manifest, channel and receiver). Our tensors get new bytes first, never
             # published: a receiver that ends with them read this process's memory during the C++ trainer's rounds.
             randomize(torch, tensors)
@@ -402,6 +441,8 @@ def bench_model(torch, wsync, args, model, workdir):
             if ran.returncode != 0 or not cpp:
                 cpp_row["log_tail"] = (ran.stdout + ran.stderr)[-2000:]
             entry["rows"].append(cpp_row)
+        except _NoCppRow:
+            pass
         finally:
             receiver.close()
 
@@ -553,7 +594,8 @@ def main():
     parser.add_argument("--backend", help=argparse.SUPPRESS)
     parser.add_argument("--init", help=argparse.SUPPRESS)
     parser.add_argument("--channel", default="cuda_ipc", choices=["cuda_ipc", "nccl", "shm"])
-    parser.add_argument("--models", nargs="+", help="catalog models (default: qwen2.5-7b qwen3-30b-a3b; "
+    parser.add_argument("--models", nargs="+", help="catalog models, or hf:NAME[:bf16] for the RL examples' "
+                                                    "transformers models (default: qwen2.5-7b qwen3-30b-a3b; "
                                                     "--quick: tiny synthetic:48:24)")
     parser.add_argument("--quick", action="store_true", help="small shapes, few rounds: a check, not a measurement")
     parser.add_argument("--warmup", type=int, help="unmeasured rounds per path (default 3, --quick 1)")
