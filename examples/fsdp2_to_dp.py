@@ -21,7 +21,6 @@ import multiprocessing
 import os
 import tempfile
 import time
-import traceback
 from typing import Any, List
 
 import policy_models
@@ -50,9 +49,9 @@ class TrainerGroup:
         self.connections, self.processes = [], []
         for rank, device in enumerate(devices):
             parent, child = context.Pipe()
-            process = context.Process(target=_rank_main,
-                                      args=(child, rank, len(devices), bus, model, seed, device, channel, backend,
-                                            init_file), name=f"trainer-rank{rank}", daemon=True)
+            process = context.Process(target=S.serve,
+                                      args=(child, RankServer, rank, len(devices), bus, model, seed, device, channel,
+                                            backend, init_file), name=f"trainer-rank{rank}", daemon=True)
             process.start()
             child.close()
             self.connections.append(parent)
@@ -74,69 +73,61 @@ class TrainerGroup:
             S.stop_process(process, connection)
 
 
-def _rank_main(connection, rank, world, bus, model_name, seed, device, channel, backend, init_file):
-    try:
+class RankServer:
+    """One FSDP2 rank: its shards of the policy; rank 0 also the wsync.Trainer and the last gathered tensors."""
+
+    def __init__(self, rank, world, bus, model_name, seed, device, channel, backend, init_file):
         deterministic()
         if torch.device(device).type == "cuda":
             torch.cuda.set_device(torch.device(device))
         torch.distributed.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
                                              world_size=world)
-        fully_shard = fully_shard_function()
         from torch.distributed.device_mesh import init_device_mesh
+        fully_shard = fully_shard_function()
         # The ranks' own device type, said explicitly: FSDP2's default mesh is on CUDA wherever CUDA is present.
         mesh = init_device_mesh(torch.device(device).type, (world,))
         # Every rank starts from the same full weights (as from a checkpoint), then keeps only its shards.
-        model = policy_models.build(model_name, seed, device)
-        for layer in model.model.layers:
+        self.model = policy_models.build(model_name, seed, device)
+        for layer in self.model.model.layers:
             fully_shard(layer, mesh=mesh)
-        fully_shard(model, mesh=mesh)
-        trainer = wsync.Trainer(bus, agent_id="trainer", channel=channel,
-                                cuda_device=S.device_index(device)) if rank == 0 else None
-        full = {}
-        connection.send(("ok", "ready"))
-    except BaseException:  # noqa: BLE001 - reported to the driver
-        connection.send(("error", traceback.format_exc()))
-        return
-    while True:
-        command, args = connection.recv()
-        if command == "stop":
-            if trainer is not None:
-                trainer.close()
-            torch.distributed.destroy_process_group()
-            return
-        try:
-            answer = None
-            if command == "train":  # every rank, each on data of its own
-                steps, train_seed = args
-                answer = policy_models.train_steps(model, steps, train_seed + rank)
-            elif command == "publish":  # every rank gathers; rank 0 publishes the full tensors
-                version, pause_mode = args
-                started = time.monotonic()
-                gathered = {name: parameter.full_tensor() for name, parameter in model.named_parameters()}
-                gather_s = time.monotonic() - started
-                if rank == 0:
-                    full = gathered
-                    outcome = trainer.publish(version, full, pause_mode=pause_mode).wait(S.COMMAND_TIMEOUT_SECONDS)
-                    answer = {"version": version, "kind": outcome.kind, "reason": outcome.reason,
-                              "detail": outcome.detail, "bytes": outcome.bytes, "total_s": outcome.total,
-                              "until_plan_s": outcome.until_plan, "sending_s": outcome.sending,
-                              "gather_s": gather_s, "digests": policy_models.digests(full.items()),
-                              "sharded": type(next(model.parameters())).__name__}
-                del gathered
-            elif command == "generate" and rank == 0:  # the unsharded model: the gathered tensors in a plain one
-                prompts, max_tokens = args
-                plain = policy_models.build(model_name, S.ENGINE_SEED, device)
-                with torch.no_grad():
-                    for name, parameter in plain.named_parameters():
-                        parameter.copy_(full[name])
-                with ReferenceEngine(plain, device) as engine:
-                    answer = [request.tokens for request in engine.generate(prompts, max_tokens)]
-                del plain
-            elif command not in ("generate",):
-                raise ValueError(f"unknown command '{command}'")
-            connection.send(("ok", answer))
-        except BaseException:  # noqa: BLE001 - reported to the driver
-            connection.send(("error", traceback.format_exc()))
+        fully_shard(self.model, mesh=mesh)
+        self.rank, self.model_name, self.device = rank, model_name, device
+        self.trainer = wsync.Trainer(bus, agent_id="trainer", channel=channel,
+                                     cuda_device=S.device_index(device)) if rank == 0 else None
+        self.full = {}
+
+    def handle(self, command: str, args):
+        if command == "train":  # every rank, each on data of its own
+            steps, train_seed = args
+            return policy_models.train_steps(self.model, steps, train_seed + self.rank)
+        if command == "publish":  # every rank gathers; rank 0 publishes the full tensors
+            version, pause_mode = args
+            started = time.monotonic()
+            gathered = {name: parameter.full_tensor() for name, parameter in self.model.named_parameters()}
+            gather_s = time.monotonic() - started
+            if self.rank != 0:
+                return None
+            self.full = gathered
+            outcome = self.trainer.publish(version, self.full, pause_mode=pause_mode).wait(S.COMMAND_TIMEOUT_SECONDS)
+            return {**S.outcome_record(outcome), "gather_s": gather_s,
+                    "digests": policy_models.digests(self.full.items()),
+                    "sharded": type(next(self.model.parameters())).__name__}
+        if command == "generate":  # rank 0: the gathered tensors in a plain, unsharded model
+            if self.rank != 0:
+                return None
+            prompts, max_tokens = args
+            plain = policy_models.build(self.model_name, S.ENGINE_SEED, self.device)
+            with torch.no_grad():
+                for name, parameter in plain.named_parameters():
+                    parameter.copy_(self.full[name])
+            with ReferenceEngine(plain, self.device) as engine:
+                return [request.tokens for request in engine.generate(prompts, max_tokens)]
+        raise ValueError(f"unknown command '{command}'")
+
+    def close(self) -> None:
+        if self.trainer is not None:
+            self.trainer.close()
+        torch.distributed.destroy_process_group()
 
 
 def main() -> None:

@@ -21,7 +21,8 @@ import wsync  # noqa: E402
 from reference_engine import ReferenceEngine, deterministic  # noqa: E402
 
 __all__ = ["PolicyProcess", "EngineWorker", "EngineProcess", "Report", "fresh_engine", "device_index",
-           "common_arguments", "unique_bus", "outputs", "describe_outcome", "exit_with"]
+           "common_arguments", "unique_bus", "outputs", "describe_outcome", "exit_with", "serve", "outcome_record",
+           "answer_of", "stop_process"]
 
 # A policy's answer to one command: training a 0.6B model or a round over a slow channel stays well inside this.
 COMMAND_TIMEOUT_SECONDS = 900.0
@@ -58,8 +59,8 @@ class PolicyProcess:
     def __init__(self, bus: str, model: str, seed: int, device: str, channel: str, agent_id: str = "trainer"):
         context = multiprocessing.get_context("spawn")  # CUDA in a child needs spawn
         self._connection, child = context.Pipe()
-        self._process = context.Process(target=_policy_main, args=(child, bus, model, seed, device, channel, agent_id),
-                                        name=agent_id, daemon=True)
+        self._process = context.Process(target=serve, args=(child, PolicyServer, bus, model, seed, device, channel,
+                                                             agent_id), name=agent_id, daemon=True)
         self._process.start()
         child.close()
         self.result(timeout=COMMAND_TIMEOUT_SECONDS)  # "ready"
@@ -79,58 +80,76 @@ class PolicyProcess:
         stop_process(self._process, self._connection)
 
 
-def _policy_main(connection, bus, model_name, seed, device, channel, agent_id):
-    try:
+class PolicyServer:
+    """The policy process's side of PolicyProcess: the model, its wsync.Trainer, and the versions prepared ahead."""
+
+    def __init__(self, bus, model_name, seed, device, channel, agent_id):
         deterministic()
         if torch.device(device).type == "cuda":
             torch.cuda.set_device(torch.device(device))
-        model = policy_models.build(model_name, seed, device)
-        trainer = wsync.Trainer(bus, agent_id=agent_id, channel=channel, cuda_device=device_index(device))
-        versions: Dict[int, Dict[str, torch.Tensor]] = {}  # prepared versions: name -> a copy of each parameter
+        self.device = device
+        self.model = policy_models.build(model_name, seed, device)
+        self.trainer = wsync.Trainer(bus, agent_id=agent_id, channel=channel, cuda_device=device_index(device))
+        self.versions: Dict[int, Dict[str, torch.Tensor]] = {}  # prepared: name -> a copy of each parameter
+        self.published_once = False
+
+    def handle(self, command: str, args) -> Any:
+        if command == "generate":  # the policy's own greedy outputs, through the same engine code
+            prompts, max_tokens = args
+            with ReferenceEngine(self.model, self.device) as engine:
+                return [request.tokens for request in engine.generate(prompts, max_tokens)]
+        if command == "train":
+            steps, train_seed = args
+            return policy_models.train_steps(self.model, steps, train_seed)
+        if command == "prepare":  # a later version made now and kept aside, published when asked
+            version, steps, train_seed, path = args
+            losses = policy_models.train_steps(self.model, steps, train_seed)
+            self.versions[version] = {name: tensor.detach().clone() for name, tensor in self.model.named_parameters()}
+            policy_models.save_state(self.model, path)
+            return {"losses": losses, "digests": policy_models.digests(self.versions[version].items())}
+        if command == "publish":
+            version, pause_mode = args
+            tensors = self.versions.get(version)
+            if tensors is None:
+                tensors = None if self.published_once else self.model.named_parameters()
+            started = time.monotonic()
+            outcome = self.trainer.publish(version, tensors, pause_mode=pause_mode).wait(COMMAND_TIMEOUT_SECONDS)
+            self.published_once = True
+            return {**outcome_record(outcome), "wall_s": time.monotonic() - started}
+        if command == "digests":
+            return policy_models.digests(self.model.named_parameters())
+        if command == "save":
+            policy_models.save_state(self.model, args[0])
+            return args[0]
+        raise ValueError(f"unknown command '{command}'")
+
+    def close(self) -> None:
+        self.trainer.close()
+
+
+def outcome_record(outcome) -> Dict[str, Any]:
+    """A wsync.Outcome as the driver reads it (plain values: it crosses a pipe)."""
+    return {"version": outcome.version, "kind": outcome.kind, "reason": outcome.reason, "detail": outcome.detail,
+            "bytes": outcome.bytes, "total_s": outcome.total, "until_plan_s": outcome.until_plan,
+            "sending_s": outcome.sending}
+
+
+def serve(connection, server_class, *args) -> None:
+    """A command process's loop: builds server_class(*args) (a failure is reported to the driver), then answers
+    each (command, args) with server.handle(command, args) until "stop", which runs server.close()."""
+    try:
+        server = server_class(*args)
         connection.send(("ok", "ready"))
     except BaseException:  # noqa: BLE001 - reported to the driver
         connection.send(("error", traceback.format_exc()))
         return
-    published_once = False
     while True:
-        command, args = connection.recv()
+        command, arguments = connection.recv()
         if command == "stop":
-            trainer.close()
+            server.close()
             return
         try:
-            if command == "generate":  # the policy's own greedy outputs, through the same engine code
-                prompts, max_tokens = args
-                with ReferenceEngine(model, device) as engine:
-                    answer = [request.tokens for request in engine.generate(prompts, max_tokens)]
-            elif command == "train":
-                steps, train_seed = args
-                answer = policy_models.train_steps(model, steps, train_seed)
-            elif command == "prepare":  # a later version made now and kept aside, published when asked
-                version, steps, train_seed, path = args
-                losses = policy_models.train_steps(model, steps, train_seed)
-                versions[version] = {name: tensor.detach().clone() for name, tensor in model.named_parameters()}
-                policy_models.save_state(model, path)
-                answer = {"losses": losses, "digests": policy_models.digests(versions[version].items())}
-            elif command == "publish":
-                version, pause_mode = args
-                tensors = versions.get(version)
-                if tensors is None:
-                    tensors = None if published_once else model.named_parameters()
-                started = time.monotonic()
-                outcome = trainer.publish(version, tensors, pause_mode=pause_mode).wait(COMMAND_TIMEOUT_SECONDS)
-                published_once = True
-                answer = {"version": version, "kind": outcome.kind, "reason": outcome.reason,
-                          "detail": outcome.detail, "bytes": outcome.bytes, "total_s": outcome.total,
-                          "until_plan_s": outcome.until_plan, "sending_s": outcome.sending,
-                          "wall_s": time.monotonic() - started}
-            elif command == "digests":
-                answer = policy_models.digests(model.named_parameters())
-            elif command == "save":
-                policy_models.save_state(model, args[0])
-                answer = args[0]
-            else:
-                raise ValueError(f"unknown command '{command}'")
-            connection.send(("ok", answer))
+            connection.send(("ok", server.handle(command, arguments)))
         except BaseException:  # noqa: BLE001 - reported to the driver, which decides
             connection.send(("error", traceback.format_exc()))
 
@@ -173,7 +192,7 @@ class EngineProcess:
         context = multiprocessing.get_context("spawn")
         self.agent_id = agent_id
         self._connection, child = context.Pipe()
-        self._process = context.Process(target=_engine_main, args=(child, bus, model, device, agent_id),
+        self._process = context.Process(target=serve, args=(child, EngineServer, bus, model, device, agent_id),
                                         name=agent_id, daemon=True)
         self._process.start()
         child.close()
@@ -187,32 +206,25 @@ class EngineProcess:
         stop_process(self._process, self._connection)
 
 
-def _engine_main(connection, bus, model, device, agent_id):
-    try:
-        worker = EngineWorker(bus, model, device, agent_id)
-        connection.send(("ok", "ready"))
-    except BaseException:  # noqa: BLE001 - reported to the driver
-        connection.send(("error", traceback.format_exc()))
-        return
-    while True:
-        command, args = connection.recv()
-        if command == "stop":
-            worker.close()
-            return
-        try:
-            if command == "generate":
-                prompts, max_tokens = args
-                requests = worker.engine.generate(prompts, max_tokens)
-                answer = [(list(request.tokens), list(request.spans.spans)) for request in requests]
-            elif command == "digests":
-                answer = worker.digests()
-            elif command == "wait_for_version":
-                answer = worker.worker.wait_for_version(args[0], timeout=COMMAND_TIMEOUT_SECONDS)
-            else:
-                raise ValueError(f"unknown command '{command}'")
-            connection.send(("ok", answer))
-        except BaseException:  # noqa: BLE001 - reported to the driver
-            connection.send(("error", traceback.format_exc()))
+class EngineServer:
+    """The engine process's side of EngineProcess."""
+
+    def __init__(self, bus, model, device, agent_id):
+        self.worker = EngineWorker(bus, model, device, agent_id)
+
+    def handle(self, command: str, args) -> Any:
+        if command == "generate":
+            prompts, max_tokens = args
+            requests = self.worker.engine.generate(prompts, max_tokens)
+            return [(list(request.tokens), list(request.spans.spans)) for request in requests]
+        if command == "digests":
+            return self.worker.digests()
+        if command == "wait_for_version":
+            return self.worker.worker.wait_for_version(args[0], timeout=COMMAND_TIMEOUT_SECONDS)
+        raise ValueError(f"unknown command '{command}'")
+
+    def close(self) -> None:
+        self.worker.close()
 
 
 def answer_of(connection, timeout: float, who: str) -> Any:
