@@ -32,6 +32,8 @@ import wsync
 
 # How many steps before a pause the steady generation rate is taken over.
 RATE_WINDOW_STEPS = 5
+# Longest wait for the pause of a version just asked for: its round's begin and pause, on a loaded machine.
+PAUSE_REQUEST_TIMEOUT_SECONDS = 60.0
 
 
 class Triggers:
@@ -65,6 +67,9 @@ class Triggers:
         if longest >= self.pause_points[update]:
             self.policy.send("publish", version, "keep")  # answered once its round has ended
             self.asked.append((version, engine.steps))
+            # vLLM's driver pauses the engine at this point itself; here the pause comes through the bus, so the
+            # engine waits for it to be asked for and parks before its next step, wherever the machine is slow.
+            engine.wait_for_pause_request(PAUSE_REQUEST_TIMEOUT_SECONDS)
 
 
 def spans_of(request):
@@ -209,7 +214,9 @@ def report_generation_cost(report, engine, pauses, outcomes) -> None:
         rate_before = sum(entry[1] for entry in window[1:]) / (window[-1][0] - window[0][0])
         later = after[:RATE_WINDOW_STEPS + 1]
         rate_after = sum(entry[1] for entry in later[1:]) / (later[-1][0] - later[0][0])
-        stall = after[0][0] - before[-1][0]
+        # From the last token before the pause, or from the pause's arrival where the engine waited for it (the
+        # example holds it at the pause point; a real engine would have gone on generating meanwhile).
+        stall = after[0][0] - max(before[-1][0], pause["asked"])
         updates.append({"version": outcome["version"], "round_ms": round(outcome["total_s"] * 1000, 3),
                         "bytes": outcome["bytes"], "parked_ms": round((pause["resumed"] - pause["started"]) * 1000, 3),
                         "stall_ms": round(stall * 1000, 3), "step_ms": round(step_s * 1000, 3),

@@ -95,6 +95,7 @@ class ReferenceEngine:
         self._positions: Optional[torch.Tensor] = None
         self._next_tokens: Optional[torch.Tensor] = None
         self._pause_mode: Optional[str] = None   # asked for, not yet reached
+        self._pause_asked = 0.0                  # when it was asked for (monotonic)
         self._parked = False
         self._resumes = 0
         self._closed = False
@@ -102,7 +103,7 @@ class ReferenceEngine:
         self.steps = 0
         self.rebuilds = 0
         self.generated_tokens = 0
-        self.pauses: List[dict] = []            # per pause: mode, step, when, time parked, requests kept / aborted
+        self.pauses: List[dict] = []            # per pause: mode, step, when asked / parked / resumed, requests kept / aborted
         self.step_log: List[tuple] = []         # per step: (monotonic end time, tokens recorded, version)
         self._thread = threading.Thread(target=self._loop, name="reference-engine", daemon=True)
         self._failure: Optional[BaseException] = None
@@ -148,10 +149,18 @@ class ReferenceEngine:
             if self._parked:
                 return
             self._pause_mode = mode
+            self._pause_asked = time.monotonic()
             self._lock.notify_all()
             while not self._parked and not self._closed and self._failure is None:
                 self._lock.wait(0.1)
             self._raise_failure()
+
+    def wait_for_pause_request(self, timeout: float) -> bool:
+        """Waits until a pause has been asked for (by pause(), from another thread): True if one was, False after
+        `timeout` seconds. For a driver that wants the pause to land exactly where it asked for the update."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._pause_mode is not None or self._closed, timeout) and \
+                self._pause_mode is not None
 
     def resume(self, version: Optional[int] = None) -> None:
         with self._lock:
@@ -224,7 +233,8 @@ class ReferenceEngine:
             self._lock.notify_all()
             while self._resumes == before and not self._closed:
                 self._lock.wait(0.1)
-        self.pauses.append({"mode": mode, "step": self.steps, "started": started, "resumed": time.monotonic(),
+        self.pauses.append({"mode": mode, "step": self.steps, "asked": self._pause_asked, "started": started,
+                            "resumed": time.monotonic(),
                             "kept": len(running) if mode == "keep" else 0,
                             "aborted": len(running) if mode == "abort" else 0})
 
