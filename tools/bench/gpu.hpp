@@ -38,16 +38,19 @@ inline constexpr std::uint64_t kBaselineHeadroomBytes = std::uint64_t{3} << 30;
 // A baseline in smaller pieces is skipped: the pieces' launches would count.
 inline constexpr std::uint64_t kMinBaselineChunkBytes = std::uint64_t{1} << 30;
 inline constexpr std::uint64_t kBaselineChunkGranule = std::uint64_t{2} << 20;
-// The goals: nccl within 5% of a raw ncclBroadcast, cuda_ipc within 15% of a cudaMemcpy; nccl's extra <= 2 buckets.
+// The goals: nccl within 5% of a raw ncclBroadcast, cuda_ipc within 10% of a cudaMemcpy (issue 18; was 15%),
+// nccl's extra <= 2 buckets.
 inline constexpr double kMaxNcclToBroadcastRatio = 1.05;
-inline constexpr double kMaxIpcToMemcpyRatio = 1.15;
+inline constexpr double kMaxIpcToMemcpyRatio = 1.10;
 inline constexpr double kMaxNcclExtraBuckets = 2.0;
 
 struct GpuBenchConfig {
   ModeOptions mode;
   std::vector<std::string> channels{"nccl", "cuda_ipc"};
   bool channelsGiven = false;  // --channel named: a channel the machine cannot run is an error, not a skip
-  std::vector<std::string> models{"qwen2.5-7b", "qwen3-30b-a3b"};
+  // deepseek-v3:8: a frontier MoE's real shapes (FP8 experts beside their block scales), 63 GB: a rank that cannot
+  // hold it says so (nomemory) and the others go on.
+  std::vector<std::string> models{"qwen2.5-7b", "qwen3-30b-a3b", "deepseek-v3:8"};
   std::size_t receivers = 0;  // 0: nccl, one per other visible GPU; cuda_ipc, one
   std::vector<int> ipcDevices{0, 0};  // cuda_ipc: the sender's device, the receivers'
   // nccl: each; cuda_ipc: the first. 1 GiB: vLLM's weight-sync buffers (2 x 1 GiB).
