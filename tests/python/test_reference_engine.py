@@ -129,3 +129,38 @@ def test_a_pause_on_an_idle_engine_parks_at_once_and_pause_modes_are_checked(mod
             engine.pause("drain")
         with pytest.raises(ValueError, match="max_tokens 0"):
             engine.submit([1, 2], 0)
+
+
+# ---- the modes through wsync: a real round pauses the engine --------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["abort", "wait"])
+def test_a_round_in_abort_or_wait_mode_pauses_the_engine_as_the_mode_says(mode, coordinator):
+    import scenario_support
+    import wsync
+
+    policy = policy_models.build("tiny", seed=5)
+    engine = scenario_support.EngineWorker(coordinator.bus, "tiny", "cpu")
+    try:
+        with wsync.Trainer(coordinator.bus, agent_id="trainer") as trainer:
+            assert trainer.publish(1, policy.named_parameters()).wait(HANG_SECONDS).committed
+            engine.worker.wait_for_version(1, timeout=HANG_SECONDS)
+            requests = [engine.engine.submit(prompt, 300) for prompt in PROMPTS]
+            while max(len(request.tokens) for request in requests) < 5:
+                threading.Event().wait(0.001)
+            policy_models.train_steps(policy, 1, seed=6)
+            outcome = trainer.publish(2, None, pause_mode=mode).wait(HANG_SECONDS)
+            assert outcome.committed, outcome
+            engine.worker.wait_for_version(2, timeout=HANG_SECONDS)
+        assert all(request.wait(HANG_SECONDS) for request in requests)
+        pause = engine.engine.pauses[-1]
+        assert pause["mode"] == mode
+        if mode == "abort":  # ended at the pause, mid-output, every token from version 1
+            assert all(request.finish_reason == "abort" and len(request.tokens) < 300 for request in requests)
+            assert pause["aborted"] == len(PROMPTS)
+        else:  # drained before the engine parked: whole outputs, every token from version 1
+            assert all(request.finish_reason == "length" and len(request.tokens) == 300 for request in requests)
+        assert all(request.spans.spans == [(0, 1)] for request in requests)
+        after = engine.engine.generate(PROMPTS[:2], 4, timeout=HANG_SECONDS)
+        assert all(request.spans.spans == [(0, 2)] for request in after)
+    finally:
+        engine.close()
