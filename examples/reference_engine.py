@@ -34,6 +34,8 @@ __all__ = ["ReferenceEngine", "Request", "deterministic"]
 
 # The idle step loop's longest sleep: submit, pause and close wake it at once; this only bounds a missed wake-up.
 IDLE_WAIT_SECONDS = 0.1
+# pause() and a parked engine wait in slices of this, so that close() and Ctrl-C are noticed.
+WAIT_SLICE_SECONDS = 0.1
 PAUSE_MODES = ("abort", "wait", "keep")
 
 
@@ -152,7 +154,7 @@ class ReferenceEngine:
             self._pause_asked = time.monotonic()
             self._lock.notify_all()
             while not self._parked and not self._closed and self._failure is None:
-                self._lock.wait(0.1)
+                self._lock.wait(WAIT_SLICE_SECONDS)
             self._raise_failure()
 
     def wait_for_pause_request(self, timeout: float) -> bool:
@@ -232,7 +234,7 @@ class ReferenceEngine:
             self._parked = True
             self._lock.notify_all()
             while self._resumes == before and not self._closed:
-                self._lock.wait(0.1)
+                self._lock.wait(WAIT_SLICE_SECONDS)
         self.pauses.append({"mode": mode, "step": self.steps, "asked": self._pause_asked, "started": started,
                             "resumed": time.monotonic(),
                             "kept": len(running) if mode == "keep" else 0,

@@ -26,6 +26,8 @@ __all__ = ["PolicyProcess", "EngineWorker", "EngineProcess", "Report", "fresh_en
 
 # A policy's answer to one command: training a 0.6B model or a round over a slow channel stays well inside this.
 COMMAND_TIMEOUT_SECONDS = 900.0
+# How long a process told to stop may take to close its agent before it is killed.
+STOP_GRACE_SECONDS = 60.0
 # The engine's initial weights are drawn from this seed, the policy's from another: the engine holds the policy's
 # version only if wsync delivered it.
 ENGINE_SEED = 12345
@@ -245,7 +247,7 @@ def stop_process(process, connection) -> None:
             connection.send(("stop", ()))
         except OSError:
             pass
-        process.join(60)
+        process.join(STOP_GRACE_SECONDS)
     if process.is_alive():
         process.kill()
         process.join()
