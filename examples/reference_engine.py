@@ -103,8 +103,6 @@ class ReferenceEngine:
         self._closed = False
         self._admitted = 0
         self.steps = 0
-        self.rebuilds = 0
-        self.generated_tokens = 0
         self.pauses: List[dict] = []            # per pause: mode, step, when asked / parked / resumed, requests kept / aborted
         self.step_log: List[tuple] = []         # per step: (monotonic end time, tokens recorded, version)
         self._thread = threading.Thread(target=self._loop, name="reference-engine", daemon=True)
@@ -137,10 +135,6 @@ class ReferenceEngine:
                 raise TimeoutError(f"request {request.index} did not finish within {timeout} s")
         self._raise_failure()
         return requests
-
-    def idle(self) -> bool:
-        with self._lock:
-            return not self._waiting and not any(not request.finished for request in self._batch)
 
     # -- pause and resume (wsync.Worker callbacks: the agent's thread) ---------------------------------------------
     def pause(self, mode: str = "keep", round: int = 0) -> None:  # noqa: A002 - the callback's argument name
@@ -243,7 +237,6 @@ class ReferenceEngine:
     @torch.inference_mode()
     def _rebuild(self, rows: List[Request]) -> None:
         """One forward pass over every row's whole sequence, left-padded: a fresh cache and each row's next token."""
-        self.rebuilds += 1
         sequences = [request.prompt + request.tokens for request in rows]
         width = max(len(sequence) for sequence in sequences)
         ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
@@ -284,7 +277,6 @@ class ReferenceEngine:
             recorded += 1
             if len(request.tokens) >= request.max_tokens:
                 self._finish(request, "length")
-        self.generated_tokens += recorded
         self.step_log.append((time.monotonic(), recorded, version))
 
     def _finish(self, request: Request, reason: str) -> None:
