@@ -31,8 +31,11 @@ static_assert(sizeof(wsync_trainer_config) == 64 && offsetof(wsync_trainer_confi
 constexpr std::array kPublishOptionsFields{
     WSYNC_CAPI_FIELD(wsync_publish_options, label),
     WSYNC_CAPI_FIELD(wsync_publish_options, pause_mode),
+    WSYNC_CAPI_FIELD(wsync_publish_options, flags),
 };
-static_assert(sizeof(wsync_publish_options) == 24, "ABI 1's layout");
+// ABI 1's 24 bytes, then flags (a caller built before it passes struct_size 24 and gets none).
+static_assert(sizeof(wsync_publish_options) == 32 && offsetof(wsync_publish_options, flags) == 24);
+constexpr std::uint64_t kKnownPublishFlags = WSYNC_PUBLISH_ALLOCATIONS_KEPT;
 
 constexpr std::array kOutcomeFields{
     WSYNC_CAPI_FIELD(wsync_outcome, kind),          WSYNC_CAPI_FIELD(wsync_outcome, abort_reason),
@@ -240,6 +243,10 @@ wsync_status wsync_trainer_publish(wsync_trainer* trainer, uint64_t version, con
       return capi::fail(WSYNC_INVALID_ARGUMENT,
                         "options->pause_mode is " + std::to_string(given.pause_mode) + ": not a wsync_pause_mode");
     }
+    if ((given.flags & ~capi::kKnownPublishFlags) != 0) {
+      return capi::fail(WSYNC_INVALID_ARGUMENT, "options->flags has unknown bits " +
+                                                    std::to_string(given.flags & ~capi::kKnownPublishFlags));
+    }
     auto label = capi::optionalText(given.label, "options->label", bus::kMaxLabelBytes);
     if (!label) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(label.error()));
     if (*label) {
@@ -253,7 +260,10 @@ wsync_status wsync_trainer_publish(wsync_trainer* trainer, uint64_t version, con
     if (!array) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(array.error()));
     auto spans = capi::publishedTensors(*manifest, *array);
     if (!spans) return capi::fail(spans.error().first, std::move(spans.error().second));
-    trainer_agent::PublishOptions publishOptions{.label = label->value_or(""), .pauseMode = *pauseMode};
+    trainer_agent::PublishOptions publishOptions{
+        .label = label->value_or(""),
+        .pauseMode = *pauseMode,
+        .allocationsKept = (given.flags & WSYNC_PUBLISH_ALLOCATIONS_KEPT) != 0};
     if (auto published = trainer->agent->publish(version, *spans, std::move(publishOptions)); !published) {
       return capi::failWith(published.error());
     }

@@ -77,7 +77,10 @@ class TrainerConfig(Structure):
 
 
 class PublishOptions(Structure):
-    _fields_ = [("struct_size", c_uint32), ("label", c_char_p), ("pause_mode", c_uint8)]
+    _fields_ = [("struct_size", c_uint32), ("label", c_char_p), ("pause_mode", c_uint8), ("flags", c_uint64)]
+
+
+PUBLISH_ALLOCATIONS_KEPT = 1  # WSYNC_PUBLISH_ALLOCATIONS_KEPT
 
 
 class OutcomeStruct(Structure):

@@ -2,7 +2,8 @@
 // two receivers run as gpu_peer processes, on one GPU or across two. Every byte of every round arrives and every
 // side's digest equals the host reference; the sender exports its allocations once and the receivers keep their
 // handles over the rounds after (generation 1 throughout) unless the sender's tensors move, when the export is
-// renewed (generation 2) and the bytes are still right; tensors at odd addresses work too.
+// renewed (generation 2) and the bytes are still right, also when the sender vouches for its allocations (no
+// per-allocation check); tensors at odd addresses work too.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -107,6 +108,21 @@ TEST(CudaIpcChannelTransfer, SenderTensorsMoveBetweenRounds) {
   const auto segment = createIpcSegment();
   GroupOptions options = ipcGroup(segment->name(), {0, 0});
   options.senderArgs = {"--reallocate-at-round", std::to_string(kMoveAt)};
+  PeerGroup group = startGroup(options);
+  expectEveryRoundRight(group, options, kRunTimeout);
+  if (HasFailure()) return;
+  EXPECT_EQ(group.sender.rounds()[kMoveAt - 1].number("moved"), 1U);
+  expectExports(group, kMoveAt, allocatedTensors());
+}
+
+// The same with the sender vouching every round that its allocations were kept (true: every address changes, none
+// is reused): cuda_ipc skips its per-allocation check, yet the moved tensors are exported again.
+TEST(CudaIpcChannelTransfer, SenderTensorsMoveWhileItVouchesForItsAllocations) {
+  if (auto missing = missingGpus(1)) GTEST_SKIP() << *missing;
+  constexpr std::uint64_t kMoveAt = 3;
+  const auto segment = createIpcSegment();
+  GroupOptions options = ipcGroup(segment->name(), {0, 0});
+  options.senderArgs = {"--reallocate-at-round", std::to_string(kMoveAt), "--allocations-kept"};
   PeerGroup group = startGroup(options);
   expectEveryRoundRight(group, options, kRunTimeout);
   if (HasFailure()) return;

@@ -99,6 +99,7 @@ struct Options {
   bool packed = false;
   std::uint64_t reallocateAtRound = 0;
   bool reuseAddresses = false;
+  bool allocationsKept = false;
   std::vector<pid_t> peerPids;
   std::string peerPidsFile;
 
@@ -422,6 +423,7 @@ int run(const Options& options) {
     tl::expected<bus::TransferResult, bus::ChannelFailure> result;
     if (options.sender()) {
       const std::vector<std::span<const std::byte>> tensors(device.tensors().begin(), device.tensors().end());
+      channel->setAllocationsKept(options.allocationsKept);
       result = channel->send(round, *plan, tensors, options.receivers, deadline);
     } else {
       result = channel->receive(round, *plan, device.tensors(), options.receiver, deadline);
@@ -509,6 +511,8 @@ int main(int argc, char** argv) {
   app.add_flag("--packed", options.packed, "one allocation, tensors at odd offsets");
   app.add_option("--reallocate-at-round", options.reallocateAtRound, "send: new memory for every tensor in round R");
   app.add_flag("--reuse-addresses", options.reuseAddresses, "with --reallocate-at-round: free the old memory first");
+  app.add_flag("--allocations-kept", options.allocationsKept,
+               "send: vouch every round that no tensor's allocation was freed in its place (Channel::setAllocationsKept)");
   app.add_option("--peer-pids", options.peerPids, "processes whose end cancels a transfer")->delimiter(',');
   app.add_option("--peer-pids-file", options.peerPidsFile, "more of them, in a file the test writes later");
   try {

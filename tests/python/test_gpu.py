@@ -70,3 +70,46 @@ def test_gpu_tensors_are_refused_on_shm_and_host_tensors_on_gpu_channels(in_proc
     with wsync.Trainer(bus, agent_id="t-ipc", channel="cuda_ipc", cuda_device=0) as trainer:
         with pytest.raises(wsync.InvalidArgumentError, match="'w' is on cpu; this trainer's cuda_ipc channel"):
             trainer.publish(1, {"w": torch.zeros(4)})
+
+
+@pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")
+def test_cuda_ipc_trusts_its_exports_only_while_torch_frees_nothing(coordinator, helpers, tmp_path):
+    """A publish over cuda_ipc tells the channel whether torch's allocator freed memory since the previous one
+    (PublishHandle.allocations_kept): not at the first, then yes; after the model is dropped, torch's cache emptied
+    (cudaFree) and the model built again (in new allocations, often at the old addresses), no: the worker gets
+    the new tensors' bytes, never the old allocations'."""
+    versions = (1, 2, 3, 4)
+    worker = helpers("worker.py", "--bus", coordinator.bus, "--id", "w0", "--kind", "torch", "--device", "cuda:0",
+                     "--dump-dir", str(tmp_path), "--until-version", str(versions[-1]))
+    worker.expect("ready", timeout=120)
+    torch.cuda.set_device(0)
+    model = models.torch_model().to("cuda:0")
+    named = list(model.named_parameters())
+    expected = {}
+    for version in (0,) + versions:
+        models.fill_torch(named, version)
+        expected[version] = models.torch_bytes(named)
+    kept = []
+    with wsync.Trainer(coordinator.bus, agent_id="trainer", channel="cuda_ipc", cuda_device=0) as trainer:
+        for version in versions:
+            tensors = None
+            if version == 3:
+                addresses = [tensor.data_ptr() for _, tensor in named]
+                del model, named
+                torch.cuda.empty_cache()
+                model = models.torch_model().to("cuda:0")
+                named = list(model.named_parameters())
+                tensors = model.named_parameters()
+                reused = sum(a == tensor.data_ptr() for a, (_, tensor) in zip(addresses, named))
+                print(f"the rebuilt model has {reused} of {len(named)} tensors at their old addresses")
+            elif version == 1:
+                tensors = model.named_parameters()
+            models.fill_torch(named, version)
+            handle = trainer.publish(version, tensors)
+            kept.append(handle.allocations_kept)
+            assert handle.wait(timeout=120).committed
+    assert kept == [False, True, False, True]
+    done = worker.expect("done", timeout=120)
+    assert done["version"] == versions[-1]
+    assert worker.wait(60) == 0, worker.stderr()
+    check_dumps(tmp_path, "w0", expected.__getitem__, versions[-1])

@@ -199,6 +199,10 @@ TEST_F(CApi, MalformedTensorsAreRefusedNamingTheTensor) {
   EXPECT_EQ(wsync_trainer_publish(trainer.get(), 1, tensors.data(), tensors.size(), &options), WSYNC_INVALID_ARGUMENT);
   EXPECT_STREQ(wsync_last_error(), "options->pause_mode is 3: not a wsync_pause_mode");
   options.pause_mode = WSYNC_PAUSE_KEEP;
+  options.flags = WSYNC_PUBLISH_ALLOCATIONS_KEPT | 6;
+  EXPECT_EQ(wsync_trainer_publish(trainer.get(), 1, tensors.data(), tensors.size(), &options), WSYNC_INVALID_ARGUMENT);
+  EXPECT_STREQ(wsync_last_error(), "options->flags has unknown bits 6");
+  options.flags = 0;
   options.label = "line\nbreak";
   EXPECT_EQ(wsync_trainer_publish(trainer.get(), 1, tensors.data(), tensors.size(), &options), WSYNC_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(lastError(), "options->label")) << lastError();

@@ -28,6 +28,7 @@ struct ChannelLog {
   int opened = 0;
   int transfers = 0;
   std::vector<std::string> keys;  // of every channel opened, in order
+  std::vector<bool> allocationsKept;  // what each send was told (Channel::setAllocationsKept)
 };
 
 // The test channel: moves nothing, reports what a channel would, and fails on demand.
@@ -44,6 +45,7 @@ class TestChannel final : public Channel {
   tl::expected<TransferResult, ChannelFailure> send(std::uint64_t, const BucketPlan& plan,
                                                     std::span<const std::span<const std::byte>>, std::uint32_t,
                                                     std::chrono::steady_clock::time_point) override {
+    log_.allocationsKept.push_back(allocationsKept());
     return transfer(plan);
   }
   tl::expected<TransferResult, ChannelFailure> receive(std::uint64_t, const BucketPlan& plan,
@@ -192,10 +194,24 @@ TEST_F(PayloadEndpointTest, AChannelOfTheOtherMemoryIsRefusedNamingBoth) {
   EXPECT_TRUE(endpoint_->prepare(plan("ipc-1"), *manifest_, std::nullopt).has_value());
 }
 
+// The sender's word on its allocations reaches the channel with each send, and only that send.
+TEST_F(PayloadEndpointTest, EachSendTellsTheChannelWhetherTheAllocationsWereKept) {
+  auto transfer = endpoint_->prepare(plan("arena-1"), *manifest_, std::nullopt);
+  ASSERT_TRUE(transfer.has_value()) << transfer.error().detail;
+  std::vector<std::byte> a(manifest_->tensorBytes(0));
+  std::vector<std::byte> b(manifest_->tensorBytes(1));
+  const std::vector<std::span<const std::byte>> tensors{a, b};
+  for (const bool kept : {true, false, true}) {
+    const auto sent = endpoint_->send(*transfer, tensors, kept, {});
+    ASSERT_TRUE(sent.has_value()) << sent.error().detail;
+  }
+  EXPECT_EQ(log_.allocationsKept, (std::vector<bool>{true, false, true}));
+}
+
 TEST_F(PayloadEndpointTest, WithoutReceiversNothingOpensAndTheVersionCountsAsSent) {
   auto transfer = endpoint_->prepare(plan("arena-1", 0, -1), *manifest_, std::nullopt);
   ASSERT_TRUE(transfer.has_value()) << transfer.error().detail;
-  const auto sent = endpoint_->send(*transfer, {}, {});
+  const auto sent = endpoint_->send(*transfer, {}, false, {});
   ASSERT_TRUE(sent.has_value());
   EXPECT_EQ(sent->bytes, manifest_->totalBytes());
   EXPECT_EQ(log_.opened, 0);

@@ -58,6 +58,9 @@ struct GpuBenchConfig {
   std::size_t warmup = 2;
   std::size_t repetitions = 10;
   std::string allocation = "tensor";
+  // The sender vouches that its allocations were kept (bus::Channel::setAllocationsKept), as the Python package does
+  // when PyTorch's allocator freed nothing between publishes: cuda_ipc skips its per-allocation check each round.
+  bool allocationsKept = false;
   // nccl through NCCL's network transport, the stand-in for an inter-node fabric (docs/hosts.md): sockets, P2P and
   // SHM off, each rank a host of its own to NCCL, so that ranks may share a GPU.
   bool ncclNetwork = false;
@@ -75,9 +78,10 @@ struct GpuRankOptions {
   std::string allocation;   // "tensor" or "torch"
   std::string segment;      // cuda_ipc: the segment the benchmark created
   bool ncclNetwork = false; // GpuBenchConfig::ncclNetwork: the rank sets NCCL's environment for it before NCCL loads
+  bool allocationsKept = false;  // GpuBenchConfig::allocationsKept
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
-                                   segment, ncclNetwork)
+                                   segment, ncclNetwork, allocationsKept)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

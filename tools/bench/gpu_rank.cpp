@@ -355,6 +355,7 @@ class GpuRank {
   void runChannel(std::uint64_t transfer, Clock::time_point begun, RankLine& fields) {
     bus::Channel& channel = nccl() ? static_cast<bus::Channel&>(*ncclChannel_) : *ipcChannel_;
     const auto deadline = begun + kGpuRoundTimeout;
+    channel.setAllocationsKept(options_.allocationsKept);
     auto result = sender() ? channel.send(transfer, *plan_, tensors_->constTensors(), options_.world - 1, deadline)
                            : channel.receive(transfer, *plan_, tensors_->tensors(), options_.rank - 1, deadline);
     const auto end = Clock::now();

@@ -124,7 +124,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"receivers", c.receivers}, {"ipc_devices", c.ipcDevices},
                                   {"bucket_mib", c.bucketMiB}, {"nccl_buffers", bus::gpu::kNcclDefaultBuffers},
                                   {"plan_alignment", kPlanAlignment}, {"warmup_rounds", c.warmup},
-                                  {"repetitions", c.repetitions}, {"allocation", c.allocation}});
+                                  {"repetitions", c.repetitions}, {"allocation", c.allocation},
+                                  {"allocations_kept", c.allocationsKept}});
 
   for (const bool nccl : {true, false}) {
     const std::string baseline = nccl ? "broadcast" : "memcpy";

@@ -181,6 +181,9 @@ int main(int argc, char** argv) {
   option(gpuMode, "--reps", gpu.repetitions, "Timed rounds per path and measurement")->check(positive);
   option(gpuMode, "--allocation", gpu.allocation, "tensor: a cudaMalloc each; torch: PyTorch's caching segments")
       ->check(CLI::IsMember({"tensor", "torch"}));
+  gpuMode.add_flag("--allocations-kept", gpu.allocationsKept,
+                   "The sender vouches that no allocation was freed between rounds (as the Python package does when "
+                   "PyTorch freed nothing): cuda_ipc skips its per-allocation check of the export each round");
   gpuMode.add_flag("--nccl-network", gpu.ncclNetwork,
                    "nccl through NCCL's network transport (sockets; P2P and SHM off; each rank its own NCCL host), "
                    "both the channel and the raw baseline: the stand-in for nodes; ranks may then share a GPU");

@@ -153,6 +153,7 @@ tl::expected<void, TrainerFailure> TrainerAgent::publish(std::uint64_t version,
     auto job = std::make_unique<Job>();
     job->version = version;
     job->tensors.assign(tensors.begin(), tensors.end());
+    if (!options.allocationsKept) allocationsDoubted_.store(true, std::memory_order_relaxed);
     job->options = std::move(options);
     pending_ = std::move(job);
     inFlight_ = true;
@@ -439,7 +440,8 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
   progressVersion_.store(job.version, std::memory_order_relaxed);
   progressSending_.store(true, std::memory_order_release);
   const auto started = Clock::now();
-  auto sent = payload_->send(*transfer, job.tensors, [this, version = job.version](std::uint64_t bytes) {
+  const bool allocationsKept = !allocationsDoubted_.exchange(false, std::memory_order_relaxed);
+  auto sent = payload_->send(*transfer, job.tensors, allocationsKept, [this, version = job.version](std::uint64_t bytes) {
     progressBytes_.store(bytes, std::memory_order_relaxed);
     if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // mid-transfer: after the first bucket
   });

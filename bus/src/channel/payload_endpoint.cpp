@@ -153,10 +153,11 @@ void PayloadEndpoint::finish(const PreparedTransfer& transfer) {
 }
 
 tl::expected<TransferResult, PayloadFailure> PayloadEndpoint::send(
-    const PreparedTransfer& transfer, std::span<const std::span<const std::byte>> tensors,
+    const PreparedTransfer& transfer, std::span<const std::span<const std::byte>> tensors, bool allocationsKept,
     const TransferProgress& progress) {
   if (transfer.channel == nullptr) return TransferResult{transfer.totalBytes, Digest{}};
   begin(transfer, AgentPhase::Sending, progress);
+  transfer.channel->setAllocationsKept(allocationsKept);
   auto sent = transfer.channel->send(transfer.round, *transfer.buckets, tensors, transfer.receiverCount,
                                      std::chrono::steady_clock::now() + transferDeadline_);
   finish(transfer);

@@ -201,10 +201,20 @@ typedef struct wsync_trainer_config {
   int32_t cuda_device;    /* GPU channels: the device the tensors are on */
 } wsync_trainer_config;
 
+/* wsync_publish_options.flags */
+enum {
+  /* The caller vouches that no tensor at the address it had in the previous publish was freed and allocated again
+   * since (an allocator that counts its frees can tell: PyTorch's num_device_free). cuda_ipc then skips checking each
+   * exported allocation with the driver before the transfer (about 0.4 us each: 40 ms for 100,000 allocations).
+   * Tensors whose address or size changed are exported again either way. */
+  WSYNC_PUBLISH_ALLOCATIONS_KEPT = 1
+};
+
 typedef struct wsync_publish_options {
   uint32_t struct_size;
   const char* label;            /* optional text carried with the version */
   wsync_pause_mode pause_mode;  /* default WSYNC_PAUSE_KEEP */
+  uint64_t flags;               /* WSYNC_PUBLISH_* (default 0); a caller built before it passes struct_size 24 */
 } wsync_publish_options;
 
 typedef uint8_t wsync_outcome_kind;

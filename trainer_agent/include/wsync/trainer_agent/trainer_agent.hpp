@@ -68,6 +68,10 @@ struct TrainerOptions {
 struct PublishOptions {
   std::string label;
   msg::PauseMode pauseMode = msg::PauseMode::Keep;
+  // The caller vouches that no tensor at the address it had in the previous publish was freed and allocated again
+  // since (bus::Channel::setAllocationsKept): cuda_ipc then skips its per-allocation check of its exports. The
+  // Python package sets it from PyTorch's count of cudaFree calls.
+  bool allocationsKept = false;
 };
 
 enum class OutcomeKind : std::uint8_t {
@@ -170,6 +174,9 @@ class TrainerAgent {
   std::atomic<std::uint64_t> progressBytes_{0};
   std::atomic<std::uint64_t> progressTotal_{0};
   std::atomic<bool> progressSending_{false};
+  // Some publish since the last send did not vouch for its allocations (PublishOptions::allocationsKept): the next
+  // send must not either, or a round that ended before its send (refused, aborted) would hide that publish's frees.
+  std::atomic<bool> allocationsDoubted_{true};
 
   mutable std::mutex mutex_;  // guards pending_, inFlight_, outcome_, stopping_
   std::condition_variable outcomeReady_;

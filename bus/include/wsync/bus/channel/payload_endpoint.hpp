@@ -70,10 +70,11 @@ class PayloadEndpoint {
   // channel: send() then moves nothing.
   tl::expected<PreparedTransfer, PayloadFailure> prepare(const msg::TransferPlan& plan, const Manifest& manifest,
                                                          std::optional<TensorMemory> memory);
-  // `progress` (optional) gets the bytes done after each bucket, after the slot has them.
+  // `progress` (optional) gets the bytes done after each bucket, after the slot has them. `allocationsKept`: the
+  // caller's word for Channel::setAllocationsKept.
   tl::expected<TransferResult, PayloadFailure> send(const PreparedTransfer& transfer,
                                                     std::span<const std::span<const std::byte>> tensors,
-                                                    const TransferProgress& progress);
+                                                    bool allocationsKept, const TransferProgress& progress);
   tl::expected<TransferResult, PayloadFailure> receive(const PreparedTransfer& transfer,
                                                        std::span<const std::span<std::byte>> tensors,
                                                        const TransferProgress& progress);
