@@ -74,11 +74,12 @@ def test_gpu_tensors_are_refused_on_shm_and_host_tensors_on_gpu_channels(in_proc
 
 @pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")
 def test_cuda_ipc_trusts_its_exports_only_while_torch_frees_nothing(coordinator, helpers, tmp_path):
-    """A publish over cuda_ipc tells the channel whether torch's allocator freed memory since the previous one
-    (PublishHandle.allocations_kept): not at the first, then yes; after the model is dropped, torch's cache emptied
-    (cudaFree) and the model built again (in new allocations, often at the old addresses), no: the worker gets
-    the new tensors' bytes, never the old allocations'."""
-    versions = (1, 2, 3, 4)
+    """A publish over cuda_ipc tells the channel whether torch's allocator freed device memory since the previous
+    one (PublishHandle.allocations_kept): not at the first; yes while nothing is freed; no after torch returned a
+    block to CUDA (empty_cache: cudaFree, counted as num_device_free); yes for a rebuilt model (the old one's memory
+    went back to torch's cache, not to CUDA, and the new tensors' addresses differ: exported again). Every version
+    reaches the worker byte for byte."""
+    versions = (1, 2, 3, 4, 5)
     worker = helpers("worker.py", "--bus", coordinator.bus, "--id", "w0", "--kind", "torch", "--device", "cuda:0",
                      "--dump-dir", str(tmp_path), "--until-version", str(versions[-1]))
     worker.expect("ready", timeout=120)
@@ -92,23 +93,20 @@ def test_cuda_ipc_trusts_its_exports_only_while_torch_frees_nothing(coordinator,
     kept = []
     with wsync.Trainer(coordinator.bus, agent_id="trainer", channel="cuda_ipc", cuda_device=0) as trainer:
         for version in versions:
-            tensors = None
-            if version == 3:
-                addresses = [tensor.data_ptr() for _, tensor in named]
-                del model, named
+            tensors = model.named_parameters() if version == 1 else None
+            if version == 3:  # a block of its own (64 MiB: not cut from a shared segment), given back to CUDA
+                scratch = torch.empty(16 << 20, dtype=torch.float32, device="cuda:0")
+                del scratch
                 torch.cuda.empty_cache()
+            if version == 5:
                 model = models.torch_model().to("cuda:0")
                 named = list(model.named_parameters())
-                tensors = model.named_parameters()
-                reused = sum(a == tensor.data_ptr() for a, (_, tensor) in zip(addresses, named))
-                print(f"the rebuilt model has {reused} of {len(named)} tensors at their old addresses")
-            elif version == 1:
                 tensors = model.named_parameters()
             models.fill_torch(named, version)
             handle = trainer.publish(version, tensors)
             kept.append(handle.allocations_kept)
             assert handle.wait(timeout=120).committed
-    assert kept == [False, True, False, True]
+    assert kept == [False, True, False, True, True]
     done = worker.expect("done", timeout=120)
     assert done["version"] == versions[-1]
     assert worker.wait(60) == 0, worker.stderr()

@@ -6,6 +6,8 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <type_traits>
 #include <set>
 #include <thread>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "channel/gpu/copy_table.hpp"
 #include "channel/gpu/cuda_check.hpp"
 #include "wsync/bus/core/shared_futex.hpp"
+#include "wsync/bus/protocol/stream_digest.hpp"
 
 namespace wsync::bus::gpu {
 namespace bip = boost::interprocess;
@@ -30,8 +33,6 @@ static_assert(kIpcHandleBytes == sizeof(cudaIpcMemHandle_t));
 
 // Longest single sleep on a futex word, so a cancel, an abort or a deadline is noticed within it.
 constexpr std::chrono::milliseconds kWaitSlice{1};
-// How often a receiver looks at its copy kernel while it runs (a cancel cannot stop the kernel, only the wait).
-constexpr std::chrono::microseconds kPollInterval{50};
 // Blocks of the receiver's copy kernel: every SM, several blocks each, since nothing else shares the work.
 constexpr std::uint32_t kCopyBlocks = 1024;
 constexpr std::uint32_t kNoAllocation = 0xFFFFFFFFU;
@@ -67,30 +68,17 @@ void publish(std::atomic<std::uint64_t>& word, std::atomic<std::uint32_t>& notif
 
 using HandleBytes = std::array<std::uint8_t, kIpcHandleBytes>;
 
-// Tensors as (address, size) pairs: what an export or a copy table was made for.
+// What an export or a copy table was made for: the tensors' (address, size) pairs, as one digest of the span
+// array's own bytes. A round reads the caller's array once and keeps 16 bytes, where a copy of the pairs to compare
+// with cost a read of both (100,000 tensors: 1.6 MB each, 0.4 ms on an H100 host).
+static_assert(sizeof(std::span<const std::byte>) == 2 * sizeof(void*) &&
+              std::has_unique_object_representations_v<std::span<const std::byte>> &&
+              sizeof(std::span<std::byte>) == sizeof(std::span<const std::byte>));
 template <typename Byte>
-std::vector<std::uint64_t> spanKey(std::span<const std::span<Byte>> tensors) {
-  std::vector<std::uint64_t> key;
-  key.reserve(2 * tensors.size());
-  for (const auto& tensor : tensors) {
-    key.push_back(reinterpret_cast<std::uint64_t>(tensor.data()));
-    key.push_back(tensor.size());
-  }
-  return key;
-}
-
-// Whether `tensors` are the ones `key` was made of, compared in place: nothing allocated on the round's path
-// (100,000 tensors in about 0.1 ms).
-template <typename Byte>
-bool sameSpans(const std::vector<std::uint64_t>& key, std::span<const std::span<Byte>> tensors) {
-  if (key.size() != 2 * tensors.size()) return false;
-  for (std::size_t index = 0; index < tensors.size(); ++index) {
-    if (key[2 * index] != reinterpret_cast<std::uint64_t>(tensors[index].data()) ||
-        key[2 * index + 1] != tensors[index].size()) {
-      return false;
-    }
-  }
-  return true;
+Digest spanDigest(std::span<const std::span<Byte>> tensors) {
+  StreamDigest digest;
+  digest.add(tensors.data(), tensors.size_bytes());
+  return digest.digest();
 }
 
 }  // namespace
@@ -105,7 +93,7 @@ struct CudaIpcChannel::State {
   PFN_cuPointerGetAttribute_v4000 getPointerAttribute = nullptr;
 
   // Sender: what the tables describe now.
-  std::vector<std::uint64_t> exportKey;  // tensor addresses and sizes
+  std::optional<Digest> exportKey;  // spanDigest of the tensors exported
   struct Exported {
     CUdeviceptr base = 0;
     std::uint64_t bufferId = 0;  // the driver's process-wide unique id of the allocation
@@ -131,7 +119,7 @@ struct CudaIpcChannel::State {
   std::vector<void*> importOf;  // by allocation index of importedGeneration
   std::uint64_t importedGeneration = 0;
   detail::CopyTable table;
-  std::vector<std::uint64_t> tableKey;     // this receiver's tensors the table copies into
+  std::optional<Digest> tableKey;          // spanDigest of this receiver's tensors the table copies into
   std::uint64_t tableGeneration = 0;       // the export it copies from (0: none)
   std::uint64_t totalBytes = 0;
 
@@ -280,7 +268,8 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
   // Export again only when a tensor moved or its block was freed and allocated again (same address, new block):
   // trainers keep their parameters where they are, so this runs once. The second costs a driver query per block,
   // skipped when the caller vouches that nothing was freed (setAllocationsKept).
-  if (!sameSpans(state.exportKey, tensors) || (!allocationsKept() && !state.exportStillValid())) {
+  const Digest tensorsKey = spanDigest(tensors);
+  if (state.exportKey != tensorsKey || (!allocationsKept() && !state.exportStillValid())) {
     std::map<std::uint64_t, std::uint32_t> allocationOf;  // base -> index
     std::vector<IpcAllocationData> exported;
     std::vector<State::Exported> exportedBlocks;
@@ -341,7 +330,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
     data.sender.totalBytes = total;
     state.generation += 2;
     data.sender.generation.store(state.generation, std::memory_order_release);
-    state.exportKey = spanKey(tensors);
+    state.exportKey = tensorsKey;
     state.exported = std::move(exportedBlocks);
     state.totalBytes = total;
   }
@@ -411,7 +400,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
     return failed(detail::cudaFailure("cudaSetDevice", error));
   }
   // Before the wait, which it would otherwise lengthen: whether this receiver's tensors are the table's.
-  const bool sameTensors = sameSpans(state.tableKey, tensors);
+  const Digest tensorsKey = spanDigest(tensors);
 
   // Wait for the sender to publish this transfer.
   while (true) {
@@ -483,7 +472,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
   }
 
   // The copy table: rebuilt when the export or this receiver's tensors change.
-  if (!sameTensors || generation != state.tableGeneration) {
+  if (state.tableKey != tensorsKey || generation != state.tableGeneration) {
     state.tableGeneration = 0;
     if (data.sender.tensorCount != tensors.size()) {
       return failed({ChannelError::PlanMismatch, "the sender exported " + std::to_string(data.sender.tensorCount) +
@@ -513,7 +502,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
                       static_cast<std::uint32_t>(index), 0);
     }
     if (auto uploaded = state.table.upload(); !uploaded) return failed(uploaded.error());
-    state.tableKey = spanKey(tensors);
+    state.tableKey = tensorsKey;
     state.tableGeneration = generation;
     state.totalBytes = total;
   }
@@ -529,11 +518,15 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
     return {};
   };
   if (auto enqueued = enqueue(); !enqueued) return failed(enqueued.error());
+  // The copy takes milliseconds (a few for 4 GB on an H100) while the engine is paused, and the round waits for
+  // its end: the thread asks the event in a loop, yielding the core in between, where a sleep's wake-up (50 us
+  // asked, often twice that on a VM) would add to every round. A cancel cannot stop the kernel, so nothing else is
+  // asked here: the copy ends by itself, its source kept alive by the open handles.
   while (true) {
     const cudaError_t status = cudaEventQuery(state.finished);
     if (status == cudaSuccess) break;
     if (status != cudaErrorNotReady) return failed(detail::cudaFailure("copy from the sender", status));
-    std::this_thread::sleep_for(kPollInterval);
+    std::this_thread::yield();
   }
 
   const Digest digest = finishDeviceChecksum(*state.hostSums, state.totalBytes);
