@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdint>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "gpu_peers.hpp"
 
@@ -102,32 +104,29 @@ TEST(CudaIpcChannelTransfer, UnalignedTensorsInOneAllocation) {
 
 // In round 3 the sender's tensors move to new allocations (made before the old ones are freed, so every address
 // changes): the sender exports again, the receivers open the new handles, and the bytes are those of round 3.
-TEST(CudaIpcChannelTransfer, SenderTensorsMoveBetweenRounds) {
-  if (auto missing = missingGpus(1)) GTEST_SKIP() << *missing;
+void expectMovedTensorsExportedAgain(std::vector<std::string> senderArgs) {
   constexpr std::uint64_t kMoveAt = 3;
   const auto segment = createIpcSegment();
   GroupOptions options = ipcGroup(segment->name(), {0, 0});
   options.senderArgs = {"--reallocate-at-round", std::to_string(kMoveAt)};
+  options.senderArgs.insert(options.senderArgs.end(), senderArgs.begin(), senderArgs.end());
   PeerGroup group = startGroup(options);
   expectEveryRoundRight(group, options, kRunTimeout);
-  if (HasFailure()) return;
+  if (testing::Test::HasFailure()) return;
   EXPECT_EQ(group.sender.rounds()[kMoveAt - 1].number("moved"), 1U);
   expectExports(group, kMoveAt, allocatedTensors());
+}
+
+TEST(CudaIpcChannelTransfer, SenderTensorsMoveBetweenRounds) {
+  if (auto missing = missingGpus(1)) GTEST_SKIP() << *missing;
+  expectMovedTensorsExportedAgain({});
 }
 
 // The same with the sender vouching every round that its allocations were kept (true: every address changes, none
 // is reused): cuda_ipc skips its per-allocation check, yet the moved tensors are exported again.
 TEST(CudaIpcChannelTransfer, SenderTensorsMoveWhileItVouchesForItsAllocations) {
   if (auto missing = missingGpus(1)) GTEST_SKIP() << *missing;
-  constexpr std::uint64_t kMoveAt = 3;
-  const auto segment = createIpcSegment();
-  GroupOptions options = ipcGroup(segment->name(), {0, 0});
-  options.senderArgs = {"--reallocate-at-round", std::to_string(kMoveAt), "--allocations-kept"};
-  PeerGroup group = startGroup(options);
-  expectEveryRoundRight(group, options, kRunTimeout);
-  if (HasFailure()) return;
-  EXPECT_EQ(group.sender.rounds()[kMoveAt - 1].number("moved"), 1U);
-  expectExports(group, kMoveAt, allocatedTensors());
+  expectMovedTensorsExportedAgain({"--allocations-kept"});
 }
 
 // In round 3 the sender frees its tensors and allocates them again; cudaMalloc usually hands back the same
