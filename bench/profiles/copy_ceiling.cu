@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     return 0;
   };
   time("cudaMemcpyAsync", [&] { cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st); });
-  for (int bl : {1024, 2 * sms, 4 * sms}) {
+  for (int bl : {32, 64, 96, sms, 1024, 2 * sms, 4 * sms}) {
     char name[64]; snprintf(name, 64, "wsync copyRuns %u runs %d blk", (unsigned)runs.size(), bl);
     time(name, [&] { launchCopyRuns(dRuns, dChunks, chunks, sums, bl, st); });
   }

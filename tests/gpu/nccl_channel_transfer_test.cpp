@@ -1,14 +1,20 @@
 // The nccl channel across processes and GPUs: the sender (rank 0) on GPU 0 and a receiver on each other GPU, each a
-// gpu_peer process. Every byte of a model of every dtype and of odd sizes arrives in every round: through many
-// small buckets (tensors spanning buckets; buckets that hold one piece and go straight between the tensors, others
-// packed and unpacked), through one bucket holding everything, and from and into tensors at odd addresses. Every
-// side's digest equals the host reference, computed here as well as in each peer.
+// gpu_peer process, or both on one GPU with NCCL taking them for two nodes (its network transport over the
+// loopback: the layout of a multi-node run, and how a one-GPU machine tests the channel). Every byte of a model of
+// every dtype and of odd sizes arrives in every round: through many small buckets (tensors spanning buckets;
+// buckets that hold one piece and go straight between the tensors, others packed and unpacked), through one bucket
+// holding everything, from and into tensors at odd addresses, and with the transfer's ends cut into ramps of
+// smaller broadcasts (broadcast_slices.hpp) across both kinds of bucket. Every side's digest equals the host
+// reference, computed here as well as in each peer.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <chrono>
+#include <string>
 
 #include "gpu_peers.hpp"
 #include "wsync/bus/channel/bucket_plan.hpp"
+#include "wsync/bus/channel/nccl/broadcast_slices.hpp"
 
 namespace wsync::test {
 namespace {
@@ -18,24 +24,72 @@ namespace {
 constexpr std::chrono::milliseconds kRunTimeout{90'000};
 constexpr std::uint64_t kRounds = 3;
 
-GroupOptions ncclGroup(int receivers, std::uint64_t bucketBytes) {
-  GroupOptions options;
-  options.channel = "nccl";
-  options.endpoint = ncclUniqueIdHex();
-  options.bucketBytes = bucketBytes;
-  options.rounds = kRounds;
-  options.senderDevice = 0;
-  for (int receiver = 0; receiver < receivers; ++receiver) options.receiverDevices.push_back(receiver + 1);
-  return options;
+// Where the ranks run: a GPU each (NVLink or PCIe peers), or all on GPU 0 as nodes of their own to NCCL.
+enum class Placement { OwnGpus, OneGpuOverSockets };
+
+std::string placementName(const testing::TestParamInfo<Placement>& info) {
+  return info.param == Placement::OwnGpus ? "OwnGpus" : "OneGpuOverSockets";
 }
+
+// The NCCL environment of the one-GPU placement, for this process (the bootstrap root of the unique id) and the
+// peers it starts; restored when the test ends.
+class SocketsOnly {
+ public:
+  SocketsOnly() {
+    for (const auto& [name, value] : kVariables) ::setenv(name, value, 1);
+  }
+  ~SocketsOnly() {
+    for (const auto& [name, value] : kVariables) ::unsetenv(name);
+  }
+  SocketsOnly(const SocketsOnly&) = delete;
+  SocketsOnly& operator=(const SocketsOnly&) = delete;
+
+ private:
+  static constexpr std::pair<const char*, const char*> kVariables[] = {
+      {"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}, {"NCCL_SOCKET_IFNAME", "lo"}};
+};
+
+class NcclChannelTransfer : public testing::TestWithParam<Placement> {
+ protected:
+  // Why this machine cannot run the test with `receivers` receivers, if it cannot.
+  std::optional<std::string> missing(int receivers) const {
+    if (GetParam() == Placement::OwnGpus) return missingNcclGpus(receivers + 1);
+    if (auto why = missingGpus(1)) return why;
+    if (auto version = bus::gpu::ncclVersion(); !version) return "NCCL cannot be loaded: " + version.error().describe();
+    return std::nullopt;
+  }
+
+  GroupOptions ncclGroup(int receivers, std::uint64_t bucketBytes) {
+    const bool shared = GetParam() == Placement::OneGpuOverSockets;
+    if (shared && !sockets_) sockets_.emplace();
+    GroupOptions options;
+    options.channel = "nccl";
+    options.endpoint = ncclUniqueIdHex();
+    options.bucketBytes = bucketBytes;
+    options.rounds = kRounds;
+    options.senderDevice = 0;
+    if (shared) options.senderArgs = {"--nccl-host-id", "wsync-test-sender"};
+    for (int receiver = 0; receiver < receivers; ++receiver) {
+      options.receiverDevices.push_back(shared ? 0 : receiver + 1);
+      if (shared) {
+        options.receiverArgs[static_cast<std::uint32_t>(receiver)] = {"--nccl-host-id",
+                                                                      "wsync-test-receiver-" + std::to_string(receiver)};
+      }
+    }
+    return options;
+  }
+
+ private:
+  std::optional<SocketsOnly> sockets_;
+};
 
 bus::BucketPlan mixedPlan(std::uint64_t bucketBytes) {
   auto manifest = bus::Manifest::create(gpu_peer::mixedDtypeTensors());
   return *bus::BucketPlan::build(*manifest, bucketBytes, gpu_peer::kPlanAlignment);
 }
 
-TEST(NcclChannelTransfer, EveryByteThroughSmallBuckets) {
-  if (auto missing = missingNcclGpus(2)) GTEST_SKIP() << *missing;
+TEST_P(NcclChannelTransfer, EveryByteThroughSmallBuckets) {
+  if (auto why = missing(1)) GTEST_SKIP() << *why;
   // The layout must hold both routes of the channel: buckets filled by a single piece (broadcast straight between
   // the tensors) and buckets of several pieces (packed, broadcast, unpacked).
   const bus::BucketPlan plan = mixedPlan(kSmallBucketBytes);
@@ -54,8 +108,8 @@ TEST(NcclChannelTransfer, EveryByteThroughSmallBuckets) {
   expectEveryRoundRight(group, options, kRunTimeout);
 }
 
-TEST(NcclChannelTransfer, EveryByteThroughOneLargeBucket) {
-  if (auto missing = missingNcclGpus(2)) GTEST_SKIP() << *missing;
+TEST_P(NcclChannelTransfer, EveryByteThroughOneLargeBucket) {
+  if (auto why = missing(1)) GTEST_SKIP() << *why;
   ASSERT_EQ(mixedPlan(kLargeBucketBytes).bucketCount(), 1U);
 
   const GroupOptions options = ncclGroup(1, kLargeBucketBytes);
@@ -65,21 +119,43 @@ TEST(NcclChannelTransfer, EveryByteThroughOneLargeBucket) {
 
 // Every tensor of both sides at an odd offset in one allocation (+1, +8, +24 bytes past a 32-byte boundary): the
 // pack and unpack kernels and the direct broadcasts meet pointers that are not 16-byte aligned.
-TEST(NcclChannelTransfer, EveryByteFromAndIntoUnalignedTensors) {
-  if (auto missing = missingNcclGpus(2)) GTEST_SKIP() << *missing;
+TEST_P(NcclChannelTransfer, EveryByteFromAndIntoUnalignedTensors) {
+  if (auto why = missing(1)) GTEST_SKIP() << *why;
   GroupOptions options = ncclGroup(1, kSmallBucketBytes);
   options.everyPeerArgs = {"--packed"};
   PeerGroup group = startGroup(options);
   expectEveryRoundRight(group, options, kRunTimeout);
 }
 
-// One sender and a receiver on every other GPU of the machine.
-TEST(NcclChannelTransfer, EveryOtherGpuReceives) {
-  if (auto missing = missingNcclGpus(3)) GTEST_SKIP() << *missing << " (2 GPUs are covered by the tests above)";
-  const GroupOptions options = ncclGroup(visibleGpus() - 1, kSmallBucketBytes);
+// One sender and a receiver on every other GPU of the machine, or three receivers sharing GPU 0 with it.
+TEST_P(NcclChannelTransfer, EveryOtherRankReceives) {
+  const int receivers = GetParam() == Placement::OwnGpus ? visibleGpus() - 1 : 3;
+  if (auto why = missing(std::max(receivers, 2))) GTEST_SKIP() << *why << " (one receiver is covered by the tests above)";
+  const GroupOptions options = ncclGroup(receivers, kSmallBucketBytes);
   PeerGroup group = startGroup(options);
   expectEveryRoundRight(group, options, kRunTimeout);
 }
+
+// The transfer's ends cut into broadcasts growing from 4 KiB (64 KiB buckets: packed and direct ones both cut) and
+// from 64 KiB (everything in one bucket): pieces split between slices, each side's copies and broadcasts of a
+// bucket in several launches, and no byte lost or moved twice.
+TEST_P(NcclChannelTransfer, EveryByteThroughRampedSlices) {
+  if (auto why = missing(1)) GTEST_SKIP() << *why;
+  for (const auto& [bucketBytes, firstSlice] :
+       {std::pair{kSmallBucketBytes, bus::kSliceAlignment}, std::pair{kLargeBucketBytes, 16 * bus::kSliceAlignment}}) {
+    SCOPED_TRACE("buckets of " + std::to_string(bucketBytes) + " bytes, first slice " + std::to_string(firstSlice));
+    const bus::BucketPlan plan = mixedPlan(bucketBytes);
+    const auto slices = bus::broadcastSlices(plan, firstSlice);
+    ASSERT_GT(slices.size(), plan.bucketCount() + 4) << "the ramps cut nothing";
+    GroupOptions options = ncclGroup(1, bucketBytes);
+    options.everyPeerArgs = {"--first-slice-bytes", std::to_string(firstSlice)};
+    PeerGroup group = startGroup(options);
+    expectEveryRoundRight(group, options, kRunTimeout);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, NcclChannelTransfer,
+                         testing::Values(Placement::OwnGpus, Placement::OneGpuOverSockets), placementName);
 
 }  // namespace
 }  // namespace wsync::test

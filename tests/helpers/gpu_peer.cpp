@@ -92,6 +92,8 @@ struct Options {
   std::uint64_t rounds = 1;
   std::uint64_t seed = 1;
   std::int64_t stallMs = std::chrono::milliseconds{gpu::kNcclStallTimeout}.count();
+  std::uint64_t firstSliceBytes = gpu::kNcclFirstSliceBytes;
+  std::string ncclHostId;
   std::int64_t deadlineMs = kDefaultDeadlineMs;
   std::int64_t dieAfterMs = -1;
   bool stopBeforeTransfer = false;
@@ -328,6 +330,9 @@ std::string describeDifference(const bus::Manifest& manifest, std::size_t tensor
 }
 
 int run(const Options& options) {
+  // Before NCCL reads its environment (its first call): a host id of its own makes NCCL take this process for
+  // another node, which is how two ranks share one GPU.
+  if (!options.ncclHostId.empty()) ::setenv("NCCL_HOSTID", options.ncclHostId.c_str(), 1);
   auto specs = peerModelTensors(options.model);
   if (!specs) return failSetup(specs.error().describe());
   auto manifest = bus::Manifest::create(std::move(*specs));
@@ -355,6 +360,7 @@ int run(const Options& options) {
     config.rank = rank;
     config.worldSize = options.receivers + 1;
     config.stallTimeout = std::chrono::milliseconds{options.stallMs};
+    config.firstSliceBytes = options.firstSliceBytes;
     auto opened = gpu::NcclChannel::open(config, Clock::now() + kOpenTimeout);
     if (!opened) return failSetup("opening the nccl channel: " + opened.error().describe());
     ncclChannel = std::move(*opened);
@@ -500,6 +506,10 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", options.rounds, "rounds to move")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--seed", options.seed, "content seed")->capture_default_str();
   app.add_option("--stall-ms", options.stallMs, "nccl: stall watchdog")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--first-slice-bytes", options.firstSliceBytes, "nccl: the first and last broadcasts' size")
+      ->capture_default_str();
+  app.add_option("--nccl-host-id", options.ncclHostId,
+                 "nccl: NCCL_HOSTID for this process (ranks of different ids may share a GPU over NCCL's network)");
   app.add_option("--deadline-ms", options.deadlineMs, "bound on each transfer")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

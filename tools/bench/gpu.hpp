@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <wsync/bus/channel/nccl/nccl_channel.hpp>
+
 #include "report.hpp"
 
 namespace wsync::bench {
@@ -64,6 +66,8 @@ struct GpuBenchConfig {
   // nccl through NCCL's network transport, the stand-in for an inter-node fabric (docs/hosts.md): sockets, P2P and
   // SHM off, each rank a host of its own to NCCL, so that ranks may share a GPU.
   bool ncclNetwork = false;
+  // nccl: the first and last broadcasts of a transfer (bus/channel/nccl/broadcast_slices.hpp); 0: one per bucket.
+  std::uint64_t ncclFirstSliceMiB = bus::gpu::kNcclFirstSliceBytes >> 20;
   void quick() { models = {"qwen2.5-7b"}; warmup = 1; repetitions = 3; }
 };
 
@@ -79,9 +83,10 @@ struct GpuRankOptions {
   std::string segment;      // cuda_ipc: the segment the benchmark created
   bool ncclNetwork = false; // GpuBenchConfig::ncclNetwork: the rank sets NCCL's environment for it before NCCL loads
   bool allocationsKept = false;  // GpuBenchConfig::allocationsKept
+  std::uint64_t ncclFirstSliceBytes = 0;  // GpuBenchConfig::ncclFirstSliceMiB, in bytes
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
-                                   segment, ncclNetwork, allocationsKept)
+                                   segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

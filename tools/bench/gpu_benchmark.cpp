@@ -219,7 +219,8 @@ class GpuRun {
       ranks.start(label, GpuRankOptions{channel, static_cast<std::uint32_t>(rank),
                                         static_cast<std::uint32_t>(devices.size()), devices[rank], baselineDevice,
                                         model, config_.allocation, segment,
-                                        channel == "nccl" && config_.ncclNetwork, config_.allocationsKept});
+                                        channel == "nccl" && config_.ncclNetwork, config_.allocationsKept,
+                                        config_.ncclFirstSliceMiB << 20});
       const RankLine line = ranks.collect("", kRankStartTimeout, "its tensors to be allocated", rank)[rank];
       if (word(line) == "nomemory") {
         const std::string why = label + ": " + line.value("why", "");

@@ -305,7 +305,8 @@ class GpuRank {
       const bus::gpu::NcclChannelConfig config{
           .uniqueId = orThrow(bus::gpu::ncclUniqueIdFromHex(idHex), "the channel's id"),
           .rank = static_cast<std::int32_t>(options_.rank), .worldSize = options_.world,
-          .bufferCount = bus::gpu::kNcclDefaultBuffers};
+          .bufferCount = bus::gpu::kNcclDefaultBuffers,
+          .firstSliceBytes = options_.ncclFirstSliceBytes};
       ncclChannel_ =
           orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");
     } else {

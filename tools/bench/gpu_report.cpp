@@ -125,7 +125,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"bucket_mib", c.bucketMiB}, {"nccl_buffers", bus::gpu::kNcclDefaultBuffers},
                                   {"plan_alignment", kPlanAlignment}, {"warmup_rounds", c.warmup},
                                   {"repetitions", c.repetitions}, {"allocation", c.allocation},
-                                  {"allocations_kept", c.allocationsKept}});
+                                  {"allocations_kept", c.allocationsKept},
+                                  {"nccl_first_slice_mib", c.ncclFirstSliceMiB}});
 
   for (const bool nccl : {true, false}) {
     const std::string baseline = nccl ? "broadcast" : "memcpy";

@@ -184,6 +184,9 @@ int main(int argc, char** argv) {
   gpuMode.add_flag("--allocations-kept", gpu.allocationsKept,
                    "The sender vouches that no allocation was freed between rounds (as the Python package does when "
                    "PyTorch freed nothing): cuda_ipc skips its per-allocation check of the export each round");
+  option(gpuMode, "--nccl-first-slice-mib", gpu.ncclFirstSliceMiB,
+         "nccl: size of a transfer's first and last broadcasts, which ramp up to and down from whole buckets "
+         "(0: one broadcast per bucket)");
   gpuMode.add_flag("--nccl-network", gpu.ncclNetwork,
                    "nccl through NCCL's network transport (sockets; P2P and SHM off; each rank its own NCCL host), "
                    "both the channel and the raw baseline: the stand-in for nodes; ranks may then share a GPU");

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <map>
 #include <optional>
-#include <type_traits>
 #include <set>
 #include <thread>
 #include <vector>
@@ -20,8 +19,8 @@
 #include "core/private_segment.hpp"
 #include "channel/gpu/copy_table.hpp"
 #include "channel/gpu/cuda_check.hpp"
+#include "channel/gpu/span_digest.hpp"
 #include "wsync/bus/core/shared_futex.hpp"
-#include "wsync/bus/protocol/stream_digest.hpp"
 
 namespace wsync::bus::gpu {
 namespace bip = boost::interprocess;
@@ -67,19 +66,6 @@ void publish(std::atomic<std::uint64_t>& word, std::atomic<std::uint32_t>& notif
 }
 
 using HandleBytes = std::array<std::uint8_t, kIpcHandleBytes>;
-
-// What an export or a copy table was made for: the tensors' (address, size) pairs, as one digest of the span
-// array's own bytes. A round reads the caller's array once and keeps 16 bytes, where a copy of the pairs to compare
-// with cost a read of both (100,000 tensors: 1.6 MB each, 0.4 ms on an H100 host).
-static_assert(sizeof(std::span<const std::byte>) == 2 * sizeof(void*) &&
-              std::has_unique_object_representations_v<std::span<const std::byte>> &&
-              sizeof(std::span<std::byte>) == sizeof(std::span<const std::byte>));
-template <typename Byte>
-Digest spanDigest(std::span<const std::span<Byte>> tensors) {
-  StreamDigest digest;
-  digest.add(tensors.data(), tensors.size_bytes());
-  return digest.digest();
-}
 
 }  // namespace
 
@@ -268,7 +254,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
   // Export again only when a tensor moved or its block was freed and allocated again (same address, new block):
   // trainers keep their parameters where they are, so this runs once. The second costs a driver query per block,
   // skipped when the caller vouches that nothing was freed (setAllocationsKept).
-  const Digest tensorsKey = spanDigest(tensors);
+  const Digest tensorsKey = detail::spanDigest(tensors);
   if (state.exportKey != tensorsKey || (!allocationsKept() && !state.exportStillValid())) {
     std::map<std::uint64_t, std::uint32_t> allocationOf;  // base -> index
     std::vector<IpcAllocationData> exported;
@@ -400,7 +386,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
     return failed(detail::cudaFailure("cudaSetDevice", error));
   }
   // Before the wait, which it would otherwise lengthen: whether this receiver's tensors are the table's.
-  const Digest tensorsKey = spanDigest(tensors);
+  const Digest tensorsKey = detail::spanDigest(tensors);
 
   // Wait for the sender to publish this transfer.
   while (true) {

@@ -1,6 +1,8 @@
 #include "wsync/bus/channel/nccl/nccl_channel.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -8,6 +10,8 @@
 
 #include "channel/gpu/copy_table.hpp"
 #include "channel/gpu/cuda_check.hpp"
+#include "channel/gpu/span_digest.hpp"
+#include "wsync/bus/channel/nccl/broadcast_slices.hpp"
 #include "wsync/bus/channel/nccl/nccl_library.hpp"
 
 namespace wsync::bus::gpu {
@@ -33,12 +37,20 @@ ChannelFailure ncclFailure(const NcclLibrary& nccl, ncclComm_t comm, const char*
   return ChannelFailure{ChannelError::CommunicatorError, detail};
 }
 
-// How bucket `bucket` travels: straight between the tensors, or through a buffer.
-struct BucketRoute {
-  bool direct = false;
-  std::uint64_t address = 0;  // direct: the sender's or receiver's tensor bytes
-  std::uint64_t bytes = 0;    // broadcast count
-  std::size_t batch = 0;      // the pack/unpack (or, direct, the checksum-only) batch of the copy table
+// Kernel blocks for the copies nothing runs beside: the sender's first pack (no broadcast has started) and a
+// receiver's last unpack (every broadcast is done). The whole GPU copies small tensors twice as fast as copyBlocks.
+constexpr std::uint32_t kUnoverlappedCopyBlocks = 1024;
+
+// How slice `slice` travels: straight between the tensors, or through a bucket buffer.
+struct SliceRoute {
+  bool direct = false;         // its bucket is one piece that fills it
+  bool firstOfBucket = false;  // waits for its buffer to be free
+  bool lastOfBucket = false;   // frees its buffer, marks its bucket done
+  std::uint32_t bucket = 0;
+  std::uint64_t address = 0;   // what is broadcast: the tensor's bytes (direct) or the buffer's
+  std::uint64_t bytes = 0;     // broadcast count
+  std::uint64_t payload = 0;   // of which tensor bytes (padding excluded): progress
+  std::size_t batch = 0;       // the pack/unpack (or, direct, the checksum-only) batch of the copy table
 };
 
 }  // namespace
@@ -52,25 +64,24 @@ struct NcclChannel::State {
   cudaStream_t copyStream = nullptr;
   std::vector<void*> buffers;
   std::uint64_t bufferBytes = 0;
-  std::vector<cudaEvent_t> bufferReady;  // packed (sender) or received (receiver)
-  std::vector<cudaEvent_t> bufferFree;   // broadcast (sender) or unpacked (receiver)
-  cudaEvent_t directReady = nullptr;
-  std::vector<cudaEvent_t> bucketDone;
+  std::vector<cudaEvent_t> bufferFree;  // per buffer: its last bucket broadcast (sender) or unpacked (receiver)
+  std::vector<cudaEvent_t> sliceReady;  // per slice: packed (sender) or received (receiver)
+  std::vector<cudaEvent_t> sliceDone;   // per slice: broadcast (sender) or unpacked (receiver)
   cudaEvent_t copyFinished = nullptr;
   cudaEvent_t commFinished = nullptr;
   DeviceChecksumSums* deviceSums = nullptr;
   DeviceChecksumSums* hostSums = nullptr;  // pinned
   detail::CopyTable table;
-  std::vector<BucketRoute> routes;
-  std::vector<std::uint64_t> layoutKey;  // what `routes` and `table` were built for
+  std::vector<SliceRoute> routes;
+  std::optional<Digest> tensorsKey;  // spanDigest of the tensors `routes` and `table` were built for
+  std::vector<std::uint64_t> planKey;  // ... and of the plan
   std::uint64_t totalBytes = 0;
 
   ~State() {
     for (void* buffer : buffers) cudaFree(buffer);
-    for (cudaEvent_t event : bufferReady) cudaEventDestroy(event);
-    for (cudaEvent_t event : bufferFree) cudaEventDestroy(event);
-    for (cudaEvent_t event : bucketDone) cudaEventDestroy(event);
-    if (directReady != nullptr) cudaEventDestroy(directReady);
+    for (auto* events : {&bufferFree, &sliceReady, &sliceDone}) {
+      for (cudaEvent_t event : *events) cudaEventDestroy(event);
+    }
     if (copyFinished != nullptr) cudaEventDestroy(copyFinished);
     if (commFinished != nullptr) cudaEventDestroy(commFinished);
     if (deviceSums != nullptr) cudaFree(deviceSums);
@@ -128,6 +139,11 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
     return fail(ChannelError::InvalidGeometry, "buffer count " + std::to_string(config.bufferCount) +
                                                    " (2 to " + std::to_string(kMaxBuffers) + ")");
   }
+  if (config.firstSliceBytes % kSliceAlignment != 0) {
+    return fail(ChannelError::InvalidGeometry, "first slice of " + std::to_string(config.firstSliceBytes) +
+                                                   " bytes (0 or a multiple of " + std::to_string(kSliceAlignment) +
+                                                   ")");
+  }
   auto library = ncclLibrary();
   if (!library) return tl::unexpected(library.error());
 
@@ -136,13 +152,10 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
   WSYNC_CUDA_TRY(cudaGetDevice(&state->device));
   WSYNC_CUDA_TRY(cudaStreamCreateWithFlags(&state->commStream, cudaStreamNonBlocking));
   WSYNC_CUDA_TRY(cudaStreamCreateWithFlags(&state->copyStream, cudaStreamNonBlocking));
-  state->bufferReady.resize(config.bufferCount);
   state->bufferFree.resize(config.bufferCount);
-  for (std::uint32_t index = 0; index < config.bufferCount; ++index) {
-    WSYNC_CUDA_TRY(cudaEventCreateWithFlags(&state->bufferReady[index], cudaEventDisableTiming));
-    WSYNC_CUDA_TRY(cudaEventCreateWithFlags(&state->bufferFree[index], cudaEventDisableTiming));
+  for (cudaEvent_t& event : state->bufferFree) {
+    WSYNC_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   }
-  WSYNC_CUDA_TRY(cudaEventCreateWithFlags(&state->directReady, cudaEventDisableTiming));
   WSYNC_CUDA_TRY(cudaEventCreateWithFlags(&state->copyFinished, cudaEventDisableTiming));
   WSYNC_CUDA_TRY(cudaEventCreateWithFlags(&state->commFinished, cudaEventDisableTiming));
   WSYNC_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&state->deviceSums), sizeof(DeviceChecksumSums)));
@@ -218,45 +231,11 @@ tl::expected<std::uint64_t, ChannelFailure> checkTensors(const BucketPlan& plan,
 
 }  // namespace
 
-tl::expected<TransferResult, ChannelFailure> NcclChannel::send(std::uint64_t transfer, const BucketPlan& plan,
-                                                               std::span<const std::span<const std::byte>> tensors,
-                                                               std::uint32_t receiverCount,
-                                                               Clock::time_point deadline) {
-  if (receiverCount + 1 != config_.worldSize || config_.rank != 0) {
-    return fail(ChannelError::InvalidGeometry, "send is rank 0's, to the " + std::to_string(config_.worldSize - 1) +
-                                                   " other ranks");
-  }
-  std::vector<std::byte*> addresses(tensors.size());
-  std::vector<std::uint64_t> sizes(tensors.size());
-  for (std::size_t index = 0; index < tensors.size(); ++index) {
-    addresses[index] = const_cast<std::byte*>(tensors[index].data());  // read only: the broadcast's source
-    sizes[index] = tensors[index].size();
-  }
-  return run(transfer, plan, addresses, sizes, deadline);
-}
-
-tl::expected<TransferResult, ChannelFailure> NcclChannel::receive(std::uint64_t transfer, const BucketPlan& plan,
-                                                                  std::span<const std::span<std::byte>> tensors,
-                                                                  std::uint32_t receiver,
-                                                                  Clock::time_point deadline) {
-  if (static_cast<std::int32_t>(receiver) + 1 != config_.rank) {
-    return fail(ChannelError::InvalidGeometry, "receiver " + std::to_string(receiver) + " is not rank " +
-                                                   std::to_string(config_.rank) + " - 1");
-  }
-  std::vector<std::byte*> addresses(tensors.size());
-  std::vector<std::uint64_t> sizes(tensors.size());
-  for (std::size_t index = 0; index < tensors.size(); ++index) {
-    addresses[index] = tensors[index].data();
-    sizes[index] = tensors[index].size();
-  }
-  return run(transfer, plan, addresses, sizes, deadline);
-}
-
-tl::expected<TransferResult, ChannelFailure> NcclChannel::run(std::uint64_t transfer, const BucketPlan& plan,
-                                                              const std::vector<std::byte*>& addresses,
-                                                              const std::vector<std::uint64_t>& sizes,
+template <typename Byte>
+tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& plan,
+                                                              std::span<const std::span<Byte>> tensors,
                                                               Clock::time_point deadline) {
-  (void)transfer;  // NCCL orders broadcasts itself: every rank runs the same transfers in the same order
+  // No transfer number: NCCL orders broadcasts itself, and every rank runs the same transfers in the same order.
   State& state = *state_;
   if (state.broken) {
     return fail(ChannelError::CommunicatorError, "the communicator was aborted; open a new channel");
@@ -271,13 +250,11 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(std::uint64_t tran
   };
 
   // The layout: rebuilt only when the plan, the tensors or the buffers differ from the last transfer's.
-  std::vector<std::uint64_t> key{plan.bucketBytes(), plan.alignment(), plan.bucketCount(), plan.pieces().size()};
-  for (std::size_t index = 0; index < addresses.size(); ++index) {
-    key.push_back(reinterpret_cast<std::uint64_t>(addresses[index]));
-    key.push_back(sizes[index]);
-  }
-  if (key != state.layoutKey) {
-    auto total = checkTensors(plan, addresses.size(), [&](std::size_t tensor) { return sizes[tensor]; });
+  const Digest tensorsKey = detail::spanDigest(tensors);
+  std::vector<std::uint64_t> planKey{plan.bucketBytes(), plan.alignment(), plan.bucketCount(), plan.pieces().size()};
+  if (tensorsKey != state.tensorsKey || planKey != state.planKey) {
+    state.tensorsKey.reset();
+    auto total = checkTensors(plan, tensors.size(), [&](std::size_t tensor) { return tensors[tensor].size(); });
     if (!total) return failed(total.error());
     if (state.bufferBytes < plan.bucketBytes()) {
       for (void* buffer : state.buffers) cudaFree(buffer);
@@ -290,84 +267,116 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(std::uint64_t tran
       }
       state.bufferBytes = plan.bucketBytes();
     }
-    while (state.bucketDone.size() < plan.bucketCount()) {
-      cudaEvent_t event = nullptr;
-      if (const cudaError_t error = cudaEventCreateWithFlags(&event, cudaEventDisableTiming); error != cudaSuccess) {
-        return failed(detail::cudaFailure("cudaEventCreate", error));
+    const std::vector<BroadcastSlice> slices = broadcastSlices(plan, config_.firstSliceBytes);
+    for (auto* events : {&state.sliceReady, &state.sliceDone}) {
+      while (events->size() < slices.size()) {
+        cudaEvent_t event = nullptr;
+        if (const cudaError_t error = cudaEventCreateWithFlags(&event, cudaEventDisableTiming); error != cudaSuccess) {
+          return failed(detail::cudaFailure("cudaEventCreate", error));
+        }
+        events->push_back(event);
       }
-      state.bucketDone.push_back(event);
     }
     state.table.clear();
-    state.routes.assign(plan.bucketCount(), BucketRoute{});
-    for (std::uint32_t bucket = 0; bucket < plan.bucketCount(); ++bucket) {
-      const auto pieces = plan.piecesOfBucket(bucket);
-      const std::uint64_t used = plan.bucketUsedBytes(bucket);
-      auto* buffer = static_cast<std::byte*>(state.buffers[bucket % config_.bufferCount]);
-      BucketRoute& route = state.routes[bucket];
+    state.routes.assign(slices.size(), SliceRoute{});
+    std::size_t firstPiece = 0;  // of the slice's bucket: the first that does not end before the slice
+    for (std::size_t index = 0; index < slices.size(); ++index) {
+      const BroadcastSlice& slice = slices[index];
+      const auto pieces = plan.piecesOfBucket(slice.bucket);
+      const std::uint64_t used = plan.bucketUsedBytes(slice.bucket);
+      auto* buffer = static_cast<std::byte*>(state.buffers[slice.bucket % config_.bufferCount]);
+      SliceRoute& route = state.routes[index];
       route.direct = pieces.size() == 1 && pieces[0].bucketOffset == 0 && pieces[0].bytes == used;
-      route.bytes = used;
+      route.firstOfBucket = slice.offset == 0;
+      route.lastOfBucket = slice.offset + slice.bytes == used;
+      route.bucket = slice.bucket;
+      route.bytes = slice.bytes;
       route.batch = state.table.batchCount();
+      if (route.firstOfBucket) firstPiece = 0;
       state.table.beginBatch();
-      for (const Piece& piece : pieces) {
-        const auto tensorAddress = reinterpret_cast<std::uint64_t>(addresses[piece.tensor] + piece.tensorOffset);
-        const auto bufferAddress = reinterpret_cast<std::uint64_t>(buffer + piece.bucketOffset);
+      const std::uint64_t sliceEnd = slice.offset + slice.bytes;
+      for (std::size_t at = firstPiece; at < pieces.size() && pieces[at].bucketOffset < sliceEnd; ++at) {
+        const Piece& piece = pieces[at];
+        // The piece's part in this slice.
+        const std::uint64_t from = std::max(piece.bucketOffset, slice.offset);
+        const std::uint64_t to = std::min(piece.bucketOffset + piece.bytes, sliceEnd);
+        if (to <= from) continue;
+        const std::uint64_t tensorOffset = piece.tensorOffset + (from - piece.bucketOffset);
+        const auto tensorAddress = reinterpret_cast<std::uint64_t>(tensors[piece.tensor].data() + tensorOffset);
+        const auto bufferAddress = reinterpret_cast<std::uint64_t>(buffer + from);
         if (route.direct) {
-          route.address = tensorAddress;
-          state.table.add(tensorAddress, 0, piece.bytes, piece.tensor, piece.tensorOffset);
+          state.table.add(tensorAddress, 0, to - from, piece.tensor, tensorOffset);
         } else if (sender) {
-          state.table.add(tensorAddress, bufferAddress, piece.bytes, piece.tensor, piece.tensorOffset);
+          state.table.add(tensorAddress, bufferAddress, to - from, piece.tensor, tensorOffset);
         } else {
-          state.table.add(bufferAddress, tensorAddress, piece.bytes, piece.tensor, piece.tensorOffset);
+          state.table.add(bufferAddress, tensorAddress, to - from, piece.tensor, tensorOffset);
         }
+        route.payload += to - from;
       }
+      while (firstPiece < pieces.size() && pieces[firstPiece].bucketOffset + pieces[firstPiece].bytes <= sliceEnd) {
+        ++firstPiece;
+      }
+      route.address = route.direct
+                          ? reinterpret_cast<std::uint64_t>(tensors[pieces[0].tensor].data() + pieces[0].tensorOffset +
+                                                            slice.offset)
+                          : reinterpret_cast<std::uint64_t>(buffer + slice.offset);
     }
     if (auto uploaded = state.table.upload(); !uploaded) return failed(uploaded.error());
-    state.layoutKey = std::move(key);
+    state.tensorsKey = tensorsKey;
+    state.planKey = std::move(planKey);
     state.totalBytes = *total;
   }
 
+  const std::size_t sliceCount = state.routes.size();
   // Enqueue the whole transfer; nothing below waits for the device.
   auto enqueue = [&]() -> tl::expected<void, ChannelFailure> {
     WSYNC_CUDA_TRY(cudaMemsetAsync(state.deviceSums, 0, sizeof(DeviceChecksumSums), state.copyStream));
-    for (std::uint32_t bucket = 0; bucket < plan.bucketCount(); ++bucket) {
-      const BucketRoute& route = state.routes[bucket];
-      const std::uint32_t slot = bucket % config_.bufferCount;
-      void* target = route.direct ? reinterpret_cast<void*>(route.address) : state.buffers[slot];
+    for (std::size_t index = 0; index < sliceCount; ++index) {
+      const SliceRoute& route = state.routes[index];
+      const std::uint32_t slot = route.bucket % config_.bufferCount;
+      void* target = reinterpret_cast<void*>(route.address);
+      const bool unoverlapped = sender ? index == 0 : index + 1 == sliceCount;
+      const std::uint32_t copyBlocks = unoverlapped ? kUnoverlappedCopyBlocks : config_.copyBlocks;
       if (sender) {
-        if (!route.direct) {
+        if (!route.direct && route.firstOfBucket) {
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.bufferFree[slot], 0));
         }
-        if (auto launched = state.table.launch(route.batch, state.deviceSums, config_.copyBlocks, state.copyStream);
+        if (auto launched = state.table.launch(route.batch, state.deviceSums, copyBlocks, state.copyStream);
             !launched) {
           return tl::unexpected(launched.error());
         }
         if (!route.direct) {
-          WSYNC_CUDA_TRY(cudaEventRecord(state.bufferReady[slot], state.copyStream));
-          WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.bufferReady[slot], 0));
+          WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.copyStream));
+          WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.sliceReady[index], 0));
         }
         const ncclResult_t sent = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, state.comm,
                                                         state.commStream);
         if (auto settled = state.settle("ncclBroadcast", sent, deadline, cancel_, config_.stallTimeout); !settled) {
           return settled;
         }
-        if (!route.direct) WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.commStream));
-        WSYNC_CUDA_TRY(cudaEventRecord(state.bucketDone[bucket], state.commStream));
+        if (!route.direct && route.lastOfBucket) {
+          WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.commStream));
+        }
+        WSYNC_CUDA_TRY(cudaEventRecord(state.sliceDone[index], state.commStream));
       } else {
-        if (!route.direct) WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.bufferFree[slot], 0));
+        if (!route.direct && route.firstOfBucket) {
+          WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.bufferFree[slot], 0));
+        }
         const ncclResult_t received = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, state.comm,
                                                             state.commStream);
         if (auto settled = state.settle("ncclBroadcast", received, deadline, cancel_, config_.stallTimeout); !settled) {
           return settled;
         }
-        cudaEvent_t landed = route.direct ? state.directReady : state.bufferReady[slot];
-        WSYNC_CUDA_TRY(cudaEventRecord(landed, state.commStream));
-        WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, landed, 0));
-        if (auto launched = state.table.launch(route.batch, state.deviceSums, config_.copyBlocks, state.copyStream);
+        WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.commStream));
+        WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.sliceReady[index], 0));
+        if (auto launched = state.table.launch(route.batch, state.deviceSums, copyBlocks, state.copyStream);
             !launched) {
           return tl::unexpected(launched.error());
         }
-        if (!route.direct) WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.copyStream));
-        WSYNC_CUDA_TRY(cudaEventRecord(state.bucketDone[bucket], state.copyStream));
+        if (!route.direct && route.lastOfBucket) {
+          WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.copyStream));
+        }
+        WSYNC_CUDA_TRY(cudaEventRecord(state.sliceDone[index], state.copyStream));
       }
     }
     WSYNC_CUDA_TRY(cudaMemcpyAsync(state.hostSums, state.deviceSums, sizeof(DeviceChecksumSums),
@@ -378,19 +387,23 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(std::uint64_t tran
   };
   if (auto enqueued = enqueue(); !enqueued) return failed(enqueued.error());
 
-  // The watchdog: progress is a bucket finishing on this rank.
-  std::uint32_t nextBucket = 0;
+  // The watchdog: progress is a slice finishing on this rank.
+  std::size_t nextSlice = 0;
   std::uint64_t bytesDone = 0;
   auto lastProgress = Clock::now();
+  const auto bucketsDone = [&] {
+    return std::to_string(nextSlice == sliceCount ? plan.bucketCount() : state.routes[nextSlice].bucket) + " of " +
+           std::to_string(plan.bucketCount()) + " buckets";
+  };
   while (true) {
-    const std::uint32_t firstPending = nextBucket;
-    while (nextBucket < plan.bucketCount() && cudaEventQuery(state.bucketDone[nextBucket]) == cudaSuccess) {
-      for (const Piece& piece : plan.piecesOfBucket(nextBucket)) bytesDone += piece.bytes;
-      ++nextBucket;
+    const std::size_t firstPending = nextSlice;
+    while (nextSlice < sliceCount && cudaEventQuery(state.sliceDone[nextSlice]) == cudaSuccess) {
+      bytesDone += state.routes[nextSlice].payload;
+      ++nextSlice;
       lastProgress = Clock::now();
     }
-    if (nextBucket != firstPending) reportProgress(bytesDone);
-    if (nextBucket == plan.bucketCount() && cudaEventQuery(state.copyFinished) == cudaSuccess &&
+    if (nextSlice != firstPending) reportProgress(bytesDone);
+    if (nextSlice == sliceCount && cudaEventQuery(state.copyFinished) == cudaSuccess &&
         cudaEventQuery(state.commFinished) == cudaSuccess) {
       break;
     }
@@ -404,24 +417,43 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(std::uint64_t tran
     }
     const auto now = Clock::now();
     if (cancel_ && cancel_()) {
-      return failed(ChannelFailure{ChannelError::Aborted, "cancelled after " + std::to_string(nextBucket) + " of " +
-                                                              std::to_string(plan.bucketCount()) + " buckets"});
+      return failed(ChannelFailure{ChannelError::Aborted, "cancelled after " + bucketsDone()});
     }
     if (now > deadline) {
-      return failed(ChannelFailure{ChannelError::Timeout, "deadline passed after " + std::to_string(nextBucket) +
-                                                              " of " + std::to_string(plan.bucketCount()) + " buckets"});
+      return failed(ChannelFailure{ChannelError::Timeout, "deadline passed after " + bucketsDone()});
     }
     if (now - lastProgress > config_.stallTimeout) {
       return failed(ChannelFailure{
           ChannelError::Timeout,
-          "no bucket finished for " +
+          "no broadcast finished for " +
               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.stallTimeout).count()) +
-              " ms (bucket " + std::to_string(nextBucket) + " of " + std::to_string(plan.bucketCount()) +
-              "): a peer is dead or stuck"});
+              " ms (after " + bucketsDone() + "): a peer is dead or stuck"});
     }
     std::this_thread::sleep_for(kPollInterval);
   }
   return TransferResult{.bytes = state.totalBytes, .digest = finishDeviceChecksum(*state.hostSums, state.totalBytes)};
+}
+
+tl::expected<TransferResult, ChannelFailure> NcclChannel::send(std::uint64_t /*transfer*/, const BucketPlan& plan,
+                                                               std::span<const std::span<const std::byte>> tensors,
+                                                               std::uint32_t receiverCount,
+                                                               Clock::time_point deadline) {
+  if (receiverCount + 1 != config_.worldSize || config_.rank != 0) {
+    return fail(ChannelError::InvalidGeometry, "send is rank 0's, to the " + std::to_string(config_.worldSize - 1) +
+                                                   " other ranks");
+  }
+  return run(plan, tensors, deadline);
+}
+
+tl::expected<TransferResult, ChannelFailure> NcclChannel::receive(std::uint64_t /*transfer*/, const BucketPlan& plan,
+                                                                  std::span<const std::span<std::byte>> tensors,
+                                                                  std::uint32_t receiver,
+                                                                  Clock::time_point deadline) {
+  if (static_cast<std::int32_t>(receiver) + 1 != config_.rank) {
+    return fail(ChannelError::InvalidGeometry, "receiver " + std::to_string(receiver) + " is not rank " +
+                                                   std::to_string(config_.rank) + " - 1");
+  }
+  return run(plan, tensors, deadline);
 }
 
 }  // namespace wsync::bus::gpu

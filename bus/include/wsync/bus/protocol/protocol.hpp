@@ -10,8 +10,10 @@ namespace wsync::bus {
 // round 0, which a worker of protocol 1 would have to understand to stay paused. 3: an agent on another host than
 // the coordinator's reports its slot in SlotReport, which a coordinator of protocol 2 would drop (the agent would
 // look dead), and mirrors the bus from the beat's pause fields. Also in 3, appended (no bump of their own): the
-// tcp channel (ChannelKind Tcp), AgentHello channel_contacts and TransferPlan sender_contact.
-inline constexpr std::uint16_t kProtocolVersion = 3;
+// tcp channel (ChannelKind Tcp), AgentHello channel_contacts and TransferPlan sender_contact. 4: the nccl channel
+// cuts a transfer's first and last buckets into smaller broadcasts (broadcast_slices.hpp); a rank of protocol 3
+// would post broadcasts of other sizes, which NCCL does not check but mismatches.
+inline constexpr std::uint16_t kProtocolVersion = 4;
 
 // Largest control message accepted, enforced by ZMQ_MAXMSGSIZE and again by the decoder. A manifest of 100,000
 // tensors with long names is about 15 MiB; anything bigger is an attack or a bug.

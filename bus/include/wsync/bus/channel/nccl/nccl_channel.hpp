@@ -39,6 +39,10 @@ inline constexpr std::chrono::seconds kNcclStallTimeout{20};
 // Buffers the buckets rotate through: one being broadcast while the next is packed (sender) or the previous is
 // unpacked (receivers).
 inline constexpr std::uint32_t kNcclDefaultBuffers = 2;
+// The first and last broadcasts of a transfer (broadcast_slices.hpp): the sender's first pack and a receiver's last
+// unpack overlap nothing, and at 64 MiB they take well under a tenth of a millisecond; smaller slices would add
+// broadcasts, each a fixed ~20 us of NCCL's (2 x H200, measured as 256 MiB against 1 GiB buckets).
+inline constexpr std::uint64_t kNcclFirstSliceBytes = 64ULL * 1024 * 1024;
 
 struct NcclChannelConfig {
   NcclUniqueId uniqueId{};
@@ -46,8 +50,11 @@ struct NcclChannelConfig {
   std::uint32_t worldSize = 0;  // sender + receivers
   std::uint32_t bufferCount = kNcclDefaultBuffers;
   std::chrono::milliseconds stallTimeout{kNcclStallTimeout};
-  // Kernel blocks the pack/unpack launches may use: few enough to leave NCCL's own blocks room on the GPU.
+  // Kernel blocks the pack/unpack launches may use while NCCL runs: few enough to leave its own blocks room.
   std::uint32_t copyBlocks = 64;
+  // broadcastSlices' firstSliceBytes: 0 (one broadcast per bucket) or a multiple of kSliceAlignment. Every rank of
+  // a communicator must use the same value: the broadcasts' sizes must match.
+  std::uint64_t firstSliceBytes = kNcclFirstSliceBytes;
   // Watched while open() waits for the other ranks, like the probe of setCancelProbe during transfers.
   std::function<bool()> cancelProbe{};
 };
@@ -89,9 +96,8 @@ class NcclChannel final : public Channel {
  private:
   NcclChannel(NcclChannelConfig config, std::unique_ptr<State> state);
   // Both sides: the layout (cached), the enqueued pipeline, then the watchdog until the device is done.
-  tl::expected<TransferResult, ChannelFailure> run(std::uint64_t transfer, const BucketPlan& plan,
-                                                   const std::vector<std::byte*>& addresses,
-                                                   const std::vector<std::uint64_t>& sizes,
+  template <typename Byte>
+  tl::expected<TransferResult, ChannelFailure> run(const BucketPlan& plan, std::span<const std::span<Byte>> tensors,
                                                    std::chrono::steady_clock::time_point deadline);
 
   NcclChannelConfig config_;
