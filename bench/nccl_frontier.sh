@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Issue 18's nccl rows on this machine's GPUs (2 or more): every catalog shape at every bucket size from 256 MiB to
+# 4 GiB, with the slices of protocol 4 (--nccl-first-slice-mib 64, the default) and without them (0: one broadcast
+# per bucket, as before), each beside a raw ncclBroadcast of the same bytes in the same run. Output (markdown and
+# JSON per setting) goes to OUT_DIR: what bench/results/gpu-nccl-frontier-* hold.
+#
+#   bench/nccl_frontier.sh OUT_DIR [MODELS...]     # MODELS: the default list below
+#   WSYNC_COMMIT=abc1234 bench/nccl_frontier.sh ... # the commit to name where the tree has no .git
+#
+# Needs wsync-bench on PATH or WSYNC_BIN_DIR (the relocatable install's bin/, its lib/ on LD_LIBRARY_PATH).
+set -uo pipefail
+out=${1:?usage: bench/nccl_frontier.sh OUT_DIR [MODELS...]}
+shift
+models=("$@")
+[[ ${#models[@]} -gt 0 ]] || models=(synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b qwen3-30b-a3b)
+bench=${WSYNC_BIN_DIR:+$WSYNC_BIN_DIR/}wsync-bench
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0
+status=0
+nvidia-smi -L
+for slice in 64 0; do
+  echo "== first slice ${slice} MiB"
+  "$bench" gpu --channel nccl --models "${models[@]}" --bucket-mib 256 1024 4096 --warmup 1 --reps 5 \
+    --nccl-first-slice-mib "$slice" ${WSYNC_COMMIT:+--commit "$WSYNC_COMMIT"} \
+    --out "$out/nccl-slice$slice.md" --json "$out/nccl-slice$slice.json" > "$out/nccl-slice$slice.log" 2>&1 || status=1
+  grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \|" "$out/nccl-slice$slice.md" | cut -d'|' -f2,4,5,8,10,12,13,14
+done
+exit $status
