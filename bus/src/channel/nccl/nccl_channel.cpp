@@ -335,7 +335,8 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
       const SliceRoute& route = state.routes[index];
       const std::uint32_t slot = route.bucket % config_.bufferCount;
       void* target = reinterpret_cast<void*>(route.address);
-      const bool unoverlapped = sender ? index == 0 : index + 1 == sliceCount;
+      // (A sender's direct slice is broadcast while its checksum runs: that launch keeps to copyBlocks.)
+      const bool unoverlapped = sender ? index == 0 && !route.direct : index + 1 == sliceCount;
       const std::uint32_t copyBlocks = unoverlapped ? kUnoverlappedCopyBlocks : config_.copyBlocks;
       if (sender) {
         if (!route.direct && route.firstOfBucket) {
