@@ -55,30 +55,26 @@ __global__ void __launch_bounds__(kCopyThreads) copyRunsKernel(const CopyRun* ru
 
     std::uint64_t vectorBytes = 0;
     if (((run.src | run.dst) & 15U) == 0) {
-      // The common case (cudaMalloc blocks and bucket offsets are 256-byte aligned): 16-byte loads and stores,
-      // four in flight per thread.
+      // The common case (cudaMalloc blocks and bucket offsets are 256-byte aligned): 16-byte loads and stores.
       const std::uint64_t vectors = bytes / 16;
       const auto* srcVectors = reinterpret_cast<const uint4*>(src);
       auto* dstVectors = reinterpret_cast<uint4*>(dst);
-      std::uint64_t index = threadIdx.x;
-      for (; index + 3 * kCopyThreads < vectors; index += 4 * kCopyThreads) {
+      // Four loads in flight per thread down to the run's last vector: the last, partial round of a run (a 44 KB
+      // tensor is one round of 32 KiB and a third) keeps as many bytes in flight per thread as a full one.
+      for (std::uint64_t index = threadIdx.x; index < vectors; index += 4 * kCopyThreads) {
         uint4 values[4];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) values[k] = srcVectors[index + k * kCopyThreads];
+        for (int k = 0; k < 4; ++k) {
+          if (index + k * kCopyThreads < vectors) values[k] = srcVectors[index + k * kCopyThreads];
+        }
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
+          if (index + k * kCopyThreads >= vectors) break;
           if (dstVectors != nullptr) dstVectors[index + k * kCopyThreads] = values[k];
           const std::uint64_t word = firstWord + 2 * (index + k * kCopyThreads);
           fold(sum0, sum1, key0, key1, word, (std::uint64_t{values[k].y} << 32) | values[k].x);
           fold(sum0, sum1, key0, key1, word + 1, (std::uint64_t{values[k].w} << 32) | values[k].z);
         }
-      }
-      for (; index < vectors; index += kCopyThreads) {
-        const uint4 value = srcVectors[index];
-        if (dstVectors != nullptr) dstVectors[index] = value;
-        const std::uint64_t word = firstWord + 2 * index;
-        fold(sum0, sum1, key0, key1, word, (std::uint64_t{value.y} << 32) | value.x);
-        fold(sum0, sum1, key0, key1, word + 1, (std::uint64_t{value.w} << 32) | value.z);
       }
       vectorBytes = vectors * 16;
     }
