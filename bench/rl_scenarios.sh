@@ -3,13 +3,18 @@
 # the cases that fit the GPUs present) and, for the timing table, async keep mode on a larger model. Each run's JSON
 # record and output go to OUT_DIR: what bench/results/rl-scenarios-* hold.
 #
-#   bench/rl_scenarios.sh OUT_DIR [TIMING_MODEL]      # TIMING_MODEL: qwen3-0.6b (default), qwen3-1.7b
-#   WSYNC_COMMIT=abc1234 bench/rl_scenarios.sh ...    # the commit to name where the tree has no .git
+#   bench/rl_scenarios.sh [--no-tests] OUT_DIR [TIMING_MODEL]   # TIMING_MODEL: qwen3-0.6b (default), qwen3-1.7b
+#   WSYNC_COMMIT=abc1234 bench/rl_scenarios.sh ...               # the commit to name where the tree has no .git
+#
+# --no-tests: the timings alone (the GPU tests run elsewhere, e.g. beside other tests: the timings must have the
+# GPUs to themselves).
 #
 # Needs torch with CUDA, transformers, pytest (or python3 -m pytest), and wsync's library and programs
 # (WSYNC_LIBRARY, WSYNC_BIN_DIR; PYTHONPATH with python/).
 set -uo pipefail
-out=${1:?usage: bench/rl_scenarios.sh OUT_DIR [TIMING_MODEL]}
+tests=1
+if [[ ${1:-} == --no-tests ]]; then tests=0; shift; fi
+out=${1:?usage: bench/rl_scenarios.sh [--no-tests] OUT_DIR [TIMING_MODEL]}
 timing_model=${2:-qwen3-0.6b}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
@@ -18,9 +23,12 @@ status=0
 gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
 echo "== $gpus GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
 
-echo "== the GPU tests"
-python3 -m pytest tests/python/test_rl_scenarios.py -m gpu -p no:cacheprovider -q -rs 2>&1 | tee "$out/pytest.log" | tail -n 25
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+if ((tests)); then
+  echo "== the GPU tests"
+  python3 -m pytest tests/python/test_rl_scenarios.py -m gpu -p no:cacheprovider -q -rs 2>&1 | tee "$out/pytest.log" |
+    tail -n 25
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+fi
 
 # run LABEL SCRIPT ARGS...: one example with its record and output in OUT_DIR.
 run() {
