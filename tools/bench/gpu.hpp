@@ -147,9 +147,11 @@ struct GpuResults {
   std::vector<GpuMeasurement> nccl;
   std::vector<GpuMeasurement> cudaIpc;
   std::vector<std::string> notes;  // channels left out and why
+  std::vector<std::string> failures;  // models whose ranks failed (their rows say so); the others were measured
 };
 
-// Throws BenchFailure when there is no GPU or a rank fails or goes silent.
+// Throws BenchFailure when there is no GPU or the configuration cannot run; a model whose ranks fail or go silent is
+// a failure of its rows, and the next model is measured.
 GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostream& progress);
 
 void runGpuBenchmark(const GpuBenchConfig& config, Report& report);

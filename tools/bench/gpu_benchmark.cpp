@@ -165,11 +165,32 @@ class GpuRun {
       for (GpuMeasurement& row : rows) row.skipped = skipped;
       return rows;
     }
+    // nccl: a bucket size whose buffers do not fit beside the tensors is skipped, saying so, before it could fail a
+    // rank's allocation mid-run (qwen3-30b-a3b's 18,867 tensors leave an H100 too little for 2 x 4 GiB).
+    std::uint64_t largestBucket = 0;
+    if (nccl) {
+      std::uint64_t leastFree = UINT64_MAX;
+      for (const Allocated& rank : allocated) leastFree = std::min(leastFree, rank.free);
+      for (GpuMeasurement& row : rows) {
+        const std::uint64_t needed = kBaselineHeadroomBytes + bus::gpu::kNcclDefaultBuffers * row.bucketBytes;
+        if (leastFree >= needed) {
+          largestBucket = std::max(largestBucket, row.bucketBytes);
+          continue;
+        }
+        row.skipped = "GPU memory: after the tensors a GPU had " + gib(leastFree) + " free, less than the channel's " +
+                      std::to_string(bus::gpu::kNcclDefaultBuffers) + " buffers of " + gib(row.bucketBytes) +
+                      " and " + gib(kBaselineHeadroomBytes) + " for communicators and CUDA";
+        progress_ << "  " << row.bucketBytes / kMiB << " MiB buckets: skipped: " << row.skipped << "\n";
+      }
+      if (largestBucket == 0) {
+        ranks.quit();
+        return rows;
+      }
+    }
     // The baseline's buffers: the model where memory allows, else the largest piece. nccl: one per GPU, room left for
     // the buckets; cuda_ipc: two, out of one GPU's free memory or one on each (the last rank saw what others took).
     std::uint64_t room = UINT64_MAX;
     if (nccl) {
-      const std::uint64_t largestBucket = *std::max_element(config_.bucketMiB.begin(), config_.bucketMiB.end()) * kMiB;
       const std::uint64_t reserved = kBaselineHeadroomBytes + bus::gpu::kNcclDefaultBuffers * largestBucket;
       for (const Allocated& rank : allocated) room = std::min(room, rank.free > reserved ? rank.free - reserved : 0);
     } else {
@@ -186,6 +207,7 @@ class GpuRun {
     const auto baselined = ranks.collect("baselined", kRankSetupTimeout, "the baselines' buffers");
     std::uint64_t version = 0;
     for (GpuMeasurement& row : rows) {
+      if (!row.skipped.empty()) continue;
       for (std::size_t rank = 0; rank < baselined.size(); ++rank) {
         memoryOf(row, rank).rawCommunicator = unsignedField(baselined[rank], "communicator");
       }
@@ -355,6 +377,24 @@ GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostr
   if (deviceCount == 0) throw BenchFailure("no GPU: " + gpus.value("no_device_reason", "the CUDA runtime sees none"));
   GpuResults results;
   GpuRun run(config, progress);
+  // One model's rows, or rows that say why its ranks failed: a GPU run of many models keeps what it measured.
+  const auto measureModel = [&](bool nccl, const std::string& model, const std::vector<int>& devices) {
+    try {
+      return run.measure(nccl, model, devices);
+    } catch (const BenchFailure& error) {
+      if (interrupted()) throw;
+      const std::string why = std::string(nccl ? "nccl " : "cuda_ipc ") + model + " failed: " + error.what();
+      progress << "  " << why << "\n";
+      results.failures.push_back(why);
+      std::vector<GpuMeasurement> rows;
+      for (const std::uint64_t bucketMiB : config.bucketMiB) {
+        rows.push_back({.channel = nccl ? "nccl" : "cuda_ipc", .model = model, .bucketBytes = bucketMiB * kMiB,
+                        .devices = devices, .skipped = std::string("failed: ") + error.what()});
+        if (!nccl) break;
+      }
+      return rows;
+    }
+  };
   for (const std::string& channel : config.channels) {
     if (channel == "nccl" && config.ncclNetwork) {
       // Every rank its own node to NCCL: they may share the GPUs there are.
@@ -365,7 +405,7 @@ GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostr
                               "host id per rank; NCCL_SOCKET_IFNAME picks the interface), for the channel and for "
                               "the raw ncclBroadcast alike");
       for (const std::string& model : config.models) {
-        for (GpuMeasurement& row : run.measure(true, model, devices)) results.nccl.push_back(std::move(row));
+        for (GpuMeasurement& row : measureModel(true, model, devices)) results.nccl.push_back(std::move(row));
       }
     } else if (channel == "nccl" && deviceCount < 2) {
       const std::string why = "nccl needs 2 GPUs (NCCL puts one rank on each), this process sees " +
@@ -381,7 +421,7 @@ GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostr
       std::vector<int> devices;
       for (std::size_t rank = 0; rank <= receivers; ++rank) devices.push_back(static_cast<int>(rank));
       for (const std::string& model : config.models) {
-        for (GpuMeasurement& row : run.measure(true, model, devices)) results.nccl.push_back(std::move(row));
+        for (GpuMeasurement& row : measureModel(true, model, devices)) results.nccl.push_back(std::move(row));
       }
     } else {
       for (const int device : config.ipcDevices) {
@@ -392,7 +432,7 @@ GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostr
       }
       std::vector<int> devices(1 + std::max<std::size_t>(config.receivers, 1), config.ipcDevices[1]);
       devices[0] = config.ipcDevices[0];
-      for (const std::string& model : config.models) results.cudaIpc.push_back(run.measure(false, model, devices)[0]);
+      for (const std::string& model : config.models) results.cudaIpc.push_back(measureModel(false, model, devices)[0]);
     }
   }
   return results;

@@ -120,6 +120,7 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
   const Json gpus = describeGpus();
   report.json["machine"].update(gpus);
   const GpuResults r = measureGpus(c, gpus, std::cerr);
+  report.failures.insert(report.failures.end(), r.failures.begin(), r.failures.end());
   report.parameters().update(Json{{"notes", r.notes}, {"channels", c.channels}, {"models", c.models},
                                   {"receivers", c.receivers}, {"ipc_devices", c.ipcDevices},
                                   {"bucket_mib", c.bucketMiB}, {"nccl_buffers", bus::gpu::kNcclDefaultBuffers},

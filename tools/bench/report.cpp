@@ -212,6 +212,12 @@ int runMode(const std::string& mode, const ModeOptions& options, const std::func
     report.json = {
         {"mode", mode}, {"machine", describeMachine(options.commit)}, {"parameters", {{"quick", options.quick}}}};
     measure(report);
+    if (!report.failures.empty()) {
+      report.json["failures"] = report.failures;
+      report.markdown << "## Failed\n\n";
+      for (const std::string& failure : report.failures) report.markdown << "- " << failure << "\n";
+      report.markdown << "\n";
+    }
     const double wallSeconds = std::chrono::duration<double>(Clock::now() - start).count();
     report.json["wall_seconds"] = wallSeconds;
     Json machine = report.json["machine"];
@@ -223,7 +229,8 @@ int runMode(const std::string& mode, const ModeOptions& options, const std::func
     std::cout << markdown << std::flush;
     if (!options.outPath.empty()) writeFile(options.outPath, markdown);
     if (!options.jsonPath.empty()) writeFile(options.jsonPath, report.json.dump(2) + "\n");
-    return 0;
+    for (const std::string& failure : report.failures) std::cerr << "wsync-bench " << mode << ": " << failure << '\n';
+    return report.failures.empty() ? 0 : 1;
   } catch (const std::exception& error) {
     if (interrupted()) {
       std::cerr << "wsync-bench " << mode << ": interrupted; agents stopped, nothing written\n";

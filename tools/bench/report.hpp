@@ -69,6 +69,9 @@ struct Report {
   Json json;                    // "mode", "machine", "parameters", then what the mode adds
   std::ostringstream markdown;  // the sections after the parameters
 
+  // Measurements that failed while others went on: the report is written naming them, and the run exits 1.
+  std::vector<std::string> failures;
+
   Json& parameters() { return json["parameters"]; }
   // "## title", `text` and the table in the markdown; the table's rows under `key` in the JSON (unless empty).
   void section(const std::string& key, const std::string& title, const std::string& text, const Table& table);
