@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "boundary.hpp"
 #include "wsync/bus/channel/registry.hpp"
@@ -15,6 +17,9 @@ struct wsync_trainer {
   std::unique_ptr<wsync::trainer_agent::TrainerAgent> agent;
   // A version was published and its outcome not yet handed to the caller: what wsync_trainer_wait waits for.
   bool awaitingOutcome = false;
+  // The memory of the last accepted publish, what WSYNC_PUBLISH_SAME_TENSORS publishes again.
+  std::vector<std::span<const std::byte>> lastTensors;
+  bool published = false;
 };
 
 namespace wsync::capi {
@@ -35,7 +40,7 @@ constexpr std::array kPublishOptionsFields{
 };
 // ABI 1's 24 bytes, then flags (a caller built before it passes struct_size 24 and gets none).
 static_assert(sizeof(wsync_publish_options) == 32 && offsetof(wsync_publish_options, flags) == 24);
-constexpr std::uint64_t kKnownPublishFlags = WSYNC_PUBLISH_ALLOCATIONS_KEPT;
+constexpr std::uint64_t kKnownPublishFlags = WSYNC_PUBLISH_ALLOCATIONS_KEPT | WSYNC_PUBLISH_SAME_TENSORS;
 
 constexpr std::array kOutcomeFields{
     WSYNC_CAPI_FIELD(wsync_outcome, kind),          WSYNC_CAPI_FIELD(wsync_outcome, abort_reason),
@@ -203,7 +208,7 @@ wsync_status wsync_trainer_start(const wsync_trainer_config* config, wsync_train
     if (!options) return capi::fail(options.error().first, std::move(options.error().second));
     auto agent = trainer_agent::TrainerAgent::start(std::move(*options));
     if (!agent) return capi::failWith(agent.error());
-    *out = new wsync_trainer{std::move(*agent)};
+    *out = new wsync_trainer{.agent = std::move(*agent), .awaitingOutcome = false, .lastTensors = {}, .published = false};
     return WSYNC_OK;
   });
 }
@@ -224,6 +229,8 @@ wsync_status wsync_trainer_declare_manifest(wsync_trainer* trainer, const wsync_
     if (auto declared = trainer->agent->declareManifest(std::move(specs)); !declared) {
       return capi::failWith(declared.error());
     }
+    trainer->lastTensors.clear();  // another manifest's memory is never published again
+    trainer->published = false;
     return WSYNC_OK;
   });
 }
@@ -256,18 +263,36 @@ wsync_status wsync_trainer_publish(wsync_trainer* trainer, uint64_t version, con
     }
     const auto& manifest = trainer->agent->manifest();
     if (!manifest) return capi::fail(WSYNC_INVALID_ARGUMENT, "no manifest: call wsync_trainer_declare_manifest first");
-    auto array = capi::tensorArrayOf(tensors, count);
-    if (!array) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(array.error()));
-    auto spans = capi::publishedTensors(*manifest, *array);
-    if (!spans) return capi::fail(spans.error().first, std::move(spans.error().second));
+    const bool same = (given.flags & WSYNC_PUBLISH_SAME_TENSORS) != 0;
+    std::vector<std::span<const std::byte>> checked;
+    if (same) {
+      if (tensors != nullptr || count != 0) {
+        return capi::fail(WSYNC_INVALID_ARGUMENT, "WSYNC_PUBLISH_SAME_TENSORS takes no tensors (NULL, 0), not " +
+                                                      std::to_string(count));
+      }
+      if (!trainer->published) {
+        return capi::fail(WSYNC_INVALID_ARGUMENT,
+                          "WSYNC_PUBLISH_SAME_TENSORS repeats the previous publish's tensors, and none was accepted "
+                          "since the manifest was declared");
+      }
+    } else {
+      auto array = capi::tensorArrayOf(tensors, count);
+      if (!array) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(array.error()));
+      auto spans = capi::publishedTensors(*manifest, *array);
+      if (!spans) return capi::fail(spans.error().first, std::move(spans.error().second));
+      checked = std::move(*spans);
+    }
     trainer_agent::PublishOptions publishOptions{
         .label = label->value_or(""),
         .pauseMode = *pauseMode,
         .allocationsKept = (given.flags & WSYNC_PUBLISH_ALLOCATIONS_KEPT) != 0};
-    if (auto published = trainer->agent->publish(version, *spans, std::move(publishOptions)); !published) {
+    const auto& spans = same ? trainer->lastTensors : checked;
+    if (auto published = trainer->agent->publish(version, spans, std::move(publishOptions)); !published) {
       return capi::failWith(published.error());
     }
     trainer->awaitingOutcome = true;
+    if (!same) trainer->lastTensors = std::move(checked);
+    trainer->published = true;
     return WSYNC_OK;
   });
 }

@@ -81,6 +81,7 @@ class PublishOptions(Structure):
 
 
 PUBLISH_ALLOCATIONS_KEPT = 1  # WSYNC_PUBLISH_ALLOCATIONS_KEPT
+PUBLISH_SAME_TENSORS = 2  # WSYNC_PUBLISH_SAME_TENSORS
 
 
 class OutcomeStruct(Structure):

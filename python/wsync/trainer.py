@@ -153,6 +153,7 @@ class Trainer(Closing):
         self._handle: Optional[ctypes.c_void_p] = handle
         self._lock = threading.RLock()
         self._manifest: Optional[TensorArray] = None  # names, dtypes, shapes; pointers of the last publish
+        self._agent_has_manifest_memory = False  # the agent accepted a publish of the manifest's current pointers
         self._index = {}                               # name -> position in the manifest
         self._sync_plan: List[Tuple[int, bool]] = []   # CUDA devices of the last publish, device-wide sync or not
         self._frees_seen: Optional[List[Tuple[int, int]]] = None  # torch's cudaFree count per device at the last publish
@@ -186,6 +187,9 @@ class Trainer(Closing):
         with self._lock:
             handle = self._require_open()
             self._settle_previous()
+            # The agent already holds the tensors' memory when the last publish with tensors was accepted: None then
+            # hands it nothing to check (about 0.1 us a tensor, 6-9 ms for 100,000).
+            same = tensors is None and self._agent_has_manifest_memory
             if tensors is None:
                 manifest = self._manifest
                 if manifest is None:
@@ -195,6 +199,7 @@ class Trainer(Closing):
                 self._declare(self._convert(named_items(tensors, "publish")))
                 manifest = self._manifest
             else:
+                self._agent_has_manifest_memory = False  # the array is rebound before the agent accepts it
                 manifest = self._rebind(named_items(tensors, "publish"))
             self._synchronise(stream, event)
             kept = self._allocations_kept()
@@ -202,12 +207,13 @@ class Trainer(Closing):
             label_bytes = N.encode(label)
             options.label = label_bytes
             options.pause_mode = mode
-            options.flags = N.PUBLISH_ALLOCATIONS_KEPT if kept else 0
-            status = self._lib.wsync_trainer_publish(handle, version, manifest.pointer(), manifest.count,
-                                                     ctypes.byref(options))
+            options.flags = (N.PUBLISH_ALLOCATIONS_KEPT if kept else 0) | (N.PUBLISH_SAME_TENSORS if same else 0)
+            status = self._lib.wsync_trainer_publish(handle, version, None if same else manifest.pointer(),
+                                                     0 if same else manifest.count, ctypes.byref(options))
             options.label = None
             if status != N.OK:
                 raise N.error(status)
+            self._agent_has_manifest_memory = True
             published = PublishHandle(self, version, manifest.infos, kept)
             self._in_flight = published
             return published
@@ -241,6 +247,7 @@ class Trainer(Closing):
         manifest = TensorArray(infos)
         N.check(self._lib.wsync_trainer_declare_manifest(self._require_open(), manifest.pointer(), manifest.count))
         self._manifest = manifest
+        self._agent_has_manifest_memory = False
         self._index = {info.name: position for position, info in enumerate(infos)}
         self._plan_sync(infos)
 

@@ -394,6 +394,22 @@ def test_the_fast_path_does_no_per_tensor_work(in_process_coordinator, monkeypat
     assert fast_seconds < declare_seconds
 
 
+def test_the_fast_path_publishes_the_tensors_given_last_as_they_are_now(in_process_coordinator):
+    bus = in_process_coordinator.bus
+    first, second = {"x": np.full(4, 1, np.int32)}, {"x": np.full(4, 2, np.int32)}
+    target = np.zeros(4, np.int32)
+    with wsync.Worker(bus, agent_id="w", tensors={"x": target}) as worker, wsync.Trainer(bus, agent_id="t") as trainer:
+        assert trainer.publish(1, first).wait(30).committed
+        assert trainer.publish(2, second).wait(30).committed
+        with pytest.raises(wsync.ManifestMismatchError):
+            trainer.publish(3, {"x": np.zeros(5, np.int32)})  # refused: the agent keeps the second's memory
+        first["x"] += 100
+        second["x"] += 5
+        assert trainer.publish(3).wait(30).committed
+        worker.wait_for_version(3, timeout=10)
+        assert (target == 7).all()
+
+
 # --- spans and errors ------------------------------------------------------------------------------------------
 def test_span_recorder_and_check_spans():
     spans = wsync.SpanRecorder()

@@ -199,9 +199,16 @@ TEST_F(CApi, MalformedTensorsAreRefusedNamingTheTensor) {
   EXPECT_EQ(wsync_trainer_publish(trainer.get(), 1, tensors.data(), tensors.size(), &options), WSYNC_INVALID_ARGUMENT);
   EXPECT_STREQ(wsync_last_error(), "options->pause_mode is 3: not a wsync_pause_mode");
   options.pause_mode = WSYNC_PAUSE_KEEP;
-  options.flags = WSYNC_PUBLISH_ALLOCATIONS_KEPT | 6;
+  options.flags = WSYNC_PUBLISH_ALLOCATIONS_KEPT | 12;
   EXPECT_EQ(wsync_trainer_publish(trainer.get(), 1, tensors.data(), tensors.size(), &options), WSYNC_INVALID_ARGUMENT);
-  EXPECT_STREQ(wsync_last_error(), "options->flags has unknown bits 6");
+  EXPECT_STREQ(wsync_last_error(), "options->flags has unknown bits 12");
+  // The same tensors again: none given, and only after a publish was accepted.
+  options.flags = WSYNC_PUBLISH_SAME_TENSORS;
+  EXPECT_EQ(wsync_trainer_publish(trainer.get(), 1, tensors.data(), tensors.size(), &options), WSYNC_INVALID_ARGUMENT);
+  EXPECT_STREQ(wsync_last_error(), "WSYNC_PUBLISH_SAME_TENSORS takes no tensors (NULL, 0), not 4");
+  EXPECT_EQ(wsync_trainer_publish(trainer.get(), 1, nullptr, 0, &options), WSYNC_INVALID_ARGUMENT);
+  EXPECT_STREQ(wsync_last_error(), "WSYNC_PUBLISH_SAME_TENSORS repeats the previous publish's tensors, and none was "
+                                   "accepted since the manifest was declared");
   options.flags = 0;
   options.label = "line\nbreak";
   EXPECT_EQ(wsync_trainer_publish(trainer.get(), 1, tensors.data(), tensors.size(), &options), WSYNC_INVALID_ARGUMENT);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -169,6 +170,38 @@ TEST_F(CApi, WaitForVersionReturnsOnceTheVersionIsApplied) {
   std::this_thread::sleep_for(200ms);  // inside the wait by now
   worker_.reset();
   EXPECT_EQ(stopped.get(), WSYNC_STOPPED);
+}
+
+// WSYNC_PUBLISH_SAME_TENSORS publishes the last accepted publish's memory again, as it is now: the caller updated it
+// in place (what Python's publish(version) does); a manifest declared again forgets it.
+TEST_F(CApi, TheSameTensorsPublishedAgainCarryWhatTheirMemoryHoldsNow) {
+  ASSERT_NO_FATAL_FAILURE(startCoordinator());
+  Worker worker = startWorker(bus_, "worker", engine_);
+  Trainer trainer = startTrainer(bus_);
+  ASSERT_TRUE(worker && trainer);
+  declare(trainer.get());
+  ASSERT_EQ(publish(trainer.get(), model_, 1, sent_).kind, WSYNC_OUTCOME_COMMITTED);
+
+  wsync_publish_options options;
+  wsync_publish_options_init(&options);
+  options.flags = WSYNC_PUBLISH_SAME_TENSORS;
+  for (std::uint64_t version = 2; version <= 3; ++version) {
+    const auto next = model_.content(version);
+    for (std::size_t tensor = 0; tensor < sent_.size(); ++tensor) {  // in place: the buffers published at version 1
+      std::copy(next[tensor].begin(), next[tensor].end(), sent_[tensor].begin());
+    }
+    ASSERT_EQ(wsync_trainer_publish(trainer.get(), version, nullptr, 0, &options), WSYNC_OK) << lastError();
+    wsync_outcome outcome = emptyOutcome();
+    ASSERT_EQ(wsync_trainer_wait(trainer.get(), kGenerousMs, &outcome), WSYNC_OK) << lastError();
+    EXPECT_EQ(outcome.kind, WSYNC_OUTCOME_COMMITTED) << outcome.detail;
+    EXPECT_EQ(outcome.bytes, model_.totalBytes());
+    ASSERT_EQ(wsync_worker_wait_for_version(worker.get(), version, kGenerousMs), WSYNC_OK) << lastError();
+    EXPECT_TRUE(engine_.holds(version)) << "version " << version;
+  }
+
+  declare(trainer.get());
+  EXPECT_EQ(wsync_trainer_publish(trainer.get(), 4, nullptr, 0, &options), WSYNC_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(lastError(), "none was accepted since the manifest was declared")) << lastError();
 }
 
 // A caller built against an older header passes smaller structs: the fields it lacks take their defaults when
