@@ -7,7 +7,7 @@
 #   WSYNC_COMMIT=abc1234 bench/rl_scenarios.sh ...               # the commit to name where the tree has no .git
 #
 # --no-tests: the timings alone (the GPU tests run elsewhere, e.g. beside other tests: the timings must have the
-# GPUs to themselves).
+# GPUs to themselves; give them WSYNC_SCENARIO_RECORDS=DIR to keep each example's record and output).
 #
 # Needs torch with CUDA, transformers, pytest (or python3 -m pytest), and wsync's library and programs
 # (WSYNC_LIBRARY, WSYNC_BIN_DIR; PYTHONPATH with python/).
@@ -37,7 +37,7 @@ run() {
   python3 "examples/$script.py" --json "$out/$label.json" "$@" > "$out/$label.log" 2>&1
   local code=$?
   echo "== $label: exit $code; $(grep -E 'all checks passed|checks FAILED' "$out/$label.log" | tail -n1)"
-  grep -E '^V[0-9]+: round' "$out/$label.log"
+  grep -E '^V[0-9]+: round|gathered in' "$out/$label.log"
   return $code
 }
 
@@ -57,6 +57,17 @@ if [[ $gpus -ge 2 ]]; then
 fi
 run "async-keep-$timing_model-cuda_ipc" async_keep --model "$timing_model" --channel cuda_ipc \
   --trainer-device cuda:0 --engine-device cuda:0 --updates 2 || status=1
+# FSDP2: the gather (every rank) and the update (rank 0 publishing) per version, on the timing model.
+if [[ $gpus -ge 4 ]]; then
+  echo "== timing: FSDP2, 2 ranks (nccl) on cuda:0-1 into 2 engines on cuda:2-3"
+  run "fsdp2-$timing_model-nccl" fsdp2_to_dp --model "$timing_model" --channel nccl \
+    --trainer-devices cuda:0,cuda:1 --engine-devices cuda:2,cuda:3 || status=1
+fi
+if [[ $gpus -ge 2 ]]; then
+  echo "== timing: FSDP2, 2 ranks on cuda:0-1, an engine beside each (cuda_ipc)"
+  run "fsdp2-$timing_model-cuda_ipc" fsdp2_to_dp --model "$timing_model" --channel cuda_ipc \
+    --trainer-devices cuda:0,cuda:1 --engine-devices cuda:0,cuda:1 || status=1
+fi
 if [[ $gpus -lt 2 ]]; then
   # FSDP2 needs a GPU per rank (NCCL refuses two ranks on one GPU: "Duplicate GPU detected"): on a one-GPU machine
   # its ranks run on the CPU (gloo) and the workers take the versions over shm.
