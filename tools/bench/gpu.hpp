@@ -68,6 +68,8 @@ struct GpuBenchConfig {
   bool ncclNetwork = false;
   // nccl: the first and last broadcasts of a transfer (bus/channel/nccl/broadcast_slices.hpp); 0: one per bucket.
   std::uint64_t ncclFirstSliceMiB = bus::gpu::kNcclFirstSliceBytes >> 20;
+  // nccl: kernel blocks of the copies that run beside the broadcasts (NcclChannelConfig::copyBlocks).
+  std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;
   void quick() { models = {"qwen2.5-7b"}; warmup = 1; repetitions = 3; }
 };
 
@@ -84,9 +86,10 @@ struct GpuRankOptions {
   bool ncclNetwork = false; // GpuBenchConfig::ncclNetwork: the rank sets NCCL's environment for it before NCCL loads
   bool allocationsKept = false;  // GpuBenchConfig::allocationsKept
   std::uint64_t ncclFirstSliceBytes = 0;  // GpuBenchConfig::ncclFirstSliceMiB, in bytes
+  std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;  // GpuBenchConfig::ncclCopyBlocks
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
-                                   segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes)
+                                   segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

@@ -242,7 +242,7 @@ class GpuRun {
                                         static_cast<std::uint32_t>(devices.size()), devices[rank], baselineDevice,
                                         model, config_.allocation, segment,
                                         channel == "nccl" && config_.ncclNetwork, config_.allocationsKept,
-                                        config_.ncclFirstSliceMiB << 20});
+                                        config_.ncclFirstSliceMiB << 20, config_.ncclCopyBlocks});
       const RankLine line = ranks.collect("", kRankStartTimeout, "its tensors to be allocated", rank)[rank];
       if (word(line) == "nomemory") {
         const std::string why = label + ": " + line.value("why", "");

@@ -306,6 +306,7 @@ class GpuRank {
           .uniqueId = orThrow(bus::gpu::ncclUniqueIdFromHex(idHex), "the channel's id"),
           .rank = static_cast<std::int32_t>(options_.rank), .worldSize = options_.world,
           .bufferCount = bus::gpu::kNcclDefaultBuffers,
+          .copyBlocks = options_.ncclCopyBlocks,
           .firstSliceBytes = options_.ncclFirstSliceBytes};
       ncclChannel_ =
           orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");

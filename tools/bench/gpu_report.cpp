@@ -127,7 +127,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"plan_alignment", kPlanAlignment}, {"warmup_rounds", c.warmup},
                                   {"repetitions", c.repetitions}, {"allocation", c.allocation},
                                   {"allocations_kept", c.allocationsKept},
-                                  {"nccl_first_slice_mib", c.ncclFirstSliceMiB}});
+                                  {"nccl_first_slice_mib", c.ncclFirstSliceMiB},
+                                  {"nccl_copy_blocks", c.ncclCopyBlocks}});
 
   for (const bool nccl : {true, false}) {
     const std::string baseline = nccl ? "broadcast" : "memcpy";

@@ -187,6 +187,9 @@ int main(int argc, char** argv) {
   option(gpuMode, "--nccl-first-slice-mib", gpu.ncclFirstSliceMiB,
          "nccl: size of a transfer's first and last broadcasts, which ramp up to and down from whole buckets "
          "(0: one broadcast per bucket)");
+  option(gpuMode, "--nccl-copy-blocks", gpu.ncclCopyBlocks,
+         "nccl: kernel blocks of the pack/unpack copies that run beside the broadcasts")
+      ->check(CLI::Range(1, 4096));
   gpuMode.add_flag("--nccl-network", gpu.ncclNetwork,
                    "nccl through NCCL's network transport (sockets; P2P and SHM off; each rank its own NCCL host), "
                    "both the channel and the raw baseline: the stand-in for nodes; ranks may then share a GPU");

@@ -43,6 +43,8 @@ inline constexpr std::uint32_t kNcclDefaultBuffers = 2;
 // unpack overlap nothing, and at 64 MiB they take well under a tenth of a millisecond; smaller slices would add
 // broadcasts, each a fixed ~20 us of NCCL's (2 x H200, measured as 256 MiB against 1 GiB buckets).
 inline constexpr std::uint64_t kNcclFirstSliceBytes = 64ULL * 1024 * 1024;
+// Kernel blocks the pack/unpack launches may use while NCCL runs: few enough to leave its own blocks room.
+inline constexpr std::uint32_t kNcclDefaultCopyBlocks = 64;
 
 struct NcclChannelConfig {
   NcclUniqueId uniqueId{};
@@ -50,8 +52,7 @@ struct NcclChannelConfig {
   std::uint32_t worldSize = 0;  // sender + receivers
   std::uint32_t bufferCount = kNcclDefaultBuffers;
   std::chrono::milliseconds stallTimeout{kNcclStallTimeout};
-  // Kernel blocks the pack/unpack launches may use while NCCL runs: few enough to leave its own blocks room.
-  std::uint32_t copyBlocks = 64;
+  std::uint32_t copyBlocks = kNcclDefaultCopyBlocks;
   // broadcastSlices' firstSliceBytes: 0 (one broadcast per bucket) or a multiple of kSliceAlignment. Every rank of
   // a communicator must use the same value: the broadcasts' sizes must match.
   std::uint64_t firstSliceBytes = kNcclFirstSliceBytes;
