@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One GPU session's work in phases under a time budget, for a lent machine whose calls are few and bounded (10
+# minutes each, the machine given back 30 s after a call): whatever phases fit run, the rest are named as skipped,
+# and a second call continues with the phases left. Results go under /tmp/res (tar them into the call's $OUT).
+#
+#   bash bench/device_session.sh COMMIT BUDGET_S PHASE...
+#   phases: machine tests rl-timing frontier-r1 frontier-r3 frontier-r1-slice0
+#
+# Expects the build carried in .carry/: the relocatable install (bin/, lib/), the test binaries wsync_gpu_tests and
+# wsync_test_gpu_peer beside the programs in bin/, and the python component under .carry/py
+# (cmake --install build --prefix .carry; cmake --install build --component python --prefix .carry/py).
+set -u
+commit=$1; budget=$2; shift 2
+C=$PWD/.carry; R=/tmp/res; mkdir -p $R
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export WSYNC_TEST_BIN_DIR=$C/bin WSYNC_BIN_DIR=$C/bin WSYNC_LIBRARY=$C/py/wsync/_native/lib/libwsync.so
+export PYTHONPATH=$PWD/python WSYNC_COMMIT=$commit WSYNC_LOG_LEVEL=warn
+start=$SECONDS
+left() { echo $((budget - (SECONDS - start))); }
+for phase in "$@"; do
+  t=$(left)
+  if ((t < 30)); then echo "== SKIPPED $phase: ${t} s left"; continue; fi
+  echo "== $phase (at $((SECONDS - start)) s, ${t} s left)"
+  case $phase in
+    machine)
+      { nvidia-smi -L; nvidia-smi topo -m; date -u; nproc
+        python3 -c "import torch,transformers;print('torch',torch.__version__,'transformers',transformers.__version__,'nccl',torch.cuda.nccl.version())"
+        python3 -m pytest --version; ldconfig -p | grep nccl; } > $R/machine.txt 2>&1
+      cat $R/machine.txt ;;
+    tests)
+      # The C++ and the Python GPU tests side by side: minutes saved, and the C++ dead-peer cases passed so on
+      # 4 x H100 (2026-11-28), but the slowest Python case may then not finish inside the budget.
+      ( LD_LIBRARY_PATH=$C/lib timeout $((t - 10)) $C/bin/wsync_gpu_tests > $R/gpu-tests.log 2>&1
+        echo "exit $?" >> $R/gpu-tests.log ) &
+      cxx=$!
+      WSYNC_SCENARIO_RECORDS=$R/scenarios timeout $((t - 10)) python3 -m pytest tests/python -m gpu -p no:cacheprovider \
+        -v -rs --durations=0 \
+        > $R/python-gpu-tests.log 2>&1
+      echo "pytest exit $?" >> $R/python-gpu-tests.log
+      wait $cxx
+      grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|^exit" $R/gpu-tests.log | head -40
+      grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed|exit" $R/python-gpu-tests.log | grep -v "^tests/python.*PASSED" | tail -n 30 ;;
+    rl-timing)
+      WSYNC_SCENARIO_RECORDS=$R/rl timeout $t bash bench/rl_scenarios.sh --no-tests $R/rl ;;
+    frontier-r3)
+      timeout $t bash bench/nccl_frontier.sh --receivers 3 --slices 64 $R/frontier ;;
+    frontier-r1)
+      timeout $t bash bench/nccl_frontier.sh --receivers 1 --slices 64 $R/frontier ;;
+    frontier-r1-slice0)
+      timeout $t bash bench/nccl_frontier.sh --receivers 1 --slices 0 $R/frontier synthetic:100000:4096 deepseek-v3:8 ;;
+    *) echo "unknown phase $phase" ;;
+  esac
+done
+echo "== done at $((SECONDS - start)) s"
