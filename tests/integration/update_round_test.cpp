@@ -336,7 +336,9 @@ TEST_F(RoundFixture, ACommitWhoseCoordinatorDiedBeforeTellingIsAppliedAndReporte
   auto w1 = startWorker("w1");
   waitForAgents(2);
   auto trainer = startTrainer("t0", {"--steps", "2"}, path("trainer.log"));
-  ASSERT_TRUE(nextOutcome().committed);
+  // Round 1's Commit is not awaited on the bus: the fault strikes a few ms after it was published, and a SIGKILL can
+  // take a message still queued in the dead coordinator's ZeroMQ I/O thread with it (CI saw exactly that). The block,
+  // written before either publish, is the record.
   ASSERT_EQ(coordinator_->wait(kPatience), 128 + SIGKILL) << "the commit fault never struck";
   startCoordinator();
   EXPECT_EQ(block_->committedVersion(), 2U);
