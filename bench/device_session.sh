@@ -4,7 +4,12 @@
 # and a second call continues with the phases left. Results go under /tmp/res (tar them into the call's $OUT).
 #
 #   bash bench/device_session.sh COMMIT BUDGET_S PHASE...
-#   phases: machine tests rl-timing frontier-r1 frontier-r3 frontier-r1-slice0
+#   phases: machine tests fsdp2-ipc rl-timing frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
+#           blocks-r3
+#   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
+#              printed each minute of a command, and the case failed with its output kept before the budget ends.
+#   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --nccl-timeline).
+#   blocks-r3: the same with 3 receivers at 16 and 256 copy blocks instead of the channel's 64.
 #
 # Expects the build carried in .carry/: the relocatable install (bin/, lib/), the test binaries wsync_gpu_tests and
 # wsync_test_gpu_peer beside the programs in bin/, and the python component under .carry/py
@@ -40,6 +45,21 @@ for phase in "$@"; do
       wait $cxx
       grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|^exit" $R/gpu-tests.log | head -40
       grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed|exit" $R/python-gpu-tests.log | grep -v "^tests/python.*PASSED" | tail -n 30 ;;
+    fsdp2-ipc)
+      WSYNC_SCENARIO_RECORDS=$R/fsdp2-ipc WSYNC_SCENARIO_TIMEOUT_S=$((t - 30)) WSYNC_SCENARIO_STALL_DUMP_S=60 \
+        timeout $((t - 10)) python3 -m pytest tests/python/test_rl_scenarios.py -m gpu -k "fsdp2 and cuda_ipc" \
+        -p no:cacheprovider -v -rs --durations=0 > $R/fsdp2-ipc.log 2>&1
+      echo "pytest exit $?" >> $R/fsdp2-ipc.log
+      tail -n 15 $R/fsdp2-ipc.log ;;
+    profile-r1 | profile-r3)
+      timeout $t bash bench/nccl_frontier.sh --receivers ${phase#profile-r} --slices 64 --buckets 1024 --timeline \
+        $R/profile qwen2.5-7b synthetic:100000:4096 deepseek-v3:8 ;;
+    blocks-r3)
+      for blocks in 16 256; do
+        (($(left) > 60)) || { echo "== SKIPPED blocks $blocks: $(left) s left"; continue; }
+        timeout $(left) bash bench/nccl_frontier.sh --receivers 3 --slices 64 --buckets 1024 --copy-blocks $blocks \
+          --timeline $R/profile qwen2.5-7b synthetic:100000:4096
+      done ;;
     rl-timing)
       WSYNC_SCENARIO_RECORDS=$R/rl timeout $t bash bench/rl_scenarios.sh --no-tests $R/rl ;;
     frontier-r3)

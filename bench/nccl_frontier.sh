@@ -4,27 +4,36 @@
 # per bucket, as before), each beside a raw ncclBroadcast of the same bytes in the same run. Output (markdown and
 # JSON per setting) goes to OUT_DIR: what bench/results/gpu-nccl-frontier-* hold.
 #
-#   bench/nccl_frontier.sh [--receivers N] [--slices "64 0"] [--copy-blocks N] OUT_DIR [MODELS...]
+#   bench/nccl_frontier.sh [--receivers N] [--slices "64 0"] [--buckets "256 1024 4096"] [--copy-blocks N]
+#                          [--timeline] OUT_DIR [MODELS...]
 #                                                   # MODELS: the default list below
 #   WSYNC_COMMIT=abc1234 bench/nccl_frontier.sh ...  # the commit to name where the tree has no .git
 #
 # --receivers N: ranks on GPUs 1..N receive (default: every GPU but the sender's); files are named with N.
 # --slices LIST: the first-slice sizes to measure (MiB; 0 = whole buckets).
+# --buckets LIST: the bucket sizes (MiB; default the issue's 256 MiB to 4 GiB).
 # --copy-blocks N: the pack/unpack kernels' blocks beside the broadcasts (default the channel's; named in the files).
+# --timeline: every rank's broadcasts and copies timed with CUDA events (wsync-bench gpu --nccl-timeline): the
+#             report's "where each rank's time went" table, and each slice in the JSON; files named with -timeline.
 # Needs wsync-bench on PATH or WSYNC_BIN_DIR (the relocatable install's bin/, its lib/ on LD_LIBRARY_PATH).
 set -uo pipefail
 usage() {
-  echo "usage: bench/nccl_frontier.sh [--receivers N] [--slices \"64 0\"] [--copy-blocks N] OUT_DIR [MODELS...]" >&2
+  echo "usage: bench/nccl_frontier.sh [--receivers N] [--slices \"64 0\"] [--buckets \"256 1024 4096\"]" \
+    "[--copy-blocks N] [--timeline] OUT_DIR [MODELS...]" >&2
   exit 2
 }
 receivers=()
 copy_blocks=()
+timeline=()
 slices="64 0"
+buckets="256 1024 4096"
 while [[ $# -gt 0 && $1 == --* ]]; do
   case "$1" in
     --receivers) [[ $# -ge 2 ]] || usage; receivers=(--receivers "$2"); shift 2 ;;
     --slices) [[ $# -ge 2 ]] || usage; slices=$2; shift 2 ;;
+    --buckets) [[ $# -ge 2 ]] || usage; buckets=$2; shift 2 ;;
     --copy-blocks) [[ $# -ge 2 ]] || usage; copy_blocks=(--nccl-copy-blocks "$2"); shift 2 ;;
+    --timeline) timeline=(--nccl-timeline); shift ;;
     *) usage ;;
   esac
 done
@@ -34,7 +43,7 @@ shift
 models=("$@")
 [[ ${#models[@]} -gt 0 ]] || models=(synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b qwen3-30b-a3b)
 bench=${WSYNC_BIN_DIR:+$WSYNC_BIN_DIR/}wsync-bench
-label=${receivers[1]:+-r${receivers[1]}}${copy_blocks[1]:+-blocks${copy_blocks[1]}}
+label=${receivers[1]:+-r${receivers[1]}}${copy_blocks[1]:+-blocks${copy_blocks[1]}}${timeline[0]:+-timeline}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 status=0
@@ -42,10 +51,12 @@ nvidia-smi -L
 for slice in $slices; do
   name="nccl$label-slice$slice"
   echo "== first slice ${slice} MiB${receivers[1]:+, ${receivers[1]} receivers}${copy_blocks[1]:+, ${copy_blocks[1]} copy blocks}"
-  "$bench" gpu --channel nccl --models "${models[@]}" --bucket-mib 256 1024 4096 --warmup 1 --reps 5 "${receivers[@]}" \
-    "${copy_blocks[@]}" \
+  "$bench" gpu --channel nccl --models "${models[@]}" --bucket-mib $buckets --warmup 1 --reps 5 "${receivers[@]}" \
+    "${copy_blocks[@]}" "${timeline[@]}" \
     --nccl-first-slice-mib "$slice" ${WSYNC_COMMIT:+--commit "$WSYNC_COMMIT"} \
     --out "$out/$name.md" --json "$out/$name.json" > "$out/$name.log" 2>&1 || status=1
   grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \|" "$out/$name.md" | cut -d'|' -f2,4,5,8,10,12,13,14
+  # The timeline table's rows (model, bucket, rank, ...), when asked for.
+  ((${#timeline[@]})) && sed -n '/where each rank/,/^## /p' "$out/$name.md" | grep -E "^\| (synthetic|deepseek|qwen)"
 done
 exit $status

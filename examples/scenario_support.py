@@ -2,6 +2,7 @@
 and a report of checks that makes the example exit non-zero when one fails."""
 from __future__ import annotations
 
+import faulthandler
 import json
 import multiprocessing
 import os
@@ -25,7 +26,11 @@ __all__ = ["PolicyProcess", "EngineWorker", "EngineProcess", "Report", "fresh_en
            "answer_of", "stop_process"]
 
 # A policy's answer to one command: training a 0.6B model or a round over a slow channel stays well inside this.
-COMMAND_TIMEOUT_SECONDS = 900.0
+# WSYNC_SCENARIO_COMMAND_TIMEOUT_S shortens it where a GPU session's time box is shorter than a stall would take.
+COMMAND_TIMEOUT_SECONDS = float(os.environ.get("WSYNC_SCENARIO_COMMAND_TIMEOUT_S", "900"))
+# WSYNC_SCENARIO_STALL_DUMP_S: a command process still busy with one command after this many seconds prints every
+# Python thread's stack to stderr (again each as many seconds), so that a stalled run shows where it waits.
+STALL_DUMP_SECONDS = float(os.environ.get("WSYNC_SCENARIO_STALL_DUMP_S", "0"))
 # How long a process told to stop may take to close its agent before it is killed.
 STOP_GRACE_SECONDS = 60.0
 # The engine's initial weights are drawn from this seed, the policy's from another: the engine holds the policy's
@@ -139,21 +144,31 @@ def outcome_record(outcome) -> Dict[str, Any]:
 def serve(connection, server_class, *args) -> None:
     """A command process's loop: builds server_class(*args) (a failure is reported to the driver), then answers
     each (command, args) with server.handle(command, args) until "stop", which runs server.close()."""
+    def watch(what: str) -> None:  # STALL_DUMP_SECONDS: stacks if `what` takes that long
+        if STALL_DUMP_SECONDS > 0:
+            print(f"[{multiprocessing.current_process().name}] {what}", file=sys.stderr, flush=True)
+            faulthandler.dump_traceback_later(STALL_DUMP_SECONDS, repeat=True)
+
     try:
+        watch("starting")
         server = server_class(*args)
+        faulthandler.cancel_dump_traceback_later()
         connection.send(("ok", "ready"))
     except BaseException:  # noqa: BLE001 - reported to the driver
         connection.send(("error", traceback.format_exc()))
         return
     while True:
         command, arguments = connection.recv()
+        watch(command)
         if command == "stop":
             server.close()
             return
         try:
-            connection.send(("ok", server.handle(command, arguments)))
+            answer = ("ok", server.handle(command, arguments))
         except BaseException:  # noqa: BLE001 - reported to the driver, which decides
-            connection.send(("error", traceback.format_exc()))
+            answer = ("error", traceback.format_exc())
+        faulthandler.cancel_dump_traceback_later()
+        connection.send(answer)
 
 
 # ---- the engine ---------------------------------------------------------------------------------------------------

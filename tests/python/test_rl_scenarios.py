@@ -6,8 +6,10 @@ On the CPU (CI): the tiny model over shm (and tcp). Marker gpu: a Qwen3-shaped m
 many GPUs as each case needs (skipped otherwise)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +17,9 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-# A scenario on the tiny model takes seconds; a GPU one builds a model and trains it first.
-SCENARIO_TIMEOUT_SECONDS = 900
+# A scenario on the tiny model takes seconds; a GPU one builds a model and trains it first. A GPU session shorter
+# than that sets WSYNC_SCENARIO_TIMEOUT_S, so that a stalled case fails with its output kept rather than being cut.
+SCENARIO_TIMEOUT_SECONDS = float(os.environ.get("WSYNC_SCENARIO_TIMEOUT_S", "900"))
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers", reason="the examples' reference engine serves a transformers causal LM")
@@ -37,8 +40,24 @@ def run_example(script: str, tmp_path: Path, *arguments: str) -> dict:
     """Runs examples/<script>.py; its JSON record and output are also kept in $WSYNC_SCENARIO_RECORDS when set
     (the GPU runs whose logs go under bench/results/)."""
     record = tmp_path / f"{script}.json"
-    done = subprocess.run([sys.executable, str(EXAMPLES / f"{script}.py"), "--json", str(record), *arguments],
-                          capture_output=True, text=True, timeout=SCENARIO_TIMEOUT_SECONDS)
+    # A session of its own: a stalled example is killed with every process it started (ranks, engines, the
+    # coordinator), which would otherwise hold its output pipes open; what it printed until then (the stacks of
+    # WSYNC_SCENARIO_STALL_DUMP_S among it) is kept as the diagnosis.
+    command = [sys.executable, str(EXAMPLES / f"{script}.py"), "--json", str(record), *arguments]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=SCENARIO_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        stderr += f"\n(stalled: killed with its process group after {SCENARIO_TIMEOUT_SECONDS:.0f} s)"
+    except BaseException:  # Ctrl-C, pytest's own timeout: the example's session does not outlive the test
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+    done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     keep = os.environ.get("WSYNC_SCENARIO_RECORDS")
     if keep:
         name = os.environ.get("PYTEST_CURRENT_TEST", script).split("::")[-1].split(" ")[0]

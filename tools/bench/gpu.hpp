@@ -70,6 +70,8 @@ struct GpuBenchConfig {
   std::uint64_t ncclFirstSliceMiB = bus::gpu::kNcclFirstSliceBytes >> 20;
   // nccl: kernel blocks of the copies that run beside the broadcasts (NcclChannelConfig::copyBlocks).
   std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;
+  // nccl: every rank's timeline of broadcasts and copies (bus/channel/nccl/nccl_timeline.hpp) in the report.
+  bool ncclTimeline = false;
   void quick() { models = {"qwen2.5-7b"}; warmup = 1; repetitions = 3; }
 };
 
@@ -87,9 +89,11 @@ struct GpuRankOptions {
   bool allocationsKept = false;  // GpuBenchConfig::allocationsKept
   std::uint64_t ncclFirstSliceBytes = 0;  // GpuBenchConfig::ncclFirstSliceMiB, in bytes
   std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;  // GpuBenchConfig::ncclCopyBlocks
+  bool ncclTimeline = false;  // GpuBenchConfig::ncclTimeline
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
-                                   segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks)
+                                   segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
+                                   ncclTimeline)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.
@@ -140,6 +144,12 @@ struct GpuMeasurement {
   std::uint32_t handlesAfterFirst = 0;
   std::uint32_t handlesAtEnd = 0;
   std::uint64_t exportGeneration = 0;
+
+  // --nccl-timeline, by rank: each timed round's summary, and the raw broadcast's time between CUDA events there;
+  // the last timed round's slices (JSON: [bucket, bytes, direct, broadcast begin, end, copy begin, end] in ms).
+  std::vector<std::vector<bus::NcclTimelineSummary>> timelines{};
+  std::vector<std::vector<double>> rawGpuMs{};
+  Json lastSlices{};
 
   std::string skipped{};  // why the measurement did not run; empty when it did
 

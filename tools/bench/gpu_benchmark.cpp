@@ -242,7 +242,8 @@ class GpuRun {
                                         static_cast<std::uint32_t>(devices.size()), devices[rank], baselineDevice,
                                         model, config_.allocation, segment,
                                         channel == "nccl" && config_.ncclNetwork, config_.allocationsKept,
-                                        config_.ncclFirstSliceMiB << 20, config_.ncclCopyBlocks});
+                                        config_.ncclFirstSliceMiB << 20, config_.ncclCopyBlocks,
+                                        channel == "nccl" && config_.ncclTimeline});
       const RankLine line = ranks.collect("", kRankStartTimeout, "its tensors to be allocated", rank)[rank];
       if (word(line) == "nomemory") {
         const std::string why = label + ": " + line.value("why", "");
@@ -316,9 +317,14 @@ class GpuRun {
           if (!measured) continue;
           channelMs.push_back(roundMs);
           senderMs.push_back(millisecondsBetween(start, signedField(done[0], "end")));
+          if (ncclTiming && config_.ncclTimeline) keepTimelines(row, done);
         } else if (measured) {
           baselineMs.push_back(roundMs);
           baselineGpuMs.push_back(static_cast<double>(unsignedField(done[0], "gpu_ns")) / 1e6);
+          for (std::size_t rank = 0; ncclTiming && config_.ncclTimeline && rank < done.size(); ++rank) {
+            row.rawGpuMs.resize(done.size());
+            row.rawGpuMs[rank].push_back(static_cast<double>(unsignedField(done[rank], "gpu_ns")) / 1e6);
+          }
         }
       }
     }
@@ -331,6 +337,24 @@ class GpuRun {
     progress_ << "    channel " << fixed(row.channelRound.median, 1) << " ms, baseline "
               << fixed(row.baselineRound.median, 1) << " ms, digests equal " << row.digestsEqual << "/"
               << row.digestsCompared << "\n";
+  }
+
+  // --nccl-timeline: every rank's slices of a timed round, summarised; the last round's kept whole.
+  static void keepTimelines(GpuMeasurement& row, const std::vector<RankLine>& done) {
+    row.timelines.resize(done.size());
+    row.lastSlices = Json::array();
+    for (std::size_t rank = 0; rank < done.size(); ++rank) {
+      const RankLine& slices = done[rank].at("timeline");
+      std::vector<bus::NcclSliceTiming> timeline;
+      for (const RankLine& slice : slices) {
+        timeline.push_back({.bucket = slice.at(0).get<std::uint32_t>(), .bytes = slice.at(1).get<std::uint64_t>(),
+                            .direct = slice.at(2).get<bool>(), .broadcastBegin = slice.at(3).get<double>(),
+                            .broadcastEnd = slice.at(4).get<double>(), .copyBegin = slice.at(5).get<double>(),
+                            .copyEnd = slice.at(6).get<double>()});
+      }
+      row.timelines[rank].push_back(bus::summarizeTimeline(timeline));
+      row.lastSlices.push_back(Json::parse(slices.dump()));
+    }
   }
 
   // Late starts; per device the least free memory and the channel's own (summed over its ranks).

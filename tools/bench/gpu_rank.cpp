@@ -307,7 +307,8 @@ class GpuRank {
           .rank = static_cast<std::int32_t>(options_.rank), .worldSize = options_.world,
           .bufferCount = bus::gpu::kNcclDefaultBuffers,
           .copyBlocks = options_.ncclCopyBlocks,
-          .firstSliceBytes = options_.ncclFirstSliceBytes};
+          .firstSliceBytes = options_.ncclFirstSliceBytes,
+          .timeline = options_.ncclTimeline};
       ncclChannel_ =
           orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");
     } else {
@@ -367,6 +368,13 @@ class GpuRank {
     }
     fields.update({{"end", nanosecondsOf(end)}, {"bytes", result->bytes}, {"hi", result->digest.hi},
                    {"lo", result->digest.lo}});
+    if (nccl() && options_.ncclTimeline) {
+      RankLine& slices = fields["timeline"] = RankLine::array();
+      for (const bus::NcclSliceTiming& slice : ncclChannel_->timeline()) {
+        slices.push_back({slice.bucket, slice.bytes, slice.direct, slice.broadcastBegin, slice.broadcastEnd,
+                          slice.copyBegin, slice.copyEnd});
+      }
+    }
   }
 
   void runRaw(Clock::time_point begun, RankLine& fields) {

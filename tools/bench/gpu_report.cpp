@@ -66,6 +66,50 @@ std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
   return row;
 }
 
+// --nccl-timeline: per rank, the medians over the timed rounds of where the channel's time went, beside the raw
+// broadcast's own GPU time on that rank.
+void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
+  Table table({{"model", "model"}, {"bucket_bytes", "bucket"}, {"rank", "rank"}, {"device", "GPU"},
+               {"slices", "slices"}, {"raw_gpu_ms", "raw broadcast GPU ms"}, {"busy_ms", "broadcasts busy ms"},
+               {"busy_over_raw", "busy/raw"}, {"gaps_ms", "gaps between broadcasts ms"}, {"head_ms", "head ms"},
+               {"tail_ms", "tail ms"}, {"copy_ms", "copies ms"}, {"copy_beside_ms", "copies beside broadcasts ms"},
+               {"total_ms", "total GPU ms"}});
+  Json slices = Json::array();
+  for (const GpuMeasurement& m : rows) {
+    if (!m.skipped.empty() || m.timelines.empty()) continue;
+    for (std::size_t rank = 0; rank < m.timelines.size(); ++rank) {
+      const auto median = [&](double bus::NcclTimelineSummary::*figure) {
+        std::vector<double> values;
+        for (const bus::NcclTimelineSummary& round : m.timelines[rank]) values.push_back(round.*figure);
+        return summarize(std::move(values)).median;
+      };
+      const double raw = rank < m.rawGpuMs.size() ? summarize(m.rawGpuMs[rank]).median : 0;
+      const double busy = median(&bus::NcclTimelineSummary::broadcastBusy);
+      table.row({m.model, size(m.bucketBytes), rank == 0 ? "sender" : "receiver " + std::to_string(rank),
+                 m.devices[rank], m.timelines[rank].empty() ? 0 : m.timelines[rank].front().slices,
+                 raw > 0 ? number(raw, 2) : Cell(), number(busy, 2), raw > 0 ? ratio(busy / raw) : Cell(),
+                 number(median(&bus::NcclTimelineSummary::broadcastGaps), 2),
+                 number(median(&bus::NcclTimelineSummary::head), 2),
+                 number(median(&bus::NcclTimelineSummary::tail), 2),
+                 number(median(&bus::NcclTimelineSummary::copyBusy), 2),
+                 number(median(&bus::NcclTimelineSummary::copyBesideBroadcast), 2),
+                 number(median(&bus::NcclTimelineSummary::total), 2)});
+    }
+    slices.push_back({{"model", m.model}, {"bucket_bytes", m.bucketBytes}, {"ranks", m.lastSlices}});
+  }
+  if (table.empty()) return;
+  report.section("nccl_timeline", "nccl: where each rank's time went (--nccl-timeline)",
+                 "CUDA timing events on every rank around each broadcast (the communication stream) and each "
+                 "pack/unpack (the copy stream), medians over the timed rounds; times from the transfer's first "
+                 "enqueued work. Busy: the broadcasts' own durations, summed, beside one raw `ncclBroadcast` of the "
+                 "model timed between events on the same rank. Gaps: the communication stream waiting between "
+                 "broadcasts (for a pack, or a buffer to free). Head: until the first broadcast began (the sender's "
+                 "first pack). Tail: after the last broadcast, until the last unpack ended. The last timed round's "
+                 "slices are in the JSON (`nccl_timeline_slices`).",
+                 table);
+  report.json["nccl_timeline_slices"] = std::move(slices);
+}
+
 }  // namespace
 
 Json describeGpus() {
@@ -128,7 +172,7 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"repetitions", c.repetitions}, {"allocation", c.allocation},
                                   {"allocations_kept", c.allocationsKept},
                                   {"nccl_first_slice_mib", c.ncclFirstSliceMiB},
-                                  {"nccl_copy_blocks", c.ncclCopyBlocks}});
+                                  {"nccl_copy_blocks", c.ncclCopyBlocks}, {"nccl_timeline", c.ncclTimeline}});
 
   for (const bool nccl : {true, false}) {
     const std::string baseline = nccl ? "broadcast" : "memcpy";
@@ -179,6 +223,7 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                    "(every " + std::to_string(kMemorySampleInterval.count()) + " ms and after every round).",
                    memory);
   }
+  if (c.ncclTimeline) timelineSection(r.nccl, report);
 }
 
 }  // namespace wsync::bench

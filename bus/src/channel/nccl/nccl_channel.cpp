@@ -41,6 +41,9 @@ ChannelFailure ncclFailure(const NcclLibrary& nccl, ncclComm_t comm, const char*
 // receiver's last unpack (every broadcast is done). The whole GPU copies small tensors twice as fast as copyBlocks.
 constexpr std::uint32_t kUnoverlappedCopyBlocks = 1024;
 
+// config.timeline: broadcast begin and end, copy begin and end (NcclSliceTiming's order).
+constexpr std::size_t kTimingEventsPerSlice = 4;
+
 // How slice `slice` travels: straight between the tensors, or through a bucket buffer.
 struct SliceRoute {
   bool direct = false;         // its bucket is one piece that fills it
@@ -67,6 +70,10 @@ struct NcclChannel::State {
   std::vector<cudaEvent_t> bufferFree;  // per buffer: its last bucket broadcast (sender) or unpacked (receiver)
   std::vector<cudaEvent_t> sliceReady;  // per slice: packed (sender) or received (receiver)
   std::vector<cudaEvent_t> sliceDone;   // per slice: broadcast (sender) or unpacked (receiver)
+  // config.timeline: kTimingEventsPerSlice timing events per slice, and the transfer's origin.
+  std::vector<cudaEvent_t> timingEvents;
+  cudaEvent_t timingOrigin = nullptr;
+  std::vector<NcclSliceTiming> timeline;
   cudaEvent_t copyFinished = nullptr;
   cudaEvent_t commFinished = nullptr;
   DeviceChecksumSums* deviceSums = nullptr;
@@ -79,9 +86,10 @@ struct NcclChannel::State {
 
   ~State() {
     for (void* buffer : buffers) cudaFree(buffer);
-    for (auto* events : {&bufferFree, &sliceReady, &sliceDone}) {
+    for (auto* events : {&bufferFree, &sliceReady, &sliceDone, &timingEvents}) {
       for (cudaEvent_t event : *events) cudaEventDestroy(event);
     }
+    if (timingOrigin != nullptr) cudaEventDestroy(timingOrigin);
     if (copyFinished != nullptr) cudaEventDestroy(copyFinished);
     if (commFinished != nullptr) cudaEventDestroy(commFinished);
     if (deviceSums != nullptr) cudaFree(deviceSums);
@@ -277,6 +285,20 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         events->push_back(event);
       }
     }
+    if (config_.timeline) {
+      if (state.timingOrigin == nullptr) {
+        if (const cudaError_t error = cudaEventCreate(&state.timingOrigin); error != cudaSuccess) {
+          return failed(detail::cudaFailure("cudaEventCreate (timeline)", error));
+        }
+      }
+      while (state.timingEvents.size() < kTimingEventsPerSlice * slices.size()) {
+        cudaEvent_t event = nullptr;
+        if (const cudaError_t error = cudaEventCreate(&event); error != cudaSuccess) {
+          return failed(detail::cudaFailure("cudaEventCreate (timeline)", error));
+        }
+        state.timingEvents.push_back(event);
+      }
+    }
     state.table.clear();
     state.routes.assign(slices.size(), SliceRoute{});
     std::size_t firstPiece = 0;  // of the slice's bucket: the first that does not end before the slice
@@ -328,8 +350,15 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
   }
 
   const std::size_t sliceCount = state.routes.size();
+  state.timeline.clear();
+  // config.timeline: event `which` (kTimingEventsPerSlice per slice) of slice `index`, recorded on `stream`.
+  auto mark = [&](std::size_t index, std::size_t which, cudaStream_t stream) -> cudaError_t {
+    return config_.timeline ? cudaEventRecord(state.timingEvents[kTimingEventsPerSlice * index + which], stream)
+                            : cudaSuccess;
+  };
   // Enqueue the whole transfer; nothing below waits for the device.
   auto enqueue = [&]() -> tl::expected<void, ChannelFailure> {
+    if (config_.timeline) WSYNC_CUDA_TRY(cudaEventRecord(state.timingOrigin, state.copyStream));
     WSYNC_CUDA_TRY(cudaMemsetAsync(state.deviceSums, 0, sizeof(DeviceChecksumSums), state.copyStream));
     for (std::size_t index = 0; index < sliceCount; ++index) {
       const SliceRoute& route = state.routes[index];
@@ -342,19 +371,23 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         if (!route.direct && route.firstOfBucket) {
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.bufferFree[slot], 0));
         }
+        WSYNC_CUDA_TRY(mark(index, 2, state.copyStream));
         if (auto launched = state.table.launch(route.batch, state.deviceSums, copyBlocks, state.copyStream);
             !launched) {
           return tl::unexpected(launched.error());
         }
+        WSYNC_CUDA_TRY(mark(index, 3, state.copyStream));
         if (!route.direct) {
           WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.copyStream));
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.sliceReady[index], 0));
         }
+        WSYNC_CUDA_TRY(mark(index, 0, state.commStream));
         const ncclResult_t sent = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, state.comm,
                                                         state.commStream);
         if (auto settled = state.settle("ncclBroadcast", sent, deadline, cancel_, config_.stallTimeout); !settled) {
           return settled;
         }
+        WSYNC_CUDA_TRY(mark(index, 1, state.commStream));
         if (!route.direct && route.lastOfBucket) {
           WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.commStream));
         }
@@ -363,17 +396,21 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         if (!route.direct && route.firstOfBucket) {
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.bufferFree[slot], 0));
         }
+        WSYNC_CUDA_TRY(mark(index, 0, state.commStream));
         const ncclResult_t received = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, state.comm,
                                                             state.commStream);
         if (auto settled = state.settle("ncclBroadcast", received, deadline, cancel_, config_.stallTimeout); !settled) {
           return settled;
         }
+        WSYNC_CUDA_TRY(mark(index, 1, state.commStream));
         WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.commStream));
         WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.sliceReady[index], 0));
+        WSYNC_CUDA_TRY(mark(index, 2, state.copyStream));
         if (auto launched = state.table.launch(route.batch, state.deviceSums, copyBlocks, state.copyStream);
             !launched) {
           return tl::unexpected(launched.error());
         }
+        WSYNC_CUDA_TRY(mark(index, 3, state.copyStream));
         if (!route.direct && route.lastOfBucket) {
           WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.copyStream));
         }
@@ -432,8 +469,28 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     }
     std::this_thread::sleep_for(kPollInterval);
   }
+  if (config_.timeline) {
+    auto since = [&](std::size_t index, std::size_t which, double& milliseconds) -> cudaError_t {
+      float elapsed = 0;
+      const cudaError_t error = cudaEventElapsedTime(
+          &elapsed, state.timingOrigin, state.timingEvents[kTimingEventsPerSlice * index + which]);
+      milliseconds = elapsed;
+      return error;
+    };
+    for (std::size_t index = 0; index < sliceCount; ++index) {
+      NcclSliceTiming timing{.bucket = state.routes[index].bucket, .bytes = state.routes[index].bytes,
+                             .direct = state.routes[index].direct};
+      WSYNC_CUDA_TRY(since(index, 0, timing.broadcastBegin));
+      WSYNC_CUDA_TRY(since(index, 1, timing.broadcastEnd));
+      WSYNC_CUDA_TRY(since(index, 2, timing.copyBegin));
+      WSYNC_CUDA_TRY(since(index, 3, timing.copyEnd));
+      state.timeline.push_back(timing);
+    }
+  }
   return TransferResult{.bytes = state.totalBytes, .digest = finishDeviceChecksum(*state.hostSums, state.totalBytes)};
 }
+
+const std::vector<NcclSliceTiming>& NcclChannel::timeline() const { return state_->timeline; }
 
 tl::expected<TransferResult, ChannelFailure> NcclChannel::send(std::uint64_t /*transfer*/, const BucketPlan& plan,
                                                                std::span<const std::span<const std::byte>> tensors,

@@ -29,6 +29,7 @@
 
 #include "wsync/bus/channel/channel.hpp"
 #include "wsync/bus/channel/gpu/gpu_runtime.hpp"
+#include "wsync/bus/channel/nccl/nccl_timeline.hpp"
 
 namespace wsync::bus::gpu {
 
@@ -58,6 +59,9 @@ struct NcclChannelConfig {
   std::uint64_t firstSliceBytes = kNcclFirstSliceBytes;
   // Watched while open() waits for the other ranks, like the probe of setCancelProbe during transfers.
   std::function<bool()> cancelProbe{};
+  // Profiling (nccl_timeline.hpp): timing events around every broadcast and copy, read back after each transfer.
+  // Off in the agents; on, each slice costs four event records more.
+  bool timeline = false;
 };
 
 class NcclChannel final : public Channel {
@@ -91,6 +95,8 @@ class NcclChannel final : public Channel {
   ChannelState state() const override;
   std::int32_t rank() const { return config_.rank; }
   ChannelMemory memory() const override;
+  // The last successful transfer's slices on this rank, with config.timeline; empty without it.
+  const std::vector<NcclSliceTiming>& timeline() const;
 
   struct State;
 
