@@ -5,11 +5,13 @@
 #
 #   bash bench/device_session.sh COMMIT BUDGET_S PHASE...
 #   phases: machine tests fsdp2-ipc rl-timing frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
-#           blocks-r3
+#           blocks-r3 ipc-profile
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
-#   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --nccl-timeline).
+#   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
 #   blocks-r3: the same with 3 receivers at 16 and 256 copy blocks instead of the channel's 64.
+#   ipc-profile: cuda_ipc on GPU 0 with each round's stages and hand-offs (wsync-bench gpu --timeline), 100,000
+#                tensors and qwen2.5-7b, allocations kept (as the Python trainer vouches).
 #
 # Expects the build carried in .carry/: the relocatable install (bin/, lib/), the test binaries wsync_gpu_tests and
 # wsync_test_gpu_peer beside the programs in bin/, and the python component under .carry/py
@@ -60,6 +62,12 @@ for phase in "$@"; do
         timeout $(left) bash bench/nccl_frontier.sh --receivers 3 --slices 64 --buckets 1024 --copy-blocks $blocks \
           --timeline $R/profile qwen2.5-7b synthetic:100000:4096
       done ;;
+    ipc-profile)
+      LD_LIBRARY_PATH=$C/lib timeout $t $C/bin/wsync-bench gpu --channel cuda_ipc --allocations-kept --timeline \
+        --models synthetic:100000:4096 qwen2.5-7b --warmup 2 --reps 10 --commit $commit \
+        --out $R/ipc-profile.md --json $R/ipc-profile.json > $R/ipc-profile.log 2>&1
+      echo "exit $?" >> $R/ipc-profile.log
+      sed -n '/where a round went/,$p' $R/ipc-profile.md | grep "^|" | head -24 ;;
     rl-timing)
       WSYNC_SCENARIO_RECORDS=$R/rl timeout $t bash bench/rl_scenarios.sh --no-tests $R/rl ;;
     frontier-r3)

@@ -13,7 +13,7 @@
 # --slices LIST: the first-slice sizes to measure (MiB; 0 = whole buckets).
 # --buckets LIST: the bucket sizes (MiB; default the issue's 256 MiB to 4 GiB).
 # --copy-blocks N: the pack/unpack kernels' blocks beside the broadcasts (default the channel's; named in the files).
-# --timeline: every rank's broadcasts and copies timed with CUDA events (wsync-bench gpu --nccl-timeline): the
+# --timeline: every rank's broadcasts and copies timed with CUDA events (wsync-bench gpu --timeline): the
 #             report's "where each rank's time went" table, and each slice in the JSON; files named with -timeline.
 # Needs wsync-bench on PATH or WSYNC_BIN_DIR (the relocatable install's bin/, its lib/ on LD_LIBRARY_PATH).
 set -uo pipefail
@@ -33,7 +33,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     --slices) [[ $# -ge 2 ]] || usage; slices=$2; shift 2 ;;
     --buckets) [[ $# -ge 2 ]] || usage; buckets=$2; shift 2 ;;
     --copy-blocks) [[ $# -ge 2 ]] || usage; copy_blocks=(--nccl-copy-blocks "$2"); shift 2 ;;
-    --timeline) timeline=(--nccl-timeline); shift ;;
+    --timeline) timeline=(--timeline); shift ;;
     *) usage ;;
   esac
 done

@@ -70,8 +70,9 @@ struct GpuBenchConfig {
   std::uint64_t ncclFirstSliceMiB = bus::gpu::kNcclFirstSliceBytes >> 20;
   // nccl: kernel blocks of the copies that run beside the broadcasts (NcclChannelConfig::copyBlocks).
   std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;
-  // nccl: every rank's timeline of broadcasts and copies (bus/channel/nccl/nccl_timeline.hpp) in the report.
-  bool ncclTimeline = false;
+  // Profiling in the report: nccl, every rank's broadcasts and copies (bus/channel/nccl/nccl_timeline.hpp);
+  // cuda_ipc, the hand-offs of each round between the sides (bus/channel/cuda_ipc/cuda_ipc_timing.hpp).
+  bool timeline = false;
   void quick() { models = {"qwen2.5-7b"}; warmup = 1; repetitions = 3; }
 };
 
@@ -89,11 +90,11 @@ struct GpuRankOptions {
   bool allocationsKept = false;  // GpuBenchConfig::allocationsKept
   std::uint64_t ncclFirstSliceBytes = 0;  // GpuBenchConfig::ncclFirstSliceMiB, in bytes
   std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;  // GpuBenchConfig::ncclCopyBlocks
-  bool ncclTimeline = false;  // GpuBenchConfig::ncclTimeline
+  bool timeline = false;  // GpuBenchConfig::timeline
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
                                    segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
-                                   ncclTimeline)
+                                   timeline)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.
@@ -145,11 +146,14 @@ struct GpuMeasurement {
   std::uint32_t handlesAtEnd = 0;
   std::uint64_t exportGeneration = 0;
 
-  // --nccl-timeline, by rank: each timed round's summary, and the raw broadcast's time between CUDA events there;
+  // --timeline, by rank: each timed round's summary, and the raw broadcast's time between CUDA events there;
   // the last timed round's slices (JSON: [bucket, bytes, direct, broadcast begin, end, copy begin, end] in ms).
   std::vector<std::vector<bus::NcclTimelineSummary>> timelines{};
   std::vector<std::vector<double>> rawGpuMs{};
   Json lastSlices{};
+  // --timeline, cuda_ipc: each timed round's stages in ms (sender's export check, hand-off to the receivers, their
+  // launch, copy, report, hand-off back), by stage name in the order of the round; the copy kernel's GPU time.
+  std::vector<std::pair<std::string, std::vector<double>>> ipcStages{};
 
   std::string skipped{};  // why the measurement did not run; empty when it did
 

@@ -243,7 +243,7 @@ class GpuRun {
                                         model, config_.allocation, segment,
                                         channel == "nccl" && config_.ncclNetwork, config_.allocationsKept,
                                         config_.ncclFirstSliceMiB << 20, config_.ncclCopyBlocks,
-                                        channel == "nccl" && config_.ncclTimeline});
+                                        config_.timeline});
       const RankLine line = ranks.collect("", kRankStartTimeout, "its tensors to be allocated", rank)[rank];
       if (word(line) == "nomemory") {
         const std::string why = label + ": " + line.value("why", "");
@@ -317,11 +317,12 @@ class GpuRun {
           if (!measured) continue;
           channelMs.push_back(roundMs);
           senderMs.push_back(millisecondsBetween(start, signedField(done[0], "end")));
-          if (ncclTiming && config_.ncclTimeline) keepTimelines(row, done);
+          if (ncclTiming && config_.timeline) keepTimelines(row, done);
+          if (!ncclTiming && config_.timeline) keepIpcStages(row, done);
         } else if (measured) {
           baselineMs.push_back(roundMs);
           baselineGpuMs.push_back(static_cast<double>(unsignedField(done[0], "gpu_ns")) / 1e6);
-          for (std::size_t rank = 0; ncclTiming && config_.ncclTimeline && rank < done.size(); ++rank) {
+          for (std::size_t rank = 0; ncclTiming && config_.timeline && rank < done.size(); ++rank) {
             row.rawGpuMs.resize(done.size());
             row.rawGpuMs[rank].push_back(static_cast<double>(unsignedField(done[rank], "gpu_ns")) / 1e6);
           }
@@ -339,7 +340,7 @@ class GpuRun {
               << row.digestsCompared << "\n";
   }
 
-  // --nccl-timeline: every rank's slices of a timed round, summarised; the last round's kept whole.
+  // --timeline: every rank's slices of a timed round, summarised; the last round's kept whole.
   static void keepTimelines(GpuMeasurement& row, const std::vector<RankLine>& done) {
     row.timelines.resize(done.size());
     row.lastSlices = Json::array();
@@ -355,6 +356,37 @@ class GpuRun {
       row.timelines[rank].push_back(bus::summarizeTimeline(timeline));
       row.lastSlices.push_back(Json::parse(slices.dump()));
     }
+  }
+
+  // --timeline, cuda_ipc: the round's stages from the sender's and the receivers' instants (one host clock). Where
+  // receivers are several, each stage of theirs is the slowest one's.
+  static void keepIpcStages(GpuMeasurement& row, const std::vector<RankLine>& done) {
+    const RankLine& sender = done[0].at("ipc_timing");
+    const auto at = [](const RankLine& timing, const char* key) { return timing.at(key).get<std::int64_t>(); };
+    std::int64_t sawPublished = 0, launched = 0, copied = 0, reported = 0;
+    double copyGpuMs = 0;
+    for (std::size_t rank = 1; rank < done.size(); ++rank) {
+      const RankLine& receiver = done[rank].at("ipc_timing");
+      sawPublished = std::max(sawPublished, at(receiver, "saw_published"));
+      launched = std::max(launched, at(receiver, "launched"));
+      copied = std::max(copied, at(receiver, "copied"));
+      reported = std::max(reported, at(receiver, "reported"));
+      copyGpuMs = std::max(copyGpuMs, receiver.at("copy_gpu_ms").get<double>());
+    }
+    const std::vector<std::pair<const char*, double>> stages{
+        {"sender: span check", millisecondsBetween(at(sender, "send_called"), at(sender, "export_checked"))},
+        {"sender: publish", millisecondsBetween(at(sender, "export_checked"), at(sender, "published"))},
+        {"hand-off to receiver", millisecondsBetween(at(sender, "published"), sawPublished)},
+        {"receiver: tables and launch", millisecondsBetween(sawPublished, launched)},
+        {"receiver: copy (host)", millisecondsBetween(launched, copied)},
+        {"receiver: copy kernel (GPU)", copyGpuMs},
+        {"receiver: digest and report", millisecondsBetween(copied, reported)},
+        {"hand-off to sender", millisecondsBetween(reported, at(sender, "all_copied"))},
+        {"send, in all", millisecondsBetween(at(sender, "send_called"), at(sender, "all_copied"))}};
+    if (row.ipcStages.empty()) {
+      for (const auto& [name, ms] : stages) row.ipcStages.emplace_back(name, std::vector<double>{});
+    }
+    for (std::size_t stage = 0; stage < stages.size(); ++stage) row.ipcStages[stage].second.push_back(stages[stage].second);
   }
 
   // Late starts; per device the least free memory and the channel's own (summed over its ranks).

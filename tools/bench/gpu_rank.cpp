@@ -308,11 +308,12 @@ class GpuRank {
           .bufferCount = bus::gpu::kNcclDefaultBuffers,
           .copyBlocks = options_.ncclCopyBlocks,
           .firstSliceBytes = options_.ncclFirstSliceBytes,
-          .timeline = options_.ncclTimeline};
+          .timeline = options_.timeline};
       ncclChannel_ =
           orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");
     } else {
       ipcChannel_ = orThrow(bus::gpu::CudaIpcChannel::open(options_.segment), "CudaIpcChannel::open");
+      ipcChannel_->setTimeline(options_.timeline);
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     sampler_ = std::make_unique<FreeMemorySampler>(options_.device);
@@ -368,12 +369,20 @@ class GpuRank {
     }
     fields.update({{"end", nanosecondsOf(end)}, {"bytes", result->bytes}, {"hi", result->digest.hi},
                    {"lo", result->digest.lo}});
-    if (nccl() && options_.ncclTimeline) {
+    if (nccl() && options_.timeline) {
       RankLine& slices = fields["timeline"] = RankLine::array();
       for (const bus::NcclSliceTiming& slice : ncclChannel_->timeline()) {
         slices.push_back({slice.bucket, slice.bytes, slice.direct, slice.broadcastBegin, slice.broadcastEnd,
                           slice.copyBegin, slice.copyEnd});
       }
+    }
+    if (!nccl() && options_.timeline) {
+      const bus::IpcRoundTiming& t = ipcChannel_->lastTiming();
+      fields["ipc_timing"] = {{"send_called", t.sendCalled}, {"export_checked", t.exportChecked},
+                              {"published", t.published}, {"all_copied", t.allCopied},
+                              {"receive_called", t.receiveCalled}, {"saw_published", t.sawPublished},
+                              {"launched", t.launched}, {"copied", t.copied}, {"reported", t.reported},
+                              {"copy_gpu_ms", t.copyGpuMs}};
     }
   }
 

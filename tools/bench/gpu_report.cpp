@@ -66,7 +66,7 @@ std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
   return row;
 }
 
-// --nccl-timeline: per rank, the medians over the timed rounds of where the channel's time went, beside the raw
+// --timeline: per rank, the medians over the timed rounds of where the channel's time went, beside the raw
 // broadcast's own GPU time on that rank.
 void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
   Table table({{"model", "model"}, {"bucket_bytes", "bucket"}, {"rank", "rank"}, {"device", "GPU"},
@@ -98,7 +98,7 @@ void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
     slices.push_back({{"model", m.model}, {"bucket_bytes", m.bucketBytes}, {"ranks", m.lastSlices}});
   }
   if (table.empty()) return;
-  report.section("nccl_timeline", "nccl: where each rank's time went (--nccl-timeline)",
+  report.section("nccl_timeline", "nccl: where each rank's time went (--timeline)",
                  "CUDA timing events on every rank around each broadcast (the communication stream) and each "
                  "pack/unpack (the copy stream), medians over the timed rounds; times from the transfer's first "
                  "enqueued work. Busy: the broadcasts' own durations, summed, beside one raw `ncclBroadcast` of the "
@@ -108,6 +108,29 @@ void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
                  "slices are in the JSON (`nccl_timeline_slices`).",
                  table);
   report.json["nccl_timeline_slices"] = std::move(slices);
+}
+
+// --timeline, cuda_ipc: per model, the medians of each stage of a round, in the order the round passes them.
+void ipcStagesSection(const std::vector<GpuMeasurement>& rows, Report& report) {
+  Table table({{"model", "model"}, {"tensors", "tensors"}, {"stage", "stage"}, {"median_ms", "median ms"},
+               {"range_ms", "range ms"}, {"share", "of the send"}});
+  for (const GpuMeasurement& m : rows) {
+    if (!m.skipped.empty() || m.ipcStages.empty()) continue;
+    const double total = summarize(m.ipcStages.back().second).median;
+    for (const auto& [stage, values] : m.ipcStages) {
+      const Summary summary = summarize(values);
+      table.row({m.model, m.tensors, stage, number(summary.median, 3),
+                 Cell(Json{summary.min, summary.max}, fixed(summary.min, 3) + "-" + fixed(summary.max, 3)),
+                 total > 0 ? percent(summary.median / total) : Cell()});
+    }
+  }
+  if (table.empty()) return;
+  report.section("cuda_ipc_stages", "cuda_ipc: where a round went (--timeline)",
+                 "Instants on the host's monotonic clock in the sender and the receiver (one clock for both "
+                 "processes), medians over the timed rounds; with several receivers, the slowest one's. Hand-offs: "
+                 "from one side publishing its word in the segment (and waking the futex) until the other saw it. "
+                 "The copy kernel's GPU time is between CUDA events around its launch, inside the host-seen copy.",
+                 table);
 }
 
 }  // namespace
@@ -172,7 +195,7 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"repetitions", c.repetitions}, {"allocation", c.allocation},
                                   {"allocations_kept", c.allocationsKept},
                                   {"nccl_first_slice_mib", c.ncclFirstSliceMiB},
-                                  {"nccl_copy_blocks", c.ncclCopyBlocks}, {"nccl_timeline", c.ncclTimeline}});
+                                  {"nccl_copy_blocks", c.ncclCopyBlocks}, {"timeline", c.timeline}});
 
   for (const bool nccl : {true, false}) {
     const std::string baseline = nccl ? "broadcast" : "memcpy";
@@ -223,7 +246,10 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                    "(every " + std::to_string(kMemorySampleInterval.count()) + " ms and after every round).",
                    memory);
   }
-  if (c.ncclTimeline) timelineSection(r.nccl, report);
+  if (c.timeline) {
+    timelineSection(r.nccl, report);
+    ipcStagesSection(r.cudaIpc, report);
+  }
 }
 
 }  // namespace wsync::bench

@@ -190,9 +190,11 @@ int main(int argc, char** argv) {
   option(gpuMode, "--nccl-copy-blocks", gpu.ncclCopyBlocks,
          "nccl: kernel blocks of the pack/unpack copies that run beside the broadcasts")
       ->check(CLI::Range(1, 4096));
-  gpuMode.add_flag("--nccl-timeline", gpu.ncclTimeline,
-                   "nccl: CUDA timing events around every broadcast and copy on every rank, summarised per rank "
-                   "beside the raw broadcast's own time there (profiling; adds four event records per slice)");
+  gpuMode.add_flag("--timeline", gpu.timeline,
+                   "Profiling. nccl: CUDA timing events around every broadcast and copy on every rank, summarised "
+                   "per rank beside the raw broadcast's own time there (four event records more per slice); "
+                   "cuda_ipc: each round's stages and hand-offs between sender and receivers, and the copy kernel's "
+                   "GPU time");
   gpuMode.add_flag("--nccl-network", gpu.ncclNetwork,
                    "nccl through NCCL's network transport (sockets; P2P and SHM off; each rank its own NCCL host), "
                    "both the channel and the raw baseline: the stand-in for nodes; ranks may then share a GPU");

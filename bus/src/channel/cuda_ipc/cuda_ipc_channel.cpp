@@ -67,6 +67,10 @@ void publish(std::atomic<std::uint64_t>& word, std::atomic<std::uint32_t>& notif
 
 using HandleBytes = std::array<std::uint8_t, kIpcHandleBytes>;
 
+std::int64_t monotonicNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
 
 struct CudaIpcChannel::State {
@@ -75,6 +79,10 @@ struct CudaIpcChannel::State {
   cudaEvent_t finished = nullptr;
   DeviceChecksumSums* deviceSums = nullptr;
   DeviceChecksumSums* hostSums = nullptr;  // pinned
+  IpcRoundTiming timing;
+  // setTimeline(true): timing events around the receiver's copy.
+  cudaEvent_t copyBegin = nullptr;
+  cudaEvent_t copyEnd = nullptr;
   PFN_cuMemGetAddressRange_v3020 getAddressRange = nullptr;
   PFN_cuPointerGetAttribute_v4000 getPointerAttribute = nullptr;
 
@@ -122,6 +130,8 @@ struct CudaIpcChannel::State {
     if (deviceSums != nullptr) cudaFree(deviceSums);
     if (hostSums != nullptr) cudaFreeHost(hostSums);
     if (finished != nullptr) cudaEventDestroy(finished);
+    if (copyBegin != nullptr) cudaEventDestroy(copyBegin);
+    if (copyEnd != nullptr) cudaEventDestroy(copyEnd);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 };
@@ -229,6 +239,24 @@ std::uint64_t CudaIpcChannel::exportGeneration() const {
   return std::max(state_->generation, state_->importedGeneration) / 2;
 }
 
+const IpcRoundTiming& CudaIpcChannel::lastTiming() const { return state_->timing; }
+
+void CudaIpcChannel::setTimeline(bool on) {
+  State& state = *state_;
+  if (!on) {
+    for (cudaEvent_t* event : {&state.copyBegin, &state.copyEnd}) {
+      if (*event != nullptr) cudaEventDestroy(*event);
+      *event = nullptr;
+    }
+    return;
+  }
+  cudaSetDevice(state.device);
+  for (cudaEvent_t* event : {&state.copyBegin, &state.copyEnd}) {
+    // Without them the round is timed on the host alone (copyGpuMs stays 0).
+    if (*event == nullptr && cudaEventCreate(event) != cudaSuccess) *event = nullptr;
+  }
+}
+
 ChannelMemory CudaIpcChannel::memory() const {
   return ChannelMemory{.bufferBytes = 0, .tableBytes = state_->table.deviceBytes() + sizeof(DeviceChecksumSums)};
 }
@@ -239,6 +267,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
                                                                   Clock::time_point deadline) {
   (void)plan;  // nothing is staged: receivers copy tensor by tensor, whatever the bucket layout
   State& state = *state_;
+  state.timing = IpcRoundTiming{.sendCalled = monotonicNs()};
   IpcControlData& data = control(region_);
   const IpcHeaderData& header = data.header;
   if (receiverCount == 0 || receiverCount > header.maxReceivers) {
@@ -320,8 +349,10 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
     state.exported = std::move(exportedBlocks);
     state.totalBytes = total;
   }
+  state.timing.exportChecked = monotonicNs();
 
   publish(data.sender.readyTransfer, data.sender.notify, transfer);
+  state.timing.published = monotonicNs();
 
   // Wait for every receiver: done or failed, unless aborted, cancelled or late.
   std::uint32_t finished = 0;
@@ -348,6 +379,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
     }
     (void)waitWhileEqual(receiver.notify, seen, std::min<Clock::duration>(kWaitSlice, deadline - now));
   }
+  state.timing.allCopied = monotonicNs();
 
   const IpcReceiverData& first = data.receivers[0];
   for (std::uint32_t index = 1; index < receiverCount; ++index) {
@@ -378,6 +410,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
   }
   IpcReceiverData& slot = data.receivers[receiver];
   slot.pid = static_cast<std::uint32_t>(::getpid());
+  state.timing = IpcRoundTiming{.receiveCalled = monotonicNs()};
   auto failed = [&](ChannelFailure failure) -> tl::expected<TransferResult, ChannelFailure> {
     publish(slot.failedTransfer, slot.notify, transfer);
     return tl::unexpected(std::move(failure));
@@ -401,6 +434,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
     if (now >= deadline) return failed({ChannelError::Timeout, "the sender did not publish in time"});
     (void)waitWhileEqual(data.sender.notify, seen, std::min<Clock::duration>(kWaitSlice, deadline - now));
   }
+  state.timing.sawPublished = monotonicNs();
 
   // The sender's tables: opened once per generation; handles already open stay open.
   const std::uint64_t generation = data.sender.generation.load(std::memory_order_acquire);
@@ -495,15 +529,18 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
 
   auto enqueue = [&]() -> tl::expected<void, ChannelFailure> {
     WSYNC_CUDA_TRY(cudaMemsetAsync(state.deviceSums, 0, sizeof(DeviceChecksumSums), state.stream));
+    if (state.copyBegin != nullptr) WSYNC_CUDA_TRY(cudaEventRecord(state.copyBegin, state.stream));
     if (auto launched = state.table.launch(0, state.deviceSums, kCopyBlocks, state.stream); !launched) {
       return tl::unexpected(launched.error());
     }
+    if (state.copyEnd != nullptr) WSYNC_CUDA_TRY(cudaEventRecord(state.copyEnd, state.stream));
     WSYNC_CUDA_TRY(cudaMemcpyAsync(state.hostSums, state.deviceSums, sizeof(DeviceChecksumSums),
                                    cudaMemcpyDeviceToHost, state.stream));
     WSYNC_CUDA_TRY(cudaEventRecord(state.finished, state.stream));
     return {};
   };
   if (auto enqueued = enqueue(); !enqueued) return failed(enqueued.error());
+  state.timing.launched = monotonicNs();
   // The copy takes milliseconds (a few for 4 GB on an H100) while the engine is paused, and the round waits for
   // its end: the thread asks the event in a loop, yielding the core in between, where a sleep's wake-up (50 us
   // asked, often twice that on a VM) would add to every round. A cancel cannot stop the kernel, so nothing else is
@@ -514,12 +551,20 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
     if (status != cudaErrorNotReady) return failed(detail::cudaFailure("copy from the sender", status));
     std::this_thread::yield();
   }
+  state.timing.copied = monotonicNs();
 
   const Digest digest = finishDeviceChecksum(*state.hostSums, state.totalBytes);
   slot.bytes = state.totalBytes;
   slot.digestLo = digest.lo;
   slot.digestHi = digest.hi;
   publish(slot.doneTransfer, slot.notify, transfer);
+  state.timing.reported = monotonicNs();
+  if (state.copyBegin != nullptr && state.copyEnd != nullptr) {
+    float milliseconds = 0;
+    if (cudaEventElapsedTime(&milliseconds, state.copyBegin, state.copyEnd) == cudaSuccess) {
+      state.timing.copyGpuMs = milliseconds;
+    }
+  }
   reportProgress(state.totalBytes);
   return TransferResult{.bytes = state.totalBytes, .digest = digest};
 }

@@ -26,6 +26,7 @@
 
 #include "wsync/bus/channel/channel.hpp"
 #include "wsync/bus/channel/cuda_ipc/cuda_ipc_data.hpp"
+#include "wsync/bus/channel/cuda_ipc/cuda_ipc_timing.hpp"
 #include "wsync/bus/channel/gpu/gpu_runtime.hpp"
 
 namespace wsync::bus::gpu {
@@ -90,6 +91,10 @@ class CudaIpcChannel final : public Channel {
   // goes on counting from the last one's.
   std::uint64_t exportGeneration() const;
   ChannelMemory memory() const override;
+  // The last send's or receive's instants (cuda_ipc_timing.hpp), set as far as it got.
+  const IpcRoundTiming& lastTiming() const;
+  // Profiling: time the receiver's copy kernel between CUDA events too (two event records a round).
+  void setTimeline(bool on);
 
   struct State;
 
