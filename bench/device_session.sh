@@ -5,11 +5,13 @@
 #
 #   bash bench/device_session.sh COMMIT BUDGET_S PHASE...
 #   phases: machine tests fsdp2-ipc rl-timing frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
-#           blocks-r3 ipc-profile
+#           blocks-r3 ipc-profile py-publish-100k
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
 #   blocks-r3: the same with 3 receivers at 16 and 256 copy blocks instead of the channel's 64.
+#   py-publish-100k: the Python trainer at 100,000 tensors over cuda_ipc beside the C++ agent and torch
+#                    (python/benchmarks/publish.py), the publish call's fast path (WSYNC_PUBLISH_SAME_TENSORS) on a GPU.
 #   ipc-profile: cuda_ipc on GPU 0 with each round's stages and hand-offs (wsync-bench gpu --timeline), 100,000
 #                tensors and qwen2.5-7b, allocations kept (as the Python trainer vouches).
 #
@@ -68,6 +70,11 @@ for phase in "$@"; do
         --out $R/ipc-profile.md --json $R/ipc-profile.json > $R/ipc-profile.log 2>&1
       echo "exit $?" >> $R/ipc-profile.log
       sed -n '/where a round went/,$p' $R/ipc-profile.md | grep "^|" | head -24 ;;
+    py-publish-100k)
+      timeout $t python3 python/benchmarks/publish.py --channel cuda_ipc --models synthetic:100000:4096 --warmup 1 --reps 5 \
+        --out $R/py-publish-100k.md --json $R/py-publish-100k.json > $R/py-publish-100k.log 2>&1
+      echo "exit $?" >> $R/py-publish-100k.log
+      grep "^| synthetic" $R/py-publish-100k.md | head ;;
     rl-timing)
       WSYNC_SCENARIO_RECORDS=$R/rl timeout $t bash bench/rl_scenarios.sh --no-tests $R/rl ;;
     frontier-r3)
