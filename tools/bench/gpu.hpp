@@ -70,6 +70,9 @@ struct GpuBenchConfig {
   std::uint64_t ncclFirstSliceMiB = bus::gpu::kNcclFirstSliceBytes >> 20;
   // nccl: kernel blocks of the copies that run beside the broadcasts (NcclChannelConfig::copyBlocks).
   std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;
+  // nccl: the channel communicator's ncclConfig_t::maxCTAs (NcclChannelConfig::maxCtas); 0: NCCL's choice. The raw
+  // baseline keeps NCCL's choice.
+  std::int32_t ncclMaxCtas = 0;
   // Profiling in the report: nccl, every rank's broadcasts and copies (bus/channel/nccl/nccl_timeline.hpp);
   // cuda_ipc, the hand-offs of each round between the sides (bus/channel/cuda_ipc/cuda_ipc_timing.hpp).
   bool timeline = false;
@@ -91,10 +94,11 @@ struct GpuRankOptions {
   std::uint64_t ncclFirstSliceBytes = 0;  // GpuBenchConfig::ncclFirstSliceMiB, in bytes
   std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;  // GpuBenchConfig::ncclCopyBlocks
   bool timeline = false;  // GpuBenchConfig::timeline
+  std::int32_t ncclMaxCtas = 0;  // GpuBenchConfig::ncclMaxCtas
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
                                    segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
-                                   timeline)
+                                   timeline, ncclMaxCtas)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

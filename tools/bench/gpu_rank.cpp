@@ -308,6 +308,7 @@ class GpuRank {
           .bufferCount = bus::gpu::kNcclDefaultBuffers,
           .copyBlocks = options_.ncclCopyBlocks,
           .firstSliceBytes = options_.ncclFirstSliceBytes,
+          .maxCtas = options_.ncclMaxCtas,
           .timeline = options_.timeline};
       ncclChannel_ =
           orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");

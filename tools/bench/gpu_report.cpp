@@ -195,7 +195,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"repetitions", c.repetitions}, {"allocation", c.allocation},
                                   {"allocations_kept", c.allocationsKept},
                                   {"nccl_first_slice_mib", c.ncclFirstSliceMiB},
-                                  {"nccl_copy_blocks", c.ncclCopyBlocks}, {"timeline", c.timeline}});
+                                  {"nccl_copy_blocks", c.ncclCopyBlocks}, {"timeline", c.timeline},
+                                  {"nccl_max_ctas", c.ncclMaxCtas}});
 
   for (const bool nccl : {true, false}) {
     const std::string baseline = nccl ? "broadcast" : "memcpy";

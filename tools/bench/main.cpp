@@ -190,6 +190,10 @@ int main(int argc, char** argv) {
   option(gpuMode, "--nccl-copy-blocks", gpu.ncclCopyBlocks,
          "nccl: kernel blocks of the pack/unpack copies that run beside the broadcasts")
       ->check(CLI::Range(1, 4096));
+  option(gpuMode, "--nccl-max-ctas", gpu.ncclMaxCtas,
+         "nccl: the channel communicator's ncclConfig maxCTAs (NCCL's buffers are per channel: fewer, less memory); "
+         "0: NCCL's choice; the raw broadcast keeps NCCL's choice")
+      ->check(CLI::Range(0, 64));
   gpuMode.add_flag("--timeline", gpu.timeline,
                    "Profiling. nccl: CUDA timing events around every broadcast and copy on every rank, summarised "
                    "per rank beside the raw broadcast's own time there (four event records more per slice); "

@@ -147,6 +147,9 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
     return fail(ChannelError::InvalidGeometry, "buffer count " + std::to_string(config.bufferCount) +
                                                    " (2 to " + std::to_string(kMaxBuffers) + ")");
   }
+  if (config.maxCtas < 0) {
+    return fail(ChannelError::InvalidGeometry, "maxCtas " + std::to_string(config.maxCtas) + " (0: NCCL's choice)");
+  }
   if (config.firstSliceBytes % kSliceAlignment != 0) {
     return fail(ChannelError::InvalidGeometry, "first slice of " + std::to_string(config.firstSliceBytes) +
                                                    " bytes (0 or a multiple of " + std::to_string(kSliceAlignment) +
@@ -174,6 +177,10 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
   std::memcpy(id.internal, config.uniqueId.data(), sizeof(id.internal));
   ncclConfig_t ncclConfig = NCCL_CONFIG_INITIALIZER;
   ncclConfig.blocking = 0;  // every call returns at once; the watchdog decides how long to wait
+  if (config.maxCtas > 0) {
+    ncclConfig.maxCTAs = config.maxCtas;
+    ncclConfig.minCTAs = 1;  // NCCL refuses a minimum above the maximum
+  }
   const ncclResult_t started = state->nccl->commInitRankConfig(&state->comm, static_cast<int>(config.worldSize), id,
                                                                config.rank, &ncclConfig);
   if (started != ncclSuccess && started != ncclInProgress) {

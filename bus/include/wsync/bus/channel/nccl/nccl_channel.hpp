@@ -59,6 +59,11 @@ struct NcclChannelConfig {
   std::uint64_t firstSliceBytes = kNcclFirstSliceBytes;
   // Watched while open() waits for the other ranks, like the probe of setCancelProbe during transfers.
   std::function<bool()> cancelProbe{};
+  // NCCL's ncclConfig_t::maxCTAs for this communicator, 0 for NCCL's own choice. NCCL allocates its buffers per
+  // channel (one CTA each), so fewer cost less GPU memory (issue 18's goal: at most 2 buckets per side) and leave
+  // SMs to the unpack kernels beside the broadcasts; whether they keep the broadcast's speed is measured
+  // (wsync-bench gpu --nccl-max-ctas).
+  std::int32_t maxCtas = 0;
   // Profiling (nccl_timeline.hpp): timing events around every broadcast and copy, read back after each transfer.
   // Off in the agents; on, each slice costs four event records more.
   bool timeline = false;
