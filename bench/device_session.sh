@@ -5,7 +5,7 @@
 #
 #   bash bench/device_session.sh COMMIT BUDGET_S PHASE...
 #   phases: machine tests fsdp2-ipc rl-timing frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
-#           blocks-r3 ctas-r1 ipc-profile py-publish-100k
+#           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -14,6 +14,8 @@
 #                    (python/benchmarks/publish.py), the publish call's fast path (WSYNC_PUBLISH_SAME_TENSORS) on a GPU.
 #   ctas-r1: qwen2.5-7b and 100,000 tensors at 256 MiB and 1 GiB buckets with the channel's communicator held to 8
 #            and to 16 CTAs (--nccl-max-ctas): its GPU memory (the memory rows) against its speed.
+#   poll-r1: the profile-r1 models at 1 GiB buckets, each rank yielding between looks at its events instead of
+#            sleeping 100 us (--nccl-poll-us 0): the timeline's "call - GPU" column against profile-r1's.
 #   ipc-profile: cuda_ipc on GPU 0 with each round's stages and hand-offs (wsync-bench gpu --timeline), 100,000
 #                tensors and qwen2.5-7b, allocations kept (as the Python trainer vouches).
 #
@@ -73,6 +75,9 @@ for phase in "$@"; do
           $R/ctas qwen2.5-7b synthetic:100000:4096
         sed -n '/GPU memory beyond/,/^Method/p' $R/ctas/nccl-r1-ctas$ctas-slice64.md | grep "^| [sq]"
       done ;;
+    poll-r1)
+      timeout $t bash bench/nccl_frontier.sh --receivers 1 --slices 64 --buckets 1024 --poll-us 0 --timeline \
+        $R/profile qwen2.5-7b synthetic:100000:4096 ;;
     ipc-profile)
       LD_LIBRARY_PATH=$C/lib timeout $t $C/bin/wsync-bench gpu --channel cuda_ipc --allocations-kept --timeline \
         --models synthetic:100000:4096 qwen2.5-7b --warmup 2 --reps 10 --commit $commit \

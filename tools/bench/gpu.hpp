@@ -73,6 +73,8 @@ struct GpuBenchConfig {
   // nccl: the channel communicator's ncclConfig_t::maxCTAs (NcclChannelConfig::maxCtas); 0: NCCL's choice. The raw
   // baseline keeps NCCL's choice.
   std::int32_t ncclMaxCtas = 0;
+  // nccl: how often a rank's transfer looks at its events (NcclChannelConfig::pollInterval); 0: yield between looks.
+  std::uint32_t ncclPollMicroseconds = static_cast<std::uint32_t>(bus::gpu::kNcclPollInterval.count());
   // Profiling in the report: nccl, every rank's broadcasts and copies (bus/channel/nccl/nccl_timeline.hpp);
   // cuda_ipc, the hand-offs of each round between the sides (bus/channel/cuda_ipc/cuda_ipc_timing.hpp).
   bool timeline = false;
@@ -95,10 +97,11 @@ struct GpuRankOptions {
   std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;  // GpuBenchConfig::ncclCopyBlocks
   bool timeline = false;  // GpuBenchConfig::timeline
   std::int32_t ncclMaxCtas = 0;  // GpuBenchConfig::ncclMaxCtas
+  std::uint32_t ncclPollMicroseconds = 0;  // GpuBenchConfig::ncclPollMicroseconds
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
                                    segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
-                                   timeline, ncclMaxCtas)
+                                   timeline, ncclMaxCtas, ncclPollMicroseconds)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.
@@ -154,6 +157,10 @@ struct GpuMeasurement {
   // the last timed round's slices (JSON: [bucket, bytes, direct, broadcast begin, end, copy begin, end] in ms).
   std::vector<std::vector<bus::NcclTimelineSummary>> timelines{};
   std::vector<std::vector<double>> rawGpuMs{};
+  // ... and each rank's own call (its send or receive, start to return) and raw broadcast (enqueue to seen done), ms:
+  // against the GPU times, what the host added (enqueueing, and seeing the end late).
+  std::vector<std::vector<double>> channelCallMs{};
+  std::vector<std::vector<double>> rawCallMs{};
   Json lastSlices{};
   // --timeline, cuda_ipc: each timed round's stages in ms (sender's export check, hand-off to the receivers, their
   // launch, copy, report, hand-off back), by stage name in the order of the round; the copy kernel's GPU time.

@@ -243,7 +243,7 @@ class GpuRun {
                                         model, config_.allocation, segment,
                                         channel == "nccl" && config_.ncclNetwork, config_.allocationsKept,
                                         config_.ncclFirstSliceMiB << 20, config_.ncclCopyBlocks,
-                                        config_.timeline, config_.ncclMaxCtas});
+                                        config_.timeline, config_.ncclMaxCtas, config_.ncclPollMicroseconds});
       const RankLine line = ranks.collect("", kRankStartTimeout, "its tensors to be allocated", rank)[rank];
       if (word(line) == "nomemory") {
         const std::string why = label + ": " + line.value("why", "");
@@ -324,7 +324,10 @@ class GpuRun {
           baselineGpuMs.push_back(static_cast<double>(unsignedField(done[0], "gpu_ns")) / 1e6);
           for (std::size_t rank = 0; ncclTiming && config_.timeline && rank < done.size(); ++rank) {
             row.rawGpuMs.resize(done.size());
+            row.rawCallMs.resize(done.size());
             row.rawGpuMs[rank].push_back(static_cast<double>(unsignedField(done[rank], "gpu_ns")) / 1e6);
+            row.rawCallMs[rank].push_back(
+                millisecondsBetween(signedField(done[rank], "start"), signedField(done[rank], "end")));
           }
         }
       }
@@ -343,8 +346,11 @@ class GpuRun {
   // --timeline: every rank's slices of a timed round, summarised; the last round's kept whole.
   static void keepTimelines(GpuMeasurement& row, const std::vector<RankLine>& done) {
     row.timelines.resize(done.size());
+    row.channelCallMs.resize(done.size());
     row.lastSlices = Json::array();
     for (std::size_t rank = 0; rank < done.size(); ++rank) {
+      row.channelCallMs[rank].push_back(
+          millisecondsBetween(signedField(done[rank], "start"), signedField(done[rank], "end")));
       const RankLine& slices = done[rank].at("timeline");
       std::vector<bus::NcclSliceTiming> timeline;
       for (const RankLine& slice : slices) {

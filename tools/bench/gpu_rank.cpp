@@ -306,6 +306,7 @@ class GpuRank {
           .uniqueId = orThrow(bus::gpu::ncclUniqueIdFromHex(idHex), "the channel's id"),
           .rank = static_cast<std::int32_t>(options_.rank), .worldSize = options_.world,
           .bufferCount = bus::gpu::kNcclDefaultBuffers,
+          .pollInterval = std::chrono::microseconds(options_.ncclPollMicroseconds),
           .copyBlocks = options_.ncclCopyBlocks,
           .firstSliceBytes = options_.ncclFirstSliceBytes,
           .maxCtas = options_.ncclMaxCtas,

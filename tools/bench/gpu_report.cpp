@@ -73,7 +73,8 @@ void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
                {"slices", "slices"}, {"raw_gpu_ms", "raw broadcast GPU ms"}, {"busy_ms", "broadcasts busy ms"},
                {"busy_over_raw", "busy/raw"}, {"gaps_ms", "gaps between broadcasts ms"}, {"head_ms", "head ms"},
                {"tail_ms", "tail ms"}, {"copy_ms", "copies ms"}, {"copy_beside_ms", "copies beside broadcasts ms"},
-               {"total_ms", "total GPU ms"}});
+               {"total_ms", "total GPU ms"}, {"call_over_gpu_ms", "call - GPU ms"},
+               {"raw_call_over_gpu_ms", "raw: call - GPU ms"}});
   Json slices = Json::array();
   for (const GpuMeasurement& m : rows) {
     if (!m.skipped.empty() || m.timelines.empty()) continue;
@@ -85,6 +86,10 @@ void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
       };
       const double raw = rank < m.rawGpuMs.size() ? summarize(m.rawGpuMs[rank]).median : 0;
       const double busy = median(&bus::NcclTimelineSummary::broadcastBusy);
+      const double total = median(&bus::NcclTimelineSummary::total);
+      // The host's share: a rank's call against its GPU work (medians of each; a difference of medians).
+      const double call = rank < m.channelCallMs.size() ? summarize(m.channelCallMs[rank]).median : 0;
+      const double rawCall = rank < m.rawCallMs.size() ? summarize(m.rawCallMs[rank]).median : 0;
       table.row({m.model, size(m.bucketBytes), rank == 0 ? "sender" : "receiver " + std::to_string(rank),
                  m.devices[rank], m.timelines[rank].empty() ? 0 : m.timelines[rank].front().slices,
                  raw > 0 ? number(raw, 2) : Cell(), number(busy, 2), raw > 0 ? ratio(busy / raw) : Cell(),
@@ -93,7 +98,8 @@ void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
                  number(median(&bus::NcclTimelineSummary::tail), 2),
                  number(median(&bus::NcclTimelineSummary::copyBusy), 2),
                  number(median(&bus::NcclTimelineSummary::copyBesideBroadcast), 2),
-                 number(median(&bus::NcclTimelineSummary::total), 2)});
+                 number(total, 2), call > 0 ? number(call - total, 2) : Cell(),
+                 raw > 0 && rawCall > 0 ? number(rawCall - raw, 2) : Cell()});
     }
     slices.push_back({{"model", m.model}, {"bucket_bytes", m.bucketBytes}, {"ranks", m.lastSlices}});
   }
@@ -104,8 +110,10 @@ void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
                  "enqueued work. Busy: the broadcasts' own durations, summed, beside one raw `ncclBroadcast` of the "
                  "model timed between events on the same rank. Gaps: the communication stream waiting between "
                  "broadcasts (for a pack, or a buffer to free). Head: until the first broadcast began (the sender's "
-                 "first pack). Tail: after the last broadcast, until the last unpack ended. The last timed round's "
-                 "slices are in the JSON (`nccl_timeline_slices`).",
+                 "first pack). Tail: after the last broadcast, until the last unpack ended. Call - GPU: the rank's "
+                 "send or receive, call to return, less its GPU total (enqueueing, and seeing the end late); raw: "
+                 "the same for the raw broadcast (enqueue to its event seen done, polled every 20 us). The last "
+                 "timed round's slices are in the JSON (`nccl_timeline_slices`).",
                  table);
   report.json["nccl_timeline_slices"] = std::move(slices);
 }
@@ -196,7 +204,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"allocations_kept", c.allocationsKept},
                                   {"nccl_first_slice_mib", c.ncclFirstSliceMiB},
                                   {"nccl_copy_blocks", c.ncclCopyBlocks}, {"timeline", c.timeline},
-                                  {"nccl_max_ctas", c.ncclMaxCtas}});
+                                  {"nccl_max_ctas", c.ncclMaxCtas},
+                                  {"nccl_poll_us", c.ncclPollMicroseconds}});
 
   for (const bool nccl : {true, false}) {
     const std::string baseline = nccl ? "broadcast" : "memcpy";

@@ -194,6 +194,9 @@ int main(int argc, char** argv) {
          "nccl: the channel communicator's ncclConfig maxCTAs (NCCL's buffers are per channel: fewer, less memory); "
          "0: NCCL's choice; the raw broadcast keeps NCCL's choice")
       ->check(CLI::Range(0, 64));
+  option(gpuMode, "--nccl-poll-us", gpu.ncclPollMicroseconds,
+         "nccl: how often a rank's transfer looks at its events (microseconds); 0: yield between looks")
+      ->check(CLI::Range(0, 10000));
   gpuMode.add_flag("--timeline", gpu.timeline,
                    "Profiling. nccl: CUDA timing events around every broadcast and copy on every rank, summarised "
                    "per rank beside the raw broadcast's own time there (four event records more per slice); "

@@ -19,8 +19,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How often a waiting transfer looks at its events, NCCL's error state and the cancel probe: short against a
-// bucket's broadcast (about a millisecond for 256 MiB on NVLink), long enough not to burn a core.
+// How often a transfer still connecting or an abort draining looks again.
 constexpr std::chrono::microseconds kPollInterval{100};
 // After ncclCommAbort, how long the channel waits for its streams to drain (NCCL's kernels notice the abort flag
 // within microseconds; this only bounds a device that stopped answering).
@@ -474,7 +473,11 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.stallTimeout).count()) +
               " ms (after " + bucketsDone() + "): a peer is dead or stuck"});
     }
-    std::this_thread::sleep_for(kPollInterval);
+    if (config_.pollInterval.count() > 0) {
+      std::this_thread::sleep_for(config_.pollInterval);
+    } else {
+      std::this_thread::yield();
+    }
   }
   if (config_.timeline) {
     auto since = [&](std::size_t index, std::size_t which, double& milliseconds) -> cudaError_t {

@@ -44,6 +44,10 @@ inline constexpr std::uint32_t kNcclDefaultBuffers = 2;
 // unpack overlap nothing, and at 64 MiB they take well under a tenth of a millisecond; smaller slices would add
 // broadcasts, each a fixed ~20 us of NCCL's (2 x H200, measured as 256 MiB against 1 GiB buckets).
 inline constexpr std::uint64_t kNcclFirstSliceBytes = 64ULL * 1024 * 1024;
+// How often a running transfer looks at its events, NCCL's error state and the cancel probe: short against a
+// bucket's broadcast (about a millisecond for 256 MiB on NVLink), long enough not to burn a core. It is also how late
+// a rank may see its transfer's end: a sleep asked for 100 us often takes more on a VM.
+inline constexpr std::chrono::microseconds kNcclPollInterval{100};
 // Kernel blocks the pack/unpack launches may use while NCCL runs: few enough to leave its own blocks room.
 inline constexpr std::uint32_t kNcclDefaultCopyBlocks = 64;
 
@@ -53,6 +57,9 @@ struct NcclChannelConfig {
   std::uint32_t worldSize = 0;  // sender + receivers
   std::uint32_t bufferCount = kNcclDefaultBuffers;
   std::chrono::milliseconds stallTimeout{kNcclStallTimeout};
+  // 0: the transfer's thread yields between looks instead of sleeping (a core kept busy for the transfer's length,
+  // its end seen within microseconds; wsync-bench gpu --nccl-poll-us measures the difference).
+  std::chrono::microseconds pollInterval{kNcclPollInterval};
   std::uint32_t copyBlocks = kNcclDefaultCopyBlocks;
   // broadcastSlices' firstSliceBytes: 0 (one broadcast per bucket) or a multiple of kSliceAlignment. Every rank of
   // a communicator must use the same value: the broadcasts' sizes must match.
