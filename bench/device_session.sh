@@ -17,7 +17,8 @@
 #   poll-r1: the profile-r1 models at 1 GiB buckets, each rank yielding between looks at its events instead of
 #            sleeping 100 us (--nccl-poll-us 0): the timeline's "call - GPU" column against profile-r1's.
 #   ipc-profile: cuda_ipc on GPU 0 with each round's stages and hand-offs (wsync-bench gpu --timeline), 100,000
-#                tensors and qwen2.5-7b, allocations kept (as the Python trainer vouches).
+#                tensors and qwen2.5-7b, allocations kept (as the Python trainer vouches); then again with both
+#                sides yielding for up to 10 ms before they sleep on the futex (--ipc-spin-us 10000).
 #
 # Expects the build carried in .carry/: the relocatable install (bin/, lib/), the test binaries wsync_gpu_tests and
 # wsync_test_gpu_peer beside the programs in bin/, and the python component under .carry/py
@@ -79,11 +80,15 @@ for phase in "$@"; do
       timeout $t bash bench/nccl_frontier.sh --receivers 1 --slices 64 --buckets 1024 --poll-us 0 --timeline \
         $R/profile qwen2.5-7b synthetic:100000:4096 ;;
     ipc-profile)
-      LD_LIBRARY_PATH=$C/lib timeout $t $C/bin/wsync-bench gpu --channel cuda_ipc --allocations-kept --timeline \
-        --models synthetic:100000:4096 qwen2.5-7b --warmup 2 --reps 10 --commit $commit \
-        --out $R/ipc-profile.md --json $R/ipc-profile.json > $R/ipc-profile.log 2>&1
-      echo "exit $?" >> $R/ipc-profile.log
-      sed -n '/where a round went/,$p' $R/ipc-profile.md | grep "^|" | head -24 ;;
+      for spin in 0 10000; do
+        (($(left) > 60)) || { echo "== SKIPPED ipc spin $spin: $(left) s left"; continue; }
+        LD_LIBRARY_PATH=$C/lib timeout $(left) $C/bin/wsync-bench gpu --channel cuda_ipc --allocations-kept \
+          --timeline --ipc-spin-us $spin --models synthetic:100000:4096 qwen2.5-7b --warmup 2 --reps 10 \
+          --commit $commit --out $R/ipc-profile-spin$spin.md --json $R/ipc-profile-spin$spin.json \
+          > $R/ipc-profile-spin$spin.log 2>&1
+        echo "exit $?" >> $R/ipc-profile-spin$spin.log
+        grep "^| synthetic\|^| qwen" $R/ipc-profile-spin$spin.md | head -24
+      done ;;
     py-publish-100k)
       timeout $t python3 python/benchmarks/publish.py --channel cuda_ipc --models synthetic:100000:4096 --warmup 1 --reps 5 \
         --out $R/py-publish-100k.md --json $R/py-publish-100k.json > $R/py-publish-100k.log 2>&1

@@ -75,6 +75,8 @@ struct GpuBenchConfig {
   std::int32_t ncclMaxCtas = 0;
   // nccl: how often a rank's transfer looks at its events (NcclChannelConfig::pollInterval); 0: yield between looks.
   std::uint32_t ncclPollMicroseconds = static_cast<std::uint32_t>(bus::gpu::kNcclPollInterval.count());
+  // cuda_ipc: how long each side yields before sleeping on the segment's futex (CudaIpcChannel::setSpinWait).
+  std::uint32_t ipcSpinMicroseconds = 0;
   // Profiling in the report: nccl, every rank's broadcasts and copies (bus/channel/nccl/nccl_timeline.hpp);
   // cuda_ipc, the hand-offs of each round between the sides (bus/channel/cuda_ipc/cuda_ipc_timing.hpp).
   bool timeline = false;
@@ -98,10 +100,11 @@ struct GpuRankOptions {
   bool timeline = false;  // GpuBenchConfig::timeline
   std::int32_t ncclMaxCtas = 0;  // GpuBenchConfig::ncclMaxCtas
   std::uint32_t ncclPollMicroseconds = 0;  // GpuBenchConfig::ncclPollMicroseconds
+  std::uint32_t ipcSpinMicroseconds = 0;   // GpuBenchConfig::ipcSpinMicroseconds
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
                                    segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
-                                   timeline, ncclMaxCtas, ncclPollMicroseconds)
+                                   timeline, ncclMaxCtas, ncclPollMicroseconds, ipcSpinMicroseconds)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

@@ -243,7 +243,8 @@ class GpuRun {
                                         model, config_.allocation, segment,
                                         channel == "nccl" && config_.ncclNetwork, config_.allocationsKept,
                                         config_.ncclFirstSliceMiB << 20, config_.ncclCopyBlocks,
-                                        config_.timeline, config_.ncclMaxCtas, config_.ncclPollMicroseconds});
+                                        config_.timeline, config_.ncclMaxCtas, config_.ncclPollMicroseconds,
+                                        config_.ipcSpinMicroseconds});
       const RankLine line = ranks.collect("", kRankStartTimeout, "its tensors to be allocated", rank)[rank];
       if (word(line) == "nomemory") {
         const std::string why = label + ": " + line.value("why", "");

@@ -316,6 +316,7 @@ class GpuRank {
     } else {
       ipcChannel_ = orThrow(bus::gpu::CudaIpcChannel::open(options_.segment), "CudaIpcChannel::open");
       ipcChannel_->setTimeline(options_.timeline);
+      ipcChannel_->setSpinWait(std::chrono::microseconds(options_.ipcSpinMicroseconds));
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     sampler_ = std::make_unique<FreeMemorySampler>(options_.device);

@@ -205,7 +205,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"nccl_first_slice_mib", c.ncclFirstSliceMiB},
                                   {"nccl_copy_blocks", c.ncclCopyBlocks}, {"timeline", c.timeline},
                                   {"nccl_max_ctas", c.ncclMaxCtas},
-                                  {"nccl_poll_us", c.ncclPollMicroseconds}});
+                                  {"nccl_poll_us", c.ncclPollMicroseconds},
+                                  {"ipc_spin_us", c.ipcSpinMicroseconds}});
 
   for (const bool nccl : {true, false}) {
     const std::string baseline = nccl ? "broadcast" : "memcpy";

@@ -197,6 +197,9 @@ int main(int argc, char** argv) {
   option(gpuMode, "--nccl-poll-us", gpu.ncclPollMicroseconds,
          "nccl: how often a rank's transfer looks at its events (microseconds); 0: yield between looks")
       ->check(CLI::Range(0, 10000));
+  option(gpuMode, "--ipc-spin-us", gpu.ipcSpinMicroseconds,
+         "cuda_ipc: how long each side yields in a loop before it sleeps on the segment's futex (microseconds)")
+      ->check(CLI::Range(0, 1000000));
   gpuMode.add_flag("--timeline", gpu.timeline,
                    "Profiling. nccl: CUDA timing events around every broadcast and copy on every rank, summarised "
                    "per rank beside the raw broadcast's own time there (four event records more per slice); "

@@ -80,6 +80,7 @@ struct CudaIpcChannel::State {
   DeviceChecksumSums* deviceSums = nullptr;
   DeviceChecksumSums* hostSums = nullptr;  // pinned
   IpcRoundTiming timing;
+  std::chrono::microseconds spinWait{0};  // setSpinWait
   // setTimeline(true): timing events around the receiver's copy.
   cudaEvent_t copyBegin = nullptr;
   cudaEvent_t copyEnd = nullptr;
@@ -241,6 +242,8 @@ std::uint64_t CudaIpcChannel::exportGeneration() const {
 
 const IpcRoundTiming& CudaIpcChannel::lastTiming() const { return state_->timing; }
 
+void CudaIpcChannel::setSpinWait(std::chrono::microseconds spin) { state_->spinWait = spin; }
+
 void CudaIpcChannel::setTimeline(bool on) {
   State& state = *state_;
   if (!on) {
@@ -356,6 +359,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
 
   // Wait for every receiver: done or failed, unless aborted, cancelled or late.
   std::uint32_t finished = 0;
+  const auto waitStarted = Clock::now();
   while (finished < receiverCount) {
     IpcReceiverData& receiver = data.receivers[finished];
     const std::uint32_t seen = receiver.notify.load(std::memory_order_acquire);
@@ -376,6 +380,10 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
     const auto now = Clock::now();
     if (now >= deadline) {
       return fail(ChannelError::Timeout, "receiver " + std::to_string(finished) + " did not finish in time");
+    }
+    if (now - waitStarted < state.spinWait) {
+      std::this_thread::yield();
+      continue;
     }
     (void)waitWhileEqual(receiver.notify, seen, std::min<Clock::duration>(kWaitSlice, deadline - now));
   }
@@ -422,6 +430,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
   const Digest tensorsKey = detail::spanDigest(tensors);
 
   // Wait for the sender to publish this transfer.
+  const auto waitStarted = Clock::now();
   while (true) {
     const std::uint32_t seen = data.sender.notify.load(std::memory_order_acquire);
     const std::uint64_t ready = data.sender.readyTransfer.load(std::memory_order_acquire);
@@ -432,6 +441,10 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
     if (cancel_ && cancel_()) return failed({ChannelError::Aborted, "cancelled while waiting for the sender"});
     const auto now = Clock::now();
     if (now >= deadline) return failed({ChannelError::Timeout, "the sender did not publish in time"});
+    if (now - waitStarted < state.spinWait) {
+      std::this_thread::yield();
+      continue;
+    }
     (void)waitWhileEqual(data.sender.notify, seen, std::min<Clock::duration>(kWaitSlice, deadline - now));
   }
   state.timing.sawPublished = monotonicNs();

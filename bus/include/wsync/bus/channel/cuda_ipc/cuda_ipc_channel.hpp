@@ -95,6 +95,10 @@ class CudaIpcChannel final : public Channel {
   const IpcRoundTiming& lastTiming() const;
   // Profiling: time the receiver's copy kernel between CUDA events too (two event records a round).
   void setTimeline(bool on);
+  // How long a side waiting for the other (the receiver for the sender's publish, the sender for the receivers'
+  // copies) yields in a loop before it sleeps on the segment's futex: a futex wake-up costs tens of microseconds on
+  // a VM, twice a round. 0 (the default): sleep at once. `wsync-bench gpu --ipc-spin-us` measures the difference.
+  void setSpinWait(std::chrono::microseconds spin);
 
   struct State;
 
