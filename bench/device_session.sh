@@ -95,7 +95,9 @@ for phase in "$@"; do
       echo "exit $?" >> $R/py-publish-100k.log
       grep "^| synthetic" $R/py-publish-100k.md | head ;;
     rl-timing)
-      WSYNC_SCENARIO_RECORDS=$R/rl timeout $t bash bench/rl_scenarios.sh --no-tests $R/rl ;;
+      # A command stuck past 3 minutes fails its example (stacks printed each minute) rather than the budget.
+      WSYNC_SCENARIO_RECORDS=$R/rl WSYNC_SCENARIO_COMMAND_TIMEOUT_S=180 WSYNC_SCENARIO_STALL_DUMP_S=60 \
+        timeout $t bash bench/rl_scenarios.sh --no-tests $R/rl ;;
     frontier-r3)
       timeout $t bash bench/nccl_frontier.sh --receivers 3 --slices 64 $R/frontier ;;
     frontier-r1)
