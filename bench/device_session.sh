@@ -4,7 +4,7 @@
 # and a second call continues with the phases left. Results go under /tmp/res (tar them into the call's $OUT).
 #
 #   bash bench/device_session.sh COMMIT BUDGET_S PHASE...
-#   phases: machine tests fsdp2-ipc rl-timing frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
+#   phases: machine tests fsdp2-ipc rl-timing rl-fsdp2-ipc frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
 #           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
@@ -98,6 +98,14 @@ for phase in "$@"; do
       # A command stuck past 3 minutes fails its example (stacks printed each minute) rather than the budget.
       WSYNC_SCENARIO_RECORDS=$R/rl WSYNC_SCENARIO_COMMAND_TIMEOUT_S=180 WSYNC_SCENARIO_STALL_DUMP_S=60 \
         timeout $t bash bench/rl_scenarios.sh --no-tests $R/rl ;;
+    rl-fsdp2-ipc)
+      # rl-timing's last row alone: FSDP2 over cuda_ipc on the timing model (ranks and engines sharing cuda:0-1).
+      mkdir -p $R/rl
+      WSYNC_SCENARIO_COMMAND_TIMEOUT_S=180 WSYNC_SCENARIO_STALL_DUMP_S=60 timeout $t python3 examples/fsdp2_to_dp.py \
+        --json $R/rl/fsdp2-qwen3-0.6b-cuda_ipc.json --model qwen3-0.6b --channel cuda_ipc \
+        --trainer-devices cuda:0,cuda:1 --engine-devices cuda:0,cuda:1 > $R/rl/fsdp2-qwen3-0.6b-cuda_ipc.log 2>&1
+      echo "exit $?" >> $R/rl/fsdp2-qwen3-0.6b-cuda_ipc.log
+      grep -E "gathered in|all checks|FAIL|^exit" $R/rl/fsdp2-qwen3-0.6b-cuda_ipc.log ;;
     frontier-r3)
       timeout $t bash bench/nccl_frontier.sh --receivers 3 --slices 64 $R/frontier ;;
     frontier-r1)

@@ -23,7 +23,7 @@ from reference_engine import ReferenceEngine, deterministic  # noqa: E402
 
 __all__ = ["PolicyProcess", "EngineWorker", "EngineProcess", "Report", "fresh_engine", "device_index",
            "common_arguments", "unique_bus", "outputs", "describe_outcome", "exit_with", "serve", "outcome_record",
-           "answer_of", "stop_process"]
+           "answer_of", "stop_process", "stop_processes"]
 
 # A policy's answer to one command: training a 0.6B model or a round over a slow channel stays well inside this.
 # WSYNC_SCENARIO_COMMAND_TIMEOUT_S shortens it where a GPU session's time box is shorter than a stall would take.
@@ -257,15 +257,26 @@ def answer_of(connection, timeout: float, who: str) -> Any:
 
 
 def stop_process(process, connection) -> None:
-    if process.is_alive():
-        try:
-            connection.send(("stop", ()))
-        except OSError:
-            pass
-        process.join(STOP_GRACE_SECONDS)
-    if process.is_alive():
-        process.kill()
-        process.join()
+    stop_processes([(process, connection)])
+
+
+def stop_processes(pairs) -> None:
+    """Asks every process to stop before waiting for any: a rank's stop can wait for its peers' (torch's
+    destroy_process_group over NCCL does), so asking one rank after another costs a grace period per rank."""
+    pairs = list(pairs)
+    for process, connection in pairs:
+        if process.is_alive():
+            try:
+                connection.send(("stop", ()))
+            except OSError:
+                pass
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    for process, _ in pairs:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process, _ in pairs:
+        if process.is_alive():
+            process.kill()
+            process.join()
 
 
 def fresh_engine(model: str, device: str, state_path) -> ReferenceEngine:
