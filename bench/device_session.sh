@@ -5,7 +5,7 @@
 #
 #   bash bench/device_session.sh COMMIT BUDGET_S PHASE...
 #   phases: machine tests fsdp2-ipc rl-timing rl-fsdp2-ipc frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
-#           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k
+#           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -20,12 +20,18 @@
 #                tensors and qwen2.5-7b, allocations kept (as the Python trainer vouches); then again with both
 #                sides yielding for up to 10 ms before they sleep on the futex (--ipc-spin-us 10000).
 #
+#   layout-ab: the 100,000-tensor rows with and without the ranks naming their span arrays (--layout-kept: no pass
+#              over the 1.6 MB array per round), cuda_ipc (allocations kept, --timeline) and nccl with 1 receiver, one
+#              after the other on the same GPUs.
+#
 # Expects the build carried in .carry/: the relocatable install (bin/, lib/), the test binaries wsync_gpu_tests and
 # wsync_test_gpu_peer beside the programs in bin/, and the python component under .carry/py
 # (cmake --install build --prefix .carry; cmake --install build --component python --prefix .carry/py).
 set -u
 commit=$1; budget=$2; shift 2
 C=$PWD/.carry; R=/tmp/res; mkdir -p $R
+# A lent machine may keep /tmp from an earlier session (seen 2026-11-28): what is older than an hour is not this one's.
+find $R -type f -mmin +60 -delete 2>/dev/null
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export WSYNC_TEST_BIN_DIR=$C/bin WSYNC_BIN_DIR=$C/bin WSYNC_LIBRARY=$C/py/wsync/_native/lib/libwsync.so
 export PYTHONPATH=$PWD/python WSYNC_COMMIT=$commit WSYNC_LOG_LEVEL=warn
@@ -39,7 +45,9 @@ for phase in "$@"; do
     machine)
       { nvidia-smi -L; nvidia-smi topo -m; date -u; nproc
         python3 -c "import torch,transformers;print('torch',torch.__version__,'transformers',transformers.__version__,'nccl',torch.cuda.nccl.version())"
-        python3 -m pytest --version; ldconfig -p | grep nccl; } > $R/machine.txt 2>&1
+        python3 -m pytest --version; ldconfig -p | grep nccl
+        echo "cpu flags (XXH3's dispatch picks by them):" $(grep -o -w -E 'avx2|avx512f' /proc/cpuinfo | sort | uniq -c)
+      } > $R/machine.txt 2>&1
       cat $R/machine.txt ;;
     tests)
       # The C++ and the Python GPU tests side by side: minutes saved, and the C++ dead-peer cases passed so on
@@ -88,6 +96,21 @@ for phase in "$@"; do
           > $R/ipc-profile-spin$spin.log 2>&1
         echo "exit $?" >> $R/ipc-profile-spin$spin.log
         grep "^| synthetic\|^| qwen" $R/ipc-profile-spin$spin.md | head -24
+      done ;;
+    layout-ab)
+      for layout in "" --layout-kept; do
+        (($(left) > 60)) || { echo "== SKIPPED layout-ab ${layout:-read}: $(left) s left"; continue; }
+        name=ipc-layout${layout:+-kept}
+        LD_LIBRARY_PATH=$C/lib timeout $(left) $C/bin/wsync-bench gpu --channel cuda_ipc --allocations-kept $layout \
+          --timeline --models synthetic:100000:4096 --warmup 2 --reps 10 --commit $commit --out $R/$name.md \
+          --json $R/$name.json > $R/$name.log 2>&1
+        echo "exit $?" >> $R/$name.log
+        grep "^| synthetic" $R/$name.md | head -3
+      done
+      for layout in "" --layout-kept; do
+        (($(left) > 60)) || { echo "== SKIPPED layout-ab nccl ${layout:-read}: $(left) s left"; continue; }
+        timeout $(left) bash bench/nccl_frontier.sh --receivers 1 --slices 64 --buckets 1024 $layout --timeline \
+          $R/layout synthetic:100000:4096
       done ;;
     py-publish-100k)
       timeout $t python3 python/benchmarks/publish.py --channel cuda_ipc --models synthetic:100000:4096 --warmup 1 --reps 5 \

@@ -20,6 +20,10 @@ struct wsync_trainer {
   // The memory of the last accepted publish, what WSYNC_PUBLISH_SAME_TENSORS publishes again.
   std::vector<std::span<const std::byte>> lastTensors;
   bool published = false;
+  // Layout tokens (PublishOptions::layoutToken): each array given gets a new one, never reused; a publish of the same
+  // tensors repeats lastTensors' own, so the GPU channels do not read the array again.
+  std::uint64_t tokensIssued = 0;
+  std::uint64_t lastTensorsToken = 0;
 };
 
 namespace wsync::capi {
@@ -208,7 +212,8 @@ wsync_status wsync_trainer_start(const wsync_trainer_config* config, wsync_train
     if (!options) return capi::fail(options.error().first, std::move(options.error().second));
     auto agent = trainer_agent::TrainerAgent::start(std::move(*options));
     if (!agent) return capi::failWith(agent.error());
-    *out = new wsync_trainer{.agent = std::move(*agent), .awaitingOutcome = false, .lastTensors = {}, .published = false};
+    *out = new wsync_trainer{.agent = std::move(*agent), .awaitingOutcome = false, .lastTensors = {}, .published = false,
+                              .tokensIssued = 0, .lastTensorsToken = 0};
     return WSYNC_OK;
   });
 }
@@ -282,16 +287,21 @@ wsync_status wsync_trainer_publish(wsync_trainer* trainer, uint64_t version, con
       if (!spans) return capi::fail(spans.error().first, std::move(spans.error().second));
       checked = std::move(*spans);
     }
+    const std::uint64_t token = same ? trainer->lastTensorsToken : ++trainer->tokensIssued;
     trainer_agent::PublishOptions publishOptions{
         .label = label->value_or(""),
         .pauseMode = *pauseMode,
-        .allocationsKept = (given.flags & WSYNC_PUBLISH_ALLOCATIONS_KEPT) != 0};
+        .allocationsKept = (given.flags & WSYNC_PUBLISH_ALLOCATIONS_KEPT) != 0,
+        .layoutToken = token};
     const auto& spans = same ? trainer->lastTensors : checked;
     if (auto published = trainer->agent->publish(version, spans, std::move(publishOptions)); !published) {
       return capi::failWith(published.error());
     }
     trainer->awaitingOutcome = true;
-    if (!same) trainer->lastTensors = std::move(checked);
+    if (!same) {
+      trainer->lastTensors = std::move(checked);
+      trainer->lastTensorsToken = token;
+    }
     trainer->published = true;
     return WSYNC_OK;
   });

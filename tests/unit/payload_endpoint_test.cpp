@@ -29,6 +29,8 @@ struct ChannelLog {
   int transfers = 0;
   std::vector<std::string> keys;  // of every channel opened, in order
   std::vector<bool> allocationsKept;  // what each send was told (Channel::setAllocationsKept)
+  std::vector<Digest> layoutKeys;      // each transfer's key of its span array (Channel::layoutKeyOf)
+  std::vector<std::uint64_t> layoutReads;  // how many arrays the channel had read by then
 };
 
 // The test channel: moves nothing, reports what a channel would, and fails on demand.
@@ -43,15 +45,22 @@ class TestChannel final : public Channel {
   const std::string& key() const override { return key_; }
 
   tl::expected<TransferResult, ChannelFailure> send(std::uint64_t, const BucketPlan& plan,
-                                                    std::span<const std::span<const std::byte>>, std::uint32_t,
+                                                    std::span<const std::span<const std::byte>> tensors, std::uint32_t,
                                                     std::chrono::steady_clock::time_point) override {
     log_.allocationsKept.push_back(allocationsKept());
+    logLayout(layoutKeyOf(tensors));
     return transfer(plan);
   }
   tl::expected<TransferResult, ChannelFailure> receive(std::uint64_t, const BucketPlan& plan,
-                                                       std::span<const std::span<std::byte>>, std::uint32_t,
+                                                       std::span<const std::span<std::byte>> tensors, std::uint32_t,
                                                        std::chrono::steady_clock::time_point) override {
+    logLayout(layoutKeyOf(tensors));
     return transfer(plan);
+  }
+
+  void logLayout(const Digest& key) {
+    log_.layoutKeys.push_back(key);
+    log_.layoutReads.push_back(layoutReads());
   }
 
   // The next transfer fails with `error`; `breaks`: and leaves the channel Broken, as an aborted communicator.
@@ -129,7 +138,7 @@ class PayloadEndpointTest : public testing::Test {
   tl::expected<TransferResult, PayloadFailure> receiveOn(const std::string& arena) {
     auto transfer = endpoint_->prepare(plan(arena), *manifest_, TensorMemory::Host);
     if (!transfer) return tl::unexpected(transfer.error());
-    return endpoint_->receive(*transfer, tensors_, {});
+    return endpoint_->receive(*transfer, tensors_, 0, {});
   }
 
   zmq::context_t context_{1};
@@ -202,16 +211,39 @@ TEST_F(PayloadEndpointTest, EachSendTellsTheChannelWhetherTheAllocationsWereKept
   std::vector<std::byte> b(manifest_->tensorBytes(1));
   const std::vector<std::span<const std::byte>> tensors{a, b};
   for (const bool kept : {true, false, true}) {
-    const auto sent = endpoint_->send(*transfer, tensors, kept, {});
+    const auto sent = endpoint_->send(*transfer, tensors, kept, 0, {});
     ASSERT_TRUE(sent.has_value()) << sent.error().detail;
   }
   EXPECT_EQ(log_.allocationsKept, (std::vector<bool>{true, false, true}));
 }
 
+// A layout token reaches the channel with each transfer: a token named before spares reading the array again; 0 and
+// a new token do not. (The channel's cached layouts then trust the remembered key: bus/channel/layout_key.hpp.)
+TEST_F(PayloadEndpointTest, ALayoutTokenNamedBeforeSparesTheChannelReadingTheSpanArray) {
+  auto transfer = endpoint_->prepare(plan("arena-1"), *manifest_, std::nullopt);
+  ASSERT_TRUE(transfer.has_value()) << transfer.error().detail;
+  std::vector<std::byte> a(manifest_->tensorBytes(0));
+  std::vector<std::byte> b(manifest_->tensorBytes(1));
+  const std::vector<std::span<const std::byte>> tensors{a, b};
+  for (const std::uint64_t token : std::vector<std::uint64_t>{7, 7, 0, 0, 8, 8, 7}) {
+    const auto sent = endpoint_->send(*transfer, tensors, false, token, {});
+    ASSERT_TRUE(sent.has_value()) << sent.error().detail;
+  }
+  EXPECT_EQ(log_.layoutReads, (std::vector<std::uint64_t>{1, 1, 2, 3, 4, 4, 5}));
+  for (const Digest& key : log_.layoutKeys) EXPECT_EQ(key, log_.layoutKeys.front());  // one array, one key
+
+  auto received = endpoint_->prepare(plan("arena-1"), *manifest_, TensorMemory::Host);
+  ASSERT_TRUE(received.has_value()) << received.error().detail;
+  for (const std::uint64_t token : std::vector<std::uint64_t>{3, 3}) {
+    ASSERT_TRUE(endpoint_->receive(*received, tensors_, token, {}).has_value());
+  }
+  EXPECT_EQ(log_.layoutReads.back(), 6u);  // the receive's first read, its second none
+}
+
 TEST_F(PayloadEndpointTest, WithoutReceiversNothingOpensAndTheVersionCountsAsSent) {
   auto transfer = endpoint_->prepare(plan("arena-1", 0, -1), *manifest_, std::nullopt);
   ASSERT_TRUE(transfer.has_value()) << transfer.error().detail;
-  const auto sent = endpoint_->send(*transfer, {}, false, {});
+  const auto sent = endpoint_->send(*transfer, {}, false, 0, {});
   ASSERT_TRUE(sent.has_value());
   EXPECT_EQ(sent->bytes, manifest_->totalBytes());
   EXPECT_EQ(log_.opened, 0);
@@ -234,7 +266,7 @@ TEST_F(PayloadEndpointTest, ProgressReachesTheCallerAfterEveryBucket) {
   auto transfer = endpoint_->prepare(plan("arena-1"), *manifest_, TensorMemory::Host);
   ASSERT_TRUE(transfer.has_value());
   std::vector<std::uint64_t> seen;
-  ASSERT_TRUE(endpoint_->receive(*transfer, tensors_, [&](std::uint64_t bytes) { seen.push_back(bytes); }));
+  ASSERT_TRUE(endpoint_->receive(*transfer, tensors_, 0, [&](std::uint64_t bytes) { seen.push_back(bytes); }));
   EXPECT_EQ(seen.size(), bucketCount_);
 }
 

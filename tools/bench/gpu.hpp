@@ -63,6 +63,9 @@ struct GpuBenchConfig {
   // The sender vouches that its allocations were kept (bus::Channel::setAllocationsKept), as the Python package does
   // when PyTorch's allocator freed nothing between publishes: cuda_ipc skips its per-allocation check each round.
   bool allocationsKept = false;
+  // Every rank names its span array (bus::Channel::setLayoutToken), as the Python trainer does when publish(version)
+  // repeats its tensors: the channels skip reading the array each round to check their cached layout.
+  bool layoutKept = false;
   // nccl through NCCL's network transport, the stand-in for an inter-node fabric (docs/hosts.md): sockets, P2P and
   // SHM off, each rank a host of its own to NCCL, so that ranks may share a GPU.
   bool ncclNetwork = false;
@@ -101,10 +104,11 @@ struct GpuRankOptions {
   std::int32_t ncclMaxCtas = 0;  // GpuBenchConfig::ncclMaxCtas
   std::uint32_t ncclPollMicroseconds = 0;  // GpuBenchConfig::ncclPollMicroseconds
   std::uint32_t ipcSpinMicroseconds = 0;   // GpuBenchConfig::ipcSpinMicroseconds
+  bool layoutKept = false;                 // GpuBenchConfig::layoutKept
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
                                    segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
-                                   timeline, ncclMaxCtas, ncclPollMicroseconds, ipcSpinMicroseconds)
+                                   timeline, ncclMaxCtas, ncclPollMicroseconds, ipcSpinMicroseconds, layoutKept)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

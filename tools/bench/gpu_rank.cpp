@@ -363,6 +363,8 @@ class GpuRank {
     bus::Channel& channel = nccl() ? static_cast<bus::Channel&>(*ncclChannel_) : *ipcChannel_;
     const auto deadline = begun + kGpuRoundTimeout;
     channel.setAllocationsKept(options_.allocationsKept);
+    // One array for every round (tensors_ never changes): its token can be a constant.
+    channel.setLayoutToken(options_.layoutKept ? 1 : 0);
     auto result = sender() ? channel.send(transfer, *plan_, tensors_->constTensors(), options_.world - 1, deadline)
                            : channel.receive(transfer, *plan_, tensors_->tensors(), options_.rank - 1, deadline);
     const auto end = Clock::now();

@@ -202,6 +202,7 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"plan_alignment", kPlanAlignment}, {"warmup_rounds", c.warmup},
                                   {"repetitions", c.repetitions}, {"allocation", c.allocation},
                                   {"allocations_kept", c.allocationsKept},
+                                  {"layout_kept", c.layoutKept},
                                   {"nccl_first_slice_mib", c.ncclFirstSliceMiB},
                                   {"nccl_copy_blocks", c.ncclCopyBlocks}, {"timeline", c.timeline},
                                   {"nccl_max_ctas", c.ncclMaxCtas},

@@ -184,6 +184,9 @@ int main(int argc, char** argv) {
   gpuMode.add_flag("--allocations-kept", gpu.allocationsKept,
                    "The sender vouches that no allocation was freed between rounds (as the Python package does when "
                    "PyTorch freed nothing): cuda_ipc skips its per-allocation check of the export each round");
+  gpuMode.add_flag("--layout-kept", gpu.layoutKept,
+                   "Every rank vouches that its span array is the last round's (as the Python trainer's "
+                   "publish(version) does): the channels skip reading it to check their cached layout each round");
   option(gpuMode, "--nccl-first-slice-mib", gpu.ncclFirstSliceMiB,
          "nccl: size of a transfer's first and last broadcasts, which ramp up to and down from whole buckets "
          "(0: one broadcast per bucket)");

@@ -441,10 +441,11 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
   progressSending_.store(true, std::memory_order_release);
   const auto started = Clock::now();
   const bool allocationsKept = !allocationsDoubted_.exchange(false, std::memory_order_relaxed);
-  auto sent = payload_->send(*transfer, job.tensors, allocationsKept, [this, version = job.version](std::uint64_t bytes) {
-    progressBytes_.store(bytes, std::memory_order_relaxed);
-    if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // mid-transfer: after the first bucket
-  });
+  auto sent = payload_->send(*transfer, job.tensors, allocationsKept, job.options.layoutToken,
+                             [this, version = job.version](std::uint64_t bytes) {
+                               progressBytes_.store(bytes, std::memory_order_relaxed);
+                               if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
+                             });
   job.sending = Clock::now() - started;
   progressSending_.store(false, std::memory_order_release);
   if (session_->registered()) session_->slot().setPhase(bus::AgentPhase::Idle);

@@ -325,6 +325,7 @@ tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg
       for (const std::uint32_t binding : *cached->bindingMap) {
         cached->inPlace.push_back(bindings_.tensors()[binding].destination);
       }
+      cached->inPlaceToken = ++layoutTokens_;
     }
   } else {
     staging_.prepare(manifest);
@@ -336,7 +337,10 @@ tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg
     bindingsTorn_ = true;
     follow(before);  // the round holds the engine already: nothing changes for it
   }
+  // The bound buffers never move (bindings are fixed when the worker starts), so their array keeps its token;
+  // staging may be reallocated by prepare() and is named by none.
   auto received = payload_.receive(*transfer, inPlace ? cached->inPlace : staging_.tensors(),
+                                   inPlace ? cached->inPlaceToken : 0,
                                    [this, version = plan.version()](std::uint64_t bytes) {
                                      if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
                                    });

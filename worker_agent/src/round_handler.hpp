@@ -26,6 +26,7 @@ struct CachedManifest {
   bus::Manifest manifest;
   tl::expected<BindingMap, WorkerFailure> bindingMap;  // matchManifest(manifest, bindings)
   std::vector<std::span<std::byte>> inPlace;           // Device bindings: the bound buffers in manifest order
+  std::uint64_t inPlaceToken = 0;  // its name for the channels (bus::Channel::setLayoutToken): new when it is built
   std::uint64_t lastUsed = 0;
 };
 
@@ -149,6 +150,7 @@ class RoundHandler {
   bus::MessageBuilder builder_;
   std::vector<std::unique_ptr<CachedManifest>> manifests_;  // at most kCachedManifests; pointers stay valid
   std::uint64_t useCounter_ = 0;
+  std::uint64_t layoutTokens_ = 0;  // the last CachedManifest::inPlaceToken given
   bus::PayloadEndpoint payload_;
   Staging staging_;
 

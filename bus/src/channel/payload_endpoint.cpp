@@ -154,10 +154,11 @@ void PayloadEndpoint::finish(const PreparedTransfer& transfer) {
 
 tl::expected<TransferResult, PayloadFailure> PayloadEndpoint::send(
     const PreparedTransfer& transfer, std::span<const std::span<const std::byte>> tensors, bool allocationsKept,
-    const TransferProgress& progress) {
+    std::uint64_t layoutToken, const TransferProgress& progress) {
   if (transfer.channel == nullptr) return TransferResult{transfer.totalBytes, Digest{}};
   begin(transfer, AgentPhase::Sending, progress);
   transfer.channel->setAllocationsKept(allocationsKept);
+  transfer.channel->setLayoutToken(layoutToken);
   auto sent = transfer.channel->send(transfer.round, *transfer.buckets, tensors, transfer.receiverCount,
                                      std::chrono::steady_clock::now() + transferDeadline_);
   finish(transfer);
@@ -167,11 +168,13 @@ tl::expected<TransferResult, PayloadFailure> PayloadEndpoint::send(
 
 tl::expected<TransferResult, PayloadFailure> PayloadEndpoint::receive(const PreparedTransfer& transfer,
                                                                       std::span<const std::span<std::byte>> tensors,
+                                                                      std::uint64_t layoutToken,
                                                                       const TransferProgress& progress) {
   if (transfer.channel == nullptr || transfer.receiver < 0) {
     return tl::unexpected(localFailure("the plan gives this agent no receiver index"));
   }
   begin(transfer, AgentPhase::Receiving, progress);
+  transfer.channel->setLayoutToken(layoutToken);
   auto received = transfer.channel->receive(transfer.round, *transfer.buckets, tensors,
                                             static_cast<std::uint32_t>(transfer.receiver),
                                             std::chrono::steady_clock::now() + transferDeadline_);

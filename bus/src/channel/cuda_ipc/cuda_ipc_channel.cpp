@@ -19,7 +19,6 @@
 #include "core/private_segment.hpp"
 #include "channel/gpu/copy_table.hpp"
 #include "channel/gpu/cuda_check.hpp"
-#include "channel/gpu/span_digest.hpp"
 #include "wsync/bus/core/shared_futex.hpp"
 
 namespace wsync::bus::gpu {
@@ -88,7 +87,7 @@ struct CudaIpcChannel::State {
   PFN_cuPointerGetAttribute_v4000 getPointerAttribute = nullptr;
 
   // Sender: what the tables describe now.
-  std::optional<Digest> exportKey;  // spanDigest of the tensors exported
+  std::optional<Digest> exportKey;  // layout key of the tensors exported
   struct Exported {
     CUdeviceptr base = 0;
     std::uint64_t bufferId = 0;  // the driver's process-wide unique id of the allocation
@@ -114,7 +113,7 @@ struct CudaIpcChannel::State {
   std::vector<void*> importOf;  // by allocation index of importedGeneration
   std::uint64_t importedGeneration = 0;
   detail::CopyTable table;
-  std::optional<Digest> tableKey;          // spanDigest of this receiver's tensors the table copies into
+  std::optional<Digest> tableKey;          // layout key of this receiver's tensors the table copies into
   std::uint64_t tableGeneration = 0;       // the export it copies from (0: none)
   std::uint64_t totalBytes = 0;
 
@@ -286,7 +285,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
   // Export again only when a tensor moved or its block was freed and allocated again (same address, new block):
   // trainers keep their parameters where they are, so this runs once. The second costs a driver query per block,
   // skipped when the caller vouches that nothing was freed (setAllocationsKept).
-  const Digest tensorsKey = detail::spanDigest(tensors);
+  const Digest tensorsKey = layoutKeyOf(tensors);
   if (state.exportKey != tensorsKey || (!allocationsKept() && !state.exportStillValid())) {
     std::map<std::uint64_t, std::uint32_t> allocationOf;  // base -> index
     std::vector<IpcAllocationData> exported;
@@ -427,7 +426,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
     return failed(detail::cudaFailure("cudaSetDevice", error));
   }
   // Before the wait, which it would otherwise lengthen: whether this receiver's tensors are the table's.
-  const Digest tensorsKey = detail::spanDigest(tensors);
+  const Digest tensorsKey = layoutKeyOf(tensors);
 
   // Wait for the sender to publish this transfer.
   const auto waitStarted = Clock::now();

@@ -10,7 +10,6 @@
 
 #include "channel/gpu/copy_table.hpp"
 #include "channel/gpu/cuda_check.hpp"
-#include "channel/gpu/span_digest.hpp"
 #include "wsync/bus/channel/nccl/broadcast_slices.hpp"
 #include "wsync/bus/channel/nccl/nccl_library.hpp"
 
@@ -79,7 +78,7 @@ struct NcclChannel::State {
   DeviceChecksumSums* hostSums = nullptr;  // pinned
   detail::CopyTable table;
   std::vector<SliceRoute> routes;
-  std::optional<Digest> tensorsKey;  // spanDigest of the tensors `routes` and `table` were built for
+  std::optional<Digest> tensorsKey;  // layout key of the tensors `routes` and `table` were built for
   std::vector<std::uint64_t> planKey;  // ... and of the plan
   std::uint64_t totalBytes = 0;
 
@@ -264,7 +263,7 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
   };
 
   // The layout: rebuilt only when the plan, the tensors or the buffers differ from the last transfer's.
-  const Digest tensorsKey = detail::spanDigest(tensors);
+  const Digest tensorsKey = layoutKeyOf(tensors);
   std::vector<std::uint64_t> planKey{plan.bucketBytes(), plan.alignment(), plan.bucketCount(), plan.pieces().size()};
   if (tensorsKey != state.tensorsKey || planKey != state.planKey) {
     state.tensorsKey.reset();

@@ -25,6 +25,7 @@
 
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/channel/channel_error.hpp"
+#include "wsync/bus/channel/layout_key.hpp"
 #include "wsync/bus/channel/transfer_result.hpp"
 
 namespace wsync::bus {
@@ -74,6 +75,11 @@ class Channel {
   // before the transfer (0.4 us each on an H100: 40 ms for 100,000 cudaMalloc blocks, every round). A tensor whose
   // address or size changed is exported again either way.
   void setAllocationsKept(bool kept) { allocationsKept_ = kept; }
+  // For the next send() or receive(): the caller's name for its span array (LayoutKey). A nonzero token equal to
+  // the one of an earlier transfer vouches that the array holds the same (address, size) pairs as then, and a
+  // channel that caches a layout built for them trusts it without reading the array; 0, the default, vouches
+  // nothing. Whether the memory behind the addresses is still the same allocation is setAllocationsKept's to say.
+  void setLayoutToken(std::uint64_t token) { layoutToken_ = token; }
 
   // Sender: moves `tensors` (indexed like the manifest) bucket by bucket to receivers 0..receiverCount-1.
   virtual tl::expected<TransferResult, ChannelFailure> send(std::uint64_t transfer, const BucketPlan& plan,
@@ -92,10 +98,18 @@ class Channel {
   }
   const TransferProgress& progress() const { return progress_; }
   bool allocationsKept() const { return allocationsKept_; }
+  // The key of this transfer's span array, read or, under the caller's layout token, remembered.
+  Digest layoutKeyOf(std::span<const std::span<const std::byte>> tensors) {
+    return layoutKey_.of(tensors, layoutToken_);
+  }
+  Digest layoutKeyOf(std::span<const std::span<std::byte>> tensors) { return layoutKey_.of(tensors, layoutToken_); }
+  std::uint64_t layoutReads() const { return layoutKey_.reads(); }
 
  private:
   TransferProgress progress_;
   bool allocationsKept_ = false;
+  std::uint64_t layoutToken_ = 0;
+  LayoutKey layoutKey_;
 };
 
 // The key of the channel a plan names, to compare with an open channel's key() (registry.hpp opens it).

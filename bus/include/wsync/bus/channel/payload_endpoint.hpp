@@ -71,13 +71,15 @@ class PayloadEndpoint {
   tl::expected<PreparedTransfer, PayloadFailure> prepare(const msg::TransferPlan& plan, const Manifest& manifest,
                                                          std::optional<TensorMemory> memory);
   // `progress` (optional) gets the bytes done after each bucket, after the slot has them. `allocationsKept`: the
-  // caller's word for Channel::setAllocationsKept.
+  // caller's word for Channel::setAllocationsKept; `layoutToken`: its name for `tensors` (Channel::setLayoutToken;
+  // 0 names nothing).
   tl::expected<TransferResult, PayloadFailure> send(const PreparedTransfer& transfer,
                                                     std::span<const std::span<const std::byte>> tensors,
-                                                    bool allocationsKept, const TransferProgress& progress);
+                                                    bool allocationsKept, std::uint64_t layoutToken,
+                                                    const TransferProgress& progress);
   tl::expected<TransferResult, PayloadFailure> receive(const PreparedTransfer& transfer,
                                                        std::span<const std::span<std::byte>> tensors,
-                                                       const TransferProgress& progress);
+                                                       std::uint64_t layoutToken, const TransferProgress& progress);
 
   // A peer taking part may have died (an abort for AgentDied): let go of what the channels hold of it.
   void releasePeers();
