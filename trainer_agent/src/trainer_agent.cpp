@@ -50,7 +50,7 @@ std::string_view toString(OutcomeKind kind) {
 // One version in flight. Owned by the I/O thread once taken from the queue.
 struct TrainerAgent::Job {
   std::uint64_t version = 0;
-  std::vector<std::span<const std::byte>> tensors;
+  std::shared_ptr<const TensorArray> tensors;  // never null
   PublishOptions options;
   bool began = false;
   bool manifestResent = false;
@@ -127,6 +127,8 @@ tl::expected<void, TrainerFailure> TrainerAgent::declareManifest(std::vector<bus
   auto manifest = bus::Manifest::create(std::move(tensors));
   if (!manifest) return bus::fail(TrainerError::InvalidManifest, manifest.error().describe());
   manifest_ = std::move(*manifest);
+  namedTensors_.reset();  // checked against the manifest it replaces
+  namedToken_ = 0;
   return {};
 }
 
@@ -138,21 +140,30 @@ tl::expected<void, TrainerFailure> TrainerAgent::publish(std::uint64_t version,
     if (stopping_) return bus::fail(TrainerError::Stopped, "the agent is stopping");
     if (!manifest_) return bus::fail(TrainerError::NoManifest, "call declareManifest() first");
     if (inFlight_) return bus::fail(TrainerError::Busy, "wait for the outcome of the version in flight");
-    if (tensors.size() != manifest_->size()) {
-      return bus::fail(TrainerError::BufferMismatch, std::to_string(tensors.size()) + " buffers for a manifest of " +
-                                                         std::to_string(manifest_->size()) + " tensors");
-    }
-    for (std::size_t index = 0; index < tensors.size(); ++index) {
-      if (tensors[index].size() != manifest_->tensorBytes(index)) {
-        return bus::fail(TrainerError::BufferMismatch,
-                         "tensor '" + manifest_->tensors()[index].name + "': buffer of " +
-                             std::to_string(tensors[index].size()) + " bytes, the manifest says " +
-                             std::to_string(manifest_->tensorBytes(index)));
-      }
-    }
     auto job = std::make_unique<Job>();
     job->version = version;
-    job->tensors.assign(tensors.begin(), tensors.end());
+    if (options.layoutToken != 0 && options.layoutToken == namedToken_) {
+      job->tensors = namedTensors_;  // the caller's word: the array checked and kept when it named it first
+    } else {
+      if (tensors.size() != manifest_->size()) {
+        return bus::fail(TrainerError::BufferMismatch, std::to_string(tensors.size()) +
+                                                           " buffers for a manifest of " +
+                                                           std::to_string(manifest_->size()) + " tensors");
+      }
+      for (std::size_t index = 0; index < tensors.size(); ++index) {
+        if (tensors[index].size() != manifest_->tensorBytes(index)) {
+          return bus::fail(TrainerError::BufferMismatch,
+                           "tensor '" + manifest_->tensors()[index].name + "': buffer of " +
+                               std::to_string(tensors[index].size()) + " bytes, the manifest says " +
+                               std::to_string(manifest_->tensorBytes(index)));
+        }
+      }
+      job->tensors = std::make_shared<const TensorArray>(tensors.begin(), tensors.end());
+      if (options.layoutToken != 0) {
+        namedTensors_ = job->tensors;
+        namedToken_ = options.layoutToken;
+      }
+    }
     if (!options.allocationsKept) allocationsDoubted_.store(true, std::memory_order_relaxed);
     job->options = std::move(options);
     pending_ = std::move(job);
@@ -441,7 +452,7 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
   progressSending_.store(true, std::memory_order_release);
   const auto started = Clock::now();
   const bool allocationsKept = !allocationsDoubted_.exchange(false, std::memory_order_relaxed);
-  auto sent = payload_->send(*transfer, job.tensors, allocationsKept, job.options.layoutToken,
+  auto sent = payload_->send(*transfer, *job.tensors, allocationsKept, job.options.layoutToken,
                              [this, version = job.version](std::uint64_t bytes) {
                                progressBytes_.store(bytes, std::memory_order_relaxed);
                                if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
