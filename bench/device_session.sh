@@ -5,7 +5,8 @@
 #
 #   bash bench/device_session.sh COMMIT BUDGET_S PHASE...
 #   phases: machine tests fsdp2-ipc rl-timing rl-fsdp2-ipc frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
-#           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab
+#           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab nccl-tests staging-ab-r1 staging-ab-r3
+#           staging-r1 staging-r3 blocks-sweep-r3
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -23,6 +24,13 @@
 #   layout-ab: the 100,000-tensor rows with and without the ranks naming their span arrays (--layout-kept: no pass
 #              over the 1.6 MB array per round), cuda_ipc (allocations kept, --timeline) and nccl with 1 receiver, one
 #              after the other on the same GPUs.
+#
+#   nccl-tests: the C++ GPU tests of the nccl channel alone (wsync_gpu_tests, *Nccl*:*GpuChannel*).
+#   staging-ab-rN: 100,000 tensors and qwen2.5-7b at 1 GiB buckets, layout kept, with the staging of protocol 5 (two
+#                  buffers of half a bucket) and of protocol 4 (--nccl-max-slice-mib 1024: two whole buckets), one after
+#                  the other on the same GPUs: speed and the memory rows.
+#   staging-rN: issue 18's nccl rows (every frontier model at 256 MiB to 4 GiB buckets), layout kept, protocol 5.
+#   blocks-sweep-r3: 100,000 tensors and qwen2.5-7b, 3 receivers, 1 GiB buckets, layout kept, at 32 and 48 copy blocks.
 #
 # Expects the build carried in .carry/: the relocatable install (bin/, lib/), the test binaries wsync_gpu_tests and
 # wsync_test_gpu_peer beside the programs in bin/, and the python component under .carry/py
@@ -111,6 +119,28 @@ for phase in "$@"; do
         (($(left) > 60)) || { echo "== SKIPPED layout-ab nccl ${layout:-read}: $(left) s left"; continue; }
         timeout $(left) bash bench/nccl_frontier.sh --receivers 1 --slices 64 --buckets 1024 $layout --timeline \
           $R/layout synthetic:100000:4096
+      done ;;
+    nccl-tests)
+      LD_LIBRARY_PATH=$C/lib timeout $t $C/bin/wsync_gpu_tests --gtest_filter='*Nccl*:*GpuChannel*' \
+        > $R/nccl-tests.log 2>&1
+      echo "exit $?" >> $R/nccl-tests.log
+      grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|^exit|Failure" $R/nccl-tests.log | head -40 ;;
+    staging-ab-r1 | staging-ab-r3)
+      for max in 0 1024; do
+        (($(left) > 60)) || { echo "== SKIPPED staging max $max: $(left) s left"; continue; }
+        timeout $(left) bash bench/nccl_frontier.sh --receivers ${phase#staging-ab-r} --slices 64 --buckets 1024 \
+          --layout-kept --max-slice-mib $max $R/staging synthetic:100000:4096 qwen2.5-7b
+        sed -n '/GPU memory beyond/,/^Method/p' $R/staging/nccl-r${phase#staging-ab-r}-layout-max$max-slice64.md | grep "^| [sq]"
+      done ;;
+    staging-r1 | staging-r3)
+      timeout $t bash bench/nccl_frontier.sh --receivers ${phase#staging-r} --slices 64 --layout-kept $R/staging \
+        synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b
+      sed -n '/GPU memory beyond/,/^Method/p' $R/staging/nccl-r${phase#staging-r}-layout-slice64.md | grep "^| [sqd]" ;;
+    blocks-sweep-r3)
+      for blocks in 32 48; do
+        (($(left) > 60)) || { echo "== SKIPPED blocks $blocks: $(left) s left"; continue; }
+        timeout $(left) bash bench/nccl_frontier.sh --receivers 3 --slices 64 --buckets 1024 --copy-blocks $blocks \
+          --layout-kept $R/staging synthetic:100000:4096 qwen2.5-7b
       done ;;
     py-publish-100k)
       timeout $t python3 python/benchmarks/publish.py --channel cuda_ipc --models synthetic:100000:4096 --warmup 1 --reps 5 \

@@ -15,6 +15,7 @@
 #include "gpu_peers.hpp"
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/channel/nccl/broadcast_slices.hpp"
+#include "wsync/bus/channel/nccl/nccl_channel.hpp"
 
 namespace wsync::test {
 namespace {
@@ -151,6 +152,30 @@ TEST_P(NcclChannelTransfer, EveryByteThroughRampedSlices) {
     options.everyPeerArgs = {"--first-slice-bytes", std::to_string(firstSlice)};
     PeerGroup group = startGroup(options);
     expectEveryRoundRight(group, options, kRunTimeout);
+  }
+}
+
+// Staging buffers far smaller than the bucket: one 16 MiB bucket through two buffers of 64 KiB (with the ramp and
+// without it), so the buffers go round hundreds of times in a transfer and pieces are cut at every slice; and the
+// channel holds two such buffers, not two buckets. The default (half a bucket) is covered by every other test.
+TEST_P(NcclChannelTransfer, EveryByteThroughStagingSmallerThanBuckets) {
+  if (auto why = missing(1)) GTEST_SKIP() << *why;
+  constexpr std::uint64_t kMaxSlice = 16 * bus::kSliceAlignment;
+  for (const std::uint64_t firstSlice : {std::uint64_t{0}, 4 * bus::kSliceAlignment}) {
+    SCOPED_TRACE("first slice " + std::to_string(firstSlice));
+    const bus::BucketPlan plan = mixedPlan(kLargeBucketBytes);
+    ASSERT_GT(bus::broadcastSlices(plan, firstSlice, kMaxSlice).size(), 100U) << "the buffers do not go round";
+    GroupOptions options = ncclGroup(1, kLargeBucketBytes);
+    options.everyPeerArgs = {"--first-slice-bytes", std::to_string(firstSlice), "--max-slice-bytes",
+                             std::to_string(kMaxSlice)};
+    PeerGroup group = startGroup(options);
+    expectEveryRoundRight(group, options, kRunTimeout);
+    if (HasFailure()) return;
+    for (GpuPeer* peer : group.all()) {
+      for (const RoundReport& round : peer->rounds()) {
+        EXPECT_EQ(round.number("channel_buffer_bytes"), bus::gpu::kNcclDefaultBuffers * kMaxSlice) << peer->name;
+      }
+    }
   }
 }
 

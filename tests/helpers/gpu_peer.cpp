@@ -93,6 +93,7 @@ struct Options {
   std::uint64_t seed = 1;
   std::int64_t stallMs = std::chrono::milliseconds{gpu::kNcclStallTimeout}.count();
   std::uint64_t firstSliceBytes = gpu::kNcclFirstSliceBytes;
+  std::uint64_t maxSliceBytes = 0;
   std::string ncclHostId;
   std::int64_t deadlineMs = kDefaultDeadlineMs;
   std::int64_t dieAfterMs = -1;
@@ -361,6 +362,7 @@ int run(const Options& options) {
     config.worldSize = options.receivers + 1;
     config.stallTimeout = std::chrono::milliseconds{options.stallMs};
     config.firstSliceBytes = options.firstSliceBytes;
+    config.maxSliceBytes = options.maxSliceBytes;
     auto opened = gpu::NcclChannel::open(config, Clock::now() + kOpenTimeout);
     if (!opened) return failSetup("opening the nccl channel: " + opened.error().describe());
     ncclChannel = std::move(*opened);
@@ -507,6 +509,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", options.seed, "content seed")->capture_default_str();
   app.add_option("--stall-ms", options.stallMs, "nccl: stall watchdog")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--first-slice-bytes", options.firstSliceBytes, "nccl: the first and last broadcasts' size")
+      ->capture_default_str();
+  app.add_option("--max-slice-bytes", options.maxSliceBytes, "nccl: the largest broadcast (0: half a bucket)")
       ->capture_default_str();
   app.add_option("--nccl-host-id", options.ncclHostId,
                  "nccl: NCCL_HOSTID for this process (ranks of different ids may share a GPU over NCCL's network)");

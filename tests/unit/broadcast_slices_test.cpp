@@ -32,7 +32,9 @@ BucketPlan planOfSizes(const std::vector<std::uint64_t>& byteSizes, std::uint64_
 // first slice, no slice larger than what comes before or after it (but for a bucket's merged tail, which may add
 // up to `first` to a slice and take as much from what follows), and whole buckets wherever both sides hold a bucket
 // or more.
-void expectTiles(const BucketPlan& plan, const std::vector<BroadcastSlice>& slices, std::uint64_t first) {
+// `largest` (0: none) caps every slice, and a middle bucket is then whole only where it fits in one.
+void expectTiles(const BucketPlan& plan, const std::vector<BroadcastSlice>& slices, std::uint64_t first,
+                 std::uint64_t largest = 0) {
   std::uint64_t total = 0;
   for (std::uint32_t bucket = 0; bucket < plan.bucketCount(); ++bucket) total += plan.bucketUsedBytes(bucket);
   std::size_t index = 0;
@@ -46,15 +48,23 @@ void expectTiles(const BucketPlan& plan, const std::vector<BroadcastSlice>& slic
       ASSERT_EQ(slice.offset, offset) << "slice " << index;
       ASSERT_EQ(slice.offset % kSliceAlignment, 0U) << "slice " << index;
       ASSERT_GT(slice.bytes, 0U) << "slice " << index;
+      if (largest != 0) {
+        EXPECT_LE(slice.bytes, largest) << "slice " << index << " outgrows the staging buffers";
+      }
+      const bool wholeFits = largest == 0 || plan.bucketUsedBytes(bucket) <= largest;
       if (first != 0) {
         const std::uint64_t after = total - before - slice.bytes;
         EXPECT_LT(slice.bytes, std::max(first, before) + first) << "slice " << index << " outgrows what came before";
         EXPECT_LT(slice.bytes, std::max(first, after) + 2 * first) << "slice " << index << " outgrows what follows";
-        if (before >= plan.bucketBytes() && after >= plan.bucketBytes() && offset == 0) {
+        if (wholeFits && before >= plan.bucketBytes() && after >= plan.bucketBytes() && offset == 0) {
           EXPECT_EQ(slice.bytes, plan.bucketUsedBytes(bucket)) << "a middle bucket cut, slice " << index;
         }
-      } else {
+      } else if (wholeFits) {
         EXPECT_EQ(slice.bytes, plan.bucketUsedBytes(bucket));
+      } else {
+        const std::uint64_t used = plan.bucketUsedBytes(bucket);
+        EXPECT_LE(slice.bytes, largest) << "slice " << index;
+        EXPECT_GE(slice.bytes + kSliceAlignment, used / ((used + largest - 1) / largest)) << "slice " << index;
       }
       offset += slice.bytes;
       before += slice.bytes;
@@ -98,6 +108,55 @@ TEST(BroadcastSlices, CatalogModelsAtEveryBucketSize) {
       const auto rampSteps = static_cast<std::size_t>(std::bit_width(bucket / kFirst));
       EXPECT_LE(slices.size(), plan.bucketCount() + 2 * rampSteps + 2);
       EXPECT_EQ(slices, broadcastSlices(plan, kFirst));
+    }
+  }
+}
+
+// Staging buffers of half a bucket (the channel's default): the same ramp, capped at 512 MiB, so every middle bucket
+// is two broadcasts.
+TEST(BroadcastSlices, HalfBucketSlicesCapTheRamp) {
+  const BucketPlan plan = planOfSizes({kGiB, kGiB, kGiB, kGiB}, kGiB);
+  const auto slices = broadcastSlices(plan, 64 * kMiB, 512 * kMiB);
+  std::vector<std::uint64_t> sizes;
+  for (const BroadcastSlice& slice : slices) sizes.push_back(slice.bytes / kMiB);
+  EXPECT_EQ(sizes, (std::vector<std::uint64_t>{64, 64, 128, 256, 512, 512, 512, 512, 512, 512, 256, 128, 64, 64}));
+  expectTiles(plan, slices, 64 * kMiB, 512 * kMiB);
+}
+
+// Without a ramp, a cap cuts each bucket larger than it into even slices (no sliver at its end).
+TEST(BroadcastSlices, CapWithoutARampCutsBucketsEvenly) {
+  const BucketPlan plan = planOfSizes({kGiB, 800 * kMiB}, kGiB);
+  const auto slices = broadcastSlices(plan, 0, 512 * kMiB);
+  std::vector<std::uint64_t> sizes;
+  for (const BroadcastSlice& slice : slices) sizes.push_back(slice.bytes / kMiB);
+  EXPECT_EQ(sizes, (std::vector<std::uint64_t>{512, 512, 400, 400}));
+  expectTiles(plan, slices, 0, 512 * kMiB);
+}
+
+// Every catalog shape at every bucket size, capped at half a bucket: no slice larger, a bucket's tail never cut
+// into a sliver (it is merged or halved), and about two broadcasts per bucket plus the ramps.
+TEST(BroadcastSlices, CatalogModelsCappedAtHalfABucket) {
+  constexpr std::uint64_t kFirst = 64 * kMiB;
+  for (const char* model : {"synthetic:100000:4096", "deepseek-v3:5", "qwen2.5-7b", "opt-125m", "tiny"}) {
+    for (const std::uint64_t bucket : {256 * kMiB, kGiB, 4 * kGiB}) {
+      SCOPED_TRACE(std::string(model) + ", bucket " + std::to_string(bucket / kMiB) + " MiB");
+      const BucketPlan plan = planOf(model, bucket);
+      const auto slices = broadcastSlices(plan, kFirst, bucket / 2);
+      expectTiles(plan, slices, kFirst, bucket / 2);
+      std::uint32_t bucketOf = 0;
+      std::uint64_t offset = 0;
+      for (const BroadcastSlice& slice : slices) {
+        if (slice.bucket != bucketOf) offset = 0;
+        bucketOf = slice.bucket;
+        offset += slice.bytes;
+        const std::uint64_t rest = plan.bucketUsedBytes(slice.bucket) - offset;
+        if (rest != 0) {
+          EXPECT_GE(rest, std::min(kFirst, bucket / 2) / 2) << "a sliver left in bucket " << slice.bucket;
+        }
+      }
+      const auto rampSteps = static_cast<std::size_t>(std::bit_width(bucket / kFirst));
+      EXPECT_LE(slices.size(), 2 * plan.bucketCount() + 2 * rampSteps + 2);
+      EXPECT_EQ(slices, broadcastSlices(plan, kFirst, bucket / 2));
     }
   }
 }

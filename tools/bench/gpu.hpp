@@ -73,6 +73,10 @@ struct GpuBenchConfig {
   std::uint64_t ncclFirstSliceMiB = bus::gpu::kNcclFirstSliceBytes >> 20;
   // nccl: kernel blocks of the copies that run beside the broadcasts (NcclChannelConfig::copyBlocks).
   std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;
+  // nccl: staging buffers (NcclChannelConfig::bufferCount) and the largest broadcast, each buffer's size
+  // (NcclChannelConfig::maxSliceBytes; 0: half a bucket).
+  std::uint32_t ncclBuffers = bus::gpu::kNcclDefaultBuffers;
+  std::uint64_t ncclMaxSliceMiB = 0;
   // nccl: the channel communicator's ncclConfig_t::maxCTAs (NcclChannelConfig::maxCtas); 0: NCCL's choice. The raw
   // baseline keeps NCCL's choice.
   std::int32_t ncclMaxCtas = 0;
@@ -105,10 +109,13 @@ struct GpuRankOptions {
   std::uint32_t ncclPollMicroseconds = 0;  // GpuBenchConfig::ncclPollMicroseconds
   std::uint32_t ipcSpinMicroseconds = 0;   // GpuBenchConfig::ipcSpinMicroseconds
   bool layoutKept = false;                 // GpuBenchConfig::layoutKept
+  std::uint32_t ncclBuffers = bus::gpu::kNcclDefaultBuffers;  // GpuBenchConfig::ncclBuffers
+  std::uint64_t ncclMaxSliceBytes = 0;                         // GpuBenchConfig::ncclMaxSliceMiB, in bytes
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
                                    segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
-                                   timeline, ncclMaxCtas, ncclPollMicroseconds, ipcSpinMicroseconds, layoutKept)
+                                   timeline, ncclMaxCtas, ncclPollMicroseconds, ipcSpinMicroseconds, layoutKept,
+                                   ncclBuffers, ncclMaxSliceBytes)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

@@ -305,10 +305,11 @@ class GpuRank {
       const bus::gpu::NcclChannelConfig config{
           .uniqueId = orThrow(bus::gpu::ncclUniqueIdFromHex(idHex), "the channel's id"),
           .rank = static_cast<std::int32_t>(options_.rank), .worldSize = options_.world,
-          .bufferCount = bus::gpu::kNcclDefaultBuffers,
+          .bufferCount = options_.ncclBuffers,
           .pollInterval = std::chrono::microseconds(options_.ncclPollMicroseconds),
           .copyBlocks = options_.ncclCopyBlocks,
           .firstSliceBytes = options_.ncclFirstSliceBytes,
+          .maxSliceBytes = options_.ncclMaxSliceBytes,
           .maxCtas = options_.ncclMaxCtas,
           .timeline = options_.timeline};
       ncclChannel_ =

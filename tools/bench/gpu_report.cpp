@@ -198,7 +198,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
   report.failures.insert(report.failures.end(), r.failures.begin(), r.failures.end());
   report.parameters().update(Json{{"notes", r.notes}, {"channels", c.channels}, {"models", c.models},
                                   {"receivers", c.receivers}, {"ipc_devices", c.ipcDevices},
-                                  {"bucket_mib", c.bucketMiB}, {"nccl_buffers", bus::gpu::kNcclDefaultBuffers},
+                                  {"bucket_mib", c.bucketMiB}, {"nccl_buffers", c.ncclBuffers},
+                                  {"nccl_max_slice_mib", c.ncclMaxSliceMiB},
                                   {"plan_alignment", kPlanAlignment}, {"warmup_rounds", c.warmup},
                                   {"repetitions", c.repetitions}, {"allocation", c.allocation},
                                   {"allocations_kept", c.allocationsKept},

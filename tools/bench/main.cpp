@@ -190,6 +190,11 @@ int main(int argc, char** argv) {
   option(gpuMode, "--nccl-first-slice-mib", gpu.ncclFirstSliceMiB,
          "nccl: size of a transfer's first and last broadcasts, which ramp up to and down from whole buckets "
          "(0: one broadcast per bucket)");
+  option(gpuMode, "--nccl-buffers", gpu.ncclBuffers, "nccl: staging buffers the packed broadcasts take in turn")
+      ->check(CLI::Range(2, 8));
+  option(gpuMode, "--nccl-max-slice-mib", gpu.ncclMaxSliceMiB,
+         "nccl: the largest broadcast, and so each staging buffer's size (0: half a bucket; the bucket size: whole "
+         "buckets, as protocol 4 did)");
   option(gpuMode, "--nccl-copy-blocks", gpu.ncclCopyBlocks,
          "nccl: kernel blocks of the pack/unpack copies that run beside the broadcasts")
       ->check(CLI::Range(1, 4096));

@@ -44,9 +44,8 @@ constexpr std::size_t kTimingEventsPerSlice = 4;
 
 // How slice `slice` travels: straight between the tensors, or through a bucket buffer.
 struct SliceRoute {
-  bool direct = false;         // its bucket is one piece that fills it
-  bool firstOfBucket = false;  // waits for its buffer to be free
-  bool lastOfBucket = false;   // frees its buffer, marks its bucket done
+  bool direct = false;         // its bucket is one piece that fills it: no staging buffer
+  std::uint32_t slot = 0;      // staged: the buffer it passes through (waits for it to be free, then frees it)
   std::uint32_t bucket = 0;
   std::uint64_t address = 0;   // what is broadcast: the tensor's bytes (direct) or the buffer's
   std::uint64_t bytes = 0;     // broadcast count
@@ -65,7 +64,7 @@ struct NcclChannel::State {
   cudaStream_t copyStream = nullptr;
   std::vector<void*> buffers;
   std::uint64_t bufferBytes = 0;
-  std::vector<cudaEvent_t> bufferFree;  // per buffer: its last bucket broadcast (sender) or unpacked (receiver)
+  std::vector<cudaEvent_t> bufferFree;  // per buffer: its last slice broadcast (sender) or unpacked (receiver)
   std::vector<cudaEvent_t> sliceReady;  // per slice: packed (sender) or received (receiver)
   std::vector<cudaEvent_t> sliceDone;   // per slice: broadcast (sender) or unpacked (receiver)
   // config.timeline: kTimingEventsPerSlice timing events per slice, and the transfer's origin.
@@ -148,6 +147,11 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
   if (config.maxCtas < 0) {
     return fail(ChannelError::InvalidGeometry, "maxCtas " + std::to_string(config.maxCtas) + " (0: NCCL's choice)");
   }
+  if (config.maxSliceBytes % kSliceAlignment != 0) {
+    return fail(ChannelError::InvalidGeometry, "largest slice of " + std::to_string(config.maxSliceBytes) +
+                                                   " bytes (0 or a multiple of " + std::to_string(kSliceAlignment) +
+                                                   ")");
+  }
   if (config.firstSliceBytes % kSliceAlignment != 0) {
     return fail(ChannelError::InvalidGeometry, "first slice of " + std::to_string(config.firstSliceBytes) +
                                                    " bytes (0 or a multiple of " + std::to_string(kSliceAlignment) +
@@ -193,6 +197,12 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
     return tl::unexpected(ready.error());
   }
   return std::unique_ptr<NcclChannel>(new NcclChannel(config, std::move(state)));
+}
+
+std::uint64_t maxSliceBytes(const NcclChannelConfig& config, std::uint64_t bucketBytes) {
+  if (config.maxSliceBytes != 0) return config.maxSliceBytes;
+  const std::uint64_t share = (bucketBytes + kNcclSlicesPerBucket - 1) / kNcclSlicesPerBucket;
+  return (share + kSliceAlignment - 1) / kSliceAlignment * kSliceAlignment;
 }
 
 NcclChannel::NcclChannel(NcclChannelConfig config, std::unique_ptr<State> state)
@@ -269,18 +279,28 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     state.tensorsKey.reset();
     auto total = checkTensors(plan, tensors.size(), [&](std::size_t tensor) { return tensors[tensor].size(); });
     if (!total) return failed(total.error());
-    if (state.bufferBytes < plan.bucketBytes()) {
+    const std::vector<BroadcastSlice> slices =
+        broadcastSlices(plan, config_.firstSliceBytes, maxSliceBytes(config_, plan.bucketBytes()));
+    // A bucket of one piece that fills it is broadcast between the tensors; the others' slices are staged.
+    const auto isDirect = [&](std::uint32_t bucket) {
+      const auto pieces = plan.piecesOfBucket(bucket);
+      return pieces.size() == 1 && pieces[0].bucketOffset == 0 && pieces[0].bytes == plan.bucketUsedBytes(bucket);
+    };
+    std::uint64_t stagingBytes = 0;
+    for (const BroadcastSlice& slice : slices) {
+      if (!isDirect(slice.bucket)) stagingBytes = std::max(stagingBytes, slice.bytes);
+    }
+    if (state.bufferBytes < stagingBytes) {
       for (void* buffer : state.buffers) cudaFree(buffer);
       state.buffers.assign(config_.bufferCount, nullptr);
       state.bufferBytes = 0;
       for (void*& buffer : state.buffers) {
-        if (const cudaError_t error = cudaMalloc(&buffer, plan.bucketBytes()); error != cudaSuccess) {
-          return failed(detail::cudaFailure("cudaMalloc (bucket buffer)", error));
+        if (const cudaError_t error = cudaMalloc(&buffer, stagingBytes); error != cudaSuccess) {
+          return failed(detail::cudaFailure("cudaMalloc (staging buffer)", error));
         }
       }
-      state.bufferBytes = plan.bucketBytes();
+      state.bufferBytes = stagingBytes;
     }
-    const std::vector<BroadcastSlice> slices = broadcastSlices(plan, config_.firstSliceBytes);
     for (auto* events : {&state.sliceReady, &state.sliceDone}) {
       while (events->size() < slices.size()) {
         cudaEvent_t event = nullptr;
@@ -307,19 +327,19 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     state.table.clear();
     state.routes.assign(slices.size(), SliceRoute{});
     std::size_t firstPiece = 0;  // of the slice's bucket: the first that does not end before the slice
+    std::uint32_t staged = 0;    // slices staged so far: they take the buffers in turn
     for (std::size_t index = 0; index < slices.size(); ++index) {
       const BroadcastSlice& slice = slices[index];
       const auto pieces = plan.piecesOfBucket(slice.bucket);
-      const std::uint64_t used = plan.bucketUsedBytes(slice.bucket);
-      auto* buffer = static_cast<std::byte*>(state.buffers[slice.bucket % config_.bufferCount]);
       SliceRoute& route = state.routes[index];
-      route.direct = pieces.size() == 1 && pieces[0].bucketOffset == 0 && pieces[0].bytes == used;
-      route.firstOfBucket = slice.offset == 0;
-      route.lastOfBucket = slice.offset + slice.bytes == used;
+      route.direct = isDirect(slice.bucket);
+      if (!route.direct) route.slot = staged++ % config_.bufferCount;
       route.bucket = slice.bucket;
       route.bytes = slice.bytes;
       route.batch = state.table.batchCount();
-      if (route.firstOfBucket) firstPiece = 0;
+      // The slice's bytes start at its buffer's start.
+      const auto buffer = route.direct ? 0 : reinterpret_cast<std::uint64_t>(state.buffers[route.slot]);
+      if (slice.offset == 0) firstPiece = 0;
       state.table.beginBatch();
       const std::uint64_t sliceEnd = slice.offset + slice.bytes;
       for (std::size_t at = firstPiece; at < pieces.size() && pieces[at].bucketOffset < sliceEnd; ++at) {
@@ -330,7 +350,7 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         if (to <= from) continue;
         const std::uint64_t tensorOffset = piece.tensorOffset + (from - piece.bucketOffset);
         const auto tensorAddress = reinterpret_cast<std::uint64_t>(tensors[piece.tensor].data() + tensorOffset);
-        const auto bufferAddress = reinterpret_cast<std::uint64_t>(buffer + from);
+        const std::uint64_t bufferAddress = buffer + (from - slice.offset);
         if (route.direct) {
           state.table.add(tensorAddress, 0, to - from, piece.tensor, tensorOffset);
         } else if (sender) {
@@ -346,7 +366,7 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
       route.address = route.direct
                           ? reinterpret_cast<std::uint64_t>(tensors[pieces[0].tensor].data() + pieces[0].tensorOffset +
                                                             slice.offset)
-                          : reinterpret_cast<std::uint64_t>(buffer + slice.offset);
+                          : buffer;
     }
     if (auto uploaded = state.table.upload(); !uploaded) return failed(uploaded.error());
     state.tensorsKey = tensorsKey;
@@ -367,13 +387,13 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     WSYNC_CUDA_TRY(cudaMemsetAsync(state.deviceSums, 0, sizeof(DeviceChecksumSums), state.copyStream));
     for (std::size_t index = 0; index < sliceCount; ++index) {
       const SliceRoute& route = state.routes[index];
-      const std::uint32_t slot = route.bucket % config_.bufferCount;
+      const std::uint32_t slot = route.slot;
       void* target = reinterpret_cast<void*>(route.address);
       // (A sender's direct slice is broadcast while its checksum runs: that launch keeps to copyBlocks.)
       const bool unoverlapped = sender ? index == 0 && !route.direct : index + 1 == sliceCount;
       const std::uint32_t copyBlocks = unoverlapped ? kUnoverlappedCopyBlocks : config_.copyBlocks;
       if (sender) {
-        if (!route.direct && route.firstOfBucket) {
+        if (!route.direct) {
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.bufferFree[slot], 0));
         }
         WSYNC_CUDA_TRY(mark(index, 2, state.copyStream));
@@ -393,12 +413,12 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
           return settled;
         }
         WSYNC_CUDA_TRY(mark(index, 1, state.commStream));
-        if (!route.direct && route.lastOfBucket) {
+        if (!route.direct) {
           WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.commStream));
         }
         WSYNC_CUDA_TRY(cudaEventRecord(state.sliceDone[index], state.commStream));
       } else {
-        if (!route.direct && route.firstOfBucket) {
+        if (!route.direct) {
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.bufferFree[slot], 0));
         }
         WSYNC_CUDA_TRY(mark(index, 0, state.commStream));
@@ -416,7 +436,7 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
           return tl::unexpected(launched.error());
         }
         WSYNC_CUDA_TRY(mark(index, 3, state.copyStream));
-        if (!route.direct && route.lastOfBucket) {
+        if (!route.direct) {
           WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.copyStream));
         }
         WSYNC_CUDA_TRY(cudaEventRecord(state.sliceDone[index], state.copyStream));

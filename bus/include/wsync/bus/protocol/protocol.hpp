@@ -12,8 +12,10 @@ namespace wsync::bus {
 // look dead), and mirrors the bus from the beat's pause fields. Also in 3, appended (no bump of their own): the
 // tcp channel (ChannelKind Tcp), AgentHello channel_contacts and TransferPlan sender_contact. 4: the nccl channel
 // cuts a transfer's first and last buckets into smaller broadcasts (broadcast_slices.hpp); a rank of protocol 3
-// would post broadcasts of other sizes, which NCCL does not check but mismatches.
-inline constexpr std::uint16_t kProtocolVersion = 4;
+// would post broadcasts of other sizes, which NCCL does not check but mismatches. 5: the nccl channel cuts every
+// bucket into slices of at most half a bucket (its staging buffers are that large, not a bucket): the same
+// mismatch against a rank of protocol 4.
+inline constexpr std::uint16_t kProtocolVersion = 5;
 
 // Largest control message accepted, enforced by ZMQ_MAXMSGSIZE and again by the decoder. A manifest of 100,000
 // tensors with long names is about 15 MiB; anything bigger is an attack or a bug.

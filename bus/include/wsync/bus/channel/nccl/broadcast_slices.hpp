@@ -1,6 +1,6 @@
 #pragma once
 // How an nccl transfer cuts its buckets into broadcasts (docs/gpu-channels.md, "Slices"). A pure function of the
-// bucket plan and one number, so that every rank issues the same broadcasts of the same sizes in the same order.
+// bucket plan and two numbers, so that every rank issues the same broadcasts of the same sizes in the same order.
 #include <cstdint>
 #include <vector>
 
@@ -27,6 +27,11 @@ inline constexpr std::uint64_t kSliceAlignment = 4096;
 // of a bucket shorter than that). So the work nothing overlaps, the sender's pack of the first slice and a
 // receiver's unpack of the last, covers firstSliceBytes rather than a bucket, while a transfer of B buckets takes
 // about B + 2 log2(bucket / firstSliceBytes) broadcasts, each of which costs NCCL a fixed few tens of microseconds.
-std::vector<BroadcastSlice> broadcastSlices(const BucketPlan& plan, std::uint64_t firstSliceBytes);
+//
+// `maxSliceBytes` (0: no limit; else rounded down to a multiple of kSliceAlignment) caps every slice: the staging
+// buffers a packed slice passes through are that large, not a bucket (nccl_channel.hpp, "Memory"). A bucket larger
+// than it is cut into slices of it, its tail merged or halved as above so that no slice exceeds it.
+std::vector<BroadcastSlice> broadcastSlices(const BucketPlan& plan, std::uint64_t firstSliceBytes,
+                                            std::uint64_t maxSliceBytes = 0);
 
 }  // namespace wsync::bus

@@ -2,11 +2,12 @@
 // The nccl channel (docs/gpu-channels.md): one communicator of the sender (rank 0) and every receiver (ranks 1..N),
 // buckets broadcast from rank 0.
 //
-// Per bucket: a bucket holding one piece (a run of one tensor that fills it) is broadcast straight from the
-// sender's tensor into the receiver's tensor; any other bucket is packed on the sender by one kernel launch (all its
-// pieces at once, with the digest folded in), broadcast, and unpacked on each receiver by one kernel launch. The
-// buckets rotate through bufferCount device buffers, with CUDA events ordering the pack, broadcast and unpack
-// streams: the host enqueues a whole transfer without waiting on the device, then watches it.
+// Per broadcast (a slice of a bucket, broadcast_slices.hpp): a bucket holding one piece (a run of one tensor that
+// fills it) is broadcast straight from the sender's tensor into the receiver's tensor; any other bucket's slices are
+// packed on the sender by one kernel launch each (all the slice's pieces at once, with the digest folded in),
+// broadcast, and unpacked on each receiver by one kernel launch. The packed slices take bufferCount staging buffers
+// in turn, with CUDA events ordering the pack, broadcast and unpack streams: the host enqueues a whole transfer
+// without waiting on the device, then watches it.
 //
 // Watchdog: the communicator is non-blocking. While a transfer runs (and while NCCL connects, which it does lazily
 // in the first broadcast) the host polls its events, NCCL's async error and the cancel probe; a cancel (Aborted),
@@ -14,8 +15,9 @@
 // the communicator (ncclCommAbort: NCCL's kernels see the abort flag and return), the transfer fails, and the
 // channel is Broken (state()) from then on: the next round opens a new one with a new unique id.
 //
-// Memory: bufferCount x bucketBytes device buffers on each side (allocated at the first transfer, grown if a plan
-// needs larger buckets), plus the piece tables (48 bytes a piece) and NCCL's own buffers.
+// Memory: bufferCount staging buffers on each side, each as large as the largest packed slice (at most
+// maxSliceBytes: half a bucket by default, so two buffers take one bucket), allocated at the first transfer and
+// grown if a plan needs more; plus the piece tables (48 bytes a piece) and NCCL's own buffers.
 //
 // Threading: one thread uses a channel at a time. The calling thread's current CUDA device must be the channel's.
 #include <chrono>
@@ -37,9 +39,14 @@ namespace wsync::bus::gpu {
 // aborted. A bucket of 1 GiB takes under 50 ms on NVLink and under a second on a slow network: this is far above
 // any live transfer and short enough that a round fails instead of hanging.
 inline constexpr std::chrono::seconds kNcclStallTimeout{20};
-// Buffers the buckets rotate through: one being broadcast while the next is packed (sender) or the previous is
-// unpacked (receivers).
+// Staging buffers the packed slices rotate through: one being broadcast while the next is packed (sender) or the
+// previous is unpacked (receivers).
 inline constexpr std::uint32_t kNcclDefaultBuffers = 2;
+// The largest broadcast, and so each staging buffer, by default: the plan's bucket over this. Two buffers of half a
+// bucket stage one bucket, which leaves room for NCCL's own buffers under issue 18's "2 buckets per side" at
+// buckets of 1 GiB and more (4 x H100: 2 whole buckets plus a 0.47 GiB communicator were 2.47); the cost is a
+// broadcast more per bucket, a fixed ~20 us each.
+inline constexpr std::uint64_t kNcclSlicesPerBucket = 2;
 // The first and last broadcasts of a transfer (broadcast_slices.hpp): the sender's first pack and a receiver's last
 // unpack overlap nothing, and at 64 MiB they take well under a tenth of a millisecond; smaller slices would add
 // broadcasts, each a fixed ~20 us of NCCL's (2 x H200, measured as 256 MiB against 1 GiB buckets).
@@ -64,6 +71,9 @@ struct NcclChannelConfig {
   // broadcastSlices' firstSliceBytes: 0 (one broadcast per bucket) or a multiple of kSliceAlignment. Every rank of
   // a communicator must use the same value: the broadcasts' sizes must match.
   std::uint64_t firstSliceBytes = kNcclFirstSliceBytes;
+  // broadcastSlices' maxSliceBytes, the staging buffers' size: 0 for the plan's bucket over kNcclSlicesPerBucket
+  // (rounded up to kSliceAlignment). Every rank must use the same value.
+  std::uint64_t maxSliceBytes = 0;
   // Watched while open() waits for the other ranks, like the probe of setCancelProbe during transfers.
   std::function<bool()> cancelProbe{};
   // NCCL's ncclConfig_t::maxCTAs for this communicator, 0 for NCCL's own choice. NCCL allocates its buffers per
@@ -75,6 +85,9 @@ struct NcclChannelConfig {
   // Off in the agents; on, each slice costs four event records more.
   bool timeline = false;
 };
+
+// The largest slice `config` makes of a plan with buckets of `bucketBytes`.
+std::uint64_t maxSliceBytes(const NcclChannelConfig& config, std::uint64_t bucketBytes);
 
 class NcclChannel final : public Channel {
  public:
