@@ -6,7 +6,7 @@
 #   bash bench/device_session.sh COMMIT BUDGET_S PHASE...
 #   phases: machine tests fsdp2-ipc rl-timing rl-fsdp2-ipc frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
 #           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab nccl-tests staging-ab-r1 staging-ab-r3
-#           staging-r1 staging-r3 blocks-sweep-r3
+#           staging-r1 staging-r3 blocks-sweep-r3 settle-ab-r1 settle-ab-r3
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -30,6 +30,8 @@
 #                  buffers of half a bucket) and of protocol 4 (--nccl-max-slice-mib 1024: two whole buckets), one after
 #                  the other on the same GPUs: speed and the memory rows.
 #   staging-rN: issue 18's nccl rows (every frontier model at 256 MiB to 4 GiB buckets), layout kept, protocol 5.
+#   settle-ab-rN: 100,000 tensors and qwen2.5-7b at 1 GiB buckets, layout kept, --timeline, with the broadcast calls
+#                 asked again in a loop (kNcclSettleSpin) and sleeping from the first look (--nccl-settle-spin-us 0).
 #   blocks-sweep-r3: 100,000 tensors and qwen2.5-7b, 3 receivers, 1 GiB buckets, layout kept, at 32 and 48 copy blocks.
 #
 # Expects the build carried in .carry/: the relocatable install (bin/, lib/), the test binaries wsync_gpu_tests and
@@ -136,6 +138,12 @@ for phase in "$@"; do
       timeout $t bash bench/nccl_frontier.sh --receivers ${phase#staging-r} --slices 64 --layout-kept $R/staging \
         synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b
       sed -n '/GPU memory beyond/,/^Method/p' $R/staging/nccl-r${phase#staging-r}-layout-slice64.md | grep "^| [sqd]" ;;
+    settle-ab-r1 | settle-ab-r3)
+      for spin in 2000 0; do
+        (($(left) > 60)) || { echo "== SKIPPED settle spin $spin: $(left) s left"; continue; }
+        timeout $(left) bash bench/nccl_frontier.sh --receivers ${phase#settle-ab-r} --slices 64 --buckets 1024 \
+          --layout-kept --settle-spin-us $spin --timeline $R/settle synthetic:100000:4096 qwen2.5-7b
+      done ;;
     blocks-sweep-r3)
       for blocks in 32 48; do
         (($(left) > 60)) || { echo "== SKIPPED blocks $blocks: $(left) s left"; continue; }

@@ -245,7 +245,7 @@ class GpuRun {
                                         config_.ncclFirstSliceMiB << 20, config_.ncclCopyBlocks,
                                         config_.timeline, config_.ncclMaxCtas, config_.ncclPollMicroseconds,
                                         config_.ipcSpinMicroseconds, config_.layoutKept, config_.ncclBuffers,
-                                        config_.ncclMaxSliceMiB << 20});
+                                        config_.ncclMaxSliceMiB << 20, config_.ncclSettleSpinMicroseconds});
       const RankLine line = ranks.collect("", kRankStartTimeout, "its tensors to be allocated", rank)[rank];
       if (word(line) == "nomemory") {
         const std::string why = label + ": " + line.value("why", "");
@@ -359,7 +359,7 @@ class GpuRun {
         timeline.push_back({.bucket = slice.at(0).get<std::uint32_t>(), .bytes = slice.at(1).get<std::uint64_t>(),
                             .direct = slice.at(2).get<bool>(), .broadcastBegin = slice.at(3).get<double>(),
                             .broadcastEnd = slice.at(4).get<double>(), .copyBegin = slice.at(5).get<double>(),
-                            .copyEnd = slice.at(6).get<double>()});
+                            .copyEnd = slice.at(6).get<double>(), .callMs = slice.at(7).get<double>()});
       }
       row.timelines[rank].push_back(bus::summarizeTimeline(timeline));
       row.lastSlices.push_back(Json::parse(slices.dump()));

@@ -308,6 +308,7 @@ class GpuRank {
           .bufferCount = options_.ncclBuffers,
           .pollInterval = std::chrono::microseconds(options_.ncclPollMicroseconds),
           .copyBlocks = options_.ncclCopyBlocks,
+          .settleSpin = std::chrono::microseconds(options_.ncclSettleSpinMicroseconds),
           .firstSliceBytes = options_.ncclFirstSliceBytes,
           .maxSliceBytes = options_.ncclMaxSliceBytes,
           .maxCtas = options_.ncclMaxCtas,
@@ -379,7 +380,7 @@ class GpuRank {
       RankLine& slices = fields["timeline"] = RankLine::array();
       for (const bus::NcclSliceTiming& slice : ncclChannel_->timeline()) {
         slices.push_back({slice.bucket, slice.bytes, slice.direct, slice.broadcastBegin, slice.broadcastEnd,
-                          slice.copyBegin, slice.copyEnd});
+                          slice.copyBegin, slice.copyEnd, slice.callMs});
       }
     }
     if (!nccl() && options_.timeline) {

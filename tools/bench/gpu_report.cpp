@@ -113,7 +113,8 @@ void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
                  "first pack). Tail: after the last broadcast, until the last unpack ended. Call - GPU: the rank's "
                  "send or receive, call to return, less its GPU total (enqueueing, and seeing the end late); raw: "
                  "the same for the raw broadcast (enqueue to its event seen done, polled every 20 us). The last "
-                 "timed round's slices are in the JSON (`nccl_timeline_slices`).",
+                 "timed round's slices are in the JSON (`nccl_timeline_slices`: bucket, bytes, direct, broadcast begin and end, "
+                 "copy begin and end, and the host time of the broadcast's call).",
                  table);
   report.json["nccl_timeline_slices"] = std::move(slices);
 }
@@ -208,6 +209,7 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"nccl_copy_blocks", c.ncclCopyBlocks}, {"timeline", c.timeline},
                                   {"nccl_max_ctas", c.ncclMaxCtas},
                                   {"nccl_poll_us", c.ncclPollMicroseconds},
+                                  {"nccl_settle_spin_us", c.ncclSettleSpinMicroseconds},
                                   {"ipc_spin_us", c.ipcSpinMicroseconds}});
 
   for (const bool nccl : {true, false}) {

@@ -98,7 +98,8 @@ struct NcclChannel::State {
   // Waits while NCCL is still enqueueing or connecting (a non-blocking communicator's ncclInProgress): the first
   // broadcast connects the ranks, and keeps retrying a dead peer, so the cancel probe and the stall timeout apply.
   tl::expected<void, ChannelFailure> settle(const char* call, ncclResult_t result, Clock::time_point deadline,
-                                            const std::function<bool()>& cancel, Clock::duration stallTimeout) {
+                                            const std::function<bool()>& cancel, Clock::duration stallTimeout,
+                                            Clock::duration spin) {
     const auto started = Clock::now();
     while (result == ncclInProgress) {
       const auto now = Clock::now();
@@ -110,7 +111,11 @@ struct NcclChannel::State {
                                                                   stallTimeout).count()) +
                                                " ms: a peer is dead or stuck");
       }
-      std::this_thread::sleep_for(kPollInterval);
+      if (now - started < spin) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(kPollInterval);
+      }
       nccl->commGetAsyncError(comm, &result);
     }
     if (result != ncclSuccess) return tl::unexpected(ncclFailure(*nccl, comm, call, result));
@@ -191,7 +196,9 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
     return tl::unexpected(failure);
   }
   // Joining waits for every rank, however long they take to come: only the deadline and the probe end it.
-  if (auto ready = state->settle("ncclCommInitRankConfig", started, deadline, config.cancelProbe, Clock::duration::max());
+  // (No spin: joining waits for the other ranks' processes, milliseconds to minutes.)
+  if (auto ready = state->settle("ncclCommInitRankConfig", started, deadline, config.cancelProbe, Clock::duration::max(),
+                                 Clock::duration::zero());
       !ready) {
     state->abort();
     return tl::unexpected(ready.error());
@@ -381,6 +388,11 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     return config_.timeline ? cudaEventRecord(state.timingEvents[kTimingEventsPerSlice * index + which], stream)
                             : cudaSuccess;
   };
+  // config.timeline: each broadcast call's host time.
+  std::vector<double> callMs(config_.timeline ? sliceCount : 0, 0.0);
+  const auto millisecondsSince = [](Clock::time_point from) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - from).count();
+  };
   // Enqueue the whole transfer; nothing below waits for the device.
   auto enqueue = [&]() -> tl::expected<void, ChannelFailure> {
     if (config_.timeline) WSYNC_CUDA_TRY(cudaEventRecord(state.timingOrigin, state.copyStream));
@@ -407,11 +419,15 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.sliceReady[index], 0));
         }
         WSYNC_CUDA_TRY(mark(index, 0, state.commStream));
+        const auto called = Clock::now();
         const ncclResult_t sent = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, state.comm,
                                                         state.commStream);
-        if (auto settled = state.settle("ncclBroadcast", sent, deadline, cancel_, config_.stallTimeout); !settled) {
+        if (auto settled = state.settle("ncclBroadcast", sent, deadline, cancel_, config_.stallTimeout,
+                                        config_.settleSpin);
+            !settled) {
           return settled;
         }
+        if (config_.timeline) callMs[index] = millisecondsSince(called);
         WSYNC_CUDA_TRY(mark(index, 1, state.commStream));
         if (!route.direct) {
           WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.commStream));
@@ -422,11 +438,15 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.bufferFree[slot], 0));
         }
         WSYNC_CUDA_TRY(mark(index, 0, state.commStream));
+        const auto called = Clock::now();
         const ncclResult_t received = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, state.comm,
                                                             state.commStream);
-        if (auto settled = state.settle("ncclBroadcast", received, deadline, cancel_, config_.stallTimeout); !settled) {
+        if (auto settled = state.settle("ncclBroadcast", received, deadline, cancel_, config_.stallTimeout,
+                                        config_.settleSpin);
+            !settled) {
           return settled;
         }
+        if (config_.timeline) callMs[index] = millisecondsSince(called);
         WSYNC_CUDA_TRY(mark(index, 1, state.commStream));
         WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.commStream));
         WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.sliceReady[index], 0));
@@ -508,7 +528,7 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     };
     for (std::size_t index = 0; index < sliceCount; ++index) {
       NcclSliceTiming timing{.bucket = state.routes[index].bucket, .bytes = state.routes[index].bytes,
-                             .direct = state.routes[index].direct};
+                             .direct = state.routes[index].direct, .callMs = callMs[index]};
       WSYNC_CUDA_TRY(since(index, 0, timing.broadcastBegin));
       WSYNC_CUDA_TRY(since(index, 1, timing.broadcastEnd));
       WSYNC_CUDA_TRY(since(index, 2, timing.copyBegin));
