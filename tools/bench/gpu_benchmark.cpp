@@ -359,7 +359,8 @@ class GpuRun {
         timeline.push_back({.bucket = slice.at(0).get<std::uint32_t>(), .bytes = slice.at(1).get<std::uint64_t>(),
                             .direct = slice.at(2).get<bool>(), .broadcastBegin = slice.at(3).get<double>(),
                             .broadcastEnd = slice.at(4).get<double>(), .copyBegin = slice.at(5).get<double>(),
-                            .copyEnd = slice.at(6).get<double>(), .callMs = slice.at(7).get<double>()});
+                            .copyEnd = slice.at(6).get<double>(), .callMs = slice.at(7).get<double>(),
+                            .settleMs = slice.at(8).get<double>()});
       }
       row.timelines[rank].push_back(bus::summarizeTimeline(timeline));
       row.lastSlices.push_back(Json::parse(slices.dump()));

@@ -380,7 +380,7 @@ class GpuRank {
       RankLine& slices = fields["timeline"] = RankLine::array();
       for (const bus::NcclSliceTiming& slice : ncclChannel_->timeline()) {
         slices.push_back({slice.bucket, slice.bytes, slice.direct, slice.broadcastBegin, slice.broadcastEnd,
-                          slice.copyBegin, slice.copyEnd, slice.callMs});
+                          slice.copyBegin, slice.copyEnd, slice.callMs, slice.settleMs});
       }
     }
     if (!nccl() && options_.timeline) {

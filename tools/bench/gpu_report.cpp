@@ -114,7 +114,7 @@ void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
                  "send or receive, call to return, less its GPU total (enqueueing, and seeing the end late); raw: "
                  "the same for the raw broadcast (enqueue to its event seen done, polled every 20 us). The last "
                  "timed round's slices are in the JSON (`nccl_timeline_slices`: bucket, bytes, direct, broadcast begin and end, "
-                 "copy begin and end, and the host time of the broadcast's call).",
+                 "copy begin and end, and the host time of the broadcast's call and of its settling).",
                  table);
   report.json["nccl_timeline_slices"] = std::move(slices);
 }

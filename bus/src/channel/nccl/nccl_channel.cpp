@@ -388,10 +388,11 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     return config_.timeline ? cudaEventRecord(state.timingEvents[kTimingEventsPerSlice * index + which], stream)
                             : cudaSuccess;
   };
-  // config.timeline: each broadcast call's host time.
+  // config.timeline: each broadcast call's host time, and its settling's.
   std::vector<double> callMs(config_.timeline ? sliceCount : 0, 0.0);
-  const auto millisecondsSince = [](Clock::time_point from) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - from).count();
+  std::vector<double> settleMs(config_.timeline ? sliceCount : 0, 0.0);
+  const auto millisecondsBetween = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double, std::milli>(to - from).count();
   };
   // Enqueue the whole transfer; nothing below waits for the device.
   auto enqueue = [&]() -> tl::expected<void, ChannelFailure> {
@@ -422,12 +423,16 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         const auto called = Clock::now();
         const ncclResult_t sent = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, state.comm,
                                                         state.commStream);
+        const auto returned = Clock::now();
         if (auto settled = state.settle("ncclBroadcast", sent, deadline, cancel_, config_.stallTimeout,
                                         config_.settleSpin);
             !settled) {
           return settled;
         }
-        if (config_.timeline) callMs[index] = millisecondsSince(called);
+        if (config_.timeline) {
+          callMs[index] = millisecondsBetween(called, returned);
+          settleMs[index] = sent == ncclInProgress ? millisecondsBetween(returned, Clock::now()) : 0.0;
+        }
         WSYNC_CUDA_TRY(mark(index, 1, state.commStream));
         if (!route.direct) {
           WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.commStream));
@@ -441,12 +446,16 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         const auto called = Clock::now();
         const ncclResult_t received = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, state.comm,
                                                             state.commStream);
+        const auto returned = Clock::now();
         if (auto settled = state.settle("ncclBroadcast", received, deadline, cancel_, config_.stallTimeout,
                                         config_.settleSpin);
             !settled) {
           return settled;
         }
-        if (config_.timeline) callMs[index] = millisecondsSince(called);
+        if (config_.timeline) {
+          callMs[index] = millisecondsBetween(called, returned);
+          settleMs[index] = received == ncclInProgress ? millisecondsBetween(returned, Clock::now()) : 0.0;
+        }
         WSYNC_CUDA_TRY(mark(index, 1, state.commStream));
         WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.commStream));
         WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.sliceReady[index], 0));
@@ -528,7 +537,8 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     };
     for (std::size_t index = 0; index < sliceCount; ++index) {
       NcclSliceTiming timing{.bucket = state.routes[index].bucket, .bytes = state.routes[index].bytes,
-                             .direct = state.routes[index].direct, .callMs = callMs[index]};
+                             .direct = state.routes[index].direct, .callMs = callMs[index],
+                             .settleMs = settleMs[index]};
       WSYNC_CUDA_TRY(since(index, 0, timing.broadcastBegin));
       WSYNC_CUDA_TRY(since(index, 1, timing.broadcastEnd));
       WSYNC_CUDA_TRY(since(index, 2, timing.copyBegin));

@@ -18,9 +18,11 @@ struct NcclSliceTiming {
   double broadcastEnd = 0;
   double copyBegin = 0;  // the sender's pack before the broadcast, a receiver's unpack after it
   double copyEnd = 0;
-  // Host time of the broadcast's call, its settling included (ncclInProgress, NcclChannelConfig::settleSpin). Not a
-  // GPU interval: a begin event is recorded before the call, so a slow call shows as a broadcast that took longer.
+  // Host time of the broadcast's call, and of its settling after the call returned ncclInProgress (0 when it returned
+  // ncclSuccess; NcclChannelConfig::settleSpin). Not GPU intervals: a begin event is recorded before the call, so a
+  // slow call shows as a broadcast that took longer.
   double callMs = 0;
+  double settleMs = 0;
 };
 
 // A rank's transfer in a few figures (milliseconds), for comparing the channel's broadcasts with a raw one.
