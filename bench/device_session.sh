@@ -6,7 +6,7 @@
 #   bash bench/device_session.sh COMMIT BUDGET_S PHASE...
 #   phases: machine tests fsdp2-ipc rl-timing rl-fsdp2-ipc frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
 #           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab nccl-tests staging-ab-r1 staging-ab-r3
-#           staging-r1 staging-r3 blocks-sweep-r3 settle-ab-r1 settle-ab-r3 nccl-calls
+#           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -30,11 +30,11 @@
 #                  buffers of half a bucket) and of protocol 4 (--nccl-max-slice-mib 1024: two whole buckets), one after
 #                  the other on the same GPUs: speed and the memory rows.
 #   staging-rN: issue 18's nccl rows (every frontier model at 256 MiB to 4 GiB buckets), layout kept, protocol 5.
-#   settle-ab-rN: 100,000 tensors and qwen2.5-7b at 1 GiB buckets, layout kept, --timeline, with the broadcast calls
-#                 asked again in a loop (kNcclSettleSpin) and sleeping from the first look (--nccl-settle-spin-us 0).
 #   nccl-calls: why a broadcast call takes 0.15-0.45 ms of host time on the channel's non-blocking communicator
 #               (--timeline's call and settle times): 100,000 tensors and qwen2.5-7b, 1 receiver, 1 GiB buckets, with
 #               NCCL's defaults, NCCL_LOCAL_REGISTER=0 and NCCL_RUNTIME_CONNECT=0; then one round of NCCL_DEBUG=INFO.
+#   ipc-rows: issue 18's cuda_ipc rows on GPU 0, every frontier model, allocations and layout kept (as the Python
+#             trainer vouches), one cudaMalloc per tensor; then 100,000 tensors in PyTorch's caching segments.
 #   blocks-sweep-r3: 100,000 tensors and qwen2.5-7b, 3 receivers, 1 GiB buckets, layout kept, at 32 and 48 copy blocks.
 #
 # Expects the build carried in .carry/: the relocatable install (bin/, lib/), the test binaries wsync_gpu_tests and
@@ -141,12 +141,6 @@ for phase in "$@"; do
       timeout $t bash bench/nccl_frontier.sh --receivers ${phase#staging-r} --slices 64 --layout-kept $R/staging \
         synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b
       sed -n '/GPU memory beyond/,/^Method/p' $R/staging/nccl-r${phase#staging-r}-layout-slice64.md | grep "^| [sqd]" ;;
-    settle-ab-r1 | settle-ab-r3)
-      for spin in 2000 0; do
-        (($(left) > 60)) || { echo "== SKIPPED settle spin $spin: $(left) s left"; continue; }
-        timeout $(left) bash bench/nccl_frontier.sh --receivers ${phase#settle-ab-r} --slices 64 --buckets 1024 \
-          --layout-kept --settle-spin-us $spin --timeline $R/settle synthetic:100000:4096 qwen2.5-7b
-      done ;;
     nccl-calls)
       for env in NCCL_DEBUG=WARN NCCL_LOCAL_REGISTER=0 NCCL_RUNTIME_CONNECT=0; do
         (($(left) > 60)) || { echo "== SKIPPED nccl-calls $env: $(left) s left"; continue; }
@@ -158,6 +152,17 @@ for phase in "$@"; do
         $C/bin/wsync-bench gpu --channel nccl --models qwen2.5-7b --bucket-mib 1024 --receivers 1 --warmup 1 --reps 2 \
         --layout-kept --out $R/calls/debug.md > $R/calls/debug.log 2>&1
       grep -i -E "regist|runtime|nonblock|blocking" $R/calls/debug.log | sort | uniq -c | sort -rn | head -20 ;;
+    ipc-rows)
+      for allocation in tensor torch; do
+        (($(left) > 60)) || { echo "== SKIPPED ipc-rows $allocation: $(left) s left"; continue; }
+        models="synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b qwen3-30b-a3b"
+        [[ $allocation == torch ]] && models=synthetic:100000:4096
+        LD_LIBRARY_PATH=$C/lib timeout $(left) $C/bin/wsync-bench gpu --channel cuda_ipc --allocations-kept \
+          --layout-kept --allocation $allocation --models $models --warmup 2 --reps 10 --commit $commit \
+          --out $R/ipc-rows-$allocation.md --json $R/ipc-rows-$allocation.json > $R/ipc-rows-$allocation.log 2>&1
+        echo "exit $?" >> $R/ipc-rows-$allocation.log
+        grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \|" $R/ipc-rows-$allocation.md | cut -d'|' -f2,3,8,10,12,13,14
+      done ;;
     blocks-sweep-r3)
       for blocks in 32 48; do
         (($(left) > 60)) || { echo "== SKIPPED blocks $blocks: $(left) s left"; continue; }

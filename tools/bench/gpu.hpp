@@ -77,8 +77,6 @@ struct GpuBenchConfig {
   // (NcclChannelConfig::maxSliceBytes; 0: half a bucket).
   std::uint32_t ncclBuffers = bus::gpu::kNcclDefaultBuffers;
   std::uint64_t ncclMaxSliceMiB = 0;
-  // nccl: how long a broadcast call answered "in progress" is asked again before sleeping (settleSpin).
-  std::uint32_t ncclSettleSpinMicroseconds = static_cast<std::uint32_t>(bus::gpu::kNcclSettleSpin.count());
   // nccl: the channel communicator's ncclConfig_t::maxCTAs (NcclChannelConfig::maxCtas); 0: NCCL's choice. The raw
   // baseline keeps NCCL's choice.
   std::int32_t ncclMaxCtas = 0;
@@ -113,12 +111,11 @@ struct GpuRankOptions {
   bool layoutKept = false;                 // GpuBenchConfig::layoutKept
   std::uint32_t ncclBuffers = bus::gpu::kNcclDefaultBuffers;  // GpuBenchConfig::ncclBuffers
   std::uint64_t ncclMaxSliceBytes = 0;                         // GpuBenchConfig::ncclMaxSliceMiB, in bytes
-  std::uint32_t ncclSettleSpinMicroseconds = 0;                // GpuBenchConfig::ncclSettleSpinMicroseconds
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
                                    segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
                                    timeline, ncclMaxCtas, ncclPollMicroseconds, ipcSpinMicroseconds, layoutKept,
-                                   ncclBuffers, ncclMaxSliceBytes, ncclSettleSpinMicroseconds)
+                                   ncclBuffers, ncclMaxSliceBytes)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

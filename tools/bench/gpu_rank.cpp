@@ -308,7 +308,6 @@ class GpuRank {
           .bufferCount = options_.ncclBuffers,
           .pollInterval = std::chrono::microseconds(options_.ncclPollMicroseconds),
           .copyBlocks = options_.ncclCopyBlocks,
-          .settleSpin = std::chrono::microseconds(options_.ncclSettleSpinMicroseconds),
           .firstSliceBytes = options_.ncclFirstSliceBytes,
           .maxSliceBytes = options_.ncclMaxSliceBytes,
           .maxCtas = options_.ncclMaxCtas,

@@ -205,10 +205,6 @@ int main(int argc, char** argv) {
   option(gpuMode, "--nccl-poll-us", gpu.ncclPollMicroseconds,
          "nccl: how often a rank's transfer looks at its events (microseconds); 0: yield between looks")
       ->check(CLI::Range(0, 10000));
-  option(gpuMode, "--nccl-settle-spin-us", gpu.ncclSettleSpinMicroseconds,
-         "nccl: how long a broadcast call NCCL answered 'in progress' is asked again in a loop before 100 us sleeps "
-         "(microseconds; 0: sleep from the first look)")
-      ->check(CLI::Range(0, 1000000));
   option(gpuMode, "--ipc-spin-us", gpu.ipcSpinMicroseconds,
          "cuda_ipc: how long each side yields in a loop before it sleeps on the segment's futex (microseconds)")
       ->check(CLI::Range(0, 1000000));

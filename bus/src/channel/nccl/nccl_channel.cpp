@@ -98,8 +98,7 @@ struct NcclChannel::State {
   // Waits while NCCL is still enqueueing or connecting (a non-blocking communicator's ncclInProgress): the first
   // broadcast connects the ranks, and keeps retrying a dead peer, so the cancel probe and the stall timeout apply.
   tl::expected<void, ChannelFailure> settle(const char* call, ncclResult_t result, Clock::time_point deadline,
-                                            const std::function<bool()>& cancel, Clock::duration stallTimeout,
-                                            Clock::duration spin) {
+                                            const std::function<bool()>& cancel, Clock::duration stallTimeout) {
     const auto started = Clock::now();
     while (result == ncclInProgress) {
       const auto now = Clock::now();
@@ -111,11 +110,7 @@ struct NcclChannel::State {
                                                                   stallTimeout).count()) +
                                                " ms: a peer is dead or stuck");
       }
-      if (now - started < spin) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(kPollInterval);
-      }
+      std::this_thread::sleep_for(kPollInterval);
       nccl->commGetAsyncError(comm, &result);
     }
     if (result != ncclSuccess) return tl::unexpected(ncclFailure(*nccl, comm, call, result));
@@ -196,9 +191,7 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
     return tl::unexpected(failure);
   }
   // Joining waits for every rank, however long they take to come: only the deadline and the probe end it.
-  // (No spin: joining waits for the other ranks' processes, milliseconds to minutes.)
-  if (auto ready = state->settle("ncclCommInitRankConfig", started, deadline, config.cancelProbe, Clock::duration::max(),
-                                 Clock::duration::zero());
+  if (auto ready = state->settle("ncclCommInitRankConfig", started, deadline, config.cancelProbe, Clock::duration::max());
       !ready) {
     state->abort();
     return tl::unexpected(ready.error());
@@ -424,9 +417,7 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         const ncclResult_t sent = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, state.comm,
                                                         state.commStream);
         const auto returned = Clock::now();
-        if (auto settled = state.settle("ncclBroadcast", sent, deadline, cancel_, config_.stallTimeout,
-                                        config_.settleSpin);
-            !settled) {
+        if (auto settled = state.settle("ncclBroadcast", sent, deadline, cancel_, config_.stallTimeout); !settled) {
           return settled;
         }
         if (config_.timeline) {
@@ -447,8 +438,7 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         const ncclResult_t received = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, state.comm,
                                                             state.commStream);
         const auto returned = Clock::now();
-        if (auto settled = state.settle("ncclBroadcast", received, deadline, cancel_, config_.stallTimeout,
-                                        config_.settleSpin);
+        if (auto settled = state.settle("ncclBroadcast", received, deadline, cancel_, config_.stallTimeout);
             !settled) {
           return settled;
         }

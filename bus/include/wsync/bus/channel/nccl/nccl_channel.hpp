@@ -55,12 +55,6 @@ inline constexpr std::uint64_t kNcclFirstSliceBytes = 64ULL * 1024 * 1024;
 // bucket's broadcast (about a millisecond for 256 MiB on NVLink), long enough not to burn a core. It is also how late
 // a rank may see its transfer's end: a sleep asked for 100 us often takes more on a VM.
 inline constexpr std::chrono::microseconds kNcclPollInterval{100};
-// How long a call that NCCL answered with ncclInProgress (a non-blocking communicator's enqueue still running) is
-// asked again in a loop, yielding the core, before the asking slows to kPollInterval sleeps (connecting, a dead
-// peer). The broadcasts' enqueue settles within microseconds; a 100 us sleep before it (often twice that on a VM)
-// held the first broadcast of every transfer back: its begin event to its end took 0.47 ms for 64 MiB against
-// 0.20 ms for the second (4 x H200, issue 18).
-inline constexpr std::chrono::microseconds kNcclSettleSpin{2000};
 // Kernel blocks the pack/unpack launches may use while NCCL runs: few enough to leave its own blocks room.
 inline constexpr std::uint32_t kNcclDefaultCopyBlocks = 64;
 
@@ -74,8 +68,6 @@ struct NcclChannelConfig {
   // its end seen within microseconds; wsync-bench gpu --nccl-poll-us measures the difference).
   std::chrono::microseconds pollInterval{kNcclPollInterval};
   std::uint32_t copyBlocks = kNcclDefaultCopyBlocks;
-  // kNcclSettleSpin; 0 sleeps from the first look (wsync-bench gpu --nccl-settle-spin-us measures the difference).
-  std::chrono::microseconds settleSpin{kNcclSettleSpin};
   // broadcastSlices' firstSliceBytes: 0 (one broadcast per bucket) or a multiple of kSliceAlignment. Every rank of
   // a communicator must use the same value: the broadcasts' sizes must match.
   std::uint64_t firstSliceBytes = kNcclFirstSliceBytes;
