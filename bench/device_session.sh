@@ -6,7 +6,7 @@
 #   bash bench/device_session.sh COMMIT BUDGET_S PHASE...
 #   phases: machine tests fsdp2-ipc rl-timing rl-fsdp2-ipc frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
 #           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab nccl-tests staging-ab-r1 staging-ab-r3
-#           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows
+#           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -33,6 +33,8 @@
 #   nccl-calls: why a broadcast call takes 0.15-0.45 ms of host time on the channel's non-blocking communicator
 #               (--timeline's call and settle times): 100,000 tensors and qwen2.5-7b, 1 receiver, 1 GiB buckets, with
 #               NCCL's defaults, NCCL_LOCAL_REGISTER=0 and NCCL_RUNTIME_CONNECT=0; then one round of NCCL_DEBUG=INFO.
+#   blocking-ab: 100,000 tensors, qwen2.5-7b and deepseek-v3:8 at 1 GiB buckets, layout kept, 1 and 3 receivers, the
+#                channel's communicator blocking (--nccl-blocking, measurement only) and not, one after the other.
 #   ipc-rows: issue 18's cuda_ipc rows on GPU 0, every frontier model, allocations and layout kept (as the Python
 #             trainer vouches), one cudaMalloc per tensor; then 100,000 tensors in PyTorch's caching segments.
 #   blocks-sweep-r3: 100,000 tensors and qwen2.5-7b, 3 receivers, 1 GiB buckets, layout kept, at 32 and 48 copy blocks.
@@ -152,6 +154,14 @@ for phase in "$@"; do
         $C/bin/wsync-bench gpu --channel nccl --models qwen2.5-7b --bucket-mib 1024 --receivers 1 --warmup 1 --reps 2 \
         --layout-kept --out $R/calls/debug.md > $R/calls/debug.log 2>&1
       grep -i -E "regist|runtime|nonblock|blocking" $R/calls/debug.log | sort | uniq -c | sort -rn | head -20 ;;
+    blocking-ab)
+      for receivers in 1 3; do
+        for blocking in --blocking ""; do
+          (($(left) > 40)) || { echo "== SKIPPED blocking-ab r$receivers ${blocking:-nonblocking}: $(left) s left"; continue; }
+          timeout $(left) bash bench/nccl_frontier.sh --receivers $receivers --slices 64 --buckets 1024 --layout-kept \
+            $blocking $R/blocking synthetic:100000:4096 qwen2.5-7b deepseek-v3:8
+        done
+      done ;;
     ipc-rows)
       for allocation in tensor torch; do
         (($(left) > 60)) || { echo "== SKIPPED ipc-rows $allocation: $(left) s left"; continue; }

@@ -311,6 +311,7 @@ class GpuRank {
           .firstSliceBytes = options_.ncclFirstSliceBytes,
           .maxSliceBytes = options_.ncclMaxSliceBytes,
           .maxCtas = options_.ncclMaxCtas,
+          .blocking = options_.ncclBlocking,
           .timeline = options_.timeline};
       ncclChannel_ =
           orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");

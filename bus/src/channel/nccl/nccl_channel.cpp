@@ -178,7 +178,8 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
   ncclUniqueId id;
   std::memcpy(id.internal, config.uniqueId.data(), sizeof(id.internal));
   ncclConfig_t ncclConfig = NCCL_CONFIG_INITIALIZER;
-  ncclConfig.blocking = 0;  // every call returns at once; the watchdog decides how long to wait
+  // Every call returns at once; the watchdog decides how long to wait (config.blocking: measurement only).
+  ncclConfig.blocking = config.blocking ? 1 : 0;
   if (config.maxCtas > 0) {
     ncclConfig.maxCTAs = config.maxCtas;
     ncclConfig.minCTAs = 1;  // NCCL refuses a minimum above the maximum

@@ -81,6 +81,11 @@ struct NcclChannelConfig {
   // SMs to the unpack kernels beside the broadcasts; whether they keep the broadcast's speed is measured
   // (wsync-bench gpu --nccl-max-ctas).
   std::int32_t maxCtas = 0;
+  // A blocking communicator (ncclConfig_t::blocking = 1). Measurement only, off in the agents: NCCL then enqueues a
+  // broadcast in the calling thread (about 20 us) instead of from a thread of its own (0.1-0.4 ms, which the first
+  // broadcast of every transfer waits out), but open() and the first transfer, which connects the ranks, can no
+  // longer be cancelled or time out: a rank that never comes hangs the caller (wsync-bench gpu --nccl-blocking).
+  bool blocking = false;
   // Profiling (nccl_timeline.hpp): timing events around every broadcast and copy, read back after each transfer.
   // Off in the agents; on, each slice costs four event records more.
   bool timeline = false;
