@@ -42,7 +42,7 @@ constexpr std::uint32_t kUnoverlappedCopyBlocks = 1024;
 // config.timeline: broadcast begin and end, copy begin and end (NcclSliceTiming's order).
 constexpr std::size_t kTimingEventsPerSlice = 4;
 
-// How slice `slice` travels: straight between the tensors, or through a bucket buffer.
+// How slice `slice` travels: straight between the tensors, or through a staging buffer.
 struct SliceRoute {
   bool direct = false;         // its bucket is one piece that fills it: no staging buffer
   std::uint32_t slot = 0;      // staged: the buffer it passes through (waits for it to be free, then frees it)
