@@ -6,7 +6,10 @@
 //   2. ncclCommSplit of it into a child with blocking = 1 and splitShare = 1: what the split returns (ncclInProgress
 //      means it can be polled, and so time out), the GPU memory it takes, and whether the child's first broadcast
 //      connects again;
-//   3. the child's broadcast calls' host time.
+//   3. the child's broadcast calls' host time;
+//   4. a stuck peer: rank 1 joins the child's next broadcast 2 s late; rank 0 reports whether its blocking call
+//      waited for it, aborts the child after 300 ms and says how long the abort and the stream's drain took (rank 1
+//      does the same with its own, now lone, broadcast), and whether the parent still broadcasts afterwards.
 // Not built by CMake:
 //   nvcc -O2 -std=c++17 -arch=sm_90 -o nccl_split_probe bench/profiles/nccl_split_probe.cu -lnccl -lpthread
 //   ./nccl_split_probe [MIB]        2 GPUs, a thread each
@@ -101,7 +104,34 @@ static void run(int rank, int device, ncclUniqueId id, size_t bytes) {
   std::printf("rank %d: GPU memory: parent communicator %.1f MiB, split %.1f MiB, child's broadcasts %.1f MiB\n", rank,
               (before - afterParent) / 1048576.0, (afterParent - afterSplit) / 1048576.0,
               (afterSplit - afterChild) / 1048576.0);
+
+  // 4. A stuck peer on the blocking child.
+  if (rank == 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+  const auto called = Clock::now();
+  const ncclResult_t late = ncclBroadcast(buffer, buffer, bytes, ncclUint8, 0, child, stream);
+  std::printf("rank %d: child broadcast with the peer %s: the call returned %s after %.3f ms\n", rank,
+              rank == 0 ? "2 s late" : "gone", ncclGetErrorString(late), msSince(called));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const bool done = cudaStreamQuery(stream) == cudaSuccess;
+  const auto aborting = Clock::now();
   ncclCommAbort(child);
+  const double abortMs = msSince(aborting);
+  cudaError_t drained = cudaErrorNotReady;
+  while (msSince(aborting) < 5000 && (drained = cudaStreamQuery(stream)) == cudaErrorNotReady) std::this_thread::yield();
+  std::printf("rank %d: after 300 ms the broadcast was %s; ncclCommAbort(child) took %.3f ms; the stream %s after "
+              "%.3f ms\n", rank, done ? "done" : "pending", abortMs, cudaGetErrorString(drained), msSince(aborting));
+  cudaGetLastError();
+  // Whether the parent, which shared its resources with the aborted child, still works (both ranks, with a bound).
+  const auto again = Clock::now();
+  const ncclResult_t parentCall = ncclBroadcast(buffer, buffer, bytes, ncclUint8, 0, parent, stream);
+  ncclResult_t state = parentCall;
+  while (state == ncclInProgress && msSince(again) < 5000) { std::this_thread::yield(); ncclCommGetAsyncError(parent, &state); }
+  cudaError_t finished = cudaErrorNotReady;
+  while (state == ncclSuccess && msSince(again) < 5000 && (finished = cudaStreamQuery(stream)) == cudaErrorNotReady) {
+    std::this_thread::yield();
+  }
+  std::printf("rank %d: the parent after the child's abort: call %s, state %s, stream %s (%.3f ms)\n", rank,
+              ncclGetErrorString(parentCall), ncclGetErrorString(state), cudaGetErrorString(finished), msSince(again));
   ncclCommAbort(parent);
 }
 
