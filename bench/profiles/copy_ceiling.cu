@@ -1,7 +1,10 @@
 // The ceiling of copies made by SMs against cudaMemcpyAsync on one GPU: the profile behind issue 18's cuda_ipc
 // work (bench/results/issue18-cuda-ipc-profile-2026-11-25.md). It times wsync's copy kernel (copy_kernel.cu, with
 // its checksum) on one run or on many small ones, plain grid-stride and block-chunked copies, and the copy engine;
-// IPC=1 imports the source from a child process over CUDA IPC, as a cuda_ipc receiver reads it. Not built by CMake:
+// IPC=1 imports the source from a child process over CUDA IPC, as a cuda_ipc receiver reads it. Since 2026-11-28 it
+// also times the copy engines on the runs (cudaMemcpyBatchAsync: one call for every run) and a Hopper bulk-copy
+// kernel (cp.async.bulk global -> shared -> global, driven by one thread, the checksum folded from shared memory by
+// the rest), and checks that the bulk kernel's sums equal wsync's kernel's. Not built by CMake:
 //   nvcc -O3 -std=c++20 -arch=sm_90 -Ibus/src -Ibus/include -Ibuild/schemas/include \
 //        -o copy_ceiling bench/profiles/copy_ceiling.cu
 //   ./copy_ceiling BYTES [RUN_BYTES]   (RUN_BYTES 0: one run)
@@ -13,6 +16,7 @@
 #include <unistd.h>
 #include <sys/wait.h>
 #include <cstdlib>
+#include <chrono>
 #include "channel/gpu/copy_kernel.cu"
 using namespace wsync::bus::gpu::detail;
 using wsync::bus::DeviceChecksumSums;
@@ -31,6 +35,11 @@ __global__ void __launch_bounds__(512) plainCopy(const uint4* __restrict__ s, ui
   }
   for (; i < n; i += stride) d[i] = s[i];
 }
+// Varied source bytes, so that equal sums say more than equal sizes.
+__global__ void fillPattern(uint32_t* words, size_t n) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    words[i] = (uint32_t)(i * 2654435761u) ^ (uint32_t)(i >> 13);
+}
 // Block-contiguous: each block owns a contiguous slice (like our chunks) instead of grid-strided vectors.
 template <int U>
 __global__ void __launch_bounds__(512) chunkCopy(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n, size_t chunk) {
@@ -48,23 +57,125 @@ __global__ void __launch_bounds__(512) chunkCopy(const uint4* __restrict__ s, ui
   }
 }
 
+
+// ---- Hopper bulk copies (TMA without a tensor map): global -> shared -> global, the checksum read from shared. ----
+__device__ __forceinline__ uint32_t smem(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ bool tryWait(uint32_t bar, uint32_t parity) {
+  uint32_t ok;
+  asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
+  return ok != 0;
+}
+struct Piece { uint64_t src, dst, word; uint32_t bytes, key0, key1, pad; };
+// S stages of B bytes; the producer (thread 0) loads L = S - 2 pieces ahead; a stage is loaded again once its store
+// finished reading it (wait_group.read 1) and every thread passed the barrier after its checksum.
+template <int B, int S, bool SUM>
+__global__ void __launch_bounds__(256) bulkCopy(const CopyRun* runs, const uint32_t* chunkRuns, uint32_t chunkCount,
+                                               DeviceChecksumSums* sums) {
+  extern __shared__ __align__(128) unsigned char dyn[];
+  unsigned char* stage = dyn;                                   // S * B bytes
+  __shared__ __align__(8) uint64_t bars[S];
+  __shared__ Piece desc[S];
+  constexpr int L = S - 2;
+  // the producer's cursor
+  uint32_t chunk = blockIdx.x; uint64_t offset = 0, begin = 0, end = 0; CopyRun run{};
+  bool have = false;
+  auto next = [&](Piece& p) -> bool {
+    while (true) {
+      if (!have) {
+        if (chunk >= chunkCount) return false;
+        run = runs[chunkRuns[chunk]];
+        begin = uint64_t{chunk - run.firstChunk} * kCopyChunkBytes;
+        end = begin + kCopyChunkBytes < run.bytes ? begin + kCopyChunkBytes : run.bytes;
+        offset = begin; have = true;
+      }
+      if (offset < end) {
+        uint64_t n = end - offset < B ? end - offset : B;
+        p.src = run.src + offset; p.dst = run.dst + offset; p.word = run.firstWord + offset / 8;
+        p.bytes = (uint32_t)n; p.key0 = (run.tensor * kMulT0) ^ kSeed0; p.key1 = (run.tensor * kMulT1) ^ kSeed1;
+        offset += n; return true;
+      }
+      have = false; chunk += gridDim.x;
+    }
+  };
+  auto produce = [&](uint32_t piece) {
+    const int s = piece % S;
+    Piece p{};
+    const bool more = next(p);
+    if (!more) p.bytes = 0;
+    desc[s] = p;
+    const uint32_t bar = smem(&bars[s]);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(p.bytes) : "memory");
+    if (p.bytes != 0) {
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                   :: "r"(smem(stage + s * B)), "l"(p.src), "r"(p.bytes), "r"(bar) : "memory");
+    }
+    return more;
+  };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem(&bars[s])));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  bool producing = true;
+  if (threadIdx.x == 0) for (uint32_t p = 0; p < L && producing; ++p) producing = produce(p);
+  uint64_t sum0 = 0, sum1 = 0;
+  for (uint32_t i = 0;; ++i) {
+    if (threadIdx.x == 0 && producing) {
+      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+      producing = produce(i + L);
+    }
+    const int s = i % S;
+    while (!tryWait(smem(&bars[s]), (i / S) & 1)) {}
+    const Piece p = desc[s];
+    if (p.bytes == 0) break;
+    if (threadIdx.x == 0) {
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                   :: "l"(p.dst), "r"(smem(stage + s * B)), "r"(p.bytes) : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+    if (SUM) {
+      const uint4* v = reinterpret_cast<const uint4*>(stage + s * B);
+      for (uint32_t k = threadIdx.x; k < p.bytes / 16; k += blockDim.x) {
+        const uint4 x = v[k];
+        const uint64_t word = p.word + 2 * k;
+        fold(sum0, sum1, p.key0, p.key1, word, (uint64_t{x.y} << 32) | x.x);
+        fold(sum0, sum1, p.key0, p.key1, word + 1, (uint64_t{x.w} << 32) | x.z);
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  if (!SUM) return;
+  for (int o = 16; o > 0; o /= 2) { sum0 += __shfl_down_sync(~0u, sum0, o); sum1 += __shfl_down_sync(~0u, sum1, o); }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd((unsigned long long*)&sums->lane[0], (unsigned long long)sum0);
+    atomicAdd((unsigned long long*)&sums->lane[1], (unsigned long long)sum1);
+  }
+}
+
 int main(int argc, char** argv) {
   size_t bytes = (argc > 1 ? atoll(argv[1]) : 4ull << 30);
   size_t tensor = (argc > 2 ? atoll(argv[2]) : 0);  // 0: one run
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  // SCATTER=1: every run a cudaMalloc of its own on both sides, as the channel's one-allocation-per-tensor rows.
+  const bool scatter = getenv("SCATTER") != nullptr && tensor != 0;
+  int toChildEnd = -1;
   void *src, *dst;
   const bool ipc = getenv("IPC") != nullptr;
   if (ipc) {
     int toParent[2], toChild[2]; pipe(toParent); pipe(toChild);
     if (fork() == 0) {  // the exporter: allocates the source, hands its handle over, waits for the parent
-      void* mine; CK(cudaMalloc(&mine, bytes)); CK(cudaMemset(mine, 1, bytes)); CK(cudaDeviceSynchronize());
+      void* mine; CK(cudaMalloc(&mine, bytes)); fillPattern<<<1024, 256>>>((uint32_t*)mine, bytes / 4); CK(cudaDeviceSynchronize());
       cudaIpcMemHandle_t h; CK(cudaIpcGetMemHandle(&h, mine)); write(toParent[1], &h, sizeof h);
       char c; read(toChild[0], &c, 1); _exit(0);
     }
+    toChildEnd = toChild[1];
     cudaIpcMemHandle_t h; read(toParent[0], &h, sizeof h);
     CK(cudaIpcOpenMemHandle(&src, h, cudaIpcMemLazyEnablePeerAccess));
     printf("source imported over CUDA IPC from a child process\n");
   } else {
-    CK(cudaMalloc(&src, bytes)); CK(cudaMemset(src, 1, bytes));
+    CK(cudaMalloc(&src, bytes)); fillPattern<<<1024, 256>>>((uint32_t*)src, bytes / 4);
   }
   CK(cudaMalloc(&dst, bytes)); CK(cudaMemset(dst, 0, bytes));
   int sms = 0; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -73,9 +184,16 @@ int main(int argc, char** argv) {
   // our table
   std::vector<CopyRun> runs; std::vector<uint32_t> chunkRuns; uint32_t chunks = 0;
   size_t step = tensor ? tensor : bytes;
+  std::vector<void*> scattered;
   for (size_t off = 0, t = 0; off < bytes; off += step, ++t) {
     size_t n = std::min(step, bytes - off);
-    runs.push_back(CopyRun{(uint64_t)src + off, (uint64_t)dst + off, n, 0, (uint32_t)t, chunks, 0});
+    uint64_t from = (uint64_t)src + off, to = (uint64_t)dst + off;
+    if (scatter) {
+      void *a, *b; CK(cudaMalloc(&a, n)); CK(cudaMalloc(&b, n));
+      CK(cudaMemcpy(a, (void*)from, n, cudaMemcpyDeviceToDevice)); scattered.push_back(a); scattered.push_back(b);
+      from = (uint64_t)a; to = (uint64_t)b;
+    }
+    runs.push_back(CopyRun{from, to, n, 0, (uint32_t)t, chunks, 0});
     uint32_t c = (n + kCopyChunkBytes - 1) / kCopyChunkBytes;
     chunkRuns.insert(chunkRuns.end(), c, (uint32_t)(runs.size() - 1)); chunks += c;
   }
@@ -84,6 +202,7 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(dRuns, runs.data(), runs.size() * sizeof(CopyRun), cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dChunks, chunkRuns.data(), chunkRuns.size() * 4, cudaMemcpyHostToDevice));
   size_t n = bytes / 16;
+  if (scatter) printf("every run a cudaMalloc of its own on both sides (%zu allocations)\n", scattered.size());
   auto time = [&](const char* what, auto&& fn) -> int {
     float best = 1e9, sum = 0;
     for (int r = 0; r < 8; ++r) {
@@ -94,10 +213,41 @@ int main(int argc, char** argv) {
     return 0;
   };
   time("cudaMemcpyAsync", [&] { cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st); });
-  for (int bl : {32, 64, 96, sms, 1024, 2 * sms, 4 * sms}) {
+  for (int bl : {2 * sms, 1024}) {
     char name[64]; snprintf(name, 64, "wsync copyRuns %u runs %d blk", (unsigned)runs.size(), bl);
-    time(name, [&] { launchCopyRuns(dRuns, dChunks, chunks, sums, bl, st); });
+    time(name, [&] { launchCopyRuns(dRuns, dChunks, chunks, sums, {}, bl, st); });
   }
+  // The sums wsync's kernel folds, to check the bulk kernel's against.
+  DeviceChecksumSums want{}, got{};
+  CK(cudaMemset(sums, 0, sizeof want)); launchCopyRuns(dRuns, dChunks, chunks, sums, {}, 1024, st);
+  CK(cudaMemcpy(&want, sums, sizeof want, cudaMemcpyDeviceToHost));
+  auto bulk = [&](const char* what, auto kernel, int stageBytes, int blocks) -> int {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, stageBytes));
+    CK(cudaMemset(sums, 0, sizeof got)); CK(cudaMemset(dst, 0, bytes));
+    kernel<<<blocks, 256, stageBytes, st>>>(dRuns, dChunks, chunks, sums); CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(&got, sums, sizeof got, cudaMemcpyDeviceToHost));
+    const bool sumsEqual = got.lane[0] == want.lane[0] && got.lane[1] == want.lane[1];
+    std::vector<unsigned char> probe(4096), source(4096);
+    const CopyRun& lastRun = runs.back();
+    CK(cudaMemset((void*)lastRun.dst, 0, lastRun.bytes));
+    kernel<<<blocks, 256, stageBytes, st>>>(dRuns, dChunks, chunks, sums); CK(cudaStreamSynchronize(st));
+    const size_t tail = std::min<size_t>(4096, lastRun.bytes);
+    probe.resize(tail); source.resize(tail);
+    CK(cudaMemcpy(probe.data(), (unsigned char*)(lastRun.dst + lastRun.bytes - tail), tail, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(source.data(), (unsigned char*)(lastRun.src + lastRun.bytes - tail), tail, cudaMemcpyDeviceToHost));
+    const bool copied = probe == source;
+    printf("%-34s sums %s, last run's end %s\n", what, sumsEqual ? "equal" : "DIFFER", copied ? "copied" : "NOT COPIED");
+    return time(what, [&] { kernel<<<blocks, 256, stageBytes, st>>>(dRuns, dChunks, chunks, sums); });
+  };
+  bulk("bulk 16K x6, 2/SM, checksum", bulkCopy<16384, 6, true>, 16384 * 6, 2 * sms);
+  bulk("bulk 16K x6, 2/SM, no checksum", bulkCopy<16384, 6, false>, 16384 * 6, 2 * sms);
+  bulk("bulk 8K x8, 3/SM, checksum", bulkCopy<8192, 8, true>, 8192 * 8, 3 * sms);
+  bulk("bulk 8K x12, 2/SM, checksum", bulkCopy<8192, 12, true>, 8192 * 12, 2 * sms);
+  bulk("bulk 4K x16, 2/SM, checksum", bulkCopy<4096, 16, true>, 4096 * 16, 2 * sms);
+  bulk("bulk 8K x10, 2/SM, checksum", bulkCopy<8192, 10, true>, 8192 * 10, 2 * sms);
+  bulk("bulk 8K x6, 4/SM, checksum", bulkCopy<8192, 6, true>, 8192 * 6, 4 * sms);
+  // The copy engines on every run: cudaMemcpyBatchAsync took 370-475 ms for 100,000 runs of 43 KB on an H200
+  // (2026-11-28), host-bound, and one cudaMemcpyAsync per run as long: no longer timed here.
   time("plain grid-stride U4 2/SM", [&] { plainCopy<4><<<2 * sms, 512, 0, st>>>((uint4*)src, (uint4*)dst, n); });
   time("plain grid-stride U4 4/SM", [&] { plainCopy<4><<<4 * sms, 512, 0, st>>>((uint4*)src, (uint4*)dst, n); });
   time("plain grid-stride U8 2/SM", [&] { plainCopy<8><<<2 * sms, 512, 0, st>>>((uint4*)src, (uint4*)dst, n); });
@@ -105,5 +255,6 @@ int main(int argc, char** argv) {
   time("chunk 128K U4 2/SM", [&] { chunkCopy<4><<<2 * sms, 512, 0, st>>>((uint4*)src, (uint4*)dst, n, 8192); });
   time("chunk 1M U4 2/SM", [&] { chunkCopy<4><<<2 * sms, 512, 0, st>>>((uint4*)src, (uint4*)dst, n, 65536); });
   time("chunk 1M U8 2/SM", [&] { chunkCopy<8><<<2 * sms, 512, 0, st>>>((uint4*)src, (uint4*)dst, n, 65536); });
+  if (toChildEnd >= 0) { write(toChildEnd, "x", 1); wait(nullptr); }  // let the exporter go
   return 0;
 }

@@ -137,6 +137,7 @@ static void run(int rank, int device, ncclUniqueId id, size_t bytes) {
 
 int main(int argc, char** argv) {
   const size_t mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64;
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out before a crash
   int rank = -1;
   int devices = 1;
   // Processes fork before CUDA starts (a child cannot use a context its parent made).

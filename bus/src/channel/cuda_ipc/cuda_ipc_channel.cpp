@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/private_segment.hpp"
+#include "channel/gpu/copy_reporter.hpp"
 #include "channel/gpu/copy_table.hpp"
 #include "channel/gpu/cuda_check.hpp"
 #include "wsync/bus/core/shared_futex.hpp"
@@ -75,9 +76,9 @@ std::int64_t monotonicNs() {
 struct CudaIpcChannel::State {
   int device = 0;
   cudaStream_t stream = nullptr;
-  cudaEvent_t finished = nullptr;
-  DeviceChecksumSums* deviceSums = nullptr;
-  DeviceChecksumSums* hostSums = nullptr;  // pinned
+  // The copy kernel reports its end and its checksum here: a round submits one launch to the GPU.
+  detail::CopyReporter reporter;
+  bool reporterClean = true;  // false after a launch that may not have run: reset before the next
   IpcRoundTiming timing;
   std::chrono::microseconds spinWait{0};  // setSpinWait
   // setTimeline(true): timing events around the receiver's copy.
@@ -127,9 +128,6 @@ struct CudaIpcChannel::State {
 
   ~State() {
     closeImports();
-    if (deviceSums != nullptr) cudaFree(deviceSums);
-    if (hostSums != nullptr) cudaFreeHost(hostSums);
-    if (finished != nullptr) cudaEventDestroy(finished);
     if (copyBegin != nullptr) cudaEventDestroy(copyBegin);
     if (copyEnd != nullptr) cudaEventDestroy(copyEnd);
     if (stream != nullptr) cudaStreamDestroy(stream);
@@ -201,9 +199,9 @@ tl::expected<std::unique_ptr<CudaIpcChannel>, ChannelFailure> CudaIpcChannel::op
   auto state = std::make_unique<State>();
   WSYNC_CUDA_TRY(cudaGetDevice(&state->device));
   WSYNC_CUDA_TRY(cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking));
-  WSYNC_CUDA_TRY(cudaEventCreateWithFlags(&state->finished, cudaEventDisableTiming));
-  WSYNC_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&state->deviceSums), sizeof(DeviceChecksumSums)));
-  WSYNC_CUDA_TRY(cudaMallocHost(reinterpret_cast<void**>(&state->hostSums), sizeof(DeviceChecksumSums)));
+  auto reporter = detail::CopyReporter::create();
+  if (!reporter) return tl::unexpected(reporter.error());
+  state->reporter = std::move(*reporter);
   // The driver API's address range query, through the runtime (wsync links no libcuda: binaries start without one).
   cudaDriverEntryPointQueryResult found{};
   void* function = nullptr;
@@ -539,33 +537,45 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
     state.totalBytes = total;
   }
 
+  // One submission: the kernel, which reports its own end (CopyReporter). Timing events only with the timeline.
+  const detail::CopyReport report = state.reporter.next();
   auto enqueue = [&]() -> tl::expected<void, ChannelFailure> {
-    WSYNC_CUDA_TRY(cudaMemsetAsync(state.deviceSums, 0, sizeof(DeviceChecksumSums), state.stream));
+    if (!state.reporterClean) {
+      if (auto reset = state.reporter.reset(state.stream); !reset) return reset;
+      state.reporterClean = true;
+    }
     if (state.copyBegin != nullptr) WSYNC_CUDA_TRY(cudaEventRecord(state.copyBegin, state.stream));
-    if (auto launched = state.table.launch(0, state.deviceSums, kCopyBlocks, state.stream); !launched) {
+    state.reporterClean = false;
+    if (auto launched = state.table.launch(0, state.reporter.deviceSums(), report, kCopyBlocks, state.stream);
+        !launched) {
       return tl::unexpected(launched.error());
     }
     if (state.copyEnd != nullptr) WSYNC_CUDA_TRY(cudaEventRecord(state.copyEnd, state.stream));
-    WSYNC_CUDA_TRY(cudaMemcpyAsync(state.hostSums, state.deviceSums, sizeof(DeviceChecksumSums),
-                                   cudaMemcpyDeviceToHost, state.stream));
-    WSYNC_CUDA_TRY(cudaEventRecord(state.finished, state.stream));
     return {};
   };
   if (auto enqueued = enqueue(); !enqueued) return failed(enqueued.error());
   state.timing.launched = monotonicNs();
   // The copy takes milliseconds (a few for 4 GB on an H100) while the engine is paused, and the round waits for
-  // its end: the thread asks the event in a loop, yielding the core in between, where a sleep's wake-up (50 us
-  // asked, often twice that on a VM) would add to every round. A cancel cannot stop the kernel, so nothing else is
-  // asked here: the copy ends by itself, its source kept alive by the open handles.
-  while (true) {
-    const cudaError_t status = cudaEventQuery(state.finished);
-    if (status == cudaSuccess) break;
+  // its end: the thread reads the report in a loop, yielding the core in between, where a sleep's wake-up (50 us
+  // asked, often twice that on a VM) would add to every round. The stream is asked too, for a kernel that failed
+  // and so never reports. A cancel cannot stop the kernel, so nothing else is asked here: the copy ends by itself,
+  // its source kept alive by the open handles.
+  std::optional<DeviceChecksumSums> sums;
+  while (!(sums = state.reporter.reported(report))) {
+    const cudaError_t status = cudaStreamQuery(state.stream);
+    if (status == cudaSuccess) {
+      // Everything enqueued ran, so the report (fenced before the kernel's end) is there if the kernel made it.
+      sums = state.reporter.reported(report);
+      if (!sums) return failed({ChannelError::DeviceError, "the copy kernel ended without reporting"});
+      break;
+    }
     if (status != cudaErrorNotReady) return failed(detail::cudaFailure("copy from the sender", status));
     std::this_thread::yield();
   }
+  state.reporterClean = true;
   state.timing.copied = monotonicNs();
 
-  const Digest digest = finishDeviceChecksum(*state.hostSums, state.totalBytes);
+  const Digest digest = finishDeviceChecksum(*sums, state.totalBytes);
   slot.bytes = state.totalBytes;
   slot.digestLo = digest.lo;
   slot.digestHi = digest.hi;

@@ -39,7 +39,8 @@ __device__ __forceinline__ void storeWord(unsigned char* dst, std::uint64_t valu
 }
 
 __global__ void __launch_bounds__(kCopyThreads) copyRunsKernel(const CopyRun* runs, const std::uint32_t* chunkRuns,
-                                                              std::uint32_t chunkCount, DeviceChecksumSums* sums) {
+                                                              std::uint32_t chunkCount, DeviceChecksumSums* sums,
+                                                              CopyReport report) {
   std::uint64_t sum0 = 0;
   std::uint64_t sum1 = 0;
   for (std::uint32_t chunk = blockIdx.x; chunk < chunkCount; chunk += gridDim.x) {
@@ -95,6 +96,26 @@ __global__ void __launch_bounds__(kCopyThreads) copyRunsKernel(const CopyRun* ru
     atomicAdd(reinterpret_cast<unsigned long long*>(&sums->lane[0]), static_cast<unsigned long long>(sum0));
     atomicAdd(reinterpret_cast<unsigned long long*>(&sums->lane[1]), static_cast<unsigned long long>(sum1));
   }
+  if (report.host == nullptr) return;
+  // The last block to finish (every block's additions made visible before it counts itself) moves the sums to the
+  // host and leaves the device words at 0 for the next launch, which the stream orders after this one.
+  __shared__ bool lastBlock;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    lastBlock = atomicAdd(report.doneBlocks, 1U) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!lastBlock || threadIdx.x != 0) return;
+  __threadfence();
+  const auto lane0 = atomicExch(reinterpret_cast<unsigned long long*>(&sums->lane[0]), 0ULL);
+  const auto lane1 = atomicExch(reinterpret_cast<unsigned long long*>(&sums->lane[1]), 0ULL);
+  *report.doneBlocks = 0;
+  volatile HostCopyReport* host = report.host;
+  host->lane[0] = lane0;
+  host->lane[1] = lane1;
+  __threadfence_system();  // the lanes reach the host before the sequence that vouches for them
+  host->sequence = report.sequence;
 }
 
 }  // namespace
@@ -105,10 +126,12 @@ cudaError_t loadCopyKernel() {
 }
 
 cudaError_t launchCopyRuns(const CopyRun* runs, const std::uint32_t* chunkRuns, std::uint32_t chunkCount,
-                           DeviceChecksumSums* sums, std::uint32_t maxBlocks, cudaStream_t stream) {
-  if (chunkCount == 0) return cudaSuccess;
+                           DeviceChecksumSums* sums, CopyReport report, std::uint32_t maxBlocks, cudaStream_t stream) {
+  // A reporting launch runs even with nothing to copy: its report is what the host waits for.
+  if (chunkCount == 0 && report.host == nullptr) return cudaSuccess;
+  if (report.host != nullptr && sums == nullptr) return cudaErrorInvalidValue;
   const std::uint32_t blocks = std::max<std::uint32_t>(1, std::min(chunkCount, maxBlocks));
-  copyRunsKernel<<<blocks, kCopyThreads, 0, stream>>>(runs, chunkRuns, chunkCount, sums);
+  copyRunsKernel<<<blocks, kCopyThreads, 0, stream>>>(runs, chunkRuns, chunkCount, sums, report);
   return cudaGetLastError();
 }
 

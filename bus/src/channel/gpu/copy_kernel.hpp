@@ -28,10 +28,29 @@ struct CopyRun {
 };
 static_assert(sizeof(CopyRun) == 48);
 
+// What a launch's last block writes to host memory (pinned and mapped): the launch's checksum lanes, then its
+// sequence number. The host sees the copy's end by reading it, where an event and a copy of the lanes back would
+// each be one more submission to the GPU after the kernel (channel/gpu/copy_reporter.hpp).
+struct HostCopyReport {
+  std::uint64_t lane[2] = {0, 0};
+  std::uint64_t sequence = 0;  // written last, after a system-wide fence
+  std::uint64_t reserved = 0;
+};
+static_assert(sizeof(HostCopyReport) == 32);
+
+// Where and as what a launch reports; `host` null: it does not. A reporting launch's `sums` start at 0 and are 0
+// again when it ends (its last block moves them to the report), as is `doneBlocks`.
+struct CopyReport {
+  HostCopyReport* host = nullptr;       // device address of the host-mapped report
+  std::uint32_t* doneBlocks = nullptr;  // device memory: blocks of the launch that finished
+  std::uint64_t sequence = 0;
+};
+
 // Copies (and checksums) `runCount` runs, split in `chunkCount` chunks; chunkRuns[c] is the run of chunk c. `sums`
-// (device memory, may be null) receives the lanes' sums by atomic addition. At most `maxBlocks` blocks.
+// (device memory, may be null) receives the lanes' sums by atomic addition. At most `maxBlocks` blocks. With a
+// report (and sums), the last block to finish hands the sums over to it.
 cudaError_t launchCopyRuns(const CopyRun* runs, const std::uint32_t* chunkRuns, std::uint32_t chunkCount,
-                           DeviceChecksumSums* sums, std::uint32_t maxBlocks, cudaStream_t stream);
+                           DeviceChecksumSums* sums, CopyReport report, std::uint32_t maxBlocks, cudaStream_t stream);
 
 // Loads the kernel's module now. CUDA loads modules lazily at the first launch, and that first launch can wait for
 // kernels already running on the device: behind an NCCL kernel spinning on a dead peer it would never return, out of

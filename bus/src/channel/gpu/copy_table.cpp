@@ -62,11 +62,11 @@ tl::expected<void, ChannelFailure> CopyTable::upload() {
   return {};
 }
 
-tl::expected<void, ChannelFailure> CopyTable::launch(std::size_t batch, DeviceChecksumSums* sums,
+tl::expected<void, ChannelFailure> CopyTable::launch(std::size_t batch, DeviceChecksumSums* sums, CopyReport report,
                                                      std::uint32_t maxBlocks, cudaStream_t stream) const {
   const Batch& entry = batches_[batch];
   WSYNC_CUDA_TRY(launchCopyRuns(deviceRuns_ + entry.firstRun, deviceChunkRuns_ + entry.firstChunk, entry.chunkCount,
-                                sums, maxBlocks, stream));
+                                sums, report, maxBlocks, stream));
   return {};
 }
 

@@ -29,9 +29,10 @@ class CopyTable {
 
   std::size_t batchCount() const { return batches_.size(); }
   std::uint64_t batchBytes(std::size_t batch) const { return batches_[batch].bytes; }
-  // Enqueues batch `batch` on `stream`, folding its checksum into `sums` (device memory; may be null).
-  tl::expected<void, ChannelFailure> launch(std::size_t batch, DeviceChecksumSums* sums, std::uint32_t maxBlocks,
-                                            cudaStream_t stream) const;
+  // Enqueues batch `batch` on `stream`, folding its checksum into `sums` (device memory; may be null), and
+  // reporting its end to `report` (launchCopyRuns; report.host null: no report).
+  tl::expected<void, ChannelFailure> launch(std::size_t batch, DeviceChecksumSums* sums, CopyReport report,
+                                            std::uint32_t maxBlocks, cudaStream_t stream) const;
   std::uint64_t deviceBytes() const { return runCapacity_ * sizeof(CopyRun) + chunkCapacity_ * sizeof(std::uint32_t); }
 
  private:

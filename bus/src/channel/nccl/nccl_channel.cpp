@@ -404,7 +404,7 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.bufferFree[slot], 0));
         }
         WSYNC_CUDA_TRY(mark(index, 2, state.copyStream));
-        if (auto launched = state.table.launch(route.batch, state.deviceSums, copyBlocks, state.copyStream);
+        if (auto launched = state.table.launch(route.batch, state.deviceSums, {}, copyBlocks, state.copyStream);
             !launched) {
           return tl::unexpected(launched.error());
         }
@@ -451,7 +451,7 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.commStream));
         WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.sliceReady[index], 0));
         WSYNC_CUDA_TRY(mark(index, 2, state.copyStream));
-        if (auto launched = state.table.launch(route.batch, state.deviceSums, copyBlocks, state.copyStream);
+        if (auto launched = state.table.launch(route.batch, state.deviceSums, {}, copyBlocks, state.copyStream);
             !launched) {
           return tl::unexpected(launched.error());
         }
