@@ -4,7 +4,9 @@
 // IPC=1 imports the source from a child process over CUDA IPC, as a cuda_ipc receiver reads it. Since 2026-11-28 it
 // also times the copy engines on the runs (cudaMemcpyBatchAsync: one call for every run) and a Hopper bulk-copy
 // kernel (cp.async.bulk global -> shared -> global, driven by one thread, the checksum folded from shared memory by
-// the rest), and checks that the bulk kernel's sums equal wsync's kernel's. Not built by CMake:
+// the rest), and checks that the bulk kernel's sums equal wsync's kernel's; and what the host sees of one launch
+// (from before the call until it sees the end) against the GPU's time, by each way of seeing the end. Not built by
+// CMake:
 //   nvcc -O3 -std=c++20 -arch=sm_90 -Ibus/src -Ibus/include -Ibuild/schemas/include \
 //        -o copy_ceiling bench/profiles/copy_ceiling.cu
 //   ./copy_ceiling BYTES [RUN_BYTES]   (RUN_BYTES 0: one run)
@@ -17,7 +19,9 @@
 #include <sys/wait.h>
 #include <cstdlib>
 #include <chrono>
+#include <thread>
 #include "channel/gpu/copy_kernel.cu"
+#include "channel/gpu/copy_reporter.cpp"
 using namespace wsync::bus::gpu::detail;
 using wsync::bus::DeviceChecksumSums;
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
@@ -216,6 +220,55 @@ int main(int argc, char** argv) {
   for (int bl : {2 * sms, 1024}) {
     char name[64]; snprintf(name, 64, "wsync copyRuns %u runs %d blk", (unsigned)runs.size(), bl);
     time(name, [&] { launchCopyRuns(dRuns, dChunks, chunks, sums, {}, bl, st); });
+  }
+  // What the host sees of one launch: from before the call until it sees the end, against the GPU's time between
+  // events around the work, by each way of seeing the end. Medians of 10.
+  {
+    auto reporter = CopyReporter::create();
+    if (!reporter) { printf("CopyReporter: %s\n", reporter.error().detail.c_str()); return 1; }
+    cudaEvent_t done; CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    auto view = [&](const char* what, auto&& enqueue, auto&& waitEnd) -> int {
+      std::vector<double> host, gpu;
+      for (int r = 0; r < 12; ++r) {
+        CK(cudaStreamSynchronize(st));
+        const auto t0 = std::chrono::steady_clock::now();
+        CK(cudaEventRecord(a, st)); enqueue(); CK(cudaEventRecord(b, st));
+        const auto t1 = std::chrono::steady_clock::now();
+        waitEnd();
+        const auto t2 = std::chrono::steady_clock::now();
+        CK(cudaStreamSynchronize(st));
+        float ms; CK(cudaEventElapsedTime(&ms, a, b));
+        if (r >= 2) {
+          host.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count()); gpu.push_back(ms);
+          if (r == 11) printf("  (last: enqueue %.3f ms)\n", std::chrono::duration<double, std::milli>(t1 - t0).count());
+        }
+      }
+      std::sort(host.begin(), host.end()); std::sort(gpu.begin(), gpu.end());
+      printf("%-46s host %.3f ms, GPU %.3f ms, host - GPU %.3f ms\n", what, host[5], gpu[5], host[5] - gpu[5]);
+      return 0;
+    };
+    view("memcpy, cudaStreamSynchronize", [&] { cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st); },
+         [&] { cudaStreamSynchronize(st); });
+    view("memcpy, event asked with yield", [&] {
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st); cudaEventRecord(done, st); },
+         [&] { while (cudaEventQuery(done) == cudaErrorNotReady) std::this_thread::yield(); });
+    view("kernel+memset+copy back, event with yield", [&] {
+      cudaMemsetAsync(sums, 0, sizeof(DeviceChecksumSums), st);
+      launchCopyRuns(dRuns, dChunks, chunks, sums, {}, 1024, st);
+      cudaMemcpyAsync(reporter->deviceSums(), sums, 16, cudaMemcpyDeviceToDevice, st); cudaEventRecord(done, st); },
+         [&] { while (cudaEventQuery(done) == cudaErrorNotReady) std::this_thread::yield(); });
+    CopyReport report{};
+    view("kernel reporting, report read with yield", [&] {
+      report = reporter->next(); launchCopyRuns(dRuns, dChunks, chunks, reporter->deviceSums(), report, 1024, st); },
+         [&] { while (!reporter->reported(report)) std::this_thread::yield(); });
+    view("kernel reporting, report read, no yield", [&] {
+      report = reporter->next(); launchCopyRuns(dRuns, dChunks, chunks, reporter->deviceSums(), report, 1024, st); },
+         [&] { while (!reporter->reported(report)) {} });
+    view("kernel, cudaStreamSynchronize", [&] { launchCopyRuns(dRuns, dChunks, chunks, sums, {}, 1024, st); },
+         [&] { cudaStreamSynchronize(st); });
+    view("empty reporting kernel, report read", [&] {
+      report = reporter->next(); launchCopyRuns(dRuns, dChunks, 0, reporter->deviceSums(), report, 1024, st); },
+         [&] { while (!reporter->reported(report)) {} });
   }
   // The sums wsync's kernel folds, to check the bulk kernel's against.
   DeviceChecksumSums want{}, got{};

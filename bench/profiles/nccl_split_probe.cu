@@ -82,14 +82,26 @@ static void run(int rank, int device, ncclUniqueId id, size_t bytes) {
   const size_t afterParent = freeMemory(rank);
 
   ncclConfig_t childConfig = NCCL_CONFIG_INITIALIZER;
-  childConfig.blocking = 1;
-  childConfig.splitShare = 1;
+  // SPLIT_SHARE=0 / CHILD_BLOCKING=0 try the other combinations (NCCL 2.28.3 refused blocking = 1, splitShare = 1
+  // under a non-blocking parent: ncclInvalidArgument, 2026-11-28).
+  childConfig.blocking = std::getenv("CHILD_BLOCKING") ? std::atoi(std::getenv("CHILD_BLOCKING")) : 1;
+  childConfig.splitShare = std::getenv("SPLIT_SHARE") ? std::atoi(std::getenv("SPLIT_SHARE")) : 1;
+  std::printf("rank %d: child config blocking %d splitShare %d\n", rank, childConfig.blocking, childConfig.splitShare);
   ncclComm_t child = nullptr;
   t = Clock::now();
   r = ncclCommSplit(parent, 0, rank, &child, &childConfig);
   const double splitCall = msSince(t);
-  NK(r);
-  const double splitSettle = settle(rank, parent, r);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    std::printf("rank %d: ncclCommSplit: %s (%s)\n", rank, ncclGetErrorString(r), ncclGetLastError(parent));
+    ncclCommAbort(parent);
+    return;
+  }
+  const double splitSettle = r == ncclInProgress ? settle(rank, parent, r) : 0.0;
+  if (child == nullptr) {
+    std::printf("rank %d: ncclCommSplit returned %s but no child\n", rank, ncclGetErrorString(r));
+    ncclCommAbort(parent);
+    return;
+  }
   if (child != nullptr) {
     ncclResult_t childState = ncclSuccess;
     ncclCommGetAsyncError(child, &childState);

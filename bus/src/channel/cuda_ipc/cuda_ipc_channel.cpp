@@ -34,6 +34,9 @@ static_assert(kIpcHandleBytes == sizeof(cudaIpcMemHandle_t));
 constexpr std::chrono::milliseconds kWaitSlice{1};
 // Blocks of the receiver's copy kernel: every SM, several blocks each, since nothing else shares the work.
 constexpr std::uint32_t kCopyBlocks = 1024;
+// While the receiver waits for its copy's report it asks the stream this often, for a kernel that failed and so
+// never reports: between, the wait reads host memory alone (a stream query is a call into the driver).
+constexpr std::chrono::microseconds kStreamCheckInterval{500};
 constexpr std::uint32_t kNoAllocation = 0xFFFFFFFFU;
 
 std::uint64_t controlBytes() {
@@ -557,11 +560,17 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
   state.timing.launched = monotonicNs();
   // The copy takes milliseconds (a few for 4 GB on an H100) while the engine is paused, and the round waits for
   // its end: the thread reads the report in a loop, yielding the core in between, where a sleep's wake-up (50 us
-  // asked, often twice that on a VM) would add to every round. The stream is asked too, for a kernel that failed
-  // and so never reports. A cancel cannot stop the kernel, so nothing else is asked here: the copy ends by itself,
+  // asked, often twice that on a VM) would add to every round. The stream is asked too, now and then, for a kernel
+  // that failed and so never reports. A cancel cannot stop the kernel, so nothing else is asked here: the copy ends by itself,
   // its source kept alive by the open handles.
   std::optional<DeviceChecksumSums> sums;
+  auto lastCheck = Clock::now();
   while (!(sums = state.reporter.reported(report))) {
+    if (Clock::now() - lastCheck < kStreamCheckInterval) {
+      std::this_thread::yield();
+      continue;
+    }
+    lastCheck = Clock::now();
     const cudaError_t status = cudaStreamQuery(state.stream);
     if (status == cudaSuccess) {
       // Everything enqueued ran, so the report (fenced before the kernel's end) is there if the kernel made it.
