@@ -6,7 +6,7 @@
 #   bash bench/device_session.sh COMMIT BUDGET_S PHASE...
 #   phases: machine tests fsdp2-ipc rl-timing rl-fsdp2-ipc frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
 #           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab nccl-tests staging-ab-r1 staging-ab-r3
-#           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline
+#           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline ipc-mps
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -39,6 +39,8 @@
 #             trainer vouches), one cudaMalloc per tensor; then 100,000 tensors in PyTorch's caching segments.
 #   ipc-timeline: cuda_ipc on GPU 0, 100,000 tensors (a cudaMalloc each, then PyTorch's caching segments),
 #                 allocations and layout kept, with each round's stages (--timeline).
+#   ipc-mps: the ipc-rows models (with --timeline) under CUDA MPS, the sender's and receiver's processes sharing one
+#            GPU context; the daemon is stopped after.
 #   blocks-sweep-r3: 100,000 tensors and qwen2.5-7b, 3 receivers, 1 GiB buckets, layout kept, at 32 and 48 copy blocks.
 #
 # Expects the build carried in .carry/: the relocatable install (bin/, lib/), the test binaries wsync_gpu_tests and
@@ -186,6 +188,24 @@ for phase in "$@"; do
         echo "exit $?" >> $R/ipc-timeline-$allocation.log
         grep -E "^\| synthetic" $R/ipc-timeline-$allocation.md | cut -d'|' -f2-4,8,10,12,13 | head -14
       done ;;
+    ipc-mps)
+      # The same rows with the sender's and the receiver's processes in one GPU context (CUDA MPS): what the GPU's
+      # switching between the two processes' contexts costs each round.
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+      mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+      CUDA_VISIBLE_DEVICES=0 nvidia-cuda-mps-control -d || { echo "== SKIPPED ipc-mps: no MPS daemon"; continue; }
+      for allocation in tensor torch; do
+        (($(left) > 60)) || { echo "== SKIPPED ipc-mps $allocation: $(left) s left"; continue; }
+        models="synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b"
+        [[ $allocation == torch ]] && models=synthetic:100000:4096
+        LD_LIBRARY_PATH=$C/lib timeout $(left) $C/bin/wsync-bench gpu --channel cuda_ipc --allocations-kept \
+          --layout-kept --timeline --allocation $allocation --models $models --warmup 2 --reps 10 --commit $commit \
+          --out $R/ipc-mps-$allocation.md --json $R/ipc-mps-$allocation.json > $R/ipc-mps-$allocation.log 2>&1
+        echo "exit $?" >> $R/ipc-mps-$allocation.log
+        grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \| [0-9.]+ GiB" $R/ipc-mps-$allocation.md | cut -d'|' -f2,3,8,10,12,13,14
+      done
+      echo quit | nvidia-cuda-mps-control
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
     blocks-sweep-r3)
       for blocks in 32 48; do
         (($(left) > 60)) || { echo "== SKIPPED blocks $blocks: $(left) s left"; continue; }
