@@ -97,6 +97,12 @@ static void run(int rank, int device, ncclUniqueId id, size_t bytes) {
     return;
   }
   const double splitSettle = r == ncclInProgress ? settle(rank, parent, r) : 0.0;
+  // Under a non-blocking parent NCCL may fill the child in from its own thread after the call returned (seen
+  // 2026-11-28: ncclSuccess and a null child right after the call): wait up to 10 s for it to appear.
+  const auto waited = Clock::now();
+  while (__atomic_load_n(&child, __ATOMIC_ACQUIRE) == nullptr && msSince(waited) < 10000) std::this_thread::yield();
+  std::printf("rank %d: the child %s after %.3f ms\n", rank, child != nullptr ? "appeared" : "did not appear",
+              msSince(waited));
   if (child == nullptr) {
     std::printf("rank %d: ncclCommSplit returned %s but no child\n", rank, ncclGetErrorString(r));
     ncclCommAbort(parent);

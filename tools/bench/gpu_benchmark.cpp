@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -20,6 +21,15 @@ namespace {
 
 // A rank's exit status is looked for this often after its socket closed.
 constexpr std::chrono::milliseconds kExitPollInterval{10};
+// Where an MPS daemon listens unless CUDA_MPS_PIPE_DIRECTORY says otherwise.
+constexpr const char* kDefaultMpsPipeDirectory = "/tmp/nvidia-mps";
+
+// The directory of a running MPS daemon's control pipe that this process's CUDA would use; empty without one.
+std::string mpsPipeDirectory() {
+  const char* chosen = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  const std::string directory = chosen != nullptr && *chosen != '\0' ? chosen : kDefaultMpsPipeDirectory;
+  return ::access((directory + "/control").c_str(), F_OK) == 0 ? directory : std::string();
+}
 
 double millisecondsBetween(std::int64_t startNs, std::int64_t endNs) {
   return static_cast<double>(endNs - startNs) / 1e6;
@@ -460,6 +470,12 @@ GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostr
       return rows;
     }
   };
+  // Under CUDA MPS the ranks' processes share one GPU context per device, which changes what a cuda_ipc round costs
+  // (no switching between the sender's and the receivers' contexts): the report says so.
+  if (const std::string pipe = mpsPipeDirectory(); !pipe.empty()) {
+    results.notes.push_back("under CUDA MPS (a control pipe in " + pipe +
+                            "): the processes on one GPU share one context");
+  }
   for (const std::string& channel : config.channels) {
     if (channel == "nccl" && config.ncclNetwork) {
       // Every rank its own node to NCCL: they may share the GPUs there are.
