@@ -7,6 +7,7 @@
 #   phases: machine tests fsdp2-ipc rl-timing rl-fsdp2-ipc frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
 #           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab nccl-tests staging-ab-r1 staging-ab-r3
 #           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline ipc-mps
+#           enqueue-ab-r1 enqueue-ab-r3
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -34,7 +35,10 @@
 #               (--timeline's call and settle times): 100,000 tensors and qwen2.5-7b, 1 receiver, 1 GiB buckets, with
 #               NCCL's defaults, NCCL_LOCAL_REGISTER=0 and NCCL_RUNTIME_CONNECT=0; then one round of NCCL_DEBUG=INFO.
 #   blocking-ab: 100,000 tensors, qwen2.5-7b and deepseek-v3:8 at 1 GiB buckets, layout kept, 1 and 3 receivers, the
-#                channel's communicator blocking (--nccl-blocking, measurement only) and not, one after the other.
+#                channel's communicator blocking (--nccl-enqueue blocking, measurement only) and not (nonblocking),
+#                one after the other.
+#   enqueue-ab-rN: the same models at 256 MiB, 1 GiB and 4 GiB buckets, N receivers, broadcasts through the guarded
+#                  blocking child (the default) and through the non-blocking communicator, one after the other.
 #   ipc-rows: issue 18's cuda_ipc rows on GPU 0, every frontier model, allocations and layout kept (as the Python
 #             trainer vouches), one cudaMalloc per tensor; then 100,000 tensors in PyTorch's caching segments.
 #   ipc-timeline: cuda_ipc on GPU 0, 100,000 tensors (a cudaMalloc each, then PyTorch's caching segments),
@@ -160,11 +164,19 @@ for phase in "$@"; do
       grep -i -E "regist|runtime|nonblock|blocking" $R/calls/debug.log | sort | uniq -c | sort -rn | head -20 ;;
     blocking-ab)
       for receivers in 1 3; do
-        for blocking in --blocking ""; do
-          (($(left) > 40)) || { echo "== SKIPPED blocking-ab r$receivers ${blocking:-nonblocking}: $(left) s left"; continue; }
+        for mode in blocking nonblocking; do
+          (($(left) > 40)) || { echo "== SKIPPED blocking-ab r$receivers $mode: $(left) s left"; continue; }
           timeout $(left) bash bench/nccl_frontier.sh --receivers $receivers --slices 64 --buckets 1024 --layout-kept \
-            $blocking $R/blocking synthetic:100000:4096 qwen2.5-7b deepseek-v3:8
+            --enqueue $mode $R/blocking synthetic:100000:4096 qwen2.5-7b deepseek-v3:8
         done
+      done ;;
+    enqueue-ab-r*)
+      receivers=${phase#enqueue-ab-r}
+      for mode in child nonblocking; do
+        (($(left) > 40)) || { echo "== SKIPPED $phase $mode: $(left) s left"; continue; }
+        timeout $(left) bash bench/nccl_frontier.sh --receivers $receivers --slices 64 --layout-kept \
+          --enqueue $mode $R/enqueue synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b
+        sed -n '/GPU memory beyond/,/^Method/p' $R/enqueue/nccl-r$receivers-layout-$mode-slice64.md | grep "^| [sqd]"
       done ;;
     ipc-rows)
       for allocation in tensor torch; do

@@ -77,8 +77,8 @@ struct GpuBenchConfig {
   // (NcclChannelConfig::maxSliceBytes; 0: half a bucket).
   std::uint32_t ncclBuffers = bus::gpu::kNcclDefaultBuffers;
   std::uint64_t ncclMaxSliceMiB = 0;
-  // nccl: the channel's communicator blocking (NcclChannelConfig::blocking; measurement only).
-  bool ncclBlocking = false;
+  // nccl: how broadcasts reach NCCL (NcclChannelConfig::enqueue): "child", "nonblocking" or "blocking".
+  std::string ncclEnqueue = "child";
   // nccl: the channel communicator's ncclConfig_t::maxCTAs (NcclChannelConfig::maxCtas); 0: NCCL's choice. The raw
   // baseline keeps NCCL's choice.
   std::int32_t ncclMaxCtas = 0;
@@ -113,12 +113,12 @@ struct GpuRankOptions {
   bool layoutKept = false;                 // GpuBenchConfig::layoutKept
   std::uint32_t ncclBuffers = bus::gpu::kNcclDefaultBuffers;  // GpuBenchConfig::ncclBuffers
   std::uint64_t ncclMaxSliceBytes = 0;                         // GpuBenchConfig::ncclMaxSliceMiB, in bytes
-  bool ncclBlocking = false;                                   // GpuBenchConfig::ncclBlocking
+  std::string ncclEnqueue = "child";                           // GpuBenchConfig::ncclEnqueue
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
                                    segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
                                    timeline, ncclMaxCtas, ncclPollMicroseconds, ipcSpinMicroseconds, layoutKept,
-                                   ncclBuffers, ncclMaxSliceBytes, ncclBlocking)
+                                   ncclBuffers, ncclMaxSliceBytes, ncclEnqueue)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

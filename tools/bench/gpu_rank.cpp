@@ -311,7 +311,9 @@ class GpuRank {
           .firstSliceBytes = options_.ncclFirstSliceBytes,
           .maxSliceBytes = options_.ncclMaxSliceBytes,
           .maxCtas = options_.ncclMaxCtas,
-          .blocking = options_.ncclBlocking,
+          .enqueue = options_.ncclEnqueue == "blocking"      ? bus::gpu::NcclEnqueue::Blocking
+                     : options_.ncclEnqueue == "nonblocking" ? bus::gpu::NcclEnqueue::NonBlocking
+                                                             : bus::gpu::NcclEnqueue::BlockingChild,
           .timeline = options_.timeline};
       ncclChannel_ =
           orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");

@@ -209,7 +209,7 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"nccl_copy_blocks", c.ncclCopyBlocks}, {"timeline", c.timeline},
                                   {"nccl_max_ctas", c.ncclMaxCtas},
                                   {"nccl_poll_us", c.ncclPollMicroseconds},
-                                  {"nccl_blocking", c.ncclBlocking},
+                                  {"nccl_enqueue", c.ncclEnqueue},
                                   {"ipc_spin_us", c.ipcSpinMicroseconds}});
 
   for (const bool nccl : {true, false}) {

@@ -205,9 +205,11 @@ int main(int argc, char** argv) {
   option(gpuMode, "--nccl-poll-us", gpu.ncclPollMicroseconds,
          "nccl: how often a rank's transfer looks at its events (microseconds); 0: yield between looks")
       ->check(CLI::Range(0, 10000));
-  gpuMode.add_flag("--nccl-blocking", gpu.ncclBlocking,
-                   "nccl: the channel's communicator blocking (measurement only: broadcasts enqueued in the calling "
-                   "thread, but joining and connecting can no longer time out)");
+  option(gpuMode, "--nccl-enqueue", gpu.ncclEnqueue,
+         "nccl: how broadcasts reach NCCL: child (the default: a blocking child of the joined communicator, its "
+         "calls guarded), nonblocking (the joined non-blocking communicator), blocking (the communicator itself "
+         "blocking; measurement only: joining and connecting can no longer time out)")
+      ->check(CLI::IsMember({"child", "nonblocking", "blocking"}));
   option(gpuMode, "--ipc-spin-us", gpu.ipcSpinMicroseconds,
          "cuda_ipc: how long each side yields in a loop before it sleeps on the segment's futex (microseconds)")
       ->check(CLI::Range(0, 1000000));

@@ -1,6 +1,7 @@
 #include "wsync/bus/channel/nccl/nccl_channel.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <thread>
@@ -10,6 +11,7 @@
 
 #include "channel/gpu/copy_table.hpp"
 #include "channel/gpu/cuda_check.hpp"
+#include "wsync/bus/channel/nccl/blocking_call_guard.hpp"
 #include "wsync/bus/channel/nccl/broadcast_slices.hpp"
 #include "wsync/bus/channel/nccl/nccl_library.hpp"
 
@@ -57,7 +59,13 @@ struct SliceRoute {
 
 struct NcclChannel::State {
   const NcclLibrary* nccl = nullptr;
-  ncclComm_t comm = nullptr;
+  ncclComm_t joined = nullptr;  // what the ranks joined (non-blocking, except with NcclEnqueue::Blocking)
+  ncclComm_t child = nullptr;   // NcclEnqueue::BlockingChild: the blocking communicator the broadcasts go through
+  // NcclEnqueue::BlockingChild: watches the child's calls. When it fires it aborts `joined`, not the child: the
+  // abort frees the communicator it is given, and the transfer thread is inside the child. The two share their
+  // abort flag (splitShare), which NCCL polls while a call waits for peers: the call returns, and the transfer
+  // thread aborts the child after it.
+  std::unique_ptr<BlockingCallGuard> guard;
   bool broken = false;
   int device = 0;
   cudaStream_t commStream = nullptr;
@@ -82,6 +90,7 @@ struct NcclChannel::State {
   std::uint64_t totalBytes = 0;
 
   ~State() {
+    guard.reset();  // its thread first: it may abort `joined`
     for (void* buffer : buffers) cudaFree(buffer);
     for (auto* events : {&bufferFree, &sliceReady, &sliceDone, &timingEvents}) {
       for (cudaEvent_t event : *events) cudaEventDestroy(event);
@@ -97,8 +106,12 @@ struct NcclChannel::State {
 
   // Waits while NCCL is still enqueueing or connecting (a non-blocking communicator's ncclInProgress): the first
   // broadcast connects the ranks, and keeps retrying a dead peer, so the cancel probe and the stall timeout apply.
-  tl::expected<void, ChannelFailure> settle(const char* call, ncclResult_t result, Clock::time_point deadline,
-                                            const std::function<bool()>& cancel, Clock::duration stallTimeout) {
+  // The communicator the broadcasts go through.
+  ncclComm_t broadcasts() const { return child != nullptr ? child : joined; }
+
+  tl::expected<void, ChannelFailure> settle(ncclComm_t comm, const char* call, ncclResult_t result,
+                                            Clock::time_point deadline, const std::function<bool()>& cancel,
+                                            Clock::duration stallTimeout) {
     const auto started = Clock::now();
     while (result == ncclInProgress) {
       const auto now = Clock::now();
@@ -117,11 +130,16 @@ struct NcclChannel::State {
     return {};
   }
 
-  // Kills the communicator (NCCL's kernels return), drains the streams and marks the channel broken.
+  // Kills the communicators (NCCL's kernels return), drains the streams and marks the channel broken.
   void abort() {
-    if (comm != nullptr) {
-      nccl->commAbort(comm);
-      comm = nullptr;
+    // The joined communicator first: that ends a split still being built, whose thread would fill `child` later.
+    if (joined != nullptr) {
+      nccl->commAbort(joined);
+      joined = nullptr;
+    }
+    if (ncclComm_t built = std::atomic_ref<ncclComm_t>(child).load(std::memory_order_acquire); built != nullptr) {
+      nccl->commAbort(built);
+      child = nullptr;
     }
     broken = true;
     const auto drainDeadline = Clock::now() + kAbortDrainTimeout;
@@ -133,6 +151,47 @@ struct NcclChannel::State {
     cudaGetLastError();
   }
 };
+
+namespace {
+
+// NcclEnqueue::BlockingChild: splits the joined communicator into a blocking child of the same ranks. Every rank
+// splits, so this waits for them all, under the deadline and the cancel probe like the join.
+tl::expected<void, ChannelFailure> splitBlockingChild(NcclChannel::State& state, const NcclChannelConfig& config,
+                                                      Clock::time_point deadline) {
+  ncclConfig_t childConfig = NCCL_CONFIG_INITIALIZER;
+  childConfig.blocking = 1;
+  if (config.maxCtas > 0) {
+    childConfig.maxCTAs = config.maxCtas;
+    childConfig.minCTAs = 1;
+  }
+  const ncclResult_t split = state.nccl->commSplit(state.joined, 0, config.rank, &state.child, &childConfig);
+  if (split != ncclSuccess && split != ncclInProgress) {
+    return tl::unexpected(ncclFailure(*state.nccl, state.joined, "ncclCommSplit", split));
+  }
+  // Under a non-blocking parent NCCL builds the child from its own thread and writes `child` when done, even after
+  // ncclSuccess (41 ms later on 2 x H200): wait for the pointer, then for the child to be ready.
+  std::atomic_ref<ncclComm_t> child(state.child);
+  while (true) {
+    ncclResult_t parentState = ncclSuccess;
+    state.nccl->commGetAsyncError(state.joined, &parentState);
+    if (parentState != ncclSuccess && parentState != ncclInProgress) {
+      return tl::unexpected(ncclFailure(*state.nccl, state.joined, "ncclCommSplit", parentState));
+    }
+    if (ncclComm_t built = child.load(std::memory_order_acquire); built != nullptr) {
+      ncclResult_t childState = ncclSuccess;
+      state.nccl->commGetAsyncError(built, &childState);
+      if (childState == ncclSuccess) return {};
+      if (childState != ncclInProgress) {
+        return tl::unexpected(ncclFailure(*state.nccl, built, "ncclCommSplit", childState));
+      }
+    }
+    if (Clock::now() > deadline) return fail(ChannelError::Timeout, "ncclCommSplit did not complete in time");
+    if (config.cancelProbe && config.cancelProbe()) return fail(ChannelError::Aborted, "cancelled in ncclCommSplit");
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+}  // namespace
 
 tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(const NcclChannelConfig& config,
                                                                              Clock::time_point deadline) {
@@ -178,24 +237,39 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
   ncclUniqueId id;
   std::memcpy(id.internal, config.uniqueId.data(), sizeof(id.internal));
   ncclConfig_t ncclConfig = NCCL_CONFIG_INITIALIZER;
-  // Every call returns at once; the watchdog decides how long to wait (config.blocking: measurement only).
-  ncclConfig.blocking = config.blocking ? 1 : 0;
+  // Every call returns at once; the watchdog decides how long to wait (NcclEnqueue::Blocking: measurement only).
+  ncclConfig.blocking = config.enqueue == NcclEnqueue::Blocking ? 1 : 0;
+  // NcclEnqueue::BlockingChild: the child shares this communicator's resources, and with them its abort flag (see
+  // State::guard).
+  if (config.enqueue == NcclEnqueue::BlockingChild) ncclConfig.splitShare = 1;
   if (config.maxCtas > 0) {
     ncclConfig.maxCTAs = config.maxCtas;
     ncclConfig.minCTAs = 1;  // NCCL refuses a minimum above the maximum
   }
-  const ncclResult_t started = state->nccl->commInitRankConfig(&state->comm, static_cast<int>(config.worldSize), id,
+  const ncclResult_t started = state->nccl->commInitRankConfig(&state->joined, static_cast<int>(config.worldSize), id,
                                                                config.rank, &ncclConfig);
   if (started != ncclSuccess && started != ncclInProgress) {
-    auto failure = ncclFailure(*state->nccl, state->comm, "ncclCommInitRankConfig", started);
+    auto failure = ncclFailure(*state->nccl, state->joined, "ncclCommInitRankConfig", started);
     state->abort();
     return tl::unexpected(failure);
   }
   // Joining waits for every rank, however long they take to come: only the deadline and the probe end it.
-  if (auto ready = state->settle("ncclCommInitRankConfig", started, deadline, config.cancelProbe, Clock::duration::max());
+  if (auto ready = state->settle(state->joined, "ncclCommInitRankConfig", started, deadline, config.cancelProbe,
+                                 Clock::duration::max());
       !ready) {
     state->abort();
     return tl::unexpected(ready.error());
+  }
+  if (config.enqueue == NcclEnqueue::BlockingChild) {
+    if (auto split = splitBlockingChild(*state, config, deadline); !split) {
+      state->abort();
+      return tl::unexpected(split.error());
+    }
+    State* owner = state.get();
+    state->guard = std::make_unique<BlockingCallGuard>([owner] {
+      owner->nccl->commAbort(owner->joined);
+      owner->joined = nullptr;
+    });
   }
   return std::unique_ptr<NcclChannel>(new NcclChannel(config, std::move(state)));
 }
@@ -210,7 +284,7 @@ NcclChannel::NcclChannel(NcclChannelConfig config, std::unique_ptr<State> state)
     : config_(config), key_("nccl:" + toHex(config.uniqueId)), state_(std::move(state)) {}
 
 NcclChannel::~NcclChannel() {
-  if (state_->comm == nullptr) return;
+  if (state_->joined == nullptr && state_->child == nullptr) return;
   cudaSetDevice(state_->device);
   // No operation is in flight here (every transfer waits for its device work to finish), so there is nothing to
   // flush. ncclCommFinalize would wait for the other ranks to finalize too: on 4 x H200 a worker that stopped after
@@ -388,6 +462,33 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
   const auto millisecondsBetween = [](Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double, std::milli>(to - from).count();
   };
+  // Slice `index`'s broadcast on the comm stream: blocking under the guard, or settled by polling.
+  auto broadcast = [&](std::size_t index) -> tl::expected<void, ChannelFailure> {
+    const SliceRoute& route = state.routes[index];
+    void* target = reinterpret_cast<void*>(route.address);
+    const ncclComm_t comm = state.broadcasts();
+    const auto called = Clock::now();
+    ncclResult_t result = ncclSuccess;
+    if (state.guard) {
+      if (!state.guard->enter("ncclBroadcast")) {
+        return fail(ChannelError::CommunicatorError, "the communicator was aborted; open a new channel");
+      }
+      result = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, comm, state.commStream);
+      if (auto aborted = state.guard->leave()) return tl::unexpected(std::move(*aborted));
+    } else {
+      result = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, comm, state.commStream);
+    }
+    const auto returned = Clock::now();
+    if (auto settled = state.settle(comm, "ncclBroadcast", result, deadline, cancel_, config_.stallTimeout);
+        !settled) {
+      return settled;
+    }
+    if (config_.timeline) {
+      callMs[index] = millisecondsBetween(called, returned);
+      settleMs[index] = result == ncclInProgress ? millisecondsBetween(returned, Clock::now()) : 0.0;
+    }
+    return {};
+  };
   // Enqueue the whole transfer; nothing below waits for the device.
   auto enqueue = [&]() -> tl::expected<void, ChannelFailure> {
     if (config_.timeline) WSYNC_CUDA_TRY(cudaEventRecord(state.timingOrigin, state.copyStream));
@@ -395,7 +496,6 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     for (std::size_t index = 0; index < sliceCount; ++index) {
       const SliceRoute& route = state.routes[index];
       const std::uint32_t slot = route.slot;
-      void* target = reinterpret_cast<void*>(route.address);
       // (A sender's direct slice is broadcast while its checksum runs: that launch keeps to copyBlocks.)
       const bool unoverlapped = sender ? index == 0 && !route.direct : index + 1 == sliceCount;
       const std::uint32_t copyBlocks = unoverlapped ? kUnoverlappedCopyBlocks : config_.copyBlocks;
@@ -414,17 +514,7 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.sliceReady[index], 0));
         }
         WSYNC_CUDA_TRY(mark(index, 0, state.commStream));
-        const auto called = Clock::now();
-        const ncclResult_t sent = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, state.comm,
-                                                        state.commStream);
-        const auto returned = Clock::now();
-        if (auto settled = state.settle("ncclBroadcast", sent, deadline, cancel_, config_.stallTimeout); !settled) {
-          return settled;
-        }
-        if (config_.timeline) {
-          callMs[index] = millisecondsBetween(called, returned);
-          settleMs[index] = sent == ncclInProgress ? millisecondsBetween(returned, Clock::now()) : 0.0;
-        }
+        if (auto sent = broadcast(index); !sent) return sent;
         WSYNC_CUDA_TRY(mark(index, 1, state.commStream));
         if (!route.direct) {
           WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.commStream));
@@ -435,18 +525,7 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.bufferFree[slot], 0));
         }
         WSYNC_CUDA_TRY(mark(index, 0, state.commStream));
-        const auto called = Clock::now();
-        const ncclResult_t received = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, state.comm,
-                                                            state.commStream);
-        const auto returned = Clock::now();
-        if (auto settled = state.settle("ncclBroadcast", received, deadline, cancel_, config_.stallTimeout);
-            !settled) {
-          return settled;
-        }
-        if (config_.timeline) {
-          callMs[index] = millisecondsBetween(called, returned);
-          settleMs[index] = received == ncclInProgress ? millisecondsBetween(returned, Clock::now()) : 0.0;
-        }
+        if (auto received = broadcast(index); !received) return received;
         WSYNC_CUDA_TRY(mark(index, 1, state.commStream));
         WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.commStream));
         WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.sliceReady[index], 0));
@@ -468,7 +547,10 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     WSYNC_CUDA_TRY(cudaEventRecord(state.commFinished, state.commStream));
     return {};
   };
-  if (auto enqueued = enqueue(); !enqueued) return failed(enqueued.error());
+  if (state.guard) state.guard->watch(deadline, config_.stallTimeout, &cancel_);
+  auto enqueued = enqueue();
+  if (state.guard) state.guard->unwatch();
+  if (!enqueued) return failed(enqueued.error());
 
   // The watchdog: progress is a slice finishing on this rank.
   std::size_t nextSlice = 0;
@@ -494,9 +576,9 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
       return failed(detail::cudaFailure("transfer", error));
     }
     ncclResult_t asyncError = ncclSuccess;
-    state.nccl->commGetAsyncError(state.comm, &asyncError);
+    state.nccl->commGetAsyncError(state.broadcasts(), &asyncError);
     if (asyncError != ncclSuccess && asyncError != ncclInProgress) {
-      return failed(ncclFailure(*state.nccl, state.comm, "broadcast", asyncError));
+      return failed(ncclFailure(*state.nccl, state.broadcasts(), "broadcast", asyncError));
     }
     const auto now = Clock::now();
     if (cancel_ && cancel_()) {

@@ -9,17 +9,19 @@
 // in turn, with CUDA events ordering the pack, broadcast and unpack streams: the host enqueues a whole transfer
 // without waiting on the device, then watches it.
 //
-// Watchdog: the communicator is non-blocking. While a transfer runs (and while NCCL connects, which it does lazily
-// in the first broadcast) the host polls its events, NCCL's async error and the cancel probe; a cancel (Aborted),
-// the deadline or no bucket finishing within stallTimeout (Timeout), or an NCCL error (CommunicatorError) aborts
-// the communicator (ncclCommAbort: NCCL's kernels see the abort flag and return), the transfer fails, and the
-// channel is Broken (state()) from then on: the next round opens a new one with a new unique id.
+// Watchdog: the ranks join a non-blocking communicator, and broadcast through a blocking child of it (NcclEnqueue),
+// each call watched by a BlockingCallGuard (the first one connects the ranks, which NCCL does lazily). While a
+// transfer runs the host polls its events, NCCL's async error and the cancel probe. A cancel (Aborted), the deadline
+// or no bucket finishing within stallTimeout (Timeout), or an NCCL error (CommunicatorError) aborts the
+// communicators (ncclCommAbort: NCCL's kernels see the abort flag and return), the transfer fails, and the channel
+// is Broken (state()) from then on: the next round opens a new one with a new unique id.
 //
 // Memory: bufferCount staging buffers on each side, each as large as the largest packed slice (at most
 // maxSliceBytes: half a bucket by default, so two buffers take one bucket), allocated at the first transfer and
 // grown if a plan needs more; plus the piece tables (48 bytes a piece) and NCCL's own buffers.
 //
-// Threading: one thread uses a channel at a time. The calling thread's current CUDA device must be the channel's.
+// Threading: one thread uses a channel at a time (and the guard's thread, which calls the cancel probe only while
+// that thread is inside a blocking NCCL call). The calling thread's current CUDA device must be the channel's.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -58,6 +60,22 @@ inline constexpr std::chrono::microseconds kNcclPollInterval{100};
 // Kernel blocks the pack/unpack launches may use while NCCL runs: few enough to leave its own blocks room.
 inline constexpr std::uint32_t kNcclDefaultCopyBlocks = 64;
 
+// How the channel's broadcasts are handed to NCCL (docs/gpu-channels.md, "Enqueueing").
+enum class NcclEnqueue : std::uint8_t {
+  // The default. The ranks join a non-blocking communicator, so open() keeps its deadline and cancel probe. The
+  // broadcasts then go through a blocking child split from it (ncclCommSplit), so NCCL enqueues each in the calling
+  // thread: 0.006-0.017 ms a call, where the non-blocking communicator hands each to a thread of its own (0.1-0.4
+  // ms, which every transfer's first broadcast waits out). A BlockingCallGuard ends a call that outlives the
+  // deadline, the stall timeout or a cancel (only the first broadcast waits for peers: it connects the ranks) by
+  // aborting the joined communicator, whose resources and abort flag the child shares (splitShare).
+  BlockingChild,
+  // Every broadcast on the non-blocking communicator, settled by polling (before the child; kept to measure it).
+  NonBlocking,
+  // The communicator itself blocking (ncclConfig_t::blocking = 1). Measurement only: open() and the first transfer,
+  // which connects the ranks, can no longer be cancelled or time out, so a rank that never comes hangs the caller.
+  Blocking,
+};
+
 struct NcclChannelConfig {
   NcclUniqueId uniqueId{};
   std::int32_t rank = -1;       // 0: the sender
@@ -81,11 +99,8 @@ struct NcclChannelConfig {
   // SMs to the unpack kernels beside the broadcasts; whether they keep the broadcast's speed is measured
   // (wsync-bench gpu --nccl-max-ctas).
   std::int32_t maxCtas = 0;
-  // A blocking communicator (ncclConfig_t::blocking = 1). Measurement only, off in the agents: NCCL then enqueues a
-  // broadcast in the calling thread (about 20 us) instead of from a thread of its own (0.1-0.4 ms, which the first
-  // broadcast of every transfer waits out), but open() and the first transfer, which connects the ranks, can no
-  // longer be cancelled or time out: a rank that never comes hangs the caller (wsync-bench gpu --nccl-blocking).
-  bool blocking = false;
+  // How broadcasts reach NCCL (NcclEnqueue). Every rank of a communicator should use the same.
+  NcclEnqueue enqueue = NcclEnqueue::BlockingChild;
   // Profiling (nccl_timeline.hpp): timing events around every broadcast and copy, read back after each transfer.
   // Off in the agents; on, each slice costs four event records more.
   bool timeline = false;

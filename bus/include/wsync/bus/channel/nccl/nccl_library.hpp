@@ -18,6 +18,7 @@ struct NcclLibrary {
   decltype(&::ncclCommAbort) commAbort = nullptr;
   decltype(&::ncclCommFinalize) commFinalize = nullptr;
   decltype(&::ncclCommDestroy) commDestroy = nullptr;
+  decltype(&::ncclCommSplit) commSplit = nullptr;
   decltype(&::ncclBroadcast) broadcast = nullptr;
   decltype(&::ncclGroupStart) groupStart = nullptr;
   decltype(&::ncclGroupEnd) groupEnd = nullptr;
