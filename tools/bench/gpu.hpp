@@ -179,6 +179,7 @@ struct GpuMeasurement {
   std::vector<std::vector<double>> channelCallMs{};
   std::vector<std::vector<double>> rawCallMs{};
   Json lastSlices{};
+  Json lastHostTimings = Json::array();  // ... and its host times (NcclHostTiming), by rank
   // --timeline, cuda_ipc: each timed round's stages in ms (sender's export check, hand-off to the receivers, their
   // launch, copy, report, hand-off back), by stage name in the order of the round; the copy kernel's GPU time.
   std::vector<std::pair<std::string, std::vector<double>>> ipcStages{};

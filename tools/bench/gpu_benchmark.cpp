@@ -360,6 +360,7 @@ class GpuRun {
     row.timelines.resize(done.size());
     row.channelCallMs.resize(done.size());
     row.lastSlices = Json::array();
+    row.lastHostTimings = Json::array();
     for (std::size_t rank = 0; rank < done.size(); ++rank) {
       row.channelCallMs[rank].push_back(
           millisecondsBetween(signedField(done[rank], "start"), signedField(done[rank], "end")));
@@ -374,6 +375,7 @@ class GpuRun {
       }
       row.timelines[rank].push_back(bus::summarizeTimeline(timeline));
       row.lastSlices.push_back(Json::parse(slices.dump()));
+      row.lastHostTimings.push_back(Json::parse(done[rank].at("host_timing").dump()));
     }
   }
 

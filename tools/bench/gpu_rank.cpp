@@ -384,6 +384,9 @@ class GpuRank {
         slices.push_back({slice.bucket, slice.bytes, slice.direct, slice.broadcastBegin, slice.broadcastEnd,
                           slice.copyBegin, slice.copyEnd, slice.callMs, slice.settleMs});
       }
+      const bus::NcclHostTiming& host = ncclChannel_->hostTiming();
+      fields["host_timing"] = {{"enqueue_begin", host.enqueueBegin}, {"enqueue_end", host.enqueueEnd},
+                               {"done_seen", host.doneSeen}, {"returned", host.returned}};
     }
     if (!nccl() && options_.timeline) {
       const bus::IpcRoundTiming& t = ipcChannel_->lastTiming();

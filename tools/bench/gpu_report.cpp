@@ -101,7 +101,8 @@ void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
                  number(total, 2), call > 0 ? number(call - total, 2) : Cell(),
                  raw > 0 && rawCall > 0 ? number(rawCall - raw, 2) : Cell()});
     }
-    slices.push_back({{"model", m.model}, {"bucket_bytes", m.bucketBytes}, {"ranks", m.lastSlices}});
+    slices.push_back({{"model", m.model}, {"bucket_bytes", m.bucketBytes}, {"ranks", m.lastSlices},
+                      {"host", m.lastHostTimings}});
   }
   if (table.empty()) return;
   report.section("nccl_timeline", "nccl: where each rank's time went (--timeline)",
@@ -114,7 +115,8 @@ void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
                  "send or receive, call to return, less its GPU total (enqueueing, and seeing the end late); raw: "
                  "the same for the raw broadcast (enqueue to its event seen done, polled every 20 us). The last "
                  "timed round's slices are in the JSON (`nccl_timeline_slices`: bucket, bytes, direct, broadcast begin and end, "
-                 "copy begin and end, and the host time of the broadcast's call and of its settling).",
+                 "copy begin and end, and the host time of the broadcast's call and of its settling; `host`: each rank's "
+                 "enqueue begin and end, end seen and return, ms from its call).",
                  table);
   report.json["nccl_timeline_slices"] = std::move(slices);
 }

@@ -79,6 +79,7 @@ struct NcclChannel::State {
   std::vector<cudaEvent_t> timingEvents;
   cudaEvent_t timingOrigin = nullptr;
   std::vector<NcclSliceTiming> timeline;
+  NcclHostTiming hostTiming;
   cudaEvent_t copyFinished = nullptr;
   cudaEvent_t commFinished = nullptr;
   DeviceChecksumSums* deviceSums = nullptr;
@@ -334,6 +335,7 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
                                                               std::span<const std::span<Byte>> tensors,
                                                               Clock::time_point deadline) {
   // No transfer number: NCCL orders broadcasts itself, and every rank runs the same transfers in the same order.
+  const auto entered = Clock::now();
   State& state = *state_;
   if (state.broken) {
     return fail(ChannelError::CommunicatorError, "the communicator was aborted; open a new channel");
@@ -547,10 +549,12 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     WSYNC_CUDA_TRY(cudaEventRecord(state.commFinished, state.commStream));
     return {};
   };
+  NcclHostTiming hostTiming{.enqueueBegin = millisecondsBetween(entered, Clock::now())};
   if (state.guard) state.guard->watch(deadline, config_.stallTimeout, &cancel_);
   auto enqueued = enqueue();
   if (state.guard) state.guard->unwatch();
   if (!enqueued) return failed(enqueued.error());
+  hostTiming.enqueueEnd = millisecondsBetween(entered, Clock::now());
 
   // The watchdog: progress is a slice finishing on this rank.
   std::size_t nextSlice = 0;
@@ -594,12 +598,15 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.stallTimeout).count()) +
               " ms (after " + bucketsDone() + "): a peer is dead or stuck"});
     }
-    if (config_.pollInterval.count() > 0) {
+    // The last slice (a ramp's 64 MiB: a fraction of a millisecond) is watched without sleeping, so that the end
+    // is seen within microseconds, not a sleep's length late.
+    if (config_.pollInterval.count() > 0 && nextSlice + 1 < sliceCount) {
       std::this_thread::sleep_for(config_.pollInterval);
     } else {
       std::this_thread::yield();
     }
   }
+  hostTiming.doneSeen = millisecondsBetween(entered, Clock::now());
   if (config_.timeline) {
     auto since = [&](std::size_t index, std::size_t which, double& milliseconds) -> cudaError_t {
       float elapsed = 0;
@@ -619,10 +626,17 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
       state.timeline.push_back(timing);
     }
   }
-  return TransferResult{.bytes = state.totalBytes, .digest = finishDeviceChecksum(*state.hostSums, state.totalBytes)};
+  const Digest digest = finishDeviceChecksum(*state.hostSums, state.totalBytes);
+  if (config_.timeline) {
+    hostTiming.returned = millisecondsBetween(entered, Clock::now());
+    state.hostTiming = hostTiming;
+  }
+  return TransferResult{.bytes = state.totalBytes, .digest = digest};
 }
 
 const std::vector<NcclSliceTiming>& NcclChannel::timeline() const { return state_->timeline; }
+
+const NcclHostTiming& NcclChannel::hostTiming() const { return state_->hostTiming; }
 
 tl::expected<TransferResult, ChannelFailure> NcclChannel::send(std::uint64_t /*transfer*/, const BucketPlan& plan,
                                                                std::span<const std::span<const std::byte>> tensors,

@@ -142,6 +142,8 @@ class NcclChannel final : public Channel {
   ChannelMemory memory() const override;
   // The last successful transfer's slices on this rank, with config.timeline; empty without it.
   const std::vector<NcclSliceTiming>& timeline() const;
+  // The last successful transfer's host times on this rank, with config.timeline.
+  const NcclHostTiming& hostTiming() const;
 
   struct State;
 

@@ -26,6 +26,15 @@ struct NcclSliceTiming {
   double settleMs = 0;
 };
 
+// The host's side of one transfer on one rank, in milliseconds from the send or receive call: what the GPU's timeline
+// cannot show (the time before its first work, and after its last).
+struct NcclHostTiming {
+  double enqueueBegin = 0;  // the layout checked: the first GPU work (the slices' time origin) about to be enqueued
+  double enqueueEnd = 0;    // every slice enqueued
+  double doneSeen = 0;      // the watchdog saw every stream's work finished
+  double returned = 0;      // the digest finished, about to return
+};
+
 // A rank's transfer in a few figures (milliseconds), for comparing the channel's broadcasts with a raw one.
 struct NcclTimelineSummary {
   double broadcastBusy = 0;   // the broadcasts' own durations, summed
