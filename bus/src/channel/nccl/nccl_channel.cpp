@@ -105,11 +105,11 @@ struct NcclChannel::State {
     if (copyStream != nullptr) cudaStreamDestroy(copyStream);
   }
 
-  // Waits while NCCL is still enqueueing or connecting (a non-blocking communicator's ncclInProgress): the first
-  // broadcast connects the ranks, and keeps retrying a dead peer, so the cancel probe and the stall timeout apply.
   // The communicator the broadcasts go through.
   ncclComm_t broadcasts() const { return child != nullptr ? child : joined; }
 
+  // Waits while NCCL is still enqueueing or connecting (a non-blocking communicator's ncclInProgress): the first
+  // broadcast connects the ranks, and keeps retrying a dead peer, so the cancel probe and the stall timeout apply.
   tl::expected<void, ChannelFailure> settle(ncclComm_t comm, const char* call, ncclResult_t result,
                                             Clock::time_point deadline, const std::function<bool()>& cancel,
                                             Clock::duration stallTimeout) {
