@@ -311,9 +311,7 @@ class GpuRank {
           .firstSliceBytes = options_.ncclFirstSliceBytes,
           .maxSliceBytes = options_.ncclMaxSliceBytes,
           .maxCtas = options_.ncclMaxCtas,
-          .enqueue = options_.ncclEnqueue == "blocking"      ? bus::gpu::NcclEnqueue::Blocking
-                     : options_.ncclEnqueue == "nonblocking" ? bus::gpu::NcclEnqueue::NonBlocking
-                                                             : bus::gpu::NcclEnqueue::BlockingChild,
+          .enqueue = bus::gpu::ncclEnqueueNamed(options_.ncclEnqueue).value_or(bus::gpu::NcclEnqueue::BlockingChild),
           .timeline = options_.timeline};
       ncclChannel_ =
           orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");

@@ -1,4 +1,5 @@
 // wsync::channels in a build with CUDA: the nccl and cuda_ipc channels (gpu_registry.hpp).
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -29,6 +30,9 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openNccl(const msg::Trans
   config.worldSize = plan.nccl_world_size();
   config.bufferCount = plan.buffer_count();
   config.cancelProbe = setup.cancelProbe;
+  auto enqueue = gpu::agentNcclEnqueue(std::getenv(gpu::kNcclEnqueueVariable));
+  if (!enqueue) return tl::unexpected(enqueue.error());
+  config.enqueue = *enqueue;
   auto channel = gpu::NcclChannel::open(config, setup.deadline);
   if (!channel) return tl::unexpected(channel.error());
   (*channel)->setCancelProbe(setup.cancelProbe);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "wsync/bus/channel/nccl/blocking_call_guard.hpp"
 #include "wsync/bus/channel/nccl/broadcast_slices.hpp"
 #include "wsync/bus/channel/nccl/nccl_library.hpp"
+#include "wsync/bus/core/log.hpp"
 
 namespace wsync::bus::gpu {
 namespace {
@@ -222,6 +224,16 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
 
   auto state = std::make_unique<State>();
   state->nccl = *library;
+  NcclEnqueue enqueue = config.enqueue;
+  if (enqueue == NcclEnqueue::BlockingChild && state->nccl->commSplit == nullptr) {
+    // Every rank loads the same NCCL as a rule; one that differs fails the split at the deadline, naming it.
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      log::warn("NCCL {} has no ncclCommSplit (2.18 and later do): the nccl channel's broadcasts go through its "
+                "non-blocking communicator, 0.1-0.4 ms a call", state->nccl->version);
+    });
+    enqueue = NcclEnqueue::NonBlocking;
+  }
   WSYNC_CUDA_TRY(cudaGetDevice(&state->device));
   WSYNC_CUDA_TRY(cudaStreamCreateWithFlags(&state->commStream, cudaStreamNonBlocking));
   WSYNC_CUDA_TRY(cudaStreamCreateWithFlags(&state->copyStream, cudaStreamNonBlocking));
@@ -239,10 +251,10 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
   std::memcpy(id.internal, config.uniqueId.data(), sizeof(id.internal));
   ncclConfig_t ncclConfig = NCCL_CONFIG_INITIALIZER;
   // Every call returns at once; the watchdog decides how long to wait (NcclEnqueue::Blocking: measurement only).
-  ncclConfig.blocking = config.enqueue == NcclEnqueue::Blocking ? 1 : 0;
+  ncclConfig.blocking = enqueue == NcclEnqueue::Blocking ? 1 : 0;
   // NcclEnqueue::BlockingChild: the child shares this communicator's resources, and with them its abort flag (see
   // State::guard).
-  if (config.enqueue == NcclEnqueue::BlockingChild) ncclConfig.splitShare = 1;
+  if (enqueue == NcclEnqueue::BlockingChild) ncclConfig.splitShare = 1;
   if (config.maxCtas > 0) {
     ncclConfig.maxCTAs = config.maxCtas;
     ncclConfig.minCTAs = 1;  // NCCL refuses a minimum above the maximum
@@ -261,7 +273,7 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
     state->abort();
     return tl::unexpected(ready.error());
   }
-  if (config.enqueue == NcclEnqueue::BlockingChild) {
+  if (enqueue == NcclEnqueue::BlockingChild) {
     if (auto split = splitBlockingChild(*state, config, deadline); !split) {
       state->abort();
       return tl::unexpected(split.error());

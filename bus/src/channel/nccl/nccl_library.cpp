@@ -37,15 +37,16 @@ tl::expected<NcclLibrary, ChannelFailure> load() {
   resolve(handle, "ncclCommAbort", library.commAbort, missing);
   resolve(handle, "ncclCommFinalize", library.commFinalize, missing);
   resolve(handle, "ncclCommDestroy", library.commDestroy, missing);
-  resolve(handle, "ncclCommSplit", library.commSplit, missing);
   resolve(handle, "ncclBroadcast", library.broadcast, missing);
   resolve(handle, "ncclGroupStart", library.groupStart, missing);
   resolve(handle, "ncclGroupEnd", library.groupEnd, missing);
   resolve(handle, "ncclGetErrorString", library.getErrorString, missing);
   resolve(handle, "ncclGetLastError", library.getLastError, missing);
   if (!missing.empty()) {
-    return fail(ChannelError::Unsupported, std::string(kNcclSoname) + " lacks " + missing + " (NCCL 2.18 or later is needed)");
+    return fail(ChannelError::Unsupported, std::string(kNcclSoname) + " lacks " + missing + " (NCCL 2.14 or later is needed)");
   }
+  // Optional: only the blocking child needs it (nccl_enqueue.hpp).
+  library.commSplit = reinterpret_cast<decltype(library.commSplit)>(dlsym(handle, "ncclCommSplit"));
   if (library.getVersion(&library.version) != ncclSuccess) {
     return fail(ChannelError::Unsupported, std::string(kNcclSoname) + ": ncclGetVersion failed");
   }

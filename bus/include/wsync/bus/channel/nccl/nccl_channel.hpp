@@ -33,6 +33,7 @@
 
 #include "wsync/bus/channel/channel.hpp"
 #include "wsync/bus/channel/gpu/gpu_runtime.hpp"
+#include "wsync/bus/channel/nccl/nccl_enqueue.hpp"
 #include "wsync/bus/channel/nccl/nccl_timeline.hpp"
 
 namespace wsync::bus::gpu {
@@ -60,22 +61,6 @@ inline constexpr std::chrono::microseconds kNcclPollInterval{100};
 // Kernel blocks the pack/unpack launches may use while NCCL runs: few enough to leave its own blocks room.
 inline constexpr std::uint32_t kNcclDefaultCopyBlocks = 64;
 
-// How the channel's broadcasts are handed to NCCL (docs/gpu-channels.md, "Enqueueing").
-enum class NcclEnqueue : std::uint8_t {
-  // The default. The ranks join a non-blocking communicator, so open() keeps its deadline and cancel probe. The
-  // broadcasts then go through a blocking child split from it (ncclCommSplit), so NCCL enqueues each in the calling
-  // thread: 0.006-0.017 ms a call, where the non-blocking communicator hands each to a thread of its own (0.1-0.4
-  // ms, which every transfer's first broadcast waits out). A BlockingCallGuard ends a call that outlives the
-  // deadline, the stall timeout or a cancel (only the first broadcast waits for peers: it connects the ranks) by
-  // aborting the joined communicator, whose resources and abort flag the child shares (splitShare).
-  BlockingChild,
-  // Every broadcast on the non-blocking communicator, settled by polling (before the child; kept to measure it).
-  NonBlocking,
-  // The communicator itself blocking (ncclConfig_t::blocking = 1). Measurement only: open() and the first transfer,
-  // which connects the ranks, can no longer be cancelled or time out, so a rank that never comes hangs the caller.
-  Blocking,
-};
-
 struct NcclChannelConfig {
   NcclUniqueId uniqueId{};
   std::int32_t rank = -1;       // 0: the sender
@@ -99,7 +84,8 @@ struct NcclChannelConfig {
   // SMs to the unpack kernels beside the broadcasts; whether they keep the broadcast's speed is measured
   // (wsync-bench gpu --nccl-max-ctas).
   std::int32_t maxCtas = 0;
-  // How broadcasts reach NCCL (NcclEnqueue). Every rank of a communicator should use the same.
+  // How broadcasts reach NCCL (NcclEnqueue). Every rank of a communicator must use the same: the child's split is
+  // collective, so a rank that does not split leaves the others waiting until the deadline.
   NcclEnqueue enqueue = NcclEnqueue::BlockingChild;
   // Profiling (nccl_timeline.hpp): timing events around every broadcast and copy, read back after each transfer.
   // Off in the agents; on, each slice costs four event records more.

@@ -18,7 +18,8 @@ struct NcclLibrary {
   decltype(&::ncclCommAbort) commAbort = nullptr;
   decltype(&::ncclCommFinalize) commFinalize = nullptr;
   decltype(&::ncclCommDestroy) commDestroy = nullptr;
-  decltype(&::ncclCommSplit) commSplit = nullptr;
+  decltype(&::ncclCommSplit) commSplit = nullptr;  // null before NCCL 2.18: NcclEnqueue::BlockingChild is then
+                                                   // NonBlocking
   decltype(&::ncclBroadcast) broadcast = nullptr;
   decltype(&::ncclGroupStart) groupStart = nullptr;
   decltype(&::ncclGroupEnd) groupEnd = nullptr;
