@@ -7,7 +7,7 @@
 #   phases: machine tests fsdp2-ipc rl-timing rl-fsdp2-ipc frontier-r1 frontier-r3 frontier-r1-slice0 profile-r1 profile-r3
 #           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab nccl-tests staging-ab-r1 staging-ab-r3
 #           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline ipc-mps
-#           enqueue-ab-r1 enqueue-ab-r3
+#           enqueue-ab-r1 enqueue-ab-r3 start-ab-r1 start-ab-r3 start-timeline-r3
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -39,6 +39,12 @@
 #                one after the other.
 #   enqueue-ab-rN: the same models at 256 MiB, 1 GiB and 4 GiB buckets, N receivers, broadcasts through the guarded
 #                  blocking child (the default) and through the non-blocking communicator, one after the other.
+#   start-ab-rN: issue 18's nccl rows (100,000 tensors, deepseek-v3:8, qwen2.5-7b at 256 MiB to 4 GiB buckets, layout
+#                kept, N receivers) with this build's defaults (protocol 6: slices across packed buckets; the primer and
+#                the priority stream), without the primer, without both, and with the build in .carry/oldbin (protocol
+#                5: per-bucket slices, neither; its commit in .carry/oldbin/COMMIT), one after the other on the same
+#                GPUs.
+#   start-timeline-r3: the same models at 1 GiB buckets, 3 receivers, with every rank's timeline (--timeline).
 #   ipc-rows: issue 18's cuda_ipc rows on GPU 0, every frontier model, allocations and layout kept (as the Python
 #             trainer vouches), one cudaMalloc per tensor; then 100,000 tensors in PyTorch's caching segments.
 #   ipc-timeline: cuda_ipc on GPU 0, 100,000 tensors (a cudaMalloc each, then PyTorch's caching segments),
@@ -178,6 +184,23 @@ for phase in "$@"; do
           --enqueue $mode $R/enqueue synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b
         sed -n '/GPU memory beyond/,/^Method/p' $R/enqueue/nccl-r$receivers-layout-$mode-slice64.md | grep "^| [sqd]"
       done ;;
+    start-ab-r*)
+      receivers=${phase#start-ab-r}
+      for variant in default "--primer 0" "--primer 0 --priority 0" old; do
+        (($(left) > 40)) || { echo "== SKIPPED $phase $variant: $(left) s left"; continue; }
+        echo "== $variant"
+        if [[ $variant == old ]]; then
+          WSYNC_COMMIT=$(cat $C/oldbin/COMMIT) WSYNC_BIN_DIR=$C/oldbin timeout $(left) bash bench/nccl_frontier.sh \
+            --receivers $receivers --slices 64 --layout-kept $R/start-old synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b
+        else
+          # shellcheck disable=SC2086 # the variant's words are flags
+          timeout $(left) bash bench/nccl_frontier.sh --receivers $receivers --slices 64 --layout-kept \
+            ${variant#default} $R/start synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b
+        fi
+      done ;;
+    start-timeline-r3)
+      timeout $t bash bench/nccl_frontier.sh --receivers 3 --slices 64 --buckets 1024 --layout-kept --timeline \
+        $R/start synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b ;;
     ipc-rows)
       for allocation in tensor torch; do
         (($(left) > 60)) || { echo "== SKIPPED ipc-rows $allocation: $(left) s left"; continue; }

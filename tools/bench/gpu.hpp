@@ -79,6 +79,10 @@ struct GpuBenchConfig {
   std::uint64_t ncclMaxSliceMiB = 0;
   // nccl: how broadcasts reach NCCL (NcclChannelConfig::enqueue): "child", "nonblocking" or "blocking".
   std::string ncclEnqueue = "child";
+  // nccl: each transfer's primer broadcast (NcclChannelConfig::primer) and the broadcasts' stream at the greatest
+  // priority (NcclChannelConfig::priorityStream); 1: on, the channel's default.
+  std::uint32_t ncclPrimer = 1;
+  std::uint32_t ncclPriorityStream = 1;
   // nccl: the channel communicator's ncclConfig_t::maxCTAs (NcclChannelConfig::maxCtas); 0: NCCL's choice. The raw
   // baseline keeps NCCL's choice.
   std::int32_t ncclMaxCtas = 0;
@@ -114,11 +118,13 @@ struct GpuRankOptions {
   std::uint32_t ncclBuffers = bus::gpu::kNcclDefaultBuffers;  // GpuBenchConfig::ncclBuffers
   std::uint64_t ncclMaxSliceBytes = 0;                         // GpuBenchConfig::ncclMaxSliceMiB, in bytes
   std::string ncclEnqueue = "child";                           // GpuBenchConfig::ncclEnqueue
+  std::uint32_t ncclPrimer = 1;                                // GpuBenchConfig::ncclPrimer
+  std::uint32_t ncclPriorityStream = 1;                        // GpuBenchConfig::ncclPriorityStream
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
                                    segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
                                    timeline, ncclMaxCtas, ncclPollMicroseconds, ipcSpinMicroseconds, layoutKept,
-                                   ncclBuffers, ncclMaxSliceBytes, ncclEnqueue)
+                                   ncclBuffers, ncclMaxSliceBytes, ncclEnqueue, ncclPrimer, ncclPriorityStream)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

@@ -312,6 +312,8 @@ class GpuRank {
           .maxSliceBytes = options_.ncclMaxSliceBytes,
           .maxCtas = options_.ncclMaxCtas,
           .enqueue = bus::gpu::ncclEnqueueNamed(options_.ncclEnqueue).value_or(bus::gpu::NcclEnqueue::BlockingChild),
+          .primer = options_.ncclPrimer != 0,
+          .priorityStream = options_.ncclPriorityStream != 0,
           .timeline = options_.timeline};
       ncclChannel_ =
           orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");

@@ -211,7 +211,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"nccl_copy_blocks", c.ncclCopyBlocks}, {"timeline", c.timeline},
                                   {"nccl_max_ctas", c.ncclMaxCtas},
                                   {"nccl_poll_us", c.ncclPollMicroseconds},
-                                  {"nccl_enqueue", c.ncclEnqueue},
+                                  {"nccl_enqueue", c.ncclEnqueue}, {"nccl_primer", c.ncclPrimer},
+                                  {"nccl_priority_stream", c.ncclPriorityStream},
                                   {"ipc_spin_us", c.ipcSpinMicroseconds}});
 
   for (const bool nccl : {true, false}) {

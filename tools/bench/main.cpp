@@ -210,6 +210,12 @@ int main(int argc, char** argv) {
          "calls guarded), nonblocking (the joined non-blocking communicator), blocking (the communicator itself "
          "blocking; measurement only: joining and connecting can no longer time out)")
       ->check(CLI::IsMember({"child", "nonblocking", "blocking"}));
+  option(gpuMode, "--nccl-primer", gpu.ncclPrimer,
+         "nccl: 1 (the default): each transfer begins with a 4 KiB broadcast beside the sender's first pack; 0: not")
+      ->check(CLI::Range(0, 1));
+  option(gpuMode, "--nccl-priority-stream", gpu.ncclPriorityStream,
+         "nccl: 1 (the default): the broadcasts' stream at the device's greatest priority; 0: the least")
+      ->check(CLI::Range(0, 1));
   option(gpuMode, "--ipc-spin-us", gpu.ipcSpinMicroseconds,
          "cuda_ipc: how long each side yields in a loop before it sleeps on the segment's futex (microseconds)")
       ->check(CLI::Range(0, 1000000));

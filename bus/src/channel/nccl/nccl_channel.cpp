@@ -86,6 +86,7 @@ struct NcclChannel::State {
   cudaEvent_t commFinished = nullptr;
   DeviceChecksumSums* deviceSums = nullptr;
   DeviceChecksumSums* hostSums = nullptr;  // pinned
+  void* primer = nullptr;                  // kNcclPrimerBytes: config.primer's broadcast
   detail::CopyTable table;
   std::vector<SliceRoute> routes;
   std::optional<Digest> tensorsKey;  // layout key of the tensors `routes` and `table` were built for
@@ -102,6 +103,7 @@ struct NcclChannel::State {
     if (copyFinished != nullptr) cudaEventDestroy(copyFinished);
     if (commFinished != nullptr) cudaEventDestroy(commFinished);
     if (deviceSums != nullptr) cudaFree(deviceSums);
+    if (primer != nullptr) cudaFree(primer);
     if (hostSums != nullptr) cudaFreeHost(hostSums);
     if (commStream != nullptr) cudaStreamDestroy(commStream);
     if (copyStream != nullptr) cudaStreamDestroy(copyStream);
@@ -235,7 +237,11 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
     enqueue = NcclEnqueue::NonBlocking;
   }
   WSYNC_CUDA_TRY(cudaGetDevice(&state->device));
-  WSYNC_CUDA_TRY(cudaStreamCreateWithFlags(&state->commStream, cudaStreamNonBlocking));
+  int leastPriority = 0;
+  int greatestPriority = 0;
+  WSYNC_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&leastPriority, &greatestPriority));
+  WSYNC_CUDA_TRY(cudaStreamCreateWithPriority(&state->commStream, cudaStreamNonBlocking,
+                                              config.priorityStream ? greatestPriority : leastPriority));
   WSYNC_CUDA_TRY(cudaStreamCreateWithFlags(&state->copyStream, cudaStreamNonBlocking));
   state->bufferFree.resize(config.bufferCount);
   for (cudaEvent_t& event : state->bufferFree) {
@@ -245,6 +251,8 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
   WSYNC_CUDA_TRY(cudaEventCreateWithFlags(&state->commFinished, cudaEventDisableTiming));
   WSYNC_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&state->deviceSums), sizeof(DeviceChecksumSums)));
   WSYNC_CUDA_TRY(cudaMallocHost(reinterpret_cast<void**>(&state->hostSums), sizeof(DeviceChecksumSums)));
+  WSYNC_CUDA_TRY(cudaMalloc(&state->primer, kNcclPrimerBytes));
+  WSYNC_CUDA_TRY(cudaMemset(state->primer, 0, kNcclPrimerBytes));
   WSYNC_CUDA_TRY(detail::loadCopyKernel());
 
   ncclUniqueId id;
@@ -309,7 +317,7 @@ ChannelState NcclChannel::state() const { return state_->broken ? ChannelState::
 
 ChannelMemory NcclChannel::memory() const {
   return ChannelMemory{.bufferBytes = state_->bufferBytes * state_->buffers.size(),
-                       .tableBytes = state_->table.deviceBytes() + sizeof(DeviceChecksumSums)};
+                       .tableBytes = state_->table.deviceBytes() + sizeof(DeviceChecksumSums) + kNcclPrimerBytes};
 }
 
 namespace {
@@ -370,14 +378,10 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     if (!total) return failed(total.error());
     const std::vector<BroadcastSlice> slices =
         broadcastSlices(plan, config_.firstSliceBytes, maxSliceBytes(config_, plan.bucketBytes()));
-    // A bucket of one piece that fills it is broadcast between the tensors; the others' slices are staged.
-    const auto isDirect = [&](std::uint32_t bucket) {
-      const auto pieces = plan.piecesOfBucket(bucket);
-      return pieces.size() == 1 && pieces[0].bucketOffset == 0 && pieces[0].bytes == plan.bucketUsedBytes(bucket);
-    };
+    // A direct slice is broadcast between the tensors; the others are staged.
     std::uint64_t stagingBytes = 0;
     for (const BroadcastSlice& slice : slices) {
-      if (!isDirect(slice.bucket)) stagingBytes = std::max(stagingBytes, slice.bytes);
+      if (!slice.direct) stagingBytes = std::max(stagingBytes, slice.bytes);
     }
     if (state.bufferBytes < stagingBytes) {
       for (void* buffer : state.buffers) cudaFree(buffer);
@@ -415,47 +419,35 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     }
     state.table.clear();
     state.routes.assign(slices.size(), SliceRoute{});
-    std::size_t firstPiece = 0;  // of the slice's bucket: the first that does not end before the slice
-    std::uint32_t staged = 0;    // slices staged so far: they take the buffers in turn
+    const std::vector<SlicePart> parts = sliceParts(plan, slices);
+    std::size_t part = 0;
+    std::uint32_t staged = 0;  // slices staged so far: they take the buffers in turn
     for (std::size_t index = 0; index < slices.size(); ++index) {
       const BroadcastSlice& slice = slices[index];
-      const auto pieces = plan.piecesOfBucket(slice.bucket);
       SliceRoute& route = state.routes[index];
-      route.direct = isDirect(slice.bucket);
+      route.direct = slice.direct;
       if (!route.direct) route.slot = staged++ % config_.bufferCount;
       route.bucket = slice.bucket;
       route.bytes = slice.bytes;
       route.batch = state.table.batchCount();
-      // The slice's bytes start at its buffer's start.
+      // A staged slice's bytes start at its buffer's start.
       const auto buffer = route.direct ? 0 : reinterpret_cast<std::uint64_t>(state.buffers[route.slot]);
-      if (slice.offset == 0) firstPiece = 0;
       state.table.beginBatch();
-      const std::uint64_t sliceEnd = slice.offset + slice.bytes;
-      for (std::size_t at = firstPiece; at < pieces.size() && pieces[at].bucketOffset < sliceEnd; ++at) {
-        const Piece& piece = pieces[at];
-        // The piece's part in this slice.
-        const std::uint64_t from = std::max(piece.bucketOffset, slice.offset);
-        const std::uint64_t to = std::min(piece.bucketOffset + piece.bytes, sliceEnd);
-        if (to <= from) continue;
-        const std::uint64_t tensorOffset = piece.tensorOffset + (from - piece.bucketOffset);
-        const auto tensorAddress = reinterpret_cast<std::uint64_t>(tensors[piece.tensor].data() + tensorOffset);
-        const std::uint64_t bufferAddress = buffer + (from - slice.offset);
+      for (; part < parts.size() && parts[part].slice == index; ++part) {
+        const SlicePart& at = parts[part];
+        const auto tensorAddress = reinterpret_cast<std::uint64_t>(tensors[at.tensor].data() + at.tensorOffset);
         if (route.direct) {
-          state.table.add(tensorAddress, 0, to - from, piece.tensor, tensorOffset);
+          // One part, the broadcast itself: its checksum only.
+          route.address = tensorAddress;
+          state.table.add(tensorAddress, 0, at.bytes, at.tensor, at.tensorOffset);
         } else if (sender) {
-          state.table.add(tensorAddress, bufferAddress, to - from, piece.tensor, tensorOffset);
+          state.table.add(tensorAddress, buffer + at.sliceOffset, at.bytes, at.tensor, at.tensorOffset);
         } else {
-          state.table.add(bufferAddress, tensorAddress, to - from, piece.tensor, tensorOffset);
+          state.table.add(buffer + at.sliceOffset, tensorAddress, at.bytes, at.tensor, at.tensorOffset);
         }
-        route.payload += to - from;
+        route.payload += at.bytes;
       }
-      while (firstPiece < pieces.size() && pieces[firstPiece].bucketOffset + pieces[firstPiece].bytes <= sliceEnd) {
-        ++firstPiece;
-      }
-      route.address = route.direct
-                          ? reinterpret_cast<std::uint64_t>(tensors[pieces[0].tensor].data() + pieces[0].tensorOffset +
-                                                            slice.offset)
-                          : buffer;
+      if (!route.direct) route.address = buffer;
     }
     if (auto uploaded = state.table.upload(); !uploaded) return failed(uploaded.error());
     state.tensorsKey = tensorsKey;
@@ -476,10 +468,9 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
   const auto millisecondsBetween = [](Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double, std::milli>(to - from).count();
   };
-  // Slice `index`'s broadcast on the comm stream: blocking under the guard, or settled by polling.
-  auto broadcast = [&](std::size_t index) -> tl::expected<void, ChannelFailure> {
-    const SliceRoute& route = state.routes[index];
-    void* target = reinterpret_cast<void*>(route.address);
+  // A broadcast of `bytes` at `target` on the comm stream: blocking under the guard, or settled by polling. Slice
+  // `index`'s host times go to the timeline (the primer's, index sliceCount, nowhere).
+  auto broadcastAt = [&](void* target, std::uint64_t bytes, std::size_t index) -> tl::expected<void, ChannelFailure> {
     const ncclComm_t comm = state.broadcasts();
     const auto called = Clock::now();
     ncclResult_t result = ncclSuccess;
@@ -487,21 +478,28 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
       if (!state.guard->enter("ncclBroadcast")) {
         return fail(ChannelError::CommunicatorError, "the communicator was aborted; open a new channel");
       }
-      result = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, comm, state.commStream);
+      result = state.nccl->broadcast(target, target, bytes, ncclUint8, 0, comm, state.commStream);
       if (auto aborted = state.guard->leave()) return tl::unexpected(std::move(*aborted));
     } else {
-      result = state.nccl->broadcast(target, target, route.bytes, ncclUint8, 0, comm, state.commStream);
+      result = state.nccl->broadcast(target, target, bytes, ncclUint8, 0, comm, state.commStream);
     }
     const auto returned = Clock::now();
     if (auto settled = state.settle(comm, "ncclBroadcast", result, deadline, cancel_, config_.stallTimeout);
         !settled) {
       return settled;
     }
-    if (config_.timeline) {
+    if (config_.timeline && index < sliceCount) {
       callMs[index] = millisecondsBetween(called, returned);
       settleMs[index] = result == ncclInProgress ? millisecondsBetween(returned, Clock::now()) : 0.0;
     }
     return {};
+  };
+  auto broadcast = [&](std::size_t index) {
+    return broadcastAt(reinterpret_cast<void*>(state.routes[index].address), state.routes[index].bytes, index);
+  };
+  // config.primer: ahead of the first slice's broadcast, in every rank's comm stream.
+  auto prime = [&]() -> tl::expected<void, ChannelFailure> {
+    return config_.primer ? broadcastAt(state.primer, kNcclPrimerBytes, sliceCount) : tl::expected<void, ChannelFailure>{};
   };
   // Enqueue the whole transfer; nothing below waits for the device.
   auto enqueue = [&]() -> tl::expected<void, ChannelFailure> {
@@ -523,6 +521,9 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
           return tl::unexpected(launched.error());
         }
         WSYNC_CUDA_TRY(mark(index, 3, state.copyStream));
+        if (index == 0) {
+          if (auto primed = prime(); !primed) return primed;
+        }
         if (!route.direct) {
           WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.copyStream));
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.sliceReady[index], 0));
@@ -535,6 +536,9 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         }
         WSYNC_CUDA_TRY(cudaEventRecord(state.sliceDone[index], state.commStream));
       } else {
+        if (index == 0) {
+          if (auto primed = prime(); !primed) return primed;
+        }
         if (!route.direct) {
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.bufferFree[slot], 0));
         }

@@ -14,8 +14,10 @@ namespace wsync::bus {
 // cuts a transfer's first and last buckets into smaller broadcasts (broadcast_slices.hpp); a rank of protocol 3
 // would post broadcasts of other sizes, which NCCL does not check but mismatches. 5: the nccl channel cuts every
 // bucket into slices of at most half a bucket (its staging buffers are that large, not a bucket): the same
-// mismatch against a rank of protocol 4.
-inline constexpr std::uint16_t kProtocolVersion = 5;
+// mismatch against a rank of protocol 4. 6: the nccl channel's slices run on across consecutive packed buckets
+// (one stream of bytes, so a transfer's ramp ends on a slice of the first slice's size, not on its last bucket's
+// rest): against a rank of protocol 5, the same mismatch.
+inline constexpr std::uint16_t kProtocolVersion = 6;
 
 // Largest control message accepted, enforced by ZMQ_MAXMSGSIZE and again by the decoder. A manifest of 100,000
 // tensors with long names is about 15 MiB; anything bigger is an attack or a bug.
