@@ -8,6 +8,7 @@
 #           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab nccl-tests staging-ab-r1 staging-ab-r3
 #           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline ipc-mps
 #           enqueue-ab-r1 enqueue-ab-r3 start-ab-r1 start-ab-r3 start-timeline-r3
+#           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -40,10 +41,8 @@
 #   enqueue-ab-rN: the same models at 256 MiB, 1 GiB and 4 GiB buckets, N receivers, broadcasts through the guarded
 #                  blocking child (the default) and through the non-blocking communicator, one after the other.
 #   start-ab-rN: issue 18's nccl rows (100,000 tensors, deepseek-v3:8, qwen2.5-7b at 256 MiB to 4 GiB buckets, layout
-#                kept, N receivers) with this build's defaults (protocol 6: slices across packed buckets; the primer and
-#                the priority stream), without the primer, without both, and with the build in .carry/oldbin (protocol
-#                5: per-bucket slices, neither; its commit in .carry/oldbin/COMMIT), one after the other on the same
-#                GPUs.
+#                kept, N receivers) with this build and with the build in .carry/oldbin (its commit in
+#                .carry/oldbin/COMMIT), one after the other on the same GPUs.
 #   start-timeline-r3: the same models at 1 GiB buckets, 3 receivers, with every rank's timeline (--timeline).
 #   ipc-rows: issue 18's cuda_ipc rows on GPU 0, every frontier model, allocations and layout kept (as the Python
 #             trainer vouches), one cudaMalloc per tensor; then 100,000 tensors in PyTorch's caching segments.
@@ -52,6 +51,9 @@
 #   ipc-mps: the ipc-rows models (with --timeline) under CUDA MPS, the sender's and receiver's processes sharing one
 #            GPU context; the daemon is stopped after.
 #   blocks-sweep-r3: 100,000 tensors and qwen2.5-7b, 3 receivers, 1 GiB buckets, layout kept, at 32 and 48 copy blocks.
+#   blocks-timeline-r3: the same at 32, 48, 64 and 96 copy blocks, with every rank's timeline.
+#   blocks-ab-rN: 100,000 tensors and qwen2.5-7b at 1 and 4 GiB buckets, N receivers, layout kept, the copies beside
+#                 the broadcasts at 32 and at 64 blocks (64 in the ramps), twice in turn.
 #
 # Expects the build carried in .carry/: the relocatable install (bin/, lib/), the test binaries wsync_gpu_tests and
 # wsync_test_gpu_peer beside the programs in bin/, and the python component under .carry/py
@@ -186,21 +188,29 @@ for phase in "$@"; do
       done ;;
     start-ab-r*)
       receivers=${phase#start-ab-r}
-      for variant in default "--primer 0" "--primer 0 --priority 0" old; do
-        (($(left) > 40)) || { echo "== SKIPPED $phase $variant: $(left) s left"; continue; }
-        echo "== $variant"
-        if [[ $variant == old ]]; then
+      for build in new old; do
+        (($(left) > 40)) || { echo "== SKIPPED $phase $build: $(left) s left"; continue; }
+        echo "== $build"
+        if [[ $build == old ]]; then
           WSYNC_COMMIT=$(cat $C/oldbin/COMMIT) WSYNC_BIN_DIR=$C/oldbin timeout $(left) bash bench/nccl_frontier.sh \
             --receivers $receivers --slices 64 --layout-kept $R/start-old synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b
         else
-          # shellcheck disable=SC2086 # the variant's words are flags
-          timeout $(left) bash bench/nccl_frontier.sh --receivers $receivers --slices 64 --layout-kept \
-            ${variant#default} $R/start synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b
+          timeout $(left) bash bench/nccl_frontier.sh --receivers $receivers --slices 64 --layout-kept $R/start \
+            synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b
         fi
       done ;;
     start-timeline-r3)
       timeout $t bash bench/nccl_frontier.sh --receivers 3 --slices 64 --buckets 1024 --layout-kept --timeline \
         $R/start synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b ;;
+    blocks-ab-r*)
+      receivers=${phase#blocks-ab-r}
+      for round in 1 2; do
+        for blocks in 32 64; do
+          (($(left) > 40)) || { echo "== SKIPPED $phase $round $blocks: $(left) s left"; continue; }
+          timeout $(left) bash bench/nccl_frontier.sh --receivers $receivers --slices 64 --buckets "1024 4096" \
+            --copy-blocks $blocks --ramp-copy-blocks 64 --layout-kept $R/blocks-ab-$round synthetic:100000:4096 qwen2.5-7b
+        done
+      done ;;
     ipc-rows)
       for allocation in tensor torch; do
         (($(left) > 60)) || { echo "== SKIPPED ipc-rows $allocation: $(left) s left"; continue; }
@@ -246,6 +256,12 @@ for phase in "$@"; do
         (($(left) > 60)) || { echo "== SKIPPED blocks $blocks: $(left) s left"; continue; }
         timeout $(left) bash bench/nccl_frontier.sh --receivers 3 --slices 64 --buckets 1024 --copy-blocks $blocks \
           --layout-kept $R/staging synthetic:100000:4096 qwen2.5-7b
+      done ;;
+    blocks-timeline-r3)
+      for blocks in 32 48 64 96; do
+        (($(left) > 40)) || { echo "== SKIPPED blocks $blocks: $(left) s left"; continue; }
+        timeout $(left) bash bench/nccl_frontier.sh --receivers 3 --slices 64 --buckets 1024 --copy-blocks $blocks \
+          --layout-kept --timeline $R/blocks synthetic:100000:4096 qwen2.5-7b | grep -v "receiver [12]"
       done ;;
     py-publish-100k)
       timeout $t python3 python/benchmarks/publish.py --channel cuda_ipc --models synthetic:100000:4096 --warmup 1 --reps 5 \

@@ -6,7 +6,7 @@
 #
 #   bench/nccl_frontier.sh [--receivers N] [--slices "64 0"] [--buckets "256 1024 4096"] [--copy-blocks N]
 #                          [--max-ctas N] [--poll-us N] [--layout-kept] [--max-slice-mib N] [--buffers N]
-#                          [--enqueue MODE] [--primer 0|1] [--priority 0|1] [--timeline] OUT_DIR [MODELS...]
+#                          [--enqueue MODE] [--ramp-copy-blocks N] [--timeline] OUT_DIR [MODELS...]
 #                                                   # MODELS: the default list below
 #   WSYNC_COMMIT=abc1234 bench/nccl_frontier.sh ...  # the commit to name where the tree has no .git
 #
@@ -22,10 +22,8 @@
 #                    default: half a bucket; the bucket's size: whole buckets as protocol 4); files named with -maxN.
 # --enqueue MODE: how the channel's broadcasts reach NCCL (wsync-bench gpu --nccl-enqueue: child, the default;
 #                nonblocking; blocking, measurement only); files named with -MODE.
-# --primer 0|1: each transfer's 4 KiB primer broadcast (wsync-bench gpu --nccl-primer; 1, the default); files named
-#               with -primerN.
-# --priority 0|1: the broadcasts' stream at the greatest priority (wsync-bench gpu --nccl-priority-stream; 1, the
-#                 default); files named with -priorityN.
+# --ramp-copy-blocks N: the blocks of copies beside a smaller broadcast than themselves (wsync-bench gpu
+#                       --nccl-ramp-copy-blocks); files named with -rampN.
 # --buffers N: staging buffers (wsync-bench gpu --nccl-buffers); files named with -buffersN.
 # --timeline: every rank's broadcasts and copies timed with CUDA events (wsync-bench gpu --timeline): the
 #             report's "where each rank's time went" table, and each slice in the JSON; files named with -timeline.
@@ -34,7 +32,7 @@ set -uo pipefail
 usage() {
   echo "usage: bench/nccl_frontier.sh [--receivers N] [--slices \"64 0\"] [--buckets \"256 1024 4096\"]" \
     "[--copy-blocks N] [--max-ctas N] [--poll-us N] [--layout-kept] [--max-slice-mib N] [--buffers N]" \
-    "[--enqueue MODE] [--primer 0|1] [--priority 0|1] [--timeline] OUT_DIR [MODELS...]" >&2
+    "[--enqueue MODE] [--ramp-copy-blocks N] [--timeline] OUT_DIR [MODELS...]" >&2
   exit 2
 }
 receivers=()
@@ -46,8 +44,7 @@ layout=()
 max_slice=()
 buffers=()
 enqueue=()
-primer=()
-priority=()
+ramp_blocks=()
 slices="64 0"
 buckets="256 1024 4096"
 while [[ $# -gt 0 && $1 == --* ]]; do
@@ -61,8 +58,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     --max-slice-mib) [[ $# -ge 2 ]] || usage; max_slice=(--nccl-max-slice-mib "$2"); shift 2 ;;
     --buffers) [[ $# -ge 2 ]] || usage; buffers=(--nccl-buffers "$2"); shift 2 ;;
     --enqueue) [[ $# -ge 2 ]] || usage; enqueue=(--nccl-enqueue "$2"); shift 2 ;;
-    --primer) [[ $# -ge 2 ]] || usage; primer=(--nccl-primer "$2"); shift 2 ;;
-    --priority) [[ $# -ge 2 ]] || usage; priority=(--nccl-priority-stream "$2"); shift 2 ;;
+    --ramp-copy-blocks) [[ $# -ge 2 ]] || usage; ramp_blocks=(--nccl-ramp-copy-blocks "$2"); shift 2 ;;
     --max-ctas) [[ $# -ge 2 ]] || usage; max_ctas=(--nccl-max-ctas "$2"); shift 2 ;;
     --poll-us) [[ $# -ge 2 ]] || usage; poll=(--nccl-poll-us "$2"); shift 2 ;;
     *) usage ;;
@@ -74,7 +70,7 @@ shift
 models=("$@")
 [[ ${#models[@]} -gt 0 ]] || models=(synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b qwen3-30b-a3b)
 bench=${WSYNC_BIN_DIR:+$WSYNC_BIN_DIR/}wsync-bench
-label=${receivers[1]:+-r${receivers[1]}}${copy_blocks[1]:+-blocks${copy_blocks[1]}}${max_ctas[1]:+-ctas${max_ctas[1]}}${poll[1]:+-poll${poll[1]}}${layout[0]:+-layout}${max_slice[1]:+-max${max_slice[1]}}${buffers[1]:+-buffers${buffers[1]}}${enqueue[1]:+-${enqueue[1]}}${primer[1]:+-primer${primer[1]}}${priority[1]:+-priority${priority[1]}}${timeline[0]:+-timeline}
+label=${receivers[1]:+-r${receivers[1]}}${copy_blocks[1]:+-blocks${copy_blocks[1]}}${max_ctas[1]:+-ctas${max_ctas[1]}}${poll[1]:+-poll${poll[1]}}${layout[0]:+-layout}${max_slice[1]:+-max${max_slice[1]}}${buffers[1]:+-buffers${buffers[1]}}${enqueue[1]:+-${enqueue[1]}}${ramp_blocks[1]:+-ramp${ramp_blocks[1]}}${timeline[0]:+-timeline}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 status=0
@@ -83,8 +79,8 @@ for slice in $slices; do
   name="nccl$label-slice$slice"
   echo "== first slice ${slice} MiB${receivers[1]:+, ${receivers[1]} receivers}${copy_blocks[1]:+, ${copy_blocks[1]} copy blocks}"
   "$bench" gpu --channel nccl --models "${models[@]}" --bucket-mib $buckets --warmup 1 --reps 5 "${receivers[@]}" \
-    "${copy_blocks[@]}" "${max_ctas[@]}" "${poll[@]}" "${layout[@]}" "${max_slice[@]}" "${buffers[@]}" "${enqueue[@]}" "${primer[@]}" \
-    "${priority[@]}" "${timeline[@]}" \
+    "${copy_blocks[@]}" "${max_ctas[@]}" "${poll[@]}" "${layout[@]}" "${max_slice[@]}" "${buffers[@]}" "${enqueue[@]}" \
+    "${ramp_blocks[@]}" "${timeline[@]}" \
     --nccl-first-slice-mib "$slice" ${WSYNC_COMMIT:+--commit "$WSYNC_COMMIT"} \
     --out "$out/$name.md" --json "$out/$name.json" > "$out/$name.log" 2>&1 || status=1
   grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \|" "$out/$name.md" | cut -d'|' -f2,4,5,8,10,12,13,14

@@ -73,16 +73,14 @@ struct GpuBenchConfig {
   std::uint64_t ncclFirstSliceMiB = bus::gpu::kNcclFirstSliceBytes >> 20;
   // nccl: kernel blocks of the copies that run beside the broadcasts (NcclChannelConfig::copyBlocks).
   std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;
+  // nccl: ... of the copies beside a smaller broadcast than themselves, in the ramps (NcclChannelConfig::rampCopyBlocks).
+  std::uint32_t ncclRampCopyBlocks = bus::gpu::kNcclDefaultRampCopyBlocks;
   // nccl: staging buffers (NcclChannelConfig::bufferCount) and the largest broadcast, each buffer's size
   // (NcclChannelConfig::maxSliceBytes; 0: half a bucket).
   std::uint32_t ncclBuffers = bus::gpu::kNcclDefaultBuffers;
   std::uint64_t ncclMaxSliceMiB = 0;
   // nccl: how broadcasts reach NCCL (NcclChannelConfig::enqueue): "child", "nonblocking" or "blocking".
   std::string ncclEnqueue = "child";
-  // nccl: each transfer's primer broadcast (NcclChannelConfig::primer) and the broadcasts' stream at the greatest
-  // priority (NcclChannelConfig::priorityStream); 1: on, the channel's default.
-  std::uint32_t ncclPrimer = 1;
-  std::uint32_t ncclPriorityStream = 1;
   // nccl: the channel communicator's ncclConfig_t::maxCTAs (NcclChannelConfig::maxCtas); 0: NCCL's choice. The raw
   // baseline keeps NCCL's choice.
   std::int32_t ncclMaxCtas = 0;
@@ -118,13 +116,12 @@ struct GpuRankOptions {
   std::uint32_t ncclBuffers = bus::gpu::kNcclDefaultBuffers;  // GpuBenchConfig::ncclBuffers
   std::uint64_t ncclMaxSliceBytes = 0;                         // GpuBenchConfig::ncclMaxSliceMiB, in bytes
   std::string ncclEnqueue = "child";                           // GpuBenchConfig::ncclEnqueue
-  std::uint32_t ncclPrimer = 1;                                // GpuBenchConfig::ncclPrimer
-  std::uint32_t ncclPriorityStream = 1;                        // GpuBenchConfig::ncclPriorityStream
+  std::uint32_t ncclRampCopyBlocks = bus::gpu::kNcclDefaultRampCopyBlocks;  // GpuBenchConfig::ncclRampCopyBlocks
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
                                    segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
                                    timeline, ncclMaxCtas, ncclPollMicroseconds, ipcSpinMicroseconds, layoutKept,
-                                   ncclBuffers, ncclMaxSliceBytes, ncclEnqueue, ncclPrimer, ncclPriorityStream)
+                                   ncclBuffers, ncclMaxSliceBytes, ncclEnqueue, ncclRampCopyBlocks)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

@@ -308,12 +308,11 @@ class GpuRank {
           .bufferCount = options_.ncclBuffers,
           .pollInterval = std::chrono::microseconds(options_.ncclPollMicroseconds),
           .copyBlocks = options_.ncclCopyBlocks,
+          .rampCopyBlocks = options_.ncclRampCopyBlocks,
           .firstSliceBytes = options_.ncclFirstSliceBytes,
           .maxSliceBytes = options_.ncclMaxSliceBytes,
           .maxCtas = options_.ncclMaxCtas,
           .enqueue = bus::gpu::ncclEnqueueNamed(options_.ncclEnqueue).value_or(bus::gpu::NcclEnqueue::BlockingChild),
-          .primer = options_.ncclPrimer != 0,
-          .priorityStream = options_.ncclPriorityStream != 0,
           .timeline = options_.timeline};
       ncclChannel_ =
           orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");

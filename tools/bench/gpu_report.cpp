@@ -208,11 +208,11 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"allocations_kept", c.allocationsKept},
                                   {"layout_kept", c.layoutKept},
                                   {"nccl_first_slice_mib", c.ncclFirstSliceMiB},
-                                  {"nccl_copy_blocks", c.ncclCopyBlocks}, {"timeline", c.timeline},
+                                  {"nccl_copy_blocks", c.ncclCopyBlocks},
+                                  {"nccl_ramp_copy_blocks", c.ncclRampCopyBlocks}, {"timeline", c.timeline},
                                   {"nccl_max_ctas", c.ncclMaxCtas},
                                   {"nccl_poll_us", c.ncclPollMicroseconds},
-                                  {"nccl_enqueue", c.ncclEnqueue}, {"nccl_primer", c.ncclPrimer},
-                                  {"nccl_priority_stream", c.ncclPriorityStream},
+                                  {"nccl_enqueue", c.ncclEnqueue},
                                   {"ipc_spin_us", c.ipcSpinMicroseconds}});
 
   for (const bool nccl : {true, false}) {

@@ -198,6 +198,9 @@ int main(int argc, char** argv) {
   option(gpuMode, "--nccl-copy-blocks", gpu.ncclCopyBlocks,
          "nccl: kernel blocks of the pack/unpack copies that run beside the broadcasts")
       ->check(CLI::Range(1, 4096));
+  option(gpuMode, "--nccl-ramp-copy-blocks", gpu.ncclRampCopyBlocks,
+         "nccl: ... of those beside a smaller broadcast than themselves (the ramps: twice the bytes in the same time)")
+      ->check(CLI::Range(1, 4096));
   option(gpuMode, "--nccl-max-ctas", gpu.ncclMaxCtas,
          "nccl: the channel communicator's ncclConfig maxCTAs (NCCL's buffers are per channel: fewer, less memory); "
          "0: NCCL's choice; the raw broadcast keeps NCCL's choice")
@@ -210,12 +213,7 @@ int main(int argc, char** argv) {
          "calls guarded), nonblocking (the joined non-blocking communicator), blocking (the communicator itself "
          "blocking; measurement only: joining and connecting can no longer time out)")
       ->check(CLI::IsMember({"child", "nonblocking", "blocking"}));
-  option(gpuMode, "--nccl-primer", gpu.ncclPrimer,
-         "nccl: 1 (the default): each transfer begins with a 4 KiB broadcast beside the sender's first pack; 0: not")
-      ->check(CLI::Range(0, 1));
-  option(gpuMode, "--nccl-priority-stream", gpu.ncclPriorityStream,
-         "nccl: 1 (the default): the broadcasts' stream at the device's greatest priority; 0: the least")
-      ->check(CLI::Range(0, 1));
+
   option(gpuMode, "--ipc-spin-us", gpu.ipcSpinMicroseconds,
          "cuda_ipc: how long each side yields in a loop before it sleeps on the segment's futex (microseconds)")
       ->check(CLI::Range(0, 1000000));

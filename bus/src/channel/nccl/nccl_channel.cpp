@@ -86,7 +86,6 @@ struct NcclChannel::State {
   cudaEvent_t commFinished = nullptr;
   DeviceChecksumSums* deviceSums = nullptr;
   DeviceChecksumSums* hostSums = nullptr;  // pinned
-  void* primer = nullptr;                  // kNcclPrimerBytes: config.primer's broadcast
   detail::CopyTable table;
   std::vector<SliceRoute> routes;
   std::optional<Digest> tensorsKey;  // layout key of the tensors `routes` and `table` were built for
@@ -103,7 +102,6 @@ struct NcclChannel::State {
     if (copyFinished != nullptr) cudaEventDestroy(copyFinished);
     if (commFinished != nullptr) cudaEventDestroy(commFinished);
     if (deviceSums != nullptr) cudaFree(deviceSums);
-    if (primer != nullptr) cudaFree(primer);
     if (hostSums != nullptr) cudaFreeHost(hostSums);
     if (commStream != nullptr) cudaStreamDestroy(commStream);
     if (copyStream != nullptr) cudaStreamDestroy(copyStream);
@@ -237,11 +235,7 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
     enqueue = NcclEnqueue::NonBlocking;
   }
   WSYNC_CUDA_TRY(cudaGetDevice(&state->device));
-  int leastPriority = 0;
-  int greatestPriority = 0;
-  WSYNC_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&leastPriority, &greatestPriority));
-  WSYNC_CUDA_TRY(cudaStreamCreateWithPriority(&state->commStream, cudaStreamNonBlocking,
-                                              config.priorityStream ? greatestPriority : leastPriority));
+  WSYNC_CUDA_TRY(cudaStreamCreateWithFlags(&state->commStream, cudaStreamNonBlocking));
   WSYNC_CUDA_TRY(cudaStreamCreateWithFlags(&state->copyStream, cudaStreamNonBlocking));
   state->bufferFree.resize(config.bufferCount);
   for (cudaEvent_t& event : state->bufferFree) {
@@ -251,8 +245,6 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
   WSYNC_CUDA_TRY(cudaEventCreateWithFlags(&state->commFinished, cudaEventDisableTiming));
   WSYNC_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&state->deviceSums), sizeof(DeviceChecksumSums)));
   WSYNC_CUDA_TRY(cudaMallocHost(reinterpret_cast<void**>(&state->hostSums), sizeof(DeviceChecksumSums)));
-  WSYNC_CUDA_TRY(cudaMalloc(&state->primer, kNcclPrimerBytes));
-  WSYNC_CUDA_TRY(cudaMemset(state->primer, 0, kNcclPrimerBytes));
   WSYNC_CUDA_TRY(detail::loadCopyKernel());
 
   ncclUniqueId id;
@@ -317,7 +309,7 @@ ChannelState NcclChannel::state() const { return state_->broken ? ChannelState::
 
 ChannelMemory NcclChannel::memory() const {
   return ChannelMemory{.bufferBytes = state_->bufferBytes * state_->buffers.size(),
-                       .tableBytes = state_->table.deviceBytes() + sizeof(DeviceChecksumSums) + kNcclPrimerBytes};
+                       .tableBytes = state_->table.deviceBytes() + sizeof(DeviceChecksumSums)};
 }
 
 namespace {
@@ -468,9 +460,10 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
   const auto millisecondsBetween = [](Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double, std::milli>(to - from).count();
   };
-  // A broadcast of `bytes` at `target` on the comm stream: blocking under the guard, or settled by polling. Slice
-  // `index`'s host times go to the timeline (the primer's, index sliceCount, nowhere).
-  auto broadcastAt = [&](void* target, std::uint64_t bytes, std::size_t index) -> tl::expected<void, ChannelFailure> {
+  // Slice `index`'s broadcast on the comm stream: blocking under the guard, or settled by polling.
+  auto broadcast = [&](std::size_t index) -> tl::expected<void, ChannelFailure> {
+    void* target = reinterpret_cast<void*>(state.routes[index].address);
+    const std::uint64_t bytes = state.routes[index].bytes;
     const ncclComm_t comm = state.broadcasts();
     const auto called = Clock::now();
     ncclResult_t result = ncclSuccess;
@@ -488,18 +481,11 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         !settled) {
       return settled;
     }
-    if (config_.timeline && index < sliceCount) {
+    if (config_.timeline) {
       callMs[index] = millisecondsBetween(called, returned);
       settleMs[index] = result == ncclInProgress ? millisecondsBetween(returned, Clock::now()) : 0.0;
     }
     return {};
-  };
-  auto broadcast = [&](std::size_t index) {
-    return broadcastAt(reinterpret_cast<void*>(state.routes[index].address), state.routes[index].bytes, index);
-  };
-  // config.primer: ahead of the first slice's broadcast, in every rank's comm stream.
-  auto prime = [&]() -> tl::expected<void, ChannelFailure> {
-    return config_.primer ? broadcastAt(state.primer, kNcclPrimerBytes, sliceCount) : tl::expected<void, ChannelFailure>{};
   };
   // Enqueue the whole transfer; nothing below waits for the device.
   auto enqueue = [&]() -> tl::expected<void, ChannelFailure> {
@@ -510,7 +496,11 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
       const std::uint32_t slot = route.slot;
       // (A sender's direct slice is broadcast while its checksum runs: that launch keeps to copyBlocks.)
       const bool unoverlapped = sender ? index == 0 && !route.direct : index + 1 == sliceCount;
-      const std::uint32_t copyBlocks = unoverlapped ? kUnoverlappedCopyBlocks : config_.copyBlocks;
+      // The broadcast this copy runs beside: the previous slice's (sender's pack), the next one's (receiver's unpack).
+      const std::size_t beside = sender ? (index == 0 ? 0 : index - 1) : std::min(index + 1, sliceCount - 1);
+      const bool ramp = state.routes[beside].bytes < route.bytes;
+      const std::uint32_t copyBlocks =
+          unoverlapped ? kUnoverlappedCopyBlocks : (ramp ? config_.rampCopyBlocks : config_.copyBlocks);
       if (sender) {
         if (!route.direct) {
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.bufferFree[slot], 0));
@@ -521,9 +511,6 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
           return tl::unexpected(launched.error());
         }
         WSYNC_CUDA_TRY(mark(index, 3, state.copyStream));
-        if (index == 0) {
-          if (auto primed = prime(); !primed) return primed;
-        }
         if (!route.direct) {
           WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.copyStream));
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.sliceReady[index], 0));
@@ -536,9 +523,6 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         }
         WSYNC_CUDA_TRY(cudaEventRecord(state.sliceDone[index], state.commStream));
       } else {
-        if (index == 0) {
-          if (auto primed = prime(); !primed) return primed;
-        }
         if (!route.direct) {
           WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.bufferFree[slot], 0));
         }

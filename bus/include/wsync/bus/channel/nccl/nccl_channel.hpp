@@ -60,10 +60,8 @@ inline constexpr std::uint64_t kNcclFirstSliceBytes = 64ULL * 1024 * 1024;
 inline constexpr std::chrono::microseconds kNcclPollInterval{100};
 // Kernel blocks the pack/unpack launches may use while NCCL runs: few enough to leave its own blocks room.
 inline constexpr std::uint32_t kNcclDefaultCopyBlocks = 64;
-// NcclChannelConfig::primer's broadcast. The first broadcast after the GPUs idled takes 0.1-0.25 ms more than the
-// same broadcast right after another (4 x H200, bench/profiles/first_broadcast.cu); a broadcast of a few KiB ahead
-// of it takes most of that cost while the sender packs its first slice.
-inline constexpr std::uint64_t kNcclPrimerBytes = 4096;
+// ... where the copy has more bytes than the broadcast it runs beside (NcclChannelConfig::rampCopyBlocks).
+inline constexpr std::uint32_t kNcclDefaultRampCopyBlocks = 64;
 
 struct NcclChannelConfig {
   NcclUniqueId uniqueId{};
@@ -75,6 +73,9 @@ struct NcclChannelConfig {
   // its end seen within microseconds; wsync-bench gpu --nccl-poll-us measures the difference).
   std::chrono::microseconds pollInterval{kNcclPollInterval};
   std::uint32_t copyBlocks = kNcclDefaultCopyBlocks;
+  // Kernel blocks of a copy beside a smaller broadcast than itself, in a ramp (the sender's pack of slice k + 1
+  // while slice k is broadcast, a receiver's unpack of slice k while k + 1 is): twice the bytes in the same time.
+  std::uint32_t rampCopyBlocks = kNcclDefaultRampCopyBlocks;
   // broadcastSlices' firstSliceBytes: 0 (one broadcast per bucket) or a multiple of kSliceAlignment. Every rank of
   // a communicator must use the same value: the broadcasts' sizes must match.
   std::uint64_t firstSliceBytes = kNcclFirstSliceBytes;
@@ -91,12 +92,6 @@ struct NcclChannelConfig {
   // How broadcasts reach NCCL (NcclEnqueue). Every rank of a communicator must use the same: the child's split is
   // collective, so a rank that does not split leaves the others waiting until the deadline.
   NcclEnqueue enqueue = NcclEnqueue::BlockingChild;
-  // Each transfer begins with a broadcast of kNcclPrimerBytes, enqueued after the sender's first pack and run beside
-  // it. Every rank of a communicator must use the same (the broadcasts must match).
-  bool primer = true;
-  // The broadcasts' stream at the device's greatest priority: NCCL's blocks are scheduled before the pack/unpack
-  // blocks waiting beside them (the sender's first pack fills the GPU while the primer starts).
-  bool priorityStream = true;
   // Profiling (nccl_timeline.hpp): timing events around every broadcast and copy, read back after each transfer.
   // Off in the agents; on, each slice costs four event records more.
   bool timeline = false;
