@@ -11,7 +11,7 @@
 #   WSYNC_COMMIT=abc1234 bench/nccl_frontier.sh ...  # the commit to name where the tree has no .git
 #
 # --receivers N: ranks on GPUs 1..N receive (default: every GPU but the sender's); files are named with N.
-# --slices LIST: the first-slice sizes to measure (MiB; 0 = whole buckets).
+# --slices LIST: the first-slice sizes to measure (MiB; 0 = no ramp).
 # --buckets LIST: the bucket sizes (MiB; default the issue's 256 MiB to 4 GiB).
 # --copy-blocks N: the pack/unpack kernels' blocks beside the broadcasts (default the channel's; named in the files).
 # --max-ctas N: the channel communicator's maxCTAs (wsync-bench gpu --nccl-max-ctas; the raw broadcast keeps NCCL's).

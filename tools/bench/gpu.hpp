@@ -69,7 +69,7 @@ struct GpuBenchConfig {
   // nccl through NCCL's network transport, the stand-in for an inter-node fabric (docs/hosts.md): sockets, P2P and
   // SHM off, each rank a host of its own to NCCL, so that ranks may share a GPU.
   bool ncclNetwork = false;
-  // nccl: the first and last broadcasts of a transfer (bus/channel/nccl/broadcast_slices.hpp); 0: one per bucket.
+  // nccl: the first and last broadcasts of a transfer (bus/channel/nccl/broadcast_slices.hpp); 0: no ramp.
   std::uint64_t ncclFirstSliceMiB = bus::gpu::kNcclFirstSliceBytes >> 20;
   // nccl: kernel blocks of the copies that run beside the broadcasts (NcclChannelConfig::copyBlocks).
   std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;

@@ -188,8 +188,8 @@ int main(int argc, char** argv) {
                    "Every rank vouches that its span array is the last round's (as the Python trainer's "
                    "publish(version) does): the channels skip reading it to check their cached layout each round");
   option(gpuMode, "--nccl-first-slice-mib", gpu.ncclFirstSliceMiB,
-         "nccl: size of a transfer's first and last broadcasts, which ramp up to and down from whole buckets "
-         "(0: one broadcast per bucket)");
+         "nccl: size of a transfer's first and last broadcasts, which ramp up to and down from the largest "
+         "(0: no ramp)");
   option(gpuMode, "--nccl-buffers", gpu.ncclBuffers, "nccl: staging buffers the packed broadcasts take in turn")
       ->check(CLI::Range(2, 8));
   option(gpuMode, "--nccl-max-slice-mib", gpu.ncclMaxSliceMiB,

@@ -2,10 +2,10 @@
 // The nccl channel (docs/gpu-channels.md): one communicator of the sender (rank 0) and every receiver (ranks 1..N),
 // buckets broadcast from rank 0.
 //
-// Per broadcast (a slice of a bucket, broadcast_slices.hpp): a bucket holding one piece (a run of one tensor that
-// fills it) is broadcast straight from the sender's tensor into the receiver's tensor; any other bucket's slices are
-// packed on the sender by one kernel launch each (all the slice's pieces at once, with the digest folded in),
-// broadcast, and unpacked on each receiver by one kernel launch. The packed slices take bufferCount staging buffers
+// Per broadcast (a slice, broadcast_slices.hpp): a bucket holding one piece (a run of one tensor that fills it) is
+// broadcast straight from the sender's tensor into the receiver's tensor; the other buckets' bytes, consecutive
+// packed buckets as one stream, are cut into slices, each packed on the sender by one kernel launch (all the slice's
+// pieces at once, with the digest folded in), broadcast, and unpacked on each receiver by one kernel launch. The packed slices take bufferCount staging buffers
 // in turn, with CUDA events ordering the pack, broadcast and unpack streams: the host enqueues a whole transfer
 // without waiting on the device, then watches it.
 //
@@ -80,7 +80,7 @@ struct NcclChannelConfig {
   // Kernel blocks of a copy beside a smaller broadcast than itself, in a ramp (the sender's pack of slice k + 1
   // while slice k is broadcast, a receiver's unpack of slice k while k + 1 is): twice the bytes in the same time.
   std::uint32_t rampCopyBlocks = kNcclDefaultRampCopyBlocks;
-  // broadcastSlices' firstSliceBytes: 0 (one broadcast per bucket) or a multiple of kSliceAlignment. Every rank of
+  // broadcastSlices' firstSliceBytes: 0 (no ramp) or a multiple of kSliceAlignment. Every rank of
   // a communicator must use the same value: the broadcasts' sizes must match.
   std::uint64_t firstSliceBytes = kNcclFirstSliceBytes;
   // broadcastSlices' maxSliceBytes, the staging buffers' size: 0 for the plan's bucket over kNcclSlicesPerBucket
