@@ -8,7 +8,7 @@
 #           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab nccl-tests staging-ab-r1 staging-ab-r3
 #           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline ipc-mps
 #           enqueue-ab-r1 enqueue-ab-r3 start-ab-r1 start-ab-r3 start-timeline-r3
-#           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3
+#           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3 probes
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -52,6 +52,9 @@
 #            GPU context; the daemon is stopped after.
 #   blocks-sweep-r3: 100,000 tensors and qwen2.5-7b, 3 receivers, 1 GiB buckets, layout kept, at 32 and 48 copy blocks.
 #   blocks-timeline-r3: the same at 32, 48, 64 and 96 copy blocks, with every rank's timeline.
+#   probes: two nccl communicators taking turns against one (bench/profiles/overlapped_broadcast.cu), and cuda_ipc's
+#           copy made by the sender's process against the receiver's (bench/profiles/ipc_push_probe.cu), the latter
+#           without MPS and under it. Compiled on the machine with its nvcc.
 #   blocks-ab-rN: 100,000 tensors and qwen2.5-7b at 1 and 4 GiB buckets, N receivers, layout kept, the copies beside
 #                 the broadcasts at 32 and at 64 blocks (64 in the ramps), twice in turn.
 #
@@ -250,6 +253,24 @@ for phase in "$@"; do
         grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \| [0-9.]+ GiB" $R/ipc-mps-$allocation.md | cut -d'|' -f2,3,8,10,12,13,14
       done
       echo quit | nvidia-cuda-mps-control
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
+    probes)
+      # bench/profiles/overlapped_broadcast.cu (two communicators taking turns) on 4 and 2 GPUs, and
+      # bench/profiles/ipc_push_probe.cu (push against pull on one GPU) without MPS and under it.
+      nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/overlapped bench/profiles/overlapped_broadcast.cu -lnccl &&
+        nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/ipc_push bench/profiles/ipc_push_probe.cu || continue
+      for gpus in 4 2; do
+        (($(left) > 60)) || { echo "== SKIPPED overlapped $gpus: $(left) s left"; continue; }
+        timeout -k 5 $(($(left) / 2)) /tmp/overlapped $gpus 4096 512 256 128 64 | tee -a $R/probes.txt
+      done
+      (($(left) > 40)) && timeout -k 5 60 /tmp/ipc_push 4096 | tee -a $R/probes.txt
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+      mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+      if (($(left) > 40)) && CUDA_VISIBLE_DEVICES=0 nvidia-cuda-mps-control -d; then
+        echo "under MPS:" | tee -a $R/probes.txt
+        timeout -k 5 60 /tmp/ipc_push 4096 | tee -a $R/probes.txt
+        echo quit | nvidia-cuda-mps-control
+      fi
       unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
     blocks-sweep-r3)
       for blocks in 32 48; do
