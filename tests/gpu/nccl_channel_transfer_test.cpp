@@ -155,6 +155,26 @@ TEST_P(NcclChannelTransfer, EveryByteThroughRampedSlices) {
   }
 }
 
+// Buckets of 64 KiB + 256 bytes, off the slices' 4 KiB alignment (a plan also ends a bucket early where the next
+// tensor's aligned start falls on its end): consecutive packed buckets lie 4 KiB apart in a staging buffer with
+// padding between them, and slices of 4 to 16 KiB run on over those boundaries (protocol 6).
+TEST_P(NcclChannelTransfer, EveryByteThroughSlicesAcrossPaddedBuckets) {
+  if (auto why = missing(1)) GTEST_SKIP() << *why;
+  constexpr std::uint64_t kBucketBytes = kSmallBucketBytes + gpu_peer::kPlanAlignment;
+  constexpr std::uint64_t kMaxSlice = 4 * bus::kSliceAlignment;
+  const bus::BucketPlan plan = mixedPlan(kBucketBytes);
+  bool spans = false;
+  for (const bus::BroadcastSlice& slice : bus::broadcastSlices(plan, bus::kSliceAlignment, kMaxSlice)) {
+    spans |= !slice.direct && slice.offset + slice.bytes > plan.bucketUsedBytes(slice.bucket);
+  }
+  ASSERT_TRUE(spans) << "no slice runs over a bucket's end";
+  GroupOptions options = ncclGroup(1, kBucketBytes);
+  options.everyPeerArgs = {"--first-slice-bytes", std::to_string(bus::kSliceAlignment), "--max-slice-bytes",
+                           std::to_string(kMaxSlice)};
+  PeerGroup group = startGroup(options);
+  expectEveryRoundRight(group, options, kRunTimeout);
+}
+
 // Staging buffers far smaller than the bucket: one 16 MiB bucket through two buffers of 16 KiB (with the ramp and
 // without it), so the buffers go round hundreds of times in a transfer and pieces are cut at every slice; and the
 // channel holds two such buffers, not two buckets. The default (half a bucket) is covered by every other test.
