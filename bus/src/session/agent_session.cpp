@@ -200,7 +200,12 @@ tl::expected<void, SessionFailure> AgentSession::openSlot(const Registration& gr
 tl::expected<Registration, SessionFailure> AgentSession::registerAgent(std::uint64_t appliedVersion) {
   appliedVersion_.store(appliedVersion, std::memory_order_release);
   auto hello = sendHello();
-  if (!hello) return tl::unexpected(hello.error());
+  if (!hello) {
+    // A handshake the coordinator refused (a client without CURVE, a key it does not know) leaves no peer to queue
+    // the hello for, so the send times out: the refusal, seen meanwhile, is what the operator must read.
+    if (auto refused = dealer_.handshakeRefusal()) return fail(SessionError::Refused, *refused);
+    return tl::unexpected(hello.error());
+  }
   const auto deadline = std::chrono::steady_clock::now() + options_.registrationTimeout;
   std::string lastRefusal;
   while (awaitingWelcome_) {
