@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -14,6 +15,14 @@
 #include "wsync/bus/protocol/topics.hpp"
 
 namespace wsync::test {
+namespace {
+
+// The programs die with the test: a test that crashes must not leave a coordinator or an agent holding ctest's
+// output pipe open, which turns a crash into a timeout of the whole test (PR_SET_PDEATHSIG). The fixture starts
+// them from the test's own thread, which lives as long as the test does.
+constexpr int kDeathSignal = SIGKILL;
+
+}  // namespace
 
 tl::expected<bus::EventSubscriber, std::string> subscribeLive(zmq::context_t& context, const std::string& endpoint,
                                                               std::vector<std::string> prefixes,
@@ -74,7 +83,7 @@ void RoundFixture::startCoordinator(const std::vector<std::string>& extraArgs, c
   coordinator_.reset();
   block_.reset();
   events_.reset();
-  coordinator_.emplace(ChildProcess::spawn(testBinary(WSYNC_COORDINATOR_BIN), args, {.stderrFile = stderrPath}));
+  coordinator_.emplace(ChildProcess::spawn(testBinary(WSYNC_COORDINATOR_BIN), args, {.stderrFile = stderrPath, .deathSignal = kDeathSignal}));
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
   while (true) {
     auto view = bus::ControlBlockView::open(bus_);
@@ -100,7 +109,7 @@ ChildProcess RoundFixture::startWorker(const std::string& id, const std::vector<
     args.insert(args.end(), {"--model", "tiny"});
   }
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  return ChildProcess::spawn(testBinary(WSYNC_WORKER_BIN), args, {.stderrFile = stderrPath});
+  return ChildProcess::spawn(testBinary(WSYNC_WORKER_BIN), args, {.stderrFile = stderrPath, .deathSignal = kDeathSignal});
 }
 
 ChildProcess RoundFixture::startTrainer(const std::string& id, const std::vector<std::string>& extraArgs,
@@ -110,7 +119,7 @@ ChildProcess RoundFixture::startTrainer(const std::string& id, const std::vector
     args.insert(args.end(), {"--model", "tiny"});
   }
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  return ChildProcess::spawn(testBinary(WSYNC_TRAINER_BIN), args, {.stderrFile = stderrPath});
+  return ChildProcess::spawn(testBinary(WSYNC_TRAINER_BIN), args, {.stderrFile = stderrPath, .deathSignal = kDeathSignal});
 }
 
 void RoundFixture::waitForAgents(std::uint32_t count) {

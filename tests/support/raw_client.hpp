@@ -26,7 +26,7 @@ class RawClient {
   // socket queues for us before the coordinator's sends to us fail (1 makes a client that never reads cheap to be).
   RawClient(zmq::context_t& context, const std::string& endpoint, const std::string& label,
             int receiveHighWaterMark = 1000)
-      : socket_(context, zmq::socket_type::dealer) {
+      : context_(context), socket_(context, zmq::socket_type::dealer) {
     std::random_device entropy;
     routingId_ = label + "#raw" + std::to_string(entropy());
     socket_.set(zmq::sockopt::routing_id, routingId_);
@@ -34,6 +34,34 @@ class RawClient {
     socket_.set(zmq::sockopt::rcvhwm, receiveHighWaterMark);
     socket_.set(zmq::sockopt::sndhwm, 0);  // no limit on our side: the coordinator's own limits must hold
     socket_.connect(endpoint);
+  }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+  ~RawClient() {
+    // A null endpoint stops monitoring (zmq_socket_monitor(3)) before the monitor's PAIR goes.
+    if (monitor_) (void)::zmq_socket_monitor(socket_.handle(), nullptr, 0);
+  }
+
+  // From now on, watches this client's connection for the peer dropping it (zmq_socket_monitor).
+  void watchForDisconnect() {
+    const std::string address = "inproc://raw-client-monitor-" + routingId_;
+    if (::zmq_socket_monitor(socket_.handle(), address.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) throw zmq::error_t();
+    monitor_.emplace(context_, zmq::socket_type::pair);
+    monitor_->set(zmq::sockopt::linger, 0);
+    monitor_->connect(address);
+  }
+  // Whether ZeroMQ reported the connection dropped within `timeout` (watchForDisconnect first). Once it has, the
+  // connection's I/O thread is past its own clean-up, so closing the socket cannot race it.
+  bool waitForDisconnect(std::chrono::milliseconds timeout) {
+    if (!monitor_) return false;
+    zmq::pollitem_t item{monitor_->handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, timeout) == 0) return false;
+    // An event is two frames: [u16 event, u32 value] and the endpoint.
+    zmq::message_t event;
+    zmq::message_t address;
+    (void)monitor_->recv(event, zmq::recv_flags::none);
+    (void)monitor_->recv(address, zmq::recv_flags::none);
+    return true;
   }
 
   // Sends one message (one frame), stamped with `epoch` and the next request number; returns that number.
@@ -113,7 +141,9 @@ class RawClient {
   zmq::socket_t& socket() { return socket_; }
 
  private:
+  zmq::context_t& context_;
   zmq::socket_t socket_;
+  std::optional<zmq::socket_t> monitor_;
   std::string routingId_;
   std::uint64_t seq_ = 0;
   std::uint64_t epoch_ = 0;

@@ -202,8 +202,8 @@ tl::expected<Registration, SessionFailure> AgentSession::registerAgent(std::uint
   auto hello = sendHello();
   if (!hello) {
     // A handshake the coordinator refused (a client without CURVE, a key it does not know) leaves no peer to queue
-    // the hello for, so the send times out: the refusal, seen meanwhile, is what the operator must read.
-    if (auto refused = dealer_.handshakeRefusal()) return fail(SessionError::Refused, *refused);
+    // the hello for: the refusal is what the operator must read, and its monitor event may trail the send's failure.
+    if (auto refused = dealer_.handshakeRefusal(kRefusalNoticeGrace)) return fail(SessionError::Refused, *refused);
     return tl::unexpected(hello.error());
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.registrationTimeout;

@@ -120,8 +120,15 @@ void DealerEndpoint::readEvents() {
   }
 }
 
-std::optional<std::string> DealerEndpoint::handshakeRefusal() {
-  if (!refusal_) readEvents();
+std::optional<std::string> DealerEndpoint::handshakeRefusal(std::chrono::milliseconds patience) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  while (!refusal_) {
+    readEvents();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (refusal_ || left <= std::chrono::milliseconds{0}) break;
+    zmq::pollitem_t item{monitor_.handle(), 0, ZMQ_POLLIN, 0};
+    (void)zmq::poll(&item, 1, left);
+  }
   return refusal_;
 }
 

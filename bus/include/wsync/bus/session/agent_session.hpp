@@ -45,6 +45,9 @@ inline constexpr std::chrono::milliseconds kDuplicateRetryInterval{250};
 // While registering again (after a lost link or an unknown-agent refusal), the hello is repeated this often: a
 // coordinator frozen or restarting answers the first one it reads.
 inline constexpr std::chrono::milliseconds kHelloRepeatInterval{1000};
+// How long a hello that could not be queued waits for the socket monitor to say the handshake was refused: ZeroMQ
+// drops the refused connection's queue as it reports the refusal, so the send can fail first.
+inline constexpr std::chrono::milliseconds kRefusalNoticeGrace{1000};
 // Registration::roundBound when the coordinator named no phase timeouts: a day, i.e. no bound of the agent's own.
 inline constexpr std::chrono::milliseconds kNoRoundBound = std::chrono::hours(24);
 

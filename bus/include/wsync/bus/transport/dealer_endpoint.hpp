@@ -41,8 +41,9 @@ class DealerEndpoint {
   // Why the coordinator's end refused this connection's security handshake, once it has (a CURVE key not on its
   // allowlist, CURVE on one side only, a wrong server key); nothing while none failed. Watched on tcp only: ipc
   // endpoints are plain and guarded by file permissions. ZeroMQ retries a refused handshake by itself, silently, so
-  // without this a refused agent would only ever see its registration time out.
-  std::optional<std::string> handshakeRefusal();
+  // without this a refused agent would only ever see its registration time out. `patience`: how long to wait for
+  // the monitor's word when none has come yet.
+  std::optional<std::string> handshakeRefusal(std::chrono::milliseconds patience = std::chrono::milliseconds{0});
 
   // True once a connection to the coordinator was established and then lost: the coordinator exited, closed the
   // connection (it dropped us, or its endpoint was reset), or stopped answering ZMTP heartbeats for the link timeout
