@@ -15,7 +15,10 @@
 //            into a page both processes map (registered in the sender with cudaHostRegister); the receiver spins on it;
 //   memcpy:  the sender alone, cudaMemcpyAsync of `src` into a buffer of its own, then the one-thread kernel into its
 //            pinned memory (the channel's baseline, as wsync-bench gpu times it).
-// It prints each mode's median over kRounds, and checks that the last round's bytes arrived.
+// Then, in every mode, the receiver launches one kernel of its own and waits for it: the engine's next step. Pull
+// already runs in the receiver's context; push and memcpy leave the GPU in the sender's, so this shows whether a
+// push removes the switch between contexts or only moves it after the transfer, where the engine pays it.
+// It prints each mode's medians over kRounds, and checks that the last round's bytes arrived.
 #include <cuda_runtime.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -57,6 +60,8 @@ struct alignas(4096) Control {
   cudaIpcMemHandle_t dstHandle{};
   std::int64_t started[kModes][kRounds]{};
   std::int64_t ended[kModes][kRounds]{};
+  std::int64_t resumed[kModes][kRounds]{};  // the receiver's own next kernel seen done
+  std::atomic<std::int64_t> copied{-1};     // memcpy mode: the round whose copy the sender saw done
 };
 struct alignas(4096) FlagPage {
   volatile std::int64_t flag;
@@ -114,7 +119,12 @@ void receiver(Control& control, FlagPage& shared, size_t bytes) {
   std::int64_t* pinnedOnDevice = nullptr;
   check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&pinnedOnDevice), pinned, 0), "cudaHostGetDevicePointer");
   const size_t count = bytes / sizeof(uint4);
-  for (int mode = 0; mode < 2; ++mode) {
+  // The receiver's own step marks are negative, apart from the copies' round ids.
+  const auto nextStep = [&](std::int64_t id) {
+    signal<<<1, 1, 0, stream>>>(pinnedOnDevice, -2 - id);
+    spinUntil(pinned, -2 - id);
+  };
+  for (int mode = 0; mode < kModes; ++mode) {
     for (int round = 0; round < kRounds; ++round) {
       const std::int64_t id = mode * kRounds + round;
       while (control.go.load(std::memory_order_acquire) != id) {
@@ -124,15 +134,21 @@ void receiver(Control& control, FlagPage& shared, size_t bytes) {
                                                count);
         signal<<<1, 1, 0, stream>>>(pinnedOnDevice, id);
         spinUntil(pinned, id);
-      } else {
+        control.ended[mode][round] = nowNs();
+      } else if (mode == 1) {
         spinUntil(&shared.flag, id);
+        control.ended[mode][round] = nowNs();
+      } else {
+        while (control.copied.load(std::memory_order_acquire) != id) {
+        }
       }
-      control.ended[mode][round] = nowNs();
+      nextStep(id);
+      control.resumed[mode][round] = nowNs();
       control.seen.store(id, std::memory_order_release);
     }
   }
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  // The last round was a push of round kRounds - 1's bytes: the first words must say so.
+  // The last round that wrote dst was the push of round 2 * kRounds - 1: the first words must say so.
   uint4 first{};
   check(cudaMemcpy(&first, dst, sizeof(first), cudaMemcpyDeviceToHost), "cudaMemcpy check");
   if (first.x != std::uint32_t(2 * kRounds - 1)) {
@@ -186,22 +202,29 @@ void sender(Control& control, FlagPage& shared, size_t bytes) {
         signal<<<1, 1, 0, stream>>>(pinnedOnDevice, id);
         spinUntil(pinned, id);
         control.ended[mode][round] = nowNs();
-      } else {
-        while (control.seen.load(std::memory_order_acquire) != id) {
-        }
+        control.copied.store(id, std::memory_order_release);
+      }
+      while (control.seen.load(std::memory_order_acquire) != id) {
       }
       check(cudaStreamSynchronize(stream), "round");
     }
   }
-  std::printf("%.0f MiB on one GPU, %d rounds a mode, from the sender's start to the copy seen done:\n",
+  std::printf("%.0f MiB on one GPU, %d rounds a mode, from the sender's start to the copy seen done, and to the "
+              "receiver's next kernel seen done:\n",
               bytes / 1048576.0, kRounds);
   for (int mode = 0; mode < kModes; ++mode) {
-    std::vector<double> ms;
+    std::vector<double> copied;
+    std::vector<double> resumed;
     for (int round = 1; round < kRounds; ++round) {  // the first round of each mode warms up
-      ms.push_back((control.ended[mode][round] - control.started[mode][round]) / 1e6);
+      copied.push_back((control.ended[mode][round] - control.started[mode][round]) / 1e6);
+      resumed.push_back((control.resumed[mode][round] - control.started[mode][round]) / 1e6);
     }
-    std::sort(ms.begin(), ms.end());
-    std::printf("  %-6s median %.3f ms (min %.3f, max %.3f)\n", kModeNames[mode], median(ms), ms.front(), ms.back());
+    std::sort(copied.begin(), copied.end());
+    std::sort(resumed.begin(), resumed.end());
+    std::printf("  %-6s copied median %.3f ms (min %.3f, max %.3f); receiver's next kernel median %.3f ms (min %.3f, "
+                "max %.3f)\n",
+                kModeNames[mode], median(copied), copied.front(), copied.back(), median(resumed), resumed.front(),
+                resumed.back());
   }
   control.quit.store(1);
   check(cudaIpcCloseMemHandle(dst), "cudaIpcCloseMemHandle");
