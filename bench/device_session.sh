@@ -263,6 +263,18 @@ for phase in "$@"; do
         (($(left) > 60)) || { echo "== SKIPPED overlapped $gpus: $(left) s left"; continue; }
         timeout -k 5 $(($(left) / 2)) /tmp/overlapped $gpus 4096 512 256 128 64 | tee -a $R/probes.txt
       done
+      # What each broadcast call's fixed ~20 us is made of: if it is the ring's step (NCCL_BUFFSIZE / 8 a channel),
+      # smaller buffers shrink it, and the communicator's memory with it; larger ones grow it.
+      nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/chunked bench/profiles/chunked_broadcast.cu -lnccl &&
+        for buffsize in default 1048576 16777216; do
+          (($(left) > 60)) || { echo "== SKIPPED chunked $buffsize: $(left) s left"; continue; }
+          echo "chunked_broadcast, NCCL_BUFFSIZE $buffsize:" | tee -a $R/probes.txt
+          if [[ $buffsize == default ]]; then
+            timeout -k 5 60 /tmp/chunked 4 4096 512 128 64 | tee -a $R/probes.txt
+          else
+            NCCL_BUFFSIZE=$buffsize timeout -k 5 60 /tmp/chunked 4 4096 512 128 64 | tee -a $R/probes.txt
+          fi
+        done
       (($(left) > 40)) && timeout -k 5 60 /tmp/ipc_push 4096 | tee -a $R/probes.txt
       export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
       mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
