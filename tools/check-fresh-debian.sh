@@ -28,6 +28,8 @@ Options:
   --with-worktree PATH  copy PATH (relative to the repository root) from the working tree into the clone,
                         over the committed version; repeatable; for trying uncommitted files
   --keep                keep the run's root afterwards (it is deleted by default)
+  --no-cuda             leave out this host's CUDA Toolkit (by default /usr/local/cuda is bound into the root,
+                        read-only, because CI's machine has it: the GPU channels and their tests are then built)
   -h, --help            this text
 
 Everything after '--' is passed to the script, e.g. '-- --no-sanitizers -L unit'.
@@ -43,6 +45,7 @@ entry=ci
 rebuild=0
 prepare_only=0
 keep=0
+cuda=1
 worktree_paths=()
 script_args=()
 while (($#)); do
@@ -57,6 +60,7 @@ while (($#)); do
     --with-worktree) worktree_paths+=("${2:?--with-worktree needs a path}"); shift ;;
     --with-worktree=*) worktree_paths+=("${1#*=}") ;;
     --keep) keep=1 ;;
+    --no-cuda) cuda=0 ;;
     -h | --help) usage; exit 0 ;;
     --) shift; script_args=("$@"); break ;;
     *) usage >&2; die "unknown option '$1'" ;;
@@ -227,6 +231,14 @@ mount_in_root /dev --bind /dev
 mount_in_root /dev/pts --bind /dev/pts
 # Shared-memory segments of the tests must not meet the host's.
 mount_in_root /dev/shm -t tmpfs -o mode=1777,nosuid,nodev tmpfs
+# CI's machine has the CUDA Toolkit (with NCCL) under /usr/local/cuda, installed by hand rather than by our scripts:
+# without it here the CUDA build, which CI compiles and tests (GPU tests skipping), would go unchecked.
+if ((cuda)) && [[ -d /usr/local/cuda/ ]]; then
+  cuda_dir="$(readlink -f /usr/local/cuda)"
+  log "binding this host's CUDA Toolkit into the root, read-only: $cuda_dir"
+  mount_in_root "$cuda_dir" --bind -o ro "$cuda_dir"
+  [[ "$cuda_dir" == /usr/local/cuda ]] || ln -sfn "$cuda_dir" "$run_root/usr/local/cuda"
+fi
 
 if [[ "$entry" == quickstart ]]; then
   command=(bash tools/quickstart.sh "${script_args[@]}")
