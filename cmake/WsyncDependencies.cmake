@@ -22,7 +22,13 @@ endif()
 set(WSYNC_HAVE_CUDA OFF)
 if(NOT WSYNC_CUDA STREQUAL "OFF" AND NOT WSYNC_FUZZ)
   set(CUDAToolkit_ROOT "${WSYNC_CUDA_ROOT}")
+  # Debian 12's CMake 3.25.1 marks CUDA::nvToolsExt deprecated without checking that the target exists, and CUDA
+  # 12.9 and later ship no nvToolsExt: configuring fails ("set_property could not find TARGET CUDA::nvToolsExt").
+  # 3.25.2 fixed it; the faulty line only runs for projects that require 3.25, so the search is made as for 3.24.
+  set(_wsync_minimum_required "${CMAKE_MINIMUM_REQUIRED_VERSION}")
+  set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
   find_package(CUDAToolkit QUIET)
+  set(CMAKE_MINIMUM_REQUIRED_VERSION "${_wsync_minimum_required}")
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS "${WSYNC_CUDA_ROOT}/include")
   if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND EXISTS "${CUDAToolkit_NVCC_EXECUTABLE}")
     set(WSYNC_HAVE_CUDA ON)
