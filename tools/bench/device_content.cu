@@ -36,7 +36,17 @@ __global__ void fillContent(std::uint64_t* words, std::uint64_t wordCount, unsig
   }
 }
 
+// The engine's next step, as small as a kernel gets: one thread bumping a word of the rank's own.
+__global__ void bumpWord(std::uint32_t* word) { *word += 1; }
+
 }  // namespace
+
+// Enqueues one kernel of a single thread in the calling process's context (GpuRank's "step" command): on a GPU the
+// sender's process shares, it shows what the receiving process waits before its own work runs after a transfer.
+cudaError_t launchStep(std::uint32_t* word, cudaStream_t stream) {
+  bumpWord<<<1, 1, 0, stream>>>(word);
+  return cudaGetLastError();
+}
 
 // Enqueues version `version` of tensor `tensor`'s content into `bytes` bytes at `data` (8-byte aligned device memory).
 cudaError_t launchContentFill(void* data, std::uint64_t bytes, std::uint64_t seed, std::uint32_t tensor,

@@ -158,6 +158,14 @@ struct GpuMeasurement {
   // One ncclBroadcast of the model's bytes, timed like the channel, or one cudaMemcpy(Peer), wall clock in the sender.
   Summary baselineRound{};
   Summary baselineGpu{};  // the same, between CUDA events on the sender's stream
+  // cuda_ipc: from the round's start until every receiving process ran a kernel of its own after it (the engine's
+  // next step), after the channel and after the baseline; and that kernel alone, launch to seen done. On one GPU, the
+  // baseline leaves the GPU in the sender's context, and the step pays the switch that the channel's receivers pay
+  // inside their copy.
+  Summary channelToEngine{};
+  Summary baselineToEngine{};
+  Summary channelStep{};
+  Summary baselineStep{};
   std::uint64_t baselineChunkBytes = 0;  // the baseline buffer; smaller than the model when memory was short
   std::size_t baselineCalls = 0;         // broadcasts or copies per round (1 unless memory was short)
   std::string baselineSkipped{};         // why there was no baseline; empty when there was one
@@ -190,6 +198,9 @@ struct GpuMeasurement {
   std::string skipped{};  // why the measurement did not run; empty when it did
 
   double ratio() const { return baselineRound.median > 0 ? channelRound.median / baselineRound.median : 0; }
+  double engineRatio() const {
+    return baselineToEngine.median > 0 ? channelToEngine.median / baselineToEngine.median : 0;
+  }
 };
 
 struct GpuResults {

@@ -301,6 +301,7 @@ class GpuRun {
                                               : ", no baseline: " + row.baselineSkipped)
               << "\n";
     std::vector<double> channelMs, senderMs, baselineMs, baselineGpuMs;
+    std::vector<double> channelEngineMs, baselineEngineMs, channelStepMs, baselineStepMs;
     for (std::size_t round = 0; round < config_.warmup + config_.repetitions; ++round) {
       const bool measured = round >= config_.warmup;
       std::vector<const char*> paths{kChannelPath};
@@ -324,6 +325,13 @@ class GpuRun {
                                           : millisecondsBetween(signedField(done[0], "start"),
                                                                 signedField(done[0], "end"));
         account(row, done, start);
+        // cuda_ipc: the engine's next step, after either path (gpu_rank_protocol.hpp's "step").
+        const std::optional<EngineStep> engine =
+            ncclTiming ? std::nullopt : std::optional(engineStep(ranks, done, channel));
+        if (engine && measured) {
+          (channel ? channelEngineMs : baselineEngineMs).push_back(engine->readyMs);
+          (channel ? channelStepMs : baselineStepMs).push_back(engine->stepMs);
+        }
         if (channel) {
           checkDigests(row, done, round == 0);
           if (!measured) continue;
@@ -348,6 +356,10 @@ class GpuRun {
     row.senderReturn = summarize(std::move(senderMs));
     row.baselineRound = summarize(std::move(baselineMs));
     row.baselineGpu = summarize(std::move(baselineGpuMs));
+    row.channelToEngine = summarize(std::move(channelEngineMs));
+    row.baselineToEngine = summarize(std::move(baselineEngineMs));
+    row.channelStep = summarize(std::move(channelStepMs));
+    row.baselineStep = summarize(std::move(baselineStepMs));
     ranks.sendAll({{"command", "close"}});
     ranks.collect("closed", kRankSetupTimeout, "the channel to close");
     progress_ << "    channel " << fixed(row.channelRound.median, 1) << " ms, baseline "
@@ -408,6 +420,27 @@ class GpuRun {
       for (const auto& [name, ms] : stages) row.ipcStages.emplace_back(name, std::vector<double>{});
     }
     for (std::size_t stage = 0; stage < stages.size(); ++stage) row.ipcStages[stage].second.push_back(stages[stage].second);
+  }
+
+  // cuda_ipc, after a round of either path: every receiver runs the engine's next step (one kernel of its own).
+  // Ready: from the sender's start until the last receiver saw its step done; the channel's receivers step once
+  // their receive returned, the baseline's once the sender's copy was seen done (they only learn of it then).
+  struct EngineStep {
+    double readyMs = 0;
+    double stepMs = 0;  // the slowest receiver's step alone, launch to seen done
+  };
+  static EngineStep engineStep(GpuRanks& ranks, const std::vector<RankLine>& done, bool channel) {
+    ranks.sendAll({{"command", "step"}});
+    const auto stepped = ranks.collect("stepped", kGpuRoundTimeout, "the receivers' next step");
+    const std::int64_t start = signedField(done[0], "start");
+    EngineStep result;
+    for (std::size_t rank = 1; rank < stepped.size(); ++rank) {
+      const double stepMs = static_cast<double>(signedField(stepped[rank], "step_ns")) / 1e6;
+      const std::int64_t ready = signedField(done[channel ? rank : 0], "end");
+      result.stepMs = std::max(result.stepMs, stepMs);
+      result.readyMs = std::max(result.readyMs, millisecondsBetween(start, ready) + stepMs);
+    }
+    return result;
   }
 
   // Late starts; per device the least free memory and the channel's own (summed over its ranks).

@@ -34,6 +34,7 @@ namespace wsync::bench {
 
 cudaError_t launchContentFill(void* data, std::uint64_t bytes, std::uint64_t seed, std::uint32_t tensor,
                               std::uint64_t version, cudaStream_t stream);  // device_content.cu
+cudaError_t launchStep(std::uint32_t* word, cudaStream_t stream);  // device_content.cu
 
 namespace {
 
@@ -205,6 +206,8 @@ class GpuRank {
     baselineTarget_ = bus::DeviceBlock();
     if (before_ != nullptr) cudaEventDestroy(before_);
     if (after_ != nullptr) cudaEventDestroy(after_);
+    if (stepped_ != nullptr) cudaEventDestroy(stepped_);
+    stepWord_ = bus::DeviceBlock();
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -215,6 +218,9 @@ class GpuRank {
     throwIfCudaFailed(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     throwIfCudaFailed(cudaEventCreate(&before_), "cudaEventCreate");
     throwIfCudaFailed(cudaEventCreate(&after_), "cudaEventCreate");
+    throwIfCudaFailed(cudaEventCreate(&stepped_), "cudaEventCreate");
+    // Before the tensors, so that it is not counted as theirs.
+    stepWord_ = allocateDevice(options_.device, sizeof(std::uint32_t), "the step's word");
     const bool allocated = allocate();
     for (;;) {
       const RankLine command = parseRankLine(link_.next(kRankIdleTimeout), "the benchmark");
@@ -229,6 +235,8 @@ class GpuRank {
         prepare(unsignedField(command, "version"));
       } else if (name == "go") {
         go(unsignedField(command, "transfer"), command.at("path").get<std::string>(), signedField(command, "start_ns"));
+      } else if (name == "step") {
+        step();
       } else if (name == "close") {
         close();
       } else {
@@ -423,6 +431,29 @@ class GpuRank {
     fields["gpu_ns"] = static_cast<std::uint64_t>(static_cast<double>(milliseconds) * 1e6);
   }
 
+  // A receiver runs the engine's next step: one kernel of its own, from its launch until it is seen done, spinning
+  // (a sleep's wake-up would be larger than a kernel in a context the GPU already runs). After a cuda_ipc receive,
+  // the GPU is in this process's context already; after the memcpy baseline, in the sender's, and this kernel pays
+  // the switch, as an engine's first kernel does after a trainer's process wrote its weights.
+  void step() {
+    if (sender()) {
+      link_.report("stepped", {{"step_ns", 0}});
+      return;
+    }
+    const auto launched = Clock::now();
+    throwIfCudaFailed(launchStep(reinterpret_cast<std::uint32_t*>(stepWord_.data()), stream_),
+                      "launching the step");
+    throwIfCudaFailed(cudaEventRecord(stepped_, stream_), "cudaEventRecord");
+    for (;;) {
+      const cudaError_t status = cudaEventQuery(stepped_);
+      if (status == cudaSuccess) break;
+      if (status != cudaErrorNotReady) throwIfCudaFailed(status, "the step");
+      if (Clock::now() - launched > kGpuRoundTimeout) throw BenchFailure("the step did not finish in time");
+    }
+    const auto done = Clock::now();
+    link_.report("stepped", {{"step_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(done - launched).count()}});
+  }
+
   void close() {
     sampler_.reset();
     ncclChannel_.reset();
@@ -469,6 +500,8 @@ class GpuRank {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t before_ = nullptr;
   cudaEvent_t after_ = nullptr;
+  cudaEvent_t stepped_ = nullptr;   // behind the step's kernel
+  bus::DeviceBlock stepWord_;       // the word the step bumps
   std::optional<DeviceTensors> tensors_;
   bus::DeviceBlock baselineSource_;  // nccl: the raw broadcast's buffer; cuda_ipc sender: the copy's source
   bus::DeviceBlock baselineTarget_;  // cuda_ipc sender: the copy's destination, on the baseline device

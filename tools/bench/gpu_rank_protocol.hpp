@@ -8,6 +8,8 @@
 //   {"command": "go", "transfer", "path", "start_ns"}  at start_ns (CLOCK_MONOTONIC), run `path` (channel or raw)
 //                                      -> done: start, end, [bytes, hi, lo], [gpu_ns], min_free, buffers, tables,
 //                                               [handles, generation]
+//   {"command": "step"}   cuda_ipc, after each round: a receiver launches one kernel of its own and spins until it is
+//                         done (the engine's next step)                  -> stepped: step_ns (0 from the sender)
 //   {"command": "close"}  close the channel                              -> closed
 //   {"command": "quit"}   exit with status 0
 // A report is {"report": WORD, fields...}. A rank's first one is `allocated` (free_before, free, allocations) once its

@@ -61,7 +61,13 @@ std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
                            Cell(Json{m.handlesAfterFirst, m.handlesAtEnd},
                                 std::to_string(m.handlesAfterFirst) + " / " + std::to_string(m.handlesAtEnd) +
                                     (fixedHandles ? "" : " **(changed)**")),
-                           m.exportGeneration});
+                           m.exportGeneration,
+                           base ? spread(m.channelToEngine, "ms", 2) : Cell(),
+                           base ? spread(m.baselineToEngine, "ms", 2) : Cell(),
+                           base ? ratio(m.engineRatio()) : Cell(),
+                           base ? Cell(Json{m.channelStep.median, m.baselineStep.median},
+                                       fixed(m.channelStep.median, 3) + " / " + fixed(m.baselineStep.median, 3))
+                                : Cell()});
   }
   return row;
 }
@@ -228,7 +234,11 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
       columns.insert(columns.end(), {{"memcpy_gpu_ms", "memcpy GPU ms"},
                                      {"exported_allocations", "exported allocations"},
                                      {"handles", "handles after round 1 / at end"},
-                                     {"export_generation", "export generation"}});
+                                     {"export_generation", "export generation"},
+                                     {"engine_channel_ms", "engine's next kernel done: channel ms"},
+                                     {"engine_memcpy_ms", "engine's next kernel done: memcpy ms"},
+                                     {"engine_ratio", "there, channel/memcpy"},
+                                     {"step_ms", "that kernel alone, after channel / memcpy ms"}});
     }
     Table table(columns);
     Table memory({{"model", "model"}, {"bucket_bytes", "bucket"}, {"device", "GPU"}, {"side", "side"},
@@ -257,7 +267,12 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                           "through a blocking communicator of the same ranks, timed the same way."
                         : "Round: the sender's `send`, from its call to its return (every receiver copied, digests "
                           "agreed). memcpy: one `cudaMemcpyAsync` of the model's bytes in the sender's process, wall "
-                          "clock and between CUDA events.",
+                          "clock and between CUDA events. Engine's next kernel done: after each round of either, every "
+                          "receiving process launches one kernel of its own and spins until it is done; from the "
+                          "round's start to the last receiver's kernel done (the memcpy's receivers launch once the "
+                          "copy was seen done). On a GPU both processes share, the memcpy leaves the GPU in the "
+                          "sender's context, so that kernel pays the switch between contexts that the channel's "
+                          "receivers pay inside their copy.",
                    table);
     report.section(key + "_memory", key + ": GPU memory beyond the tensors",
                    "Extra: a device's free memory before the channel opened minus the least seen while it was open "
