@@ -8,7 +8,7 @@
 #           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab nccl-tests staging-ab-r1 staging-ab-r3
 #           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline ipc-mps
 #           enqueue-ab-r1 enqueue-ab-r3 start-ab-r1 start-ab-r3 start-timeline-r3
-#           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3 probes ipc-push
+#           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3 probes ipc-push registered
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -55,6 +55,7 @@
 #   probes: two nccl communicators taking turns against one (bench/profiles/overlapped_broadcast.cu), and cuda_ipc's
 #           copy made by the sender's process against the receiver's (bench/profiles/ipc_push_probe.cu), the latter
 #           without MPS and under it. Compiled on the machine with its nvcc.
+#   registered: NCCL's user-buffer registration against plain buffers, per-call cost and beside copies, 4 and 2 GPUs.
 #   ipc-push: probes' push against pull alone (one GPU), at 4096 and 256 MiB, then at 4096 MiB under MPS.
 #   blocks-ab-rN: 100,000 tensors and qwen2.5-7b at 1 and 4 GiB buckets, N receivers, layout kept, the copies beside
 #                 the broadcasts at 32 and at 64 blocks (64 in the ramps), twice in turn.
@@ -286,6 +287,15 @@ for phase in "$@"; do
         echo quit | nvidia-cuda-mps-control
       fi
       unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
+    registered)
+      # NCCL's intra-node user-buffer registration against plain buffers (bench/profiles/registered_broadcast.cu): each
+      # call's fixed cost, and the broadcasts beside a copy kernel on the receivers, on every GPU and then on 2.
+      nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/registered bench/profiles/registered_broadcast.cu -lnccl || continue
+      gpus=$(nvidia-smi -L | wc -l)
+      for n in $( ((gpus >= 4)) && echo 4) $( ((gpus >= 2)) && echo 2); do
+        (($(left) > 60)) || { echo "== SKIPPED registered $n: $(left) s left"; continue; }
+        timeout -k 5 $(($(left) - 20)) /tmp/registered $n 4096 512 128 64 | tee -a $R/registered.txt
+      done ;;
     ipc-push)
       # probes' last part alone, for a machine of one GPU: bench/profiles/ipc_push_probe.cu without MPS and under it.
       nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/ipc_push bench/profiles/ipc_push_probe.cu || continue
