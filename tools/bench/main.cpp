@@ -222,6 +222,9 @@ int main(int argc, char** argv) {
                    "per rank beside the raw broadcast's own time there (four event records more per slice); "
                    "cuda_ipc: each round's stages and hand-offs between sender and receivers, and the copy kernel's "
                    "GPU time");
+  gpuMode.add_flag("--nccl-register", gpu.ncclRegister,
+                   "nccl: the channel's staging buffers registered with NCCL (ncclCommRegister: peers on the host "
+                   "read and write them directly); measurement only, the raw broadcast's buffer stays unregistered");
   gpuMode.add_flag("--nccl-network", gpu.ncclNetwork,
                    "nccl through NCCL's network transport (sockets; P2P and SHM off; each rank its own NCCL host), "
                    "both the channel and the raw baseline: the stand-in for nodes; ranks may then share a GPU");

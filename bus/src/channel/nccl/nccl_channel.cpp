@@ -73,6 +73,7 @@ struct NcclChannel::State {
   cudaStream_t commStream = nullptr;
   cudaStream_t copyStream = nullptr;
   std::vector<void*> buffers;
+  std::vector<void*> registrations;  // NcclChannelConfig::registerStaging: each buffer's, with broadcasts()
   std::uint64_t bufferBytes = 0;
   std::vector<cudaEvent_t> bufferFree;  // per buffer: its last slice broadcast (sender) or unpacked (receiver)
   std::vector<cudaEvent_t> sliceReady;  // per slice: packed (sender) or received (receiver)
@@ -94,7 +95,7 @@ struct NcclChannel::State {
 
   ~State() {
     guard.reset();  // its thread first: it may abort `joined`
-    for (void* buffer : buffers) cudaFree(buffer);
+    releaseBuffers();
     for (auto* events : {&bufferFree, &sliceReady, &sliceDone, &timingEvents}) {
       for (cudaEvent_t event : *events) cudaEventDestroy(event);
     }
@@ -109,6 +110,19 @@ struct NcclChannel::State {
 
   // The communicator the broadcasts go through.
   ncclComm_t broadcasts() const { return child != nullptr ? child : joined; }
+
+  // The staging buffers freed, deregistered first while their communicator lives (an aborted one took its
+  // registrations with it).
+  void releaseBuffers() {
+    const ncclComm_t comm = broadcasts();
+    for (void* registration : registrations) {
+      if (registration != nullptr && comm != nullptr) nccl->commDeregister(comm, registration);
+    }
+    registrations.clear();
+    for (void* buffer : buffers) cudaFree(buffer);
+    buffers.clear();
+    bufferBytes = 0;
+  }
 
   // Waits while NCCL is still enqueueing or connecting (a non-blocking communicator's ncclInProgress): the first
   // broadcast connects the ranks, and keeps retrying a dead peer, so the cancel probe and the stall timeout apply.
@@ -219,8 +233,17 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
                                                    " bytes (0 or a multiple of " + std::to_string(kSliceAlignment) +
                                                    ")");
   }
+  if (config.registerStaging && config.enqueue == NcclEnqueue::NonBlocking) {
+    return fail(ChannelError::InvalidGeometry,
+                "registered staging needs a blocking communicator (NcclEnqueue::BlockingChild or Blocking)");
+  }
   auto library = ncclLibrary();
   if (!library) return tl::unexpected(library.error());
+  if (config.registerStaging && ((*library)->commRegister == nullptr || (*library)->commDeregister == nullptr)) {
+    return fail(ChannelError::Unsupported, "NCCL " + std::to_string((*library)->version) +
+                                               " has no ncclCommRegister (2.19 and later do): staging buffers "
+                                               "cannot be registered");
+  }
 
   auto state = std::make_unique<State>();
   state->nccl = *library;
@@ -376,15 +399,27 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
       if (!slice.direct) stagingBytes = std::max(stagingBytes, slice.bytes);
     }
     if (state.bufferBytes < stagingBytes) {
-      for (void* buffer : state.buffers) cudaFree(buffer);
+      state.releaseBuffers();
       state.buffers.assign(config_.bufferCount, nullptr);
-      state.bufferBytes = 0;
       for (void*& buffer : state.buffers) {
         if (const cudaError_t error = cudaMalloc(&buffer, stagingBytes); error != cudaSuccess) {
           return failed(detail::cudaFailure("cudaMalloc (staging buffer)", error));
         }
       }
       state.bufferBytes = stagingBytes;
+      if (config_.registerStaging) {
+        // Local: NCCL exchanges the registration with the peers at the first broadcast from or into the buffer,
+        // inside a call the guard watches.
+        state.registrations.assign(state.buffers.size(), nullptr);
+        for (std::size_t index = 0; index < state.buffers.size(); ++index) {
+          const ncclResult_t registered = state.nccl->commRegister(state.broadcasts(), state.buffers[index],
+                                                                   stagingBytes, &state.registrations[index]);
+          if (registered != ncclSuccess) {
+            return failed(ncclFailure(*state.nccl, state.broadcasts(), "ncclCommRegister (staging buffer)",
+                                      registered));
+          }
+        }
+      }
     }
     for (auto* events : {&state.sliceReady, &state.sliceDone}) {
       while (events->size() < slices.size()) {

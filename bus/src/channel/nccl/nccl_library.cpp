@@ -47,6 +47,9 @@ tl::expected<NcclLibrary, ChannelFailure> load() {
   }
   // Optional: only the blocking child needs it (nccl_enqueue.hpp).
   library.commSplit = reinterpret_cast<decltype(library.commSplit)>(dlsym(handle, "ncclCommSplit"));
+  // Optional: only NcclChannelConfig::registerStaging needs them.
+  library.commRegister = reinterpret_cast<decltype(library.commRegister)>(dlsym(handle, "ncclCommRegister"));
+  library.commDeregister = reinterpret_cast<decltype(library.commDeregister)>(dlsym(handle, "ncclCommDeregister"));
   if (library.getVersion(&library.version) != ncclSuccess) {
     return fail(ChannelError::Unsupported, std::string(kNcclSoname) + ": ncclGetVersion failed");
   }
