@@ -8,7 +8,7 @@
 #           blocks-r3 ctas-r1 poll-r1 ipc-profile py-publish-100k layout-ab nccl-tests staging-ab-r1 staging-ab-r3
 #           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline ipc-mps
 #           enqueue-ab-r1 enqueue-ab-r3 start-ab-r1 start-ab-r3 start-timeline-r3
-#           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3 probes ipc-push registered
+#           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3 probes ipc-push registered register-ab-r1 register-ab-r3
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -56,6 +56,8 @@
 #           copy made by the sender's process against the receiver's (bench/profiles/ipc_push_probe.cu), the latter
 #           without MPS and under it. Compiled on the machine with its nvcc.
 #   registered: NCCL's user-buffer registration against plain buffers, per-call cost and beside copies, 4 and 2 GPUs.
+#   register-ab-rN: 100,000 tensors and qwen2.5-7b at 256 MiB and 1 GiB buckets, N receivers, layout kept, the staging
+#                   buffers unregistered and registered with NCCL (--nccl-register), twice in turn.
 #   ipc-push: probes' push against pull alone (one GPU), at 4096 and 256 MiB, then at 4096 MiB under MPS.
 #   blocks-ab-rN: 100,000 tensors and qwen2.5-7b at 1 and 4 GiB buckets, N receivers, layout kept, the copies beside
 #                 the broadcasts at 32 and at 64 blocks (64 in the ramps), twice in turn.
@@ -190,6 +192,16 @@ for phase in "$@"; do
         timeout $(left) bash bench/nccl_frontier.sh --receivers $receivers --slices 64 --layout-kept \
           --enqueue $mode $R/enqueue synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b
         sed -n '/GPU memory beyond/,/^Method/p' $R/enqueue/nccl-r$receivers-layout-$mode-slice64.md | grep "^| [sqd]"
+      done ;;
+    register-ab-r*)
+      receivers=${phase#register-ab-r}
+      for round in 1 2; do
+        for register in "" --register; do
+          (($(left) > 40)) || { echo "== SKIPPED $phase $round $register: $(left) s left"; continue; }
+          echo "== round $round ${register:-unregistered}"
+          timeout $(left) bash bench/nccl_frontier.sh --receivers $receivers --slices 64 --buckets "256 1024" \
+            --layout-kept $register $R/register-$round synthetic:100000:4096 qwen2.5-7b
+        done
       done ;;
     start-ab-r*)
       receivers=${phase#start-ab-r}
