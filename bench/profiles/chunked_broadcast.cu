@@ -18,22 +18,13 @@
 #include <cstdlib>
 #include <vector>
 
+#include "probe_check.hpp"
+
 namespace {
 
-constexpr int kRepeats = 7;
+using probe::check;
 
-void check(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(error));
-    std::exit(1);
-  }
-}
-void check(ncclResult_t result, const char* what) {
-  if (result != ncclSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, ncclGetErrorString(result));
-    std::exit(1);
-  }
-}
+constexpr int kRepeats = 7;
 
 }  // namespace
 

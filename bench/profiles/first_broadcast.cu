@@ -24,25 +24,16 @@
 #include <thread>
 #include <vector>
 
+#include "probe_check.hpp"
+
 namespace {
+
+using probe::check;
 
 constexpr int kRepeats = 9;
 constexpr size_t kTotal = size_t(1) << 30;
 constexpr size_t kChunk = size_t(64) << 20;
 constexpr size_t kPrimerBytes = 4096;
-
-void check(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(error));
-    std::exit(1);
-  }
-}
-void check(ncclResult_t result, const char* what) {
-  if (result != ncclSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, ncclGetErrorString(result));
-    std::exit(1);
-  }
-}
 
 // Spins about `cycles` clock cycles: the stand-in for the sender's first pack.
 __global__ void spin(long long cycles) {

@@ -32,18 +32,15 @@
 #include <cstdlib>
 #include <vector>
 
+#include "probe_check.hpp"
+
 namespace {
+
+using probe::check;
 
 constexpr int kRounds = 30;
 constexpr int kModes = 3;
 const char* const kModeNames[kModes] = {"pull", "push", "memcpy"};
-
-void check(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(error));
-    std::exit(1);
-  }
-}
 
 std::int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())

@@ -31,7 +31,11 @@
 #include <string>
 #include <vector>
 
+#include "probe_check.hpp"
+
 namespace {
+
+using probe::check;
 
 constexpr int kRepeats = 7;
 constexpr int kMaxRanks = 8;
@@ -42,19 +46,6 @@ constexpr unsigned char kSent = 0xA5;
 enum Kind { kPlain, kMallocRegistered, kNcclMemRegistered, kKinds };
 const char* const kKindNames[kKinds] = {"cudaMalloc, unregistered", "cudaMalloc, registered",
                                         "ncclMemAlloc, registered"};
-
-void check(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(error));
-    std::exit(1);
-  }
-}
-void check(ncclResult_t result, const char* what) {
-  if (result != ncclSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, ncclGetErrorString(result));
-    std::exit(1);
-  }
-}
 
 std::int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
