@@ -118,8 +118,16 @@ struct NcclChannel::State {
     for (void* registration : registrations) {
       if (registration != nullptr && comm != nullptr) nccl->commDeregister(comm, registration);
     }
+    // Registered staging came from ncclMemAlloc (NcclChannelConfig::registerStaging).
+    for (void* buffer : buffers) {
+      if (buffer == nullptr) continue;
+      if (registrations.empty()) {
+        cudaFree(buffer);
+      } else {
+        nccl->memFree(buffer);
+      }
+    }
     registrations.clear();
-    for (void* buffer : buffers) cudaFree(buffer);
     buffers.clear();
     bufferBytes = 0;
   }
@@ -239,7 +247,8 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
   }
   auto library = ncclLibrary();
   if (!library) return tl::unexpected(library.error());
-  if (config.registerStaging && ((*library)->commRegister == nullptr || (*library)->commDeregister == nullptr)) {
+  if (config.registerStaging && ((*library)->commRegister == nullptr || (*library)->commDeregister == nullptr ||
+                                  (*library)->memAlloc == nullptr || (*library)->memFree == nullptr)) {
     return fail(ChannelError::Unsupported, "NCCL " + std::to_string((*library)->version) +
                                                " has no ncclCommRegister (2.19 and later do): staging buffers "
                                                "cannot be registered");
@@ -401,25 +410,29 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     if (state.bufferBytes < stagingBytes) {
       state.releaseBuffers();
       state.buffers.assign(config_.bufferCount, nullptr);
-      for (void*& buffer : state.buffers) {
-        if (const cudaError_t error = cudaMalloc(&buffer, stagingBytes); error != cudaSuccess) {
-          return failed(detail::cudaFailure("cudaMalloc (staging buffer)", error));
+      // Registered buffers are freed with ncclMemFree: the list of registrations, non-empty, says so.
+      if (config_.registerStaging) state.registrations.assign(state.buffers.size(), nullptr);
+      for (std::size_t index = 0; index < state.buffers.size(); ++index) {
+        void*& buffer = state.buffers[index];
+        if (!config_.registerStaging) {
+          if (const cudaError_t error = cudaMalloc(&buffer, stagingBytes); error != cudaSuccess) {
+            return failed(detail::cudaFailure("cudaMalloc (staging buffer)", error));
+          }
+          continue;
+        }
+        if (const ncclResult_t allocated = state.nccl->memAlloc(&buffer, stagingBytes); allocated != ncclSuccess) {
+          buffer = nullptr;
+          return failed(ncclFailure(*state.nccl, state.broadcasts(), "ncclMemAlloc (staging buffer)", allocated));
+        }
+        // Local: NCCL exchanges the registration with the peers at the first broadcast from or into the buffer,
+        // inside a call the guard watches.
+        const ncclResult_t registered =
+            state.nccl->commRegister(state.broadcasts(), buffer, stagingBytes, &state.registrations[index]);
+        if (registered != ncclSuccess) {
+          return failed(ncclFailure(*state.nccl, state.broadcasts(), "ncclCommRegister (staging buffer)", registered));
         }
       }
       state.bufferBytes = stagingBytes;
-      if (config_.registerStaging) {
-        // Local: NCCL exchanges the registration with the peers at the first broadcast from or into the buffer,
-        // inside a call the guard watches.
-        state.registrations.assign(state.buffers.size(), nullptr);
-        for (std::size_t index = 0; index < state.buffers.size(); ++index) {
-          const ncclResult_t registered = state.nccl->commRegister(state.broadcasts(), state.buffers[index],
-                                                                   stagingBytes, &state.registrations[index]);
-          if (registered != ncclSuccess) {
-            return failed(ncclFailure(*state.nccl, state.broadcasts(), "ncclCommRegister (staging buffer)",
-                                      registered));
-          }
-        }
-      }
     }
     for (auto* events : {&state.sliceReady, &state.sliceDone}) {
       while (events->size() < slices.size()) {

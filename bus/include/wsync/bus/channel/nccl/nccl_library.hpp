@@ -23,6 +23,8 @@ struct NcclLibrary {
   // null before NCCL 2.19: NcclChannelConfig::registerStaging is then refused
   decltype(&::ncclCommRegister) commRegister = nullptr;
   decltype(&::ncclCommDeregister) commDeregister = nullptr;
+  decltype(&::ncclMemAlloc) memAlloc = nullptr;
+  decltype(&::ncclMemFree) memFree = nullptr;
   decltype(&::ncclBroadcast) broadcast = nullptr;
   decltype(&::ncclGroupStart) groupStart = nullptr;
   decltype(&::ncclGroupEnd) groupEnd = nullptr;
