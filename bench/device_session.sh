@@ -27,9 +27,11 @@
 #              over the 1.6 MB array per round), cuda_ipc (allocations kept, --timeline) and nccl with 1 receiver, one
 #              after the other on the same GPUs.
 #
-#   asan-tests: the C++ GPU tests built under ASan+UBSan (tools/test.sh's build-asan), carried in .carry/asan/bin
-#               with the sanitizer runtimes and the libraries they link in .carry/asan/lib (Debian's, not installed
-#               on the GPU machines). CI has no GPU, so this is where the GPU channels' host code meets the sanitizers.
+#   asan-tests: the C++ GPU tests built under ASan+UBSan (tools/test.sh's build-asan): wsync_gpu_tests, its peer and
+#               the coordinator, trainer and worker, stripped of debug information (the stacks' lines come from
+#               build-asan's copies), packed as .carry/asan/bin.tgz, with the sanitizer runtimes and the libraries
+#               they link in .carry/asan/lib (Debian's, not installed on the GPU machines). CI has no GPU, so this is
+#               where the GPU channels' host code meets the sanitizers.
 #               protect_shadow_gap=0: the CUDA driver maps memory where ASan would otherwise protect its shadow gap.
 #   nccl-tests: the C++ GPU tests of the nccl channel alone (wsync_gpu_tests, *Nccl*:*GpuChannel*).
 #   staging-ab-rN: 100,000 tensors and qwen2.5-7b at 1 GiB buckets, layout kept, with the staging of protocol 5 (two
@@ -92,9 +94,10 @@ for phase in "$@"; do
       } > $R/machine.txt 2>&1
       cat $R/machine.txt ;;
     asan-tests)
+      mkdir -p $C/asan/bin && tar xzf $C/asan/bin.tgz -C $C/asan/bin
       ( export WSYNC_TEST_BIN_DIR=$C/asan/bin LD_LIBRARY_PATH=$C/asan/lib
         export ASAN_OPTIONS=protect_shadow_gap=0:halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1
-        export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+        export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
         timeout $((t - 10)) $C/asan/bin/wsync_gpu_tests > $R/gpu-tests-asan.log 2>&1
         echo "exit $?" >> $R/gpu-tests-asan.log )
       grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|ERROR: |runtime error|^exit" $R/gpu-tests-asan.log | head -40 ;;
