@@ -33,6 +33,9 @@
 #               they link in .carry/asan/lib (Debian's, not installed on the GPU machines). CI has no GPU, so this is
 #               where the GPU channels' host code meets the sanitizers.
 #               protect_shadow_gap=0: the CUDA driver maps memory where ASan would otherwise protect its shadow gap.
+#   cuda-sanitizer: the C++ GPU tests of the channels themselves (cuda_ipc, and nccl over sockets on one GPU) under
+#                   compute-sanitizer, every process they start included: memcheck (with leak checks), racecheck
+#                   and synccheck on the copy kernel's shared memory and barriers, initcheck on what it reads.
 #   nccl-tests: the C++ GPU tests of the nccl channel alone (wsync_gpu_tests, *Nccl*:*GpuChannel*).
 #   staging-ab-rN: 100,000 tensors and qwen2.5-7b at 1 GiB buckets, layout kept, with the staging of protocol 5 (two
 #                  buffers of half a bucket) and of protocol 4 (--nccl-max-slice-mib 1024: two whole buckets), one after
@@ -101,6 +104,17 @@ for phase in "$@"; do
         timeout $((t - 10)) $C/asan/bin/wsync_gpu_tests > $R/gpu-tests-asan.log 2>&1
         echo "exit $?" >> $R/gpu-tests-asan.log )
       grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|ERROR: |runtime error|^exit" $R/gpu-tests-asan.log | head -40 ;;
+    cuda-sanitizer)
+      cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+      filter='CudaIpcChannelTransfer.*:FaultRound/GpuChannelDeadPeer.CudaIpc*:Placements/*OneGpuOverSockets'
+      for tool in memcheck racecheck synccheck initcheck; do
+        extra=(); [[ $tool == memcheck ]] && extra=(--leak-check full)
+        s=$(left); ((s < 40)) && { echo "== SKIPPED $tool: ${s} s left"; continue; }
+        LD_LIBRARY_PATH=$C/lib timeout $((s - 10)) "$cs" --tool $tool "${extra[@]}" --target-processes all \
+          --error-exitcode 99 $C/bin/wsync_gpu_tests --gtest_filter="$filter" > $R/cuda-sanitizer-$tool.log 2>&1
+        echo "exit $?" >> $R/cuda-sanitizer-$tool.log
+        echo "-- $tool:"; grep -E "^\[  (PASSED|FAILED) |ERROR SUMMARY|^exit" $R/cuda-sanitizer-$tool.log | sort | uniq -c | head
+      done ;;
     tests)
       # The C++ and the Python GPU tests side by side: minutes saved, and the C++ dead-peer cases passed so on
       # 4 x H100 (2026-11-28), but the slowest Python case may then not finish inside the budget.
