@@ -9,6 +9,7 @@
 #           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline ipc-mps
 #           enqueue-ab-r1 enqueue-ab-r3 start-ab-r1 start-ab-r3 start-timeline-r3
 #           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3 probes ipc-push registered register-ab-r1 register-ab-r3
+#           asan-tests cuda-sanitizer
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
