@@ -9,7 +9,7 @@
 #           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline ipc-mps
 #           enqueue-ab-r1 enqueue-ab-r3 start-ab-r1 start-ab-r3 start-timeline-r3
 #           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3 probes ipc-push registered register-ab-r1 register-ab-r3
-#           asan-tests cuda-sanitizer
+#           asan-tests cuda-sanitizer initcheck-copy racecheck-4
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -40,6 +40,11 @@
 #                   NCCL's own API errors (it asks for kernel images it was not built for) are not reported.
 #                   CUDA_SANITIZER_TOOLS and CUDA_SANITIZER_FILTER (a gtest filter) narrow it: the whole set under
 #                   every tool takes longer than one call of the device tool.
+#   initcheck-copy: whether initcheck's reports on the cuda_ipc receiver (cuda-sanitizer above) are the tool's: the
+#                   copy probe (bench/profiles/copy_ceiling.cu, wsync's copy kernel beside plain copies, built here as
+#                   .carry/bin/copy_ceiling) under initcheck with its source written in its own process, then with the
+#                   source imported over CUDA IPC from a child that wrote every byte of it (IPC=1).
+#   racecheck-4: racecheck on the one channel test the cuda-sanitizer phase left unfinished (4 processes on one GPU).
 #   nccl-tests: the C++ GPU tests of the nccl channel alone (wsync_gpu_tests, *Nccl*:*GpuChannel*).
 #   staging-ab-rN: 100,000 tensors and qwen2.5-7b at 1 GiB buckets, layout kept, with the staging of protocol 5 (two
 #                  buffers of half a bucket) and of protocol 4 (--nccl-max-slice-mib 1024: two whole buckets), one after
@@ -120,6 +125,24 @@ for phase in "$@"; do
         echo "exit $?" >> $log
         echo "-- $tool:"; grep -E "^\[  (PASSED|FAILED) |SUMMARY|^exit" $log | sort | uniq -c | head
       done ;;
+    initcheck-copy)
+      cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+      for mode in local ipc; do
+        log=$R/initcheck-copy-$mode.log; ipc=(); [[ $mode == ipc ]] && ipc=(IPC=1)
+        env "${ipc[@]}" timeout $(($(left) / 2)) "$cs" --tool initcheck --target-processes all --report-api-errors no \
+          --print-limit 20 $C/bin/copy_ceiling $((64 << 20)) 45056 > $log 2>&1
+        echo "exit $?" >> $log
+        echo "-- $mode:"; grep -E "ERROR SUMMARY|^exit|Uninitialized __global__" $log | sort | uniq -c | head
+        grep -E "^=+ +at .*(copy|Copy)" $log | sort | uniq -c | head
+      done ;;
+    racecheck-4)
+      cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+      log=$R/cuda-sanitizer-racecheck-4.log
+      LD_LIBRARY_PATH=$C/lib timeout $(($(left) - 10)) "$cs" --tool racecheck --target-processes all \
+        --report-api-errors no --error-exitcode 99 $C/bin/wsync_gpu_tests --gtest_filter='*EveryOtherRankReceives*' \
+        > $log 2>&1
+      echo "exit $?" >> $log
+      grep -E "^\[  (PASSED|FAILED) |SUMMARY|^exit" $log | sort | uniq -c | head ;;
     tests)
       # The C++ and the Python GPU tests side by side: minutes saved, and the C++ dead-peer cases passed so on
       # 4 x H100 (2026-11-28), but the slowest Python case may then not finish inside the budget.
