@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "model_variant.hpp"
 #include "round_fixture.hpp"
 #include "text_file.hpp"
 #include "wsync/bus/session/agent_session.hpp"
@@ -24,23 +25,6 @@ namespace wsync::test {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Writes the "tiny" model with `change` applied to its spec list, as a checkpoint a worker can be started with.
-template <typename Change>
-std::string writeTinyVariant(const std::string& path, Change change) {
-  auto specs = cli::modelTensors("tiny");
-  EXPECT_TRUE(specs);
-  change(*specs);
-  auto manifest = bus::Manifest::create(*specs);
-  EXPECT_TRUE(manifest) << manifest.error().describe();
-  std::vector<std::vector<std::byte>> buffers;
-  std::vector<std::span<const std::byte>> views;
-  for (std::size_t index = 0; index < specs->size(); ++index) buffers.emplace_back(manifest->tensorBytes(index));
-  for (const auto& buffer : buffers) views.emplace_back(buffer);
-  auto written = cli::writeSafetensors(path, *specs, views);
-  EXPECT_TRUE(written) << written.error().describe();
-  return "file:" + path;
-}
 
 TEST_F(RoundFixture, VersionsReachEveryWorkerByteForByte) {
   startCoordinator();
@@ -91,9 +75,8 @@ TEST_P(ManifestMismatch, FailsTheRoundBeforeAnyByteMovesAndNamesTheTensor) {
   const MismatchCase& mismatch = GetParam();
   startCoordinator();
   std::string named;
-  const std::string variant = writeTinyVariant(path("variant.safetensors"), [&](std::vector<bus::TensorSpec>& specs) {
-    named = mismatch.change(specs);
-  });
+  const std::string variant = writeModelVariant(path("variant.safetensors"), "tiny",
+                                                [&](std::vector<bus::TensorSpec>& specs) { named = mismatch.change(specs); });
   auto good = startWorker("good");
   auto bad = startWorker("bad", {"--model", variant});
   waitForAgents(2);
