@@ -54,6 +54,37 @@ def numpy_bytes(version: int) -> Dict[str, bytes]:
     return {name: array.tobytes() for name, array in arrays.items()}
 
 
+# --- frontier-MoE scale (issue 18): 100,000 small tensors ---------------------------------------------------------
+MANY_COUNT = 100_000
+
+
+def many_tensors(mismatch: str = "") -> Dict[str, np.ndarray]:
+    """MANY_COUNT zeroed float32 arrays of 4 to 20 elements, views of one buffer (as a trainer's flat parameter
+    storage holds them), named as a MoE's experts; `mismatch` names one bound with another shape."""
+    sizes = [4 + index % 17 for index in range(MANY_COUNT)]
+    storage = np.zeros(sum(sizes), dtype=np.float32)
+    arrays = {}
+    offset = 0
+    for index, size in enumerate(sizes):
+        name = f"layers.{index // 1000}.experts.{index % 1000}.w"
+        view = storage[offset:offset + size]
+        arrays[name] = view.reshape(1, size) if name == mismatch else view
+        offset += size
+    return arrays
+
+
+def fill_many(arrays: Dict[str, np.ndarray], version: int) -> None:
+    """Version `version`'s bytes, written once over the buffer all the arrays view."""
+    storage = next(iter(arrays.values())).base
+    storage.view(np.uint8)[:] = pattern("many", version, storage.nbytes)
+
+
+def many_bytes(version: int) -> Dict[str, bytes]:
+    arrays = many_tensors()
+    fill_many(arrays, version)
+    return {name: array.tobytes() for name, array in arrays.items()}
+
+
 # --- torch --------------------------------------------------------------------------------------------------------
 def torch_model(dtype_name: str = "bfloat16", fp8: bool = False):
     """A small transformer-ish module: bf16 parameters by default, plus fp8 parameters when asked (torch >= 2.1)."""

@@ -24,7 +24,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bus", required=True)
     parser.add_argument("--id", default="worker-0")
-    parser.add_argument("--kind", choices=["numpy", "torch", "torch-fp8"], default="numpy")
+    parser.add_argument("--kind", choices=["numpy", "many", "torch", "torch-fp8"], default="numpy")
     parser.add_argument("--dump-dir", help="after every resume: DIR/<resume count>.pkl with {version, bytes}")
     parser.add_argument("--until-version", type=int, default=0, help="exit 0 once this version is applied")
     parser.add_argument("--fail-pause", type=int, default=0, help="the Nth pause raises")
@@ -37,6 +37,10 @@ def main() -> int:
     if args.kind == "numpy":
         tensors = models.numpy_tensors(args.mismatch)
         models.fill_numpy(tensors, 0)  # version 0's bytes: what the engine serves before any update
+        named = list(tensors.items())
+    elif args.kind == "many":
+        tensors = models.many_tensors(args.mismatch)
+        models.fill_many(tensors, 0)
         named = list(tensors.items())
     else:
         import torch
@@ -57,7 +61,7 @@ def main() -> int:
             resumes += 1
             count = resumes
         if args.dump_dir:
-            if args.kind == "numpy":
+            if args.kind in ("numpy", "many"):
                 data = {name: array.tobytes() for name, array in named}
             else:
                 data = models.torch_bytes(named)

@@ -1,0 +1,67 @@
+"""A frontier MoE's tensor count through the Python faces (issue 18): 100,000 small numpy arrays or torch tensors
+from a Python trainer to Python worker processes over shm, byte for byte, and one wrong shape among them named."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
+import models  # noqa: E402
+from dumps import check_dumps  # noqa: E402
+
+import wsync  # noqa: E402
+
+# The C++ agents and the shm channel take this count in milliseconds; the Python helpers building, filling and
+# dumping 100,000 arrays take seconds on CI's 2 cores, under ASan more.
+TIMEOUT_S = 120
+
+
+def trainer_tensors(kind: str, arrays):
+    """The trainer's tensors: the numpy arrays themselves, or torch CPU tensors over the same memory (a PyTorch
+    trainer's parameters, split from one flat storage)."""
+    if kind == "numpy":
+        return arrays
+    torch = pytest.importorskip("torch")
+    return {name: torch.from_numpy(array) for name, array in arrays.items()}
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_a_hundred_thousand_tensors_reach_two_worker_processes_byte_for_byte(coordinator, helpers, tmp_path, kind):
+    workers = [helpers("worker.py", "--bus", coordinator.bus, "--id", f"w{index}", "--kind", "many", "--dump-dir",
+                       str(tmp_path), "--until-version", "3", "--timeout", str(TIMEOUT_S)) for index in range(2)]
+    for worker in workers:
+        worker.expect("ready", timeout=TIMEOUT_S)
+    arrays = models.many_tensors()
+    tensors = trainer_tensors(kind, arrays)
+    payload = sum(array.nbytes for array in arrays.values())
+    with wsync.Trainer(coordinator.bus, agent_id="trainer") as trainer:
+        for version in (1, 2, 3):
+            models.fill_many(arrays, version)
+            # The mapping once (it declares the manifest of 100,000 entries), then the same memory by name only.
+            handle = trainer.publish(version, tensors if version == 1 else None)
+            outcome = handle.wait(timeout=TIMEOUT_S)
+            assert outcome.committed, outcome
+            assert (outcome.version, outcome.bytes) == (version, payload)
+        assert len(trainer.manifest) == models.MANY_COUNT
+    for index, worker in enumerate(workers):
+        assert worker.expect("done", timeout=TIMEOUT_S)["version"] == 3
+        assert worker.wait() == 0, worker.stderr()
+        assert check_dumps(tmp_path, f"w{index}", models.many_bytes, 3) >= 2
+
+
+def test_one_wrong_shape_among_a_hundred_thousand_is_named(coordinator, helpers, tmp_path):
+    wrong = "layers.99.experts.998.w"
+    worker = helpers("worker.py", "--bus", coordinator.bus, "--id", "w0", "--kind", "many", "--mismatch", wrong,
+                     "--timeout", str(TIMEOUT_S))
+    worker.expect("ready", timeout=TIMEOUT_S)
+    arrays = models.many_tensors()
+    models.fill_many(arrays, 1)
+    with wsync.Trainer(coordinator.bus, agent_id="trainer") as trainer:
+        with pytest.raises(wsync.AbortedError) as aborted:
+            trainer.publish(1, arrays).wait(timeout=TIMEOUT_S)
+        assert aborted.value.reason == "ManifestMismatch", aborted.value
+        assert aborted.value.tensor == wrong, aborted.value
+        assert trainer.committed_version == 0
+    assert worker.finish() == 0
