@@ -11,6 +11,8 @@
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/protocol/dtype.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/protocol/message.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/cli/model_catalog.hpp"
 
 namespace wsync::cli {
@@ -121,6 +123,26 @@ TEST(ModelCatalog, Qwen3MoeMatchesTransformers) {
   auto manifest = Manifest::create(*tensors);
   ASSERT_TRUE(manifest.has_value()) << manifest.error().describe();
   EXPECT_EQ(manifest->totalBytes(), 61'064'245'248U);
+}
+
+// The whole of DeepSeek-V3 (90,427 tensors) as the one Manifest message a worker is sent (docs/update-round.md): the
+// size limit and the verifier's table budget take it with room left (Kimi-K2's 384 experts per layer are about 1.5
+// times as many tensors, under the same names).
+TEST(ModelCatalog, DeepSeekV3sWholeManifestIsOneControlMessage) {
+  auto whole = modelTensors("deepseek-v3:61");
+  ASSERT_TRUE(whole.has_value()) << whole.error().describe();
+  auto manifest = Manifest::create(*whole);
+  ASSERT_TRUE(manifest.has_value()) << manifest.error().describe();
+  MessageBuilder builder;
+  const auto bytes = builder.finish(manifest->toMessage(builder.fbb()));
+  EXPECT_LT(bytes.size(), kMaxMessageBytes / 3) << bytes.size() << " bytes";
+  EXPECT_LT(whole->size(), kMaxVerifierTables / 2);
+  auto message = Message::decode(bytes);
+  ASSERT_TRUE(message.has_value()) << toString(message.error());
+  auto back = Manifest::fromMessage(*message->as<msg::Manifest>());
+  ASSERT_TRUE(back.has_value()) << back.error().describe();
+  EXPECT_EQ(back->digest(), manifest->digest());
+  EXPECT_EQ(back->tensors(), manifest->tensors());
 }
 
 TEST(ModelCatalog, DeepSeekV3MatchesItsFp8Checkpoint) {
