@@ -2,7 +2,6 @@
 // GPU benchmarks move 100,000 tensors through the channels alone, so this is where the control plane meets that
 // count (a manifest of 100,000 entries sent once per worker, checked against as many bindings, cut into buckets).
 #include <csignal>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -11,6 +10,7 @@
 
 #include "model_variant.hpp"
 #include "round_fixture.hpp"
+#include "weight_dumps.hpp"
 #include "wsync/cli/safetensors.hpp"
 
 namespace wsync::test {
@@ -20,23 +20,6 @@ namespace {
 // CI's time on 2 cores.
 constexpr const char* kFrontierModel = "synthetic:100000:64";
 constexpr std::size_t kFrontierTensors = 100'000;
-
-void expectSameWeights(const std::string& expectedPath, const std::string& actualPath, std::uint64_t version) {
-  auto expected = cli::SafetensorsFile::open(expectedPath);
-  ASSERT_TRUE(expected) << expected.error().describe();
-  auto actual = cli::SafetensorsFile::open(actualPath);
-  ASSERT_TRUE(actual) << actual.error().describe();
-  ASSERT_EQ(expected->tensors().size(), kFrontierTensors);
-  ASSERT_EQ(actual->tensors(), expected->tensors()) << actualPath;
-  std::size_t differing = 0;
-  for (std::size_t index = 0; index < expected->tensors().size(); ++index) {
-    const auto want = expected->bytes(index);
-    const auto have = actual->bytes(index);
-    if (want.size() != have.size() || std::memcmp(want.data(), have.data(), want.size()) != 0) ++differing;
-  }
-  EXPECT_EQ(differing, 0U) << actualPath;
-  EXPECT_EQ(actual->metadata().at("wsync_version"), std::to_string(version)) << actualPath;
-}
 
 // Two workers take two versions; a third joins, has never seen the manifest, and takes the next version with them
 // from another trainer process (the coordinator sends it that manifest, the other two get only its digest).
@@ -65,6 +48,9 @@ TEST_F(RoundFixture, AHundredThousandTensorsReachEveryWorkerByteForByteAndALateW
   for (const char* id : {"w0", "w1", "w2"}) EXPECT_TRUE(waitForApplied(id, 3)) << id;
   for (auto& worker : workers) worker.signal(SIGTERM);
   for (auto& worker : workers) ASSERT_EQ(worker.wait(kPatience), 0);
+  auto trainerDump = cli::SafetensorsFile::open(path("trainer.safetensors"));
+  ASSERT_TRUE(trainerDump) << trainerDump.error().describe();
+  EXPECT_EQ(trainerDump->tensors().size(), kFrontierTensors);
   for (const char* id : {"w0", "w1", "w2"}) {
     expectSameWeights(path("trainer.safetensors"), path(std::string(id) + ".safetensors"), 3);
   }

@@ -3,13 +3,12 @@
 // died, or on the trainer's channel naming the lost worker) and the next commits, and a corrupted receive is caught
 // by the digests as on the shm channel.
 #include <csignal>
-#include <cstring>
 
 #include <gtest/gtest.h>
 
 #include "free_port.hpp"
 #include "round_fixture.hpp"
-#include "wsync/cli/safetensors.hpp"
+#include "weight_dumps.hpp"
 
 namespace wsync::test {
 namespace {
@@ -54,19 +53,8 @@ TEST_F(TcpRounds, VersionsReachEveryWorkerByteForByte) {
   ASSERT_EQ(first.wait(kPatience), 0);
   ASSERT_EQ(second.wait(kPatience), 0);
 
-  auto expected = cli::SafetensorsFile::open(path("trainer.safetensors"));
-  ASSERT_TRUE(expected) << expected.error().describe();
   for (const char* worker : {"w0.safetensors", "w1.safetensors"}) {
-    auto actual = cli::SafetensorsFile::open(path(worker));
-    ASSERT_TRUE(actual) << actual.error().describe();
-    ASSERT_EQ(actual->tensors(), expected->tensors());
-    for (std::size_t index = 0; index < expected->tensors().size(); ++index) {
-      const auto want = expected->bytes(index);
-      const auto have = actual->bytes(index);
-      ASSERT_EQ(want.size(), have.size());
-      EXPECT_EQ(std::memcmp(want.data(), have.data(), want.size()), 0) << worker << ": " << expected->tensors()[index].name;
-    }
-    EXPECT_EQ(actual->metadata().at("wsync_version"), "3");
+    expectSameWeights(path("trainer.safetensors"), path(worker), 3);
   }
 }
 

@@ -4,7 +4,6 @@
 #include <sys/socket.h>
 
 #include <csignal>
-#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -13,13 +12,12 @@
 
 #include "model_variant.hpp"
 #include "round_fixture.hpp"
+#include "weight_dumps.hpp"
 #include "text_file.hpp"
 #include "wsync/bus/session/agent_session.hpp"
 #include "wsync/bus/transport/bus_address.hpp"
 #include "wsync/bus/protocol/message.hpp"
-#include "wsync/cli/model_catalog.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
-#include "wsync/cli/safetensors.hpp"
 
 namespace wsync::test {
 namespace {
@@ -46,19 +44,8 @@ TEST_F(RoundFixture, VersionsReachEveryWorkerByteForByte) {
   ASSERT_EQ(first.wait(kPatience), 0);
   ASSERT_EQ(second.wait(kPatience), 0);
 
-  auto expected = cli::SafetensorsFile::open(path("trainer.safetensors"));
-  ASSERT_TRUE(expected) << expected.error().describe();
   for (const char* worker : {"w0.safetensors", "w1.safetensors"}) {
-    auto actual = cli::SafetensorsFile::open(path(worker));
-    ASSERT_TRUE(actual) << actual.error().describe();
-    ASSERT_EQ(actual->tensors(), expected->tensors());
-    for (std::size_t index = 0; index < expected->tensors().size(); ++index) {
-      const auto want = expected->bytes(index);
-      const auto have = actual->bytes(index);
-      ASSERT_EQ(want.size(), have.size());
-      EXPECT_EQ(std::memcmp(want.data(), have.data(), want.size()), 0) << expected->tensors()[index].name;
-    }
-    EXPECT_EQ(actual->metadata().at("wsync_version"), "3");
+    expectSameWeights(path("trainer.safetensors"), path(worker), 3);
   }
 }
 

@@ -1,0 +1,13 @@
+#pragma once
+// Comparing what the programs dumped (`--dump FILE.safetensors`): a worker's weights at exit against the trainer's
+// last committed version.
+#include <cstdint>
+#include <string>
+
+namespace wsync::test {
+
+// The safetensors file at `actualPath` holds the tensors of `expectedPath` byte for byte, tagged as `version`. Fails
+// the calling test (with the tensors that differ named) otherwise.
+void expectSameWeights(const std::string& expectedPath, const std::string& actualPath, std::uint64_t version);
+
+}  // namespace wsync::test
