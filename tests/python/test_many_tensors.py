@@ -65,3 +65,42 @@ def test_one_wrong_shape_among_a_hundred_thousand_is_named(coordinator, helpers,
         assert aborted.value.tensor == wrong, aborted.value
         assert trainer.committed_version == 0
     assert worker.finish() == 0
+
+
+GPUS = 0
+try:
+    import torch as _torch
+    GPUS = _torch.cuda.device_count() if _torch.cuda.is_available() else 0
+except ImportError:
+    pass
+
+
+def gpu_cases():
+    for channel, worker_device, gpus in (("cuda_ipc", "cuda:0", 1), ("nccl", "cuda:1", 2)):
+        marks = [pytest.mark.gpu]
+        if GPUS < gpus:
+            marks.append(pytest.mark.skip(reason=f"needs {gpus} CUDA GPU(s), this machine has {GPUS}"))
+        yield pytest.param(channel, worker_device, marks=marks, id=f"{channel}-{worker_device}")
+
+
+@pytest.mark.parametrize("channel,worker_device", list(gpu_cases()))
+def test_a_hundred_thousand_gpu_tensors_reach_another_process_byte_for_byte(channel, worker_device, coordinator,
+                                                                            helpers, tmp_path):
+    """The same count in device memory over the GPU channels: 100,000 views of one flat storage on cuda:0 into
+    another process's views on `worker_device`."""
+    torch = pytest.importorskip("torch")
+    worker = helpers("worker.py", "--bus", coordinator.bus, "--id", "w0", "--kind", "many", "--device", worker_device,
+                     "--dump-dir", str(tmp_path), "--until-version", "3", "--timeout", str(TIMEOUT_S))
+    worker.expect("ready", timeout=TIMEOUT_S)
+    torch.cuda.set_device(0)
+    tensors = models.many_torch("cuda:0")
+    payload = sum(tensor.numel() * tensor.element_size() for tensor in tensors.values())
+    with wsync.Trainer(coordinator.bus, agent_id="trainer", channel=channel, cuda_device=0) as trainer:
+        for version in (1, 2, 3):
+            models.fill_many_torch(tensors, version)  # on the current stream: publish synchronises it
+            outcome = trainer.publish(version, tensors if version == 1 else None).wait(timeout=TIMEOUT_S)
+            assert outcome.committed, outcome
+            assert (outcome.version, outcome.bytes) == (version, payload)
+    assert worker.expect("done", timeout=TIMEOUT_S)["version"] == 3
+    assert worker.wait(60) == 0, worker.stderr()
+    assert check_dumps(tmp_path, "w0", models.many_bytes, 3) >= 2

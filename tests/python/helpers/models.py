@@ -79,6 +79,39 @@ def fill_many(arrays: Dict[str, np.ndarray], version: int) -> None:
     storage.view(np.uint8)[:] = pattern("many", version, storage.nbytes)
 
 
+def many_torch(device: str):
+    """The many_tensors layout as torch float32 tensors on `device`: views of one flat storage, as an FSDP trainer's
+    flat parameters or a packed engine's weights hold them."""
+    import torch
+
+    sizes = [array.size for array in many_tensors().values()]
+    storage = torch.zeros(sum(sizes), dtype=torch.float32, device=device)
+    names = list(many_tensors().keys())
+    return dict(zip(names, storage.split(sizes)))
+
+
+def _many_storage(tensors):
+    """The one flat tensor that many_torch's tensors view, from offset 0 to the end of the last."""
+    first, last = next(iter(tensors.values())), next(reversed(list(tensors.values())))
+    return first.as_strided((last.storage_offset() + last.numel(),), (1,), 0)
+
+
+def fill_many_torch(tensors, version: int) -> None:
+    """Version `version`'s bytes (those of fill_many), written once over the storage the tensors view."""
+    import torch
+
+    storage = _many_storage(tensors)
+    data = pattern("many", version, storage.numel() * storage.element_size())
+    storage.view(torch.uint8).copy_(torch.from_numpy(data).to(storage.device))
+
+
+def many_torch_bytes(tensors) -> Dict[str, bytes]:
+    """What many_torch's tensors hold, from one copy of their storage to the host (not 100,000 small copies)."""
+    host = _many_storage(tensors).cpu().numpy()
+    return {name: host[tensor.storage_offset():tensor.storage_offset() + tensor.numel()].tobytes()
+            for name, tensor in tensors.items()}
+
+
 def many_bytes(version: int) -> Dict[str, bytes]:
     arrays = many_tensors()
     fill_many(arrays, version)

@@ -31,16 +31,22 @@ def main() -> int:
     parser.add_argument("--hang-pause", type=int, default=0, help="the Nth pause never returns")
     parser.add_argument("--mismatch", default="", help="bind this tensor with another shape")
     parser.add_argument("--timeout", type=float, default=60.0)
-    parser.add_argument("--device", default="cpu", help="torch kinds: where the model lives (cuda:N: device memory)")
+    parser.add_argument("--device", default="cpu", help="torch kinds and many: where the model lives (cuda:N: device memory)")
     args = parser.parse_args()
 
     if args.kind == "numpy":
         tensors = models.numpy_tensors(args.mismatch)
         models.fill_numpy(tensors, 0)  # version 0's bytes: what the engine serves before any update
         named = list(tensors.items())
-    elif args.kind == "many":
+    elif args.kind == "many" and args.device == "cpu":
         tensors = models.many_tensors(args.mismatch)
         models.fill_many(tensors, 0)
+        named = list(tensors.items())
+    elif args.kind == "many":
+        import torch
+        tensors = models.many_torch(args.device)
+        models.fill_many_torch(tensors, 0)
+        torch.cuda.synchronize()
         named = list(tensors.items())
     else:
         import torch
@@ -61,8 +67,10 @@ def main() -> int:
             resumes += 1
             count = resumes
         if args.dump_dir:
-            if args.kind in ("numpy", "many"):
+            if args.kind == "numpy" or (args.kind == "many" and args.device == "cpu"):
                 data = {name: array.tobytes() for name, array in named}
+            elif args.kind == "many":
+                data = models.many_torch_bytes(tensors)
             else:
                 data = models.torch_bytes(named)
             path = os.path.join(args.dump_dir, f"{args.id}-{count:04d}.pkl")
