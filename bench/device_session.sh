@@ -334,7 +334,7 @@ for phase in "$@"; do
       # bench/profiles/overlapped_broadcast.cu (two communicators taking turns) on 4 and 2 GPUs, and
       # bench/profiles/ipc_push_probe.cu (push against pull on one GPU) without MPS and under it.
       nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/overlapped bench/profiles/overlapped_broadcast.cu -lnccl &&
-        nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/ipc_push bench/profiles/ipc_push_probe.cu || continue
+        nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/ipc_push bench/profiles/ipc_push_probe.cu -lcuda || continue
       for gpus in 4 2; do
         (($(left) > 60)) || { echo "== SKIPPED overlapped $gpus: $(left) s left"; continue; }
         timeout -k 5 $(($(left) / 2)) /tmp/overlapped $gpus 4096 512 256 128 64 | tee -a $R/probes.txt
@@ -371,7 +371,7 @@ for phase in "$@"; do
       done ;;
     ipc-push)
       # probes' last part alone, for a machine of one GPU: bench/profiles/ipc_push_probe.cu without MPS and under it.
-      nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/ipc_push bench/profiles/ipc_push_probe.cu || continue
+      nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/ipc_push bench/profiles/ipc_push_probe.cu -lcuda || continue
       for mib in 4096 256; do
         echo "ipc_push_probe $mib MiB:" | tee -a $R/ipc-push.txt
         timeout -k 5 60 /tmp/ipc_push $mib | tee -a $R/ipc-push.txt

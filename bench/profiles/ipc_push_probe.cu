@@ -3,7 +3,7 @@
 // from the sender's context, which last ran (it wrote the new weights), to the receiver's. Under MPS both share one
 // context and the loss goes (bench/results/frontier-2026-11-28-h200x2.md); push would not need the daemon.
 //
-//   nvcc -O2 -std=c++17 -arch=sm_90 -o ipc_push_probe bench/profiles/ipc_push_probe.cu
+//   nvcc -O2 -std=c++17 -arch=sm_90 -o ipc_push_probe bench/profiles/ipc_push_probe.cu -lcuda
 //   ./ipc_push_probe MIB
 //
 // Two processes on GPU 0 (fork before CUDA starts): the sender owns `src`, the receiver `dst`, each exported to the
@@ -14,11 +14,16 @@
 //   push:    the sender launches a copy from `src` into the receiver's `dst`, then the same one-thread kernel, writing
 //            into a page both processes map (registered in the sender with cudaHostRegister); the receiver spins on it;
 //   memcpy:  the sender alone, cudaMemcpyAsync of `src` into a buffer of its own, then the one-thread kernel into its
-//            pinned memory (the channel's baseline, as wsync-bench gpu times it).
+//            pinned memory (the channel's baseline, as wsync-bench gpu times it);
+//   prewait: pull, but the receiver enqueued the copy before the round, behind cuStreamWaitValue64 on the shared
+//            page, which the sender's host writes to start the round: no wake-up or launch in between, and the wait
+//            pending in the receiver's context while the sender writes its weights (whose time is printed, to see
+//            whether a pending wait slows the trainer).
 // Then, in every mode, the receiver launches one kernel of its own and waits for it: the engine's next step. Pull
 // already runs in the receiver's context; push and memcpy leave the GPU in the sender's, so this shows whether a
 // push removes the switch between contexts or only moves it after the transfer, where the engine pays it.
 // It prints each mode's medians over kRounds, and checks that the last round's bytes arrived.
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -39,8 +44,8 @@ namespace {
 using probe::check;
 
 constexpr int kRounds = 30;
-constexpr int kModes = 3;
-const char* const kModeNames[kModes] = {"pull", "push", "memcpy"};
+constexpr int kModes = 4;
+const char* const kModeNames[kModes] = {"pull", "push", "memcpy", "prewait"};
 
 std::int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -59,6 +64,7 @@ struct alignas(4096) Control {
   std::int64_t ended[kModes][kRounds]{};
   std::int64_t resumed[kModes][kRounds]{};  // the receiver's own next kernel seen done
   std::atomic<std::int64_t> copied{-1};     // memcpy mode: the round whose copy the sender saw done
+  std::int64_t filled[kModes][kRounds]{};   // the sender's weights kernel, launch to seen done (ns)
 };
 struct alignas(4096) FlagPage {
   volatile std::int64_t flag;
@@ -121,12 +127,32 @@ void receiver(Control& control, FlagPage& shared, size_t bytes) {
     signal<<<1, 1, 0, stream>>>(pinnedOnDevice, -2 - id);
     spinUntil(pinned, -2 - id);
   };
+  // prewait: the round's copy is enqueued before the round starts, behind a wait on the shared page that the sender
+  // writes from its host when it starts the round: no wake-up and no launch between the start and the copy.
+  check(cudaHostRegister(&shared, sizeof(FlagPage), cudaHostRegisterMapped), "cudaHostRegister receiver");
+  std::int64_t* flagOnDevice = nullptr;
+  check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flagOnDevice), const_cast<std::int64_t*>(&shared.flag), 0),
+        "cudaHostGetDevicePointer flag");
+  const auto prepost = [&](std::int64_t id) {
+    const CUresult waited = cuStreamWaitValue64(stream, reinterpret_cast<CUdeviceptr>(flagOnDevice),
+                                                static_cast<cuuint64_t>(id), CU_STREAM_WAIT_VALUE_EQ);
+    if (waited != CUDA_SUCCESS) {
+      std::fprintf(stderr, "cuStreamWaitValue64: error %d\n", static_cast<int>(waited));
+      std::exit(1);
+    }
+    copy<<<copyBlocks(), 256, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), count);
+    signal<<<1, 1, 0, stream>>>(pinnedOnDevice, id);
+  };
   for (int mode = 0; mode < kModes; ++mode) {
     for (int round = 0; round < kRounds; ++round) {
       const std::int64_t id = mode * kRounds + round;
+      if (mode == 3 && round == 0) prepost(id);  // later rounds were posted at the end of the one before
       while (control.go.load(std::memory_order_acquire) != id) {
       }
-      if (mode == 0) {
+      if (mode == 3) {
+        spinUntil(pinned, id);
+        control.ended[mode][round] = nowNs();
+      } else if (mode == 0) {
         copy<<<copyBlocks(), 256, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src),
                                                count);
         signal<<<1, 1, 0, stream>>>(pinnedOnDevice, id);
@@ -141,20 +167,22 @@ void receiver(Control& control, FlagPage& shared, size_t bytes) {
       }
       nextStep(id);
       control.resumed[mode][round] = nowNs();
+      if (mode == 3 && round + 1 < kRounds) prepost(id + 1);  // pending while the sender writes its next weights
       control.seen.store(id, std::memory_order_release);
     }
   }
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  // The last round that wrote dst was the push of round 2 * kRounds - 1: the first words must say so.
+  // The last round that wrote dst was prewait's round 4 * kRounds - 1: the first words must say so.
   uint4 first{};
   check(cudaMemcpy(&first, dst, sizeof(first), cudaMemcpyDeviceToHost), "cudaMemcpy check");
-  if (first.x != std::uint32_t(2 * kRounds - 1)) {
-    std::fprintf(stderr, "receiver: dst holds round %u, not %d\n", first.x, 2 * kRounds - 1);
+  if (first.x != std::uint32_t(4 * kRounds - 1)) {
+    std::fprintf(stderr, "receiver: dst holds round %u, not %d\n", first.x, 4 * kRounds - 1);
     std::exit(1);
   }
   while (control.quit.load() == 0) {
   }
   check(cudaIpcCloseMemHandle(src), "cudaIpcCloseMemHandle");
+  check(cudaHostUnregister(&shared), "cudaHostUnregister receiver");
 }
 
 void sender(Control& control, FlagPage& shared, size_t bytes) {
@@ -185,9 +213,16 @@ void sender(Control& control, FlagPage& shared, size_t bytes) {
     for (int round = 0; round < kRounds; ++round) {
       const std::int64_t id = mode * kRounds + round;
       // New weights, written in the sender's context: that context last ran when the round starts.
+      const std::int64_t fillStart = nowNs();
       fill<<<copyBlocks(), 256, 0, stream>>>(static_cast<uint4*>(src), count, std::uint32_t(id));
       check(cudaStreamSynchronize(stream), "fill");
       control.started[mode][round] = nowNs();
+      control.filled[mode][round] = control.started[mode][round] - fillStart;
+      if (mode == 3) {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        shared.flag = id;  // the receiver's pending wait reads it: the round starts here
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+      }
       if (mode == 1) {
         copy<<<copyBlocks(), 256, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src),
                                                count);
@@ -212,16 +247,19 @@ void sender(Control& control, FlagPage& shared, size_t bytes) {
   for (int mode = 0; mode < kModes; ++mode) {
     std::vector<double> copied;
     std::vector<double> resumed;
+    std::vector<double> filled;
     for (int round = 1; round < kRounds; ++round) {  // the first round of each mode warms up
       copied.push_back((control.ended[mode][round] - control.started[mode][round]) / 1e6);
       resumed.push_back((control.resumed[mode][round] - control.started[mode][round]) / 1e6);
+      filled.push_back(control.filled[mode][round] / 1e6);
     }
     std::sort(copied.begin(), copied.end());
     std::sort(resumed.begin(), resumed.end());
-    std::printf("  %-6s copied median %.3f ms (min %.3f, max %.3f); receiver's next kernel median %.3f ms (min %.3f, "
-                "max %.3f)\n",
+    std::sort(filled.begin(), filled.end());
+    std::printf("  %-7s copied median %.3f ms (min %.3f, max %.3f); receiver's next kernel median %.3f ms (min %.3f, "
+                "max %.3f); the sender's weights kernel before it %.3f ms\n",
                 kModeNames[mode], median(copied), copied.front(), copied.back(), median(resumed), resumed.front(),
-                resumed.back());
+                resumed.back(), median(filled));
   }
   control.quit.store(1);
   check(cudaIpcCloseMemHandle(dst), "cudaIpcCloseMemHandle");
