@@ -178,6 +178,10 @@ struct GpuMeasurement {
 
   std::vector<DeviceMemoryUse> memory{};
   double maxLateStartMs = 0;  // the latest any rank began a round after the common start
+  // The channel's first transfer, warm-up and outside the summaries, timed like the others: what a new channel pays
+  // once (cuda_ipc: every allocation exported and opened, the tables written; nccl: the staging allocated, the tables
+  // written, the peers connected).
+  double firstRoundMs = 0;
 
   // cuda_ipc: the receivers' open handles after round 1 and at the end; export generation (1: tables written once).
   std::uint32_t handlesAfterFirst = 0;

@@ -335,6 +335,7 @@ class GpuRun {
         }
         if (channel) {
           checkDigests(row, done, round == 0);
+          if (round == 0) row.firstRoundMs = roundMs;
           if (!measured) continue;
           channelMs.push_back(roundMs);
           senderMs.push_back(millisecondsBetween(start, signedField(done[0], "end")));

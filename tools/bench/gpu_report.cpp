@@ -52,7 +52,8 @@ std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
   row.insert(row.end(), {spread(m.channelRound, "ms", 2), gbps(m.channelRound, m.modelBytes), baseline,
                          base ? gbps(m.baselineRound, m.modelBytes) : Cell(), base ? ratio(m.ratio()) : Cell(),
                          base ? verdict(m.ratio() > 0 && m.ratio() <= goal) : Cell(),
-                         digests(m.digestsEqual, m.digestsCompared), number(m.maxLateStartMs, 2)});
+                         digests(m.digestsEqual, m.digestsCompared), number(m.maxLateStartMs, 2),
+                         number(m.firstRoundMs, 2)});
   if (nccl) {
     row.push_back(number(m.senderReturn.median, 2));
   } else {
@@ -229,7 +230,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
         {"buckets", "buckets"}, {"devices", "GPUs"}, {"channel_ms", "channel ms"}, {"channel_gbps", "channel GB/s"},
         {"baseline_ms", baseline + " ms"}, {"baseline_gbps", baseline + " GB/s"}, {"ratio", "channel/" + baseline},
         {"goal_met", "goal (<= " + ratio(nccl ? kMaxNcclToBroadcastRatio : kMaxIpcToMemcpyRatio).text + ")"},
-        {"digests_equal", "digests equal"}, {"max_late_start_ms", "latest start ms"}};
+        {"digests_equal", "digests equal"}, {"max_late_start_ms", "latest start ms"},
+        {"first_round_ms", "first round ms"}};
     if (nccl) columns.push_back({"sender_returned_ms", "sender returned ms"});
     if (!nccl) {
       columns.insert(columns.end(), {{"memcpy_gpu_ms", "memcpy GPU ms"},
@@ -265,7 +267,9 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
     report.section(key, nccl ? "nccl: sender on GPU 0, receivers on the other GPUs" : "cuda_ipc: sender and receivers",
                    nccl ? "Round: from an instant common to every rank (CLOCK_MONOTONIC, spun on) until the last "
                           "rank's `send`/`receive` returned. Broadcast: one `ncclBroadcast` of the model's bytes "
-                          "through a blocking communicator of the same ranks, timed the same way."
+                          "through a blocking communicator of the same ranks, timed the same way. First round: the "
+                          "channel's first transfer, timed the same way: the communicators were joined before it, and "
+                          "in it the staging is allocated, the copy tables written and the peers connected."
                         : "Round: the sender's `send`, from its call to its return (every receiver copied, digests "
                           "agreed). memcpy: one `cudaMemcpyAsync` of the model's bytes in the sender's process, wall "
                           "clock and between CUDA events. Engine's next kernel done: after each round of either, every "
@@ -273,7 +277,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                           "round's start to the last receiver's kernel done (the memcpy's receivers launch once the "
                           "copy was seen done). On a GPU both processes share, the memcpy leaves the GPU in the "
                           "sender's context, so that kernel pays the switch between contexts that the channel's "
-                          "receivers pay inside their copy.",
+                          "receivers pay inside their copy. First round: the channel's first send, in which every "
+                          "allocation is exported and opened once.",
                    table);
     report.section(key + "_memory", key + ": GPU memory beyond the tensors",
                    "Extra: a device's free memory before the channel opened minus the least seen while it was open "
