@@ -300,7 +300,7 @@ for phase in "$@"; do
           --layout-kept --allocation $allocation --models $models --warmup 2 --reps 10 --commit $commit \
           --out $R/ipc-rows-$allocation.md --json $R/ipc-rows-$allocation.json > $R/ipc-rows-$allocation.log 2>&1
         echo "exit $?" >> $R/ipc-rows-$allocation.log
-        grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \|" $R/ipc-rows-$allocation.md | cut -d'|' -f2,3,8,10,12,13,14,21-24
+        grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \|" $R/ipc-rows-$allocation.md | cut -d'|' -f2,3,8,10,12,13,14,16,21-24
       done ;;
     ipc-timeline)
       for allocation in tensor torch; do
@@ -326,7 +326,7 @@ for phase in "$@"; do
           --layout-kept --timeline --allocation $allocation --models $models --warmup 2 --reps 10 --commit $commit \
           --out $R/ipc-mps-$allocation.md --json $R/ipc-mps-$allocation.json > $R/ipc-mps-$allocation.log 2>&1
         echo "exit $?" >> $R/ipc-mps-$allocation.log
-        grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \| [0-9.]+ GiB" $R/ipc-mps-$allocation.md | cut -d'|' -f2,3,8,10,12,13,14,21-24
+        grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \| [0-9.]+ GiB" $R/ipc-mps-$allocation.md | cut -d'|' -f2,3,8,10,12,13,14,16,21-24
       done
       echo quit | nvidia-cuda-mps-control
       unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;

@@ -87,7 +87,7 @@ for slice in $slices; do
     "${ramp_blocks[@]}" "${register[@]}" "${timeline[@]}" \
     --nccl-first-slice-mib "$slice" ${WSYNC_COMMIT:+--commit "$WSYNC_COMMIT"} \
     --out "$out/$name.md" --json "$out/$name.json" > "$out/$name.log" 2>&1 || status=1
-  grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \|" "$out/$name.md" | cut -d'|' -f2,4,5,8,10,12,13,14
+  grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \|" "$out/$name.md" | cut -d'|' -f2,4,5,8,10,12,13,14,16
   # The timeline table's rows (model, bucket, rank, ...), when asked for.
   ((${#timeline[@]})) && sed -n '/where each rank/,/^## /p' "$out/$name.md" | grep -E "^\| (synthetic|deepseek|qwen)"
 done
