@@ -9,7 +9,7 @@
 #           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline ipc-mps
 #           enqueue-ab-r1 enqueue-ab-r3 start-ab-r1 start-ab-r3 start-timeline-r3
 #           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3 probes ipc-push registered register-ab-r1 register-ab-r3
-#           asan-tests cuda-sanitizer initcheck-copy racecheck-4 qwen3-r1 qwen3-r3
+#           asan-tests cuda-sanitizer initcheck-copy racecheck-4 qwen3-r1 qwen3-r3 py-many
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -50,6 +50,8 @@
 #                  buffers of half a bucket) and of protocol 4 (--nccl-max-slice-mib 1024: two whole buckets), one after
 #                  the other on the same GPUs: speed and the memory rows.
 #   staging-rN: issue 18's nccl rows (every frontier model at 256 MiB to 4 GiB buckets), layout kept, protocol 5.
+#   py-many: the Python GPU tests with 100,000 tensors (tests/python/test_many_tensors.py -m gpu: cuda_ipc on one GPU,
+#            nccl with two).
 #   qwen3-rN: the same rows for Qwen3-30B-A3B (18,867 tensors, 61 GB), the catalog's one model not in them since
 #             protocol 5: N receivers at 256 MiB, 1 GiB and 4 GiB buckets, layout kept.
 #   nccl-calls: why a broadcast call takes 0.15-0.45 ms of host time on the channel's non-blocking communicator
@@ -224,6 +226,11 @@ for phase in "$@"; do
       timeout $t bash bench/nccl_frontier.sh --receivers ${phase#staging-r} --slices 64 --layout-kept $R/staging \
         synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b
       sed -n '/GPU memory beyond/,/^Method/p' $R/staging/nccl-r${phase#staging-r}-layout-slice64.md | grep "^| [sqd]" ;;
+    py-many)
+      timeout $t python3 -m pytest tests/python/test_many_tensors.py -m gpu -p no:cacheprovider -v -rs --durations=0 \
+        > $R/py-many.log 2>&1
+      echo "pytest exit $?" >> $R/py-many.log
+      grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed|exit" $R/py-many.log | tail -n 8 ;;
     qwen3-r1 | qwen3-r3)
       timeout $t bash bench/nccl_frontier.sh --receivers ${phase#qwen3-r} --slices 64 --layout-kept $R/qwen3 qwen3-30b-a3b
       sed -n '/GPU memory beyond/,/^Method/p' $R/qwen3/nccl-r${phase#qwen3-r}-layout-slice64.md | grep "^| [q]" ;;
