@@ -58,15 +58,20 @@ def numpy_bytes(version: int) -> Dict[str, bytes]:
 MANY_COUNT = 100_000
 
 
+def many_layout() -> List[Tuple[str, int]]:
+    """(name, float32 elements) of the MANY_COUNT tensors, in storage order: 4 to 20 elements, named as a MoE's
+    experts."""
+    return [(f"layers.{index // 1000}.experts.{index % 1000}.w", 4 + index % 17) for index in range(MANY_COUNT)]
+
+
 def many_tensors(mismatch: str = "") -> Dict[str, np.ndarray]:
-    """MANY_COUNT zeroed float32 arrays of 4 to 20 elements, views of one buffer (as a trainer's flat parameter
-    storage holds them), named as a MoE's experts; `mismatch` names one bound with another shape."""
-    sizes = [4 + index % 17 for index in range(MANY_COUNT)]
-    storage = np.zeros(sum(sizes), dtype=np.float32)
+    """many_layout's tensors as zeroed float32 arrays, views of one buffer (as a trainer's flat parameter storage
+    holds them); `mismatch` names one bound with another shape."""
+    layout = many_layout()
+    storage = np.zeros(sum(size for _, size in layout), dtype=np.float32)
     arrays = {}
     offset = 0
-    for index, size in enumerate(sizes):
-        name = f"layers.{index // 1000}.experts.{index % 1000}.w"
+    for name, size in layout:
         view = storage[offset:offset + size]
         arrays[name] = view.reshape(1, size) if name == mismatch else view
         offset += size
@@ -84,10 +89,9 @@ def many_torch(device: str):
     flat parameters or a packed engine's weights hold them."""
     import torch
 
-    sizes = [array.size for array in many_tensors().values()]
+    names, sizes = zip(*many_layout())
     storage = torch.zeros(sum(sizes), dtype=torch.float32, device=device)
-    names = list(many_tensors().keys())
-    return dict(zip(names, storage.split(sizes)))
+    return dict(zip(names, storage.split(list(sizes))))
 
 
 def _many_storage(tensors):
