@@ -32,6 +32,9 @@ namespace {
 
 // Enough to fill the coordinator's receive queue many times over (its high-water mark is 1,000 messages).
 constexpr int kFloodMessages = 50'000;
+// How long a flooder's closed socket keeps delivering what it queued: the flood must reach the coordinator, which
+// counts what it rejected, and a socket closed with linger 0 drops its queue (seen on a loaded machine: 0 rejected).
+constexpr std::chrono::milliseconds kFloodLinger{10'000};
 // The reproduction: unregistered heartbeats from a client that never reads its answers.
 constexpr int kUnreadHeartbeats = 300'000;
 // A message of many parts, each under the frame limit: 192 x 16 MiB = 3 GiB in all.
@@ -143,17 +146,23 @@ TEST_F(RoundFixture, AFloodAndOversizedFramesLeaveTheCoordinatorAnsweringAndTheR
   std::atomic<bool> flooding{true};
   std::jthread flooder([&] {
     zmq::socket_t rogue(context_, zmq::socket_type::dealer);
-    rogue.set(zmq::sockopt::linger, 0);
+    rogue.set(zmq::sockopt::linger, static_cast<int>(kFloodLinger.count()));
     rogue.set(zmq::sockopt::sndhwm, 0);  // no limit on our side: the coordinator's own limits must hold
     rogue.connect(endpoints->requests);
     bus::MessageBuilder builder;
     const auto heartbeat = builder.finish(msg::CreateHeartbeat(builder.fbb(), 1'000'000), bus::EnvelopeStamp{0, 1});
-    for (int index = 0; index < kFloodMessages && flooding.load(); ++index) {
+    const auto deadline = std::chrono::steady_clock::now() + kPatience;
+    for (int index = 0; index < kFloodMessages && std::chrono::steady_clock::now() < deadline;) {
       // Unregistered heartbeats (each answered with UnknownAgent) and garbage, as fast as the socket takes them.
-      if (index % 2 == 0) {
-        rogue.send(zmq::const_buffer(heartbeat.data(), heartbeat.size()), zmq::send_flags::dontwait);
+      // Every message is sent: a send refused before the connection is up is tried again, so that the flood does not
+      // depend on how soon it connects.
+      const auto sent = index % 2 == 0
+                            ? rogue.send(zmq::const_buffer(heartbeat.data(), heartbeat.size()), zmq::send_flags::dontwait)
+                            : rogue.send(zmq::str_buffer("garbage garbage garbage"), zmq::send_flags::dontwait);
+      if (sent) {
+        ++index;
       } else {
-        rogue.send(zmq::str_buffer("garbage garbage garbage"), zmq::send_flags::dontwait);
+        std::this_thread::yield();
       }
     }
   });
@@ -174,8 +183,8 @@ TEST_F(RoundFixture, AFloodAndOversizedFramesLeaveTheCoordinatorAnsweringAndTheR
     const auto outcome = nextOutcome();
     EXPECT_TRUE(outcome.committed) << outcome.detail;
   }
+  flooder.join();  // all of the flood sent
   flooding.store(false);
-  flooder.join();
   oversized.join();
   EXPECT_FALSE(coordinator_->wait(std::chrono::milliseconds(0))) << "the coordinator died";
   EXPECT_TRUE(answersSnapshots(probeContext, bus_));
