@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <random>
 #include <atomic>
 #include <functional>
 #include <thread>
 
+#include "random_host_model.hpp"
 #include "test_environment.hpp"
 #include "wsync/bus/channel/shm/shm_arena.hpp"
 
@@ -25,41 +25,10 @@ constexpr auto kShortDeadline = 300ms;
 
 std::string arenaName() { return "wsync-test-arena-" + test::uniqueBusName("a"); }
 
-struct Model {
-  Manifest manifest;
-  std::vector<std::vector<std::byte>> tensors;
-};
-
-// Tensors of random sizes, some far larger than a bucket, filled with bytes that depend on `seed`.
-Model makeModel(std::uint64_t seed, std::size_t count) {
-  std::mt19937_64 random(seed);
-  std::vector<TensorSpec> specs;
-  for (std::size_t i = 0; i < count; ++i) {
-    const auto elements = static_cast<std::int64_t>(random() % 8 == 0 ? 20000 + random() % 40000 : random() % 700);
-    specs.push_back({"layer." + std::to_string(i), i % 3 == 0 ? msg::DType::BF16 : msg::DType::F32, {elements}});
-  }
-  Model model{*Manifest::create(std::move(specs)), {}};
-  for (std::size_t i = 0; i < count; ++i) {
-    std::vector<std::byte> bytes(model.manifest.tensorBytes(i));
-    for (std::byte& b : bytes) b = static_cast<std::byte>(random());
-    model.tensors.push_back(std::move(bytes));
-  }
-  return model;
-}
-
-std::vector<std::span<const std::byte>> views(const std::vector<std::vector<std::byte>>& tensors) {
-  return {tensors.begin(), tensors.end()};
-}
-
-std::vector<std::span<std::byte>> views(std::vector<std::vector<std::byte>>& tensors) {
-  return {tensors.begin(), tensors.end()};
-}
-
-std::vector<std::vector<std::byte>> stagingFor(const Manifest& manifest) {
-  std::vector<std::vector<std::byte>> staging;
-  for (std::size_t i = 0; i < manifest.size(); ++i) staging.emplace_back(manifest.tensorBytes(i));
-  return staging;
-}
+using test::HostModel;
+using test::makeHostModel;
+using test::stagingFor;
+using test::views;
 
 TEST(ShmArena, RefusesBadGeometry) {
   const std::string name = arenaName();
@@ -91,7 +60,7 @@ TEST(ShmArena, EveryReceiverGetsEveryByteAcrossTransfers) {
 
   for (std::uint64_t transfer = 1; transfer <= 5; ++transfer) {
     SCOPED_TRACE("transfer " + std::to_string(transfer));
-    const Model model = makeModel(transfer, 60);
+    const HostModel model = makeHostModel(transfer, 60);
     auto plan = BucketPlan::build(model.manifest, geometry.bucketBytes, 256);
     ASSERT_TRUE(plan.has_value());
     ASSERT_GT(plan->bucketCount(), 4 * geometry.bufferCount) << "the test must make buffers go round";
@@ -130,7 +99,7 @@ TEST(ShmArena, BothSidesReportProgressAfterEveryBucket) {
   const ArenaGeometry geometry{64 * 1024, 2, 1};
   auto owner = ShmArena::create(arenaName(), geometry);
   ASSERT_TRUE(owner.has_value()) << owner.error().describe();
-  const Model model = makeModel(7, 40);
+  const HostModel model = makeHostModel(7, 40);
   auto plan = BucketPlan::build(model.manifest, geometry.bucketBytes, 256);
   ASSERT_TRUE(plan.has_value());
   ASSERT_GT(plan->bucketCount(), 2U);
@@ -161,7 +130,7 @@ TEST(ShmArena, BothSidesReportProgressAfterEveryBucket) {
 
 // The digest is that of the tensors' bytes in order, whatever the bucket layout.
 TEST(ShmArena, DigestDoesNotDependOnTheLayout) {
-  const Model model = makeModel(42, 20);
+  const HostModel model = makeHostModel(42, 20);
   std::vector<Digest> digests;
   for (const std::uint64_t bucket : {std::uint64_t{4096}, std::uint64_t{65536}}) {
     auto owner = ShmArena::create(arenaName(), {bucket, 2, 1});
@@ -183,7 +152,7 @@ TEST(ShmArena, SenderTimesOutOnAStuckReceiver) {
   const ArenaGeometry geometry{4096, 2, 2};
   auto owner = ShmArena::create(arenaName(), geometry);
   ASSERT_TRUE(owner.has_value());
-  const Model model = makeModel(3, 30);
+  const HostModel model = makeHostModel(3, 30);
   auto plan = BucketPlan::build(model.manifest, geometry.bucketBytes, 64);
   ASSERT_GT(plan->bucketCount(), geometry.bufferCount);
   // Receiver 1 is listed but never drains: the sender fills both buffers and must then give up, not hang.
@@ -196,7 +165,7 @@ TEST(ShmArena, SenderTimesOutOnAStuckReceiver) {
 TEST(ShmArena, AbortReleasesAWaitingReceiver) {
   auto owner = ShmArena::create(arenaName(), {4096, 2, 1});
   ASSERT_TRUE(owner.has_value());
-  const Model model = makeModel(4, 5);
+  const HostModel model = makeHostModel(4, 5);
   auto plan = BucketPlan::build(model.manifest, 4096, 64);
   auto staging = stagingFor(model.manifest);
   tl::expected<TransferResult, ChannelFailure> received;
@@ -216,7 +185,7 @@ TEST(ShmArena, AbortReleasesAWaitingReceiver) {
 TEST(ShmArena, ACancelProbeReleasesAWaitingReceiverAndSender) {
   auto owner = ShmArena::create(arenaName(), {4096, 2, 2});
   ASSERT_TRUE(owner.has_value());
-  const Model model = makeModel(5, 9);
+  const HostModel model = makeHostModel(5, 9);
   auto plan = BucketPlan::build(model.manifest, 4096, 64);
   ASSERT_GT(plan->bucketCount(), 2U) << "the sender must have to wait for a drain";
   auto staging = stagingFor(model.manifest);
@@ -249,7 +218,7 @@ TEST(ShmArena, ACancelProbeReleasesAWaitingReceiverAndSender) {
 TEST(ShmArena, PlanThatDoesNotFitTheBindingsMovesNothing) {
   auto owner = ShmArena::create(arenaName(), {4096, 2, 1});
   ASSERT_TRUE(owner.has_value());
-  const Model model = makeModel(5, 6);
+  const HostModel model = makeHostModel(5, 6);
   auto plan = BucketPlan::build(model.manifest, 4096, 64);
   auto staging = stagingFor(model.manifest);
   staging.back().resize(staging.back().size() / 2);  // a bound buffer too small for its tensor

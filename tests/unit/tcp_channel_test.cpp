@@ -11,10 +11,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <random>
 #include <thread>
 
 #include "scoped_env.hpp"
+#include "random_host_model.hpp"
 #include "test_environment.hpp"
 #include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/channel/shm/shm_arena.hpp"
@@ -37,43 +37,10 @@ constexpr auto kPromptly = 2s;
 // The buckets of these tests: small, so that progress is reported many times.
 constexpr std::uint64_t kBucketBytes = 64 * 1024;
 
-struct Model {
-  Manifest manifest;
-  std::vector<std::vector<std::byte>> tensors;
-};
-
-// Tensors of random sizes (some empty, some far larger than a bucket), filled with bytes that depend on `seed`;
-// `extraMiB` adds one large tensor, for transfers that must still be running when something happens.
-Model makeModel(std::uint64_t seed, std::size_t count, std::int64_t extraMiB = 0) {
-  std::mt19937_64 random(seed);
-  std::vector<TensorSpec> specs;
-  for (std::size_t i = 0; i < count; ++i) {
-    const auto elements = static_cast<std::int64_t>(random() % 8 == 0 ? 20000 + random() % 40000 : random() % 700);
-    specs.push_back({"layer." + std::to_string(i), i % 3 == 0 ? msg::DType::BF16 : msg::DType::F32, {elements}});
-  }
-  if (extraMiB > 0) specs.push_back({"large", msg::DType::U8, {extraMiB << 20}});
-  Model model{*Manifest::create(std::move(specs)), {}};
-  for (std::size_t i = 0; i < model.manifest.size(); ++i) {
-    std::vector<std::byte> bytes(model.manifest.tensorBytes(i));
-    for (std::byte& b : bytes) b = static_cast<std::byte>(random());
-    model.tensors.push_back(std::move(bytes));
-  }
-  return model;
-}
-
-std::vector<std::span<const std::byte>> views(const std::vector<std::vector<std::byte>>& tensors) {
-  return {tensors.begin(), tensors.end()};
-}
-
-std::vector<std::span<std::byte>> views(std::vector<std::vector<std::byte>>& tensors) {
-  return {tensors.begin(), tensors.end()};
-}
-
-std::vector<std::vector<std::byte>> stagingFor(const Manifest& manifest) {
-  std::vector<std::vector<std::byte>> staging;
-  for (std::size_t i = 0; i < manifest.size(); ++i) staging.emplace_back(manifest.tensorBytes(i));
-  return staging;
-}
+using test::HostModel;
+using test::makeHostModel;
+using test::stagingFor;
+using test::views;
 
 std::vector<std::uint8_t> token(std::uint8_t seed) {
   std::vector<std::uint8_t> bytes(kTcpTokenBytes);
@@ -82,7 +49,7 @@ std::vector<std::uint8_t> token(std::uint8_t seed) {
 }
 
 // What the shm channel reports for the same tensors and plan: the reference the tcp channel's digests must equal.
-TransferResult shmReference(const Model& model, const BucketPlan& plan) {
+TransferResult shmReference(const HostModel& model, const BucketPlan& plan) {
   auto arena = ShmArena::create("wsync-test-tcpref-" + test::uniqueBusName("r"), {kBucketBytes, 2, 1});
   EXPECT_TRUE(arena.has_value()) << arena.error().describe();
   auto staging = stagingFor(model.manifest);
@@ -119,7 +86,7 @@ class TcpChannelTest : public testing::Test {
 
   // One transfer of `model` to `count` receivers on threads; checks bytes, digests (against the shm channel's) and
   // that both sides reported their progress up to the whole payload.
-  void transferTo(std::uint32_t count, std::uint64_t transfer, const Model& model) {
+  void transferTo(std::uint32_t count, std::uint64_t transfer, const HostModel& model) {
     auto plan = BucketPlan::build(model.manifest, kBucketBytes, 256);
     ASSERT_TRUE(plan.has_value());
     const TransferResult reference = shmReference(model, *plan);
@@ -161,23 +128,23 @@ class TcpChannelTest : public testing::Test {
 };
 
 TEST_F(TcpChannelTest, OneReceiverGetsEveryByteWithTheShmChannelsDigest) {
-  transferTo(1, 1, makeModel(1, 60, 3));
+  transferTo(1, 1, makeHostModel(1, 60, 3));
 }
 
 // Several transfers through one listener, as a trainer's rounds go: each with its own token.
 TEST_F(TcpChannelTest, ThreeReceiversGetEveryByteAcrossTransfers) {
   for (std::uint64_t transfer = 1; transfer <= 3; ++transfer) {
     SCOPED_TRACE("transfer " + std::to_string(transfer));
-    transferTo(3, transfer, makeModel(transfer + 10, 40, 2));
+    transferTo(3, transfer, makeHostModel(transfer + 10, 40, 2));
   }
 }
 
 TEST_F(TcpChannelTest, AnEmptyPayloadStillCompletes) {
-  transferTo(2, 1, Model{*Manifest::create({{"empty", msg::DType::F32, {0}}}), {{}}});
+  transferTo(2, 1, HostModel{*Manifest::create({{"empty", msg::DType::F32, {0}}}), {{}}});
 }
 
 TEST_F(TcpChannelTest, AReceiverThatDisconnectsMidTransferFailsTheSenderAtOnceAndNoOneHangs) {
-  const Model model = makeModel(2, 10, 64);  // far more than the sockets' buffers hold
+  const HostModel model = makeHostModel(2, 10, 64);  // far more than the sockets' buffers hold
   auto plan = BucketPlan::build(model.manifest, kBucketBytes, 256);
   ASSERT_TRUE(plan.has_value());
   const auto roundToken = token(7);
@@ -235,7 +202,7 @@ TEST_F(TcpChannelTest, AReceiverThatDisconnectsMidTransferFailsTheSenderAtOnceAn
 // end rather than report first (the coordinator learns why from the sender, or sees it die), and report the sender
 // gone only when the round does not end within their grace.
 TEST_F(TcpChannelTest, AReceiverWhoseSenderGoesWaitsForTheRoundsEndThenSaysTheSenderIsGone) {
-  const Model model = makeModel(9, 10, 16);
+  const HostModel model = makeHostModel(9, 10, 16);
   auto plan = BucketPlan::build(model.manifest, kBucketBytes, 256);
   ASSERT_TRUE(plan.has_value());
   const auto roundToken = token(9);
@@ -279,7 +246,7 @@ TEST_F(TcpChannelTest, AReceiverWhoseSenderGoesWaitsForTheRoundsEndThenSaysTheSe
 }
 
 TEST_F(TcpChannelTest, TheCancelProbeEndsEveryWait) {
-  const Model model = makeModel(3, 5);
+  const HostModel model = makeHostModel(3, 5);
   auto plan = BucketPlan::build(model.manifest, kBucketBytes, 256);
   ASSERT_TRUE(plan.has_value());
   const auto roundToken = token(3);
@@ -315,7 +282,7 @@ TEST_F(TcpChannelTest, TheCancelProbeEndsEveryWait) {
 }
 
 TEST_F(TcpChannelTest, TheDeadlineEndsEveryWait) {
-  const Model model = makeModel(4, 5);
+  const HostModel model = makeHostModel(4, 5);
   auto plan = BucketPlan::build(model.manifest, kBucketBytes, 256);
   ASSERT_TRUE(plan.has_value());
   const auto roundToken = token(4);
@@ -360,7 +327,7 @@ int connectRaw(std::uint16_t port) {
 }
 
 TEST_F(TcpChannelTest, AWrongTokenAStrangerAndATakenIndexAreRefusedAndTheRoundGoesOn) {
-  const Model model = makeModel(5, 30, 2);
+  const HostModel model = makeHostModel(5, 30, 2);
   auto plan = BucketPlan::build(model.manifest, kBucketBytes, 256);
   ASSERT_TRUE(plan.has_value());
   const auto roundToken = token(5);
@@ -423,8 +390,8 @@ TEST_F(TcpChannelTest, AWrongTokenAStrangerAndATakenIndexAreRefusedAndTheRoundGo
 }
 
 TEST_F(TcpChannelTest, AReceiverOfTheNextTransferIsToldToComeBackAndGetsIt) {
-  const Model first = makeModel(6, 10, 4);
-  const Model second = makeModel(7, 10, 1);
+  const HostModel first = makeHostModel(6, 10, 4);
+  const HostModel second = makeHostModel(7, 10, 1);
   auto plan = BucketPlan::build(first.manifest, kBucketBytes, 256);
   auto nextPlan = BucketPlan::build(second.manifest, kBucketBytes, 256);
   ASSERT_TRUE(plan.has_value() && nextPlan.has_value());
@@ -461,7 +428,7 @@ TEST_F(TcpChannelTest, AReceiverOfTheNextTransferIsToldToComeBackAndGetsIt) {
 }
 
 TEST_F(TcpChannelTest, APlanThatDoesNotFitTheBoundTensorsMovesNothing) {
-  const Model model = makeModel(8, 5, 1);
+  const HostModel model = makeHostModel(8, 5, 1);
   auto plan = BucketPlan::build(model.manifest, kBucketBytes, 256);
   ASSERT_TRUE(plan.has_value());
   auto staging = stagingFor(model.manifest);
