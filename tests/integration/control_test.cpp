@@ -3,6 +3,7 @@
 // codes (0 done, 3 no coordinator, 4 refused).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <csignal>
 
 #include <nlohmann/json.hpp>
@@ -64,8 +65,8 @@ class ControlTest : public RoundFixture {
     return true;
   }
   // A worker whose engine needs minutes to drain its requests: a round in `wait` mode stays in its pause phase.
-  ChildProcess startSlowDrainingWorker(const std::string& id) {
-    return startWorker(id, {"--tokens", "1000000", "--concurrency", "1"});
+  ChildProcess startSlowDrainingWorker(const std::string& id, const std::string& stderrPath = {}) {
+    return startWorker(id, {"--tokens", "1000000", "--concurrency", "1"}, stderrPath);
   }
 };
 
@@ -215,6 +216,29 @@ TEST_F(ControlTest, EvictingTheAgentARoundWaitsForEndsTheRound) {
   EXPECT_EQ(unknown.status, 4);
   EXPECT_NE(unknown.err.find("no agent 'nobody'"), std::string::npos) << unknown.err;
   worker.signal(SIGKILL);
+}
+
+// An evicted agent that is alive is told why. The notice answers none of its requests, so the agent logs it rather
+// than dropping it, and registers again.
+TEST_F(ControlTest, AnEvictedAgentLogsWhyAndRegistersAgain) {
+  startCoordinator();
+  const std::string workerLog = path("w0.log");
+  auto worker = startWorker("w0", {}, workerLog);
+  waitForAgents(1);
+  const auto evicted = ctl({"evict", "w0", "--reason", "test"});
+  ASSERT_EQ(evicted.status, 0) << evicted.err;
+  const std::string notice = "coordinator: NotAllowed: evicted by an operator (test)";
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (readTextFile(workerLog).find(notice) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_NE(readTextFile(workerLog).find(notice), std::string::npos) << readTextFile(workerLog);
+  waitForAgents(1);
+  auto trainer = startTrainer("t0", {"--steps", "1"});
+  EXPECT_TRUE(nextOutcome().committed);
+  EXPECT_EQ(trainer.wait(kPatience), 0);
+  worker.signal(SIGTERM);
+  EXPECT_EQ(worker.wait(kPatience), 0);
 }
 
 TEST_F(ControlTest, WithoutACoordinatorTheExitCodeIs3) {

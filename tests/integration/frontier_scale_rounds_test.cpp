@@ -11,6 +11,7 @@
 #include "model_variant.hpp"
 #include "round_fixture.hpp"
 #include "weight_dumps.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/cli/safetensors.hpp"
 
 namespace wsync::test {
@@ -81,6 +82,25 @@ TEST_F(RoundFixture, OneShapeWrongAmongAHundredThousandTensorsFailsTheRoundAndNa
   EXPECT_EQ(appliedVersion("good"), 0U);
   EXPECT_EQ(appliedVersion("bad"), 0U);
   EXPECT_EQ(block_->committedVersion(), 0U);
+}
+
+// The most tensors a manifest may have (kMaxTensors) go through the real programs: the BeginUpdate carrying them is
+// read by the coordinator, the workers get the manifest and commit. (Until the verifier's table budget covered the
+// tables around the manifest too, this round never began and the trainer waited on it without a word.)
+TEST_F(RoundFixture, TheMostTensorsAManifestMayHaveAreCommitted) {
+  const std::string model = "synthetic:" + std::to_string(bus::kMaxTensors) + ":64";
+  startCoordinator();
+  auto worker = startWorker("w0", {"--model", model, "--dump", path("w0.safetensors")});
+  waitForAgents(1);
+  auto trainer = startTrainer("t0", {"--model", model, "--steps", "1", "--dump", path("trainer.safetensors")});
+  const auto outcome = nextOutcome();
+  EXPECT_TRUE(outcome.committed) << outcome.detail;
+  EXPECT_EQ(outcome.version, 1U);
+  ASSERT_EQ(trainer.wait(kPatience), 0);
+  EXPECT_TRUE(waitForApplied("w0", 1));
+  worker.signal(SIGTERM);
+  ASSERT_EQ(worker.wait(kPatience), 0);
+  expectSameWeights(path("trainer.safetensors"), path("w0.safetensors"), 1);
 }
 
 }  // namespace

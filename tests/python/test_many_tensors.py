@@ -67,6 +67,23 @@ def test_one_wrong_shape_among_a_hundred_thousand_is_named(coordinator, helpers,
     assert worker.finish() == 0
 
 
+def test_a_manifest_too_large_for_one_control_message_is_refused_at_once_and_named(coordinator):
+    """80,000 tensors with names of 400 bytes encode to more than a control message may carry: publish() raises at
+    once, saying so, rather than the round failing on the wire; the trainer then publishes a manifest that fits."""
+    np = pytest.importorskip("numpy")
+    count, name_bytes = 80_000, 400
+    storage = np.zeros(count * 4, dtype=np.float32)
+    too_long = {f"layers.{index}.".ljust(name_bytes, "w"): storage[index * 4:(index + 1) * 4] for index in range(count)}
+    with wsync.Trainer(coordinator.bus, agent_id="trainer") as trainer:
+        with pytest.raises(wsync.InvalidArgumentError, match=f"{count} tensors encode to .* one control message"):
+            trainer.publish(1, too_long)
+        assert trainer.committed_version == 0
+        fits = {name[:40]: array for name, array in list(too_long.items())[:1000]}
+        outcome = trainer.publish(1, fits).wait(timeout=TIMEOUT_S)
+        assert outcome.committed, outcome
+        assert outcome.bytes == 1000 * 4 * 4
+
+
 GPUS = 0
 try:
     import torch as _torch

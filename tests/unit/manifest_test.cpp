@@ -106,6 +106,46 @@ TEST(Manifest, WireFormRoundTrips) {
   EXPECT_EQ(message->as<msg::Manifest>()->total_bytes(), manifest->totalBytes());
 }
 
+// `count` tensors whose names are `nameBytes` long, for the size of a manifest's control message.
+std::vector<TensorSpec> longNamedTensors(std::size_t count, std::size_t nameBytes) {
+  std::vector<TensorSpec> tensors;
+  tensors.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::string name = "model.layers." + std::to_string(i) + ".";
+    name.resize(nameBytes, 'w');
+    tensors.push_back({std::move(name), msg::DType::BF16, {4}});
+  }
+  return tensors;
+}
+
+// A manifest travels in one control message. Names of 400 bytes: 74,500 of them fit (create measures the encoded
+// form, as its estimate is over the limit) and a BeginUpdate with the longest label carries them within
+// kMaxMessageBytes; 80,000 do not, and create says so instead of the round failing on the wire.
+TEST(Manifest, WhatFitsInAControlMessageIsAcceptedAndWhatDoesNotIsRefusedNamed) {
+  auto fits = Manifest::create(longNamedTensors(74'500, 400));
+  ASSERT_TRUE(fits.has_value()) << fits.error().describe();
+  MessageBuilder builder;
+  auto& fbb = builder.fbb();
+  const msg::Digest128 digest = toMessage(fits->digest());
+  const auto manifest = fits->toMessage(fbb);
+  const auto body = msg::CreateBeginUpdate(fbb, 1, fbb.CreateString(std::string(kMaxLabelBytes, 'l')), &digest,
+                                           manifest, msg::ChannelKind::Shm, msg::PauseMode::Keep, fits->totalBytes());
+  const auto bytes = builder.finish(body, EnvelopeStamp{~std::uint64_t{0}, ~std::uint64_t{0}});
+  EXPECT_GT(bytes.size(), kMaxMessageBytes - (std::size_t{2} << 20)) << "not near the limit: the case tests nothing";
+  ASSERT_LE(bytes.size(), kMaxMessageBytes);
+  auto message = Message::decode(bytes);
+  ASSERT_TRUE(message.has_value()) << toString(message.error());
+  EXPECT_EQ(message->as<msg::BeginUpdate>()->manifest()->tensors()->size(), 74'500U);
+
+  auto refused = Manifest::create(longNamedTensors(80'000, 400));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ManifestError::MessageTooLarge);
+  const std::string detail = refused.error().describe();
+  EXPECT_NE(detail.find("80000 tensors encode to"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("one control message"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("the longest tensor 'model.layers.0.www"), std::string::npos) << detail;
+}
+
 TEST(Manifest, ForgedDigestIsCaught) {
   auto manifest = Manifest::create(smallModel());
   MessageBuilder builder;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/bus/protocol/message.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/protocol/received.hpp"
@@ -317,6 +318,16 @@ TEST(Message, RejectsTooManyTables) {
   const Bytes bytes = beginUpdateWithManifest(kMaxVerifierTables + 1);
   ASSERT_LT(bytes.size(), kMaxMessageBytes);
   EXPECT_EQ(Message::decode(bytes).error(), MessageError::Unverifiable);
+}
+
+// The most tensors a manifest may have, a table each, and the tables around them: within the verifier's budget. (It
+// was not: a trainer declaring such a manifest waited for a round the coordinator could not read.)
+TEST(Message, AManifestOfTheMostTensorsAllowedDecodes) {
+  const Bytes bytes = beginUpdateWithManifest(kMaxTensors);
+  ASSERT_LT(bytes.size(), kMaxMessageBytes);
+  auto message = Message::decode(bytes);
+  ASSERT_TRUE(message.has_value()) << toString(message.error());
+  EXPECT_EQ(message->as<msg::BeginUpdate>()->manifest()->tensors()->size(), kMaxTensors);
 }
 
 TEST(Message, LargeManifestWithinLimitsDecodes) {

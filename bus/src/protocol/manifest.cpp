@@ -48,6 +48,18 @@ tl::expected<std::uint64_t, ManifestFailure> bytesOf(const TensorSpec& tensor) {
   return bytes;
 }
 
+// An upper bound on what toMessage writes, from the names and ranks alone, so that create() encodes a manifest to
+// measure it only when it may be near the limit. Per tensor: its table (16 bytes) and vtable (12, which FlatBuffers
+// shares between equal ones), its offset in the vector (4), the name (a length, the bytes, a NUL and padding to 4:
+// at most its bytes + 8) and the shape (a length and padding to 8, then 8 per dimension). Around them, the
+// Manifest table with its digest and total, and the vector's length.
+constexpr std::uint64_t kEntryBoundBytes = 16 + 12 + 4 + 8 + 8;
+constexpr std::uint64_t kManifestTableBoundBytes = 128;
+
+std::uint64_t entryBoundBytes(const TensorSpec& tensor) {
+  return kEntryBoundBytes + tensor.name.size() + 8 * tensor.shape.size();
+}
+
 }  // namespace
 
 // The digest covers what a worker checks its bindings against: names, dtypes and shapes, in order, each field
@@ -102,6 +114,7 @@ std::string_view toString(ManifestError error) {
     case ManifestError::TooLarge: return "manifest too large";
     case ManifestError::DigestMismatch: return "manifest digest mismatch";
     case ManifestError::InvalidPlan: return "invalid bucket plan";
+    case ManifestError::MessageTooLarge: return "manifest too large for a control message";
   }
   return "unknown manifest error";
 }
@@ -117,7 +130,9 @@ tl::expected<Manifest, ManifestFailure> Manifest::create(std::vector<TensorSpec>
   std::unordered_set<std::string_view> names;
   names.reserve(tensors.size());
   std::uint64_t total = 0;
+  std::uint64_t encodedBound = kManifestTableBoundBytes;
   for (const TensorSpec& tensor : tensors) {
+    encodedBound += entryBoundBytes(tensor);
     auto tensorBytes = bytesOf(tensor);
     if (!tensorBytes) return tl::unexpected(tensorBytes.error());
     if (!names.insert(tensor.name).second) {
@@ -131,7 +146,27 @@ tl::expected<Manifest, ManifestFailure> Manifest::create(std::vector<TensorSpec>
     bytes.push_back(*tensorBytes);
   }
   const Digest digest = digestOf(tensors);
-  return Manifest(std::move(tensors), std::move(bytes), total, digest);
+  Manifest manifest(std::move(tensors), std::move(bytes), total, digest);
+  if (encodedBound > kMaxManifestMessageBytes) {
+    // Near the limit: measured exactly, by encoding it as a BeginUpdate would.
+    flatbuffers::FlatBufferBuilder fbb(encodedBound);
+    fbb.Finish(manifest.toMessage(fbb));
+    if (fbb.GetSize() > kMaxManifestMessageBytes) {
+      std::uint64_t nameBytes = 0;
+      const TensorSpec* longest = &manifest.tensors_.front();
+      for (const TensorSpec& tensor : manifest.tensors_) {
+        nameBytes += tensor.name.size();
+        if (tensor.name.size() > longest->name.size()) longest = &tensor;
+      }
+      return fail(ManifestError::MessageTooLarge,
+                  std::to_string(manifest.size()) + " tensors encode to " + std::to_string(fbb.GetSize()) +
+                      " bytes, over the " + std::to_string(kMaxManifestMessageBytes) +
+                      " a manifest may take in one control message; their names take " + std::to_string(nameBytes) +
+                      " bytes, the longest " + quoted(printableText(longest->name, 64)) + " " +
+                      std::to_string(longest->name.size()));
+    }
+  }
+  return manifest;
 }
 
 static_assert(std::endian::native == std::endian::little, "shapes are copied from FlatBuffers' little-endian bytes");

@@ -110,6 +110,13 @@ tl::expected<void, SessionFailure> AgentSession::sendHello() {
 
 tl::expected<bool, SessionFailure> AgentSession::handleRegistrationReply(const Message& message) {
   if (const auto* error = message.as<msg::Error>()) {
+    if (error->in_reply_to() == 0) {
+      // About no one request: a message of ours the coordinator could not read (it cannot name its seq), or an
+      // operator's eviction. Said, since no caller waits on it.
+      log::warn("coordinator: {}: {}", msg::EnumNameErrorCode(error->code()),
+                error->detail() ? error->detail()->string_view() : std::string_view());
+      return true;
+    }
     if (error->in_reply_to() < helloSeq_) return true;  // refusing what was queued for a previous coordinator
     if (error->in_reply_to() == helloSeq_ && awaitingWelcome_) {
       const std::string detail = std::string(msg::EnumNameErrorCode(error->code())) + ": " +

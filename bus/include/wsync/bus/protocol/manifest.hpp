@@ -10,6 +10,7 @@
 #include <wsync/schemas/control_generated.h>
 
 #include "wsync/bus/protocol/manifest_error.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
 
 namespace wsync::bus {
 
@@ -19,6 +20,16 @@ inline constexpr std::size_t kMaxTensors = 250'000;
 inline constexpr std::size_t kMaxTensorNameBytes = 1024;
 inline constexpr std::size_t kMaxTensorRank = 16;
 inline constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{1} << 46;  // 64 TiB
+
+// A manifest travels in one control message (a BeginUpdate, then a Manifest to each worker), so its encoded form
+// must leave room in kMaxMessageBytes for the envelope, the label and the round's numbers. Real names keep far
+// inside: DeepSeek-V3's 90,427 tensors encode to 9.1 MB. Names near kMaxTensorNameBytes on 100,000 tensors do
+// not, and Manifest::create refuses them (MessageTooLarge) rather than leaving the round to fail on the wire.
+inline constexpr std::size_t kManifestMessageReserve = std::size_t{64} << 10;
+inline constexpr std::size_t kMaxManifestMessageBytes = kMaxMessageBytes - kManifestMessageReserve;
+// Every table a message carrying a manifest of kMaxTensors tensors holds, one per tensor and a few around them,
+// must be within the verifier's budget, or the largest manifest allowed could not be sent.
+static_assert(kMaxTensors + 16 <= kMaxVerifierTables, "the verifier's table budget must cover the largest manifest");
 
 struct TensorSpec {
   std::string name;
@@ -44,7 +55,7 @@ struct Digest {
 tl::expected<void, ManifestFailure> validateTensorName(std::string_view name);
 
 // A validated manifest: every tensor has a unique valid name (validateTensorName), a known dtype and a byte count
-// that fits.
+// that fits, and the whole encodes to at most kMaxManifestMessageBytes.
 class Manifest {
  public:
   static tl::expected<Manifest, ManifestFailure> create(std::vector<TensorSpec> tensors);

@@ -18,6 +18,7 @@ enum class ManifestError : std::uint8_t {
   TooLarge,          // the byte count overflows or exceeds kMaxManifestBytes
   DigestMismatch,    // the digest sent with a manifest is not the digest of its tensors
   InvalidPlan,       // a bucket size or alignment that cannot hold the payload
+  MessageTooLarge,   // encoded, over kMaxManifestMessageBytes: it could not travel in a control message
 };
 
 std::string_view toString(ManifestError error);

@@ -19,14 +19,17 @@ namespace wsync::bus {
 // rest): against a rank of protocol 5, the same mismatch.
 inline constexpr std::uint16_t kProtocolVersion = 6;
 
-// Largest control message accepted, enforced by ZMQ_MAXMSGSIZE and again by the decoder. A manifest of 100,000
-// tensors with long names is about 15 MiB; anything bigger is an attack or a bug.
+// Largest control message accepted, enforced by ZMQ_MAXMSGSIZE and again by the decoder. The largest messages carry
+// a manifest: DeepSeek-V3's 90,427 tensors take 9.1 MB, and Manifest::create refuses a manifest that would not fit
+// (kMaxManifestMessageBytes), so anything bigger is an attack or a bug.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{32} << 20;
 
 // Verifier limits: our schema nests at most 4 deep (Envelope > BeginUpdate > Manifest > TensorInfo); the table
-// budget covers a manifest of 250,000 tensors while bounding the work a hostile buffer can cause.
+// budget covers a manifest of kMaxTensors (250,000, manifest.hpp) tensors, a table each, and the tables around it
+// in the message that carries it, while bounding the work a hostile buffer can cause. (It was 250,000 flat: a
+// BeginUpdate with a manifest of the most tensors a manifest may have was refused, and its trainer waited.)
 inline constexpr unsigned kMaxVerifierDepth = 16;
-inline constexpr unsigned kMaxVerifierTables = 250'000;
+inline constexpr unsigned kMaxVerifierTables = 250'000 + 64;
 
 // Longest address in a hello's channel contact: a DNS name (253 bytes) with brackets, a colon and a port.
 inline constexpr std::size_t kMaxContactAddressBytes = 262;
