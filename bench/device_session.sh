@@ -9,7 +9,7 @@
 #           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline ipc-mps
 #           enqueue-ab-r1 enqueue-ab-r3 start-ab-r1 start-ab-r3 start-timeline-r3
 #           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3 probes ipc-push registered register-ab-r1 register-ab-r3
-#           asan-tests cuda-sanitizer initcheck-copy racecheck-4 qwen3-r1 qwen3-r3 py-many
+#           asan-tests cuda-sanitizer initcheck-copy racecheck-4 qwen3-r1 qwen3-r3 py-many nccl-env-r1
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -54,6 +54,13 @@
 #            nccl with two).
 #   qwen3-rN: the same rows for Qwen3-30B-A3B (18,867 tensors, 61 GB), the catalog's one model not in them since
 #             protocol 5: N receivers at 256 MiB, 1 GiB and 4 GiB buckets, layout kept.
+#   nccl-env-r1: whether NCCL's own settings move the 256 MiB rows (a fixed cost per broadcast call of half a bucket)
+#                or their memory (the communicator's buffers): the raw broadcast of 4 GiB in one call and in calls of
+#                128/256/512 MiB with NCCL's memory per GPU (bench/profiles/chunked_broadcast.cu, carried built as
+#                .carry/bin/chunked_broadcast), then the channel's rows for 100,000 tensors and qwen2.5-7b at 256 MiB
+#                and 1 GiB buckets, 1 receiver, layout kept, under NCCL's defaults, NCCL_BUFFSIZE of 1, 2 and 8 MiB
+#                and NCCL_PROTO=Simple, one after the other (each setting is the whole process's, the raw baseline's
+#                included, so its one-call time is compared across settings too).
 #   nccl-calls: why a broadcast call takes 0.15-0.45 ms of host time on the channel's non-blocking communicator
 #               (--timeline's call and settle times): 100,000 tensors and qwen2.5-7b, 1 receiver, 1 GiB buckets, with
 #               NCCL's defaults, NCCL_LOCAL_REGISTER=0 and NCCL_RUNTIME_CONNECT=0; then one round of NCCL_DEBUG=INFO.
@@ -234,6 +241,17 @@ for phase in "$@"; do
     qwen3-r1 | qwen3-r3)
       timeout $t bash bench/nccl_frontier.sh --receivers ${phase#qwen3-r} --slices 64 --layout-kept $R/qwen3 qwen3-30b-a3b
       sed -n '/GPU memory beyond/,/^Method/p' $R/qwen3/nccl-r${phase#qwen3-r}-layout-slice64.md | grep "^| [q]" ;;
+    nccl-env-r1)
+      for env in NCCL_DEBUG=WARN NCCL_BUFFSIZE=1048576 NCCL_BUFFSIZE=2097152 NCCL_BUFFSIZE=8388608 NCCL_PROTO=Simple; do
+        (($(left) > 50)) || { echo "== SKIPPED nccl-env-r1 $env: $(left) s left"; continue; }
+        echo "== $env"
+        mkdir -p $R/env/$env
+        env $env timeout 60 $C/bin/chunked_broadcast 2 4096 128 256 512 2>&1 | tee $R/env/$env/raw.txt
+        env $env timeout $(left) bash bench/nccl_frontier.sh --receivers 1 --slices 64 --buckets "256 1024" \
+          --layout-kept $R/env/$env synthetic:100000:4096 qwen2.5-7b > $R/env/$env/rows.log 2>&1
+        grep -E "^ (synthetic|qwen)" $R/env/$env/rows.log
+        sed -n '/GPU memory beyond/,/^Method/p' $R/env/$env/nccl-r1-layout-slice64.md | grep "^| [sq].*sender"
+      done ;;
     nccl-calls)
       for env in NCCL_DEBUG=WARN NCCL_LOCAL_REGISTER=0 NCCL_RUNTIME_CONNECT=0; do
         (($(left) > 60)) || { echo "== SKIPPED nccl-calls $env: $(left) s left"; continue; }

@@ -8,7 +8,9 @@
 //   NCCL_NVLS_ENABLE=0 ./chunked_broadcast GPUS TOTAL_MIB CHUNK_MIB...
 //
 // One process drives every GPU (ncclCommInitAll, one group per chunk); the time is the host's, from the first call
-// to every stream done, the median of kRepeats.
+// to every stream done, the median of kRepeats. It also prints the GPU memory NCCL took on each GPU once connected
+// (device memory in use after the first broadcasts, less before the communicators and buffers): run it under
+// NCCL_BUFFSIZE or NCCL_PROTO to see what a setting costs per call against what it saves.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -38,6 +40,19 @@ int main(int argc, char** argv) {
   std::vector<ncclComm_t> comms(gpus);
   std::vector<int> devices(gpus);
   for (int d = 0; d < gpus; ++d) devices[d] = d;
+  // Free memory on each GPU with its context up and nothing of NCCL's yet.
+  auto freeBytes = [&](int d) {
+    size_t free = 0, all = 0;
+    check(cudaSetDevice(d), "cudaSetDevice");
+    check(cudaMemGetInfo(&free, &all), "cudaMemGetInfo");
+    return free;
+  };
+  std::vector<size_t> before(gpus);
+  for (int d = 0; d < gpus; ++d) {
+    check(cudaSetDevice(d), "cudaSetDevice");
+    check(cudaFree(nullptr), "cudaFree");
+    before[d] = freeBytes(d);
+  }
   check(ncclCommInitAll(comms.data(), gpus, devices.data()), "ncclCommInitAll");
   std::vector<void*> buffers(gpus);
   std::vector<cudaStream_t> streams(gpus);
@@ -72,6 +87,11 @@ int main(int argc, char** argv) {
   };
   run(total);  // connects
   run(size_t(64) << 20);
+  for (int d = 0; d < gpus; ++d) {
+    const double nccl = (double(before[d]) - double(freeBytes(d)) - double(total)) / 1048576.0;
+    std::printf("GPU %d: NCCL's memory once connected %.0f MiB (besides the %.0f MiB buffer)\n", d, nccl,
+                total / 1048576.0);
+  }
   const double whole = median(total);
   std::printf("%d GPUs (1 sender, %d receivers), %.0f MiB: one broadcast %.3f ms (%.1f GB/s)\n", gpus, gpus - 1,
               total / 1048576.0, whole, total / whole / 1e6);
