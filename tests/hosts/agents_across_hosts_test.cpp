@@ -75,6 +75,26 @@ TEST_F(BusRigFixture, RoundsCommitWithTheTrainerAndTheWorkersOnHostsOfTheirOwn) 
   }
 }
 
+// A frontier MoE's tensor count across hosts (issue 18): the manifest of 100,000 tensors (some MB) goes over the
+// bus's CURVE-encrypted tcp link to a worker on another host, which checks every entry against its bindings, and
+// the tensors over the tcp channel; both versions commit and the worker ends with the trainer's bytes.
+TEST_F(BusRigFixture, AHundredThousandTensorsCommitOnAWorkerOnAnotherHost) {
+  startCoordinator({"--bucket-mib", "16"});
+  const std::vector<std::string> flags{"--model", "synthetic:100000:64", "--channel", "tcp"};
+  startWorker("w1", "w1", flags);
+  ASSERT_TRUE(waitForAgents(1));
+  auto trainerFlags = flags;
+  trainerFlags.insert(trainerFlags.end(), {"--steps", "2"});
+  auto& trainer = startTrainer("t0", trainerFlags);
+  EXPECT_EQ(trainer.wait(kPatience), 0) << log("t0");
+  EXPECT_EQ(status()["committed_version"], 2) << log("coordinator");
+  const std::string sent = readTextFile(path("t0.safetensors"));
+  ASSERT_FALSE(sent.empty()) << log("t0");
+  agents_.at("w1").signal(SIGTERM);
+  EXPECT_EQ(agents_.at("w1").wait(kPatience), 0) << log("w1");
+  EXPECT_TRUE(sent == readTextFile(path("w1.safetensors"))) << "w1 does not hold version 2 byte for byte";
+}
+
 // The operator on "ops" pauses generation on workers on other hosts and resumes it: each worker's engine follows
 // (its slot, reported to the coordinator, says paused, then idle), and evicting one removes it.
 TEST_F(BusRigFixture, TheOperatorOnAnotherHostPausesResumesAndEvictsWorkersOnOtherHosts) {
