@@ -21,10 +21,13 @@ int main(int argc, char** argv) {
   // The gate parks the step loop while a version is applied (keep mode: in-flight requests continue afterwards).
   worker_agent::PauseGate gate;
   worker_agent::PauseHooks hooks{.pause = [&](msg::PauseMode mode, std::uint64_t) -> worker_agent::PauseResult {
-                                   gate.pause(mode);  // a hook that cannot pause its engine returns why instead
+                                   // A hook that cannot pause its engine returns why instead.
+                                   if (!gate.pause(mode)) return tl::unexpected(std::string("withdrawn"));
                                    return {};
                                  },
-                                 .resume = [&](std::uint64_t) { gate.resume(); }};
+                                 .resume = [&](std::uint64_t) { gate.resume(); },
+                                 // The round ended while the engine still drained: it goes back to generating.
+                                 .withdraw = [&](std::uint64_t) { gate.withdraw(); }};
   auto agent = worker_agent::WorkerAgent::start(std::move(options), std::move(hooks));
   if (!agent) return std::fprintf(stderr, "%s\n", agent.error().describe().c_str()), 1;
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence
 
 import torch
+from wsync.errors import PauseWithdrawn
 from wsync.spans import SpanRecorder
 
 __all__ = ["ReferenceEngine", "Request", "deterministic"]
@@ -78,9 +79,10 @@ class ReferenceEngine:
     """Serves `model` (a transformers causal LM, eval mode, on `device`) from a thread of its own.
 
     version: returns the version the parameters hold now (a wsync worker's `applied_version`), read once per step.
-    Pass `pause` and `resume` as a wsync.Worker's on_pause / on_resume: pause(mode) returns once the engine has
-    quiesced as the mode says and its GPU work is done; the worker then writes the new version into the
-    parameters; resume() lets it go on."""
+    Pass `pause`, `resume` and `withdraw` as a wsync.Worker's on_pause / on_resume / on_withdraw: pause(mode)
+    returns once the engine has quiesced as the mode says and its GPU work is done; the worker then writes the new
+    version into the parameters; resume() lets it go on. withdraw() calls off a pause the engine is still draining
+    for (the round ended meanwhile): it admits requests again, and pause() raises wsync.PauseWithdrawn."""
 
     def __init__(self, model, device, version: Callable[[], int] = lambda: 0, pad_token_id: int = 0,
                  on_step: Optional[Callable[["ReferenceEngine"], None]] = None):
@@ -100,10 +102,12 @@ class ReferenceEngine:
         self._pause_asked = 0.0                  # when it was asked for (monotonic)
         self._parked = False
         self._resumes = 0
+        self._withdrawals = 0
         self._closed = False
         self._admitted = 0
         self.steps = 0
         self.pauses: List[dict] = []            # per pause: mode, step, when asked / parked / resumed, requests kept / aborted
+        self.withdrawals: List[dict] = []       # per withdrawn pause: round, step, when asked / withdrawn
         self.step_log: List[tuple] = []         # per step: (monotonic end time, tokens recorded, version)
         self._thread = threading.Thread(target=self._loop, name="reference-engine", daemon=True)
         self._failure: Optional[BaseException] = None
@@ -144,12 +148,27 @@ class ReferenceEngine:
             self._raise_failure()
             if self._parked:
                 return
+            before = self._withdrawals
             self._pause_mode = mode
             self._pause_asked = time.monotonic()
             self._lock.notify_all()
-            while not self._parked and not self._closed and self._failure is None:
+            while not self._parked and not self._closed and self._failure is None and self._withdrawals == before:
                 self._lock.wait(WAIT_SLICE_SECONDS)
             self._raise_failure()
+            if self._withdrawals != before and not self._parked:
+                raise PauseWithdrawn(f"round {round}: the engine was still draining" if round else
+                                           "the operator's pause: the engine was still draining")
+
+    def withdraw(self, round: int = 0) -> None:  # noqa: A002 - the callback's argument name
+        """Calls off a pause the engine has not parked for (any thread): it admits requests again."""
+        with self._lock:
+            if self._parked or self._pause_mode is None:
+                return
+            self._pause_mode = None
+            self._withdrawals += 1
+            self.withdrawals.append({"round": round, "step": self.steps, "asked": self._pause_asked,
+                                     "withdrawn": time.monotonic()})
+            self._lock.notify_all()
 
     def wait_for_pause_request(self, timeout: float) -> bool:
         """Waits until a pause has been asked for (by pause(), from another thread): True if one was, False after
@@ -224,6 +243,8 @@ class ReferenceEngine:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # nothing of ours reads the parameters while they are written
         with self._lock:
+            if self._pause_mode is None:
+                return  # withdrawn since the loop read it: nobody waits for this park, nobody would resume it
             before = self._resumes
             self._parked = True
             self._lock.notify_all()

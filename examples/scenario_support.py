@@ -188,7 +188,7 @@ class EngineWorker:
         self.engine = ReferenceEngine(self.model, device, version=self._version, on_step=on_step)
         self.worker = wsync.Worker(bus, agent_id=agent_id, tensors=self.model.named_parameters(),
                                    on_pause=self.engine.pause, on_resume=self.engine.resume,
-                                   cuda_device=device_index(device))
+                                   on_withdraw=self.engine.withdraw, cuda_device=device_index(device))
 
     def _version(self) -> int:
         return self.worker.applied_version if self.worker is not None else 0

@@ -42,8 +42,12 @@ constexpr std::array kWorkerConfigFields{
     WSYNC_CAPI_FIELD(wsync_worker_config, resume),
     WSYNC_CAPI_FIELD(wsync_worker_config, applied),
     WSYNC_CAPI_FIELD(wsync_worker_config, user_data),
+    WSYNC_CAPI_FIELD(wsync_worker_config, withdraw),
 };
-static_assert(sizeof(wsync_worker_config) == 104 && offsetof(wsync_worker_config, user_data) == 96,
+// ABI 1's first layout ended at user_data (104 bytes): a caller built against it passes that struct_size, and its
+// config has no withdraw callback.
+static_assert(sizeof(wsync_worker_config) == 112 && offsetof(wsync_worker_config, user_data) == 96 &&
+                  offsetof(wsync_worker_config, withdraw) == 104,
               "ABI 1's layout");
 
 constexpr std::array kCountersFields{
@@ -99,6 +103,16 @@ worker_agent::PauseHooks hooksOf(const wsync_worker_config& config) {
         applied(userData, version, round);
       } catch (...) {
         log::error("the applied callback threw an exception (version {})", version);
+      }
+    };
+  }
+  if (config.withdraw != nullptr) {
+    // On the agent's pause watch thread, while the pause callback runs on the I/O thread.
+    hooks.withdraw = [withdraw = config.withdraw, userData = config.user_data](std::uint64_t round) {
+      try {
+        withdraw(userData, round);
+      } catch (...) {
+        log::error("the withdraw callback threw an exception (round {})", round);
       }
     };
   }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .coordinator import Coordinator
 from .errors import (AbortedError, BusyError, Error, InternalError, InvalidArgumentError, ManifestMismatchError,
-                     RefusedError, StoppedError, TimeoutError, UnavailableError, UnsupportedError)
+                     PauseWithdrawn, RefusedError, StoppedError, TimeoutError, UnavailableError, UnsupportedError)
 from .monitor import EventStream, events, status
 from .spans import SpanRecorder, check_spans
 from .trainer import Outcome, Progress, PublishHandle, Trainer
@@ -19,7 +19,7 @@ __all__ = [
     "Coordinator", "Trainer", "PublishHandle", "Outcome", "Progress", "Worker", "Counters", "PauseGate",
     "SpanRecorder", "check_spans", "events", "status", "EventStream", "library_path", "native_version",
     "Error", "TimeoutError", "InvalidArgumentError", "ManifestMismatchError", "UnavailableError", "BusyError",
-    "StoppedError", "UnsupportedError", "InternalError", "AbortedError", "RefusedError",
+    "StoppedError", "UnsupportedError", "InternalError", "AbortedError", "RefusedError", "PauseWithdrawn",
 ]
 
 

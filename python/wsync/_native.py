@@ -102,12 +102,15 @@ PAUSE_FN = CFUNCTYPE(c_int32, c_void_p, c_uint8, c_uint64, c_void_p, c_size_t)
 RESUME_FN = CFUNCTYPE(None, c_void_p, c_uint64)
 # void (*)(void* user_data, uint64_t version, uint64_t round)
 APPLIED_FN = CFUNCTYPE(None, c_void_p, c_uint64, c_uint64)
+# void (*)(void* user_data, uint64_t round)
+WITHDRAW_FN = CFUNCTYPE(None, c_void_p, c_uint64)
 
 
 class WorkerConfig(Structure):
     _fields_ = [("struct_size", c_uint32), ("connection", Connection), ("agent_id", c_char_p), ("rank", c_int32),
                 ("memory", c_uint8), ("cuda_device", c_int32), ("registration_timeout_ms", c_int64),
-                ("pause", PAUSE_FN), ("resume", RESUME_FN), ("applied", APPLIED_FN), ("user_data", c_void_p)]
+                ("pause", PAUSE_FN), ("resume", RESUME_FN), ("applied", APPLIED_FN), ("user_data", c_void_p),
+                ("withdraw", WITHDRAW_FN)]
 
 
 class WorkerCountersStruct(Structure):

@@ -143,3 +143,13 @@ def error_for_status(status: int, detail: str, status_name: Optional[str] = None
     if status_name is None:
         status_name = cls.status if status in _BY_STATUS else f"status {status}"
     return cls(detail or status_name, status_name)
+
+
+class PauseWithdrawn(Error):
+    """The bus withdrew a pause before the engine had quiesced for it: the round ended (aborted, say by the pause
+    timeout a drain in "wait" mode ran past) or the operator's pause was lifted while the engine still drained.
+    PauseGate.pause raises it once PauseGate.withdraw was called; a worker's on_pause that gives up on its own
+    on_withdraw raises it too. The engine goes on generating, and the worker neither resumes it nor counts a
+    refusal."""
+
+    status = "withdrawn"

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 from . import _native as N
 from ._closing import Closing
 from ._tensors import HOST, TensorArray, describe, device_text, named_items
-from .errors import InvalidArgumentError, StoppedError, TimeoutError
+from .errors import InvalidArgumentError, PauseWithdrawn, StoppedError, TimeoutError
 
 __all__ = ["Worker", "Counters", "PauseGate"]
 
@@ -51,11 +51,18 @@ class Worker(Closing):
     engine goes on serving its version. on_resume(version): generation may go on. on_applied(version, round): a
     version was just written (the engine is still paused). With loop= (an asyncio loop), any of them may be a
     coroutine function: it runs on that loop and the agent waits for it.
-    Callbacks run on the agent's I/O thread, one at a time."""
+    on_withdraw(round), optional: called on another thread while on_pause still runs, at most once, when the bus no
+    longer wants that pause (the round was aborted, say by the pause timeout a long drain in "wait" mode ran past; an
+    operator's pause was lifted). The engine should stop quiescing and go on generating, and on_pause return soon:
+    raising PauseWithdrawn if the engine had not quiesced (no on_resume follows, no refusal is counted), or
+    normally if it had. PauseGate.withdraw does both. Without it, the agent reads nothing from the coordinator until
+    on_pause returns. It must not close the worker (the close waits for on_pause, which waits for it).
+    Callbacks run on the agent's I/O thread, one at a time (on_withdraw excepted)."""
 
     def __init__(self, bus: str, agent_id: str = "worker-0", tensors: Any = None,
                  on_pause: Optional[Callable] = None, on_resume: Optional[Callable] = None,
                  on_applied: Optional[Callable] = None, loop: Optional[asyncio.AbstractEventLoop] = None,
+                 on_withdraw: Optional[Callable] = None,
                  memory: Optional[str] = None, cuda_device: Optional[int] = None, rank: int = -1,
                  transport: Optional[str] = None, curve_keys=None, server_key=None,
                  registration_timeout: float = 30.0):
@@ -66,6 +73,7 @@ class Worker(Closing):
         self._closing = False
         self._callback_thread: Optional[int] = None
         self._on_pause, self._on_resume, self._on_applied = on_pause, on_resume, on_applied
+        self._on_withdraw = on_withdraw
         self._loop = loop
         self.last_pause_error: Optional[BaseException] = None  # what the last failed on_pause raised
         self.callback_errors = 0  # exceptions raised by on_resume / on_applied (logged nowhere else)
@@ -93,7 +101,8 @@ class Worker(Closing):
         self._tensors = TensorArray(infos)  # the engine's memory, alive for the worker's lifetime
 
         # The C side holds these function pointers until wsync_worker_destroy returns.
-        self._callbacks = (N.PAUSE_FN(self._pause), N.RESUME_FN(self._resume), N.APPLIED_FN(self._applied))
+        self._callbacks = (N.PAUSE_FN(self._pause), N.RESUME_FN(self._resume), N.APPLIED_FN(self._applied),
+                           N.WITHDRAW_FN(self._withdraw) if on_withdraw is not None else N.WITHDRAW_FN())
         config = N.WorkerConfig()
         lib.wsync_worker_config_init(ctypes.byref(config))
         connection, strings = N.connection(bus, transport, curve_keys, server_key)
@@ -104,7 +113,7 @@ class Worker(Closing):
         config.memory = N.MEMORY_KINDS[memory]
         config.cuda_device = cuda_device if cuda_device is not None else 0
         config.registration_timeout_ms = int(registration_timeout * 1000)
-        config.pause, config.resume, config.applied = self._callbacks
+        config.pause, config.resume, config.applied, config.withdraw = self._callbacks
         tensors_array = self._tensors
 
         def start():
@@ -134,6 +143,12 @@ class Worker(Closing):
             if self._on_pause is not None:
                 self._call(self._on_pause, N.PAUSE_MODE_NAMES.get(mode, str(mode)), round_)
             return 0
+        except PauseWithdrawn as withdrawn:  # the bus called the pause off: not a failure of the engine's
+            try:
+                _write_error(error, error_size, str(withdrawn) or "withdrawn before the engine quiesced")
+            except BaseException:  # noqa: BLE001
+                pass
+            return 1
         except BaseException as failure:  # noqa: BLE001 - a ctypes callback must not raise
             try:
                 self.last_pause_error = failure
@@ -147,6 +162,14 @@ class Worker(Closing):
             self._callback_thread = threading.get_ident()
             if self._on_resume is not None and not self._closing:
                 self._call(self._on_resume, version)
+        except BaseException:  # noqa: BLE001 - a ctypes callback must not raise
+            self.callback_errors += 1
+
+    def _withdraw(self, _user_data, round_) -> None:
+        # The agent's pause watch thread, while _pause runs on the I/O thread.
+        try:
+            if not self._closing:
+                self._call(self._on_withdraw, round_)
         except BaseException:  # noqa: BLE001 - a ctypes callback must not raise
             self.callback_errors += 1
 
@@ -269,7 +292,9 @@ class PauseGate:
                     break
             step()
 
-    pause() waits until the engine parks (or the gate closes); close() wakes everybody for good."""
+    pause() waits until the engine parks (or the gate closes); close() wakes everybody for good. Pass
+    on_withdraw=gate.withdraw too, so that a pause the bus calls off while the engine drains ends the drain:
+    pause() then raises PauseWithdrawn and `requested` is None again."""
 
     def __init__(self):
         self._condition = threading.Condition()
@@ -277,13 +302,33 @@ class PauseGate:
         self._closed = False
         self._parked = False
         self._resumes = 0
+        self._withdrawals = 0
+        # A withdraw() the engine has not seen: set before _request is cleared, so an engine that reads None sees it
+        # (and clears it); one that read the request before parks for nothing, and park() returns at once.
+        self._withdrawn_unseen = False
 
     def pause(self, mode: str = "keep", round: int = 0) -> None:  # noqa: A002 - the callback's argument name
         with self._condition:
             if self._closed or self._parked:
                 return
+            before = self._withdrawals
+            self._withdrawn_unseen = False
             self._request = mode
-            self._condition.wait_for(lambda: self._parked or self._closed)
+            self._condition.wait_for(lambda: self._parked or self._closed or self._withdrawals != before)
+            if not (self._parked or self._closed):
+                raise PauseWithdrawn(f"the pause for round {round} was withdrawn before the engine quiesced"
+                                     if round else "the operator's pause was withdrawn before the engine quiesced")
+
+    def withdraw(self, round: int = 0) -> None:  # noqa: A002 - the callback's argument name
+        """Takes back a pause the engine has not parked for (any thread): `requested` is None again and pause()
+        raises PauseWithdrawn. Nothing once the engine has parked: the worker resumes it as usual."""
+        with self._condition:
+            if self._parked or self._request is None:
+                return
+            self._withdrawn_unseen = True
+            self._request = None
+            self._withdrawals += 1
+            self._condition.notify_all()
 
     def resume(self, version: Optional[int] = None) -> None:
         with self._condition:
@@ -296,13 +341,20 @@ class PauseGate:
     @property
     def requested(self) -> Optional[str]:
         """The pause mode the agent waits for, or None: one attribute read, for every step."""
-        return self._request
+        request = self._request
+        if request is None and self._withdrawn_unseen:
+            self._withdrawn_unseen = False  # seen: a park of the engine's own after this waits as ever
+        return request
 
     def park(self) -> bool:
-        """Declares the engine quiesced and waits for resume(): True when resumed, False when the gate closed."""
+        """Declares the engine quiesced and waits for resume(): True when resumed, False when the gate closed. True
+        at once when the pause the engine last read from `requested` was withdrawn since (nothing to park for)."""
         with self._condition:
             if self._closed:
                 return False
+            if self._withdrawn_unseen:
+                self._withdrawn_unseen = False
+                return True
             before = self._resumes
             self._parked = True
             self._condition.notify_all()

@@ -2,7 +2,7 @@
 // and a trainer on "train" register with the coordinator on "coord" over tcp with CURVE, although neither can map
 // its control block; they stay registered on their slot reports, and the operator on "ops" sees them as the
 // coordinator's host would. A round on a channel that cannot cross hosts is refused before anyone pauses, naming
-// who is where.
+// who is where. A pause called off while a worker on another host drains is withdrawn from its engine.
 #include <csignal>
 #include <thread>
 
@@ -93,6 +93,24 @@ TEST_F(BusRigFixture, AHundredThousandTensorsCommitOnAWorkerOnAnotherHost) {
   agents_.at("w1").signal(SIGTERM);
   EXPECT_EQ(agents_.at("w1").wait(kPatience), 0) << log("w1");
   EXPECT_TRUE(sent == readTextFile(path("w1.safetensors"))) << "w1 does not hold version 2 byte for byte";
+}
+
+// A round aborted while a worker on another host still drains its engine (`wait` mode, past the pause timeout): the
+// worker learns it from the mirror of the coordinator's beats, not from a message it cannot read until the drain
+// ends, so its engine goes back to generating and it takes the next round.
+TEST_F(BusRigFixture, ARoundAbortedWhileAWorkerOnAnotherHostDrainsWithdrawsItsPause) {
+  startCoordinator({"--pause-timeout-ms", "1500"});
+  startWorker("w1", "w1", {"--channel", "tcp", "--tokens", "1000000", "--concurrency", "1"});
+  ASSERT_TRUE(waitForAgents(1));
+  auto& waiting = startTrainer("t0", {"--channel", "tcp", "--steps", "1", "--pause-mode", "wait"});
+  EXPECT_EQ(waiting.wait(kPatience), 4) << log("t0");
+  EXPECT_NE(log("t0").find("Timeout"), std::string::npos) << log("t0");
+  auto& keeping = startTrainer("t1", {"--channel", "tcp", "--steps", "1", "--pause-mode", "keep"});
+  EXPECT_EQ(keeping.wait(kPatience), 0) << log("t1") << log("w1");
+  EXPECT_EQ(status()["committed_version"], 1) << log("coordinator");
+  EXPECT_NE(log("w1").find("the bus withdrew the pause for round 1 while the engine quiesced: generation goes on"),
+            std::string::npos)
+      << log("w1");
 }
 
 // The operator on "ops" pauses generation on workers on other hosts and resumes it: each worker's engine follows

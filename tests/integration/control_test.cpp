@@ -65,8 +65,9 @@ class ControlTest : public RoundFixture {
     return true;
   }
   // A worker whose engine needs minutes to drain its requests: a round in `wait` mode stays in its pause phase.
+  // Its log (at info) goes to `stderrPath` where given.
   ChildProcess startSlowDrainingWorker(const std::string& id, const std::string& stderrPath = {}) {
-    return startWorker(id, {"--tokens", "1000000", "--concurrency", "1"}, stderrPath);
+    return startWorker(id, {"--tokens", "1000000", "--concurrency", "1", "--log-level", "info"}, stderrPath);
   }
 };
 
@@ -176,6 +177,29 @@ TEST_F(ControlTest, AnOperatorsPauseSurvivesACoordinatorRestart) {
   EXPECT_TRUE(waitForWorkerPhases(bus::AgentPhase::Idle, 1));
   EXPECT_FALSE(block_->operatorPause());
   EXPECT_GT(resumesBefore(), before);
+}
+
+// An operator's pause in `wait` mode, lifted while the engine still drains: the engine goes back to generating at
+// once and takes the next round (before, its agent read nothing until the drain ended).
+TEST_F(ControlTest, AnOperatorsPauseLiftedWhileTheEngineDrainsIsWithdrawn) {
+  startCoordinator({"--pause-timeout-ms", "2000"});
+  const std::string workerLog = path("slow.log");
+  auto worker = startSlowDrainingWorker("slow", workerLog);
+  waitForAgents(1);
+  ASSERT_EQ(ctl({"pause", "--mode", "wait"}).status, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // draining
+  ASSERT_EQ(ctl({"resume"}).status, 0);
+  auto trainer = startTrainer("t0", {"--steps", "1", "--pause-mode", "keep"});
+  const auto outcome = nextOutcome();
+  EXPECT_TRUE(outcome.committed) << outcome.detail;
+  EXPECT_EQ(trainer.wait(kPatience), 0);
+  EXPECT_TRUE(waitForApplied("slow", 1));
+  EXPECT_NE(readTextFile(workerLog).find("the bus withdrew the pause for an operator's pause while the engine "
+                                         "quiesced: generation goes on"),
+            std::string::npos)
+      << readTextFile(workerLog);
+  worker.signal(SIGTERM);
+  EXPECT_EQ(worker.wait(kPatience), 0);
 }
 
 TEST_F(ControlTest, AbortEndsTheRoundInProgressAndTheWorkersKeepTheirVersion) {

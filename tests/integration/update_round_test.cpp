@@ -139,6 +139,31 @@ TEST_F(RoundFixture, AWorkerKilledMidRoundAbortsItTheOthersKeepTheirVersionAndTh
   EXPECT_EQ(trainer.wait(kPatience), 4) << "one of the trainer's steps was aborted";
 }
 
+// A round aborted while a worker's engine still drains its requests (`wait` mode; here by the pause timeout that
+// drain runs past) withdraws the pause: the engine goes back to generating at once, and the worker takes the next
+// round. Before, the agent read nothing until the drain ended (here about 80 minutes), so the next round timed out
+// too.
+TEST_F(RoundFixture, ARoundAbortedWhileTheEngineDrainsWithdrawsItsPause) {
+  startCoordinator({"--pause-timeout-ms", "1000"});
+  const std::string workerLog = path("slow.log");
+  auto worker = startWorker("slow", {"--tokens", "1000000", "--concurrency", "1", "--log-level", "info"}, workerLog);
+  waitForAgents(1);
+  auto waiting = startTrainer("t0", {"--steps", "1", "--pause-mode", "wait"});
+  const auto timedOut = nextOutcome();
+  EXPECT_FALSE(timedOut.committed);
+  EXPECT_EQ(timedOut.reason, msg::AbortReason::Timeout) << timedOut.detail;
+  EXPECT_EQ(waiting.wait(kPatience), 4) << "its step was not committed";
+  auto keeping = startTrainer("t1", {"--steps", "1", "--pause-mode", "keep"});
+  const auto next = nextOutcome();
+  EXPECT_TRUE(next.committed) << next.detail;
+  EXPECT_EQ(keeping.wait(kPatience), 0);
+  EXPECT_TRUE(waitForAppliedAtLeast("slow", 1));
+  EXPECT_THAT(readTextFile(workerLog),
+              HasSubstr("the bus withdrew the pause for round 1 while the engine quiesced: generation goes on"));
+  worker.signal(SIGTERM);
+  EXPECT_EQ(worker.wait(kPatience), 0);
+}
+
 TEST_F(RoundFixture, ATrainerKilledMidRoundAbortsItAndANewTrainerContinues) {
   startCoordinator();
   auto worker = startWorker("w0");

@@ -219,6 +219,97 @@ def test_pause_gate_parks_a_step_loop_engine(in_process_coordinator):
     assert any(len(spans) > 1 for spans in outputs) or len(outputs) > 3
 
 
+def test_a_pause_the_round_outlives_is_withdrawn_from_a_draining_engine(bus):
+    """A round aborted (here by its pause timeout) while the engine drains its requests in "wait" mode: with
+    on_withdraw=gate.withdraw the engine goes back to generating at once, the worker counts no refusal and resumes
+    nothing, and the next round commits."""
+    gate = wsync.PauseGate()
+    weights = np.zeros(256, np.float32)
+    seen = {"drain": 0, "generated": 0, "parks": []}
+    stop = threading.Event()
+
+    def engine():  # one request that never ends: a "wait" pause can only be withdrawn
+        while not stop.is_set():
+            mode = gate.requested
+            if mode == "wait":
+                seen["drain"] += 1
+            elif mode is not None:
+                seen["parks"].append(mode)
+                if not gate.park():
+                    return
+            else:
+                seen["generated"] += 1
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=engine, daemon=True)
+    thread.start()
+    try:
+        with wsync.Coordinator(bus, in_process=True, heartbeat_interval=0.1, heartbeat_timeout=1.0,
+                               pause_timeout=0.5), \
+                wsync.Worker(bus, agent_id="w", tensors={"weights": weights}, on_pause=gate.pause,
+                             on_resume=gate.resume, on_withdraw=gate.withdraw) as worker, \
+                wsync.Trainer(bus, agent_id="t") as trainer:
+            source = np.full(256, 1, np.float32)
+            with pytest.raises(wsync.AbortedError) as aborted:
+                trainer.publish(1, {"weights": source}, pause_mode="wait").wait(30)
+            assert aborted.value.reason == "Timeout", aborted.value
+            wait_until(lambda: gate.requested is None, what="the pause withdrawn")
+            assert seen["drain"] > 0 and not seen["parks"]
+            generated = seen["generated"]
+            wait_until(lambda: seen["generated"] > generated + 10, what="generation after the withdrawal")
+            counters = worker.counters
+            assert counters.rounds_refused == 0 and worker.last_pause_error is None, counters
+            assert worker.callback_errors == 0
+
+            source[:] = 2
+            assert trainer.publish(2, {"weights": source}).wait(30).committed
+            worker.wait_for_version(2, timeout=10)
+            assert seen["parks"] == ["keep"]
+            assert float(weights[0]) == 2.0
+            stop.set()
+            thread.join(5)
+    finally:
+        stop.set()
+        gate.close()
+        thread.join(5)
+
+
+def test_pause_gate_withdraw_before_and_after_the_park():
+    gate = wsync.PauseGate()
+    gate.withdraw()  # nothing requested: nothing happens
+    assert gate.requested is None
+    errors = []
+
+    def pause(mode):
+        try:
+            gate.pause(mode, round=7)
+        except wsync.PauseWithdrawn as withdrawn:
+            errors.append(str(withdrawn))
+
+    pausing = threading.Thread(target=pause, args=("wait",))
+    pausing.start()
+    wait_until(lambda: gate.requested == "wait", what="the request")
+    gate.withdraw(7)
+    pausing.join(5)
+    assert errors == ["the pause for round 7 was withdrawn before the engine quiesced"]
+    assert gate.park() is True  # the engine read the request before the withdrawal: nothing to park for
+    assert not gate.parked
+
+    pausing = threading.Thread(target=pause, args=("keep",))
+    pausing.start()
+    wait_until(lambda: gate.requested == "keep", what="the request")
+    parked = []
+    engine = threading.Thread(target=lambda: parked.append(gate.park()))
+    engine.start()
+    pausing.join(5)
+    assert gate.parked and len(errors) == 1
+    gate.withdraw(8)  # parked: the worker resumes it as usual
+    assert gate.parked
+    gate.resume()
+    engine.join(5)
+    assert parked == [True]
+
+
 def test_callbacks_that_raise_outside_pause_are_counted_not_fatal(in_process_coordinator):
     bus = in_process_coordinator.bus
 

@@ -769,6 +769,41 @@ def test_a_real_round_is_aborted_while_vllm_holds_the_staging_tensors(wsync_bus)
         assert_model_holds(model, trainer_tensors(3.0))
 
 
+@needs_torch
+@needs_native
+def test_a_round_that_times_out_while_vllm_holds_the_staging_tensors_ends_the_wait_at_once(capfd):
+    """The coordinator's pause timeout (0.5 s) ends the round long before the receiver's staging wait (20 s): the
+    pause is withdrawn, so the worker stops waiting while vLLM still holds the tensors, counts no refusal, and takes
+    the next round once vLLM lets go."""
+    bus = f"vllm-{os.getpid()}-{next(_bus_numbers)}"
+    model = stand_in_model()
+    manifest = wsender.manifest_of(trainer_tensors(0.0))
+    with (
+        wsync.Coordinator(bus, pause_timeout=0.5),
+        wstaging.StagingReceiver(bus, manifest, agent_id="vllm-0") as receiver,
+        wsender.WsyncSender(bus) as sender,
+    ):
+        client = RecordingClient(target=ReceiverSide(receiver, model))
+        sender.sync(client, trainer_tensors(1.0))
+        receiver.acquire(1)
+        started = time.monotonic()
+        with pytest.raises(wsync.AbortedError) as aborted:
+            sender.publish(trainer_tensors(2.0))
+        assert aborted.value.reason == "Timeout", aborted.value
+        log = []
+        withdrawn = "the bus withdrew the pause for round 2 while the engine quiesced: generation goes on"
+        deadline = time.monotonic() + 10
+        while not any(withdrawn in text for text in log) and time.monotonic() < deadline:
+            log.append(capfd.readouterr().err)
+            time.sleep(0.05)
+        assert any(withdrawn in text for text in log), "".join(log)
+        assert time.monotonic() - started < wstaging.STAGING_WAIT_S  # vLLM still holds the staging tensors
+        receiver.release()
+        assert sender.sync(client, trainer_tensors(3.0)) == 3
+        assert receiver.worker.counters.rounds_refused == 0
+        assert_model_holds(model, trainer_tensors(3.0))
+
+
 @needs_vllm
 @needs_torch
 @needs_native

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <wsync/wsync.h>
@@ -88,11 +89,13 @@ class Model {
 // A coordinator of the test's bus, small buckets so that the model takes several.
 class Coordinator {
  public:
-  explicit Coordinator(const std::string& bus) {
+  // `pauseTimeoutMs` 0: the default.
+  explicit Coordinator(const std::string& bus, std::int64_t pauseTimeoutMs = 0) {
     wsync_coordinator_config config;
     wsync_coordinator_config_init(&config);
     config.bus = bus.c_str();
     config.bucket_bytes = 4096;  // the smallest: the model takes four buckets
+    if (pauseTimeoutMs > 0) config.pause_timeout_ms = pauseTimeoutMs;
     EXPECT_EQ(wsync_coordinator_start(&config, &coordinator_), WSYNC_OK) << lastError();
   }
   ~Coordinator() { wsync_coordinator_destroy(coordinator_); }
@@ -106,18 +109,24 @@ class Coordinator {
 };
 
 // The engine behind a worker: its weights, and a log of what the callbacks were asked. A pause can be made to fail
-// (the next N calls) or to block until released.
+// (the next N calls) or to block until released, or until withdrawn (when the worker was given `withdraw`).
 class Engine {
  public:
   explicit Engine(const Model& model) : model_(model), weights_(model.content(0)) {}
 
   static int32_t pause(void* userData, wsync_pause_mode mode, uint64_t round, char* error, size_t errorSize) {
     auto* engine = static_cast<Engine*>(userData);
+    const std::string call = "pause " + std::to_string(mode) + " round " + std::to_string(round);
     {
       std::unique_lock lock(engine->mutex_);
-      engine->released_.wait(lock, [&] { return !engine->holdPauses_; });
+      engine->released_.wait(lock, [&] { return !engine->holdPauses_ || engine->withdrawn_; });
+      if (std::exchange(engine->withdrawn_, false)) {
+        lock.unlock();
+        std::snprintf(error, errorSize, "withdrawn while held");
+        engine->note(call + " withdrawn");
+        return 4;
+      }
     }
-    const std::string call = "pause " + std::to_string(mode) + " round " + std::to_string(round);
     if (engine->pausesToFail_.load() > 0) {
       --engine->pausesToFail_;
       std::snprintf(error, errorSize, "the engine is wedged");
@@ -132,6 +141,16 @@ class Engine {
   }
   static void applied(void* userData, uint64_t version, uint64_t round) {
     static_cast<Engine*>(userData)->note("applied " + std::to_string(version) + " round " + std::to_string(round));
+  }
+  // Another thread's call, while `pause` runs: a held pause gives up.
+  static void withdraw(void* userData, uint64_t round) {
+    auto* engine = static_cast<Engine*>(userData);
+    engine->note("withdraw round " + std::to_string(round));
+    {
+      std::lock_guard lock(engine->mutex_);
+      engine->withdrawn_ = true;
+    }
+    engine->released_.notify_all();
   }
 
   void failPauses(int count) { pausesToFail_ = count; }
@@ -168,6 +187,7 @@ class Engine {
   std::condition_variable changed_;
   std::condition_variable released_;
   bool holdPauses_ = false;
+  bool withdrawn_ = false;  // guarded by mutex_: the pause held now is withdrawn
   std::vector<std::string> log_;
 };
 

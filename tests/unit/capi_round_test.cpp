@@ -108,6 +108,46 @@ TEST_F(CApi, APauseCallbackThatRefusesAbortsTheRoundAndTheWorkerKeepsItsVersion)
   EXPECT_TRUE(engine_.holds(3));
 }
 
+// A pause still running when the round ends (here by the pause timeout) is withdrawn on another thread: the
+// callback gives up, the worker neither resumes the engine nor counts a refusal, and the next round commits.
+TEST_F(CApi, APauseStillRunningWhenTheRoundEndsIsWithdrawn) {
+  coordinator_.emplace(bus_, 300);
+  ASSERT_NE(coordinator_->get(), nullptr);
+  wsync_worker_config config = workerConfig(bus_, "worker", engine_);
+  config.withdraw = &Engine::withdraw;
+  auto tensors = engine_.bindings();
+  wsync_worker* raw = nullptr;
+  ASSERT_EQ(wsync_worker_start(&config, tensors.data(), tensors.size(), &raw), WSYNC_OK) << lastError();
+  worker_.reset(raw);
+  trainer_ = startTrainer(bus_);
+  ASSERT_NO_FATAL_FAILURE(declare(trainer_.get()));
+  ASSERT_EQ(publish(trainer_.get(), model_, 1, sent_).kind, WSYNC_OUTCOME_COMMITTED);
+  engine_.calls(3);
+
+  engine_.holdPauses(true);
+  const wsync_outcome timedOut = publish(trainer_.get(), model_, 2, sent_);
+  EXPECT_EQ(timedOut.kind, WSYNC_OUTCOME_ABORTED);
+  EXPECT_STREQ(wsync_abort_reason_name(timedOut.abort_reason), "Timeout") << timedOut.detail;
+  const auto calls = engine_.calls(5);
+  ASSERT_GE(calls.size(), 5U);
+  EXPECT_EQ(calls[3], "withdraw round 2");
+  EXPECT_EQ(calls[4], "pause 2 round 2 withdrawn");
+  engine_.holdPauses(false);
+  std::this_thread::sleep_for(100ms);  // no Resume reaches an engine that never paused
+  EXPECT_EQ(engine_.calls(5).size(), 5U);
+  wsync_worker_counters counters{};
+  counters.struct_size = sizeof(counters);
+  ASSERT_EQ(wsync_worker_counters_get(worker_.get(), &counters), WSYNC_OK);
+  EXPECT_EQ(counters.rounds_refused, 0U);
+  EXPECT_EQ(wsync_worker_applied_version(worker_.get()), 1U);
+  EXPECT_TRUE(engine_.holds(1));
+
+  const wsync_outcome next = publish(trainer_.get(), model_, 3, sent_);
+  EXPECT_EQ(next.kind, WSYNC_OUTCOME_COMMITTED) << next.detail;
+  ASSERT_EQ(wsync_worker_wait_for_version(worker_.get(), 3, kGenerousMs), WSYNC_OK);
+  EXPECT_TRUE(engine_.holds(3));
+}
+
 TEST_F(CApi, AVersionNotAboveTheCommittedOneIsRefusedByName) {
   ASSERT_NO_FATAL_FAILURE(startBus());
   ASSERT_EQ(publish(trainer_.get(), model_, 5, sent_).kind, WSYNC_OUTCOME_COMMITTED);

@@ -1,7 +1,7 @@
 // The pause gate between the agent's pause hook and an engine's step loop, with real threads: pause() returns only
 // once the engine is quiesced for the mode (abort: in-flight ended; wait: in-flight drained, nothing admitted;
-// keep: frozen mid-request), the engine takes no step while parked, resume() lets it go on, and close() frees
-// both sides for good.
+// keep: frozen mid-request), the engine takes no step while parked, resume() lets it go on, withdraw() takes back a
+// pause the engine has not parked for, and close() frees both sides for good.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -244,6 +244,97 @@ TEST(PauseGate, APauseRightAfterResumeWaitsForANewPark) {
   stop.store(true);
   gate.close();
   engine.join();
+}
+
+TEST(PauseGate, AWithdrawnPauseReturnsFalseAndTheDrainingEngineGoesOn) {
+  PauseGate gate;
+  MiniEngine engine(gate, 2, 1'000'000);  // a drain far longer than the test
+  waitForSteps(engine, 3);
+  auto pausing = std::async(std::launch::async, [&] { return gate.pause(PauseMode::Wait); });
+  EXPECT_EQ(pausing.wait_for(50ms), std::future_status::timeout);  // draining
+  const std::uint64_t stepsWhileDraining = engine.steps.load();
+  gate.withdraw();
+  ASSERT_EQ(pausing.wait_for(kGenerous), std::future_status::ready);
+  EXPECT_FALSE(pausing.get());
+  EXPECT_FALSE(gate.requested().has_value());
+  EXPECT_FALSE(gate.parked());
+  waitForSteps(engine, stepsWhileDraining + 10);  // generating, never parked
+  EXPECT_EQ(engine.parks.load(), 0);
+  // The next pause is a pause like any other.
+  ASSERT_TRUE(pauseReturns(gate, PauseMode::Keep));
+  EXPECT_TRUE(gate.parked());
+  EXPECT_EQ(engine.parks.load(), 1);
+  gate.resume();
+  engine.stop();
+  EXPECT_EQ(engine.aborted, 0);
+}
+
+TEST(PauseGate, AWithdrawalAfterTheEngineParkedChangesNothing) {
+  PauseGate gate;
+  auto parking = std::async(std::launch::async, [&] {
+    while (!gate.requested()) std::this_thread::sleep_for(1ms);
+    return gate.park();
+  });
+  auto pausing = std::async(std::launch::async, [&] { return gate.pause(PauseMode::Keep); });
+  ASSERT_EQ(pausing.wait_for(kGenerous), std::future_status::ready);
+  EXPECT_TRUE(pausing.get());
+  gate.withdraw();
+  EXPECT_TRUE(gate.parked());
+  EXPECT_EQ(parking.wait_for(50ms), std::future_status::timeout);  // still parked: the agent resumes it
+  gate.resume();
+  ASSERT_EQ(parking.wait_for(kGenerous), std::future_status::ready);
+  EXPECT_TRUE(parking.get());
+}
+
+// The engine read the request, the pause was withdrawn, and only then does the engine park: nobody would resume it.
+TEST(PauseGate, AnEngineThatParksForAWithdrawnPauseIsNotStranded) {
+  PauseGate gate;
+  auto pausing = std::async(std::launch::async, [&] { return gate.pause(PauseMode::Wait); });
+  while (!gate.requested()) std::this_thread::sleep_for(1ms);  // the engine has seen the request
+  gate.withdraw();
+  ASSERT_EQ(pausing.wait_for(kGenerous), std::future_status::ready);
+  EXPECT_FALSE(pausing.get());
+  auto parking = std::async(std::launch::async, [&] { return gate.park(); });
+  ASSERT_EQ(parking.wait_for(kGenerous), std::future_status::ready);
+  EXPECT_TRUE(parking.get());
+  EXPECT_FALSE(gate.parked());
+  // Seen once, the withdrawal is spent: a park of the engine's own waits for a resume as ever.
+  EXPECT_FALSE(gate.requested().has_value());
+  auto ownPark = std::async(std::launch::async, [&] { return gate.park(); });
+  EXPECT_EQ(ownPark.wait_for(50ms), std::future_status::timeout);
+  gate.resume();
+  ASSERT_EQ(ownPark.wait_for(kGenerous), std::future_status::ready);
+  EXPECT_TRUE(ownPark.get());
+}
+
+// A new pause after a withdrawal the engine has not seen: the engine's park (for the old request it read) serves it.
+TEST(PauseGate, APauseAfterAnUnseenWithdrawalIsServedByTheEnginesPark) {
+  PauseGate gate;
+  auto first = std::async(std::launch::async, [&] { return gate.pause(PauseMode::Wait); });
+  while (!gate.requested()) std::this_thread::sleep_for(1ms);
+  gate.withdraw();
+  ASSERT_EQ(first.wait_for(kGenerous), std::future_status::ready);
+  EXPECT_FALSE(first.get());
+  auto second = std::async(std::launch::async, [&] { return gate.pause(PauseMode::Keep); });
+  while (!gate.requested()) std::this_thread::sleep_for(1ms);
+  auto parking = std::async(std::launch::async, [&] { return gate.park(); });
+  ASSERT_EQ(second.wait_for(kGenerous), std::future_status::ready);
+  EXPECT_TRUE(second.get());
+  EXPECT_TRUE(gate.parked());
+  gate.resume();
+  ASSERT_EQ(parking.wait_for(kGenerous), std::future_status::ready);
+  EXPECT_TRUE(parking.get());
+}
+
+TEST(PauseGate, WithdrawWithNothingRequestedDoesNothing) {
+  PauseGate gate;
+  gate.withdraw();
+  EXPECT_FALSE(gate.requested().has_value());
+  auto parking = std::async(std::launch::async, [&] { return gate.park(); });
+  EXPECT_EQ(parking.wait_for(50ms), std::future_status::timeout);
+  gate.close();
+  ASSERT_EQ(parking.wait_for(kGenerous), std::future_status::ready);
+  EXPECT_FALSE(parking.get());
 }
 
 }  // namespace

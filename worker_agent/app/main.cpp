@@ -135,7 +135,11 @@ int main(int argc, char** argv) {
 
   worker_agent::PauseGate gate;
   worker_agent::PauseHooks hooks;
-  hooks.pause = [&gate](msg::PauseMode mode, std::uint64_t) { gate.pause(mode); return worker_agent::PauseResult{}; };
+  hooks.pause = [&gate](msg::PauseMode mode, std::uint64_t) -> worker_agent::PauseResult {
+    if (!gate.pause(mode)) return tl::unexpected(std::string("the engine had not quiesced"));
+    return {};
+  };
+  hooks.withdraw = [&gate](std::uint64_t) { gate.withdraw(); };
   hooks.resume = [&gate](std::uint64_t) { gate.resume(); };
   hooks.applied = [](std::uint64_t version, std::uint64_t round) {
     log::info("version {} applied (round {})", version, round);

@@ -31,6 +31,11 @@ RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, 
       rank_(rank),
       payload_(session, cudaDevice, kTransferDeadline, bus::openChannel, faultHook_.get()) {}
 
+std::shared_ptr<const bus::BusView> RoundHandler::busView() const {
+  std::lock_guard lock(viewMutex_);
+  return view_;
+}
+
 void RoundHandler::attach() {
   rank_.store(session_.registration().rank, std::memory_order_release);
   std::lock_guard lock(viewMutex_);
@@ -71,9 +76,20 @@ PauseResult RoundHandler::follow(const EngineHolds& before) {
     const std::uint64_t round = now.operatorHold ? 0 : round_.round;
     const std::string why = now.operatorHold ? std::string("an operator's pause") : "round " + std::to_string(round);
     log::debug("generation pauses (mode {}, {})", msg::EnumNamePauseMode(mode), why);
+    std::optional<PauseWatch> watch;
+    if (hooks_.withdraw) {
+      if (auto view = busView()) watch.emplace(std::move(view), round, [this, round] { hooks_.withdraw(round); });
+    }
     paused = hooks_.pause(mode, round);
+    pauseWithdrawn_ = watch && watch->stop();
     enginePaused_ = paused.has_value();
-    if (!paused) log::warn("the engine's pause hook failed ({}): {}; generation goes on", why, paused.error());
+    if (pauseWithdrawn_) {
+      log::info("the bus withdrew the pause for {} while the engine quiesced: {}", why,
+                paused ? "it had quiesced, and resumes when the coordinator's word arrives"
+                       : "generation goes on (" + paused.error() + ")");
+    } else if (!paused) {
+      log::warn("the engine's pause hook failed ({}): {}; generation goes on", why, paused.error());
+    }
   } else if (!now.any() && enginePaused_) {
     const std::uint64_t version = appliedVersion_.load();
     log::debug("generation resumes on version {}", version);
@@ -265,6 +281,13 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
                             session_.registration().roundBound(cached->manifest.totalBytes())};
   // Pauses the engine unless it is paused already: by an operator, or by bindings a failed in-place receive tore.
   if (auto paused = enter(RoundStep::Paused); !paused) {
+    if (pauseWithdrawn_) {
+      // The round is over (the coordinator ignores an answer to it); should it not be, the engine is not paused.
+      enter(RoundStep::Idle);
+      sendPauseAck(pause.round(), false, msg::AbortReason::AgentRefused,
+                   "the pause was withdrawn before the engine quiesced: " + paused.error());
+      return;
+    }
     refusePause(pause, msg::AbortReason::AgentRefused, "the engine's pause hook failed: " + paused.error());
     return;
   }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "pause_watch.hpp"
 #include "staging.hpp"
 #include "wsync/bus/channel/payload_endpoint.hpp"
 #include "wsync/bus/session/agent_session.hpp"
@@ -129,14 +130,16 @@ class RoundHandler {
   EngineHolds holds() const;
   // Called after every change of step_, operatorHold_ or bindingsTorn_ with what held the engine before it: calls
   // the pause hook when something begins to hold an engine that is not paused (the holds go from none to some, or a
-  // round begins to hold it), the resume hook when nothing holds a paused engine any more, and writes the agent's
-  // phase. Returns the pause hook's failure when it was called and failed.
+  // round begins to hold it), under a PauseWatch when the hooks can withdraw it, the resume hook when nothing holds
+  // a paused engine any more, and writes the agent's phase. Returns the pause hook's failure when it was called and
+  // failed; pauseWithdrawn_ says whether the bus withdrew that pause meanwhile.
   PauseResult follow(const EngineHolds& before);
   // Moves to `step` and follows.
   PauseResult enter(RoundStep step);
   // Answers a round's Pause with a refusal: the round aborts, and the engine was not paused for it.
   void refusePause(const msg::Pause& pause, msg::AbortReason reason, const std::string& detail);
   bool pausedFor(const msg::TransferPlan& plan) const;
+  std::shared_ptr<const bus::BusView> busView() const;
   CachedManifest* findManifest(const bus::Digest& digest);
 
   bus::AgentSession& session_;
@@ -165,6 +168,8 @@ class RoundHandler {
   // The engine is paused: the hooks' last successful call was the pause. Not implied by the holds: a pause hook may
   // fail, and an engine whose pause failed is generating and must never be resumed.
   bool enginePaused_ = false;
+  // The last pause hook follow() called was withdrawn by the bus while it ran (PauseHooks::withdraw).
+  bool pauseWithdrawn_ = false;
 
   std::atomic<std::uint64_t> roundsApplied_{0};
   std::atomic<std::uint64_t> roundsAborted_{0};

@@ -294,6 +294,11 @@ typedef int32_t (*wsync_pause_fn)(void* user_data, wsync_pause_mode mode, uint64
 typedef void (*wsync_resume_fn)(void* user_data, uint64_t applied_version);
 /* A version was just written into the bound tensors (the engine is still paused). */
 typedef void (*wsync_applied_fn)(void* user_data, uint64_t version, uint64_t round);
+/* Called on another thread while the pause callback of `round` runs, at most once, when the bus no longer wants that
+ * pause (the round was aborted, say by the pause timeout a drain ran past; an operator's pause was lifted): the engine
+ * should stop quiescing and go on generating, and the pause callback return soon, non-zero if the engine had not
+ * quiesced (no resume follows, and no refusal is counted) or 0 if it had (resume follows as usual). */
+typedef void (*wsync_withdraw_fn)(void* user_data, uint64_t round);
 
 typedef struct wsync_worker_config {
   uint32_t struct_size;
@@ -307,6 +312,7 @@ typedef struct wsync_worker_config {
   wsync_resume_fn resume;           /* required */
   wsync_applied_fn applied;         /* optional */
   void* user_data;
+  wsync_withdraw_fn withdraw;       /* optional; without it no message is read until the pause callback returns */
 } wsync_worker_config;
 
 typedef struct wsync_worker_counters {

@@ -119,6 +119,7 @@ class StagingReceiver:
         self._cond = threading.Condition()
         self._paused = False  # wsync may be writing the staging tensors
         self._held_version: int | None = None  # vLLM is reading the staging tensors (this version)
+        self._withdrawals = 0  # pauses the bus called off while _on_pause waited for vLLM
         self._pause_mode: str | None = None
         self._on_device = memory == "device"
         self._device = device
@@ -143,6 +144,7 @@ class StagingReceiver:
             tensors=self._staging,
             on_pause=self._on_pause,
             on_resume=self._on_resume,
+            on_withdraw=self._on_withdraw,
             memory=memory,
             cuda_device=cuda_device,
             transport=transport,
@@ -236,14 +238,27 @@ class StagingReceiver:
 
     def _on_pause(self, mode: str, round: int) -> None:
         with self._cond:
-            if not self._cond.wait_for(lambda: self._held_version is None, timeout=self._staging_wait):
+            before = self._withdrawals
+            if not self._cond.wait_for(lambda: self._held_version is None or self._withdrawals != before,
+                                       timeout=self._staging_wait):
                 raise RuntimeError(
                     f"vLLM still holds the staging tensors for version {self._held_version} after "
                     f"{self._staging_wait} s (an update between start_weight_update and finish_weight_update); "
                     f"round {round} is refused and vLLM keeps its weights"
                 )
+            if self._held_version is not None:
+                import wsync
+
+                raise wsync.PauseWithdrawn(f"round {round} ended while vLLM held the staging tensors for version "
+                                           f"{self._held_version}")
             self._paused = True
             self._pause_mode = mode
+
+    def _on_withdraw(self, round: int) -> None:  # noqa: A002 - the callback's argument name
+        # Another thread of the agent's, while _on_pause may wait for vLLM to let go of the staging tensors.
+        with self._cond:
+            self._withdrawals += 1
+            self._cond.notify_all()
 
     def _on_resume(self, version: int) -> None:
         with self._cond:

@@ -58,7 +58,7 @@ struct WorkerOptions {
 // What a pause hook answers: the engine is quiesced, or why it could not be (a text for the coordinator and logs).
 using PauseResult = tl::expected<void, std::string>;
 
-// How the agent reaches the engine. All are called on the agent's I/O thread, one at a time.
+// How the agent reaches the engine. All but `withdraw` are called on the agent's I/O thread, one at a time.
 struct PauseHooks {
   // Required. Returns once the engine is quiesced for `mode` (PauseGate::pause does exactly that): no step reads
   // the bound buffers until `resume` is called. The time it takes counts against the coordinator's pause timeout.
@@ -72,6 +72,13 @@ struct PauseHooks {
   std::function<void(std::uint64_t appliedVersion)> resume;
   // Optional. A version was just copied into the bound buffers (the engine is still paused).
   std::function<void(std::uint64_t version, std::uint64_t round)> applied{};
+  // Optional. Called on another thread while `pause` runs, at most once, when the bus no longer wants that pause:
+  // the round was aborted (by the pause timeout this very drain ran past, by an operator, by another agent's
+  // failure) or the operator's pause was lifted. The engine should stop quiescing and go on generating, and `pause`
+  // return soon: with a failure if the engine did not quiesce (the agent then neither resumes it nor counts a
+  // refusal), or success if it already had (it is resumed as usual). PauseGate::withdraw does exactly that. Without
+  // it the agent reads no message of the coordinator's until `pause` returns. `round` is the pause hook's.
+  std::function<void(std::uint64_t round)> withdraw{};
 };
 
 }  // namespace wsync::worker_agent
