@@ -7,6 +7,7 @@ RL frameworks do in torch.
         --out publish.md --json publish.json                          # 1 GPU: trainer and receiver on cuda:0
     python python/benchmarks/publish.py --channel nccl ...            # 2 GPUs: trainer on cuda:0, receiver cuda:1
     python python/benchmarks/publish.py --quick --channel shm         # CPU tensors, small shapes: seconds
+    python python/benchmarks/publish.py --channel cuda_ipc --same-process ...  # the worker in the trainer's process
 
 The manifest comes from the C++ model catalog (`wsync-trainer --print-manifest --model M`), never a copy of it.
 Rows, per model:
@@ -189,6 +190,33 @@ def receiver_main(args):
         elif command[0] == "quit":
             break
     worker.close()
+
+
+class LocalReceiver:
+    """The receiver in this process (--same-process): a trainer and its engine in one process, as verl's hybrid
+    engine runs them. Over cuda_ipc the worker then copies from the trainer's own addresses (CUDA opens no IPC handle
+    in the process that made it), with no switch between two processes' GPU contexts."""
+
+    def __init__(self, bus, specs, device):
+        import torch
+        import wsync
+        self._torch, self._wsync, self._device = torch, wsync, device
+        self._tensors = make_tensors(torch, specs, device, zero=True)
+        self._worker = wsync.Worker(bus, agent_id="receiver-0",
+                                    tensors=[(spec["name"], tensor) for spec, tensor in zip(specs, self._tensors)],
+                                    cuda_device=None if device == "cpu" else torch.device(device).index)
+
+    def checksum(self, version):
+        try:
+            self._worker.wait_for_version(version, timeout=60)
+        except self._wsync.TimeoutError:
+            pass
+        synchronize(self._torch, self._device)
+        return {"version": self._worker.applied_version, "checksum": checksum(self._torch, self._tensors)}
+
+    def close(self):
+        self._worker.close()
+        del self._tensors
 
 
 class Receiver:
@@ -381,7 +409,8 @@ def bench_model(torch, wsync, args, model, workdir):
     synchronize(torch, trainer_device)
     named = [(spec["name"], tensor) for spec, tensor in zip(specs, tensors)]
     with wsync.Coordinator(bus, log_level="warn") as _:
-        receiver = Receiver(bus, manifest_path, receiver_device)
+        receiver = (LocalReceiver(bus, specs, receiver_device) if args.same_process
+                    else Receiver(bus, manifest_path, receiver_device))
         try:
             # wsync, Python
             walls, totals, sendings = [], [], []
@@ -405,12 +434,16 @@ def bench_model(torch, wsync, args, model, workdir):
                 got = receiver.checksum(version)
                 verified = got["version"] == version and got["checksum"] == expected
                 last = version
-            entry["rows"].append({"path": "wsync Python (wsync.Trainer, torch tensors)", "kind": "wsync-python",
+            where = ", the worker in this process" if args.same_process else ""
+            entry["rows"].append({"path": f"wsync Python (wsync.Trainer, torch tensors{where})", "kind": "wsync-python",
                                   "measure": "wall: publish() to wait() returned", **summary(walls),
                                   "outcome_total": summary(totals), "outcome_sending": summary(sendings),
                                   "verified": verified, "checksum": got["checksum"], "expected": expected})
             if model.startswith(HF_PREFIX):
                 entry["skipped"].append(f"wsync C++ row: {model} is not in the C++ model catalog")
+                raise _NoCppRow
+            if args.same_process:
+                entry["skipped"].append("wsync C++ row: wsync-trainer is a process of its own (--same-process)")
                 raise _NoCppRow
             # wsync, C++ (same coordinator, manifest, channel and receiver). Our tensors get new bytes first, never
             # published: a receiver that ends with them read this process's memory during the C++ trainer's rounds.
@@ -551,7 +584,9 @@ def markdown(result):
     m = result["machine"]
     lines = [f"# Python trainer publish benchmark ({result['date']}, commit {result['commit']})", "",
              f"Channel `{result['channel']}`; trainer on {result['trainer_device']}, one receiver (a Python "
-             f"wsync.Worker bound to torch tensors) on {result['receiver_device']}. {result['warmup']} warm-up "
+             f"wsync.Worker bound to torch tensors) on {result['receiver_device']}"
+             f"{', in the trainer' + chr(39) + 's process' if result.get('same_process') else ', a process of its own'}. "
+             f"{result['warmup']} warm-up "
              f"rounds, then {result['reps']} timed: median (min-max).", "",
              f"Machine: {', '.join(m.get('gpus', [])) or 'CPU'}; driver {m.get('driver', '-')}; CUDA "
              f"{m.get('cuda', '-')}; torch {m['torch']}; Python {m['python']}; {m['cpu_count']} CPUs.", ""]
@@ -572,6 +607,14 @@ def markdown(result):
                     lines.append(f"| wsync Python | outcome total (agent: publish to outcome) | {t['median_ms']:.3f} "
                                  f"| {t['min_ms']:.3f}-{t['max_ms']:.3f} | {entry['bytes'] / t['median_ms'] / 1e6:.0f}"
                                  f" | | |")
+                    t = row.get("outcome_sending")
+                    floor = next((other["median_ms"] for other in entry["rows"]
+                                  if other["path"] == "torch copy_ of the model packed in one buffer"), None)
+                    if t and t["median_ms"] > 0:
+                        over = f"{t['median_ms'] / floor:.3f}x the packed copy_" if floor else ""
+                        lines.append(f"| wsync Python | outcome sending (the payload through the channel) | "
+                                     f"{t['median_ms']:.3f} | {t['min_ms']:.3f}-{t['max_ms']:.3f} | "
+                                     f"{entry['bytes'] / t['median_ms'] / 1e6:.0f} | {over} | |")
             lines.append("")
         ratio = entry.get("python_over_cpp")
         if ratio:
@@ -603,6 +646,9 @@ def main():
     parser.add_argument("--trainer-device", type=int, default=0)
     parser.add_argument("--receiver-device", type=int, help="default: 0 for cuda_ipc, 1 for nccl")
     parser.add_argument("--bucket-mib", type=int, default=1024, help="packed broadcast bucket (default 1024)")
+    parser.add_argument("--same-process", action="store_true",
+                        help="the receiving wsync.Worker in this process, beside the trainer (verl's hybrid engine), "
+                             "instead of a process of its own")
     parser.add_argument("--no-dist", dest="dist", action="store_false",
                         help="shm: skip the torch.distributed (gloo) rows")
     parser.add_argument("--out", help="write the markdown report here")
@@ -632,7 +678,7 @@ def main():
     if args.channel != "shm":
         torch.cuda.set_device(args.trainer_device)
     result = {"benchmark": "python-publish", "date": datetime.date.today().isoformat(),
-              "commit": args.commit or git_commit(), "channel": args.channel,
+              "commit": args.commit or git_commit(), "channel": args.channel, "same_process": args.same_process,
               "trainer_device": "cpu" if args.channel == "shm" else f"cuda:{args.trainer_device}",
               "receiver_device": "cpu" if args.channel == "shm" else f"cuda:{args.receiver_device}",
               "warmup": args.warmup, "reps": args.reps, "quick": args.quick, "machine": machine(torch, args.channel),

@@ -111,3 +111,35 @@ def test_cuda_ipc_trusts_its_exports_only_while_torch_frees_nothing(coordinator,
     assert done["version"] == versions[-1]
     assert worker.wait(60) == 0, worker.stderr()
     check_dumps(tmp_path, "w0", expected.__getitem__, versions[-1])
+
+
+@pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")
+def test_a_trainer_and_an_engine_in_one_process_over_cuda_ipc(in_process_coordinator):
+    """verl's hybrid engine runs the rollout engine in the trainer's process: a Trainer and a Worker in one Python
+    process on cuda:0 over cuda_ipc, where CUDA cannot open the process's own IPC handles. Every version reaches the
+    engine's parameters byte for byte, also after the trainer's model is rebuilt at new addresses."""
+    bus = in_process_coordinator.bus
+    torch.cuda.set_device(0)
+    policy = models.torch_model().to("cuda:0")
+    engine = models.torch_model().to("cuda:0")
+    parked = []  # nothing generates here: a pause has nothing to wait for
+
+    def pause(mode, round):  # noqa: A002 - the callback's argument name
+        parked.append(round)
+
+    with wsync.Worker(bus, agent_id="engine", tensors=engine.named_parameters(), on_pause=pause,
+                      on_resume=lambda version: None) as worker, \
+            wsync.Trainer(bus, agent_id="trainer", channel="cuda_ipc", cuda_device=0) as trainer:
+        assert worker.memory == "device"
+        for version in (1, 2, 3, 4):
+            if version == 4:
+                policy = models.torch_model().to("cuda:0")  # new addresses: exported again
+            named = list(policy.named_parameters())
+            models.fill_torch(named, version)
+            tensors = policy.named_parameters() if version in (1, 4) else None
+            assert trainer.publish(version, tensors).wait(timeout=120).committed
+            worker.wait_for_version(version, timeout=60)
+            torch.cuda.synchronize()
+            assert models.torch_bytes(engine.named_parameters()) == models.torch_bytes(named), version
+        assert worker.counters.rounds_applied == 4 and worker.counters.transfers_failed == 0
+        assert len(parked) == 4

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -72,6 +73,17 @@ using HandleBytes = std::array<std::uint8_t, kIpcHandleBytes>;
 
 std::int64_t monotonicNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// This process's IpcSenderData::processToken: drawn once, never 0.
+std::uint64_t processToken() {
+  static const std::uint64_t token = [] {
+    std::random_device device;
+    std::uint64_t drawn = 0;
+    while (drawn == 0) drawn = (std::uint64_t{device()} << 32) ^ device();
+    return drawn;
+  }();
+  return token;
 }
 
 }  // namespace
@@ -324,6 +336,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
         IpcAllocationData entry{};
         std::memcpy(entry.handle, &handle, sizeof(handle));
         entry.bytes = size;
+        entry.senderBase = base;
         exported.push_back(entry);
         exportedBlocks.push_back(State::Exported{.base = base, .bufferId = state.bufferId(base)});
       }
@@ -346,6 +359,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
     data.sender.senderPid = static_cast<std::uint32_t>(::getpid());
     data.sender.senderDevice = state.device;
     data.sender.totalBytes = total;
+    data.sender.processToken = processToken();
     state.generation += 2;
     data.sender.generation.store(state.generation, std::memory_order_release);
     state.exportKey = tensorsKey;
@@ -472,8 +486,27 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
         entry = state.imports.erase(entry);
       }
     }
+    // A sender in this process (a trainer and its engine in one process, as verl's hybrid engine runs them): CUDA
+    // opens no handle in the process that made it, and needs none; its memory is this process's already.
+    const bool sameProcess = data.sender.processToken == processToken() &&
+                             data.sender.senderPid == static_cast<std::uint32_t>(::getpid());
+    if (sameProcess && data.sender.senderDevice != state.device) {
+      if (const cudaError_t error = cudaDeviceEnablePeerAccess(data.sender.senderDevice, 0);
+          error != cudaSuccess && error != cudaErrorPeerAccessAlreadyEnabled) {
+        cudaGetLastError();  // the failed call is not the next launch's error
+        state.importedGeneration = 0;
+        return failed({ChannelError::DeviceError, "the sender (this process, GPU " +
+                                                      std::to_string(data.sender.senderDevice) +
+                                                      ") cannot be read from GPU " + std::to_string(state.device) +
+                                                      ": " + cudaGetErrorString(error)});
+      }
+    }
     std::vector<void*> importOf(count, nullptr);
     for (std::uint32_t index = 0; index < count; ++index) {
+      if (sameProcess) {
+        importOf[index] = reinterpret_cast<void*>(allocations(region_)[index].senderBase);
+        continue;
+      }
       if (auto known = state.imports.find(handles[index]); known != state.imports.end()) {
         importOf[index] = known->second;
         continue;

@@ -43,6 +43,10 @@ struct alignas(kCacheLineBytes) IpcSenderData {
   std::int32_t senderDevice;
   std::uint32_t reserved;
   std::uint64_t totalBytes;
+  // A random number the sender's process drew once: a receiver that drew the same one is in that process, where
+  // CUDA cannot open the handles (cuIpcOpenMemHandle: "invalid device context") and reads senderBase instead. A pid
+  // alone could be another PID namespace's; 0 (a segment's zeroes, an older sender) matches no process.
+  std::uint64_t processToken;
 };
 
 // Writer: receiver `index`. The digest and byte count are written before doneTransfer (release).
@@ -60,7 +64,7 @@ struct alignas(kCacheLineBytes) IpcReceiverData {
 struct IpcAllocationData {
   std::uint8_t handle[kIpcHandleBytes];
   std::uint64_t bytes;
-  std::uint64_t reserved;
+  std::uint64_t senderBase;  // its address in the sender's process: for a receiver in that process only
 };
 
 // Where tensor i's bytes are: an allocation and an offset in it.
