@@ -9,11 +9,13 @@
 #           staging-r1 staging-r3 blocks-sweep-r3 nccl-calls ipc-rows blocking-ab ipc-timeline ipc-mps
 #           enqueue-ab-r1 enqueue-ab-r3 start-ab-r1 start-ab-r3 start-timeline-r3
 #           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3 probes ipc-push registered register-ab-r1 register-ab-r3
-#           asan-tests cuda-sanitizer initcheck-copy racecheck-4 qwen3-r1 qwen3-r3 py-many nccl-env-r1
+#           asan-tests cuda-sanitizer initcheck-copy racecheck-4 qwen3-r1 qwen3-r3 py-many nccl-env-r1 ipc-one-process
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
 #   blocks-r3: the same with 3 receivers at 16 and 256 copy blocks instead of the channel's 64.
+#   ipc-one-process: a trainer and its engine in one process over cuda_ipc: the GPU tests of it, and
+#                    python/benchmarks/publish.py with the worker in the trainer's process and in one of its own.
 #   py-publish-100k: the Python trainer at 100,000 tensors over cuda_ipc beside the C++ agent and torch
 #                    (python/benchmarks/publish.py), the publish call's fast path (WSYNC_PUBLISH_SAME_TENSORS) on a GPU.
 #   ctas-r1: qwen2.5-7b and 100,000 tensors at 256 MiB and 1 GiB buckets with the channel's communicator held to 8
@@ -420,6 +422,26 @@ for phase in "$@"; do
         (($(left) > 40)) || { echo "== SKIPPED blocks $blocks: $(left) s left"; continue; }
         timeout $(left) bash bench/nccl_frontier.sh --receivers 3 --slices 64 --buckets 1024 --copy-blocks $blocks \
           --layout-kept --timeline $R/blocks synthetic:100000:4096 qwen2.5-7b | grep -v "receiver [12]"
+      done ;;
+    ipc-one-process)
+      # A trainer and its engine in one process over cuda_ipc (verl's hybrid engine): the tests, then the Python
+      # trainer with its worker in its process and in a process of its own, in the same run, beside torch's copies.
+      LD_LIBRARY_PATH=$C/lib timeout $((t / 4)) $C/bin/wsync_gpu_tests \
+        --gtest_filter='CudaIpcOneProcess*:CudaIpcChannelTransfer*' > $R/ipc-one-process-tests.log 2>&1
+      echo "exit $?" >> $R/ipc-one-process-tests.log
+      timeout $((t / 4)) python3 -m pytest tests/python/test_gpu.py -m gpu -k one_process -p no:cacheprovider -v -rs \
+        >> $R/ipc-one-process-tests.log 2>&1
+      echo "pytest exit $?" >> $R/ipc-one-process-tests.log
+      grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|^exit|passed|failed" $R/ipc-one-process-tests.log
+      for where in same cross; do
+        (($(left) > 60)) || { echo "== SKIPPED publish $where: $(left) s left"; continue; }
+        flag=(); [[ $where == same ]] && flag=(--same-process)
+        timeout $(($(left) - 10)) python3 python/benchmarks/publish.py --channel cuda_ipc "${flag[@]}" \
+          --models synthetic:100000:4096 qwen2.5-7b --warmup 2 --reps 10 \
+          --out $R/publish-ipc-$where.md --json $R/publish-ipc-$where.json > $R/publish-ipc-$where.log 2>&1
+        echo "exit $?" >> $R/publish-ipc-$where.log
+        echo "-- worker in the $where process"; grep -E "^\| (wsync|torch)|^## |^exit" $R/publish-ipc-$where.md \
+          $R/publish-ipc-$where.log | cut -c1-200
       done ;;
     py-publish-100k)
       timeout $t python3 python/benchmarks/publish.py --channel cuda_ipc --models synthetic:100000:4096 --warmup 1 --reps 5 \
