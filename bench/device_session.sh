@@ -10,12 +10,14 @@
 #           enqueue-ab-r1 enqueue-ab-r3 start-ab-r1 start-ab-r3 start-timeline-r3
 #           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3 probes ipc-push registered register-ab-r1 register-ab-r3
 #           asan-tests cuda-sanitizer initcheck-copy racecheck-4 qwen3-r1 qwen3-r3 py-many nccl-env-r1 ipc-one-process
+#           ipc-one-process-step
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
 #   blocks-r3: the same with 3 receivers at 16 and 256 copy blocks instead of the channel's 64.
 #   ipc-one-process: a trainer and its engine in one process over cuda_ipc: the GPU tests of it, and
 #                    python/benchmarks/publish.py with the worker in the trainer's process and in one of its own.
+#   ipc-one-process-step: that benchmark alone, with a kernel of the trainer's before each timed round (--step-kernel).
 #   py-publish-100k: the Python trainer at 100,000 tensors over cuda_ipc beside the C++ agent and torch
 #                    (python/benchmarks/publish.py), the publish call's fast path (WSYNC_PUBLISH_SAME_TENSORS) on a GPU.
 #   ctas-r1: qwen2.5-7b and 100,000 tensors at 256 MiB and 1 GiB buckets with the channel's communicator held to 8
@@ -106,6 +108,21 @@ export WSYNC_TEST_BIN_DIR=$C/bin WSYNC_BIN_DIR=$C/bin WSYNC_LIBRARY=$C/py/wsync/
 export PYTHONPATH=$PWD/python WSYNC_COMMIT=$commit WSYNC_LOG_LEVEL=warn
 start=$SECONDS
 left() { echo $((budget - (SECONDS - start))); }
+# The Python trainer over cuda_ipc with its worker in its process, then in one of its own (phases ipc-one-process*).
+ipc_one_process_publish() {
+  local where flag suffix=${1:+-step}
+  for where in same cross; do
+    (($(left) > 60)) || { echo "== SKIPPED publish $where: $(left) s left"; continue; }
+    flag=("$@"); [[ $where == same ]] && flag+=(--same-process)
+    timeout $(($(left) - 10)) python3 python/benchmarks/publish.py --channel cuda_ipc "${flag[@]}" \
+      --models synthetic:100000:4096 qwen2.5-7b --warmup 2 --reps 10 --commit $commit \
+      --out $R/publish-ipc-$where$suffix.md --json $R/publish-ipc-$where$suffix.json > $R/publish-ipc-$where$suffix.log 2>&1
+    echo "exit $?" >> $R/publish-ipc-$where$suffix.log
+    echo "-- worker in the $where process $*"
+    grep -E "^\| (wsync|torch)|^## " $R/publish-ipc-$where$suffix.md | cut -c1-200
+    tail -1 $R/publish-ipc-$where$suffix.log
+  done
+}
 for phase in "$@"; do
   t=$(left)
   if ((t < 30)); then echo "== SKIPPED $phase: ${t} s left"; continue; fi
@@ -433,16 +450,10 @@ for phase in "$@"; do
         >> $R/ipc-one-process-tests.log 2>&1
       echo "pytest exit $?" >> $R/ipc-one-process-tests.log
       grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|^exit|passed|failed" $R/ipc-one-process-tests.log
-      for where in same cross; do
-        (($(left) > 60)) || { echo "== SKIPPED publish $where: $(left) s left"; continue; }
-        flag=(); [[ $where == same ]] && flag=(--same-process)
-        timeout $(($(left) - 10)) python3 python/benchmarks/publish.py --channel cuda_ipc "${flag[@]}" \
-          --models synthetic:100000:4096 qwen2.5-7b --warmup 2 --reps 10 \
-          --out $R/publish-ipc-$where.md --json $R/publish-ipc-$where.json > $R/publish-ipc-$where.log 2>&1
-        echo "exit $?" >> $R/publish-ipc-$where.log
-        echo "-- worker in the $where process"; grep -E "^\| (wsync|torch)|^## |^exit" $R/publish-ipc-$where.md \
-          $R/publish-ipc-$where.log | cut -c1-200
-      done ;;
+      ipc_one_process_publish ;;
+    ipc-one-process-step)
+      # The same comparison with a kernel of the trainer's just before each timed round, as an optimizer step leaves.
+      ipc_one_process_publish --step-kernel ;;
     py-publish-100k)
       timeout $t python3 python/benchmarks/publish.py --channel cuda_ipc --models synthetic:100000:4096 --warmup 1 --reps 5 \
         --out $R/py-publish-100k.md --json $R/py-publish-100k.json > $R/py-publish-100k.log 2>&1

@@ -8,6 +8,7 @@ RL frameworks do in torch.
     python python/benchmarks/publish.py --channel nccl ...            # 2 GPUs: trainer on cuda:0, receiver cuda:1
     python python/benchmarks/publish.py --quick --channel shm         # CPU tensors, small shapes: seconds
     python python/benchmarks/publish.py --channel cuda_ipc --same-process ...  # the worker in the trainer's process
+    python python/benchmarks/publish.py --channel cuda_ipc --step-kernel ...   # the trainer's GPU busy just before
 
 The manifest comes from the C++ model catalog (`wsync-trainer --print-manifest --model M`), never a copy of it.
 Rows, per model:
@@ -133,6 +134,18 @@ def randomize(torch, tensors):
     for tensor in tensors:
         if tensor.numel():
             byte_view(torch, tensor).random_(0, 256)
+
+
+def step_kernel(torch, args, tensors, device):
+    """--step-kernel: what an optimizer step leaves before a publish, GPU work of the trainer's just done (a kernel
+    over its largest tensor, which it rewrites with the same bytes), so that the round starts with the trainer's
+    context the GPU's last. Untimed; the timed rounds start after it finished."""
+    if not args.step_kernel or device == "cpu":
+        return
+    largest = max(tensors, key=lambda tensor: tensor.numel())
+    view = byte_view(torch, largest)
+    view.copy_(view.clone())
+    synchronize(torch, device)
 
 
 def checksum(torch, tensors) -> str:
@@ -418,6 +431,7 @@ def bench_model(torch, wsync, args, model, workdir):
                                cuda_device=None if args.channel == "shm" else args.trainer_device) as trainer:
                 version = trainer.committed_version + 1
                 for number in range(rounds):
+                    step_kernel(torch, args, tensors, trainer_device)
                     start = time.perf_counter()
                     handle = trainer.publish(version, named if number == 0 else None, pause_mode="keep")
                     outcome = handle.wait(timeout=timeout)
@@ -524,6 +538,7 @@ def copy_baselines(torch, args, tensors, expected, device):
     def timed(body):
         times = []
         for _ in range(args.warmup + args.reps):
+            step_kernel(torch, args, tensors, device)
             synchronize(torch, device)
             start = time.perf_counter()
             body()
@@ -585,7 +600,8 @@ def markdown(result):
     lines = [f"# Python trainer publish benchmark ({result['date']}, commit {result['commit']})", "",
              f"Channel `{result['channel']}`; trainer on {result['trainer_device']}, one receiver (a Python "
              f"wsync.Worker bound to torch tensors) on {result['receiver_device']}"
-             f"{', in the trainer' + chr(39) + 's process' if result.get('same_process') else ', a process of its own'}. "
+             f"{', in the trainer' + chr(39) + 's process' if result.get('same_process') else ', a process of its own'}"
+             f"{'; a kernel of the trainer' + chr(39) + 's before each timed round' if result.get('step_kernel') else ''}. "
              f"{result['warmup']} warm-up "
              f"rounds, then {result['reps']} timed: median (min-max).", "",
              f"Machine: {', '.join(m.get('gpus', [])) or 'CPU'}; driver {m.get('driver', '-')}; CUDA "
@@ -646,6 +662,9 @@ def main():
     parser.add_argument("--trainer-device", type=int, default=0)
     parser.add_argument("--receiver-device", type=int, help="default: 0 for cuda_ipc, 1 for nccl")
     parser.add_argument("--bucket-mib", type=int, default=1024, help="packed broadcast bucket (default 1024)")
+    parser.add_argument("--step-kernel", action="store_true",
+                        help="before each timed round (wsync's and torch's), a kernel of the trainer's on its GPU, "
+                             "as an optimizer step leaves one")
     parser.add_argument("--same-process", action="store_true",
                         help="the receiving wsync.Worker in this process, beside the trainer (verl's hybrid engine), "
                              "instead of a process of its own")
@@ -679,6 +698,7 @@ def main():
         torch.cuda.set_device(args.trainer_device)
     result = {"benchmark": "python-publish", "date": datetime.date.today().isoformat(),
               "commit": args.commit or git_commit(), "channel": args.channel, "same_process": args.same_process,
+              "step_kernel": args.step_kernel,
               "trainer_device": "cpu" if args.channel == "shm" else f"cuda:{args.trainer_device}",
               "receiver_device": "cpu" if args.channel == "shm" else f"cuda:{args.receiver_device}",
               "warmup": args.warmup, "reps": args.reps, "quick": args.quick, "machine": machine(torch, args.channel),
