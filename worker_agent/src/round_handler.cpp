@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <system_error>
 
 #include "wsync/bus/core/log.hpp"
 #include "wsync/bus/core/text.hpp"
@@ -78,7 +79,14 @@ PauseResult RoundHandler::follow(const EngineHolds& before) {
     log::debug("generation pauses (mode {}, {})", msg::EnumNamePauseMode(mode), why);
     std::optional<PauseWatch> watch;
     if (hooks_.withdraw) {
-      if (auto view = busView()) watch.emplace(std::move(view), round, [this, round] { hooks_.withdraw(round); });
+      if (auto view = busView()) {
+        try {
+          watch.emplace(std::move(view), round, [this, round] { hooks_.withdraw(round); });
+        } catch (const std::system_error& error) {  // no thread to be had: the pause runs as without the hook
+          log::warn("no pause watch for {} ({}): a withdrawn pause is seen only once the engine quiesced", why,
+                    error.what());
+        }
+      }
     }
     paused = hooks_.pause(mode, round);
     pauseWithdrawn_ = watch && watch->stop();
