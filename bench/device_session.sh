@@ -35,7 +35,8 @@
 #   asan-tests: the C++ GPU tests built under ASan+UBSan (tools/test.sh's build-asan): wsync_gpu_tests, its peer and
 #               the coordinator, trainer and worker, stripped of debug information (the stacks' lines come from
 #               build-asan's copies), packed as .carry/asan/bin.tgz, with the sanitizer runtimes and the libraries
-#               they link in .carry/asan/lib (Debian's, not installed on the GPU machines). CI has no GPU, so this is
+#               they link, build-asan's libwsync.so.1 among them, in .carry/asan/lib or packed as .carry/asan/lib.tgz
+#               (Debian's, not installed on the GPU machines). CI has no GPU, so this is
 #               where the GPU channels' host code meets the sanitizers.
 #               protect_shadow_gap=0: the CUDA driver maps memory where ASan would otherwise protect its shadow gap.
 #   cuda-sanitizer: the C++ GPU tests of the channels themselves (cuda_ipc, and nccl over sockets on one GPU) under
@@ -136,7 +137,9 @@ for phase in "$@"; do
       } > $R/machine.txt 2>&1
       cat $R/machine.txt ;;
     asan-tests)
-      mkdir -p $C/asan/bin && tar xzf $C/asan/bin.tgz -C $C/asan/bin
+      mkdir -p $C/asan/bin $C/asan/lib && tar xzf $C/asan/bin.tgz -C $C/asan/bin
+      # Packed too when the libraries (an instrumented libwsync.so among them) would pass the carry's limit.
+      [[ -f $C/asan/lib.tgz ]] && tar xzf $C/asan/lib.tgz -C $C/asan/lib
       ( export WSYNC_TEST_BIN_DIR=$C/asan/bin LD_LIBRARY_PATH=$C/asan/lib
         export ASAN_OPTIONS=protect_shadow_gap=0:halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1
         export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
