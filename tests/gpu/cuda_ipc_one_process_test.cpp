@@ -3,7 +3,8 @@
 // worker's copy reads the trainer's own addresses. Through the C API, as a Python or C++ program embedding both
 // would: the coordinator, a worker bound to device tensors and a trainer publishing device tensors (some packed in
 // one allocation at odd offsets, some each a cudaMalloc of its own), several versions, each in the worker's tensors
-// byte for byte; then the trainer's tensors move to new allocations and the next version still arrives.
+// byte for byte; then the trainer's tensors move to new allocations and the next version still arrives. The worker's
+// tensors on the trainer's GPU, and on another, read through peer access.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -107,9 +108,12 @@ void expectHolds(const Model& model, const std::vector<std::byte*>& addresses, s
   }
 }
 
-TEST(CudaIpcOneProcess, ATrainerAndAWorkerInOneProcessTakeEveryVersionByteForByte) {
-  if (auto missing = missingGpus(1)) GTEST_SKIP() << *missing;
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+// The worker's GPU: the trainer's (0), or another (1), which the worker reads through peer access.
+class CudaIpcOneProcess : public testing::TestWithParam<int> {};
+
+TEST_P(CudaIpcOneProcess, ATrainerAndAWorkerInOneProcessTakeEveryVersionByteForByte) {
+  const int workerDevice = GetParam();
+  if (auto missing = missingGpus(workerDevice + 1)) GTEST_SKIP() << *missing;
   const std::string bus = uniqueBusName("ipc-one");
   const Model model = makeModel();
 
@@ -120,16 +124,18 @@ TEST(CudaIpcOneProcess, ATrainerAndAWorkerInOneProcessTakeEveryVersionByteForByt
   wsync_coordinator* coordinator = nullptr;
   ASSERT_EQ(wsync_coordinator_start(&coordinatorConfig, &coordinator), WSYNC_OK) << wsync_last_error();
 
+  ASSERT_EQ(cudaSetDevice(workerDevice), cudaSuccess);
   DeviceBlock engine(packedBytes(model));
   std::vector<std::unique_ptr<DeviceBlock>> engineOwn;
   const std::vector<std::byte*> bound = place(model, engine, engineOwn);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   const auto boundTensors = model.tensors(bound);
   wsync_worker_config workerConfig;
   wsync_worker_config_init(&workerConfig);
   workerConfig.connection.bus = bus.c_str();
   workerConfig.agent_id = "engine";
   workerConfig.memory = WSYNC_MEMORY_DEVICE;
-  workerConfig.cuda_device = 0;
+  workerConfig.cuda_device = workerDevice;
   workerConfig.pause = &pauseEngine;
   workerConfig.resume = &resumeEngine;
   wsync_worker* worker = nullptr;
@@ -179,6 +185,11 @@ TEST(CudaIpcOneProcess, ATrainerAndAWorkerInOneProcessTakeEveryVersionByteForByt
   wsync_worker_destroy(worker);
   wsync_coordinator_destroy(coordinator);
 }
+
+INSTANTIATE_TEST_SUITE_P(WorkerGpu, CudaIpcOneProcess, testing::Values(0, 1),
+                         [](const testing::TestParamInfo<int>& param) {
+                           return param.param == 0 ? std::string("TheTrainers") : std::string("Another");
+                         });
 
 }  // namespace
 }  // namespace wsync::test

@@ -113,15 +113,19 @@ def test_cuda_ipc_trusts_its_exports_only_while_torch_frees_nothing(coordinator,
     check_dumps(tmp_path, "w0", expected.__getitem__, versions[-1])
 
 
-@pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")
-def test_a_trainer_and_an_engine_in_one_process_over_cuda_ipc(in_process_coordinator):
-    """verl's hybrid engine runs the rollout engine in the trainer's process: a Trainer and a Worker in one Python
-    process on cuda:0 over cuda_ipc, where CUDA cannot open the process's own IPC handles. Every version reaches the
-    engine's parameters byte for byte, also after the trainer's model is rebuilt at new addresses."""
+@pytest.mark.parametrize("engine_device", [
+    pytest.param("cuda:0", marks=pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")),
+    pytest.param("cuda:1", marks=pytest.mark.skipif(GPUS < 2, reason=f"needs 2 CUDA GPU(s), this machine has {GPUS}")),
+])
+def test_a_trainer_and_an_engine_in_one_process_over_cuda_ipc(in_process_coordinator, engine_device):
+    """verl's hybrid engine runs the rollout engine in the trainer's process: a Trainer (cuda:0) and a Worker in one
+    Python process over cuda_ipc, where CUDA cannot open the process's own IPC handles; the engine on the trainer's
+    GPU or on another (read through peer access). Every version reaches the engine's parameters byte for byte, also
+    after the trainer's model is rebuilt at new addresses."""
     bus = in_process_coordinator.bus
     torch.cuda.set_device(0)
     policy = models.torch_model().to("cuda:0")
-    engine = models.torch_model().to("cuda:0")
+    engine = models.torch_model().to(engine_device)
     parked = []  # nothing generates here: a pause has nothing to wait for
 
     def pause(mode, round):  # noqa: A002 - the callback's argument name
