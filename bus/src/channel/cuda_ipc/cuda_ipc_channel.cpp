@@ -491,9 +491,11 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
     const bool sameProcess = data.sender.processToken == processToken() &&
                              data.sender.senderPid == static_cast<std::uint32_t>(::getpid());
     if (sameProcess && data.sender.senderDevice != state.device) {
-      if (const cudaError_t error = cudaDeviceEnablePeerAccess(data.sender.senderDevice, 0);
-          error != cudaSuccess && error != cudaErrorPeerAccessAlreadyEnabled) {
-        cudaGetLastError();  // the failed call is not the next launch's error
+      const cudaError_t error = cudaDeviceEnablePeerAccess(data.sender.senderDevice, 0);
+      // Already enabled (an earlier export, or the process's own code) is success, but CUDA records it as the last
+      // error, which the next launch's check would then report as its own: taken off here.
+      if (error != cudaSuccess) cudaGetLastError();
+      if (error != cudaSuccess && error != cudaErrorPeerAccessAlreadyEnabled) {
         state.importedGeneration = 0;
         return failed({ChannelError::DeviceError, "the sender (this process, GPU " +
                                                       std::to_string(data.sender.senderDevice) +
