@@ -9,7 +9,8 @@
 // CMake:
 //   nvcc -O3 -std=c++20 -arch=sm_90 -Ibus/src -Ibus/include -Ibuild/schemas/include \
 //        -o copy_ceiling bench/profiles/copy_ceiling.cu
-//   ./copy_ceiling BYTES [RUN_BYTES]   (RUN_BYTES 0: one run)
+//   ./copy_ceiling BYTES [RUN_BYTES]   (RUN_BYTES 0: one run; runs lie end to end, so RUN_BYTES sets their
+//                                       alignment: 42948 puts them 4 bytes apart from 16-byte boundaries)
 #include <cstdio>
 #include <cstdint>
 #include <vector>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 #include <sys/wait.h>
 #include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <thread>
 #include "channel/gpu/copy_kernel.cu"
@@ -158,6 +160,130 @@ __global__ void __launch_bounds__(256) bulkCopy(const CopyRun* runs, const uint3
   }
 }
 
+// ---- Warp-specialized bulk copies (2026-11-29): warp 0 loads (one thread issues cp.async.bulk global -> shared,
+// the next run's table entry fetched a chunk ahead), warp 1 stores (shared -> global, releasing a stage once its
+// store has read it, LAG stores behind), C warps fold the checksum from shared memory. No __syncthreads per piece:
+// full/empty mbarriers per stage. A run's last piece copies its bytes past the last multiple of 16 (cp.async.bulk
+// moves multiples of 16) with plain loads, in the checksum warps. ----
+struct Piece2 { uint64_t src, dst, word; uint32_t bulk, tail, key0, key1; };
+__device__ __forceinline__ void waitParity(uint32_t bar, uint32_t parity) { while (!tryWait(bar, parity)) {} }
+__device__ __forceinline__ void arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+template <int B, int S, int C, int LAG>
+__global__ void __launch_bounds__((2 + C) * 32) bulk2Copy(const CopyRun* runs, const uint32_t* chunkRuns,
+                                                          uint32_t chunkCount, DeviceChecksumSums* sums) {
+  static_assert(LAG >= 1 && LAG < S);
+  extern __shared__ __align__(128) unsigned char stage[];  // S * B bytes
+  __shared__ __align__(8) uint64_t full[S];
+  __shared__ __align__(8) uint64_t empty[S];
+  __shared__ Piece2 desc[S];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem(&full[s])));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem(&empty[s])), "r"(C + 1));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  uint64_t sum0 = 0, sum1 = 0;
+  if (warp == 0) {
+    if (lane == 0) {
+      uint32_t chunk = blockIdx.x;
+      const uint32_t g = gridDim.x;
+      CopyRun run{};
+      if (chunk < chunkCount) run = runs[chunkRuns[chunk]];
+      uint32_t afterIndex = chunk + g < chunkCount ? chunkRuns[chunk + g] : 0;
+      uint64_t offset = 0, end = 0;
+      bool fresh = true;
+      for (uint32_t i = 0;; ++i) {
+        const int s = i % S;
+        if (i >= S) waitParity(smem(&empty[s]), ((i / S) - 1) & 1);
+        Piece2 p{};
+        while (chunk < chunkCount) {
+          if (fresh) {
+            offset = uint64_t{chunk - run.firstChunk} * kCopyChunkBytes;
+            end = offset + kCopyChunkBytes < run.bytes ? offset + kCopyChunkBytes : run.bytes;
+            fresh = false;
+          }
+          if (offset < end) break;
+          chunk += g;
+          fresh = true;
+          if (chunk < chunkCount) {
+            run = runs[afterIndex];
+            afterIndex = chunk + g < chunkCount ? chunkRuns[chunk + g] : 0;
+          }
+        }
+        if (chunk < chunkCount) {
+          const uint64_t n = end - offset < B ? end - offset : B;
+          p.src = run.src + offset; p.dst = run.dst + offset; p.word = run.firstWord + offset / 8;
+          const bool aligned = ((p.src | p.dst) & 15) == 0;
+          p.bulk = aligned ? (uint32_t)(n & ~uint64_t{15}) : 0;
+          p.tail = (uint32_t)n - p.bulk;
+          p.key0 = (run.tensor * kMulT0) ^ kSeed0; p.key1 = (run.tensor * kMulT1) ^ kSeed1;
+          offset += n;
+        }
+        desc[s] = p;
+        const uint32_t bar = smem(&full[s]);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(p.bulk) : "memory");
+        if (p.bulk != 0) {
+          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                       :: "r"(smem(stage + s * B)), "l"(p.src), "r"(p.bulk), "r"(bar) : "memory");
+        }
+        if (p.bulk == 0 && p.tail == 0) break;
+      }
+    }
+  } else if (warp == 1) {
+    if (lane == 0) {
+      for (uint32_t i = 0;; ++i) {
+        const int s = i % S;
+        waitParity(smem(&full[s]), (i / S) & 1);
+        const Piece2 p = desc[s];
+        if (p.bulk == 0 && p.tail == 0) break;
+        if (p.bulk != 0) {
+          asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                       :: "l"(p.dst), "r"(smem(stage + s * B)), "r"(p.bulk) : "memory");
+        }
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        if (i >= LAG) {
+          asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(LAG) : "memory");
+          arrive(smem(&empty[(i - LAG) % S]));
+        }
+      }
+      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    }
+  } else {
+    const int t = threadIdx.x - 64;
+    for (uint32_t i = 0;; ++i) {
+      const int s = i % S;
+      waitParity(smem(&full[s]), (i / S) & 1);
+      const Piece2 p = desc[s];
+      if (p.bulk == 0 && p.tail == 0) break;
+      const uint4* v = reinterpret_cast<const uint4*>(stage + s * B);
+      for (uint32_t k = t; k < p.bulk / 16; k += C * 32) {
+        const uint4 x = v[k];
+        const uint64_t word = p.word + 2 * k;
+        fold(sum0, sum1, p.key0, p.key1, word, (uint64_t{x.y} << 32) | x.x);
+        fold(sum0, sum1, p.key0, p.key1, word + 1, (uint64_t{x.w} << 32) | x.z);
+      }
+      for (uint32_t o = p.bulk + 8 * t; o < p.bulk + p.tail; o += 8 * C * 32) {
+        const uint32_t n = p.bulk + p.tail - o < 8 ? p.bulk + p.tail - o : 8;
+        const uint64_t value = loadWord(reinterpret_cast<const unsigned char*>(p.src) + o, n);
+        storeOutside(reinterpret_cast<unsigned char*>(p.dst), o, value, n, 0, 0);
+        fold(sum0, sum1, p.key0, p.key1, p.word + o / 8, value);
+      }
+      __syncwarp();
+      if (lane == 0) arrive(smem(&empty[s]));
+    }
+  }
+  for (int o = 16; o > 0; o /= 2) { sum0 += __shfl_down_sync(~0u, sum0, o); sum1 += __shfl_down_sync(~0u, sum1, o); }
+  if (warp >= 2 && lane == 0) {
+    atomicAdd((unsigned long long*)&sums->lane[0], (unsigned long long)sum0);
+    atomicAdd((unsigned long long*)&sums->lane[1], (unsigned long long)sum1);
+  }
+}
+
 int main(int argc, char** argv) {
   size_t bytes = (argc > 1 ? atoll(argv[1]) : 4ull << 30);
   size_t tensor = (argc > 2 ? atoll(argv[2]) : 0);  // 0: one run
@@ -181,7 +307,9 @@ int main(int argc, char** argv) {
   } else {
     CK(cudaMalloc(&src, bytes)); fillPattern<<<1024, 256>>>((uint32_t*)src, bytes / 4);
   }
-  CK(cudaMalloc(&dst, bytes)); CK(cudaMemset(dst, 0, bytes));
+  // DST_SHIFT=N: the destination's runs N bytes further on than the source's (their offsets from 16 bytes differ).
+  const size_t dstShift = getenv("DST_SHIFT") != nullptr ? atoll(getenv("DST_SHIFT")) : 0;
+  CK(cudaMalloc(&dst, bytes + dstShift)); CK(cudaMemset(dst, 0, bytes + dstShift));
   int sms = 0; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaStream_t st; CK(cudaStreamCreate(&st));
   cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
@@ -189,9 +317,12 @@ int main(int argc, char** argv) {
   std::vector<CopyRun> runs; std::vector<uint32_t> chunkRuns; uint32_t chunks = 0;
   size_t step = tensor ? tensor : bytes;
   std::vector<void*> scattered;
-  for (size_t off = 0, t = 0; off < bytes; off += step, ++t) {
+  // RUN_STRIDE=S: runs start S bytes apart (gaps between them are not copied), as torch's allocator places tensors:
+  // 42948-byte runs at a stride of 43008 are 100,000 tensors of synthetic:100000:4096, 4 bytes past a 16-byte end.
+  const size_t stride = getenv("RUN_STRIDE") != nullptr && tensor != 0 ? atoll(getenv("RUN_STRIDE")) : step;
+  for (size_t off = 0, t = 0; off < bytes; off += stride, ++t) {
     size_t n = std::min(step, bytes - off);
-    uint64_t from = (uint64_t)src + off, to = (uint64_t)dst + off;
+    uint64_t from = (uint64_t)src + off, to = (uint64_t)dst + dstShift + off;
     if (scatter) {
       void *a, *b; CK(cudaMalloc(&a, n)); CK(cudaMalloc(&b, n));
       CK(cudaMemcpy(a, (void*)from, n, cudaMemcpyDeviceToDevice)); scattered.push_back(a); scattered.push_back(b);
@@ -222,9 +353,36 @@ int main(int argc, char** argv) {
     char name[64]; snprintf(name, 64, "wsync copyRuns %u runs %d blk", (unsigned)runs.size(), bl);
     time(name, [&] { launchCopyRuns(dRuns, dChunks, chunks, sums, {}, bl, st); });
   }
+  // VERIFY: wsync's kernel moved every byte, and its sums are the host reference's (each run a tensor of its own).
+  if (getenv("VERIFY") != nullptr) {
+    std::vector<unsigned char> from(bytes), to(bytes);
+    CK(cudaMemset(dst, 0, bytes)); CK(cudaMemset(sums, 0, sizeof(DeviceChecksumSums)));
+    CK(launchCopyRuns(dRuns, dChunks, chunks, sums, {}, 1024, st)); CK(cudaStreamSynchronize(st));
+    DeviceChecksumSums device{}, host{};
+    CK(cudaMemcpy(&device, sums, sizeof device, cudaMemcpyDeviceToHost));
+    std::size_t wrong = 0;
+    for (std::size_t t = 0; t < runs.size(); ++t) {
+      const CopyRun& r = runs[t];
+      CK(cudaMemcpy(from.data(), (void*)r.src, r.bytes, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(to.data(), (void*)r.dst, r.bytes, cudaMemcpyDeviceToHost));
+      if (memcmp(from.data(), to.data(), r.bytes) != 0) ++wrong;
+      for (uint64_t o = 0, w = 0; o < r.bytes; o += 8, ++w) {
+        uint64_t value = 0; memcpy(&value, from.data() + o, std::min<uint64_t>(8, r.bytes - o));
+        wsync::bus::addDeviceChecksumWord(host, (uint32_t)t, w, value);
+      }
+    }
+    const bool same = device.lane[0] == host.lane[0] && device.lane[1] == host.lane[1];
+    const CopyRun& second = runs[runs.size() > 1 ? 1 : 0];
+    printf("VERIFY runs %zu of %zu bytes, the second from +%llu to +%llu: %zu runs wrong, sums %s\n", runs.size(), step,
+           (unsigned long long)(second.src & 15), (unsigned long long)(second.dst & 15), wrong,
+           same ? "equal to the host's" : "DIFFER from the host's");
+    if (wrong != 0 || !same) return 2;
+  }
+  // ONLY_WSYNC: the copy engine and wsync's kernel alone (runs at odd offsets: RUN_BYTES not a multiple of 16).
+  if (getenv("ONLY_WSYNC") != nullptr) return 0;
   // What the host sees of one launch: from before the call until it sees the end, against the GPU's time between
   // events around the work, by each way of seeing the end. Medians of 10.
-  {
+  if (getenv("ONLY_BULK2") == nullptr) {
     auto reporter = CopyReporter::create();
     if (!reporter) { printf("CopyReporter: %s\n", reporter.error().detail.c_str()); return 1; }
     cudaEvent_t done; CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
@@ -275,24 +433,28 @@ int main(int argc, char** argv) {
   DeviceChecksumSums want{}, got{};
   CK(cudaMemset(sums, 0, sizeof want)); launchCopyRuns(dRuns, dChunks, chunks, sums, {}, 1024, st);
   CK(cudaMemcpy(&want, sums, sizeof want, cudaMemcpyDeviceToHost));
-  auto bulk = [&](const char* what, auto kernel, int stageBytes, int blocks) -> int {
+  auto bulk = [&](const char* what, auto kernel, int stageBytes, int blocks, int threads = 256) -> int {
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, stageBytes));
     CK(cudaMemset(sums, 0, sizeof got)); CK(cudaMemset(dst, 0, bytes));
-    kernel<<<blocks, 256, stageBytes, st>>>(dRuns, dChunks, chunks, sums); CK(cudaStreamSynchronize(st));
+    kernel<<<blocks, threads, stageBytes, st>>>(dRuns, dChunks, chunks, sums); CK(cudaStreamSynchronize(st));
     CK(cudaMemcpy(&got, sums, sizeof got, cudaMemcpyDeviceToHost));
     const bool sumsEqual = got.lane[0] == want.lane[0] && got.lane[1] == want.lane[1];
     std::vector<unsigned char> probe(4096), source(4096);
     const CopyRun& lastRun = runs.back();
     CK(cudaMemset((void*)lastRun.dst, 0, lastRun.bytes));
-    kernel<<<blocks, 256, stageBytes, st>>>(dRuns, dChunks, chunks, sums); CK(cudaStreamSynchronize(st));
+    kernel<<<blocks, threads, stageBytes, st>>>(dRuns, dChunks, chunks, sums); CK(cudaStreamSynchronize(st));
     const size_t tail = std::min<size_t>(4096, lastRun.bytes);
     probe.resize(tail); source.resize(tail);
     CK(cudaMemcpy(probe.data(), (unsigned char*)(lastRun.dst + lastRun.bytes - tail), tail, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(source.data(), (unsigned char*)(lastRun.src + lastRun.bytes - tail), tail, cudaMemcpyDeviceToHost));
     const bool copied = probe == source;
     printf("%-34s sums %s, last run's end %s\n", what, sumsEqual ? "equal" : "DIFFER", copied ? "copied" : "NOT COPIED");
-    return time(what, [&] { kernel<<<blocks, 256, stageBytes, st>>>(dRuns, dChunks, chunks, sums); });
+    return time(what, [&] { kernel<<<blocks, threads, stageBytes, st>>>(dRuns, dChunks, chunks, sums); });
   };
+  // ONLY_BULK2: the warp-specialized kernel alone (under compute-sanitizer). The first bulk kernel moves whole
+  // runs with cp.async.bulk, which takes multiples of 16 bytes only.
+  const bool onlyBulk2 = getenv("ONLY_BULK2") != nullptr;
+  if (!onlyBulk2 && tensor % 16 == 0) {
   bulk("bulk 16K x6, 2/SM, checksum", bulkCopy<16384, 6, true>, 16384 * 6, 2 * sms);
   bulk("bulk 16K x6, 2/SM, no checksum", bulkCopy<16384, 6, false>, 16384 * 6, 2 * sms);
   bulk("bulk 8K x8, 3/SM, checksum", bulkCopy<8192, 8, true>, 8192 * 8, 3 * sms);
@@ -300,6 +462,16 @@ int main(int argc, char** argv) {
   bulk("bulk 4K x16, 2/SM, checksum", bulkCopy<4096, 16, true>, 4096 * 16, 2 * sms);
   bulk("bulk 8K x10, 2/SM, checksum", bulkCopy<8192, 10, true>, 8192 * 10, 2 * sms);
   bulk("bulk 8K x6, 4/SM, checksum", bulkCopy<8192, 6, true>, 8192 * 6, 4 * sms);
+  }
+  bulk("bulk2 8K x10 C4, 2/SM", bulk2Copy<8192, 10, 4, 2>, 8192 * 10, 2 * sms, 192);
+  bulk("bulk2 8K x8 C4, 3/SM", bulk2Copy<8192, 8, 4, 2>, 8192 * 8, 3 * sms, 192);
+  bulk("bulk2 16K x6 C4, 2/SM", bulk2Copy<16384, 6, 4, 2>, 16384 * 6, 2 * sms, 192);
+  bulk("bulk2 8K x12 C6, 2/SM", bulk2Copy<8192, 12, 6, 3>, 8192 * 12, 2 * sms, 256);
+  bulk("bulk2 4K x16 C4, 3/SM", bulk2Copy<4096, 16, 4, 4>, 4096 * 16, 3 * sms, 192);
+  bulk("bulk2 16K x12 C6, 1/SM", bulk2Copy<16384, 12, 6, 4>, 16384 * 12, sms, 256);
+  bulk("bulk2 32K x6 C6, 1/SM", bulk2Copy<32768, 6, 6, 2>, 32768 * 6, sms, 256);
+  bulk("bulk2 8K x6 C2, 4/SM", bulk2Copy<8192, 6, 2, 2>, 8192 * 6, 4 * sms, 128);
+  if (onlyBulk2) return 0;
   // The copy engines on every run: cudaMemcpyBatchAsync took 370-475 ms for 100,000 runs of 43 KB on an H200
   // (2026-11-28), host-bound, and one cudaMemcpyAsync per run as long: no longer timed here.
   time("plain grid-stride U4 2/SM", [&] { plainCopy<4><<<2 * sms, 512, 0, st>>>((uint4*)src, (uint4*)dst, n); });

@@ -102,6 +102,19 @@ TEST(CudaIpcChannelTransfer, UnalignedTensorsInOneAllocation) {
   expectExports(group, kRounds + 1, 1);
 }
 
+// The receivers' tensors packed at odd offsets, the sender's each in a cudaMalloc of its own (256-byte aligned): the
+// copy kernel reads aligned and writes unaligned, every path of it keyed by the destination's alignment alone.
+TEST(CudaIpcChannelTransfer, AlignedSenderIntoUnalignedReceivers) {
+  if (auto missing = missingGpus(1)) GTEST_SKIP() << *missing;
+  const auto segment = createIpcSegment();
+  GroupOptions options = ipcGroup(segment->name(), {0, 0});
+  options.receiverArgs = {{0, {"--packed"}}, {1, {"--packed"}}};
+  PeerGroup group = startGroup(options);
+  expectEveryRoundRight(group, options, kRunTimeout);
+  if (HasFailure()) return;
+  expectExports(group, kRounds + 1, allocatedTensors());
+}
+
 // In round 3 the sender's tensors move to new allocations (made before the old ones are freed, so every address
 // changes): the sender exports again, the receivers open the new handles, and the bytes are those of round 3.
 void expectMovedTensorsExportedAgain(std::vector<std::string> senderArgs) {

@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -70,8 +71,9 @@ constexpr std::chrono::milliseconds kOpenTimeout{60'000};
 // is ended by what the test does (a kill, a dead peer) or fails the test, not by its own deadline.
 constexpr std::int64_t kDefaultDeadlineMs = 120'000;
 // Packed layout: each tensor starts this far past a 32-byte boundary, in turn, so that pointers are neither 16- nor
-// 8-byte aligned (1), 8- but not 16-byte aligned (8), or 8-byte aligned with an odd multiple of 8 (24).
-constexpr std::size_t kPackedOffsets[] = {1, 8, 24};
+// 8-byte aligned (1), 8- but not 16-byte aligned (8), 8-byte aligned with an odd multiple of 8 (24), or aligned to 2
+// or 4 bytes only (2, 4, 12): the copy kernel has a path for each.
+constexpr std::size_t kPackedOffsets[] = {1, 8, 24, 2, 4, 12};
 constexpr std::size_t kPackedBoundary = 32;
 // How long a peer that has moved all its rounds waits for the others to finish theirs (see PeerWatch): as long as
 // the rounds of a slow peer can take.
@@ -168,7 +170,7 @@ class DeviceTensors {
     std::vector<std::size_t> offsets;
     std::size_t cursor = 0;
     for (std::size_t i = 0; i < manifest_.size(); ++i) {
-      cursor = (cursor + kPackedBoundary - 1) / kPackedBoundary * kPackedBoundary + kPackedOffsets[i % 3];
+      cursor = (cursor + kPackedBoundary - 1) / kPackedBoundary * kPackedBoundary + kPackedOffsets[i % std::size(kPackedOffsets)];
       offsets.push_back(cursor);
       cursor += manifest_.tensorBytes(i);
     }

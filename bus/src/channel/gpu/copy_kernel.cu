@@ -27,15 +27,132 @@ __device__ __forceinline__ void fold(std::uint64_t& sum0, std::uint64_t& sum1, s
   sum1 += static_cast<std::uint64_t>(lo + ka1) * (hi + kb1);
 }
 
-// Up to 8 bytes at `src` as a little-endian word, zero-padded; byte loads: src may have any alignment.
+// Up to 8 bytes at `src` as a little-endian word, zero-padded; byte loads: src may have any alignment. Four are
+// issued before any is used, so a word costs two memory latencies, not eight (all eight at once would take the kernel
+// past 64 registers).
 __device__ __forceinline__ std::uint64_t loadWord(const unsigned char* src, std::uint64_t bytes) {
   std::uint64_t value = 0;
-  for (std::uint64_t index = 0; index < bytes; ++index) value |= static_cast<std::uint64_t>(src[index]) << (8 * index);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    std::uint32_t loaded[4];
+#pragma unroll
+    for (int index = 0; index < 4; ++index) {
+      const int at = 4 * half + index;
+      loaded[index] = static_cast<std::uint64_t>(at) < bytes ? src[at] : 0U;
+    }
+    const std::uint32_t part = loaded[0] | (loaded[1] << 8) | (loaded[2] << 16) | (loaded[3] << 24);
+    value |= static_cast<std::uint64_t>(part) << (32 * half);
+  }
   return value;
 }
 
-__device__ __forceinline__ void storeWord(unsigned char* dst, std::uint64_t value, std::uint64_t bytes) {
-  for (std::uint64_t index = 0; index < bytes; ++index) dst[index] = static_cast<unsigned char>(value >> (8 * index));
+// Stores `bytes` bytes of `value` at dst + offset, leaving out those in [skipBegin, skipEnd) (written by another path).
+__device__ __forceinline__ void storeOutside(unsigned char* dst, std::uint64_t offset, std::uint64_t value,
+                                             std::uint64_t bytes, std::uint64_t skipBegin, std::uint64_t skipEnd) {
+  for (std::uint64_t index = 0; index < bytes; ++index) {
+    if (offset + index >= skipBegin && offset + index < skipEnd) continue;
+    dst[offset + index] = static_cast<unsigned char>(value >> (8 * index));
+  }
+}
+
+// Copies (dst may be null: reads only) `vectors` 16-byte vectors and folds them as whole words: vector i holds words
+// firstWord + 2i and + 2i + 1. Four loads in flight per thread down to the last vector: the last, partial round of a
+// run (a 44 KB tensor is one round of 32 KiB and a third) keeps as many bytes in flight per thread as a full one.
+__device__ __forceinline__ void copyVectors(const uint4* src, uint4* dst, std::uint64_t vectors, std::uint64_t firstWord,
+                                            std::uint32_t key0, std::uint32_t key1, std::uint64_t& sum0,
+                                            std::uint64_t& sum1) {
+  for (std::uint64_t index = threadIdx.x; index < vectors; index += 4 * kCopyThreads) {
+    uint4 values[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (index + k * kCopyThreads < vectors) values[k] = src[index + k * kCopyThreads];
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (index + k * kCopyThreads >= vectors) break;
+      if (dst != nullptr) dst[index + k * kCopyThreads] = values[k];
+      const std::uint64_t word = firstWord + 2 * (index + k * kCopyThreads);
+      fold(sum0, sum1, key0, key1, word, (std::uint64_t{values[k].y} << 32) | values[k].x);
+      fold(sum0, sum1, key0, key1, word + 1, (std::uint64_t{values[k].w} << 32) | values[k].z);
+    }
+  }
+}
+
+// The same for vectors whose words do not start on a half: each word is the last `carry` bytes of one 8-byte half
+// and the first 8 - carry bytes of the next (a tensor 4 bytes past a 16-byte boundary, in a packed buffer on both
+// sides). Vector i's halves h0, h1 and the next vector's h0 give words wordBase + 2i and + 2i + 1; the next vector's
+// half comes from the next lane, or is read again by a warp's last lane. The last vector's second word needs a half
+// past the vectors: the caller folds it. Rounds are whole for the block, so that every lane meets the shuffle.
+__device__ __forceinline__ void copyShiftedVectors(const uint4* src, uint4* dst, std::uint64_t vectors,
+                                                   std::uint64_t wordBase, unsigned carry, std::uint32_t key0,
+                                                   std::uint32_t key1, std::uint64_t& sum0, std::uint64_t& sum1) {
+  const unsigned down = 8 * (8 - carry);
+  const unsigned up = 8 * carry;
+  const bool lastLane = (threadIdx.x & 31U) == 31U;
+  for (std::uint64_t round = 0; round < vectors; round += 4 * kCopyThreads) {
+    uint4 values[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const std::uint64_t index = round + threadIdx.x + k * kCopyThreads;
+      values[k] = index < vectors ? src[index] : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const std::uint64_t index = round + threadIdx.x + k * kCopyThreads;
+      const std::uint64_t low = (std::uint64_t{values[k].y} << 32) | values[k].x;
+      const std::uint64_t high = (std::uint64_t{values[k].w} << 32) | values[k].z;
+      std::uint64_t nextLow = __shfl_down_sync(0xffffffffU, low, 1);
+      if (lastLane && index + 1 < vectors) {
+        const uint2 next = reinterpret_cast<const uint2*>(src + index + 1)[0];
+        nextLow = (std::uint64_t{next.y} << 32) | next.x;
+      }
+      if (index >= vectors) continue;
+      if (dst != nullptr) dst[index] = values[k];
+      fold(sum0, sum1, key0, key1, wordBase + 2 * index, (low >> down) | (high << up));
+      if (index + 1 < vectors) fold(sum0, sum1, key0, key1, wordBase + 2 * index + 1, (high >> down) | (nextLow << up));
+    }
+  }
+}
+
+// Copies and folds the whole 8-byte words of `bytes`, each word read and written as 8 / sizeof(Part) parts: the path
+// for a source and a destination aligned to sizeof(Part) but at different offsets from 16 bytes. Four words in
+// flight per thread: more would take the kernel past 64 registers, and its 2 blocks of 512 threads per SM down to 1
+// (ptxas, sm_90). Returns the words it covered.
+template <typename Part>
+__device__ __forceinline__ std::uint64_t copyWords(const unsigned char* src, unsigned char* dst, std::uint64_t bytes,
+                                                   std::uint64_t firstWord, std::uint32_t key0, std::uint32_t key1,
+                                                   std::uint64_t& sum0, std::uint64_t& sum1) {
+  constexpr int kParts = 8 / sizeof(Part);
+  constexpr int kInFlight = 4;
+  const std::uint64_t words = bytes / 8;
+  const auto* srcParts = reinterpret_cast<const Part*>(src);
+  auto* dstParts = reinterpret_cast<Part*>(dst);
+  for (std::uint64_t index = threadIdx.x; index < words; index += kInFlight * kCopyThreads) {
+    std::uint64_t values[kInFlight];
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k) {
+      const std::uint64_t word = index + k * kCopyThreads;
+      values[k] = 0;
+      if (word >= words) continue;
+#pragma unroll
+      for (int part = 0; part < kParts; ++part) {
+        values[k] |= static_cast<std::uint64_t>(srcParts[word * kParts + part]) << (8 * sizeof(Part) * part);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k) {
+      const std::uint64_t word = index + k * kCopyThreads;
+      if (word >= words) break;
+      if (dstParts != nullptr) {
+#pragma unroll
+        for (int part = 0; part < kParts; ++part) {
+          dstParts[word * kParts + part] = static_cast<Part>(values[k] >> (8 * sizeof(Part) * part));
+        }
+      }
+      fold(sum0, sum1, key0, key1, firstWord + word, values[k]);
+    }
+  }
+  return words;
 }
 
 __global__ void __launch_bounds__(kCopyThreads) copyRunsKernel(const CopyRun* runs, const std::uint32_t* chunkRuns,
@@ -49,42 +166,57 @@ __global__ void __launch_bounds__(kCopyThreads) copyRunsKernel(const CopyRun* ru
     const std::uint64_t end = begin + kCopyChunkBytes < run.bytes ? begin + kCopyChunkBytes : run.bytes;
     const std::uint32_t key0 = (run.tensor * kMulT0) ^ kSeed0;
     const std::uint32_t key1 = (run.tensor * kMulT1) ^ kSeed1;
+    // A chunk keeps its run's alignment (chunks start 128 KiB apart), and starts on a word of its tensor.
     const auto* src = reinterpret_cast<const unsigned char*>(run.src) + begin;
     auto* dst = run.dst != 0 ? reinterpret_cast<unsigned char*>(run.dst) + begin : nullptr;
     const std::uint64_t firstWord = run.firstWord + begin / 8;
     const std::uint64_t bytes = end - begin;
 
-    std::uint64_t vectorBytes = 0;
-    if (((run.src | run.dst) & 15U) == 0) {
-      // The common case (cudaMalloc blocks and bucket offsets are 256-byte aligned): 16-byte loads and stores.
-      const std::uint64_t vectors = bytes / 16;
-      const auto* srcVectors = reinterpret_cast<const uint4*>(src);
-      auto* dstVectors = reinterpret_cast<uint4*>(dst);
-      // Four loads in flight per thread down to the run's last vector: the last, partial round of a run (a 44 KB
-      // tensor is one round of 32 KiB and a third) keeps as many bytes in flight per thread as a full one.
-      for (std::uint64_t index = threadIdx.x; index < vectors; index += 4 * kCopyThreads) {
-        uint4 values[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          if (index + k * kCopyThreads < vectors) values[k] = srcVectors[index + k * kCopyThreads];
+    // The fast paths copy bytes [bodyBegin, bodyEnd) and fold words [wordsBegin, wordsEnd) (indices in the chunk);
+    // the rest is done a word per thread below.
+    std::uint64_t bodyBegin = 0, bodyEnd = 0, wordsBegin = 0, wordsEnd = 0;
+    if (run.dst == 0 || ((run.src ^ run.dst) & 15U) == 0) {
+      // Source and destination equally far from a 16-byte boundary: 16-byte loads and stores past the first
+      // boundary. The common case is 0 (cudaMalloc blocks and bucket offsets are 256-byte aligned); a tensor packed
+      // at an odd offset on both sides is the other.
+      const std::uint64_t toBoundary = (16U - (run.src & 15U)) & 15U;
+      const std::uint64_t head = toBoundary < bytes ? toBoundary : bytes;
+      const std::uint64_t vectors = (bytes - head) / 16;
+      if (vectors > 0) {
+        const auto* srcVectors = reinterpret_cast<const uint4*>(src + head);
+        auto* dstVectors = dst != nullptr ? reinterpret_cast<uint4*>(dst + head) : nullptr;
+        if (head % 8 == 0) {
+          copyVectors(srcVectors, dstVectors, vectors, firstWord + head / 8, key0, key1, sum0, sum1);
+        } else {
+          copyShiftedVectors(srcVectors, dstVectors, vectors, firstWord + head / 8 + 1,
+                             static_cast<unsigned>(head % 8), key0, key1, sum0, sum1);
         }
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          if (index + k * kCopyThreads >= vectors) break;
-          if (dstVectors != nullptr) dstVectors[index + k * kCopyThreads] = values[k];
-          const std::uint64_t word = firstWord + 2 * (index + k * kCopyThreads);
-          fold(sum0, sum1, key0, key1, word, (std::uint64_t{values[k].y} << 32) | values[k].x);
-          fold(sum0, sum1, key0, key1, word + 1, (std::uint64_t{values[k].w} << 32) | values[k].z);
-        }
+        bodyBegin = head;
+        bodyEnd = head + 16 * vectors;
+        wordsBegin = (head + 7) / 8;
+        wordsEnd = head / 8 + 2 * vectors;
       }
-      vectorBytes = vectors * 16;
+    } else if (const std::uint64_t low = (run.src | run.dst) & 7U; low == 0) {
+      wordsEnd = copyWords<std::uint64_t>(src, dst, bytes, firstWord, key0, key1, sum0, sum1);
+    } else if ((low & 3U) == 0) {
+      wordsEnd = copyWords<std::uint32_t>(src, dst, bytes, firstWord, key0, key1, sum0, sum1);
+    } else if ((low & 1U) == 0) {
+      wordsEnd = copyWords<std::uint16_t>(src, dst, bytes, firstWord, key0, key1, sum0, sum1);
     }
-    // What the vectors did not cover (all of it for unaligned addresses): a word per thread, byte by byte.
-    for (std::uint64_t offset = vectorBytes + 8 * threadIdx.x; offset < bytes; offset += 8 * kCopyThreads) {
+    if (bodyEnd == 0) bodyEnd = 8 * wordsEnd;
+    // The words the paths above did not fold (all of them at odd addresses; a tensor's last bytes short of a word;
+    // a word across the start or the end of the vectors): a word per thread, byte by byte, storing only the bytes
+    // the vectors did not. The last threads take them: the vectors' last, partial round left them the least work,
+    // where the first warp, which had the most, would make the whole block wait for it on every chunk.
+    const std::uint64_t words = (bytes + 7) / 8;
+    const std::uint64_t outside = wordsBegin + (words - wordsEnd);
+    for (std::uint64_t slot = kCopyThreads - 1 - threadIdx.x; slot < outside; slot += kCopyThreads) {
+      const std::uint64_t word = slot < wordsBegin ? slot : wordsEnd + (slot - wordsBegin);
+      const std::uint64_t offset = 8 * word;
       const std::uint64_t wordBytes = bytes - offset < 8 ? bytes - offset : 8;
       const std::uint64_t value = loadWord(src + offset, wordBytes);
-      if (dst != nullptr) storeWord(dst + offset, value, wordBytes);
-      fold(sum0, sum1, key0, key1, firstWord + offset / 8, value);
+      if (dst != nullptr) storeOutside(dst, offset, value, wordBytes, bodyBegin, bodyEnd);
+      fold(sum0, sum1, key0, key1, firstWord + word, value);
     }
   }
   if (sums == nullptr) return;
