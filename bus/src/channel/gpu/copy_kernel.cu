@@ -27,10 +27,16 @@ __device__ __forceinline__ void fold(std::uint64_t& sum0, std::uint64_t& sum1, s
   sum1 += static_cast<std::uint64_t>(lo + ka1) * (hi + kb1);
 }
 
-// Up to 8 bytes at `src` as a little-endian word, zero-padded; byte loads: src may have any alignment. Four are
-// issued before any is used, so a word costs two memory latencies, not eight (all eight at once would take the kernel
-// past 64 registers).
+// Up to 8 bytes at `src` as a little-endian word, zero-padded: one load for a whole word at a multiple of 8 (the
+// first word of a run 8 bytes past a 16-byte boundary) or for 4 bytes at a multiple of 4 (the last 4 bytes of a
+// tensor 4 bytes longer than a multiple of 16, in a block of its own as torch allocates it), else bytes. Four byte
+// loads are issued before any is used, so a word costs two memory latencies, not eight (all eight at once would take
+// the kernel past 64 registers). Covering more cases (8 bytes as two 4-byte parts) cost the shifted-vector loops 1% by
+// the code it added (H200, 2026-11-29).
 __device__ __forceinline__ std::uint64_t loadWord(const unsigned char* src, std::uint64_t bytes) {
+  const auto address = reinterpret_cast<std::uintptr_t>(src);
+  if (bytes == 8 && (address & 7U) == 0) return *reinterpret_cast<const std::uint64_t*>(src);
+  if (bytes == 4 && (address & 3U) == 0) return *reinterpret_cast<const std::uint32_t*>(src);
   std::uint64_t value = 0;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -47,8 +53,20 @@ __device__ __forceinline__ std::uint64_t loadWord(const unsigned char* src, std:
 }
 
 // Stores `bytes` bytes of `value` at dst + offset, leaving out those in [skipBegin, skipEnd) (written by another path).
+// A word wholly outside that range goes in one store where loadWord reads it with one load.
 __device__ __forceinline__ void storeOutside(unsigned char* dst, std::uint64_t offset, std::uint64_t value,
                                              std::uint64_t bytes, std::uint64_t skipBegin, std::uint64_t skipEnd) {
+  if (offset >= skipEnd || offset + bytes <= skipBegin) {
+    const auto address = reinterpret_cast<std::uintptr_t>(dst + offset);
+    if (bytes == 8 && (address & 7U) == 0) {
+      *reinterpret_cast<std::uint64_t*>(dst + offset) = value;
+      return;
+    }
+    if (bytes == 4 && (address & 3U) == 0) {
+      *reinterpret_cast<std::uint32_t*>(dst + offset) = static_cast<std::uint32_t>(value);
+      return;
+    }
+  }
   for (std::uint64_t index = 0; index < bytes; ++index) {
     if (offset + index >= skipBegin && offset + index < skipEnd) continue;
     dst[offset + index] = static_cast<unsigned char>(value >> (8 * index));
@@ -205,9 +223,10 @@ __global__ void __launch_bounds__(kCopyThreads) copyRunsKernel(const CopyRun* ru
     }
     if (bodyEnd == 0) bodyEnd = 8 * wordsEnd;
     // The words the paths above did not fold (all of them at odd addresses; a tensor's last bytes short of a word;
-    // a word across the start or the end of the vectors): a word per thread, byte by byte, storing only the bytes
-    // the vectors did not. The last threads take them: the vectors' last, partial round left them the least work,
-    // where the first warp, which had the most, would make the whole block wait for it on every chunk.
+    // a word across the start or the end of the vectors): a word per thread, one load and one store where its
+    // addresses allow and bytes where not, storing only the bytes the vectors did not. The last threads take them:
+    // the vectors' last, partial round left them the least work, where the first warp, which had the most, would
+    // make the whole block wait for it on every chunk.
     const std::uint64_t words = (bytes + 7) / 8;
     const std::uint64_t outside = wordsBegin + (words - wordsEnd);
     for (std::uint64_t slot = kCopyThreads - 1 - threadIdx.x; slot < outside; slot += kCopyThreads) {
