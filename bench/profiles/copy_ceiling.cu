@@ -319,7 +319,8 @@ int main(int argc, char** argv) {
   std::vector<void*> scattered;
   // RUN_STRIDE=S: runs start S bytes apart (gaps between them are not copied), as torch's allocator places tensors:
   // 42948-byte runs at a stride of 43008 are 100,000 tensors as torch's allocator places them (512-byte blocks),
-  // each ending 4 bytes past a 16-byte boundary. (synthetic:100000:4096's tensors are multiples of 256 bytes: no tails.)
+  // each ending 4 bytes past a 16-byte boundary. (In synthetic:100000:4096 the matrices are multiples of 256 bytes;
+  // its 28,633 vectors, norms and biases, are any even size and have tails.)
   const size_t stride = getenv("RUN_STRIDE") != nullptr && tensor != 0 ? atoll(getenv("RUN_STRIDE")) : step;
   for (size_t off = 0, t = 0; off < bytes; off += stride, ++t) {
     size_t n = std::min(step, bytes - off);
