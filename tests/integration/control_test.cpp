@@ -202,6 +202,38 @@ TEST_F(ControlTest, AnOperatorsPauseLiftedWhileTheEngineDrainsIsWithdrawn) {
   EXPECT_EQ(worker.wait(kPatience), 0);
 }
 
+// An operator's pause in `wait` mode, paused again in `keep` mode while the engine still drains: the word's mode
+// changes while it stays held, so the watch withdraws the first pause and the agent pauses the engine in the new mode
+// at once (before, it kept draining for a minute, blind to the message that asked for `keep`).
+TEST_F(ControlTest, AnOperatorsPauseRepeatedInAnotherModeWhileTheEngineDrainsTakesTheNewMode) {
+  startCoordinator();
+  const std::string workerLog = path("slow.log");
+  auto worker = startSlowDrainingWorker("slow", workerLog);
+  waitForAgents(1);
+  ASSERT_EQ(ctl({"pause", "--mode", "wait"}).status, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // draining
+  const auto again = ctl({"pause", "--mode", "keep"});
+  ASSERT_EQ(again.status, 0) << again.err;
+  // Far less than the drain (about a minute of tokens): only a pause in the new mode gets there this soon.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool paused = false;
+  while (!paused && std::chrono::steady_clock::now() < deadline) {
+    const auto phases = workerPhases();
+    paused = phases.size() == 1 && phases[0] == bus::AgentPhase::Paused;
+    if (!paused) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::string log = readTextFile(workerLog);
+  EXPECT_TRUE(paused) << log;
+  EXPECT_NE(log.find("the bus withdrew the pause for an operator's pause while the engine quiesced"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("an operator paused generation (mode Keep)"), std::string::npos) << log;
+  ASSERT_EQ(ctl({"resume"}).status, 0);
+  EXPECT_TRUE(waitForWorkerPhases(bus::AgentPhase::Idle, 1));
+  worker.signal(SIGTERM);
+  EXPECT_EQ(worker.wait(kPatience), 0);
+}
+
 TEST_F(ControlTest, AbortEndsTheRoundInProgressAndTheWorkersKeepTheirVersion) {
   startCoordinator();
   auto worker = startSlowDrainingWorker("slow");

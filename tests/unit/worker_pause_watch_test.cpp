@@ -1,6 +1,7 @@
 // The pause watch (worker_agent/src/pause_watch.hpp) over a bus view the test writes: it withdraws a pause once the
-// word is clear and was seen held, or is clear naming the pause's round or a later one; never while the word is
-// held (for that pause or another) nor on a clear word of an earlier round (a mirror that has not heard of it yet).
+// word is clear and was seen held, or is clear naming the pause's round or a later one, and an operator's pause once
+// the word, seen held in its mode, is held in another; never while the word is held for that pause or for another in
+// the same mode, nor on a clear word of an earlier round (a mirror that has not heard of it yet).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -43,7 +44,7 @@ struct Watched {
 TEST(PauseWatch, ARoundsPauseClearedAfterBeingSeenIsWithdrawnOnce) {
   Watched watched;
   watched.view->set({true, msg::PauseMode::Wait, 5});
-  PauseWatch watch(watched.view, 5, [&] { watched.withdrawals.fetch_add(1); });
+  PauseWatch watch(watched.view, 5, msg::PauseMode::Wait, [&] { watched.withdrawals.fetch_add(1); });
   std::this_thread::sleep_for(kSeveralLooks);
   EXPECT_EQ(watched.withdrawals.load(), 0) << "withdrawn while held";
   watched.view->set({false, msg::PauseMode::Wait, 5});
@@ -57,7 +58,7 @@ TEST(PauseWatch, AClearWordNamingTheRoundOrALaterOneIsWithdrawnUnseen) {
   for (const std::uint64_t wordRound : {5U, 6U}) {
     Watched watched;
     watched.view->set({false, msg::PauseMode::Keep, wordRound});  // the round ended before the watch looked
-    PauseWatch watch(watched.view, 5, [&] { watched.withdrawals.fetch_add(1); });
+    PauseWatch watch(watched.view, 5, msg::PauseMode::Wait, [&] { watched.withdrawals.fetch_add(1); });
     EXPECT_TRUE(watched.withdrawnWithin(kGenerous)) << "word of round " << wordRound;
     EXPECT_TRUE(watch.stop());
   }
@@ -66,7 +67,7 @@ TEST(PauseWatch, AClearWordNamingTheRoundOrALaterOneIsWithdrawnUnseen) {
 TEST(PauseWatch, AMirrorThatHasNotHeardOfThePauseWithdrawsNothing) {
   Watched watched;
   watched.view->set({false, msg::PauseMode::Keep, 4});  // the previous round's end, not this pause's
-  PauseWatch watch(watched.view, 5, [&] { watched.withdrawals.fetch_add(1); });
+  PauseWatch watch(watched.view, 5, msg::PauseMode::Wait, [&] { watched.withdrawals.fetch_add(1); });
   std::this_thread::sleep_for(kSeveralLooks);
   EXPECT_FALSE(watch.stop());
   EXPECT_EQ(watched.withdrawals.load(), 0);
@@ -75,7 +76,7 @@ TEST(PauseWatch, AMirrorThatHasNotHeardOfThePauseWithdrawsNothing) {
 TEST(PauseWatch, AWordHeldForAnotherPauseKeepsTheEngineQuiescing) {
   Watched watched;
   watched.view->set({true, msg::PauseMode::Wait, 5});
-  PauseWatch watch(watched.view, 5, [&] { watched.withdrawals.fetch_add(1); });
+  PauseWatch watch(watched.view, 5, msg::PauseMode::Wait, [&] { watched.withdrawals.fetch_add(1); });
   std::this_thread::sleep_for(kSeveralLooks);
   watched.view->set({true, msg::PauseMode::Keep, 6});  // round 5 ended and round 6 began between two looks
   std::this_thread::sleep_for(kSeveralLooks);
@@ -88,7 +89,7 @@ TEST(PauseWatch, AWordHeldForAnotherPauseKeepsTheEngineQuiescing) {
 TEST(PauseWatch, AnOperatorsPauseLiftedIsWithdrawn) {
   Watched watched;
   watched.view->set({false, msg::PauseMode::Keep, 3});  // an old round's end says nothing of an operator's pause
-  PauseWatch watch(watched.view, 0, [&] { watched.withdrawals.fetch_add(1); });
+  PauseWatch watch(watched.view, 0, msg::PauseMode::Wait, [&] { watched.withdrawals.fetch_add(1); });
   std::this_thread::sleep_for(kSeveralLooks);
   EXPECT_EQ(watched.withdrawals.load(), 0);
   watched.view->set({true, msg::PauseMode::Wait, 0});
@@ -98,12 +99,41 @@ TEST(PauseWatch, AnOperatorsPauseLiftedIsWithdrawn) {
   EXPECT_TRUE(watch.stop());
 }
 
+// The operator resumed and a round paused in another mode between two looks (2026-11-29: the trainer's round began
+// 6 ms after the resume, and the watch never saw the word clear): the operator's pause is over all the same.
+TEST(PauseWatch, AnOperatorsPauseReplacedByARoundsPauseOfAnotherModeIsWithdrawn) {
+  Watched watched;
+  watched.view->set({true, msg::PauseMode::Wait, 0});
+  PauseWatch watch(watched.view, 0, msg::PauseMode::Wait, [&] { watched.withdrawals.fetch_add(1); });
+  std::this_thread::sleep_for(kSeveralLooks);
+  EXPECT_EQ(watched.withdrawals.load(), 0);
+  watched.view->set({true, msg::PauseMode::Keep, 1});
+  EXPECT_TRUE(watched.withdrawnWithin(kGenerous));
+  EXPECT_TRUE(watch.stop());
+  EXPECT_EQ(watched.withdrawals.load(), 1);
+}
+
+// While an operator's pause holds, the word keeps its mode through any round: the engine keeps quiescing. So it does
+// for a mirror whose first word was another pause's, in another mode, until it shows the operator's.
+TEST(PauseWatch, AnOperatorsPauseHeldThroughARoundKeepsTheEngineQuiescing) {
+  Watched watched;
+  watched.view->set({true, msg::PauseMode::Keep, 2});  // a mirror still showing round 2's pause
+  PauseWatch watch(watched.view, 0, msg::PauseMode::Wait, [&] { watched.withdrawals.fetch_add(1); });
+  std::this_thread::sleep_for(kSeveralLooks);
+  watched.view->set({true, msg::PauseMode::Wait, 0});  // the operator's
+  std::this_thread::sleep_for(kSeveralLooks);
+  watched.view->set({true, msg::PauseMode::Wait, 3});  // round 3 began while the operator's pause holds
+  std::this_thread::sleep_for(kSeveralLooks);
+  EXPECT_FALSE(watch.stop());
+  EXPECT_EQ(watched.withdrawals.load(), 0);
+}
+
 TEST(PauseWatch, StoppingEndsTheWatchAtOnce) {
   Watched watched;
   watched.view->set({true, msg::PauseMode::Wait, 5});
   const auto started = std::chrono::steady_clock::now();
   {
-    PauseWatch watch(watched.view, 5, [&] { watched.withdrawals.fetch_add(1); });
+    PauseWatch watch(watched.view, 5, msg::PauseMode::Wait, [&] { watched.withdrawals.fetch_add(1); });
     EXPECT_FALSE(watch.stop());
     EXPECT_FALSE(watch.stop());  // twice is harmless, and so is the destructor after
   }

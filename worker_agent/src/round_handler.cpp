@@ -71,7 +71,9 @@ RoundHandler::EngineHolds RoundHandler::holds() const {
 PauseResult RoundHandler::follow(const EngineHolds& before) {
   const EngineHolds now = holds();
   PauseResult paused;
-  if (now.any() && !enginePaused_ && (!before.any() || (now.round && !before.round))) {
+  // After a pause the bus withdrew, whatever still holds (or holds again) pauses the engine anew: the word that
+  // withdrew it may already show the pause that replaced it.
+  if (now.any() && !enginePaused_ && (!before.any() || (now.round && !before.round) || pauseWithdrawn_)) {
     // An operator's pause names no round; otherwise the round's pause is what stops the engine.
     const msg::PauseMode mode = now.operatorHold ? *operatorHold_ : round_.mode;
     const std::uint64_t round = now.operatorHold ? 0 : round_.round;
@@ -81,7 +83,7 @@ PauseResult RoundHandler::follow(const EngineHolds& before) {
     if (hooks_.withdraw) {
       if (auto view = busView()) {
         try {
-          watch.emplace(std::move(view), round, [this, round] { hooks_.withdraw(round); });
+          watch.emplace(std::move(view), round, mode, [this, round] { hooks_.withdraw(round); });
         } catch (const std::system_error& error) {  // no thread to be had: the pause runs as without the hook
           log::warn("no pause watch for {} ({}): a withdrawn pause is seen only once the engine quiesced", why,
                     error.what());

@@ -129,8 +129,8 @@ class RoundHandler {
   void setPhase(bus::AgentPhase phase);
   EngineHolds holds() const;
   // Called after every change of step_, operatorHold_ or bindingsTorn_ with what held the engine before it: calls
-  // the pause hook when something begins to hold an engine that is not paused (the holds go from none to some, or a
-  // round begins to hold it), under a PauseWatch when the hooks can withdraw it, the resume hook when nothing holds
+  // the pause hook when something begins to hold an engine that is not paused (the holds go from none to some, a
+  // round begins to hold it, or the last pause was withdrawn and something holds), under a PauseWatch when the hooks can withdraw it, the resume hook when nothing holds
   // a paused engine any more, and writes the agent's phase. Returns the pause hook's failure when it was called and
   // failed; pauseWithdrawn_ says whether the bus withdrew that pause meanwhile.
   PauseResult follow(const EngineHolds& before);
