@@ -10,7 +10,7 @@
 #           enqueue-ab-r1 enqueue-ab-r3 start-ab-r1 start-ab-r3 start-timeline-r3
 #           blocks-timeline-r3 blocks-ab-r1 blocks-ab-r3 probes ipc-push registered register-ab-r1 register-ab-r3
 #           asan-tests cuda-sanitizer initcheck-copy racecheck-4 qwen3-r1 qwen3-r3 py-many nccl-env-r1 ipc-one-process
-#           ipc-one-process-step
+#           ipc-one-process-step nccl-leak
 #   fsdp2-ipc: the FSDP2 case over cuda_ipc alone (ranks and engines sharing 2 GPUs), every process's Python stacks
 #              printed each minute of a command, and the case failed with its output kept before the budget ends.
 #   profile-rN: the nccl frontier rows at 1 GiB buckets with every rank's timeline (wsync-bench gpu --timeline).
@@ -39,6 +39,9 @@
 #               (Debian's, not installed on the GPU machines). CI has no GPU, so this is
 #               where the GPU channels' host code meets the sanitizers.
 #               protect_shadow_gap=0: the CUDA driver maps memory where ASan would otherwise protect its shadow gap.
+#   nccl-leak: NCCL's leak under an aborted blocking call with raw NCCL (bench/profiles/nccl_abort_leak.cpp, built
+#              under ASan on the Debian machine and carried as .carry/asan/nccl_abort_leak; its sanitizer runtimes from
+#              the asan-tests libraries), the blocked broadcast the child's first and then its second, with full stacks.
 #   cuda-sanitizer: the C++ GPU tests of the channels themselves (cuda_ipc, and nccl over sockets on one GPU) under
 #                   compute-sanitizer, every process they start included: memcheck (with leak checks), racecheck
 #                   and synccheck on the copy kernel's shared memory and barriers, initcheck on what it reads.
@@ -146,6 +149,16 @@ for phase in "$@"; do
         timeout $((t - 10)) $C/asan/bin/wsync_gpu_tests > $R/gpu-tests-asan.log 2>&1
         echo "exit $?" >> $R/gpu-tests-asan.log )
       grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|ERROR: |runtime error|^exit" $R/gpu-tests-asan.log | head -40 ;;
+    nccl-leak)
+      mkdir -p $C/asan/lib && [[ -f $C/asan/lib.tgz ]] && tar xzf $C/asan/lib.tgz -C $C/asan/lib
+      for which in first late; do
+        ( export LD_LIBRARY_PATH=$C/asan/lib
+          export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:fast_unwind_on_malloc=0
+          timeout $((t / 2 - 10)) $C/asan/nccl_abort_leak $which > $R/nccl-leak-$which.log 2>&1
+          echo "exit $?" >> $R/nccl-leak-$which.log )
+        echo "-- the blocked broadcast: $which"
+        grep -E "^rank|SUMMARY|^exit|Direct leak|Indirect leak" $R/nccl-leak-$which.log | head -30
+      done ;;
     cuda-sanitizer)
       cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
       filter=${CUDA_SANITIZER_FILTER:-'CudaIpcChannelTransfer.*:FaultRound/GpuChannelDeadPeer.CudaIpc*:Placements/*OneGpuOverSockets'}
