@@ -36,14 +36,14 @@ constexpr std::size_t fieldCount(Result (*)(flatbuffers::FlatBufferBuilder&, Arg
 }
 static_assert(fieldCount(&msg::CreateEnvelope) == 6);  // the union counts twice: body_type and body
 static_assert(fieldCount(&msg::CreateChannelContact) == 2);
-static_assert(fieldCount(&msg::CreateAgentHello) == 11);
-static_assert(fieldCount(&msg::CreateWelcome) == 18);
+static_assert(fieldCount(&msg::CreateAgentHello) == 12);
+static_assert(fieldCount(&msg::CreateWelcome) == 19);
 static_assert(fieldCount(&msg::CreateHeartbeat) == 1);
 static_assert(fieldCount(&msg::CreateTensorInfo) == 3);
 static_assert(fieldCount(&msg::CreateManifest) == 3);
 static_assert(fieldCount(&msg::CreateBeginUpdate) == 7);
 static_assert(fieldCount(&msg::CreatePause) == 4);
-static_assert(fieldCount(&msg::CreatePauseAck) == 5);
+static_assert(fieldCount(&msg::CreatePauseAck) == 6);
 static_assert(fieldCount(&msg::CreateTransferPlan) == 16);
 static_assert(fieldCount(&msg::CreateUpdateDone) == 7);
 static_assert(fieldCount(&msg::CreateCommit) == 5);
@@ -64,7 +64,7 @@ static_assert(fieldCount(&msg::CreateVersionQuery) == 1);
 static_assert(fieldCount(&msg::CreateVersionReport) == 6);
 static_assert(fieldCount(&msg::CreateOperatorPause) == 1);
 static_assert(fieldCount(&msg::CreateOperatorResume) == 0);
-static_assert(fieldCount(&msg::CreateSlotReport) == 6);
+static_assert(fieldCount(&msg::CreateSlotReport) == 7);
 static_assert(msg::Body::MAX == msg::Body::SlotReport, "a new Body member needs a case in walkBody()");
 
 // Folds everything the walk reads into one value (FNV-1a over 64-bit words), so that no read can be optimised
@@ -175,6 +175,7 @@ void walk(const msg::AgentHello& hello, Fold& fold) {
   } else {
     fold.addAbsent();
   }
+  fold.add(hello.registration_secret());
 }
 
 void walk(const msg::Welcome& welcome, Fold& fold) {
@@ -196,6 +197,7 @@ void walk(const msg::Welcome& welcome, Fold& fold) {
   fold.add(welcome.operator_pause_mode(), msg::EnumNamePauseMode(welcome.operator_pause_mode()));
   fold.add(welcome.host_key());
   fold.add(welcome.hostname());
+  fold.add(welcome.registration_secret());
 }
 
 void walk(const msg::Heartbeat& heartbeat, Fold& fold) { fold.add(heartbeat.applied_version()); }
@@ -248,6 +250,7 @@ void walk(const msg::PauseAck& ack, Fold& fold) {
   fold.add(ack.applied_version());
   fold.add(ack.reason(), msg::EnumNameAbortReason(ack.reason()));
   fold.add(ack.detail());
+  fold.add(ack.manifest_unknown());
 }
 
 void walk(const msg::TransferPlan& plan, Fold& fold) {
@@ -417,6 +420,7 @@ void walk(const msg::SlotReport& report, Fold& fold) {
   fold.add(report.state(), msg::EnumNameAgentState(report.state()));
   fold.add(report.transfer_round());
   fold.add(report.transfer_bytes());
+  fold.add(report.registration_secret());
 }
 
 template <typename Body>

@@ -63,6 +63,9 @@ Bytes finish(flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<Body> body
 
 const msg::Digest128 kManifestDigest(0x9e37'79b9'7f4a'7c15ULL, 0xc2b2'ae3d'27d4'eb4fULL);
 const msg::Digest128 kPayloadDigest(0x1656'67b1'9e37'79f9ULL, 0x85eb'ca77'c2b2'ae63ULL);
+// A registration secret as a Welcome hands it out (16 bytes of getrandom).
+const std::vector<std::uint8_t> kRegistrationSecret{0x9e, 0x37, 0x79, 0xb9, 0x7f, 0x4a, 0x7c, 0x15,
+                                                     0xf3, 0x9c, 0xc0, 0x60, 0x5c, 0xed, 0xc8, 0x34};
 
 struct TensorSpec {
   std::string name;
@@ -172,6 +175,17 @@ Bytes agentHelloTrainerTcp() {
                                                  &contacts));
 }
 
+// A worker registering again on a new connection: its last Welcome's secret proves it the holder.
+Bytes agentHelloWithSecret() {
+  flatbuffers::FlatBufferBuilder fbb;
+  const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm};
+  return finish(fbb, msg::CreateAgentHelloDirect(fbb, "worker-3@gpu-node-07", msg::Role::Worker,
+                                                 wsync::bus::kProtocolVersion, -1, 1, 41'234, "gpu-node-07",
+                                                 &channels, 41,
+                                                 "4b0e5f52-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.1/pid:4.4026531836",
+                                                 nullptr, &kRegistrationSecret));
+}
+
 // An id over kMaxAgentIdBytes: the decoder passes it; refusing it is the coordinator's business.
 Bytes agentHelloLongAgentId() {
   flatbuffers::FlatBufferBuilder fbb;
@@ -194,7 +208,7 @@ Bytes welcomeAfterCommit() {
                                               "/wsync-control-1732000000", 7, &kPayloadDigest, 30'000, 120'000,
                                               2'000, true, msg::PauseMode::Wait,
                                               "4b0e5f52-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.1/pid:4.4026531836",
-                                              "train-node-01"),
+                                              "train-node-01", &kRegistrationSecret),
                 {.seq = 18});
 }
 
@@ -271,6 +285,13 @@ Bytes pauseAckRefused() {
                                                "bound as [4096, 4096]"));
 }
 
+// A worker that lacks the round's manifest (evicted from its cache): the coordinator sends it again.
+Bytes pauseAckManifestUnknown() {
+  flatbuffers::FlatBufferBuilder fbb;
+  return finish(fbb, msg::CreatePauseAckDirect(fbb, 7, false, 41, msg::AbortReason::ManifestMismatch,
+                                               "manifest 0x3b... is not among the 8 this worker holds", true));
+}
+
 Bytes transferPlanNccl() {
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<std::uint8_t> ncclUniqueId(kNcclUniqueIdBytes);
@@ -344,7 +365,7 @@ Bytes coordinatorBeat() {
 Bytes slotReport() {
   flatbuffers::FlatBufferBuilder fbb;
   return finish(fbb, msg::CreateSlotReportDirect(fbb, "worker-3@gpu-node-07", 5, 41, msg::AgentState::Receiving, 42,
-                                                 1'073'741'824),
+                                                 1'073'741'824, &kRegistrationSecret),
                 {.seq = 309});
 }
 
@@ -570,6 +591,7 @@ std::vector<Seed> seeds() {
       {"agent_hello_worker", agentHelloWorker()},
       {"agent_hello_trainer", agentHelloTrainer()},
       {"agent_hello_trainer_tcp", agentHelloTrainerTcp()},
+      {"agent_hello_with_secret", agentHelloWithSecret()},
       {"agent_hello_long_agent_id", agentHelloLongAgentId()},
       {"welcome", welcome()},
       {"welcome_after_commit", welcomeAfterCommit()},
@@ -586,6 +608,7 @@ std::vector<Seed> seeds() {
       {"pause_forced_defaults", pauseForcedDefaults()},
       {"pause_ack_ok", pauseAckOk()},
       {"pause_ack_refused", pauseAckRefused()},
+      {"pause_ack_manifest_unknown", pauseAckManifestUnknown()},
       {"transfer_plan_nccl", transferPlanNccl()},
       {"transfer_plan_shm", transferPlanShm()},
       {"transfer_plan_tcp", transferPlanTcp()},
