@@ -14,6 +14,7 @@
 #include "wsync/bus/channel/channel_contact.hpp"
 #include "wsync/bus/core/process_identity.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/protocol/registration_secret.hpp"
 
 namespace wsync::coordinator {
 
@@ -32,6 +33,11 @@ struct AgentRecord {
   std::vector<bus::Digest> knownManifests;  // sent to this worker already
   std::vector<msg::ChannelKind> channels;   // payload channels it can use (AgentHello)
   std::vector<bus::ChannelContact> contacts;  // where it listens for them (AgentHello channel_contacts)
+  // Proof of the registration (registration_secret.hpp): handed out in its Welcome, asked of a hello that would
+  // replace it and of every SlotReport.
+  bus::RegistrationSecret secret;
+  // The CURVE key its connection was admitted with (empty without CURVE): every message for it must come with it.
+  std::string peerKey;
 };
 
 class AgentRegistry {

@@ -23,38 +23,73 @@ void Coordinator::Impl::sendOperatorPause(const std::string& routingId) {
   outbox_.send(routingId, msg::CreateOperatorPause(outbox_.start(), *pause_.operatorPause()));
 }
 
+bool Coordinator::Impl::applyOperatorPause(Clock::time_point now) {
+  if (!operatorPauseAsked_) return true;
+  if (now < nextOperatorPauseChange_) return false;
+  operatorPauseAsked_ = false;
+  nextOperatorPauseChange_ = now + kOperatorPauseInterval;
+  // Engines that poll the control block see it at once; the workers' agents get the message.
+  pause_.setOperatorPause(askedOperatorPause_);
+  const std::string because = askedOperatorReason_.empty() ? std::string() : " (" + askedOperatorReason_ + ")";
+  if (askedOperatorPause_) {
+    for (const auto& [routingId, agent] : agents_.all()) {
+      if (agent.role == msg::Role::Worker) sendOperatorPause(routingId);
+    }
+  } else {
+    // A round in progress keeps its own pause until it resumes the workers itself.
+    const auto bytes = outbox_.stamp(msg::CreateOperatorResume(outbox_.start()));
+    for (const auto& [routingId, agent] : agents_.all()) {
+      if (agent.role == msg::Role::Worker) outbox_.send(routingId, bytes);
+    }
+  }
+  // The change is the event (action, mode, reason), once per change however many requests asked for it.
+  const auto action = askedOperatorPause_ ? msg::ControlAction::Pause : msg::ControlAction::Resume;
+  auto& fbb = outbox_.start();
+  const auto event = msg::CreateControlRequest(fbb, action, askedOperatorPause_.value_or(msg::PauseMode::Keep),
+                                               fbb.CreateString(""), fbb.CreateString(askedOperatorReason_));
+  outbox_.publish(bus::topics::topicOf(bus::topics::kBus, msg::EnumNameControlAction(action)), event);
+  logLimiter_.info("operator-pause", now, [&] {
+    return std::string("operator: generation ") +
+           (askedOperatorPause_ ? std::string("paused in mode ") + msg::EnumNamePauseMode(*askedOperatorPause_)
+                                : std::string("resumed")) +
+           " on " + std::to_string(agents_.workerCount()) + " workers" + because;
+  });
+  return true;
+}
+
 void Coordinator::Impl::handleControl(const std::string& source, const bus::Message& message,
                                       const msg::ControlRequest& request) {
   const std::string reason = text(request.reason());
   const std::string because = reason.empty() ? std::string() : " (" + reason + ")";
   const ActiveRound* round = rounds_.current();
   std::string detail;
+  // Said to the operator when the change waits for the last one's interval to pass.
+  const std::string coalesced =
+      "; applied within " + std::to_string(kOperatorPauseInterval.count()) + " ms of the last change";
   switch (request.action()) {
     case msg::ControlAction::Pause: {
-      const bool already = pause_.operatorPause().has_value();
-      // Engines that poll the control block see it at once; the workers' agents get the message.
-      pause_.setOperatorPause(request.pause_mode());
-      for (const auto& [routingId, agent] : agents_.all()) {
-        if (agent.role == msg::Role::Worker) sendOperatorPause(routingId);
-      }
+      const bool already = askedOperatorPause_.has_value();
+      askedOperatorPause_ = request.pause_mode();
+      askedOperatorReason_ = reason;
+      operatorPauseAsked_ = true;
+      const bool applied = applyOperatorPause(Clock::now());
       detail = std::string(already ? "generation was paused already; mode now " : "generation paused in mode ") +
                msg::EnumNamePauseMode(request.pause_mode()) + " on " + std::to_string(agents_.workerCount()) +
-               " workers" +
+               " workers" + (applied ? std::string() : coalesced) +
                (round ? "; round " + std::to_string(round->id) + " goes on" : std::string());
       break;
     }
     case msg::ControlAction::Resume: {
-      if (!pause_.operatorPause()) {
+      if (!askedOperatorPause_) {
         refuse(source, message.seq(), msg::ErrorCode::NotAllowed, "generation is not paused by an operator");
         return;
       }
-      // A round in progress keeps its own pause until it resumes the workers itself.
-      pause_.setOperatorPause(std::nullopt);
-      const auto bytes = outbox_.stamp(msg::CreateOperatorResume(outbox_.start()));
-      for (const auto& [routingId, agent] : agents_.all()) {
-        if (agent.role == msg::Role::Worker) outbox_.send(routingId, bytes);
-      }
+      askedOperatorPause_.reset();
+      askedOperatorReason_ = reason;
+      operatorPauseAsked_ = true;
+      const bool applied = applyOperatorPause(Clock::now());
       detail = "generation resumed on " + std::to_string(agents_.workerCount()) + " workers" +
+               (applied ? std::string() : coalesced) +
                (round ? " (round " + std::to_string(round->id) + " still holds them until it ends)" : std::string());
       break;
     }
@@ -90,13 +125,17 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
   }
   auto& fbb = outbox_.start();
   outbox_.reply(source, message.seq(), msg::CreateControlReply(fbb, request.action(), fbb.CreateString(detail)));
-  // The request itself is the event: action, mode, agent, reason.
-  auto& eventFbb = outbox_.start();
-  const auto event = msg::CreateControlRequest(eventFbb, request.action(), request.pause_mode(),
-                                               eventFbb.CreateString(text(request.agent_id())),
-                                               eventFbb.CreateString(reason));
-  outbox_.publish(bus::topics::topicOf(bus::topics::kBus, msg::EnumNameControlAction(request.action())), event);
-  log::info("operator: {}{}", detail, because);
+  // A pause or resume is published (and logged) as the change it makes, by applyOperatorPause; an abort or an
+  // eviction is its own event.
+  if (request.action() == msg::ControlAction::AbortRound || request.action() == msg::ControlAction::Evict) {
+    auto& eventFbb = outbox_.start();
+    const auto event = msg::CreateControlRequest(eventFbb, request.action(), request.pause_mode(),
+                                                 eventFbb.CreateString(text(request.agent_id())),
+                                                 eventFbb.CreateString(reason));
+    outbox_.publish(bus::topics::topicOf(bus::topics::kBus, msg::EnumNameControlAction(request.action())), event);
+  }
+  // Any connection may send these: its lines come through the limiter, as every other client's do.
+  logLimiter_.info("operator:" + source, Clock::now(), [&] { return "operator: " + detail + because; });
 }
 
 }  // namespace wsync::coordinator

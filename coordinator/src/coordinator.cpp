@@ -163,6 +163,7 @@ Coordinator::Impl::Impl(CoordinatorOptions options, bus::ControlBlockOwner&& blo
                                        replaced->committedDigest, {}},
                       replaced->lastRound);
     pause_.carryOver(replaced->operatorPause);
+    askedOperatorPause_ = replaced->operatorPause;
     log::warn("replaced the control block of coordinator pid {}, which died: committed version {}, last round {}{}",
               replaced->creatorPid, replaced->committedVersion, rounds_.lastRound(),
               replaced->operatorPause ? std::string(", generation paused by an operator (mode ") +
@@ -208,6 +209,7 @@ void Coordinator::Impl::step(std::chrono::milliseconds maxWait) {
       rounds_.checkDeadline();
       checkReceiveMemory();
       dropUnreachable();
+      (void)applyOperatorPause(now);
       logLimiter_.flush(now);
       nextLivenessCheck_ = now + kLivenessCheckInterval;
     }
@@ -223,7 +225,7 @@ void Coordinator::Impl::step(std::chrono::milliseconds maxWait) {
     if (*received) {
       auto& delivery = **received;
       if (delivery.message) {
-        handle(delivery.source, *delivery.message);
+        handle(delivery.source, delivery.peerKey, *delivery.message);
       } else {
         refuse(delivery.source, 0, msg::ErrorCode::Malformed,
                "message rejected: " + bus::rejectionText(delivery.message.error(), delivery.detail));
@@ -297,14 +299,14 @@ void Coordinator::Impl::refuse(const std::string& peer, std::uint64_t inReplyTo,
   outbox_.refuse(peer, inReplyTo, code, detail, rounds_.committed().version);
 }
 
-void Coordinator::Impl::handle(const std::string& source, const bus::Message& message) {
+void Coordinator::Impl::handle(const std::string& source, const std::string& peerKey, const bus::Message& message) {
   // Requests that need no registration. A hello may carry any epoch (it is how a client learns the current one); a
   // control request meant for an earlier coordinator of this bus must not steer this one.
   switch (message.type()) {
-    case msg::Body::AgentHello: handleHello(source, message, *message.as<msg::AgentHello>()); return;
+    case msg::Body::AgentHello: handleHello(source, peerKey, message, *message.as<msg::AgentHello>()); return;
     case msg::Body::SnapshotRequest: handleSnapshotRequest(source); return;
     case msg::Body::VersionQuery: handleVersionQuery(source, message, *message.as<msg::VersionQuery>()); return;
-    case msg::Body::SlotReport: handleSlotReport(source, message, *message.as<msg::SlotReport>()); return;
+    case msg::Body::SlotReport: handleSlotReport(source, peerKey, message, *message.as<msg::SlotReport>()); return;
     case msg::Body::ControlRequest:
       if (message.epoch() != 0 && message.epoch() != block_.epoch()) {
         refuse(source, message.seq(), msg::ErrorCode::StaleEpoch,
@@ -324,6 +326,14 @@ void Coordinator::Impl::handle(const std::string& source, const bus::Message& me
     return;
   }
   AgentRecord& agent = *found;
+  if (agent.peerKey != peerKey) {
+    // ZeroMQ keeps routing ids unique among live connections, so this cannot come from the agent's own: a client
+    // that took the routing id of a connection that went away speaks for nobody.
+    refuse(source, message.seq(), msg::ErrorCode::NotAllowed,
+           std::string(bus::bodyName(message.type())) + " for '" + agent.agentId +
+               "' from a connection without the CURVE key it registered with");
+    return;
+  }
   if (message.epoch() != block_.epoch()) {
     // A registered agent stamps the epoch its Welcome gave: anything else is not about this registration.
     refuse(source, message.seq(), msg::ErrorCode::StaleEpoch,
@@ -376,15 +386,20 @@ void Coordinator::Impl::publishBeat() {
   nextBeat_ = Clock::now() + options_.heartbeatInterval;
 }
 
-void Coordinator::Impl::handleSlotReport(const std::string& source, const bus::Message& message,
-                                         const msg::SlotReport& report) {
+void Coordinator::Impl::handleSlotReport(const std::string& source, const std::string& peerKey,
+                                         const bus::Message& message, const msg::SlotReport& report) {
   // Never answered: the reporting connection reads nothing, and an answer would only queue there. A report that
-  // does not match a registration (an agent replaced meanwhile, a coordinator restarted since) is dropped.
+  // does not match a registration (an agent replaced meanwhile, a coordinator restarted since) is dropped, and so
+  // is one that cannot prove it comes from the registration's holder: anyone may learn an agent's id, slot and
+  // epoch from a snapshot.
   AgentRecord* const agent = agents_.findById(report.agent_id()->string_view());
-  const char* problem = agent == nullptr                  ? "no agent of that id is registered"
-                        : agent->sameHost                 ? "the agent is on this host and writes its slot itself"
-                        : agent->slot != report.slot()    ? "the agent holds another slot"
+  const auto offered = bus::RegistrationSecret::fromMessage(report.registration_secret());
+  const char* problem = agent == nullptr                    ? "no agent of that id is registered"
+                        : agent->sameHost                   ? "the agent is on this host and writes its slot itself"
+                        : agent->slot != report.slot()      ? "the agent holds another slot"
                         : message.epoch() != block_.epoch() ? "it is for another coordinator's epoch"
+                        : !agent->secret.matches(offered)   ? "it lacks the registration's secret"
+                        : agent->peerKey != peerKey         ? "it comes without the CURVE key the agent registered with"
                                                             : nullptr;
   if (problem != nullptr) {
     ++stats_.requestsRejected;

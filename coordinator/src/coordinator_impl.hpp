@@ -49,7 +49,8 @@ class Coordinator::Impl {
 
  private:
   // coordinator.cpp: the requests, snapshots, version queries and the request endpoint.
-  void handle(const std::string& source, const bus::Message& message);
+  // `peerKey`: the sender's CURVE key (bus::Received::peerKey), empty without CURVE.
+  void handle(const std::string& source, const std::string& peerKey, const bus::Message& message);
   void handleSnapshotRequest(const std::string& source);
   void handleVersionQuery(const std::string& source, const bus::Message& message, const msg::VersionQuery& query);
   // The "bus/beat" event: every heartbeat interval, and as soon as what it carries changes (agents on other hosts
@@ -58,7 +59,9 @@ class Coordinator::Impl {
   bool beatChanged() const;
   // An agent on another host reports its slot (SlotReport, on a connection of its own): written into the control
   // block for it, and taken as a sign of life.
-  void handleSlotReport(const std::string& source, const bus::Message& message, const msg::SlotReport& report);
+  // Only a report that carries the agent's registration secret (and comes with its CURVE key) speaks for it.
+  void handleSlotReport(const std::string& source, const std::string& peerKey, const bus::Message& message,
+                        const msg::SlotReport& report);
   // The request endpoint's memory budget (CoordinatorOptions::receiveMemoryBudget): checked every liveness pass.
   void checkReceiveMemory();
   // Closes the request endpoint (every connection and what ZeroMQ held for it goes), stays closed for `outage`, and
@@ -71,7 +74,12 @@ class Coordinator::Impl {
   void refuse(const std::string& peer, std::uint64_t inReplyTo, msg::ErrorCode code, const std::string& detail);
 
   // registration.cpp: joining, liveness, leaving.
-  void handleHello(const std::string& source, const bus::Message& message, const msg::AgentHello& hello);
+  void handleHello(const std::string& source, const std::string& peerKey, const bus::Message& message,
+                   const msg::AgentHello& hello);
+  // Whether a hello for an id that `holder` holds may replace it now (`why` says why, or why not): when it proves
+  // itself the holder, or when the holder is gone.
+  bool mayReplace(const AgentRecord& holder, const std::string& peerKey, const msg::AgentHello& hello,
+                  std::uint64_t nowMs, std::string& why) const;
   // Why this hello cannot register (the field and the limit it breaks), or empty when it can.
   std::string helloProblem(const msg::AgentHello& hello) const;
   // Why one more worker offering these channels would exceed what a round on one of them can take, or empty.
@@ -86,6 +94,11 @@ class Coordinator::Impl {
   // control.cpp: an operator's requests (wsync-ctl).
   void handleControl(const std::string& source, const bus::Message& message, const msg::ControlRequest& request);
   void sendOperatorPause(const std::string& routingId);
+  // Applies the operator's pause last asked for (the pause word, the workers, the event) when a request came since
+  // the last time, unless that was less than kOperatorPauseInterval ago; the liveness pass calls it again until it
+  // is done. Returns whether it is. A request for the state that holds is sent again all the same: an engine whose
+  // pause hook failed is asked again, as before requests were coalesced.
+  bool applyOperatorPause(Clock::time_point now);
 
   const CoordinatorOptions options_;
   bus::ControlBlockOwner block_;
@@ -100,6 +113,13 @@ class Coordinator::Impl {
   AgentRegistry agents_;
   Outbox outbox_;
   PauseWord pause_;
+  // The operator's pause as last asked for (wsync-ctl pause / resume), and why: what pause_ holds follows it at a
+  // bounded rate, so that a client asking in a loop costs each worker a few engine pauses a second at most, and the
+  // workers end in the state asked for last.
+  std::optional<msg::PauseMode> askedOperatorPause_;
+  std::string askedOperatorReason_;
+  bool operatorPauseAsked_ = false;  // a pause or resume request came since the last one was applied
+  Clock::time_point nextOperatorPauseChange_{};
   RoundMachine rounds_;
   const std::string hostname_;
   // What the last beat said (committed version, round, phase, pause word): a change is published at once.

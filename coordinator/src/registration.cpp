@@ -108,8 +108,21 @@ std::string Coordinator::Impl::admissionProblem(const msg::AgentHello& hello) co
   return {};
 }
 
-void Coordinator::Impl::handleHello(const std::string& source, const bus::Message& message,
-                                    const msg::AgentHello& hello) {
+bool Coordinator::Impl::mayReplace(const AgentRecord& holder, const std::string& peerKey,
+                                   const msg::AgentHello& hello, std::uint64_t nowMs, std::string& why) const {
+  // The holder's own proof: its secret went to its connection alone, and on CURVE its key is one no other client
+  // can present. An agent whose link broke registers again with it and is back at once.
+  if (holder.secret.matches(bus::RegistrationSecret::fromMessage(hello.registration_secret())) &&
+      holder.peerKey == peerKey) {
+    why = "it registered again on a new connection (with its registration's secret)";
+    return true;
+  }
+  // Anyone else waits until the holder is gone: its process gone (this host) or its heartbeat expired.
+  return !isAlive(holder, nowMs, why);
+}
+
+void Coordinator::Impl::handleHello(const std::string& source, const std::string& peerKey,
+                                    const bus::Message& message, const msg::AgentHello& hello) {
   const std::uint64_t seq = message.seq();
   if (hello.protocol_version() != bus::kProtocolVersion) {
     refuse(source, seq, msg::ErrorCode::ProtocolMismatch, "agent speaks protocol " + std::to_string(hello.protocol_version()) +
@@ -140,7 +153,7 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
         static_cast<std::uint32_t>(options_.transferTimeout.count()),
         static_cast<std::uint32_t>(kTransferTimeoutPerGiB.count()), operatorPause.has_value(),
         operatorPause.value_or(msg::PauseMode::Keep), fbb.CreateString(bus::thisHost().key),
-        fbb.CreateString(hostname_));
+        fbb.CreateString(hostname_), agent.secret.toMessage(fbb));
     outbox_.send(source, welcome);
   };
 
@@ -160,15 +173,12 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
       sameHost ? bus::processStartTicks(static_cast<pid_t>(hello.pid())).value_or(0) : std::uint64_t{0};
   if (AgentRecord* holder = agents_.findById(agentId)) {
     std::string why;
-    // The same process (this host, same pid and start time) registering on a new connection lost the old one: its
-    // old registration is void, and waiting for its heartbeat to expire would only delay its return.
-    const bool sameProcess = sameHost && holder->sameHost && startTicks != 0 &&
-                             holder->process.pid == hello.pid() && holder->process.startTicks == startTicks;
-    if (sameProcess) {
-      why = "its process (pid " + std::to_string(hello.pid()) + ") registered again on a new connection";
-    } else if (isAlive(*holder, nowMs, why)) {
+    if (!mayReplace(*holder, peerKey, hello, nowMs, why)) {
+      // Nothing about the holder in the answer (its pid, its host): a refusal must not teach a client what to quote.
       refuse(source, seq, msg::ErrorCode::DuplicateAgent,
-             "agent id '" + agentId + "' is held by pid " + std::to_string(holder->process.pid) + ", which is alive");
+             "agent id '" + agentId + "' is held by a live registration on another connection: it can be taken "
+             "once its holder leaves, dies or misses heartbeats for " +
+                 std::to_string(options_.heartbeatTimeout.count()) + " ms");
       return;
     }
     removeAgent(holder->routingId, msg::AgentEventKind::Replaced, "replaced by a new registration: " + why);
@@ -180,6 +190,11 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   const auto slot = freeSlot();
   if (!slot) {
     refuse(source, seq, msg::ErrorCode::BusFull, "all " + std::to_string(bus::kMaxAgents) + " agent slots are taken");
+    return;
+  }
+  auto secret = bus::RegistrationSecret::generate();
+  if (!secret) {
+    refuse(source, seq, msg::ErrorCode::Internal, secret.error());
     return;
   }
   std::string rankProblem;
@@ -201,6 +216,8 @@ void Coordinator::Impl::handleHello(const std::string& source, const bus::Messag
   agent.process.startTicks = startTicks;
   agent.lastMessageMs = nowMs;
   agent.appliedVersion = hello.applied_version();
+  agent.secret = *secret;
+  agent.peerKey = peerKey;
   if (hello.channels() != nullptr) {
     for (const auto kind : *hello.channels()) agent.channels.push_back(static_cast<msg::ChannelKind>(kind));
   }

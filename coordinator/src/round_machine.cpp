@@ -237,17 +237,8 @@ void RoundMachine::begin(const AgentRecord& trainer, std::uint64_t seq, const ms
   parts_.pause.roundPaused(round_->id, round_->mode);
   setPhase(msg::RoundPhase::Pause);
   round_->deadline = Clock::now() + parts_.options.pauseTimeout;
-  const bus::Manifest& manifest = cached->second.manifest;
   for (const Participant& participant : round_->participants) {
-    AgentRecord& worker = *parts_.agents.find(participant.routingId);
-    const bool known = std::find(worker.knownManifests.begin(), worker.knownManifests.end(), digest) !=
-                       worker.knownManifests.end();
-    if (!known) {
-      // Once per worker and manifest: later rounds refer to it by digest, whatever the number of tensors.
-      parts_.outbox.send(worker.routingId, manifest.toMessage(parts_.outbox.start()));
-      worker.knownManifests.push_back(digest);
-      if (worker.knownManifests.size() > kMaxCachedManifests) worker.knownManifests.erase(worker.knownManifests.begin());
-    }
+    sendManifestIfNew(*parts_.agents.find(participant.routingId), cached->second.manifest);
   }
   const msg::Digest128 wireDigest = bus::toMessage(digest);
   const auto pause = msg::CreatePause(parts_.outbox.start(), round_->id, round_->version, round_->mode, &wireDigest);
@@ -257,9 +248,39 @@ void RoundMachine::begin(const AgentRecord& trainer, std::uint64_t seq, const ms
   if (round_->participants.empty()) startTransfer();
 }
 
+void RoundMachine::sendManifestIfNew(AgentRecord& worker, const bus::Manifest& manifest) {
+  auto& known = worker.knownManifests;
+  if (std::find(known.begin(), known.end(), manifest.digest()) != known.end()) return;
+  // Once per worker and manifest: later rounds refer to it by digest, whatever the number of tensors. This list is a
+  // guess at the worker's cache, never trusted: a worker that lacks the manifest says so and is sent it again.
+  parts_.outbox.send(worker.routingId, manifest.toMessage(parts_.outbox.start()));
+  known.push_back(manifest.digest());
+  if (known.size() > kMaxCachedManifests) known.erase(known.begin());
+}
+
+bool RoundMachine::resendManifest(Participant& participant, AgentRecord& worker) {
+  if (participant.manifestResent) return false;
+  const auto cached = manifests_.find(round_->manifestDigest);
+  if (cached == manifests_.end()) return false;  // kept while its round runs: cannot happen
+  participant.manifestResent = true;
+  auto& known = worker.knownManifests;
+  known.erase(std::remove(known.begin(), known.end(), round_->manifestDigest), known.end());
+  sendManifestIfNew(worker, cached->second.manifest);
+  const msg::Digest128 digest = bus::toMessage(round_->manifestDigest);
+  parts_.outbox.send(worker.routingId, parts_.outbox.stamp(msg::CreatePause(parts_.outbox.start(), round_->id,
+                                                                            round_->version, round_->mode, &digest)));
+  log::info("round {}: worker '{}' lacked manifest {}: sent it again", round_->id, worker.agentId,
+            hex(round_->manifestDigest));
+  return true;
+}
+
 void RoundMachine::pauseAck(const AgentRecord& agent, const msg::PauseAck& ack) {
   Participant* participant = findParticipant(agent.routingId);
   if (participant == nullptr || ack.round() != round_->id || round_->phase != msg::RoundPhase::Pause) return;
+  if (!ack.ok() && ack.manifest_unknown() && !participant->acked &&
+      resendManifest(*participant, *parts_.agents.find(agent.routingId))) {
+    return;
+  }
   if (!ack.ok()) {
     const auto reason = ack.reason() == msg::AbortReason::None ? msg::AbortReason::AgentRefused : ack.reason();
     abortRound(reason, "worker '" + agent.agentId + "' refused to pause: " + clientDetail(ack.detail(), "no reason given"),

@@ -36,6 +36,7 @@ struct Participant {
   bool done = false;
   std::uint64_t bytes = 0;
   bus::Digest digest;
+  bool manifestResent = false;  // it said it lacked the manifest and was sent it again in this round
 };
 
 struct ActiveRound {
@@ -144,6 +145,11 @@ class RoundMachine {
     }
   };
 
+  // Sends `worker` the round's manifest unless it is known to hold it already.
+  void sendManifestIfNew(AgentRecord& worker, const bus::Manifest& manifest);
+  // A worker that lacks the round's manifest (it evicted it, or never got it): sent the manifest and the Pause again,
+  // once in a round. False when it had been sent both already in this round.
+  bool resendManifest(Participant& participant, AgentRecord& worker);
   void startTransfer();
   void verifyAndCommit();
   void abortRound(msg::AbortReason reason, const std::string& detail, const std::string& agentId);

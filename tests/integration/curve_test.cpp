@@ -9,7 +9,10 @@
 #include "free_port.hpp"
 #include "round_fixture.hpp"
 #include "text_file.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
 #include "wsync/bus/transport/curve.hpp"
+#include "wsync/bus/transport/dealer_endpoint.hpp"
 
 namespace wsync::test {
 namespace {
@@ -45,6 +48,7 @@ class CurveTest : public RoundFixture {
   }
 
   std::map<std::string, std::string> publicKeys_;
+  std::vector<bus::DealerEndpoint> holders_;  // connections a test keeps open until it ends
 };
 
 TEST_F(CurveTest, AllowedAgentsRunRoundsAndOthersAreRefusedAndLogged) {
@@ -145,6 +149,57 @@ TEST_F(CurveTest, KeyFilesAreCheckedBeforeAnythingStarts) {
       {.stderrFile = path("coordinator.log")});
   EXPECT_EQ(coordinator.wait(kPatience), 2);
   EXPECT_NE(readTextFile(path("coordinator.log")).find("an allowlist holds public keys only"), std::string::npos);
+}
+
+// A registration is tied to the CURVE key it was admitted with: another allowed client that has the registration's
+// secret (a leak, a copied file) still cannot take the agent's id over.
+TEST_F(CurveTest, ARegistrationIsTiedToTheCurveKeyItWasAdmittedWith) {
+  auto args = serverArgs();
+  args.insert(args.end(), {"--heartbeat-timeout-ms", "120000"});  // the holder below sends no heartbeats
+  startCoordinator(args, path("coordinator.log"));
+  const auto endpoints = bus::resolveEndpoints(bus_, transport_);
+  ASSERT_TRUE(endpoints);
+  auto helloAs = [&](const std::string& keyName, const std::vector<std::uint8_t>& secret) -> std::optional<bus::Message> {
+    auto dealer = bus::DealerEndpoint::connect(
+        context_, endpoints->requests, keyName,
+        bus::CurveClient{*bus::readCurveKeyPair(keyFile(keyName)), publicKeys_["server"]});
+    EXPECT_TRUE(dealer);
+    if (!dealer) return std::nullopt;
+    bus::MessageBuilder builder;
+    auto& fbb = builder.fbb();
+    const auto hello = msg::CreateAgentHello(
+        fbb, fbb.CreateString("x"), msg::Role::Trainer, bus::kProtocolVersion, -1, 1, 1, fbb.CreateString("h"), 0, 0,
+        fbb.CreateString("key-of-" + keyName), 0, secret.empty() ? 0 : fbb.CreateVector(secret));
+    EXPECT_TRUE(dealer->send(builder.finish(hello, bus::EnvelopeStamp{0, 1})));
+    const auto deadline = std::chrono::steady_clock::now() + kPatience;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto received = dealer->receive(std::chrono::milliseconds(100));
+      if (received && *received && (*received)->message) {
+        bus::Message& message = *(*received)->message;
+        if (message.as<msg::Welcome>() != nullptr || message.as<msg::Error>() != nullptr) {
+          holders_.push_back(std::move(*dealer));  // keeps the connection (and its registration) open
+          return std::move(message);
+        }
+      }
+    }
+    return std::nullopt;
+  };
+  const auto welcome = helloAs("worker", {});
+  ASSERT_TRUE(welcome);
+  ASSERT_NE(welcome->as<msg::Welcome>(), nullptr);
+  const auto* field = welcome->as<msg::Welcome>()->registration_secret();
+  ASSERT_NE(field, nullptr);
+  const std::vector<std::uint8_t> secret(field->begin(), field->end());
+
+  // Another allowed key with the right secret: refused while the holder lives.
+  const auto other = helloAs("trainer", secret);
+  ASSERT_TRUE(other);
+  ASSERT_NE(other->as<msg::Error>(), nullptr) << "another client's key took over 'x' with the holder's secret";
+  EXPECT_EQ(other->as<msg::Error>()->code(), msg::ErrorCode::DuplicateAgent);
+  // The holder's own key with the secret (its link broke and it came back): the registration is its own again.
+  const auto back = helloAs("worker", secret);
+  ASSERT_TRUE(back);
+  EXPECT_NE(back->as<msg::Welcome>(), nullptr);
 }
 
 }  // namespace

@@ -104,6 +104,7 @@ class RawClient {
     // Empty: none (the coordinator then compares hostnames); another key than this host's: an agent elsewhere.
     std::string hostKey{};
     std::vector<std::pair<msg::ChannelKind, std::string>> contacts{};  // channel_contacts
+    std::vector<std::uint8_t> secret{};  // registration_secret: empty for none
   };
   std::uint64_t sendHello(const Hello& hello) {
     bus::MessageBuilder builder;
@@ -116,12 +117,14 @@ class RawClient {
       contacts.push_back(msg::CreateChannelContact(fbb, kind, fbb.CreateString(address)));
     }
     const auto contactVector = fbb.CreateVector(contacts);
+    const auto secret = hello.secret.empty() ? flatbuffers::Offset<flatbuffers::Vector<std::uint8_t>>()
+                                             : fbb.CreateVector(hello.secret);
     return send(builder, msg::CreateAgentHello(fbb, fbb.CreateString(hello.agentId), hello.role, bus::kProtocolVersion,
                                                hello.requestedRank, 1, hello.pid, fbb.CreateString(host.data()),
                                                channels, hello.appliedVersion,
                                                hello.hostKey.empty() ? flatbuffers::Offset<flatbuffers::String>()
                                                                      : fbb.CreateString(hello.hostKey),
-                                               contactVector));
+                                               contactVector, secret));
   }
   // Registers and returns the Welcome's epoch (nothing when refused or unanswered).
   std::optional<std::uint64_t> registerAs(const Hello& hello, std::chrono::milliseconds timeout) {
@@ -132,12 +135,19 @@ class RawClient {
         },
         timeout);
     if (!reply || reply->as<msg::Welcome>() == nullptr) return std::nullopt;
-    epoch_ = reply->as<msg::Welcome>()->epoch();
+    const auto* welcome = reply->as<msg::Welcome>();
+    epoch_ = welcome->epoch();
+    slot_ = welcome->slot();
+    secret_.clear();
+    if (const auto* secret = welcome->registration_secret()) secret_.assign(secret->begin(), secret->end());
     return epoch_;
   }
 
   const std::string& routingId() const { return routingId_; }
   std::uint64_t epoch() const { return epoch_; }
+  // The last Welcome's slot and registration secret.
+  std::uint32_t slot() const { return slot_; }
+  const std::vector<std::uint8_t>& secret() const { return secret_; }
   zmq::socket_t& socket() { return socket_; }
 
  private:
@@ -147,6 +157,8 @@ class RawClient {
   std::string routingId_;
   std::uint64_t seq_ = 0;
   std::uint64_t epoch_ = 0;
+  std::uint32_t slot_ = 0;
+  std::vector<std::uint8_t> secret_;
 };
 
 }  // namespace wsync::test

@@ -237,11 +237,12 @@ void RoundHandler::handleManifest(const msg::Manifest& message) {
       CachedManifest{std::move(*manifest), std::move(bindingMap), {}, ++useCounter_}));
 }
 
-void RoundHandler::sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail) {
+void RoundHandler::sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail,
+                                bool manifestUnknown) {
   builder_.reset();
   auto& fbb = builder_.fbb();
   const auto body = msg::CreatePauseAck(fbb, round, ok, appliedVersion_.load(), reason,
-                                        detail.empty() ? 0 : fbb.CreateString(detail));
+                                        detail.empty() ? 0 : fbb.CreateString(detail), manifestUnknown);
   if (auto sent = session_.send(builder_, body); !sent) log::warn("PauseAck not sent: {}", sent.error().describe());
 }
 
@@ -276,8 +277,12 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
   const bus::Digest digest = bus::fromMessage(*pause.manifest_digest());
   const CachedManifest* cached = findManifest(digest);
   if (cached == nullptr) {
+    // Never received, or evicted from the cache since: the coordinator cannot know which, so it is told, and it
+    // sends the manifest with a second Pause of this round.
     refusePause(pause, msg::AbortReason::ManifestMismatch,
-                "manifest " + hex(digest) + " was never received by this worker");
+                "manifest " + hex(digest) + " is not among the " + std::to_string(manifests_.size()) +
+                    " this worker holds",
+                true);
     return;
   }
   // Checked before the engine is touched: a worker that cannot take the version must not stop generating for it.
@@ -305,16 +310,21 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
   strike(bus::FaultPoint::Pause, pause.version());
 }
 
-void RoundHandler::refusePause(const msg::Pause& pause, msg::AbortReason reason, const std::string& detail) {
+void RoundHandler::refusePause(const msg::Pause& pause, msg::AbortReason reason, const std::string& detail,
+                               bool manifestUnknown) {
   ++roundsRefused_;
   enter(RoundStep::Idle);
-  sendPauseAck(pause.round(), false, reason, detail);
+  sendPauseAck(pause.round(), false, reason, detail, manifestUnknown);
 }
 
 void RoundHandler::handleOperatorPause(const msg::OperatorPause& pause) {
   // No manifest, no ack: the engine stays paused until the operator's resume, through any rounds meanwhile.
   log::info("an operator paused generation (mode {})", msg::EnumNamePauseMode(pause.mode()));
-  const EngineHolds before = holds();
+  EngineHolds before = holds();
+  // Asked again while the engine is not paused (its pause hook failed): a new request, and the engine is asked
+  // again. An operator retries with a second `wsync-ctl pause`, and the coordinator, which sends the operator's
+  // pause at a bounded rate, may have folded a resume and a pause in between into this one message.
+  if (!enginePaused_) before.operatorHold = false;
   operatorHold_ = pause.mode();
   follow(before);
 }

@@ -123,7 +123,9 @@ class RoundHandler {
   // Receives the payload into staging (or in place); returns what was received or why it failed.
   tl::expected<StagedVersion, bus::PayloadFailure> receive(const msg::TransferPlan& plan);
 
-  void sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail);
+  // `manifestUnknown`: refused for a manifest this worker does not hold, which the coordinator then sends again.
+  void sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail,
+                    bool manifestUnknown = false);
   void sendUpdateDone(std::uint64_t round, std::uint64_t version, bool ok, const bus::TransferResult& result,
                       msg::AbortReason reason, const std::string& detail);
   void setPhase(bus::AgentPhase phase);
@@ -137,7 +139,8 @@ class RoundHandler {
   // Moves to `step` and follows.
   PauseResult enter(RoundStep step);
   // Answers a round's Pause with a refusal: the round aborts, and the engine was not paused for it.
-  void refusePause(const msg::Pause& pause, msg::AbortReason reason, const std::string& detail);
+  void refusePause(const msg::Pause& pause, msg::AbortReason reason, const std::string& detail,
+                   bool manifestUnknown = false);
   bool pausedFor(const msg::TransferPlan& plan) const;
   std::shared_ptr<const bus::BusView> busView() const;
   CachedManifest* findManifest(const bus::Digest& digest);

@@ -99,7 +99,7 @@ tl::expected<void, SessionFailure> AgentSession::sendHello() {
       fbb, fbb.CreateString(options_.agentId), options_.role, kProtocolVersion, options_.requestedRank, 1,
       static_cast<std::uint32_t>(getpid()), fbb.CreateString(thisHost().name),
       flatbuffers::Offset<flatbuffers::Vector<msg::ChannelKind>>(channelVector.o), appliedVersion(),
-      fbb.CreateString(thisHost().key), contactVector);
+      fbb.CreateString(thisHost().key), contactVector, registration_.secret.toMessage(fbb));
   helloSeq_ = requestSeq_ + 1;
   awaitingWelcome_ = true;
   refusedDuplicate_ = false;
@@ -160,6 +160,7 @@ tl::expected<bool, SessionFailure> AgentSession::handleRegistrationReply(const M
   granted.transferTimeoutPerGiB = std::chrono::milliseconds(welcome->transfer_timeout_per_gib_ms());
   granted.operatorPaused = welcome->operator_paused();
   granted.operatorPauseMode = welcome->operator_pause_mode();
+  granted.secret = RegistrationSecret::fromMessage(welcome->registration_secret());
   // The coordinator decides "same host" by the same rule from our hello (core/host_identity.hpp).
   const bool remote = welcome->host_key() != nullptr && welcome->host_key()->size() > 0 &&
                       !onThisHost(welcome->host_key()->string_view(), {});
@@ -195,8 +196,8 @@ tl::expected<void, SessionFailure> AgentSession::openSlot(const Registration& gr
   }
   mirror_->seed(granted.epoch, granted.committedVersion,
                 PauseState{granted.operatorPaused, granted.operatorPauseMode, 0});
-  RemoteSlotOptions slotOptions{requestEndpoint_, options_.curve, options_.link, options_.agentId,
-                                granted.slot,     granted.epoch, granted.heartbeatTimeout};
+  RemoteSlotOptions slotOptions{requestEndpoint_, options_.curve,   options_.link,           options_.agentId,
+                                granted.slot,     granted.epoch,   granted.heartbeatTimeout, granted.secret};
   auto slot = openRemoteSlot(*context_, std::move(slotOptions), appliedVersion(), mirror_);
   if (!slot) return fail(SessionError::Transport, "the slot's report connection: " + slot.error().describe());
   slot_ = std::move(*slot);
@@ -277,6 +278,16 @@ tl::expected<SessionDelivery, SessionFailure> AgentSession::next(std::chrono::mi
                 options_.link.timeout.count());
       replaceConnection(std::chrono::milliseconds(0));
     }
+    if (eventStreamLost()) {
+      // The control connection may look fine (its ZMTP heartbeats flow) while the coordinator's beats stopped
+      // reaching us or come from another coordinator: the mirror is then wrong and every transfer's cancel probe
+      // takes the coordinator for gone. Only a new registration, with a new subscription, finds it again.
+      log::warn("no beat of the coordinator that welcomed us (epoch {:016x}) for over {} ms: registering again, with "
+                "a new subscription to its events",
+                registration_.epoch, registration_.heartbeatTimeout.count());
+      mirror_.reset();
+      replaceConnection(std::chrono::milliseconds(0));
+    }
     if (std::exchange(linkLostPending_, false)) {
       delivery.linkLost = true;
       return delivery;
@@ -329,6 +340,11 @@ tl::expected<SessionDelivery, SessionFailure> AgentSession::next(std::chrono::mi
     }
     if (std::chrono::steady_clock::now() >= deadline) return delivery;
   }
+}
+
+bool AgentSession::eventStreamLost() const {
+  return remote_ && registered() && mirror_ != nullptr &&
+         !mirror_->coordinatorAlive(registration_.epoch, registration_.heartbeatTimeout);
 }
 
 void AgentSession::goodbye(const std::string& reason) {

@@ -38,7 +38,8 @@ class RemoteSlot final : public AgentSlot {
     const auto report = msg::CreateSlotReport(
         fbb, fbb.CreateString(options_.agentId), options_.slot, appliedVersion_.load(std::memory_order_acquire),
         static_cast<msg::AgentState>(phase_.load(std::memory_order_acquire)),
-        transferRound_.load(std::memory_order_relaxed), transferBytes_.load(std::memory_order_relaxed));
+        transferRound_.load(std::memory_order_relaxed), transferBytes_.load(std::memory_order_relaxed),
+        options_.secret.toMessage(fbb));
     (void)reports_.send(builder_.finish(report, EnvelopeStamp{options_.epoch, ++reportSeq_}));
   }
 

@@ -47,8 +47,14 @@ tl::expected<std::optional<Received>, TransportFailure> receiveMessage(zmq::sock
     return tl::unexpected(toFailure(error, TransportError::SocketFailed, "receive"));
   }
 
-  Received delivery{{}, tl::unexpected(MessageError::BadFraming), {}};
+  Received delivery{{}, tl::unexpected(MessageError::BadFraming), {}, {}};
   if (frameCount == 2 && received >= 1) delivery.source = frames[0].to_string();
+  if (frameCount == 2 && received == frameCount) {
+    // Set by the ZAP handler's reply (zap_authenticator.cpp) on every message of a CURVE connection, absent
+    // otherwise. Read from the body: the routing-id frame is the ROUTER's own and carries no metadata.
+    const char* userId = ::zmq_msg_gets(frames[1].handle(), "User-Id");
+    if (userId != nullptr) delivery.peerKey = userId;
+  }
   if (received == frameCount) delivery.message = Message::decode(std::move(frames[frameCount - 1]), delivery.detail);
   if (!delivery.message) rejections.count(delivery.message.error());
   return delivery;

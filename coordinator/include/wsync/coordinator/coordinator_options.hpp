@@ -23,6 +23,10 @@ inline constexpr std::chrono::milliseconds kDefaultTransferTimeout{120'000};
 inline constexpr std::chrono::milliseconds kTransferTimeoutPerGiB{1'000};
 // How often the loop checks heartbeats and phase deadlines when nothing arrives.
 inline constexpr std::chrono::milliseconds kLivenessCheckInterval{20};
+// The operator's pause changes (wsync-ctl pause / resume) at most this often: every change pauses or resumes every
+// engine, and a client asking in a loop must not turn that into an engine pause per request. Short enough that an
+// operator typing commands never sees the wait.
+inline constexpr std::chrono::milliseconds kOperatorPauseInterval{200};
 // 4 MiB buckets: measured 6-31% faster than 16-64 MiB for the shm channel (bench/results/shm-2026-11-22-*): a bucket
 // is still in cache when the receiver copies it out, and the pipeline fills and drains in a small fraction of the
 // transfer; the hand-off per bucket costs microseconds.

@@ -16,6 +16,9 @@ struct Received {
   // Set when `message` is refused for a reason that names a field (EnumOutOfRange): "ControlRequest.pause_mode =
   // 200 is not one of Abort, Wait, Keep (0..2)"; empty otherwise. rejectionText(error, detail) joins the two.
   std::string detail;
+  // ROUTER over CURVE: the sender's public key (Z85) as the ZAP handler admitted it, which no client can choose; empty
+  // without CURVE. The coordinator ties a registration to it.
+  std::string peerKey;
 };
 
 }  // namespace wsync::bus

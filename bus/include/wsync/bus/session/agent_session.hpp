@@ -22,6 +22,7 @@
 #include "wsync/bus/core/failure.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/bus/protocol/message.hpp"
+#include "wsync/bus/protocol/registration_secret.hpp"
 #include "wsync/bus/transport/socket_options.hpp"
 
 namespace wsync::bus {
@@ -83,6 +84,9 @@ struct Registration {
   std::chrono::milliseconds transferTimeoutPerGiB{0};
   bool operatorPaused = false;  // an operator's pause holds: a worker keeps its engine paused
   msg::PauseMode operatorPauseMode = msg::PauseMode::Keep;
+  // The proof of this registration (registration_secret.hpp): in the hello of a registration on a new connection,
+  // and in every SlotReport.
+  RegistrationSecret secret{};
 
   // The longest a round of `payloadBytes` can last before the coordinator ends it, plus the time its last message
   // needs to arrive: an agent that has heard nothing of its round by then has lost it (docs/faults.md).
@@ -180,6 +184,9 @@ class AgentSession {
   // says hello. The next delivery reports `linkLost`.
   void replaceConnection(std::chrono::milliseconds outage);
   void sendHeartbeatIfDue();
+  // On another host: whether the beats of the coordinator that welcomed us stopped for a heartbeat timeout, or
+  // come from another coordinator (the mirror's evidence, which the agent's own transfers act on).
+  bool eventStreamLost() const;
   // Handles a Welcome or a registration Error; returns true when the message was one of them.
   tl::expected<bool, SessionFailure> handleRegistrationReply(const Message& message);
   void startHeartbeatThread();

@@ -19,6 +19,7 @@
 
 #include <tl/expected.hpp>
 
+#include "wsync/bus/protocol/registration_secret.hpp"
 #include "wsync/bus/session/bus_mirror.hpp"
 #include "wsync/bus/state/control_block.hpp"
 #include "wsync/bus/transport/curve.hpp"
@@ -59,6 +60,7 @@ struct RemoteSlotOptions {
   std::uint32_t slot = 0;
   std::uint64_t epoch = 0;                       // the Welcome's: reports are stamped with it
   std::chrono::milliseconds heartbeatTimeout{0};  // the Welcome's: how long a silent coordinator counts as alive
+  RegistrationSecret secret{};                    // the Welcome's: every report carries it
 };
 
 // The slot of an agent that cannot map the coordinator's block, reading the bus from `mirror`.
