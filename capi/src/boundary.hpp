@@ -48,6 +48,21 @@ wsync_status guarded(const char* function, Body&& body) noexcept {
   }
 }
 
+// guarded() for a destroy that can be refused: the last error is left as it was unless `body` fails, so that a
+// caller cleaning up after a failure still reads its text.
+template <typename Body>
+wsync_status guardedCleanup(const char* function, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return failInternal(function, "out of memory");
+  } catch (const std::exception& error) {
+    return failInternal(function, error.what());
+  } catch (...) {
+    return failInternal(function, "an exception that is not a std::exception");
+  }
+}
+
 // Deletes a handle (NULL is fine) without touching the last error, so that a caller cleaning up after a failure
 // still reads its text. Destructors do not throw; this keeps a broken one from crossing the boundary all the same.
 template <typename Handle>
