@@ -32,12 +32,12 @@ wsync_status fail(wsync_status status, std::string text);
 wsync_status failInternal(const char* function, const char* what) noexcept;
 void clearLastError() noexcept;
 
-// Runs `body`, which returns a wsync_status, with the last error cleared first and every exception caught: an
-// exception means a bug or a system failure (out of memory), WSYNC_INTERNAL with its text.
+// Runs `body`, which returns a wsync_status, with every exception caught: an exception means a bug or a system
+// failure (out of memory), WSYNC_INTERNAL with its text. The last error is left as it was unless `body` fails: for a
+// destroy that can be refused, so that a caller cleaning up after a failure still reads its text.
 template <typename Body>
-wsync_status guarded(const char* function, Body&& body) noexcept {
+wsync_status guardedCleanup(const char* function, Body&& body) noexcept {
   try {
-    clearLastError();
     return body();
   } catch (const std::bad_alloc&) {
     return failInternal(function, "out of memory");
@@ -48,8 +48,19 @@ wsync_status guarded(const char* function, Body&& body) noexcept {
   }
 }
 
+// guardedCleanup() with the last error cleared first: every entry point but the destroys.
+template <typename Body>
+wsync_status guarded(const char* function, Body&& body) noexcept {
+  return guardedCleanup(function, [&]() -> wsync_status {
+    clearLastError();
+    return body();
+  });
+}
+
 // Deletes a handle (NULL is fine) without touching the last error, so that a caller cleaning up after a failure
-// still reads its text. Destructors do not throw; this keeps a broken one from crossing the boundary all the same.
+// still reads its text. For handles whose destructor cannot throw: destructors are noexcept, so one that did would
+// end the process before this catch saw it. A handle whose teardown can fail (a worker's stop, refused or thrown)
+// does that work first, in guardedCleanup(), and deletes only after it succeeded (wsync_worker_destroy).
 template <typename Handle>
 void destroyHandle(const char* function, Handle* handle) noexcept {
   try {

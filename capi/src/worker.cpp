@@ -6,22 +6,22 @@
 #include <mutex>
 
 #include "boundary.hpp"
+#include "callback_scope.hpp"
 #include "wsync/bus/core/log.hpp"
 #include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/worker_agent/worker_agent.hpp"
 
 struct wsync_worker {
-  explicit wsync_worker(std::unique_ptr<wsync::worker_agent::WorkerAgent> started) : agent(std::move(started)) {}
   // Stops the agent, which wakes every wsync_worker_wait_for_version (they return WSYNC_STOPPED), and waits for them
-  // to leave before the agent goes: a thread blocked in a wait while another destroys the worker is no crash.
-  ~wsync_worker() {
+  // to leave, so that the worker can go: a thread blocked in a wait while another destroys the worker is no crash.
+  // Throws what stopping throws, leaving the worker to be stopped again.
+  void stop() {
     agent->stop();
     std::unique_lock lock(waitersMutex);
     waitersLeft.wait(lock, [&] { return waiters == 0; });
   }
-  wsync_worker(const wsync_worker&) = delete;
-  wsync_worker& operator=(const wsync_worker&) = delete;
 
+  // Null until the agent started: the handle exists first, so that its callbacks know which worker they belong to.
   std::unique_ptr<wsync::worker_agent::WorkerAgent> agent;
   std::mutex waitersMutex;  // guards waiters
   std::condition_variable waitersLeft;
@@ -70,14 +70,16 @@ wsync_worker_config workerDefaults() {
   return config;
 }
 
-// The caller's callbacks as the agent's hooks. A callback is C and cannot throw; one written in C++ that does
-// anyway is caught here, on the I/O thread, rather than ending the process.
-worker_agent::PauseHooks hooksOf(const wsync_worker_config& config) {
+// The caller's callbacks as the agent's hooks of `worker`. A callback is C and cannot throw; one written in C++
+// that does anyway is caught here, on the I/O thread, rather than ending the process. Each runs in a CallbackScope,
+// so that the calls it may not make on its own worker are refused.
+worker_agent::PauseHooks hooksOf(const wsync_worker_config& config, const wsync_worker* worker) {
   worker_agent::PauseHooks hooks;
-  hooks.pause = [pause = config.pause, userData = config.user_data](msg::PauseMode mode,
-                                                                    std::uint64_t round) -> worker_agent::PauseResult {
+  hooks.pause = [pause = config.pause, userData = config.user_data, worker](
+                    msg::PauseMode mode, std::uint64_t round) -> worker_agent::PauseResult {
     std::array<char, WSYNC_DETAIL_CHARS> error{};
     std::int32_t result = 0;
+    const CallbackScope scope(worker, "pause");
     try {
       result = pause(userData, static_cast<wsync_pause_mode>(mode), round, error.data(), error.size());
     } catch (...) {
@@ -89,7 +91,8 @@ worker_agent::PauseHooks hooksOf(const wsync_worker_config& config) {
     if (text.empty()) return tl::unexpected("the pause callback returned " + std::to_string(result));
     return tl::unexpected(bus::printableText(text));
   };
-  hooks.resume = [resume = config.resume, userData = config.user_data](std::uint64_t version) {
+  hooks.resume = [resume = config.resume, userData = config.user_data, worker](std::uint64_t version) {
+    const CallbackScope scope(worker, "resume");
     try {
       resume(userData, version);
     } catch (...) {
@@ -97,8 +100,9 @@ worker_agent::PauseHooks hooksOf(const wsync_worker_config& config) {
     }
   };
   if (config.applied != nullptr) {
-    hooks.applied = [applied = config.applied, userData = config.user_data](std::uint64_t version,
-                                                                            std::uint64_t round) {
+    hooks.applied = [applied = config.applied, userData = config.user_data, worker](std::uint64_t version,
+                                                                                    std::uint64_t round) {
+      const CallbackScope scope(worker, "applied");
       try {
         applied(userData, version, round);
       } catch (...) {
@@ -108,7 +112,8 @@ worker_agent::PauseHooks hooksOf(const wsync_worker_config& config) {
   }
   if (config.withdraw != nullptr) {
     // On the agent's pause watch thread, while the pause callback runs on the I/O thread.
-    hooks.withdraw = [withdraw = config.withdraw, userData = config.user_data](std::uint64_t round) {
+    hooks.withdraw = [withdraw = config.withdraw, userData = config.user_data, worker](std::uint64_t round) {
+      const CallbackScope scope(worker, "withdraw");
       try {
         withdraw(userData, round);
       } catch (...) {
@@ -187,9 +192,11 @@ wsync_status wsync_worker_start(const wsync_worker_config* config, const wsync_t
     if (!array) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(array.error()));
     auto options = capi::optionsOf(*read, *array);
     if (!options) return capi::fail(options.error().first, std::move(options.error().second));
-    auto agent = worker_agent::WorkerAgent::start(std::move(*options), capi::hooksOf(*read));
+    auto worker = std::make_unique<wsync_worker>();
+    auto agent = worker_agent::WorkerAgent::start(std::move(*options), capi::hooksOf(*read, worker.get()));
     if (!agent) return capi::fail(capi::statusOf(agent.error().code), agent.error().describe());
-    *out = new wsync_worker(std::move(*agent));
+    worker->agent = std::move(*agent);
+    *out = worker.release();
     return WSYNC_OK;
   });
 }
@@ -205,6 +212,12 @@ uint64_t wsync_worker_committed_version(const wsync_worker* worker) {
 wsync_status wsync_worker_wait_for_version(wsync_worker* worker, uint64_t version, int64_t timeout_ms) {
   return capi::guarded(__func__, [&]() -> wsync_status {
     if (worker == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "worker is NULL");
+    if (const char* callback = capi::CallbackScope::runningFor(worker)) {
+      return capi::fail(WSYNC_INVALID_ARGUMENT,
+                        std::string("wsync_worker_wait_for_version from the worker's own ") + callback +
+                            " callback: no version is applied while one of its callbacks runs, so it would only "
+                            "wait out its timeout; wait from another thread");
+    }
     auto timeout = capi::timeoutOf(timeout_ms, "timeout_ms");
     if (!timeout) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(timeout.error()));
     {
@@ -250,9 +263,23 @@ wsync_status wsync_worker_counters_get(const wsync_worker* worker, wsync_worker_
   });
 }
 
-void wsync_worker_destroy(wsync_worker* worker) {
-  // The I/O thread ends once a callback in progress returns, then goodbye (WorkerAgent::stop).
-  capi::destroyHandle(__func__, worker);
+wsync_status wsync_worker_destroy(wsync_worker* worker) {
+  return capi::guardedCleanup(__func__, [&]() -> wsync_status {
+    if (worker == nullptr) return WSYNC_OK;
+    // The stop below joins the thread the callback runs on (or, for withdraw, one that joins it): from there it
+    // would end the process or hang it. Refused before anything changes, so the worker goes on as it was.
+    if (const char* callback = capi::CallbackScope::runningFor(worker)) {
+      return capi::fail(WSYNC_INVALID_ARGUMENT,
+                        std::string("wsync_worker_destroy from the worker's own ") + callback +
+                            " callback: the destroy waits for that callback to return; the worker goes on, destroy "
+                            "it from another thread");
+    }
+    // The I/O thread ends once a callback in progress returns, then goodbye (WorkerAgent::stop). Should stopping
+    // throw, the worker is not freed: the caller may destroy it again.
+    worker->stop();
+    delete worker;
+    return WSYNC_OK;
+  });
 }
 
 }  // extern "C"

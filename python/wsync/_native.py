@@ -153,7 +153,7 @@ _FUNCTIONS = {
     "wsync_worker_wait_for_version": (_S, [c_void_p, c_uint64, c_int64]),
     "wsync_worker_rank": (c_int32, [c_void_p]),
     "wsync_worker_counters_get": (_S, [c_void_p, POINTER(WorkerCountersStruct)]),
-    "wsync_worker_destroy": (None, [c_void_p]),
+    "wsync_worker_destroy": (_S, [c_void_p]),  # refused from the worker's own callbacks (void before: ABI 1 alike)
     "wsync_bus_status": (_S, [POINTER(Connection), c_int64, POINTER(c_void_p)]),
     "wsync_events_open": (_S, [POINTER(Connection), POINTER(c_void_p)]),
     "wsync_events_next": (_S, [c_void_p, c_int64, POINTER(c_void_p)]),

@@ -45,7 +45,8 @@ class Worker(Closing):
 
     tensors: the engine's tensors, bound in place (model.named_parameters(), a state_dict, a mapping or pairs);
     the agent writes each committed version into them while the engine is paused, so they must stay where they
-    are for the worker's lifetime (this object keeps them alive).
+    are for the worker's lifetime (this object keeps them alive). Each needs memory of its own: views that share a
+    byte, or memory another live Worker of this process bound, are refused (InvalidArgumentError naming both).
     on_pause(mode, round): returns once the engine no longer reads the tensors ("abort", "wait" or "keep"; round 0
     for an operator's pause). If it raises, the round is aborted (AgentRefused, with the exception's text) and the
     engine goes on serving its version. on_resume(version): generation may go on. on_applied(version, round): a
@@ -56,8 +57,9 @@ class Worker(Closing):
     operator's pause was lifted). The engine should stop quiescing and go on generating, and on_pause return soon:
     raising PauseWithdrawn if the engine had not quiesced (no on_resume follows, no refusal is counted), or
     normally if it had. PauseGate.withdraw does both. Without it, the agent reads nothing from the coordinator until
-    on_pause returns. It must not close the worker (the close waits for on_pause, which waits for it).
-    Callbacks run on the agent's I/O thread, one at a time (on_withdraw excepted)."""
+    on_pause returns. Callbacks run on the agent's I/O thread, one at a time (on_withdraw excepted); none may close
+    the worker or wait for a version (both wait for the callback): that raises InvalidArgumentError and the worker
+    goes on."""
 
     def __init__(self, bus: str, agent_id: str = "worker-0", tensors: Any = None,
                  on_pause: Optional[Callable] = None, on_resume: Optional[Callable] = None,
@@ -266,14 +268,19 @@ class Worker(Closing):
 
     def close(self) -> None:
         """Says goodbye and stops the agent; waits for a callback in progress (a coroutine callback is cancelled).
-        Idempotent; not from a callback."""
+        Idempotent; not from a callback: from one (on_withdraw's thread included) it raises InvalidArgumentError and
+        the worker goes on."""
         if self._handle is None:
             return
         if threading.get_ident() == self._callback_thread:
             raise InvalidArgumentError("Worker.close() from one of its own callbacks would wait on itself")
         self._closing = True
         handle, self._handle = self._handle, None
-        self._lib.wsync_worker_destroy(handle)
+        status = self._lib.wsync_worker_destroy(handle)
+        if status != N.OK:  # refused (on_withdraw's thread): nothing was stopped
+            text = N.last_error()
+            self._handle, self._closing = handle, False
+            raise N.error(status, text)
 
     def __repr__(self) -> str:
         state = "closed" if self._handle is None else f"version {self.applied_version}"

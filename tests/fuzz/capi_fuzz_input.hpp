@@ -5,7 +5,7 @@
 //   u32 struct_size of the worker config      u8 flags: 1 bus NULL, 2 agent_id NULL, 4 pause NULL
 //   string bus, string transport, string agent_id   (u16 length + bytes; a NUL inside cuts the C string there)
 //   u8 tensor count (at most kMaxFuzzTensors), then per tensor:
-//     u8 flags: 1 name NULL, 2 shape NULL, 4 data NULL   string name   u8 dtype   u8 ndim
+//     u8 flags: 1 name NULL, 2 shape NULL, 4 data NULL, 8 data the previous tensor's   string name   u8 dtype   u8 ndim
 //     min(ndim, kMaxFuzzShape) x i64 shape   u64 bytes
 #include <algorithm>
 #include <cstddef>
@@ -19,12 +19,15 @@
 namespace wsync::fuzz {
 
 inline constexpr std::size_t kMaxFuzzTensors = 16;
+// Each tensor's data starts in a slot of its own, this long: a tensor of more bytes reaches into the next slots (no
+// byte of them is ever read or written), so overlapping memory is a case as well as the flag that aliases.
+inline constexpr std::size_t kFuzzSlotBytes = 4096;
 // Entries of the shape array: past the rank the boundary accepts (16), so that a larger ndim with a short array is
 // a case; the array holds only min(ndim, this) entries, so a read past them is one ASan sees.
 inline constexpr std::size_t kMaxFuzzShape = 20;
 
 struct FuzzTensor {
-  std::uint8_t flags = 0;  // 1 name NULL, 2 shape NULL, 4 data NULL
+  std::uint8_t flags = 0;  // 1 name NULL, 2 shape NULL, 4 data NULL, 8 data the previous tensor's
   std::string name;
   std::uint8_t dtype = 0;
   std::uint8_t ndim = 0;
@@ -126,16 +129,20 @@ inline std::vector<std::uint8_t> writeFuzzCase(const FuzzCase& input) {
 }
 
 // A case as a caller hands it to wsync_worker_start: shape arrays of exactly the entries given, C strings cut at a
-// NUL, data pointing at a buffer nothing reads (no coordinator answers, so no round ever writes it), callbacks that
-// do nothing, and 1 ms to register. `input` must outlive it.
+// NUL, data in a buffer nothing reads (no coordinator answers, so no round ever writes it), each tensor's at a slot
+// of its own unless it takes the previous one's, callbacks that do nothing, and 1 ms to register. `input` must
+// outlive it.
 class CallerView {
  public:
   explicit CallerView(const FuzzCase& input) {
     for (const FuzzTensor& tensor : input.tensors) {
+      std::byte* data = memory_ + tensors.size() * kFuzzSlotBytes;
+      if ((tensor.flags & 8) != 0 && !tensors.empty()) data = static_cast<std::byte*>(tensors.back().data);
+      if ((tensor.flags & 4) != 0) data = nullptr;
       tensors.push_back(wsync_tensor{(tensor.flags & 1) != 0 ? nullptr : tensor.name.c_str(), tensor.dtype,
                                      tensor.ndim,
                                      (tensor.flags & 2) != 0 || tensor.shape.empty() ? nullptr : tensor.shape.data(),
-                                     (tensor.flags & 4) != 0 ? nullptr : memory_, tensor.bytes});
+                                     data, tensor.bytes});
     }
     wsync_worker_config_init(&config);
     config.struct_size = input.structSize;
@@ -162,7 +169,7 @@ class CallerView {
   static int32_t noPause(void*, wsync_pause_mode, uint64_t, char*, size_t) { return 0; }
   static void noResume(void*, uint64_t) {}
 
-  alignas(64) static inline std::byte memory_[4096];
+  alignas(64) static inline std::byte memory_[kMaxFuzzTensors * kFuzzSlotBytes];
 };
 
 }  // namespace wsync::fuzz

@@ -6,7 +6,9 @@
 //    and equals `bytes`, and data unless it is empty; a set of accepted ones with distinct names is a manifest
 //    (Manifest::create) of those byte counts;
 //  - wsync_worker_start never gets past the boundary with a tensor the checks above refuse, answers a status of the
-//    header with a text, and never reads a shape entry past ndim (the array holds exactly that many: ASan sees more).
+//    header with a text, and never reads a shape entry past ndim (the array holds exactly that many: ASan sees more);
+//  - of accepted tensors with distinct names, those whose memory shares a byte with an earlier one's are refused,
+//    the first such named with one of the earlier ones it overlaps, and no others are refused for their memory.
 // The worker's bus has no coordinator (a runtime folder of this process's own), so a start that passes the boundary
 // ends in registration after 1 ms (capi_fuzz_input.hpp: CallerView).
 #include <cstdlib>
@@ -42,6 +44,14 @@ bool useOwnRuntimeDirectory() {
 }
 
 bool startsWith(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+
+// Whether two tensors' memory shares a byte, computed pair by pair: the oracle for the bindings' ordered check.
+bool overlap(const wsync_tensor& a, const wsync_tensor& b) {
+  if (a.bytes == 0 || b.bytes == 0) return false;
+  const auto aFirst = reinterpret_cast<std::uintptr_t>(a.data);
+  const auto bFirst = reinterpret_cast<std::uintptr_t>(b.data);
+  return aFirst < bFirst + b.bytes && bFirst < aFirst + a.bytes;
+}
 
 // The checks of one tensor; true when the boundary accepted it, with its byte count.
 bool checkTensor(const wsync_tensor& tensor, std::size_t index, bus::TensorSpec& spec, std::uint64_t& bytes) {
@@ -109,10 +119,42 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
 
+  // Accepted, distinctly named tensors that share memory: the first that does, and the earlier ones it overlaps.
+  std::size_t firstOverlapping = tensors.size();
+  std::vector<std::string> overlapped;
+  if (allAccepted && names.size() == specs.size()) {
+    for (std::size_t later = 1; later < tensors.size() && overlapped.empty(); ++later) {
+      for (std::size_t earlier = 0; earlier < later; ++earlier) {
+        if (overlap(tensors[earlier], tensors[later])) overlapped.push_back(specs[earlier].name);
+      }
+      if (!overlapped.empty()) firstOverlapping = later;
+    }
+  }
+
   // The same through the header, with the config's texts and struct_size.
   const wsync_status status = caller.start();
+  const std::string text = wsync_last_error();
   WSYNC_FUZZ_CHECK(std::string(wsync_status_name(status)) != "unknown");
-  WSYNC_FUZZ_CHECK(status == WSYNC_OK || !std::string(wsync_last_error()).empty());
+  WSYNC_FUZZ_CHECK(status == WSYNC_OK || !text.empty());
   if (status != WSYNC_INVALID_ARGUMENT) WSYNC_FUZZ_CHECK(allAccepted && !tensors.empty());
+  if (allAccepted && names.size() == specs.size()) {
+    // A text of the tensors' loop can only be a refusal of memory: every tensor passed the boundary's checks.
+    const bool tensorRefused = startsWith(text, "tensor ");
+    if (firstOverlapping == tensors.size()) {
+      WSYNC_FUZZ_CHECK(!tensorRefused);
+    } else {
+      WSYNC_FUZZ_CHECK(status == WSYNC_INVALID_ARGUMENT);
+      if (tensorRefused) {
+        const std::string& name = specs[firstOverlapping].name;
+        WSYNC_FUZZ_CHECK(startsWith(text, "tensor " + std::to_string(firstOverlapping) + ": tensor '" + name +
+                                              "': memory [0x"));
+        bool namesOne = false;
+        for (const std::string& other : overlapped) {
+          namesOne = namesOne || text.find("overlaps that of tensor '" + other + "' [0x") != std::string::npos;
+        }
+        WSYNC_FUZZ_CHECK(namesOne);
+      }
+    }
+  }
   return 0;
 }

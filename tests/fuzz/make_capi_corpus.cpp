@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
       {"refused_shape_overflow", [](FuzzCase& c) { c.tensors[0].shape = {INT64_MAX, INT64_MAX}; }},
       {"refused_bytes_mismatch", [](FuzzCase& c) { c.tensors[0].bytes -= 2; }},
       {"refused_data_null", [](FuzzCase& c) { c.tensors[0].flags = 4; }},
+      {"refused_memory_overlap", [](FuzzCase& c) { c.tensors[1].flags = 8; }},
       {"refused_struct_size_zero", [](FuzzCase& c) { c.structSize = 0; }},
       {"refused_struct_size_inside_a_field", [](FuzzCase& c) { c.structSize = 13; }},
       {"refused_struct_size_without_callbacks", [](FuzzCase& c) { c.structSize = 64; }},

@@ -327,6 +327,62 @@ def test_callbacks_that_raise_outside_pause_are_counted_not_fatal(in_process_coo
 
 
 # --- tensors ---------------------------------------------------------------------------------------------------
+def test_closing_or_waiting_from_a_workers_own_callbacks_raises_and_the_worker_goes_on(bus):
+    """close() and wait_for_version() from each callback, on_withdraw's thread included (the agent's pause watch,
+    which the I/O thread joins: the C API's destroy from there used to hang, and from the I/O thread to end the
+    process), raise InvalidArgumentError and change nothing: the next round commits, and close() from this thread
+    works."""
+    refused = []
+    box = {}
+    withdrawn = threading.Event()
+
+    def try_forbidden(callback):
+        worker = box["worker"]
+        for call, attempt in (("close", worker.close), ("wait", lambda: worker.wait_for_version(99, timeout=5))):
+            try:
+                attempt()
+                refused.append((callback, call, "returned"))
+            except wsync.InvalidArgumentError as error:
+                refused.append((callback, call, str(error)))
+
+    def on_pause(mode, round_):
+        try_forbidden("on_pause")
+        if round_ == 1:  # held until the pause timeout aborts the round and the bus withdraws the pause
+            if not withdrawn.wait(30):
+                raise RuntimeError("never withdrawn")
+            raise wsync.PauseWithdrawn()
+
+    def on_withdraw(round_):
+        try_forbidden("on_withdraw")
+        withdrawn.set()
+
+    target = np.zeros(4, np.float32)
+    with wsync.Coordinator(bus, in_process=True, heartbeat_interval=0.1, heartbeat_timeout=1.0, pause_timeout=0.5), \
+            wsync.Worker(bus, agent_id="w", tensors={"x": target}, on_pause=on_pause, on_withdraw=on_withdraw,
+                         on_applied=lambda version, round_: try_forbidden("on_applied"),
+                         on_resume=lambda version: try_forbidden("on_resume")) as worker, \
+            wsync.Trainer(bus, agent_id="t") as trainer:
+        box["worker"] = worker
+        with pytest.raises(wsync.AbortedError):
+            trainer.publish(1, {"x": np.full(4, 1, np.float32)}).wait(30)
+        # Before the next round: a pause word held again for it before the watch saw the word clear keeps the
+        # watched pause, and nothing is withdrawn.
+        assert withdrawn.wait(10)
+        assert trainer.publish(2, {"x": np.full(4, 2, np.float32)}).wait(30).committed
+        assert worker.wait_for_version(2, timeout=10) == 2
+        wait_until(lambda: len(refused) >= 10, what="every callback's attempts")
+        assert (target == 2).all() and worker.callback_errors == 0
+    assert [(callback, call) for callback, call, _ in refused] == [
+        (callback, call) for callback in ("on_pause", "on_withdraw", "on_pause", "on_applied", "on_resume")
+        for call in ("close", "wait")]
+    for callback, call, text in refused:
+        if callback == "on_withdraw":  # another thread than the I/O thread's: the C API refuses
+            function = "wsync_worker_destroy" if call == "close" else "wsync_worker_wait_for_version"
+            assert f"{function} from the worker's own withdraw callback" in text, text
+        else:
+            assert "would wait on itself" in text, text
+
+
 def test_tensors_are_refused_by_name(in_process_coordinator):
     bus = in_process_coordinator.bus
     cases = {
@@ -357,6 +413,29 @@ def test_tensors_are_refused_by_name(in_process_coordinator):
             trainer.publish(1, {"x": np.zeros(1)}, pause_mode="sometimes")
         with pytest.raises(wsync.InvalidArgumentError, match="previous publish"):
             trainer.publish(1)
+
+
+def test_overlapping_tensors_are_refused_naming_both(in_process_coordinator):
+    """Two names over shared bytes would each be written with a version's bytes, one over the other's, while the round
+    reports both applied: {"a": x[:4], "b": x[:4]} is refused naming both, and so is memory another live Worker of
+    this process bound, until that one closes. Views that only touch, and empty ones, are fine."""
+    bus = in_process_coordinator.bus
+    x = np.zeros(8, np.float32)
+    with pytest.raises(wsync.InvalidArgumentError) as refused:
+        wsync.Worker(bus, agent_id="w", tensors={"a": x[:4], "b": x[:4]})
+    message = str(refused.value)
+    assert "tensor 'b': memory [0x" in message and "overlaps that of tensor 'a'" in message, message
+    with pytest.raises(wsync.InvalidArgumentError, match="tensor 'b': memory .* overlaps that of tensor 'a'"):
+        wsync.Worker(bus, agent_id="w", tensors={"a": x[:4], "b": x[2:6]})
+
+    with wsync.Worker(bus, agent_id="w", tensors={"a": x[:4], "b": x[4:], "empty": x[4:4]}):
+        with pytest.raises(wsync.InvalidArgumentError) as taken:
+            wsync.Worker(bus, agent_id="w2", tensors={"c": x[3:5]})
+        message = str(taken.value)
+        assert "tensor 'c': memory [0x" in message and "bound by worker 'w' of this process" in message, message
+        assert "overlaps that of tensor 'a'" in message or "overlaps that of tensor 'b'" in message, message
+    with wsync.Worker(bus, agent_id="w2", tensors={"c": x[3:5]}) as worker:  # released when 'w' closed
+        assert worker.applied_version == 0
 
 
 def test_torch_tensors_refused_by_name():

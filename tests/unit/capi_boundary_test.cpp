@@ -46,8 +46,9 @@ TEST_F(CApi, NullHandlesAndPointersAreRefusedByName) {
   EXPECT_EQ(wsync_worker_rank(nullptr), -1);
   wsync_coordinator_destroy(nullptr);
   wsync_trainer_destroy(nullptr);
-  wsync_worker_destroy(nullptr);
+  EXPECT_EQ(wsync_worker_destroy(nullptr), WSYNC_OK);
   wsync_events_close(nullptr);
+  EXPECT_STREQ(wsync_last_error(), "config is NULL");  // destroys leave the last error alone
   wsync_string_free(nullptr);
   wsync_coordinator_config_init(nullptr);
   wsync_trainer_config_init(nullptr);
@@ -157,6 +158,20 @@ TEST_F(CApi, MalformedTensorsAreRefusedNamingTheTensor) {
   EXPECT_TRUE(contains(lastError(), "tensor 1: ")) << lastError();
   EXPECT_EQ(withTensor1([&](wsync_tensor& t) { t.name = bindings[0].name; }).first, WSYNC_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(lastError(), "embed.weight")) << lastError();
+  // Memory another tensor holds, of this worker or of a live one in this process: both tensors named.
+  EXPECT_EQ(withTensor1([&](wsync_tensor& t) { t.data = static_cast<std::byte*>(bindings[0].data) + 64; }).first,
+            WSYNC_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError().rfind("tensor 1: tensor 'layers.0.weight': memory [0x", 0), 0U) << lastError();
+  EXPECT_TRUE(contains(lastError(), "overlaps that of tensor 'embed.weight' [0x")) << lastError();
+  {
+    const wsync_worker_config holderConfig = workerConfig(bus_, "holder", engine_);
+    wsync_worker* holder = nullptr;
+    ASSERT_EQ(wsync_worker_start(&holderConfig, bindings.data(), bindings.size(), &holder), WSYNC_OK) << lastError();
+    EXPECT_EQ(refusedBinding(bindings).first, WSYNC_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(lastError(), "tensor 'embed.weight': memory [0x")) << lastError();
+    EXPECT_TRUE(contains(lastError(), ", bound by worker 'holder' of this process")) << lastError();
+    EXPECT_EQ(wsync_worker_destroy(holder), WSYNC_OK);
+  }
   EXPECT_EQ(refusedBinding({}).second, "no tensors to bind: a worker binds at least one");
   wsync_worker* worker = nullptr;
   EXPECT_EQ(wsync_worker_start(&config, nullptr, 3, &worker), WSYNC_INVALID_ARGUMENT);

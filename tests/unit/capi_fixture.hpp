@@ -1,7 +1,8 @@
 #pragma once
-// What the C API's tests share (capi_round_test.cpp, capi_boundary_test.cpp, capi_watch_test.cpp): a model and its
-// versions' bytes, an engine behind a worker's callbacks, owning handles, and a fixture with a coordinator, a
-// worker and a trainer on a bus of the test's own. Everything goes through wsync.h only.
+// What the C API's tests share (capi_round_test.cpp, capi_boundary_test.cpp, capi_callbacks_test.cpp,
+// capi_watch_test.cpp): a model and its versions' bytes, an engine behind a worker's callbacks, owning handles, and
+// a fixture with a coordinator, a worker and a trainer on a bus of the test's own. Everything goes through wsync.h
+// only.
 #include <gtest/gtest.h>
 
 #include <atomic>

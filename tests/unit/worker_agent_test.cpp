@@ -1,7 +1,8 @@
 // WorkerAgent against a real coordinator in this process and a trainer made of a bare AgentSession: a committed
 // version lands in the bound buffers byte for byte, around one pause and one resume; a manifest that disagrees
 // with the bindings is refused before the engine is paused, naming the tensor; a corrupted receive is caught by
-// the coordinator's digest comparison and never applied.
+// the coordinator's digest comparison and never applied; a second worker of the process is refused the first
+// one's memory until that one stops.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -520,6 +521,52 @@ TEST(WorkerAgent, WaitForVersionWakesOnApplyAndOnStop) {
   worker.stop();
   EXPECT_EQ(stopped.get(), VersionWait::Stopped);
   EXPECT_EQ(worker.waitForVersion(1, 0ms), VersionWait::Reached);
+}
+
+// Two workers of one process bound to the same memory would each write their versions into it, and the engine
+// behind one serve what the other received while both report their versions applied. The second is refused before
+// it registers, naming the tensor and the worker that holds it; once that worker stops its memory is free again,
+// and a start that fails after claiming (no coordinator) holds nothing.
+TEST(WorkerAgent, TwoWorkersOfOneProcessMayNotBindTheSameMemory) {
+  const std::string bus = test::uniqueBusName("wshared");
+  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  FakeEngine engine;
+  FakeEngine other;
+  WorkerOptions firstOptions = optionsFor(bus, engine);
+  firstOptions.agentId = "worker-a";
+  auto first = WorkerAgent::start(firstOptions, engine.hooks());
+  ASSERT_TRUE(first.has_value()) << first.error().describe();
+
+  WorkerOptions secondOptions = optionsFor(bus, engine);
+  secondOptions.agentId = "worker-b";
+  auto second = WorkerAgent::start(secondOptions, engine.hooks());
+  ASSERT_FALSE(second.has_value());
+  EXPECT_EQ(second.error().code, WorkerError::InvalidBinding);
+  const std::string tensor = "tensor '" + tinyModel().front().name + "'";
+  EXPECT_EQ(second.error().detail.find(tensor + ": memory "), 0U) << second.error().detail;
+  EXPECT_NE(second.error().detail.find("overlaps that of " + tensor), std::string::npos) << second.error().detail;
+  EXPECT_NE(second.error().detail.find("bound by worker 'worker-a' of this process"), std::string::npos)
+      << second.error().detail;
+
+  // Memory of its own is welcome beside the first, under the id the refused worker never registered.
+  WorkerOptions besideOptions = optionsFor(bus, other);
+  besideOptions.agentId = "worker-b";
+  auto beside = WorkerAgent::start(besideOptions, other.hooks());
+  ASSERT_TRUE(beside.has_value()) << beside.error().describe();
+  (*beside)->stop();
+
+  (*first)->stop();  // not destroyed yet, but nothing of it writes the memory any more
+  auto after = WorkerAgent::start(secondOptions, engine.hooks());
+  ASSERT_TRUE(after.has_value()) << after.error().describe();
+  (*after)->stop();
+
+  WorkerOptions lost = optionsFor(test::uniqueBusName("wnobody"), engine);
+  lost.registrationTimeout = 200ms;
+  auto nobody = WorkerAgent::start(lost, engine.hooks());
+  ASSERT_FALSE(nobody.has_value());
+  EXPECT_EQ(nobody.error().code, WorkerError::Registration) << nobody.error().describe();
+  auto last = WorkerAgent::start(secondOptions, engine.hooks());
+  EXPECT_TRUE(last.has_value()) << last.error().describe();
 }
 
 TEST(WorkerAgent, StartRefusesMissingHooksAndAbsentCoordinators) {

@@ -113,6 +113,67 @@ TEST(WorkerBindings, RefusesNamesAsTheManifestDoes) {
   EXPECT_TRUE(bindings.bind("模型.层.0.权重", DType::F16, {1}, buffers.make(2)).has_value());
 }
 
+// Two names over shared bytes would each be written with a version's bytes of their own, one after the other: the
+// first would end up holding the second's while the round reports both applied. Refused, naming both tensors, for
+// any overlap (the same span, a part, one inside or around another, found before or after it in memory); spans
+// that only touch, and empty ones, are fine.
+TEST(WorkerBindings, RefusesMemoryThatAnotherBindingHoldsNamingBoth) {
+  std::vector<std::byte> storage(256);
+  const auto at = [&](std::size_t offset, std::size_t bytes) { return std::span(storage).subspan(offset, bytes); };
+  WorkerBindings bindings;
+  ASSERT_TRUE(bindings.bind("a", DType::F32, {4}, at(64, 16)).has_value());   // [64, 80)
+  ASSERT_TRUE(bindings.bind("c", DType::F32, {8}, at(128, 32)).has_value());  // [128, 160)
+
+  const std::string aRange = formatRange(at(64, 16));
+  expectBindingError(bindings.bind("b", DType::F32, {4}, at(64, 16)),
+                     "tensor 'b': memory " + aRange + " overlaps that of tensor 'a' " + aRange);
+  expectBindingError(bindings.bind("tail", DType::F32, {2}, at(72, 8)), "overlaps that of tensor 'a'");      // inside
+  expectBindingError(bindings.bind("head", DType::F32, {4}, at(56, 16)), "overlaps that of tensor 'a'");     // before
+  expectBindingError(bindings.bind("around", DType::F32, {16}, at(48, 64)), "overlaps that of tensor 'a'");  // around
+  expectBindingError(bindings.bind("into.c", DType::F32, {4}, at(144, 16)), "overlaps that of tensor 'c'");
+  expectBindingError(bindings.bind("last.byte", DType::U8, {1}, at(159, 1)), "overlaps that of tensor 'c'");
+  // Across both: the one found first is named, either way.
+  const auto both = bindings.bind("both", DType::F32, {32}, at(72, 128));
+  ASSERT_FALSE(both.has_value());
+  EXPECT_EQ(both.error().code, WorkerError::InvalidBinding);
+  EXPECT_TRUE(both.error().detail.find("tensor 'a'") != std::string::npos ||
+              both.error().detail.find("tensor 'c'") != std::string::npos)
+      << both.error().detail;
+  EXPECT_EQ(bindings.size(), 2U);  // refusals bind nothing
+
+  // Spans that touch share no byte; an empty one at any address shares none either.
+  EXPECT_TRUE(bindings.bind("before.a", DType::F32, {4}, at(48, 16)).has_value());  // [48, 64)
+  EXPECT_TRUE(bindings.bind("after.a", DType::F32, {12}, at(80, 48)).has_value());  // [80, 128)
+  EXPECT_TRUE(bindings.bind("empty.in.a", DType::F32, {0}, at(64, 0)).has_value());
+  EXPECT_TRUE(bindings.bind("empty.too", DType::F32, {0, 4}, at(64, 0)).has_value());
+  EXPECT_EQ(bindings.size(), 6U);
+  EXPECT_EQ(bindings.overlapping(at(100, 1)), bindings.find("after.a"));
+  EXPECT_FALSE(bindings.overlapping(at(160, 96)).has_value());
+  EXPECT_FALSE(bindings.overlapping(at(70, 0)).has_value());
+}
+
+// What the check costs stays O(log n) a tensor, so a frontier MoE's 100,000 tensors (views of one flat buffer, as
+// FSDP's flat parameters or a packed engine's weights hold them) bind without a quadratic pass; and an overlap
+// deep in such a layout is still found.
+TEST(WorkerBindings, FindsAnOverlapAmongAHundredThousandAdjacentTensors) {
+  constexpr std::size_t kTensors = 100'000;
+  constexpr std::size_t kBytes = 8;
+  std::vector<std::byte> storage(kTensors * kBytes);
+  WorkerBindings bindings;
+  // Bound from the end backwards, so that each new span is found before the ones already bound.
+  for (std::size_t index = kTensors; index-- > 0;) {
+    const auto bound = bindings.bind("layers." + std::to_string(index), DType::F32, {2},
+                                     std::span(storage).subspan(index * kBytes, kBytes));
+    ASSERT_TRUE(bound.has_value()) << bound.error().describe();
+  }
+  expectBindingError(bindings.bind("straddles", DType::F32, {2}, std::span(storage).subspan(54'321 * kBytes + 4, 8)),
+                     "tensor 'straddles': memory");
+  const auto straddling = bindings.overlapping(std::span(storage).subspan(54'321 * kBytes + 4, 8));
+  ASSERT_TRUE(straddling.has_value());
+  const std::string& name = bindings.tensors()[*straddling].spec.name;
+  EXPECT_TRUE(name == "layers.54321" || name == "layers.54322") << name;
+}
+
 TEST(MatchManifest, MapsManifestOrderToBindingOrder) {
   Buffers buffers;
   auto bound = layer();

@@ -20,7 +20,7 @@ std::string text(const flatbuffers::String* string) { return string ? string->st
 
 }  // namespace
 
-RoundHandler::RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks,
+RoundHandler::RoundHandler(bus::AgentSession& session, std::shared_ptr<const WorkerBindings> bindings, PauseHooks hooks,
                            std::shared_ptr<bus::FaultHook> faultHook, AppliedVersion& appliedVersion,
                            std::atomic<std::int32_t>& rank, BindingMemory memory, int cudaDevice)
     : session_(session),
@@ -232,7 +232,7 @@ void RoundHandler::handleManifest(const msg::Manifest& message) {
     });
     manifests_.erase(oldest);
   }
-  auto bindingMap = matchManifest(*manifest, bindings_);
+  auto bindingMap = matchManifest(*manifest, *bindings_);
   manifests_.push_back(std::make_unique<CachedManifest>(
       CachedManifest{std::move(*manifest), std::move(bindingMap), {}, ++useCounter_}));
 }
@@ -366,7 +366,7 @@ tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg
     if (cached->inPlace.size() != manifest.size()) {
       cached->inPlace.clear();
       for (const std::uint32_t binding : *cached->bindingMap) {
-        cached->inPlace.push_back(bindings_.tensors()[binding].destination);
+        cached->inPlace.push_back(bindings_->tensors()[binding].destination);
       }
       cached->inPlaceToken = ++layoutTokens_;
     }
@@ -452,7 +452,7 @@ void RoundHandler::applyStaged() {
     const BindingMap& map = *staged.manifest->bindingMap;
     const auto tensors = staging_.tensors();
     for (std::size_t index = 0; index < map.size(); ++index) {
-      const auto& destination = bindings_.tensors()[map[index]].destination;
+      const auto& destination = bindings_->tensors()[map[index]].destination;
       if (!tensors[index].empty()) std::memcpy(destination.data(), tensors[index].data(), tensors[index].size());
     }
   }

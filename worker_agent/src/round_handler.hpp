@@ -74,7 +74,7 @@ struct CurrentRound {
 
 class RoundHandler {
  public:
-  RoundHandler(bus::AgentSession& session, WorkerBindings bindings, PauseHooks hooks,
+  RoundHandler(bus::AgentSession& session, std::shared_ptr<const WorkerBindings> bindings, PauseHooks hooks,
                std::shared_ptr<bus::FaultHook> faultHook, AppliedVersion& appliedVersion,
                std::atomic<std::int32_t>& rank,
                BindingMemory memory, int cudaDevice);
@@ -146,7 +146,7 @@ class RoundHandler {
   CachedManifest* findManifest(const bus::Digest& digest);
 
   bus::AgentSession& session_;
-  const WorkerBindings bindings_;
+  const std::shared_ptr<const WorkerBindings> bindings_;  // shared with the process's BindingLedger
   const PauseHooks hooks_;
   const std::shared_ptr<bus::FaultHook> faultHook_;  // before payload_, which opens its channels through it
   const BindingMemory memory_;

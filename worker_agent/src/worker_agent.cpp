@@ -1,5 +1,6 @@
 #include "wsync/worker_agent/worker_agent.hpp"
 
+#include "binding_ledger.hpp"
 #include "round_handler.hpp"
 #include "wsync/bus/core/log.hpp"
 #include "wsync/bus/channel/registry.hpp"
@@ -43,6 +44,11 @@ tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(Wor
   }
   std::unique_ptr<WorkerAgent> agent(new WorkerAgent());
   agent->agentId_ = options.agentId;
+  // Before registering: a worker refused here never appears on the bus.
+  auto bindings = std::make_shared<const WorkerBindings>(std::move(options.bindings));
+  auto claim = detail::BindingLedger::process().claim(options.agentId, bindings);
+  if (!claim) return tl::unexpected(std::move(claim.error()));
+  agent->bindingClaim_ = std::move(*claim);
   log::setAgent(options.agentId);
 
   bus::SessionOptions session;
@@ -74,9 +80,9 @@ tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(Wor
   auto registration = agent->session_->registerAgent(0);
   if (!registration) return bus::fail(WorkerError::Registration, registration.error().describe());
 
-  agent->rounds_ = std::make_unique<detail::RoundHandler>(*agent->session_, std::move(options.bindings),
-                                                          std::move(hooks), options.faultHook, agent->appliedVersion_,
-                                                          agent->rank_, options.bindingMemory, options.cudaDevice);
+  agent->rounds_ = std::make_unique<detail::RoundHandler>(*agent->session_, std::move(bindings), std::move(hooks),
+                                                          options.faultHook, agent->appliedVersion_, agent->rank_,
+                                                          options.bindingMemory, options.cudaDevice);
   agent->rounds_->attach();
   agent->ioThread_ = std::thread([raw = agent.get()] { raw->run(); });
   return agent;
@@ -90,6 +96,7 @@ void WorkerAgent::stop() {
     appliedVersion_.close();  // waiters return now, not after the I/O thread's last slice
     if (ioThread_.joinable()) ioThread_.join();
     if (session_) session_->goodbye("worker stopping");
+    if (bindingClaim_) bindingClaim_->release();  // nothing of this worker writes them any more
   });
 }
 

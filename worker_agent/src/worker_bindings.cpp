@@ -1,5 +1,8 @@
 #include "wsync/worker_agent/worker_bindings.hpp"
 
+#include <cinttypes>
+#include <cstdio>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -35,6 +38,13 @@ std::string formatShape(std::span<const std::int64_t> shape) {
   return text + "]";
 }
 
+std::string formatRange(std::span<const std::byte> memory) {
+  const auto first = reinterpret_cast<std::uintptr_t>(memory.data());
+  char text[64];
+  std::snprintf(text, sizeof text, "[0x%" PRIxPTR ", 0x%" PRIxPTR ")", first, first + memory.size());
+  return text;
+}
+
 tl::expected<void, WorkerFailure> WorkerBindings::bind(std::string name, msg::DType dtype,
                                                        std::vector<std::int64_t> shape,
                                                        std::span<std::byte> destination) {
@@ -62,6 +72,14 @@ tl::expected<void, WorkerFailure> WorkerBindings::bind(std::string name, msg::DT
                          " needs " + std::to_string(*bytes) + " bytes, the bound span has " +
                          std::to_string(destination.size()));
   }
+  if (const auto other = overlapping(destination)) {
+    const TensorBinding& bound = tensors_[*other];
+    return bus::fail(WorkerError::InvalidBinding,
+                     quoted(name) + ": memory " + formatRange(destination) + " overlaps that of " +
+                         quoted(bound.spec.name) + " " + formatRange(bound.destination) +
+                         ": each tensor needs memory of its own, or one would hold the other's bytes");
+  }
+  if (!destination.empty()) byAddress_.emplace(reinterpret_cast<std::uintptr_t>(destination.data()), tensors_.size());
   byName_.emplace(name, tensors_.size());
   tensors_.push_back(TensorBinding{bus::TensorSpec{std::move(name), dtype, std::move(shape)}, destination});
   totalBytes_ += *bytes;
@@ -72,6 +90,22 @@ std::optional<std::size_t> WorkerBindings::find(std::string_view name) const {
   const auto found = byName_.find(std::string(name));
   if (found == byName_.end()) return std::nullopt;
   return found->second;
+}
+
+std::optional<std::size_t> WorkerBindings::overlapping(std::span<const std::byte> memory) const {
+  if (memory.empty()) return std::nullopt;
+  const auto first = reinterpret_cast<std::uintptr_t>(memory.data());
+  const std::uintptr_t end = first + memory.size();
+  // The first span starting at or after `first` overlaps if it starts before `end`, the last one starting before
+  // `first` if it ends after `first`; the bound spans never overlap, so every other one starts after the first or
+  // ends before the last one starts.
+  const auto after = byAddress_.lower_bound(first);
+  if (after != byAddress_.end() && after->first < end) return after->second;
+  if (after != byAddress_.begin()) {
+    const auto before = std::prev(after);
+    if (before->first + tensors_[before->second].destination.size() > first) return before->second;
+  }
+  return std::nullopt;
 }
 
 tl::expected<BindingMap, WorkerFailure> matchManifest(const bus::Manifest& manifest, const WorkerBindings& bindings) {

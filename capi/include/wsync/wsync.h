@@ -21,7 +21,9 @@
  *  - Blocking calls take a timeout in milliseconds (0: do not wait; negative: WSYNC_INVALID_ARGUMENT; cut to a
  *    year) and return WSYNC_TIMEOUT when it runs out; a binding that must react to Ctrl-C calls them in slices (the
  *    Python package slices by 100 ms).
- *  - Callbacks run on an agent's I/O thread, one at a time, with the user_data given in the config.
+ *  - Callbacks run on an agent's I/O thread, one at a time, with the user_data given in the config. The calls a
+ *    function forbids from its handle's own callbacks are refused there (WSYNC_INVALID_ARGUMENT, the text naming
+ *    the call and the callback), leaving the handle as it was: they never end or hang the process.
  */
 #ifndef WSYNC_WSYNC_H
 #define WSYNC_WSYNC_H
@@ -50,7 +52,8 @@ typedef int32_t wsync_status;
 enum {
   WSYNC_OK = 0,
   WSYNC_TIMEOUT = 1,            /* nothing within the timeout; the call may be repeated */
-  WSYNC_INVALID_ARGUMENT = 2,   /* a NULL handle or pointer, an option out of range, a malformed tensor */
+  WSYNC_INVALID_ARGUMENT = 2,   /* a NULL handle or pointer, an option out of range, a malformed tensor, a call
+                                   its handle's own callback may not make */
   WSYNC_UNAVAILABLE = 3,        /* no coordinator answered, registration failed, the bus is in use */
   WSYNC_MANIFEST_MISMATCH = 4,  /* tensors disagree with the declared manifest or with a worker's bindings */
   WSYNC_BUSY = 5,               /* a version is still in flight: wait for its outcome first */
@@ -325,7 +328,9 @@ typedef struct wsync_worker_counters {
 
 WSYNC_EXPORT void wsync_worker_config_init(wsync_worker_config* config);
 /* Binds `tensors` (names unique; memory owned by the caller, written by the agent, for the worker's lifetime),
- * registers (up to registration_timeout_ms) and starts the agent. */
+ * registers (up to registration_timeout_ms) and starts the agent. Each tensor needs memory of its own: one that
+ * shares a byte with another of this worker, or with one a live worker of this process bound, is
+ * WSYNC_INVALID_ARGUMENT, the text naming both tensors (and the other worker). Empty tensors share nothing. */
 WSYNC_EXPORT wsync_status wsync_worker_start(const wsync_worker_config* config, const wsync_tensor* tensors,
                                              size_t count, wsync_worker** out);
 /* The version the bound tensors hold: one atomic load, for tagging every generated token. Safe from any thread. */
@@ -334,12 +339,18 @@ WSYNC_EXPORT uint64_t wsync_worker_applied_version(const wsync_worker* worker);
 WSYNC_EXPORT uint64_t wsync_worker_committed_version(const wsync_worker* worker);
 /* Waits until the applied version is at least `version` (and its applied callback has returned): WSYNC_OK,
  * WSYNC_TIMEOUT, or WSYNC_STOPPED (the worker is being destroyed; the destroy waits for this call to return). Safe
- * from any thread but the callbacks'. */
+ * from any thread but the callbacks': from this worker's own it is WSYNC_INVALID_ARGUMENT at once (no version is
+ * applied while they run); from another worker's it may wait out its timeout (a round waits for every worker). */
 WSYNC_EXPORT wsync_status wsync_worker_wait_for_version(wsync_worker* worker, uint64_t version, int64_t timeout_ms);
 WSYNC_EXPORT int32_t wsync_worker_rank(const wsync_worker* worker);
 WSYNC_EXPORT wsync_status wsync_worker_counters_get(const wsync_worker* worker, wsync_worker_counters* counters);
-/* Says goodbye and stops the agent; waits for a callback in progress to return. Not from a callback. */
-WSYNC_EXPORT void wsync_worker_destroy(wsync_worker* worker);
+/* Says goodbye, stops the agent and frees the worker; waits for a callback in progress to return. WSYNC_OK once
+ * the worker is gone (NULL included), leaving the last error as it was. From one of this worker's own callbacks
+ * (pause, resume, applied, withdraw), which the destroy would wait for: WSYNC_INVALID_ARGUMENT, and the worker goes
+ * on untouched; destroy it from another thread. WSYNC_INTERNAL if stopping failed: the worker is not freed.
+ * ABI 1 first declared this void; a caller built against that declaration ignores the status (it is a return
+ * register), and is refused only where it used to end the process. */
+WSYNC_EXPORT wsync_status wsync_worker_destroy(wsync_worker* worker);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Watching a bus: its status and its live event stream, as wsync-ctl status --json and wsync-mon --json show them

@@ -48,6 +48,7 @@ enum class VersionWait : std::uint8_t {
 };
 
 namespace detail {
+class BindingClaim;
 class RoundHandler;
 
 // The applied version: stored by the I/O thread after each apply and read by anyone with one atomic load; waited
@@ -74,7 +75,9 @@ class AppliedVersion {
 
 class WorkerAgent {
  public:
-  // Validates the options, registers (blocking, up to options.registrationTimeout) and starts the I/O thread.
+  // Validates the options, claims the bound memory for this worker (refused, InvalidBinding, when another live
+  // worker agent of this process bound any of it: the detail names both tensors and the other agent), registers
+  // (blocking, up to options.registrationTimeout) and starts the I/O thread.
   static tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> start(WorkerOptions options, PauseHooks hooks);
 
   ~WorkerAgent();  // stop()
@@ -102,7 +105,8 @@ class WorkerAgent {
   const std::string& agentId() const { return agentId_; }
   WorkerCounters counters() const;
 
-  // Joins the I/O thread and says Goodbye (the coordinator frees the slot at once). Idempotent.
+  // Joins the I/O thread, says Goodbye (the coordinator frees the slot at once) and releases the bound memory to
+  // other workers of this process. Idempotent.
   void stop();
 
  private:
@@ -113,6 +117,7 @@ class WorkerAgent {
   std::atomic<std::int32_t> rank_{-1};
   std::atomic<bool> stopping_{false};
   std::string agentId_;
+  std::unique_ptr<detail::BindingClaim> bindingClaim_;  // this worker's hold on its bound memory, until stop()
   zmq::context_t context_{1};
   std::unique_ptr<bus::AgentSession> session_;  // after context_: its socket must close before the context ends
   std::unique_ptr<detail::RoundHandler> rounds_;

@@ -3,6 +3,7 @@
 // WorkerAgent::start() and fixed afterwards, so the I/O thread reads them without a lock.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,7 +27,9 @@ class WorkerBindings {
  public:
   // Binds `destination` to tensor `name`. Refused (InvalidBinding, the detail naming the tensor) for a name
   // bus::validateTensorName() refuses (with its detail), a name already bound, an unknown dtype, a negative or
-  // too-large shape, or a span whose size is not dtype size x elements.
+  // too-large shape, a span whose size is not dtype size x elements, or a span that overlaps one already bound
+  // (the detail naming both tensors): a version is written into every binding, so of two that share bytes one
+  // would end up holding the other's while the round reports both applied. Empty spans overlap nothing.
   tl::expected<void, WorkerFailure> bind(std::string name, msg::DType dtype, std::vector<std::int64_t> shape,
                                          std::span<std::byte> destination);
 
@@ -35,10 +38,14 @@ class WorkerBindings {
   std::uint64_t totalBytes() const { return totalBytes_; }
   // Index in tensors() of the tensor bound under `name`.
   std::optional<std::size_t> find(std::string_view name) const;
+  // Index in tensors() of a tensor whose bound span shares a byte with `memory`; none for an empty `memory`.
+  // O(log n): the bound spans never overlap, so only the neighbours of `memory`'s start can.
+  std::optional<std::size_t> overlapping(std::span<const std::byte> memory) const;
 
  private:
   std::vector<TensorBinding> tensors_;
   std::unordered_map<std::string, std::size_t> byName_;
+  std::map<std::uintptr_t, std::size_t> byAddress_;  // each non-empty span's first byte -> its index in tensors_
   std::uint64_t totalBytes_ = 0;
 };
 
@@ -53,5 +60,7 @@ tl::expected<BindingMap, WorkerFailure> matchManifest(const bus::Manifest& manif
 
 // "[3072, 768]", as the mismatch details write shapes.
 std::string formatShape(std::span<const std::int64_t> shape);
+// "[0x7f2c40001000, 0x7f2c40001040)", as the overlap details write a span's memory.
+std::string formatRange(std::span<const std::byte> memory);
 
 }  // namespace wsync::worker_agent

@@ -10,7 +10,8 @@ namespace wsync::worker_agent {
 // option or the coordinator's answer.
 enum class WorkerError : std::uint8_t {
   InvalidOptions,    // an option or hook is missing or out of range
-  InvalidBinding,    // a bound tensor is malformed: bad name, dtype or shape, wrong span size, duplicate name
+  InvalidBinding,    // a bound tensor is malformed (bad name, dtype or shape, wrong span size, duplicate name) or
+                     // its memory overlaps another binding's, of this worker or of another in this process
   ManifestMismatch,  // a manifest disagrees with the bindings (names, dtypes, shapes or counts)
   Registration,      // the session could not be opened or the coordinator did not welcome us
 };
