@@ -195,9 +195,9 @@ TEST_F(TcpRounds, StrangersKnockingOnTheTrainersPortCostNoRoundAndAreDroppedWith
   auto first = startWorker("w0", agentArgs({"--dump", path("w0.safetensors")}));
   auto second = startWorker("w1", agentArgs({"--dump", path("w1.safetensors")}));
   waitForAgents(2);
-  auto trainer = startTrainer("t0", agentArgs({"--steps", "5", "--interval-ms", "100", "--dump",
-                                              path("trainer.safetensors")}),
-                              path("trainer.log"));
+  auto trainer =
+      startTrainer("t0", agentArgs({"--steps", "5", "--interval-ms", "100", "--dump", path("trainer.safetensors")}),
+                   path("trainer.log"));
   const BoundAddress bound = listenerAddress(path("trainer.log"));
   ASSERT_EQ(bound.host, "127.0.0.1") << "the listener is not bound to the bus's own address: "
                                      << readTextFile(path("trainer.log"));
