@@ -828,9 +828,11 @@ TEST(ChannelListenersTest, OnlyTheTcpChannelBindsAndItsContactRefusesConnections
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   address.sin_port = htons(parsed->port);
-  EXPECT_NE(::bind(other, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
-  EXPECT_EQ(errno, EADDRINUSE);
+  const int bound = ::bind(other, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  const int error = errno;
   ::close(other);
+  EXPECT_NE(bound, 0) << "another socket could bind the listener's port";
+  EXPECT_EQ(error, EADDRINUSE) << std::strerror(error);
 }
 
 }  // namespace
