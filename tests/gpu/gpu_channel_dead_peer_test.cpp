@@ -125,6 +125,10 @@ TEST_P(GpuChannelDeadPeer, CudaIpcKilledReceiverEndsTheTransfer) {
   PeerGroup peers = startGroup(options);
   expectNoticed(peers.receivers[1], peers.sender);
   if (HasFatalFailure()) return;
+  // The sender names whom it was waiting for by the agent id the receiver wrote into its slot (both are in their
+  // receive by the time the victim dies).
+  EXPECT_NE(peers.sender.output().find("receiver '" + std::string(gpu_peer::kAgentIdPrefix)), std::string::npos)
+      << peers.sender.output();
   const std::optional<int> status = peers.receivers[0].process.wait(kDeadPeerNotice);
   ASSERT_TRUE(status.has_value()) << "receiver 0 still runs after the sender ended\n" << peers.receivers[0].output();
   EXPECT_PRED1(endedByDeadPeer, *status) << peers.receivers[0].output();

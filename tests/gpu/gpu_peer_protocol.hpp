@@ -29,6 +29,10 @@ enum ExitCode : int {
   kWrongDigest = 9,           // bytes or digest returned differ from the host reference (deviceChecksumOfHost)
 };
 
+// A cuda_ipc receiver's agent id is this and its index ("gpu-peer-1"), as an agent's would be its own: the sender's
+// faults name receivers by it.
+inline constexpr std::string_view kAgentIdPrefix = "gpu-peer-";
+
 // The plan's alignment unless --alignment says otherwise: tensors start at multiples of 256 bytes in a bucket.
 inline constexpr std::uint32_t kPlanAlignment = 256;
 

@@ -375,6 +375,8 @@ int run(const Options& options) {
     auto opened = gpu::CudaIpcChannel::open(options.segment);
     if (!opened) return failSetup("opening the cuda_ipc channel: " + opened.error().describe());
     ipcChannel = std::move(*opened);
+    // As an agent names itself (ChannelSetup::agentId): the sender's faults name the receiver by it.
+    if (!options.sender()) ipcChannel->setAgentId(std::string(kAgentIdPrefix) + std::to_string(options.receiver));
     channel = ipcChannel.get();
   }
   channel->setCancelProbe([&peers] { return peers.anyEnded(); });

@@ -2,7 +2,9 @@
 // and a trainer on "train" register with the coordinator on "coord" over tcp with CURVE, although neither can map
 // its control block; they stay registered on their slot reports, and the operator on "ops" sees them as the
 // coordinator's host would. A round on a channel that cannot cross hosts is refused before anyone pauses, naming
-// who is where. A pause called off while a worker on another host drains is withdrawn from its engine.
+// who is where. A pause called off while a worker on another host drains is withdrawn from its engine. The trainer's
+// tcp listener is bound to its own address on the rig's network, and a worker killed mid-transfer is named by its
+// agent id in the trainer's report.
 #include <csignal>
 #include <thread>
 
@@ -73,6 +75,32 @@ TEST_F(BusRigFixture, RoundsCommitWithTheTrainerAndTheWorkersOnHostsOfTheirOwn) 
     EXPECT_EQ(agents_.at(id).wait(kPatience), 0) << log(id);
     EXPECT_TRUE(sent == readTextFile(path(id + ".safetensors"))) << id << " does not hold version 3 byte for byte";
   }
+}
+
+// A worker on another host killed mid-transfer: its connection closes with it, and the trainer's channel reports
+// that within a poll slice, long before the coordinator can tell the worker is dead (its heartbeat timeout, 1 s),
+// so the round aborts in the trainer's name, which names the lost receiver by the agent id of its hello. The
+// trainer's listener is bound to the trainer's address on the rig's network (its route to the coordinator).
+TEST_F(BusRigFixture, AWorkerOnAnotherHostKilledMidTransferIsNamedByItsAgentIdInTheTrainersReport) {
+  startCoordinator({"--bucket-mib", "1", "--pause-timeout-ms", "4000"});
+  const std::vector<std::string> flags{"--model", "synthetic:8:4", "--channel", "tcp"};
+  startWorker("w1", "w1", flags);
+  auto doomedFlags = flags;
+  doomedFlags.insert(doomedFlags.end(), {"--fault", "kill@transfer:2"});
+  auto& doomed = startWorker("w2", "w2", doomedFlags);
+  ASSERT_TRUE(waitForAgents(2));
+  auto trainerFlags = flags;
+  trainerFlags.insert(trainerFlags.end(), {"--steps", "3"});
+  auto& trainer = startTrainer("t0", trainerFlags);
+  EXPECT_EQ(doomed.wait(kPatience), 128 + SIGKILL) << log("w2");
+  EXPECT_EQ(trainer.wait(kPatience), 4) << "one step is aborted: " << log("t0");
+  const std::string trainerLog = log("t0");
+  EXPECT_NE(trainerLog.find("tcp payload listener bound to " + rig_->address("train") + ":"), std::string::npos)
+      << trainerLog;
+  EXPECT_NE(trainerLog.find("version 2 aborted: ChannelFailure: trainer 't0' failed the transfer: a peer is gone: "
+                            "receiver 'w2' (index "),
+            std::string::npos)
+      << trainerLog;
 }
 
 // A frontier MoE's tensor count across hosts (issue 18): the manifest of 100,000 tensors (some MB) goes over the

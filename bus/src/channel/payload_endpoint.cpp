@@ -96,6 +96,7 @@ tl::expected<Channel*, PayloadFailure> PayloadEndpoint::channelFor(const msg::Tr
   setup.cancelProbe = probe;
   setup.deadline = std::chrono::steady_clock::now() + transferDeadline_;
   setup.listeners = listeners_;
+  setup.agentId = session_.options().agentId;
   auto opened = opener_(plan, setup);
   if (!opened) {
     return tl::unexpected(localFailure("cannot open the payload channel: " + opened.error().describe()));

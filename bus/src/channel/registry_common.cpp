@@ -33,6 +33,7 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openTcp(const msg::Transf
     return fail(ChannelError::InvalidGeometry, "the tcp plan names no sender contact");
   }
   config.senderContact = plan.sender_contact()->str();
+  config.agentId = setup.agentId;
   if (plan.receiver() < 0) {
     const auto* listeners = dynamic_cast<const BuildListeners*>(setup.listeners.get());
     if (listeners == nullptr || !listeners->tcp) {

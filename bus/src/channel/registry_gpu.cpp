@@ -58,6 +58,7 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openGpuChannel(const msg:
   auto channel = gpu::CudaIpcChannel::open(plan.arena()->str());
   if (!channel) return tl::unexpected(channel.error());
   (*channel)->setCancelProbe(setup.cancelProbe);
+  (*channel)->setAgentId(setup.agentId);
   return std::unique_ptr<Channel>(std::move(*channel));
 }
 

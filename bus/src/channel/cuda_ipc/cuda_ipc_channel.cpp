@@ -22,6 +22,7 @@
 #include "channel/gpu/copy_table.hpp"
 #include "channel/gpu/cuda_check.hpp"
 #include "wsync/bus/core/shared_futex.hpp"
+#include "wsync/bus/protocol/client_text.hpp"
 
 namespace wsync::bus::gpu {
 namespace bip = boost::interprocess;
@@ -84,6 +85,40 @@ std::uint64_t processToken() {
     return drawn;
   }();
   return token;
+}
+
+// Receiver `index` by the agent id it wrote into its slot for `transfer`, else by index alone (it has not reached
+// this transfer, or wrote no name, or one that names no agent: the slot is another process's writing).
+std::string receiverName(const IpcReceiverData& slot, std::uint32_t index, std::uint64_t transfer) {
+  const std::string byIndex = "receiver " + std::to_string(index);
+  if (slot.namedTransfer.load(std::memory_order_acquire) != transfer) return byIndex;
+  const std::uint32_t length = slot.agentIdBytes.load(std::memory_order_relaxed);
+  std::array<char, kIpcAgentIdWords * 8> bytes{};
+  for (std::size_t word = 0; word < kIpcAgentIdWords; ++word) {
+    const std::uint64_t value = slot.agentIdWords[word].load(std::memory_order_relaxed);
+    std::memcpy(bytes.data() + word * 8, &value, 8);
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (slot.namedTransfer.load(std::memory_order_relaxed) != transfer || length > kMaxAgentIdBytes) return byIndex;
+  const std::string agentId(bytes.data(), length);
+  if (!checkAgentId(agentId).empty()) return byIndex;
+  return "receiver '" + agentId + "' (index " + std::to_string(index) + ")";
+}
+
+// Receiver's side of receiverName: the name for `transfer`, written before anything of the transfer can fail.
+void nameReceiver(IpcReceiverData& slot, const std::string& agentId, std::uint64_t transfer) {
+  slot.namedTransfer.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::array<char, kIpcAgentIdWords * 8> bytes{};
+  const std::size_t length = std::min(agentId.size(), kMaxAgentIdBytes);
+  std::memcpy(bytes.data(), agentId.data(), length);
+  for (std::size_t word = 0; word < kIpcAgentIdWords; ++word) {
+    std::uint64_t value = 0;
+    std::memcpy(&value, bytes.data() + word * 8, 8);
+    slot.agentIdWords[word].store(value, std::memory_order_relaxed);
+  }
+  slot.agentIdBytes.store(static_cast<std::uint32_t>(length), std::memory_order_relaxed);
+  slot.namedTransfer.store(transfer, std::memory_order_release);
 }
 
 }  // namespace
@@ -382,18 +417,18 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
       continue;
     }
     if (receiver.failedTransfer.load(std::memory_order_acquire) == transfer) {
-      return fail(ChannelError::Aborted, "receiver " + std::to_string(finished) + " failed transfer " +
-                                             std::to_string(transfer));
+      return fail(ChannelError::Aborted,
+                  receiverName(receiver, finished, transfer) + " failed transfer " + std::to_string(transfer));
     }
     if (header.abortedTransfer.load(std::memory_order_acquire) == transfer) {
       return fail(ChannelError::Aborted, "transfer " + std::to_string(transfer) + " aborted by the segment's owner");
     }
     if (cancel_ && cancel_()) {
-      return fail(ChannelError::Aborted, "cancelled while receiver " + std::to_string(finished) + " copied");
+      return fail(ChannelError::Aborted, "cancelled while " + receiverName(receiver, finished, transfer) + " copied");
     }
     const auto now = Clock::now();
     if (now >= deadline) {
-      return fail(ChannelError::Timeout, "receiver " + std::to_string(finished) + " did not finish in time");
+      return fail(ChannelError::Timeout, receiverName(receiver, finished, transfer) + " did not finish in time");
     }
     if (now - waitStarted < state.spinWait) {
       std::this_thread::yield();
@@ -407,7 +442,8 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
   for (std::uint32_t index = 1; index < receiverCount; ++index) {
     const IpcReceiverData& other = data.receivers[index];
     if (other.digestLo != first.digestLo || other.digestHi != first.digestHi || other.bytes != first.bytes) {
-      return fail(ChannelError::DigestMismatch, "receivers 0 and " + std::to_string(index) +
+      return fail(ChannelError::DigestMismatch, receiverName(first, 0, transfer) + " and " +
+                                                    receiverName(other, index, transfer) +
                                                     " read different bytes from the sender");
     }
   }
@@ -432,6 +468,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
   }
   IpcReceiverData& slot = data.receivers[receiver];
   slot.pid = static_cast<std::uint32_t>(::getpid());
+  nameReceiver(slot, agentId_, transfer);
   state.timing = IpcRoundTiming{.receiveCalled = monotonicNs()};
   auto failed = [&](ChannelFailure failure) -> tl::expected<TransferResult, ChannelFailure> {
     publish(slot.failedTransfer, slot.notify, transfer);

@@ -28,16 +28,14 @@ bool validHost(std::string_view host) {
   return true;
 }
 
-// The local address of the route to `host` (a name or an address): connecting a UDP socket picks the route and the
-// source address without sending a packet.
-tl::expected<std::string, ChannelFailure> routeSource(const std::string& host) {
+}  // namespace
+
+tl::expected<std::string, ChannelFailure> localAddressToward(const std::string& host) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* found = nullptr;
   if (const int status = ::getaddrinfo(host.c_str(), "9", &hints, &found); status != 0) {
-    return fail(ChannelError::SystemError, "cannot resolve the coordinator's host '" + host +
-                                               "' to find this host's address on its route: " +
-                                               ::gai_strerror(status) + " (set " + kPayloadHostVariable + ")");
+    return fail(ChannelError::SystemError, "cannot resolve '" + host + "': " + ::gai_strerror(status));
   }
   std::string why;
   for (const addrinfo* entry = found; entry != nullptr; entry = entry->ai_next) {
@@ -45,6 +43,7 @@ tl::expected<std::string, ChannelFailure> routeSource(const std::string& host) {
     if (fd < 0) continue;
     sockaddr_storage local{};
     socklen_t length = sizeof local;
+    // Connecting a UDP socket picks the route and the source address without sending a packet.
     const bool routed = ::connect(fd, entry->ai_addr, entry->ai_addrlen) == 0 &&
                         ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0;
     if (!routed) why = std::strerror(errno);
@@ -59,12 +58,8 @@ tl::expected<std::string, ChannelFailure> routeSource(const std::string& host) {
     return std::string(text);
   }
   ::freeaddrinfo(found);
-  return fail(ChannelError::SystemError, "no route to the coordinator's host '" + host + "'" +
-                                             (why.empty() ? std::string() : ": " + why) + " (set " +
-                                             kPayloadHostVariable + ")");
+  return fail(ChannelError::SystemError, "no route to '" + host + "'" + (why.empty() ? std::string() : ": " + why));
 }
-
-}  // namespace
 
 std::string formatTcpContact(std::string_view host, std::uint16_t port) {
   const bool bracket = host.find(':') != std::string_view::npos;
@@ -114,7 +109,12 @@ tl::expected<std::string, ChannelFailure> advertisedPayloadHost(std::string_view
   if (host.empty()) {
     return fail(ChannelError::InvalidGeometry, "'" + std::string(busTransport) + "' names no coordinator host");
   }
-  return routeSource(std::string(host));
+  auto local = localAddressToward(std::string(host));
+  if (!local) {
+    return fail(local.error().code, "this host's address on its route to the coordinator: " + local.error().detail +
+                                        " (set " + kPayloadHostVariable + ")");
+  }
+  return local;
 }
 
 }  // namespace wsync::bus

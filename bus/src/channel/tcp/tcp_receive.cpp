@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <string>
@@ -18,12 +19,16 @@ namespace {
 
 using tcp::Socket;
 
-// A sender that refuses connections (its agent not listening yet, or restarting) or is still on an earlier transfer
-// is asked again after this long: a connection attempt costs one round trip, and the transfer starts soon after the
-// sender is ready.
+// A sender that refuses connections (it listens only while its send admits receivers, and the coordinator sends the
+// receivers' plans before the sender's), closes one before answering (it stopped listening, or the hello came late)
+// or is still on an earlier transfer is asked again: first after kFirstReconnectInterval, then after twice as long
+// each time, up to kReconnectInterval. A connection attempt costs one round trip; a sender starts listening about a
+// millisecond after its receivers got their plans, so the first tries are the ones that usually meet it, and a long
+// wait (a sender still on its previous round) costs at most a hundred attempts a second.
+constexpr std::chrono::milliseconds kFirstReconnectInterval{1};
 constexpr std::chrono::milliseconds kReconnectInterval{10};
 
-// Writes all of `bytes`, waiting in slices while the socket's buffer is full.
+// Writes all of `bytes`, waiting in slices while the socket's buffer is full. `peer` names the sender.
 tl::expected<void, ChannelFailure> sendAll(const Socket& socket, std::span<const std::byte> bytes,
                                            tcp::TransferWatch& watch, const std::string& peer, const char* what) {
   while (!bytes.empty()) {
@@ -34,7 +39,7 @@ tl::expected<void, ChannelFailure> sendAll(const Socket& socket, std::span<const
     }
     if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       const ChannelError code = tcp::meansPeerGone(errno) ? ChannelError::PeerGone : ChannelError::SystemError;
-      return fail(code, "the tcp sender at " + peer + " while " + what + ": " + tcp::systemText(errno));
+      return fail(code, peer + " while " + what + ": " + tcp::systemText(errno));
     }
     pollfd fd{socket.fd(), POLLOUT, 0};
     if (auto waited = watch.poll(std::span(&fd, 1), what); !waited) return tl::unexpected(waited.error());
@@ -52,11 +57,11 @@ tl::expected<void, ChannelFailure> receiveAll(const Socket& socket, std::span<st
       continue;
     }
     if (got == 0) {
-      return fail(ChannelError::PeerGone, "the tcp sender at " + peer + " closed the connection while " + what);
+      return fail(ChannelError::PeerGone, peer + " closed the connection while " + what);
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       const ChannelError code = tcp::meansPeerGone(errno) ? ChannelError::PeerGone : ChannelError::SystemError;
-      return fail(code, "the tcp sender at " + peer + " while " + what + ": " + tcp::systemText(errno));
+      return fail(code, peer + " while " + what + ": " + tcp::systemText(errno));
     }
     pollfd fd{socket.fd(), POLLIN, 0};
     if (auto waited = watch.poll(std::span(&fd, 1), what); !waited) return tl::unexpected(waited.error());
@@ -91,19 +96,33 @@ tl::expected<TransferResult, ChannelFailure> TcpChannel::receiveFromSender(
   if (senderAddresses_.empty()) {
     return fail(ChannelError::Unsupported, "this end of the tcp channel knows no sender: it cannot receive");
   }
-  const std::string& peer = config_.senderContact;
+  // How errors name the sender: by its address until its answer gives its agent id.
+  std::string peer = "the tcp sender at " + config_.senderContact;
+  const std::string self = config_.agentId.empty()
+                               ? "receiver " + std::to_string(receiver)
+                               : "receiver '" + config_.agentId + "' (index " + std::to_string(receiver) + ")";
 
   tcp::ReceiverHello hello;
   hello.receiver = receiver;
   hello.transfer = transfer;
   hello.payloadBytes = stream->totalBytes();
+  hello.agentId = config_.agentId;
   std::copy(config_.token.begin(), config_.token.end(), hello.token.begin());
   const auto helloBytes = tcp::encode(hello);
 
-  // Connect, say hello, and be admitted: again while the sender refuses connections or answers Later.
+  // Connect, say hello, and be admitted: again while the sender refuses connections, closes them before answering,
+  // or answers Later.
   Socket socket;
   std::string lastRefusal = "none yet";
-  const std::string connecting = "connecting to the tcp sender at " + peer;
+  const std::string connecting = "connecting to the tcp sender at " + config_.senderContact;
+  auto interval = kFirstReconnectInterval;
+  auto again = [&](std::string why) -> tl::expected<void, ChannelFailure> {
+    socket.close();
+    lastRefusal = std::move(why);
+    auto waited = watch.sleep(interval, connecting + " (last attempt: " + lastRefusal + ")");
+    interval = std::min(interval * 2, kReconnectInterval);
+    return waited;
+  };
   while (true) {
     for (const SenderAddress& address : senderAddresses_) {
       Socket attempt(::socket(address.address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -129,31 +148,35 @@ tl::expected<TransferResult, ChannelFailure> TcpChannel::receiveFromSender(
       break;
     }
     if (!socket.valid()) {
-      if (auto waited = watch.sleep(kReconnectInterval, connecting + " (last attempt: " + lastRefusal + ")");
-          !waited) {
+      if (auto waited = again(lastRefusal); !waited) return tl::unexpected(waited.error());
+      continue;
+    }
+    socket.sendSmallFramesAtOnce();
+    std::array<std::byte, tcp::kAnswerBytes> answerBytes{};
+    auto answered = sendAll(socket, helloBytes, watch, peer, "saying hello").and_then([&] {
+      return receiveAll(socket, answerBytes, watch, peer, "waiting to be admitted");
+    });
+    if (!answered) {
+      // Closed before an answer: the sender stopped listening (its admission is over, or it was never this
+      // transfer's), or dropped a hello it did not get in time. Neither is the sender gone.
+      if (answered.error().code != ChannelError::PeerGone) return tl::unexpected(answered.error());
+      if (auto waited = again("the sender closed the connection before answering"); !waited) {
         return tl::unexpected(waited.error());
       }
       continue;
     }
-    socket.sendSmallFramesAtOnce();
-    if (auto sent = sendAll(socket, helloBytes, watch, peer, "saying hello"); !sent) {
-      return tl::unexpected(sent.error());
-    }
-    std::array<std::byte, tcp::kAnswerBytes> answerBytes{};
-    if (auto got = receiveAll(socket, answerBytes, watch, peer, "waiting to be admitted"); !got) {
-      return tl::unexpected(got.error());
-    }
     const auto answer = tcp::decodeAnswer(answerBytes);
-    if (!answer) return fail(ChannelError::SystemError, "the peer at " + peer + " is not a wsync tcp sender");
+    if (!answer) {
+      return fail(ChannelError::SystemError, "the peer at " + config_.senderContact + " is not a wsync tcp sender");
+    }
+    if (!answer->agentId.empty()) peer = "the tcp sender '" + answer->agentId + "' at " + config_.senderContact;
     if (answer->admission == tcp::Admission::Admitted) break;
     if (answer->admission == tcp::Admission::Refused) {
-      return fail(ChannelError::Refused, "the tcp sender at " + peer + " refused receiver " +
-                                             std::to_string(receiver) + " of transfer " + std::to_string(transfer) +
-                                             ": " + tcp::describe(answer->refusal));
+      return fail(ChannelError::Refused, peer + " refused " + self + " of transfer " + std::to_string(transfer) + ": " +
+                                             tcp::describe(answer->refusal));
     }
-    socket.close();  // Later: the sender is finishing an earlier transfer
-    lastRefusal = "the sender was on an earlier transfer";
-    if (auto waited = watch.sleep(kReconnectInterval, connecting); !waited) return tl::unexpected(waited.error());
+    // Later: the sender is finishing an earlier transfer.
+    if (auto waited = again("the sender was on an earlier transfer"); !waited) return tl::unexpected(waited.error());
   }
 
   // The payload, straight into the tensors, digested right behind the reads while the bytes are in cache.
@@ -172,21 +195,20 @@ tl::expected<TransferResult, ChannelFailure> TcpChannel::receiveFromSender(
       const std::size_t before = bucketsReported;
       while (bucketsReported < bucketEnds.size() && bucketEnds[bucketsReported] <= cursor.position) ++bucketsReported;
       if (bucketsReported > before) reportProgress(bucketEnds[bucketsReported - 1]);
-      if (auto ok = watch.check("receiving from the tcp sender at " + peer); !ok) return tl::unexpected(ok.error());
+      if (auto ok = watch.check("receiving from " + peer); !ok) return tl::unexpected(ok.error());
       continue;
     }
     if (got == 0) {
-      return fail(ChannelError::PeerGone, "the tcp sender at " + peer + " closed the connection after " +
-                                              std::to_string(cursor.position) + " of " +
-                                              std::to_string(stream->totalBytes()) + " bytes");
+      return fail(ChannelError::PeerGone, peer + " closed the connection after " + std::to_string(cursor.position) +
+                                              " of " + std::to_string(stream->totalBytes()) + " bytes");
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       const ChannelError code = tcp::meansPeerGone(errno) ? ChannelError::PeerGone : ChannelError::SystemError;
-      return fail(code, "the tcp sender at " + peer + " after " + std::to_string(cursor.position) + " of " +
+      return fail(code, peer + " after " + std::to_string(cursor.position) + " of " +
                             std::to_string(stream->totalBytes()) + " bytes: " + tcp::systemText(errno));
     }
     pollfd fd{socket.fd(), POLLIN, 0};
-    auto waited = watch.poll(std::span(&fd, 1), "receiving from the tcp sender at " + peer);
+    auto waited = watch.poll(std::span(&fd, 1), "receiving from " + peer);
     if (!waited) return tl::unexpected(waited.error());
   }
   if (auto acked = sendAll(socket, tcp::encodeAck(cursor.position), watch, peer, "acknowledging the payload"); !acked) {

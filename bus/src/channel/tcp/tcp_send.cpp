@@ -1,5 +1,6 @@
-// The tcp channel's sender (docs/tcp-channel.md): admits the round's receivers from the listener and streams the
-// payload to each of them from the caller's tensors, every connection at its own pace in one poll loop.
+// The tcp channel's sender (docs/tcp-channel.md): admits the round's receivers (tcp_admission.hpp) and streams the
+// payload to each of them from the caller's tensors, every connection at its own pace, in one poll loop with the
+// admission's pending handshakes.
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -10,11 +11,11 @@
 #include <vector>
 
 #include "channel/tcp/payload_stream.hpp"
+#include "channel/tcp/tcp_admission.hpp"
 #include "channel/tcp/tcp_socket.hpp"
 #include "channel/tcp/tcp_wire.hpp"
 #include "channel/tcp/transfer_watch.hpp"
 #include "wsync/bus/channel/tcp/tcp_channel.hpp"
-#include "wsync/bus/core/log.hpp"
 
 namespace wsync::bus {
 namespace {
@@ -22,29 +23,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using tcp::Socket;
 
-// Connections that have not said hello yet, at most: a receiver says it at once, so only strangers (or a flood of
-// them) wait here; beyond this the oldest is dropped, so that they cannot exhaust this process's descriptors.
-constexpr std::size_t kMaxUnansweredConnections = 64;
-// A connection that has not said hello by then is dropped: a receiver sends it right after connecting, so this is
-// a stranger or a peer too stuck to take part; generous, since dropping a slow receiver fails the round.
-constexpr std::chrono::seconds kHelloTimeout{5};
-// Refused connections logged per transfer; the rest are counted in one line at the end.
-constexpr int kLoggedRefusals = 5;
-
-// A connection accepted during the transfer that has not said hello yet.
-struct Unanswered {
-  Socket socket;
-  Clock::time_point acceptedAt;
-  std::array<std::byte, tcp::kHelloBytes> hello{};
-  std::size_t helloRead = 0;
-};
+// Receivers a wait's description names (a timeout's detail): the rest are counted.
+constexpr std::size_t kNamedInWaits = 4;
 
 // An admitted receiver: the answer (Admitted) goes out ahead of the payload, then its ack comes back.
 struct Receiver {
   enum class Stage : std::uint8_t { Streaming, AwaitingAck, Done };
 
   Socket socket;
-  std::string name;  // its address, for errors
+  std::string label;  // "receiver 'w0' (index 2, 10.0.0.7:51234)": how every error names it
   Stage stage = Stage::Streaming;
   std::array<std::byte, tcp::kAnswerBytes> answer{};
   std::size_t answerLeft = tcp::kAnswerBytes;
@@ -53,26 +40,19 @@ struct Receiver {
   std::size_t ackRead = 0;
 };
 
-bool sameToken(const tcp::AdmissionToken& presented, std::span<const std::uint8_t> expected) {
-  // Compared in constant time: how long a refusal takes says nothing of how much of a guess was right.
-  std::uint8_t difference = 0;
-  for (std::size_t index = 0; index < presented.size(); ++index) {
-    difference = static_cast<std::uint8_t>(difference | (presented[index] ^ expected[index]));
-  }
-  return difference == 0;
-}
-
 class Sender {
  public:
   Sender(std::uint64_t transfer, const tcp::PayloadStream& stream, std::span<const std::uint8_t> token,
-         std::uint32_t receiverCount, int listener, tcp::TransferWatch& watch, StreamDigest& digest)
-      : transfer_(transfer),
-        stream_(stream),
-        token_(token),
-        listener_(listener),
+         std::uint32_t receiverCount, TcpListener& listener, std::string agentId, tcp::TransferWatch& watch,
+         StreamDigest& digest)
+      : stream_(stream),
+        agentId_(agentId),
         watch_(watch),
         digest_(digest),
-        receivers_(receiverCount) {}
+        admission_(transfer, token, stream.totalBytes(), receiverCount, listener, std::move(agentId)),
+        receivers_(receiverCount) {
+    describeWait();
+  }
 
   // Runs until every receiver acknowledged the payload; `progress` gets the bytes every receiver has been sent,
   // after each bucket.
@@ -81,45 +61,40 @@ class Sender {
   std::vector<Socket> takeOpenConnections();
 
  private:
-  // Accepts what the listener holds, at most kMaxUnansweredConnections a pass: a flood cannot hold the loop here.
-  tl::expected<void, ChannelFailure> acceptSome();
-  // Reads a connection's hello; once whole, admits it as its receiver (taking its socket) or answers why not and
-  // closes it. A connection left without a socket is finished with.
-  void readHello(Unanswered& connection);
-  void refuse(Unanswered& connection, tcp::Admission admission, tcp::Refusal refusal, const std::string& why);
-  tl::expected<void, ChannelFailure> stream(std::uint32_t index, Receiver& receiver);
+  // Receivers the admission let in this pass: from now on they are streamed to.
+  void take(std::vector<tcp::AdmittedReceiver>& admitted);
+  tl::expected<void, ChannelFailure> stream(Receiver& receiver);
   // The receiver spoke while it should only read, or closed: what that means for the transfer.
-  tl::expected<void, ChannelFailure> readWhileStreaming(std::uint32_t index, Receiver& receiver);
-  tl::expected<void, ChannelFailure> readAck(std::uint32_t index, Receiver& receiver);
-  ChannelFailure gone(std::uint32_t index, const Receiver& receiver, const std::string& how) const;
+  tl::expected<void, ChannelFailure> readWhileStreaming(Receiver& receiver);
+  tl::expected<void, ChannelFailure> readAck(Receiver& receiver);
+  ChannelFailure gone(const Receiver& receiver, const std::string& how) const;
   // A call on the receiver's connection failed with `error`: PeerGone, or this side's own failure.
-  ChannelFailure failed(std::uint32_t index, const Receiver& receiver, int error) const;
-  std::string waitingFor() const;
+  ChannelFailure failed(const Receiver& receiver, int error) const;
+  // What the transfer waits for, named for a timeout's or a cancel's detail: rebuilt when a receiver is admitted or
+  // done, not at every pass.
+  void describeWait();
 
-  std::uint64_t transfer_;
   const tcp::PayloadStream& stream_;
-  std::span<const std::uint8_t> token_;
-  int listener_;
+  const std::string agentId_;  // this sender's, in the Admitted answer
   tcp::TransferWatch& watch_;
   StreamDigest& digest_;
   tcp::StreamCursor digested_;  // how far digest_ has read the stream
+  tcp::ReceiverAdmission admission_;
   std::vector<std::optional<Receiver>> receivers_;
-  std::vector<Unanswered> unanswered_;
-  std::uint32_t admitted_ = 0;
   std::uint32_t done_ = 0;
-  int refusals_ = 0;
+  std::string waiting_;
 };
 
-ChannelFailure Sender::gone(std::uint32_t index, const Receiver& receiver, const std::string& how) const {
-  return ChannelFailure{ChannelError::PeerGone, "receiver " + std::to_string(index) + " (" + receiver.name + ") " +
-                                                    how + " after " + std::to_string(receiver.cursor.position) +
-                                                    " of " + std::to_string(stream_.totalBytes()) + " bytes"};
+ChannelFailure Sender::gone(const Receiver& receiver, const std::string& how) const {
+  return ChannelFailure{ChannelError::PeerGone, receiver.label + " " + how + " after " +
+                                                    std::to_string(receiver.cursor.position) + " of " +
+                                                    std::to_string(stream_.totalBytes()) + " bytes"};
 }
 
-ChannelFailure Sender::failed(std::uint32_t index, const Receiver& receiver, int error) const {
-  if (tcp::meansPeerGone(error)) return gone(index, receiver, "is gone (" + tcp::systemText(error) + ")");
-  return ChannelFailure{ChannelError::SystemError, "the connection of receiver " + std::to_string(index) + " (" +
-                                                       receiver.name + "): " + tcp::systemText(error)};
+ChannelFailure Sender::failed(const Receiver& receiver, int error) const {
+  if (tcp::meansPeerGone(error)) return gone(receiver, "is gone (" + tcp::systemText(error) + ")");
+  return ChannelFailure{ChannelError::SystemError,
+                        "the connection of " + receiver.label + ": " + tcp::systemText(error)};
 }
 
 std::vector<Socket> Sender::takeOpenConnections() {
@@ -130,104 +105,45 @@ std::vector<Socket> Sender::takeOpenConnections() {
   return open;
 }
 
-std::string Sender::waitingFor() const {
-  if (admitted_ < receivers_.size()) {
-    return "waiting for " + std::to_string(receivers_.size() - admitted_) + " of " +
-           std::to_string(receivers_.size()) + " receivers to connect";
-  }
-  return "sending to " + std::to_string(receivers_.size() - done_) + " receivers";
-}
-
-tl::expected<void, ChannelFailure> Sender::acceptSome() {
-  for (std::size_t accepted = 0; accepted < kMaxUnansweredConnections; ++accepted) {
-    const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
-      // A signal, or a connection that failed before it was accepted (accept(2) says to retry on these).
-      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM || tcp::meansPeerGone(errno) ||
-          errno == ENETDOWN || errno == EHOSTDOWN || errno == ENONET || errno == ENOPROTOOPT || errno == EOPNOTSUPP) {
-        continue;
-      }
-      // Out of descriptors or memory, or a broken listener: it stays readable, and the transfer cannot go on.
-      return fail(ChannelError::SystemError, "accepting a receiver's connection: " + tcp::systemText(errno));
+void Sender::describeWait() {
+  const auto count = static_cast<std::uint32_t>(receivers_.size());
+  std::vector<std::string> named;
+  std::size_t unnamed = 0;
+  auto name = [&](std::string text) {
+    if (named.size() < kNamedInWaits) {
+      named.push_back(std::move(text));
+    } else {
+      ++unnamed;
     }
-    if (unanswered_.size() >= kMaxUnansweredConnections) unanswered_.erase(unanswered_.begin());
-    Unanswered connection{Socket(fd), Clock::now()};
-    connection.socket.sendSmallFramesAtOnce();
-    unanswered_.push_back(std::move(connection));
-  }
-  return {};
-}
-
-void Sender::refuse(Unanswered& connection, tcp::Admission admission, tcp::Refusal refusal, const std::string& why) {
-  if (admission == tcp::Admission::Refused) {
-    if (++refusals_ <= kLoggedRefusals) {
-      log::warn("tcp transfer {}: refused a connection from {}: {}", transfer_, connection.socket.peerName(), why);
-    }
+  };
+  if (!admission_.complete()) {
+    // Those that have not connected are known by index only.
+    for (const std::uint32_t index : admission_.missing()) name(std::to_string(index));
+    waiting_ = "waiting for " + std::to_string(count - admission_.admitted()) + " of " + std::to_string(count) +
+               " receivers to connect (indexes ";
   } else {
-    log::debug("tcp transfer {}: {} connected early: {}", transfer_, connection.socket.peerName(), why);
-  }
-  const auto answer = tcp::encode(tcp::SenderAnswer{admission, refusal});
-  // A fresh connection's send buffer is empty: these 16 bytes go at once or the peer is gone, which is its business.
-  (void)::send(connection.socket.fd(), answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  connection.socket.close();
-}
-
-void Sender::readHello(Unanswered& connection) {
-  const ssize_t got = ::recv(connection.socket.fd(), connection.hello.data() + connection.helloRead,
-                             connection.hello.size() - connection.helloRead, MSG_DONTWAIT);
-  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-  if (got <= 0) {
-    connection.socket.close();  // gone before it said hello: it was not a receiver of this transfer yet
-    return;
-  }
-  connection.helloRead += static_cast<std::size_t>(got);
-  if (connection.helloRead < connection.hello.size()) return;
-
-  const auto hello = tcp::decodeHello(connection.hello);
-  if (!hello) {
-    if (++refusals_ <= kLoggedRefusals) {
-      log::warn("tcp transfer {}: dropped a connection from {}: not a wsync tcp receiver", transfer_,
-                connection.socket.peerName());
+    for (const auto& receiver : receivers_) {
+      if (receiver->stage != Receiver::Stage::Done) name(receiver->label);
     }
-    connection.socket.close();
-    return;
+    waiting_ = "sending to " + std::to_string(count - done_) + " of " + std::to_string(count) + " receivers (";
   }
-  if (hello->transfer > transfer_) {
-    refuse(connection, tcp::Admission::Later, tcp::Refusal::None,
-           "it asks for transfer " + std::to_string(hello->transfer) + ", this is " + std::to_string(transfer_));
-    return;
-  }
-  if (hello->transfer < transfer_) {
-    refuse(connection, tcp::Admission::Refused, tcp::Refusal::Stale,
-           "it asks for transfer " + std::to_string(hello->transfer) + ", this is " + std::to_string(transfer_));
-    return;
-  }
-  if (!sameToken(hello->token, token_)) {
-    refuse(connection, tcp::Admission::Refused, tcp::Refusal::Token, "its token is not this round's");
-    return;
-  }
-  if (hello->receiver >= receivers_.size() || receivers_[hello->receiver].has_value()) {
-    refuse(connection, tcp::Admission::Refused, tcp::Refusal::Receiver,
-           "receiver index " + std::to_string(hello->receiver) + " of " + std::to_string(receivers_.size()) +
-               (hello->receiver < receivers_.size() ? " is taken" : " is out of range"));
-    return;
-  }
-  if (hello->payloadBytes != stream_.totalBytes()) {
-    refuse(connection, tcp::Admission::Refused, tcp::Refusal::PayloadBytes,
-           "it expects " + std::to_string(hello->payloadBytes) + " bytes, this transfer moves " +
-               std::to_string(stream_.totalBytes()));
-    return;
-  }
-  Receiver& receiver = receivers_[hello->receiver].emplace();
-  receiver.name = connection.socket.peerName();
-  receiver.socket = std::move(connection.socket);
-  receiver.answer = tcp::encode(tcp::SenderAnswer{tcp::Admission::Admitted, tcp::Refusal::None});
-  ++admitted_;
-  log::debug("tcp transfer {}: receiver {} connected from {}", transfer_, hello->receiver, receiver.name);
+  for (std::size_t at = 0; at < named.size(); ++at) waiting_ += (at == 0 ? "" : ", ") + named[at];
+  if (unnamed > 0) waiting_ += " and " + std::to_string(unnamed) + " more";
+  waiting_ += ")";
 }
 
-tl::expected<void, ChannelFailure> Sender::stream(std::uint32_t index, Receiver& receiver) {
+void Sender::take(std::vector<tcp::AdmittedReceiver>& admitted) {
+  for (tcp::AdmittedReceiver& connection : admitted) {
+    Receiver& receiver = receivers_[connection.index].emplace();
+    receiver.label = std::move(connection.label);
+    receiver.socket = std::move(connection.socket);
+    receiver.answer = tcp::encode(tcp::SenderAnswer{tcp::Admission::Admitted, tcp::Refusal::None, agentId_});
+  }
+  if (!admitted.empty()) describeWait();
+  admitted.clear();
+}
+
+tl::expected<void, ChannelFailure> Sender::stream(Receiver& receiver) {
   std::array<iovec, tcp::kMaxIovecs> iovecs{};
   std::size_t count = 0;
   if (receiver.answerLeft > 0) {
@@ -241,7 +157,7 @@ tl::expected<void, ChannelFailure> Sender::stream(std::uint32_t index, Receiver&
   const ssize_t sent = ::sendmsg(receiver.socket.fd(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (sent < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return {};
-    return tl::unexpected(failed(index, receiver, errno));
+    return tl::unexpected(failed(receiver, errno));
   }
   auto bytes = static_cast<std::uint64_t>(sent);
   const std::uint64_t ofAnswer = std::min<std::uint64_t>(bytes, receiver.answerLeft);
@@ -256,52 +172,52 @@ tl::expected<void, ChannelFailure> Sender::stream(std::uint32_t index, Receiver&
   return {};
 }
 
-tl::expected<void, ChannelFailure> Sender::readWhileStreaming(std::uint32_t index, Receiver& receiver) {
+tl::expected<void, ChannelFailure> Sender::readWhileStreaming(Receiver& receiver) {
   std::byte unexpected[64];
   const ssize_t got = ::recv(receiver.socket.fd(), unexpected, sizeof unexpected, MSG_DONTWAIT);
   if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};
-  if (got == 0) return tl::unexpected(gone(index, receiver, "closed its connection"));
+  if (got == 0) return tl::unexpected(gone(receiver, "closed its connection"));
   if (got < 0) {
-    return tl::unexpected(failed(index, receiver, errno));
+    return tl::unexpected(failed(receiver, errno));
   }
-  return tl::unexpected(gone(index, receiver, "sent bytes before its payload ended (not a wsync tcp receiver)"));
+  return tl::unexpected(gone(receiver, "sent bytes before its payload ended (not a wsync tcp receiver)"));
 }
 
-tl::expected<void, ChannelFailure> Sender::readAck(std::uint32_t index, Receiver& receiver) {
+tl::expected<void, ChannelFailure> Sender::readAck(Receiver& receiver) {
   const ssize_t got = ::recv(receiver.socket.fd(), receiver.ack.data() + receiver.ackRead,
                              receiver.ack.size() - receiver.ackRead, MSG_DONTWAIT);
   if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};
-  if (got == 0) return tl::unexpected(gone(index, receiver, "closed its connection before acknowledging"));
+  if (got == 0) return tl::unexpected(gone(receiver, "closed its connection before acknowledging"));
   if (got < 0) {
-    return tl::unexpected(failed(index, receiver, errno));
+    return tl::unexpected(failed(receiver, errno));
   }
   receiver.ackRead += static_cast<std::size_t>(got);
   if (receiver.ackRead < receiver.ack.size()) return {};
   const auto acknowledged = tcp::decodeAck(receiver.ack);
   if (!acknowledged || *acknowledged != stream_.totalBytes()) {
-    return tl::unexpected(gone(index, receiver, "acknowledged something else than the payload"));
+    return tl::unexpected(gone(receiver, "acknowledged something else than the payload"));
   }
   receiver.stage = Receiver::Stage::Done;
   receiver.socket.close();
   ++done_;
+  describeWait();
   return {};
 }
 
 tl::expected<void, ChannelFailure> Sender::run(const TransferProgress& progress) {
+  if (auto listening = admission_.start(); !listening) return listening;
   const auto& bucketEnds = stream_.bucketEnds();
   std::size_t bucketsReported = 0;
   std::vector<pollfd> fds;
   std::vector<std::uint32_t> polled;  // the receivers behind the last entries of fds
+  std::vector<tcp::AdmittedReceiver> admitted;
   while (done_ < receivers_.size()) {
-    // Polled in this order: the listener while receivers are missing, the connections that have not said hello,
-    // the admitted receivers that are not done. Whatever joins during a pass is polled from the next one.
-    const auto now = Clock::now();
-    std::erase_if(unanswered_,
-                  [&](const Unanswered& connection) { return now - connection.acceptedAt > kHelloTimeout; });
+    // Polled in this order: the admission's (the listener while receivers are missing, the connections that have
+    // not said hello), then the admitted receivers that are not done. Whatever joins during a pass is polled from
+    // the next one.
     fds.clear();
-    const bool listening = admitted_ < receivers_.size();
-    if (listening) fds.push_back(pollfd{listener_, POLLIN, 0});
-    for (const Unanswered& connection : unanswered_) fds.push_back(pollfd{connection.socket.fd(), POLLIN, 0});
+    admission_.addPollEntries(fds);
+    const std::size_t ofAdmission = fds.size();
     polled.clear();
     for (std::uint32_t index = 0; index < receivers_.size(); ++index) {
       const auto& receiver = receivers_[index];
@@ -310,34 +226,29 @@ tl::expected<void, ChannelFailure> Sender::run(const TransferProgress& progress)
       fds.push_back(pollfd{receiver->socket.fd(), events, 0});
       polled.push_back(index);
     }
-    auto ready = watch_.poll(fds, waitingFor());
+    auto ready = watch_.poll(fds, waiting_);
     if (!ready) return tl::unexpected(ready.error());
     if (*ready == 0) continue;
 
-    std::size_t at = listening ? 1 : 0;
-    for (Unanswered& connection : unanswered_) {
-      if (fds[at++].revents != 0) readHello(connection);
-    }
-    std::erase_if(unanswered_, [](const Unanswered& connection) { return !connection.socket.valid(); });
+    if (auto handled = admission_.handle(std::span(fds).first(ofAdmission), admitted); !handled) return handled;
+    std::size_t at = ofAdmission;
     for (const std::uint32_t index : polled) {
       const short revents = fds[at++].revents;
       Receiver& receiver = *receivers_[index];
       if (revents == 0) continue;
       tl::expected<void, ChannelFailure> handled;
       if (receiver.stage == Receiver::Stage::AwaitingAck) {
-        handled = readAck(index, receiver);
+        handled = readAck(receiver);
       } else if ((revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
-        handled = readWhileStreaming(index, receiver);
+        handled = readWhileStreaming(receiver);
       }
       if (handled && receiver.stage == Receiver::Stage::Streaming && (revents & POLLOUT) != 0) {
-        handled = stream(index, receiver);
+        handled = stream(receiver);
       }
       if (!handled) return handled;
     }
-    if (listening && (fds[0].revents & POLLIN) != 0) {
-      if (auto accepted = acceptSome(); !accepted) return accepted;
-    }
-    if (bucketsReported < bucketEnds.size() && admitted_ == receivers_.size()) {
+    take(admitted);
+    if (bucketsReported < bucketEnds.size() && admission_.complete()) {
       std::uint64_t everyone = stream_.totalBytes();
       for (const auto& receiver : receivers_) everyone = std::min(everyone, receiver->cursor.position);
       const std::size_t before = bucketsReported;
@@ -346,9 +257,6 @@ tl::expected<void, ChannelFailure> Sender::run(const TransferProgress& progress)
     }
   }
   stream_.digestUpTo(digested_, stream_.totalBytes(), digest_);
-  if (refusals_ > kLoggedRefusals) {
-    log::warn("tcp transfer {}: {} more connections refused", transfer_, refusals_ - kLoggedRefusals);
-  }
   return {};
 }
 
@@ -375,7 +283,7 @@ tl::expected<TransferResult, ChannelFailure> TcpChannel::send(std::uint64_t tran
   }
   parked_.clear();  // a previous transfer's: its round is over
   tcp::TransferWatch watch(transfer, deadline, cancelProbe_);
-  Sender sender(transfer, *stream, config_.token, receiverCount, config_.listener->fd(), watch, digest);
+  Sender sender(transfer, *stream, config_.token, receiverCount, *config_.listener, config_.agentId, watch, digest);
   if (auto sent = sender.run(progress()); !sent) {
     // The other receivers' connections stay open: closing them would fail each of them with PeerGone, and their
     // reports would race this side's, which says what went wrong, and could blame a worker that did nothing. They

@@ -18,6 +18,8 @@ class Socket {
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   void close();
+  // Gives up ownership: the caller closes the descriptor.
+  [[nodiscard]] int release() { return std::exchange(fd_, -1); }
 
   // Small frames (a receiver's hello, the sender's answer, the last ack) leave at once instead of waiting for
   // Nagle's algorithm to gather more, which would cost up to a delayed-ACK timeout (40 ms) per frame.

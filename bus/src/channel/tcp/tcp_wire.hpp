@@ -2,26 +2,39 @@
 // The frames a tcp transfer exchanges around the payload (docs/tcp-channel.md, "Admission"), fixed-size and
 // little-endian:
 //
-//   receiver -> sender  hello   magic, wire version, receiver index, transfer, payload bytes, token    48 bytes
-//   sender -> receiver  answer  magic, admission, refusal                                             16 bytes
+//   receiver -> sender  hello   magic, wire version, receiver index, transfer, payload bytes, token,
+//                               agent id (its length, then 64 bytes zero-padded)                           120 bytes
+//   sender -> receiver  answer  magic, admission, refusal, agent id (as in the hello)                       88 bytes
 //   sender -> receiver  the payload: the tensors' bytes in manifest order (payload_stream.hpp)
-//   receiver -> sender  ack     magic, bytes received                                                 16 bytes
+//   receiver -> sender  ack     magic, bytes received                                                       16 bytes
+//
+// The agent ids say who is at each end, so that a fault names the agent rather than an address; each side's is its
+// own claim, which only a holder of the round's token can make to the sender.
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "wsync/bus/channel/tcp/tcp_channel.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
 
 namespace wsync::bus::tcp {
 
 inline constexpr std::uint64_t kWireMagic = 0x315054434e595357ULL;  // "WSYNCTP1" read little-endian
-// Bumped when a frame changes: a peer of another version is a stranger (its connection is dropped).
-inline constexpr std::uint32_t kWireVersion = 1;
+// Bumped when a frame changes: a receiver of another version is refused (WireVersion), once its first 12 bytes say
+// which it speaks. 2: the agent ids.
+inline constexpr std::uint32_t kWireVersion = 2;
 
-inline constexpr std::size_t kHelloBytes = 48;
-inline constexpr std::size_t kAnswerBytes = 16;
+// Bytes of an agent id's field: room for the longest id (kMaxAgentIdBytes).
+inline constexpr std::size_t kAgentIdField = 64;
+static_assert(kMaxAgentIdBytes < kAgentIdField);
+
+// The start of every hello, whatever its version: magic and wire version.
+inline constexpr std::size_t kHelloPrefixBytes = 12;
+inline constexpr std::size_t kHelloBytes = 56 + kAgentIdField;
+inline constexpr std::size_t kAnswerBytes = 24 + kAgentIdField;
 inline constexpr std::size_t kAckBytes = 16;
 
 using AdmissionToken = std::array<std::uint8_t, kTcpTokenBytes>;
@@ -31,6 +44,7 @@ struct ReceiverHello {
   std::uint64_t transfer = 0;
   std::uint64_t payloadBytes = 0;  // what the receiver expects: a sender that moves another count refuses it
   AdmissionToken token{};
+  std::string agentId;  // empty: unnamed (a test's or a tool's channel)
 };
 
 enum class Admission : std::uint32_t {
@@ -39,18 +53,33 @@ enum class Admission : std::uint32_t {
   Refused = 3,   // see Refusal; the connection closes
 };
 
-enum class Refusal : std::uint32_t { None = 0, Token = 1, Receiver = 2, PayloadBytes = 3, Stale = 4 };
+enum class Refusal : std::uint32_t {
+  None = 0,
+  Token = 1,
+  Receiver = 2,
+  PayloadBytes = 3,
+  Stale = 4,
+  WireVersion = 5,
+  AgentId = 6,
+};
 
 struct SenderAnswer {
   Admission admission = Admission::Refused;
   Refusal refusal = Refusal::None;
+  std::string agentId;  // the sender's; empty when it gave none that names an agent
 };
 
+// What the first kHelloPrefixBytes of a connection say: nothing when they are not a wsync tcp hello (a stranger,
+// whose connection is dropped unanswered), else the wire version the peer speaks.
+std::optional<std::uint32_t> helloWireVersion(std::span<const std::byte, kHelloPrefixBytes> prefix);
+
 std::array<std::byte, kHelloBytes> encode(const ReceiverHello& hello);
-// Nothing when the bytes are not a hello of this wire version: a stranger, whose connection is dropped unanswered.
+// A hello of this wire version (helloWireVersion said so); nothing when its agent id's length is out of range.
+// Whether the id names an agent (checkAgentId) is the sender's to check, after the token.
 std::optional<ReceiverHello> decodeHello(std::span<const std::byte, kHelloBytes> bytes);
 
 std::array<std::byte, kAnswerBytes> encode(const SenderAnswer& answer);
+// Nothing when the bytes are not an answer. A sender's agent id that names no agent is left out (it is only named).
 std::optional<SenderAnswer> decodeAnswer(std::span<const std::byte, kAnswerBytes> bytes);
 
 std::array<std::byte, kAckBytes> encodeAck(std::uint64_t bytes);

@@ -35,6 +35,8 @@ struct ChannelSetup {
   // The agent's listeners (openChannelListeners), for a channel whose sender listens (tcp); none for an agent that
   // only receives.
   std::shared_ptr<ChannelListeners> listeners{};
+  // This agent's id: a channel whose ends meet on their own (tcp) tells its peers, so that their faults name it.
+  std::string agentId{};
 };
 
 // Unsupported (naming the channel and why) for a channel this build lacks.
@@ -44,10 +46,10 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::Tr
 // The channels this build can open, for AgentHello.
 std::vector<msg::ChannelKind> buildChannels();
 
-// What an agent sending on `kinds` must open before its hello (channel_listeners.hpp): for tcp, a socket listening
-// on every interface on a port the kernel picks, advertised as the address of this host on the route to the
-// coordinator (`busTransport`: "ipc" or tcp://HOST:PORT) unless $WSYNC_PAYLOAD_HOST names another. Channels that
-// need nothing add nothing.
+// What an agent sending on `kinds` must open before its hello (channel_listeners.hpp): for tcp, a socket bound to
+// this host's address on the route to the coordinator (`busTransport`: "ipc" or tcp://HOST:PORT) unless
+// $WSYNC_PAYLOAD_HOST names another, on a port the kernel picks, listening only while a send admits its receivers.
+// Channels that need nothing add nothing.
 tl::expected<std::shared_ptr<ChannelListeners>, ChannelFailure> openChannelListeners(
     std::span<const msg::ChannelKind> kinds, std::string_view busTransport);
 

@@ -81,6 +81,9 @@ class CudaIpcChannel final : public Channel {
                                                        std::uint32_t receiver,
                                                        std::chrono::steady_clock::time_point deadline) override;
 
+  // This end's agent: a receiver writes it into its slot at each receive, so that the sender's faults name it by
+  // agent id rather than by index alone. Empty (the default): named by index.
+  void setAgentId(std::string agentId) { agentId_ = std::move(agentId); }
   // Closes the handles this receiver opened: call when the sender is gone (its memory is freed with it).
   void releaseImports();
   void releasePeers() override { releaseImports(); }
@@ -108,6 +111,7 @@ class CudaIpcChannel final : public Channel {
   boost::interprocess::mapped_region region_;
   std::string name_;
   std::function<bool()> cancel_;
+  std::string agentId_;
   std::unique_ptr<State> state_;
 };
 

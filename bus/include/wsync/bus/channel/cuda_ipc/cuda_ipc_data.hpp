@@ -8,15 +8,20 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/state/control_block_data.hpp"
 
 namespace wsync::bus::gpu {
 
 inline constexpr std::uint64_t kIpcMagic = 0x3143504943595357ULL;  // "WSYCIPC1" read little-endian
-inline constexpr std::uint32_t kIpcLayoutVersion = 1;
+// 2: each receiver names itself in its slot (IpcReceiverData::agentIdWords).
+inline constexpr std::uint32_t kIpcLayoutVersion = 2;
 inline constexpr std::uint32_t kMaxIpcReceivers = 64;
 // Bytes of a cudaIpcMemHandle_t (CUDA_IPC_HANDLE_SIZE); checked against CUDA's where the handle is made.
 inline constexpr std::size_t kIpcHandleBytes = 64;
+// Words of a receiver's agent id in its slot: room for the longest (kMaxAgentIdBytes).
+inline constexpr std::size_t kIpcAgentIdWords = 8;
+static_assert(kMaxAgentIdBytes <= kIpcAgentIdWords * 8);
 
 // Written once by the creator before `magic` (release), except abortedTransfer.
 struct alignas(kCacheLineBytes) IpcHeaderData {
@@ -58,6 +63,13 @@ struct alignas(kCacheLineBytes) IpcReceiverData {
   std::uint64_t bytes;
   std::uint64_t digestLo;
   std::uint64_t digestHi;
+  // Who holds the slot for the transfer `namedTransfer`, so that the sender's faults name it: the agent id's bytes
+  // (agentIdBytes of them, zero-padded), written at the start of each receive. A seqlock: namedTransfer is 0 while
+  // the words change, and the sender takes the name only when it reads the same transfer before and after them.
+  std::atomic<std::uint64_t> namedTransfer;
+  std::atomic<std::uint32_t> agentIdBytes;
+  std::uint32_t reserved;
+  std::atomic<std::uint64_t> agentIdWords[kIpcAgentIdWords];
 };
 
 // One exported allocation (the base of a cudaMalloc block), opened once per receiver and cached.
@@ -83,9 +95,10 @@ struct IpcControlData {
 
 static_assert(std::is_standard_layout_v<IpcControlData>);
 static_assert(std::is_trivially_copyable_v<IpcAllocationData> && std::is_trivially_copyable_v<IpcTensorData>);
-static_assert(sizeof(IpcHeaderData) == 64 && sizeof(IpcSenderData) == 64 && sizeof(IpcReceiverData) == 64);
+static_assert(sizeof(IpcHeaderData) == 64 && sizeof(IpcSenderData) == 64 && sizeof(IpcReceiverData) == 128);
+static_assert(offsetof(IpcReceiverData, namedTransfer) == 48 && offsetof(IpcReceiverData, agentIdWords) == 64);
 static_assert(sizeof(IpcAllocationData) == 80 && sizeof(IpcTensorData) == 24);
-static_assert(sizeof(IpcControlData) == 128 + kMaxIpcReceivers * 64);
+static_assert(sizeof(IpcControlData) == 128 + kMaxIpcReceivers * 128);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free);
 
 }  // namespace wsync::bus::gpu

@@ -31,4 +31,8 @@ tl::expected<TcpContact, ChannelFailure> parseTcpContact(std::string_view contac
 // for ipc, whose coordinator is on this host, 127.0.0.1.
 tl::expected<std::string, ChannelFailure> advertisedPayloadHost(std::string_view busTransport);
 
+// The local address of this host's route to `host` (a name or an address): the source address the kernel picks for
+// a connection there (a connected UDP socket, which sends nothing).
+tl::expected<std::string, ChannelFailure> localAddressToward(const std::string& host);
+
 }  // namespace wsync::bus

@@ -8,7 +8,8 @@
 // channel's for the same tensors. The coordinator's side is TcpChannelOwner (tcp_channel_owner.hpp).
 //
 // Connections last one transfer: a receiver connects when its transfer starts and closes after its last byte and
-// ack, so nothing carries from one round to the next but the sender's listener.
+// ack, so nothing carries from one round to the next but the sender's listener, which listens only while a send
+// admits its receivers (each connection's hello within kTcpHelloDeadline, all of them polled at once).
 //
 // Threading: one thread per side per transfer (the agent's I/O thread).
 #include <sys/socket.h>
@@ -42,6 +43,16 @@ inline constexpr std::uint32_t kMaxTcpReceivers = 64;
 // (about 100 us at 10 GB/s), small enough that the digest that follows finds the bytes still in L2, and that one
 // fast receiver's turn holds the others for a fraction of a millisecond.
 inline constexpr std::uint64_t kTcpChunkBytes = std::uint64_t{1} << 20;
+// A connection the sender accepted that has not presented a whole hello by then is dropped. A receiver sends its
+// hello the moment its connect completes, so the hello follows the handshake's last packet at once; this leaves room
+// for one retransmission of a lost hello (200 ms at least) on a long link, and a receiver dropped anyway connects
+// again. What it bounds: how long a stranger's silent or trickling connection holds one of the sender's descriptors.
+inline constexpr std::chrono::milliseconds kTcpHelloDeadline{500};
+// Connections that wait for their hello at once, at most: all are polled together, so none delays another or a
+// receiver; past this the oldest is dropped, which could take a real receiver's place only if this many connections
+// arrived between its connect and its hello (microseconds apart), and it would connect again. Bounds the descriptors
+// a flood of strangers holds.
+inline constexpr std::size_t kMaxTcpPendingHandshakes = 512;
 // A receiver whose sender's connection closed waits this long for the round to end before it reports the sender
 // gone: the sender died, and the coordinator sees that within its heartbeat timeout (2 s by default), or it failed
 // and reported why. Either report says more than this receiver's, and one that raced them would be blamed.
@@ -52,6 +63,9 @@ struct TcpChannelConfig {
   std::string senderContact;              // where the receivers connect: HOST:PORT
   std::vector<std::uint8_t> token;        // the round's, kTcpTokenBytes
   std::chrono::milliseconds senderGoneGrace = kTcpSenderGoneGrace;  // a receiver's (tests shorten it)
+  // This end's agent (empty: unnamed): a receiver presents it in its hello and the sender in its answer, so that
+  // each side's faults name the other by agent id.
+  std::string agentId{};
 };
 
 class TcpChannel final : public Channel {
@@ -65,17 +79,19 @@ class TcpChannel final : public Channel {
   const std::string& key() const override { return key_; }
   void setCancelProbe(std::function<bool()> probe) override { cancelProbe_ = std::move(probe); }
 
-  // Admits receivers 0..receiverCount-1 (each once, with the round's token) from the listener and streams the
-  // tensors to each; returns once every one of them acknowledged the last byte. A receiver that closes or resets its
-  // connection fails the transfer with PeerGone at once; the other receivers' connections are then kept open until
-  // this channel goes, so that they end with the round rather than fail on their own.
+  // Listens, admits receivers 0..receiverCount-1 (each once, with the round's token), stops listening, and streams
+  // the tensors to each; returns once every one of them acknowledged the last byte. A receiver that closes or resets
+  // its connection fails the transfer with PeerGone at once, naming it by the agent id its hello gave; the other
+  // receivers' connections are then kept open until this channel goes, so that they end with the round rather than
+  // fail on their own.
   tl::expected<TransferResult, ChannelFailure> send(std::uint64_t transfer, const BucketPlan& plan,
                                                     std::span<const std::span<const std::byte>> tensors,
                                                     std::uint32_t receiverCount,
                                                     std::chrono::steady_clock::time_point deadline) override;
-  // Connects to the sender (again, while it refuses connections or is still on an earlier transfer, until the
-  // deadline), presents the token and `receiver`, and reads every byte into `tensors`. A sender that closes the
-  // connection first fails it with PeerGone, after waiting up to senderGoneGrace for the round to end (Aborted).
+  // Connects to the sender (again, while it refuses connections, closes them unanswered or is still on an earlier
+  // transfer, until the deadline), presents the token, `receiver` and its agent id, and reads every byte into
+  // `tensors`. A sender that closes the connection after admitting it fails it with PeerGone, after waiting up to
+  // senderGoneGrace for the round to end (Aborted).
   tl::expected<TransferResult, ChannelFailure> receive(std::uint64_t transfer, const BucketPlan& plan,
                                                        std::span<const std::span<std::byte>> tensors,
                                                        std::uint32_t receiver,
