@@ -1,12 +1,9 @@
 #include "wsync/bus/channel/tcp/tcp_channel_owner.hpp"
 
-#include <sys/random.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "wsync/bus/channel/tcp/tcp_channel.hpp"
+#include "wsync/bus/core/random_bytes.hpp"
 
 namespace wsync::bus {
 
@@ -29,15 +26,9 @@ tl::expected<ChannelGrant, std::string> TcpChannelOwner::prepare(const ChannelMe
   }
   ChannelGrant grant;
   grant.groupId.resize(kTcpTokenBytes);
-  // getrandom: the kernel's CSPRNG, which a stranger cannot predict from earlier tokens.
-  std::size_t filled = 0;
-  while (filled < grant.groupId.size()) {
-    const ssize_t got = ::getrandom(grant.groupId.data() + filled, grant.groupId.size() - filled, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      return tl::unexpected(std::string("no random bytes for a tcp admission token: ") + std::strerror(errno));
-    }
-    filled += static_cast<std::size_t>(got);
+  // The kernel's CSPRNG: a stranger cannot predict a token from earlier ones.
+  if (auto filled = fillRandom(grant.groupId); !filled) {
+    return tl::unexpected("no random bytes for a tcp admission token: " + filled.error());
   }
   grant.senderContact = contact->address;
   return grant;
