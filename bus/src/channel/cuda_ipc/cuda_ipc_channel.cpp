@@ -91,7 +91,8 @@ std::uint64_t processToken() {
 // this transfer, or wrote no name, or one that names no agent: the slot is another process's writing).
 std::string receiverName(const IpcReceiverData& slot, std::uint32_t index, std::uint64_t transfer) {
   const std::string byIndex = "receiver " + std::to_string(index);
-  if (slot.namedTransfer.load(std::memory_order_acquire) != transfer) return byIndex;
+  // Its name from an earlier transfer may be another process's: this slot goes to whoever has this index now.
+  if (slot.namedTransfer.load(std::memory_order_acquire) != transfer) return byIndex + " (not yet in this transfer)";
   const std::uint32_t length = slot.agentIdBytes.load(std::memory_order_relaxed);
   std::array<char, kIpcAgentIdWords * 8> bytes{};
   for (std::size_t word = 0; word < kIpcAgentIdWords; ++word) {
