@@ -122,8 +122,10 @@ void Sender::describeWait() {
     waiting_ = "waiting for " + std::to_string(count - admission_.admitted()) + " of " + std::to_string(count) +
                " receivers to connect (indexes ";
   } else {
+    // A receiver admitted in this pass is taken at its end (take()): until then its slot is empty, though the
+    // admission counts it in.
     for (const auto& receiver : receivers_) {
-      if (receiver->stage != Receiver::Stage::Done) name(receiver->label);
+      if (receiver && receiver->stage != Receiver::Stage::Done) name(receiver->label);
     }
     waiting_ = "sending to " + std::to_string(count - done_) + " of " + std::to_string(count) + " receivers (";
   }
@@ -250,7 +252,9 @@ tl::expected<void, ChannelFailure> Sender::run(const TransferProgress& progress)
     take(admitted);
     if (bucketsReported < bucketEnds.size() && admission_.complete()) {
       std::uint64_t everyone = stream_.totalBytes();
-      for (const auto& receiver : receivers_) everyone = std::min(everyone, receiver->cursor.position);
+      for (const auto& receiver : receivers_) {
+        if (receiver) everyone = std::min(everyone, receiver->cursor.position);
+      }
       const std::size_t before = bucketsReported;
       while (bucketsReported < bucketEnds.size() && bucketEnds[bucketsReported] <= everyone) ++bucketsReported;
       if (bucketsReported > before && progress) progress(bucketEnds[bucketsReported - 1]);
