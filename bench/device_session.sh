@@ -32,7 +32,7 @@
 #              over the 1.6 MB array per round), cuda_ipc (allocations kept, --timeline) and nccl with 1 receiver, one
 #              after the other on the same GPUs.
 #
-#   asan-tests: the C++ GPU tests built under ASan+UBSan (tools/test.sh's build-asan): wsync_gpu_tests, its peer and
+#   asan-tests: the C++ GPU tests built under ASan+UBSan (scripts/test.sh's build-asan): wsync_gpu_tests, its peer and
 #               the coordinator, trainer and worker, stripped of debug information (the stacks' lines come from
 #               build-asan's copies), packed as .carry/asan/bin.tgz, with the sanitizer runtimes and the libraries
 #               they link, build-asan's libwsync.so.1 among them, in .carry/asan/lib or packed as .carry/asan/lib.tgz

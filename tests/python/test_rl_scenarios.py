@@ -78,7 +78,7 @@ def checks(result: dict) -> list:
     return [check["check"] for check in result["checks"]]
 
 
-# ---- CPU: every run of tools/test.sh ------------------------------------------------------------------------------
+# ---- CPU: every run of scripts/test.sh ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("channel", ["shm", "tcp"])
 def test_sync_rlhf_the_engine_generates_what_the_trained_policy_generates(channel, tmp_path):

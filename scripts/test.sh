@@ -31,9 +31,9 @@ readonly ASAN_DEFAULTS LSAN_DEFAULTS UBSAN_DEFAULTS TSAN_DEFAULTS
 
 usage() {
   cat <<EOF
-Usage: tools/test.sh [options]
+Usage: scripts/test.sh [options]
 
-Installs missing Debian packages (tools/install-deps.sh --python), builds build/ (RelWithDebInfo, WSYNC_WERROR=ON)
+Installs missing Debian packages (scripts/install-deps.sh --python), builds build/ (RelWithDebInfo, WSYNC_WERROR=ON)
 and runs ctest, then the Python tests (pytest tests/python in build/python-venv, a virtual environment that sees
 Debian's torch and numpy); then builds build-asan/ (address,undefined) and runs ctest there too; last builds the
 Python wheel with pip (its own build folder, build-python/) and tries it in a fresh virtual environment.
@@ -49,7 +49,7 @@ Options:
                        time, never run without being asked for);
                        -L python: only the Python tests (the plain build, pytest and the wheel)
   --no-python          skip the Python tests and the wheel
-  --build-only         install, configure and build build/, run nothing (used by tools/quickstart.sh)
+  --build-only         install, configure and build build/, run nothing (used by scripts/quickstart.sh)
   -h, --help           this text
 EOF
 }
@@ -175,8 +175,8 @@ export_asan_options() {
 deps_flags=()
 [[ -n "$fuzz_seconds" ]] && deps_flags+=(--fuzz)
 ((python_tests)) && deps_flags+=(--python)
-stage "dependencies (tools/install-deps.sh${deps_flags[*]:+ ${deps_flags[*]}})"
-bash tools/install-deps.sh "${deps_flags[@]}"
+stage "dependencies (scripts/install-deps.sh${deps_flags[*]:+ ${deps_flags[*]}})"
+bash scripts/install-deps.sh "${deps_flags[@]}"
 echo "toolchain: $(g++ --version | head -n1); $(cmake --version | head -n1); $jobs cores"
 
 # The Python tests run in build/python-venv: Debian's python3 with its site packages (python3-torch, python3-numpy)
@@ -212,7 +212,7 @@ run_pytest() {
     "$PYTHON_VENV/bin/python" -m pytest tests/python -m "$1" -p no:cacheprovider
 }
 
-# build/ is shared with tools/quickstart.sh (same arguments), so neither reconfigures the other's tree.
+# build/ is shared with scripts/quickstart.sh (same arguments), so neither reconfigures the other's tree.
 configure_and_build build -DWSYNC_WERROR=ON -DWSYNC_SANITIZE= -DWSYNC_FUZZ=OFF
 if ((build_only)); then
   exit 0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is missing, builds everything into build/ and runs the demo.
-# build/ is configured exactly as tools/test.sh configures it (test.sh --build-only does the work), so running the
+# build/ is configured exactly as scripts/test.sh configures it (test.sh --build-only does the work), so running the
 # tests afterwards reuses this build instead of redoing it. Exits with the demo's exit code.
 set -euo pipefail
 
@@ -14,7 +14,7 @@ DEMO=(build/tools/demo/wsync-demo --workers 3 --rounds 20 --model opt-125m --pau
 
 case "${1:-}" in
   -h | --help)
-    echo "Usage: tools/quickstart.sh [DEMO OPTIONS]"
+    echo "Usage: scripts/quickstart.sh [DEMO OPTIONS]"
     echo "Installs missing Debian packages, builds build/ and runs the demo: ${DEMO[*]}"
     echo "DEMO OPTIONS override those (e.g. --rounds 5 --workers 8); see build/tools/demo/wsync-demo --help"
     exit 0 ;;
@@ -22,8 +22,8 @@ esac
 DEMO+=("$@")
 readonly DEMO
 
-echo "quickstart: installing missing packages and building build/ (tools/test.sh --build-only)"
-bash tools/test.sh --build-only
+echo "quickstart: installing missing packages and building build/ (scripts/test.sh --build-only)"
+bash scripts/test.sh --build-only
 
 if [[ ! -x "${DEMO[0]}" ]]; then
   echo "quickstart: the demo ${DEMO[0]} was not built" >&2
