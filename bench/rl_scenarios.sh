@@ -41,11 +41,11 @@ run() {
   return $code
 }
 
-# The timing table's update rows: wsync against what the seeds do, same run (python/benchmarks/publish.py: per-tensor
+# The timing table's update rows: wsync against what the seeds do, same run (bench/python/publish.py: per-tensor
 # torch.distributed.broadcast and vLLM-style packed buckets over nccl on 2 GPUs; torch copies on one GPU).
 echo "== timing: update time per version"
 if [[ $gpus -ge 2 ]]; then channel=nccl; else channel=cuda_ipc; fi
-python3 python/benchmarks/publish.py --channel "$channel" --models hf:qwen3-0.6b hf:qwen3-1.7b hf:qwen3-1.7b:bf16 \
+python3 bench/python/publish.py --channel "$channel" --models hf:qwen3-0.6b hf:qwen3-1.7b hf:qwen3-1.7b:bf16 \
   --warmup 2 --reps 10 ${WSYNC_COMMIT:+--commit "$WSYNC_COMMIT"} --out "$out/update-time-$channel.md" \
   --json "$out/update-time-$channel.json" > "$out/update-time-$channel.log" 2>&1 || status=1
 grep -E '^## |wsync Python \(|per tensor|packed' "$out/update-time-$channel.md"

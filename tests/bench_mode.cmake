@@ -1,7 +1,7 @@
 # One mode of wsync-bench in a tiny configuration, so that the benchmark cannot rot: it must exit 0 and write JSON that
 # parses and has every top-level key of KEYS. Usage:
 #   cmake -DBENCH=wsync-bench -DMODE=bus "-DARGS=--quick;--agents;1" "-DKEYS=mode;machine" -DJSON=out.json -P ...
-# Optional: -DLAUNCHER=COMMAND (a list) runs `COMMAND wsync-bench MODE ...` instead (tools/bench/across_hosts.sh);
+# Optional: -DLAUNCHER=COMMAND (a list) runs `COMMAND wsync-bench MODE ...` instead (bench/wsync-bench/across_hosts.sh);
 # -DSKIP_STATUS=N: that exit status means the test cannot run here, and it prints "wsync-bench MODE: skipped: why"
 # for the test's SKIP_REGULAR_EXPRESSION.
 execute_process(COMMAND ${LAUNCHER} "${BENCH}" ${MODE} ${ARGS} --json "${JSON}" RESULT_VARIABLE status OUTPUT_QUIET

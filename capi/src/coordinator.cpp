@@ -1,15 +1,15 @@
-// A coordinator in the caller's process: tools::CoordinatorThread (the one tests and benchmarks use), plus a view
+// A coordinator in the caller's process: coordinator::CoordinatorThread (the one tests and benchmarks use), plus a view
 // of its control block for wsync_coordinator_committed_version, which any thread may call at any time.
 #include <memory>
 
 #include "boundary.hpp"
 #include "wsync/bus/state/control_block.hpp"
 #include "wsync/coordinator/coordinator.hpp"
-#include "wsync/tools/coordinator_thread.hpp"
+#include "wsync/coordinator/coordinator_thread.hpp"
 
 struct wsync_coordinator {
   wsync::bus::ControlBlockView block;  // the committed version, as the coordinator stores it for every reader
-  std::unique_ptr<wsync::tools::CoordinatorThread> thread;
+  std::unique_ptr<wsync::coordinator::CoordinatorThread> thread;
 };
 
 namespace wsync::capi {
@@ -126,7 +126,7 @@ wsync_status wsync_coordinator_start(const wsync_coordinator_config* config, wsy
     auto block = bus::ControlBlockView::open(options->bus);
     if (!block) return capi::fail(WSYNC_INTERNAL, "the new bus's control block: " + block.error().describe());
     *out = new wsync_coordinator{std::move(*block),
-                                 std::make_unique<tools::CoordinatorThread>(std::move(*started))};
+                                 std::make_unique<coordinator::CoordinatorThread>(std::move(*started))};
     return WSYNC_OK;
   });
 }

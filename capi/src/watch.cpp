@@ -7,8 +7,8 @@
 #include "boundary.hpp"
 #include "wsync/bus/transport/dealer_endpoint.hpp"
 #include "wsync/bus/transport/event_subscriber.hpp"
-#include "wsync/tools/bus_json.hpp"
-#include "wsync/tools/bus_request.hpp"
+#include "wsync/bus/protocol/bus_json.hpp"
+#include "wsync/bus/transport/bus_request.hpp"
 
 struct wsync_events {
   zmq::context_t context{1};
@@ -33,15 +33,15 @@ wsync_status wsync_bus_status(const wsync_connection* connection, int64_t timeou
     if (!dealer) return capi::fail(WSYNC_UNAVAILABLE, dealer.error().describe());
     bus::MessageBuilder builder;
     const auto request = builder.finish(msg::CreateSnapshotRequest(builder.fbb()), bus::EnvelopeStamp{0, 1});
-    auto answer = tools::requestOnce(*dealer, request, *timeout);
+    auto answer = bus::requestOnce(*dealer, request, *timeout);
     if (!answer) {
       switch (answer.error().code) {
-        case tools::RequestError::NoAnswer:
+        case bus::RequestError::NoAnswer:
           return capi::fail(WSYNC_TIMEOUT, "no coordinator answered on bus '" + where->bus + "' within " +
                                                std::to_string(timeout->count()) + " ms");
-        case tools::RequestError::Transport:
-        case tools::RequestError::Refused: return capi::fail(WSYNC_UNAVAILABLE, answer.error().describe());
-        case tools::RequestError::Undecodable: break;
+        case bus::RequestError::Transport:
+        case bus::RequestError::Refused: return capi::fail(WSYNC_UNAVAILABLE, answer.error().describe());
+        case bus::RequestError::Undecodable: break;
       }
       return capi::fail(WSYNC_INTERNAL, "bus '" + where->bus + "': " + answer.error().describe());
     }
@@ -54,7 +54,7 @@ wsync_status wsync_bus_status(const wsync_connection* connection, int64_t timeou
     if (snapshot == nullptr) {
       return capi::fail(WSYNC_INTERNAL, std::string("the coordinator answered ") + bus::bodyName(answer->type()));
     }
-    *json = capi::newCString(tools::jsonText(tools::snapshotJson(where->bus, *snapshot)));
+    *json = capi::newCString(bus::jsonText(bus::snapshotJson(where->bus, *snapshot)));
     return WSYNC_OK;
   });
 }
@@ -91,7 +91,7 @@ wsync_status wsync_events_next(wsync_events* events, int64_t timeout_ms, char** 
       if (!*received) return capi::fail(WSYNC_TIMEOUT, "no event within " + std::to_string(timeout->count()) + " ms");
       // One that does not decode is counted by the subscriber and skipped, as wsync-mon skips it.
       if ((*received)->message) {
-        *json = capi::newCString(tools::jsonText(tools::eventJson((*received)->source, *(*received)->message)));
+        *json = capi::newCString(bus::jsonText(bus::eventJson((*received)->source, *(*received)->message)));
         return WSYNC_OK;
       }
       if (left.count() == 0) return capi::fail(WSYNC_TIMEOUT, "no event that decodes within the timeout");

@@ -24,7 +24,6 @@ std::string clientDetail(const flatbuffers::String* text, const char* fallback) 
   return text != nullptr ? bus::printableText(text->string_view()) : std::string(fallback);
 }
 
-std::string hex(const bus::Digest& digest) { return bus::hex128(digest.hi, digest.lo); }
 
 double millisSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -187,8 +186,8 @@ void RoundMachine::begin(const AgentRecord& trainer, std::uint64_t seq, const ms
       return;
     }
     if (manifest->digest() != digest) {
-      refuse(msg::ErrorCode::Malformed, "the manifest's digest " + hex(manifest->digest()) +
-                                            " differs from the round's " + hex(digest));
+      refuse(msg::ErrorCode::Malformed, "the manifest's digest " + bus::hex(manifest->digest()) +
+                                            " differs from the round's " + bus::hex(digest));
       return;
     }
     if (cacheManifest(std::move(*manifest)) == nullptr) {
@@ -199,7 +198,7 @@ void RoundMachine::begin(const AgentRecord& trainer, std::uint64_t seq, const ms
   const auto cached = manifests_.find(digest);
   if (cached == manifests_.end()) {
     refuse(msg::ErrorCode::UnknownManifest,
-           "manifest " + hex(digest) + " is unknown to this coordinator: send it with BeginUpdate");
+           "manifest " + bus::hex(digest) + " is unknown to this coordinator: send it with BeginUpdate");
     return;
   }
   if (begin.total_bytes() != cached->second.manifest.totalBytes()) {
@@ -270,7 +269,7 @@ bool RoundMachine::resendManifest(Participant& participant, AgentRecord& worker)
   parts_.outbox.send(worker.routingId, parts_.outbox.stamp(msg::CreatePause(parts_.outbox.start(), round_->id,
                                                                             round_->version, round_->mode, &digest)));
   log::info("round {}: worker '{}' lacked manifest {}: sent it again", round_->id, worker.agentId,
-            hex(round_->manifestDigest));
+            bus::hex(round_->manifestDigest));
   return true;
 }
 
@@ -370,8 +369,8 @@ void RoundMachine::verifyAndCommit() {
     }
     if (participant.digest != round_->trainerDigest) {
       abortRound(msg::AbortReason::DigestMismatch,
-                 "worker '" + participant.agentId + "' received bytes with digest " + hex(participant.digest) +
-                     ", the trainer sent " + hex(round_->trainerDigest),
+                 "worker '" + participant.agentId + "' received bytes with digest " + bus::hex(participant.digest) +
+                     ", the trainer sent " + bus::hex(round_->trainerDigest),
                  participant.agentId);
       return;
     }

@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
-#include <wsync/tools/child_process.hpp>
+#include <wsync/cli/child_process.hpp>
 
 #include "gpu_peer_protocol.hpp"
 #include "wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp"
 
 namespace wsync::test {
 
-using tools::ChildProcess;
+using cli::ChildProcess;
 
 // Why this machine cannot run a test that needs `devices` GPUs (and, for nccl, libnccl.so.2), or nothing.
 std::optional<std::string> missingGpus(int devices);

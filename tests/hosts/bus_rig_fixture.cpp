@@ -85,7 +85,7 @@ void BusRigFixture::startCoordinator(const std::vector<std::string>& extra) {
   }
 }
 
-tools::ChildProcess& BusRigFixture::startWorker(const std::string& id, const std::string& host,
+cli::ChildProcess& BusRigFixture::startWorker(const std::string& id, const std::string& host,
                                                 const std::vector<std::string>& extra) {
   auto args = clientArgs(host);
   args.insert(args.end(), {"--id", id, "--step-ms", "1", "--dump", path(id + ".safetensors")});
@@ -97,7 +97,7 @@ tools::ChildProcess& BusRigFixture::startWorker(const std::string& id, const std
       .first->second;
 }
 
-tools::ChildProcess& BusRigFixture::startTrainer(const std::string& id, const std::vector<std::string>& extra) {
+cli::ChildProcess& BusRigFixture::startTrainer(const std::string& id, const std::vector<std::string>& extra) {
   auto args = clientArgs("train");
   args.insert(args.end(), {"--id", id, "--dump", path(id + ".safetensors")});
   withDefaultModel(args, extra);

@@ -16,7 +16,7 @@
 
 #include "captured_run.hpp"
 #include "host_rig.hpp"
-#include "wsync/tools/child_process.hpp"
+#include "wsync/cli/child_process.hpp"
 
 namespace wsync::test {
 
@@ -31,10 +31,10 @@ class BusRigFixture : public ::testing::Test {
   // Starts the coordinator on "coord" (extra flags after the fixture's) and waits until it is ready.
   void startCoordinator(const std::vector<std::string>& extra = {});
   // wsync-worker `id` on `host`, its log in <id>.log and its weights dumped to <id>.safetensors at exit.
-  tools::ChildProcess& startWorker(const std::string& id, const std::string& host,
+  cli::ChildProcess& startWorker(const std::string& id, const std::string& host,
                                    const std::vector<std::string>& extra = {});
   // wsync-trainer `id` on "train", likewise.
-  tools::ChildProcess& startTrainer(const std::string& id, const std::vector<std::string>& extra = {});
+  cli::ChildProcess& startTrainer(const std::string& id, const std::vector<std::string>& extra = {});
   // wsync-ctl on "ops" (as the operator), to its end.
   CapturedRun ctl(const std::vector<std::string>& command);
   // `wsync-ctl status --json` on "ops", parsed (a test failure and null when it fails).
@@ -51,8 +51,8 @@ class BusRigFixture : public ::testing::Test {
   std::string bus_;
   std::string directory_;
   std::string transport_;
-  std::optional<tools::ChildProcess> coordinator_;
-  std::map<std::string, tools::ChildProcess> agents_;
+  std::optional<cli::ChildProcess> coordinator_;
+  std::map<std::string, cli::ChildProcess> agents_;
 
  private:
   // The key pair of `name`, made on `host`; its public line.

@@ -11,7 +11,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include <wsync/tools/child_process.hpp>
+#include <wsync/cli/child_process.hpp>
 
 namespace wsync::test {
 namespace {
@@ -76,9 +76,9 @@ CapturedRun runToEnd(const std::vector<std::string>& argv, std::chrono::millisec
   }
   Pipe out;
   Pipe err;
-  std::optional<tools::ChildProcess> child;
+  std::optional<cli::ChildProcess> child;
   try {
-    child.emplace(tools::ChildProcess::spawn(argv.front(), {argv.begin() + 1, argv.end()},
+    child.emplace(cli::ChildProcess::spawn(argv.front(), {argv.begin() + 1, argv.end()},
                                              {.stdoutFd = out.write, .stderrFd = err.write, .deathSignal = SIGKILL}));
   } catch (const std::exception& error) {
     run.status = kCannotRun;

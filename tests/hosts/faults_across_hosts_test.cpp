@@ -161,7 +161,7 @@ class FaultsAcrossHosts : public BusRigFixture, public testing::WithParamInterfa
   }
 
   EventLog events_{""};
-  std::optional<tools::ChildProcess> monitor_;
+  std::optional<cli::ChildProcess> monitor_;
 };
 
 TEST_P(FaultsAcrossHosts, ALinkCutAtAPhaseEndsTheRoundDropsTheWorkerAndItRejoinsAfterward) {

@@ -86,11 +86,11 @@ std::vector<std::string> HostRig::command(const std::string& host, const std::st
   return argv;
 }
 
-tools::ChildProcess HostRig::spawn(const std::string& host, const std::string& program,
-                                   const std::vector<std::string>& args, tools::ChildOptions options) const {
+cli::ChildProcess HostRig::spawn(const std::string& host, const std::string& program,
+                                   const std::vector<std::string>& args, cli::ChildOptions options) const {
   if (options.deathSignal == 0) options.deathSignal = SIGKILL;
   const auto argv = command(host, program, args);
-  return tools::ChildProcess::spawn(argv.front(), {argv.begin() + 1, argv.end()}, options);
+  return cli::ChildProcess::spawn(argv.front(), {argv.begin() + 1, argv.end()}, options);
 }
 
 const std::string& HostRig::address(const std::string& host) const {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include <tl/expected.hpp>
-#include <wsync/tools/child_process.hpp>
+#include <wsync/cli/child_process.hpp>
 
 namespace wsync::test {
 
@@ -41,8 +41,8 @@ class HostRig {
                                    const std::vector<std::string>& args = {}) const;
   // ChildProcess::spawn of command(): SIGKILL as the death signal unless `options` asks for another, so that
   // nothing on a host outlives a test process that was killed.
-  tools::ChildProcess spawn(const std::string& host, const std::string& program, const std::vector<std::string>& args,
-                            tools::ChildOptions options = {}) const;
+  cli::ChildProcess spawn(const std::string& host, const std::string& program, const std::vector<std::string>& args,
+                            cli::ChildOptions options = {}) const;
 
   // The host's IPv4 address on the rig's network. Throws std::invalid_argument for a host the rig does not have.
   const std::string& address(const std::string& host) const;

@@ -41,7 +41,7 @@ int outputFile(const std::string& path) { return ::open(path.c_str(), O_WRONLY |
 
 // Waits until `text()` holds `needle` or `process` has ended or kPatience has passed; whether it does.
 template <typename Text>
-bool waitForText(Text text, const std::string& needle, tools::ChildProcess& process) {
+bool waitForText(Text text, const std::string& needle, cli::ChildProcess& process) {
   const auto deadline = Clock::now() + kPatience;
   while (text().find(needle) == std::string::npos) {
     if (Clock::now() >= deadline || !process.running()) return text().find(needle) != std::string::npos;
@@ -94,9 +94,9 @@ class MonitorsAcrossHostsTest : public ::testing::Test {
   std::string bus_;
   std::string directory_;
   std::string transport_;
-  std::optional<tools::ChildProcess> coordinator_;
-  std::optional<tools::ChildProcess> worker_;
-  std::optional<tools::ChildProcess> mon_;
+  std::optional<cli::ChildProcess> coordinator_;
+  std::optional<cli::ChildProcess> worker_;
+  std::optional<cli::ChildProcess> mon_;
 };
 
 TEST_F(MonitorsAcrossHostsTest, CtlAndMonOnAnotherHostReportACoordinatorServingTcpWithCurve) {

@@ -74,7 +74,7 @@ class RigNetworkTest : public ::testing::Test {
 
   std::optional<HostRig> rig_;
   std::string directory_;
-  std::optional<tools::ChildProcess> server_;
+  std::optional<cli::ChildProcess> server_;
 };
 
 TEST_F(RigNetworkTest, HostsReachEachOtherByAddressAndByName) {

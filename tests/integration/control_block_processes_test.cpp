@@ -11,12 +11,12 @@
 
 #include "test_environment.hpp"
 #include "wsync/bus/state/control_block.hpp"
-#include "wsync/tools/child_process.hpp"
+#include "wsync/cli/child_process.hpp"
 
 namespace wsync::bus {
 namespace {
 
-using tools::ChildProcess;
+using cli::ChildProcess;
 
 // Generous: a helper process starts in milliseconds, but CI machines are shared and may be slow.
 constexpr std::chrono::seconds kStartupTimeout{20};

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <wsync/tools/child_process.hpp>
+#include <wsync/cli/child_process.hpp>
 #include <zmq.hpp>
 
 #include "wsync/bus/state/control_block.hpp"
@@ -18,7 +18,7 @@
 
 namespace wsync::test {
 
-using tools::ChildProcess;
+using cli::ChildProcess;
 
 // A test waits this long for something that normally takes milliseconds; only a hang should reach it.
 inline constexpr std::chrono::seconds kPatience{60};

@@ -28,14 +28,14 @@
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/cli/model_catalog.hpp"
 #include "wsync/bus/channel/shm/shm_arena.hpp"
-#include "wsync/tools/child_process.hpp"
+#include "wsync/cli/child_process.hpp"
 #include "wsync/bus/channel/shm/shm_arena_data.hpp"
 
 namespace wsync::bus {
 namespace {
 
 namespace bip = boost::interprocess;
-using tools::ChildProcess;
+using cli::ChildProcess;
 
 // A peer's own bound on each transfer: longer than any wait below, so that a stuck peer is ended by what the test
 // does (a kill, an abort) or fails the test, never ended by its own deadline while the test looks the other way.

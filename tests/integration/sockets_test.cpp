@@ -18,7 +18,7 @@
 #include <wsync/bus/protocol/message.hpp>
 #include <wsync/bus/transport/router_endpoint.hpp>
 #include <wsync/bus/protocol/topics.hpp>
-#include <wsync/tools/child_process.hpp>
+#include <wsync/cli/child_process.hpp>
 #include <zmq.hpp>
 
 #include "test_environment.hpp"
@@ -27,7 +27,7 @@ namespace wsync {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using tools::ChildProcess;
+using cli::ChildProcess;
 
 // Bounds one peer's whole run. The peer gives up on each of its own waits after 10 s and says why, so this is
 // longer: a hung peer is killed here, a slow one still reports its own reason first.

@@ -30,7 +30,7 @@ def _find_native() -> None:
         if found:
             os.environ["WSYNC_LIBRARY"] = str(found[0])
     if not os.environ.get("WSYNC_BIN_DIR"):
-        program = build / "coordinator" / "wsync-coordinator"
+        program = build / "tools" / "coordinator" / "wsync-coordinator"
         found = [program] if program.exists() else sorted(build.glob("**/wsync-coordinator"))
         if found:
             os.environ["WSYNC_BIN_DIR"] = str(found[0].parent)

@@ -1,4 +1,4 @@
-"""python/benchmarks/publish.py in its CPU form (--quick --channel shm: CPU tensors, small catalog shapes), so the
+"""bench/python/publish.py in its CPU form (--quick --channel shm: CPU tensors, small catalog shapes), so the
 benchmark cannot rot: every row runs and every row's bytes are verified. Seconds; the measurement itself runs on
 GPU machines (docs/python.md, "The publish benchmark")."""
 import json

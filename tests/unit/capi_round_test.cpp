@@ -15,7 +15,7 @@
 
 #include "capi_fixture.hpp"
 #include "text_file.hpp"
-#include "wsync/tools/child_process.hpp"
+#include "wsync/cli/child_process.hpp"
 
 namespace wsync::capi_test {
 namespace {
@@ -319,7 +319,7 @@ TEST(CApiFromC, TheCExampleRunsARound) {
   const std::string output = ::testing::TempDir() + "/capi-example-" + std::to_string(::getpid()) + ".txt";
   const int outputFd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   ASSERT_GE(outputFd, 0);
-  auto example = tools::ChildProcess::spawn(WSYNC_EXAMPLE_C, {test::uniqueBusName("capic")},
+  auto example = cli::ChildProcess::spawn(WSYNC_EXAMPLE_C, {test::uniqueBusName("capic")},
                                             {.stdoutFd = outputFd, .deathSignal = SIGKILL});
   ::close(outputFd);
   EXPECT_EQ(example.wait(std::chrono::milliseconds(kGenerousMs)), 0) << example.describeExit();

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include <wsync/tools/coordinator_thread.hpp>
+#include <wsync/coordinator/coordinator_thread.hpp>
 #include "test_environment.hpp"
 #include "wsync/bus/channel/registry.hpp"
 #include "wsync/cli/model_catalog.hpp"
@@ -18,7 +18,7 @@
 namespace wsync::test {
 namespace {
 
-using tools::CoordinatorThread;
+using coordinator::CoordinatorThread;
 
 using namespace std::chrono_literals;
 

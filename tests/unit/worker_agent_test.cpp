@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include <wsync/tools/coordinator_thread.hpp>
+#include <wsync/coordinator/coordinator_thread.hpp>
 #include "raw_client.hpp"
 #include "test_environment.hpp"
 #include "wsync/bus/session/agent_session.hpp"
@@ -282,7 +282,7 @@ WorkerOptions optionsFor(const std::string& bus, FakeEngine& engine) {
 
 TEST(WorkerAgent, AppliesACommittedVersionBetweenPauseAndResume) {
   const std::string bus = test::uniqueBusName("wapply");
-  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  coordinator::CoordinatorThread coordinator(coordinatorOptions(bus));
   FakeEngine engine;
   auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
   ASSERT_TRUE(agent.has_value()) << agent.error().describe();
@@ -312,7 +312,7 @@ TEST(WorkerAgent, AppliesACommittedVersionBetweenPauseAndResume) {
 // round's mode, and sees it lifted once the round has resumed.
 TEST(WorkerAgent, PauseRequestedShowsTheBusPauseWord) {
   const std::string bus = test::uniqueBusName("wpauseword");
-  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  coordinator::CoordinatorThread coordinator(coordinatorOptions(bus));
   FakeEngine engine;
   std::atomic<WorkerAgent*> self{nullptr};
   std::mutex seenMutex;
@@ -346,7 +346,7 @@ TEST(WorkerAgent, PauseRequestedShowsTheBusPauseWord) {
 
 TEST(WorkerAgent, RefusesAMismatchedManifestBeforePausing) {
   const std::string bus = test::uniqueBusName("wmismatch");
-  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  coordinator::CoordinatorThread coordinator(coordinatorOptions(bus));
   auto specs = tinyModel();
   std::swap(specs[1].shape[0], specs[1].shape[1]);  // layers.0.attn.qkv.weight [48, 16] bound as [16, 48]
   FakeEngine engine(specs);
@@ -368,7 +368,7 @@ TEST(WorkerAgent, RefusesAMismatchedManifestBeforePausing) {
 
 TEST(WorkerAgent, NeverAppliesACorruptedReceive) {
   const std::string bus = test::uniqueBusName("wcorrupt");
-  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  coordinator::CoordinatorThread coordinator(coordinatorOptions(bus));
   FakeEngine engine;
   WorkerOptions options = optionsFor(bus, engine);
   // The fault wsync-worker's --fault corrupt-receive@2 installs: a decorator of the payload channel, through the
@@ -400,7 +400,7 @@ TEST(WorkerAgent, NeverAppliesACorruptedReceive) {
 // ends it.
 TEST(WorkerAgent, AWorkerJoiningDuringAnOperatorsPauseIsPausedUntilTheOperatorResumes) {
   const std::string bus = test::uniqueBusName("wjoinpaused");
-  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  coordinator::CoordinatorThread coordinator(coordinatorOptions(bus));
   Operator operatorClient(bus);
   ASSERT_TRUE(operatorClient.request(msg::ControlAction::Pause));
 
@@ -445,7 +445,7 @@ TEST(WorkerAgent, APauseOrResumeOfRound0IsIgnored) {
 // engine is never resumed (it never paused) and keeps its version, and the next round commits.
 TEST(WorkerAgent, APauseHookThatFailsRefusesTheRound) {
   const std::string bus = test::uniqueBusName("wpausefail");
-  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  coordinator::CoordinatorThread coordinator(coordinatorOptions(bus));
   FakeEngine engine;
   auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
   ASSERT_TRUE(agent.has_value()) << agent.error().describe();
@@ -478,7 +478,7 @@ TEST(WorkerAgent, APauseHookThatFailsRefusesTheRound) {
 // begins while it holds asks the engine to pause again.
 TEST(WorkerAgent, AnOperatorsPauseThatFailsLeavesTheEngineUnpaused) {
   const std::string bus = test::uniqueBusName("wopfail");
-  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  coordinator::CoordinatorThread coordinator(coordinatorOptions(bus));
   Operator operatorClient(bus);
   FakeEngine engine;
   auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
@@ -502,7 +502,7 @@ TEST(WorkerAgent, AnOperatorsPauseThatFailsLeavesTheEngineUnpaused) {
 
 TEST(WorkerAgent, WaitForVersionWakesOnApplyAndOnStop) {
   const std::string bus = test::uniqueBusName("wwaitver");
-  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  coordinator::CoordinatorThread coordinator(coordinatorOptions(bus));
   FakeEngine engine;
   auto agent = WorkerAgent::start(optionsFor(bus, engine), engine.hooks());
   ASSERT_TRUE(agent.has_value()) << agent.error().describe();
@@ -529,7 +529,7 @@ TEST(WorkerAgent, WaitForVersionWakesOnApplyAndOnStop) {
 // and a start that fails after claiming (no coordinator) holds nothing.
 TEST(WorkerAgent, TwoWorkersOfOneProcessMayNotBindTheSameMemory) {
   const std::string bus = test::uniqueBusName("wshared");
-  tools::CoordinatorThread coordinator(coordinatorOptions(bus));
+  coordinator::CoordinatorThread coordinator(coordinatorOptions(bus));
   FakeEngine engine;
   FakeEngine other;
   WorkerOptions firstOptions = optionsFor(bus, engine);

@@ -16,8 +16,9 @@
 #include "wsync/bus/transport/dealer_endpoint.hpp"
 #include "wsync/bus/protocol/message.hpp"
 #include "wsync/bus/core/text.hpp"
-#include "wsync/tools/bus_json.hpp"
-#include "wsync/tools/bus_request.hpp"
+#include "wsync/bus/protocol/bus_json.hpp"
+#include "wsync/bus/transport/bus_request.hpp"
+#include "wsync/bus/protocol/wire_text.hpp"
 
 namespace {
 
@@ -33,7 +34,6 @@ constexpr int kExitRefused = 4;       // the coordinator refused (nothing to abo
 // A coordinator answers within milliseconds; this covers one that is busy starting or under heavy load.
 constexpr std::int64_t kDefaultTimeoutMs = 5000;
 
-std::string text(const flatbuffers::String* string) { return string ? string->str() : std::string(); }
 
 std::string lower(std::string_view name) {
   std::string out(name);
@@ -46,7 +46,7 @@ void printAgents(const msg::SnapshotReply& snapshot) {
               "heartbeat age");
   if (snapshot.agents() == nullptr) return;
   for (const auto* agent : *snapshot.agents()) {
-    std::printf("%-24s %-8s %5d %5u %-10s %16" PRIu64 " %10u ms\n", text(agent->agent_id()).c_str(),
+    std::printf("%-24s %-8s %5d %5u %-10s %16" PRIu64 " %10u ms\n", bus::text(agent->agent_id()).c_str(),
                 lower(msg::EnumNameRole(agent->role())).c_str(), agent->rank(), agent->slot(),
                 lower(msg::EnumNameAgentState(agent->state())).c_str(), agent->applied_version(),
                 agent->last_heartbeat_age_ms());
@@ -129,8 +129,8 @@ int main(int argc, char** argv) {
                                                      agentId.empty() ? 0 : fbb.CreateString(agentId),
                                                      reason.empty() ? 0 : fbb.CreateString(reason)),
                            bus::EnvelopeStamp{0, kRequestSeq});
-  auto answer = tools::requestOnce(*dealer, bytes, std::chrono::milliseconds(timeoutMs));
-  if (!answer && answer.error().code == tools::RequestError::NoAnswer) {
+  auto answer = bus::requestOnce(*dealer, bytes, std::chrono::milliseconds(timeoutMs));
+  if (!answer && answer.error().code == bus::RequestError::NoAnswer) {
     std::fprintf(stderr, "wsync-ctl: no coordinator answered on bus '%s' within %lld ms\n", busName.c_str(),
                  static_cast<long long>(timeoutMs));
     return kExitNoCoordinator;
@@ -139,13 +139,13 @@ int main(int argc, char** argv) {
     // A refused handshake's detail says why on its own; the others name their kind first.
     const auto& failure = answer.error();
     std::fprintf(stderr, "wsync-ctl: bus '%s': %s\n", busName.c_str(),
-                 (failure.code == tools::RequestError::Refused ? failure.detail : failure.describe()).c_str());
+                 (failure.code == bus::RequestError::Refused ? failure.detail : failure.describe()).c_str());
     return kExitError;
   }
   const bus::Message& reply = *answer;
   if (const auto* error = reply.as<msg::Error>()) {
     std::fprintf(stderr, "wsync-ctl: refused: %s: %s\n", msg::EnumNameErrorCode(error->code()),
-                 text(error->detail()).c_str());
+                 bus::text(error->detail()).c_str());
     return kExitRefused;
   }
   if (wantsSnapshot) {
@@ -154,13 +154,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "wsync-ctl: unexpected answer %s\n", bus::bodyName(reply.type()));
       return kExitError;
     }
-    const nlohmann::json state = tools::snapshotJson(busName, *snapshot);
+    const nlohmann::json state = bus::snapshotJson(busName, *snapshot);
     if (json) {
-      std::printf("%s\n", tools::jsonText(list->parsed() ? state["agents"] : state).c_str());
+      std::printf("%s\n", bus::jsonText(list->parsed() ? state["agents"] : state).c_str());
     } else if (list->parsed()) {
       printAgents(*snapshot);
     } else {
-      const std::string label = text(snapshot->committed_label());
+      const std::string label = bus::text(snapshot->committed_label());
       std::printf("bus '%s' (epoch %s): committed version %" PRIu64 "%s\n", busName.c_str(),
                   state["epoch"].get<std::string>().c_str(), snapshot->committed_version(),
                   label.empty() ? "" : (" (" + label + ")").c_str());
@@ -188,6 +188,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "wsync-ctl: unexpected answer %s\n", bus::bodyName(reply.type()));
     return kExitError;
   }
-  std::printf("%s\n", text(done->detail()).c_str());
+  std::printf("%s\n", bus::text(done->detail()).c_str());
   return kExitOk;
 }

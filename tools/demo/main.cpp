@@ -17,7 +17,7 @@
 
 #include <CLI/CLI.hpp>
 #include <tl/expected.hpp>
-#include <wsync/tools/child_process.hpp>
+#include <wsync/cli/child_process.hpp>
 
 #include "round_reporter.hpp"
 #include "verification.hpp"
@@ -42,13 +42,13 @@ constexpr std::chrono::seconds kTerminateGrace{5};
 
 // A child of the demo, its stdout and stderr appended to `logPath`; stopped (SIGTERM, then SIGKILL) and reaped when
 // the handle goes away, so that a failed demo leaves nothing running.
-tl::expected<tools::ChildProcess, std::string> start(const std::string& path, const std::vector<std::string>& args,
+tl::expected<cli::ChildProcess, std::string> start(const std::string& path, const std::vector<std::string>& args,
                                                      const std::string& logPath) {
   const int log = ::open(logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log < 0) return tl::unexpected("cannot open " + logPath + ": " + std::strerror(errno));
   try {
     auto child =
-        tools::ChildProcess::spawn(path, args, {.stdoutFd = log, .stderrFd = log, .stopGrace = kTerminateGrace});
+        cli::ChildProcess::spawn(path, args, {.stdoutFd = log, .stderrFd = log, .stopGrace = kTerminateGrace});
     ::close(log);
     return child;
   } catch (const std::exception& error) {
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
     return fail("no event from the coordinator (see coordinator.log)", workDir);
   }
 
-  std::vector<tools::ChildProcess> workerProcesses;
+  std::vector<cli::ChildProcess> workerProcesses;
   for (std::uint32_t index = 0; index < workers; ++index) {
     const std::string id = "worker-" + std::to_string(index);
     std::vector<std::string> args{"--bus", bus, "--id", id, "--model", model, "--outputs",

@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include "wsync/bus/protocol/topics.hpp"
+#include "wsync/bus/protocol/wire_text.hpp"
 
 namespace wsync::mon {
 
 namespace {
 
-std::string text(const flatbuffers::String* string) { return string ? string->str() : std::string(); }
 
 double secondsBetween(std::uint64_t fromNs, std::uint64_t toNs) {
   if (fromNs == 0 || toNs == 0 || toNs < fromNs) return -1;
@@ -17,7 +17,7 @@ double secondsBetween(std::uint64_t fromNs, std::uint64_t toNs) {
 
 AgentView viewOf(const msg::AgentInfo& info, std::chrono::steady_clock::time_point now) {
   AgentView view;
-  view.id = text(info.agent_id());
+  view.id = bus::text(info.agent_id());
   view.role = info.role();
   view.slot = info.slot();
   view.rank = info.rank();
@@ -42,7 +42,7 @@ void BusState::applySnapshot(const bus::Message& reply, std::chrono::steady_cloc
   if (snapshot == nullptr) return;
   std::map<std::string, std::uint64_t> sequences;
   if (snapshot->event_sequences() != nullptr) {
-    for (const auto* sequence : *snapshot->event_sequences()) sequences[text(sequence->family())] = sequence->seq();
+    for (const auto* sequence : *snapshot->event_sequences()) sequences[bus::text(sequence->family())] = sequence->seq();
   }
   // A periodic snapshot can be older than events already applied (the events published between the coordinator's
   // reply and this monitor reading it): a part of the state is taken from it only where it is at least as new as
@@ -72,7 +72,7 @@ void BusState::applySnapshot(const bus::Message& reply, std::chrono::steady_cloc
   }
   if (takeRound) {
     committedVersion_ = snapshot->committed_version();
-    committedLabel_ = text(snapshot->committed_label());
+    committedLabel_ = bus::text(snapshot->committed_label());
     // A round in progress is known by number and phase only: its earlier events are gone.
     if (snapshot->phase() == msg::RoundPhase::Idle) {
       current_.reset();
@@ -168,7 +168,7 @@ BusState::Applied BusState::apply(std::string_view topic, const bus::Message& ev
     }
   } else if (const auto* commit = event.as<msg::Commit>()) {
     committedVersion_ = std::max(committedVersion_, commit->version());
-    committedLabel_ = text(commit->label());
+    committedLabel_ = bus::text(commit->label());
     RoundRecord record;
     record.round = commit->round();
     record.version = commit->version();
@@ -180,7 +180,7 @@ BusState::Applied BusState::apply(std::string_view topic, const bus::Message& ev
     record.round = abort->round();
     record.version = abort->version();
     record.reason = abort->reason();
-    record.detail = text(abort->detail());
+    record.detail = bus::text(abort->detail());
     finishRound(std::move(record), sentNs);
   }
   return applied;

@@ -24,7 +24,7 @@
 #include "wsync/bus/transport/dealer_endpoint.hpp"
 #include "wsync/bus/transport/event_subscriber.hpp"
 #include "wsync/bus/protocol/message.hpp"
-#include "wsync/tools/bus_json.hpp"
+#include "wsync/bus/protocol/bus_json.hpp"
 
 namespace {
 
@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
       if (!(*received)->message) continue;  // counted by the subscriber; a monitor does not die of one bad event
       const bus::Message& event = *(*received)->message;
       if (json) {
-        std::printf("%s\n", tools::jsonText(tools::eventJson((*received)->source, event)).c_str());
+        std::printf("%s\n", bus::jsonText(bus::eventJson((*received)->source, event)).c_str());
         std::fflush(stdout);
       }
       if (!live) {

@@ -9,14 +9,13 @@
 
 #include "wsync/bus/core/log.hpp"
 #include "wsync/bus/core/text.hpp"
+#include "wsync/bus/protocol/wire_text.hpp"
 
 namespace wsync::worker_agent::detail {
 
 namespace {
 
-std::string hex(const bus::Digest& digest) { return bus::hex128(digest.hi, digest.lo); }
 
-std::string text(const flatbuffers::String* string) { return string ? string->str() : std::string(); }
 
 }  // namespace
 
@@ -139,7 +138,7 @@ void RoundHandler::handle(const bus::Message& message) {
     case msg::Body::Error: {
       const auto& error = *message.as<msg::Error>();
       log::warn("the coordinator refused a request: {}: {}", msg::EnumNameErrorCode(error.code()),
-                text(error.detail()));
+                bus::text(error.detail()));
       return;
     }
     default:
@@ -280,7 +279,7 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
     // Never received, or evicted from the cache since: the coordinator cannot know which, so it is told, and it
     // sends the manifest with a second Pause of this round.
     refusePause(pause, msg::AbortReason::ManifestMismatch,
-                "manifest " + hex(digest) + " is not among the " + std::to_string(manifests_.size()) +
+                "manifest " + bus::hex(digest) + " is not among the " + std::to_string(manifests_.size()) +
                     " this worker holds",
                 true);
     return;
@@ -354,7 +353,7 @@ tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg
   CachedManifest* cached = findManifest(bus::fromMessage(*plan.manifest_digest()));
   if (cached == nullptr || !cached->bindingMap) {
     return refuse(msg::AbortReason::ManifestMismatch, "the plan's manifest " +
-                                                          hex(bus::fromMessage(*plan.manifest_digest())) +
+                                                          bus::hex(bus::fromMessage(*plan.manifest_digest())) +
                                                           " is not one this worker accepted");
   }
   const bus::Manifest& manifest = cached->manifest;
@@ -428,7 +427,7 @@ void RoundHandler::handleCommit(const msg::Commit& commit) {
   } else if (staged_.round != commit.round()) {
     refusal = "round " + std::to_string(staged_.round) + " is staged";
   } else if (commit.digest() == nullptr || staged_.digest != digest) {
-    refusal = "the staged digest " + hex(staged_.digest) + " differs from the committed " + hex(digest);
+    refusal = "the staged digest " + bus::hex(staged_.digest) + " differs from the committed " + bus::hex(digest);
   } else if (staged_.version != commit.version() || staged_.bytes != commit.bytes()) {
     refusal = "the staged version " + std::to_string(staged_.version) + " (" + std::to_string(staged_.bytes) +
               " bytes) differs from the committed one (" + std::to_string(commit.bytes()) + " bytes)";
@@ -474,7 +473,7 @@ void RoundHandler::handleAbort(const msg::Abort& abort) {
     payload_.releasePeers();
   }
   log::warn("round {} (version {}) aborted: {}: {}; keeping version {}", abort.round(), abort.version(),
-            msg::EnumNameAbortReason(abort.reason()), text(abort.detail()),
+            msg::EnumNameAbortReason(abort.reason()), bus::text(abort.detail()),
             appliedVersion_.load());
   if (inRound(step_)) enter(RoundStep::Finished);  // drops what was staged
 }

@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "wsync/bus/core/text.hpp"
 #include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/bus/protocol/dtype.hpp"
 #include "wsync/bus/protocol/stream_digest.hpp"
@@ -214,5 +215,7 @@ flatbuffers::Offset<msg::Manifest> Manifest::toMessage(flatbuffers::FlatBufferBu
   const msg::Digest128 digest = bus::toMessage(digest_);
   return msg::CreateManifestDirect(fbb, &digest, &entries, totalBytes_);
 }
+
+std::string hex(const Digest& digest) { return hex128(digest.hi, digest.lo); }
 
 }  // namespace wsync::bus

@@ -8,7 +8,6 @@ namespace wsync::cli {
 
 namespace {
 
-std::string hex(const bus::Digest& digest) { return bus::hex128(digest.hi, digest.lo); }
 
 // XXH3-128 over the tensors' bytes in order: what the host channel (shm) reports for the same bytes.
 bus::TransferResult digestTensors(std::span<const std::span<std::byte>> tensors) {
@@ -60,8 +59,8 @@ bus::TransferResult CorruptingChannel::corrupt(const bus::TransferResult& receiv
   if (inner_->tensorMemory() == bus::TensorMemory::Device) {
     bus::TransferResult reported = received;
     reported.digest.lo ^= 1;
-    log::warn("test fault: the bytes are on the device; reporting a wrong digest ({} -> {})", hex(received.digest),
-              hex(reported.digest));
+    log::warn("test fault: the bytes are on the device; reporting a wrong digest ({} -> {})", bus::hex(received.digest),
+              bus::hex(reported.digest));
     return reported;
   }
   // The corrupted digest only means something if it is computed as the channel computes its own: check that on
@@ -75,7 +74,8 @@ bus::TransferResult CorruptingChannel::corrupt(const bus::TransferResult& receiv
     break;
   }
   const bus::TransferResult corrupted = digestTensors(tensors);
-  log::warn("test fault: flipped one received byte (digest {} -> {})", hex(received.digest), hex(corrupted.digest));
+  log::warn("test fault: flipped one received byte (digest {} -> {})", bus::hex(received.digest),
+            bus::hex(corrupted.digest));
   return corrupted;
 }
 

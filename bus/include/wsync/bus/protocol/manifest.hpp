@@ -46,6 +46,9 @@ struct Digest {
   friend bool operator==(const Digest&, const Digest&) = default;
 };
 
+// The digest as 32 hex digits, high word first: how logs, refusals and monitors show it.
+std::string hex(const Digest& digest);
+
 // Why `name` cannot name a tensor (InvalidName), or nothing: it must be 1 to kMaxTensorNameBytes bytes of
 // well-formed UTF-8 without control characters (U+0000-U+001F, U+007F). Names end up in logs, JSON (wsync-mon) and
 // safetensors headers, and an API that takes C strings would cut one at a NUL while the digest covers every byte.

@@ -1,4 +1,4 @@
-#include "wsync/tools/child_process.hpp"
+#include "wsync/cli/child_process.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 
 extern char** environ;
 
-namespace wsync::tools {
+namespace wsync::cli {
 namespace {
 
 // How often a bounded wait for a child to exit looks again: short, so that callers go on soon after it ended.
@@ -153,4 +153,4 @@ void ChildProcess::stop(std::chrono::milliseconds grace) noexcept {
   status_ = statusOf(raw);
 }
 
-}  // namespace wsync::tools
+}  // namespace wsync::cli

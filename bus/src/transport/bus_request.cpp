@@ -1,8 +1,8 @@
-#include "wsync/tools/bus_request.hpp"
+#include "wsync/bus/transport/bus_request.hpp"
 
 #include <algorithm>
 
-namespace wsync::tools {
+namespace wsync::bus {
 
 namespace {
 
@@ -44,4 +44,4 @@ tl::expected<bus::Message, RequestFailure> requestOnce(bus::DealerEndpoint& deal
   }
 }
 
-}  // namespace wsync::tools
+}  // namespace wsync::bus

@@ -9,7 +9,7 @@
 
 #include "wsync/bus/protocol/message.hpp"
 
-namespace wsync::tools {
+namespace wsync::bus {
 
 // {"topic": "round/commit", "seq": 12, "epoch": "2e2c...", "sent_at_ns": ..., "type": "Commit", ...the body's fields}.
 nlohmann::json eventJson(std::string_view topic, const bus::Message& event);
@@ -21,4 +21,4 @@ nlohmann::json snapshotJson(std::string_view busName, const msg::SnapshotReply& 
 // carries, is replaced rather than thrown on: a monitor never dies of one odd event.
 std::string jsonText(const nlohmann::json& value);
 
-}  // namespace wsync::tools
+}  // namespace wsync::bus

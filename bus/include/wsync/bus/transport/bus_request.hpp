@@ -12,7 +12,7 @@
 #include "wsync/bus/protocol/message.hpp"
 #include "wsync/bus/transport/dealer_endpoint.hpp"
 
-namespace wsync::tools {
+namespace wsync::bus {
 
 enum class RequestError : std::uint8_t {
   Transport,    // the request could not be sent, or the socket failed
@@ -30,4 +30,4 @@ tl::expected<bus::Message, RequestFailure> requestOnce(bus::DealerEndpoint& deal
                                                        std::span<const std::uint8_t> request,
                                                        std::chrono::milliseconds timeout);
 
-}  // namespace wsync::tools
+}  // namespace wsync::bus

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   list(busMode, "--agents", bus.agentCounts, "Agent process counts N for the fan-out")
       ->check(CLI::Range(std::size_t{1}, kMaxBenchAgents));
   option(busMode, "--version-reads", bus.versionReads, "Version reads per repetition")->check(positive);
-  // Across hosts (README, "`bus` across hosts"; tools/bench/across_hosts.sh runs it on a rig of hosts).
+  // Across hosts (README, "`bus` across hosts"; bench/wsync-bench/across_hosts.sh runs it on a rig of hosts).
   auto* transport = option(busMode, "--transport", bus.network.transport,
                            "ipc, or tcp://ADDRESS:PORT: bind there (ports PORT to PORT+5), agents connect there")
                         ->check([](const std::string& value) -> std::string {

@@ -225,7 +225,7 @@ int runMode(const std::string& mode, const ModeOptions& options, const std::func
                      std::string("; wall time ") + fixed(wallSeconds, 1) + " s";
     const std::string markdown = "# wsync-bench " + mode + ": " + plain(machine["date"]) + "\n\n" +
                                  keyValueTable("Machine", machine) + keyValueTable("Parameter", report.parameters()) +
-                                 report.markdown.str() + "Method: tools/bench/README.md, mode `" + mode + "`.\n";
+                                 report.markdown.str() + "Method: bench/wsync-bench/README.md, mode `" + mode + "`.\n";
     std::cout << markdown << std::flush;
     if (!options.outPath.empty()) writeFile(options.outPath, markdown);
     if (!options.jsonPath.empty()) writeFile(options.jsonPath, report.json.dump(2) + "\n");

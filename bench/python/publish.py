@@ -3,12 +3,12 @@
 same run with the C++ agent path (the wsync-trainer program, same manifest, channel and receivers) and with what
 RL frameworks do in torch.
 
-    python python/benchmarks/publish.py --channel cuda_ipc --models qwen2.5-7b qwen3-30b-a3b \\
+    python bench/python/publish.py --channel cuda_ipc --models qwen2.5-7b qwen3-30b-a3b \\
         --out publish.md --json publish.json                          # 1 GPU: trainer and receiver on cuda:0
-    python python/benchmarks/publish.py --channel nccl ...            # 2 GPUs: trainer on cuda:0, receiver cuda:1
-    python python/benchmarks/publish.py --quick --channel shm         # CPU tensors, small shapes: seconds
-    python python/benchmarks/publish.py --channel cuda_ipc --same-process ...  # the worker in the trainer's process
-    python python/benchmarks/publish.py --channel cuda_ipc --step-kernel ...   # the trainer's GPU busy just before
+    python bench/python/publish.py --channel nccl ...            # 2 GPUs: trainer on cuda:0, receiver cuda:1
+    python bench/python/publish.py --quick --channel shm         # CPU tensors, small shapes: seconds
+    python bench/python/publish.py --channel cuda_ipc --same-process ...  # the worker in the trainer's process
+    python bench/python/publish.py --channel cuda_ipc --step-kernel ...   # the trainer's GPU busy just before
 
 The manifest comes from the C++ model catalog (`wsync-trainer --print-manifest --model M`), never a copy of it.
 Rows, per model:

@@ -8,7 +8,7 @@
 
 #include <wsync/coordinator/coordinator.hpp>
 
-namespace wsync::tools {
+namespace wsync::coordinator {
 
 class CoordinatorThread {
  public:
@@ -25,4 +25,4 @@ class CoordinatorThread {
   std::thread thread_;  // last: started once everything it uses exists
 };
 
-}  // namespace wsync::tools
+}  // namespace wsync::coordinator

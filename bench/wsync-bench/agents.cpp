@@ -76,12 +76,12 @@ void Agents::start(std::string label, const std::string& agent, const nlohmann::
   ++started_;
   auto pipe = linked ? std::make_unique<LinePipe>() : nullptr;
   const int peer = pipe ? pipe->peerFd() : -1;
-  const tools::ChildOptions childOptions{
+  const cli::ChildOptions childOptions{
       .stdinFd = peer, .stdoutFd = peer, .deathSignal = SIGKILL, .stopGrace = kStopGrace};
   const std::string program = command.front();
   command.erase(command.begin());
   agents_.push_back(
-      Agent{std::move(label), std::move(pipe), tools::ChildProcess::spawn(program, command, childOptions)});
+      Agent{std::move(label), std::move(pipe), cli::ChildProcess::spawn(program, command, childOptions)});
   if (agents_.back().pipe) agents_.back().pipe->closePeer();  // from now on end-of-file means the agent has exited
 }
 

@@ -5,7 +5,7 @@ publish again, nothing per tensor), taking turns in the same run, over shm with 
 the host work between Python's `publish()` call and the agent's start of the round, which the round's own outcome
 timings do not include.
 
-    python python/benchmarks/publish_call.py --tensors 100000 --rounds 20 [--out FILE.md]
+    python bench/python/publish_call.py --tensors 100000 --rounds 20 [--out FILE.md]
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include <wsync/bus/transport/bus_address.hpp>
-#include <wsync/tools/child_process.hpp>
+#include <wsync/cli/child_process.hpp>
 
 #include "agents.hpp"
 #include "machine_load.hpp"
@@ -96,7 +96,7 @@ std::optional<std::string> workerNamedBy(const std::string& detail) {
 
 struct SoakWorker {
   std::string id;
-  std::optional<tools::ChildProcess> process;
+  std::optional<cli::ChildProcess> process;
   Clock::time_point startedAt{};
   bool rejoinPending = false;
   std::optional<std::size_t> restart;  // its entry in SoakResults::restarts while the rejoin is pending
@@ -219,9 +219,9 @@ class SoakRun {
 
   // A process group of its own (Ctrl-C reaches the benchmark alone, which stops the programs in order), none of our
   // descriptors (its fd count is its own); the coordinator dies by SIGTERM with us, so that it removes its segments.
-  tools::ChildProcess startProgram(const std::string& path, std::vector<std::string> args, int deathSignal) {
+  cli::ChildProcess startProgram(const std::string& path, std::vector<std::string> args, int deathSignal) {
     args.insert(args.end(), {"--log-level", config_.childLogLevel});
-    return tools::ChildProcess::spawn(path, args, {.deathSignal = deathSignal, .ownProcessGroup = true,
+    return cli::ChildProcess::spawn(path, args, {.deathSignal = deathSignal, .ownProcessGroup = true,
                                                    .closeOtherFds = true, .stopGrace = kProgramStopGrace});
   }
 
@@ -427,7 +427,7 @@ class SoakRun {
   SoakResults results_;
   // Stopped in reverse order by stopAll(), and again (a no-op then) by their destructors.
   RunFiles runFiles_;  // the bus's sockets and segments, removed once the coordinator is gone
-  std::optional<tools::ChildProcess> coordinator_;
+  std::optional<cli::ChildProcess> coordinator_;
   std::optional<bus::ControlBlockView> view_;
   std::vector<SoakWorker> workers_;
   std::optional<BenchTrainer> trainer_;

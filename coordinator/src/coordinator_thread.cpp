@@ -1,9 +1,9 @@
-#include "wsync/tools/coordinator_thread.hpp"
+#include "wsync/coordinator/coordinator_thread.hpp"
 
 #include <stdexcept>
 #include <string>
 
-namespace wsync::tools {
+namespace wsync::coordinator {
 
 namespace {
 
@@ -30,4 +30,4 @@ CoordinatorThread::~CoordinatorThread() {
   if (thread_.joinable()) thread_.join();  // within one step of the loop (Coordinator::run: 100 ms)
 }
 
-}  // namespace wsync::tools
+}  // namespace wsync::coordinator

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace wsync::tools {
+namespace wsync::cli {
 
 struct ChildOptions {
   // Descriptors that become the child's stdin, stdout and stderr (-1: the parent's).
@@ -66,4 +66,4 @@ class ChildProcess {
   std::chrono::milliseconds stopGrace_{0};
 };
 
-}  // namespace wsync::tools
+}  // namespace wsync::cli

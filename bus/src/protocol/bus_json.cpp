@@ -1,14 +1,14 @@
-#include "wsync/tools/bus_json.hpp"
+#include "wsync/bus/protocol/bus_json.hpp"
 
 #include <string>
 
 #include "wsync/bus/core/text.hpp"
+#include "wsync/bus/protocol/wire_text.hpp"
 
-namespace wsync::tools {
+namespace wsync::bus {
 
 namespace {
 
-std::string text(const flatbuffers::String* string) { return string ? string->str() : std::string(); }
 
 std::string digestHex(const msg::Digest128* digest) {
   return digest == nullptr ? std::string() : bus::hex128(digest->hi(), digest->lo());
@@ -21,7 +21,7 @@ std::string lower(std::string_view name) {
 }
 
 nlohmann::json agentJson(const msg::AgentInfo& info) {
-  return {{"agent_id", text(info.agent_id())},
+  return {{"agent_id", bus::text(info.agent_id())},
           {"role", msg::EnumNameRole(info.role())},
           {"slot", info.slot()},
           {"rank", info.rank()},
@@ -47,31 +47,31 @@ nlohmann::json eventJson(std::string_view topic, const bus::Message& event) {
   } else if (const auto* agent = event.as<msg::AgentEvent>()) {
     out["kind"] = msg::EnumNameAgentEventKind(agent->kind());
     if (agent->agent() != nullptr) out["agent"] = agentJson(*agent->agent());
-    out["detail"] = text(agent->detail());
+    out["detail"] = bus::text(agent->detail());
   } else if (const auto* transition = event.as<msg::RoundTransition>()) {
     out["round"] = transition->round();
     out["version"] = transition->version();
     out["phase"] = msg::EnumNameRoundPhase(transition->phase());
     out["workers"] = transition->participants();
-    out["detail"] = text(transition->detail());
+    out["detail"] = bus::text(transition->detail());
     out["total_bytes"] = transition->total_bytes();
   } else if (const auto* commit = event.as<msg::Commit>()) {
     out["round"] = commit->round();
     out["version"] = commit->version();
-    out["label"] = text(commit->label());
+    out["label"] = bus::text(commit->label());
     out["bytes"] = commit->bytes();
     out["digest"] = digestHex(commit->digest());
   } else if (const auto* control = event.as<msg::ControlRequest>()) {
     out["action"] = msg::EnumNameControlAction(control->action());
     if (control->action() == msg::ControlAction::Pause) out["pause_mode"] = msg::EnumNamePauseMode(control->pause_mode());
-    if (control->action() == msg::ControlAction::Evict) out["agent_id"] = text(control->agent_id());
-    out["reason"] = text(control->reason());
+    if (control->action() == msg::ControlAction::Evict) out["agent_id"] = bus::text(control->agent_id());
+    out["reason"] = bus::text(control->reason());
   } else if (const auto* abort = event.as<msg::Abort>()) {
     out["round"] = abort->round();
     out["version"] = abort->version();
     out["reason"] = msg::EnumNameAbortReason(abort->reason());
-    out["detail"] = text(abort->detail());
-    out["agent_id"] = text(abort->agent_id());
+    out["detail"] = bus::text(abort->detail());
+    out["agent_id"] = bus::text(abort->agent_id());
   }
   return out;
 }
@@ -80,7 +80,7 @@ nlohmann::json snapshotJson(std::string_view busName, const msg::SnapshotReply& 
   nlohmann::json agents = nlohmann::json::array();
   if (snapshot.agents() != nullptr) {
     for (const auto* agent : *snapshot.agents()) {
-      agents.push_back({{"agent_id", text(agent->agent_id())},
+      agents.push_back({{"agent_id", bus::text(agent->agent_id())},
                         {"role", lower(msg::EnumNameRole(agent->role()))},
                         {"rank", agent->rank()},
                         {"slot", agent->slot()},
@@ -94,7 +94,7 @@ nlohmann::json snapshotJson(std::string_view busName, const msg::SnapshotReply& 
   return {{"bus", std::string(busName)},
           {"epoch", bus::hex64(snapshot.epoch())},
           {"committed_version", snapshot.committed_version()},
-          {"committed_label", text(snapshot.committed_label())},
+          {"committed_label", bus::text(snapshot.committed_label())},
           {"phase", lower(msg::EnumNameRoundPhase(snapshot.phase()))},
           {"round", snapshot.round()},
           {"round_version", snapshot.round_version()},
@@ -109,4 +109,4 @@ std::string jsonText(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-}  // namespace wsync::tools
+}  // namespace wsync::bus

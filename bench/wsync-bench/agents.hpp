@@ -9,7 +9,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <wsync/tools/child_process.hpp>
+#include <wsync/cli/child_process.hpp>
 
 #include "line_pipe.hpp"
 
@@ -74,7 +74,7 @@ class Agents {
   struct Agent {
     std::string label;
     std::unique_ptr<LinePipe> pipe;  // before the process: closed after it is stopped
-    tools::ChildProcess process;
+    cli::ChildProcess process;
   };
 
   AgentPlacement placement_;

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include <wsync/coordinator/coordinator_options.hpp>
-#include <wsync/tools/coordinator_thread.hpp>
+#include <wsync/coordinator/coordinator_thread.hpp>
 #include <wsync/worker_agent/worker_agent.hpp>
 
 #include "agents.hpp"
@@ -46,7 +46,7 @@ class BenchBus {
     result_ = {.workers = workerCount, .model = model, .tensors = manifest.size(), .bytes = manifest.totalBytes()};
     progress << "round: " << workerCount << " workers, " << model << " (" << result_.tensors << " tensors, "
              << fixed(mib(result_.bytes), 2) << " MiB), bus " << busName << '\n';
-    coordinator_ = std::make_unique<tools::CoordinatorThread>(
+    coordinator_ = std::make_unique<coordinator::CoordinatorThread>(
         coordinator::CoordinatorOptions{.bus = busName, .bucketBytes = bucketBytes});
     view_.emplace(orThrow(bus::ControlBlockView::open(busName), "control block of " + busName));
     const auto joinStart = Clock::now();
@@ -116,16 +116,16 @@ class BenchBus {
     const int devNull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (devNull < 0) throw BenchFailure("cannot open /dev/null");
     const std::unique_ptr<const int, void (*)(const int*)> closer(&devNull, [](const int* fd) { ::close(*fd); });
-    const tools::ChildOptions options{.stdoutFd = devNull, .deathSignal = SIGTERM, .stopGrace = kProgramStopGrace};
-    std::vector<tools::ChildProcess> monitors;
+    const cli::ChildOptions options{.stdoutFd = devNull, .deathSignal = SIGTERM, .stopGrace = kProgramStopGrace};
+    std::vector<cli::ChildProcess> monitors;
     for (std::size_t i = 0; i < count; ++i) {
-      monitors.push_back(tools::ChildProcess::spawn(monBinary, {"--bus", name_, "--refresh-ms", "250"}, options));
+      monitors.push_back(cli::ChildProcess::spawn(monBinary, {"--bus", name_, "--refresh-ms", "250"}, options));
     }
     std::this_thread::sleep_for(kMonitorSettle);
     monitored_ = true;
     for (std::size_t round = 0; round < rounds; ++round) runRound(true);
     monitored_ = false;
-    for (const tools::ChildProcess& monitor : monitors) monitor.signal(SIGTERM);  // all at once, then reaped
+    for (const cli::ChildProcess& monitor : monitors) monitor.signal(SIGTERM);  // all at once, then reaped
   }
 
   // Stops the trainer and reaps the workers, whose CPU time then counts as ours; the coordinator goes with this.
@@ -140,7 +140,7 @@ class BenchBus {
   RoundMeasurement result_;
   bool monitored_ = false;
   std::uint64_t nextVersion_ = 1;
-  std::unique_ptr<tools::CoordinatorThread> coordinator_;
+  std::unique_ptr<coordinator::CoordinatorThread> coordinator_;
   std::optional<bus::ControlBlockView> view_;
   std::vector<std::uint32_t> slots_;  // the workers'
   Agents workers_;

@@ -4,7 +4,7 @@
 # round-robin on hosts w1..wK and connect over tcp, with CURVE unless --plain. Needs root; the rig is removed on
 # every exit path. Options after the benchmark's path go to it (--quick, --agents, --out, --json, ...).
 #
-#   tools/bench/across_hosts.sh [--agent-hosts K] [--port PORT] [--plain] WSYNC_BENCH bus [BENCH OPTIONS...]
+#   bench/wsync-bench/across_hosts.sh [--agent-hosts K] [--port PORT] [--plain] WSYNC_BENCH bus [BENCH OPTIONS...]
 #
 # Exit status: the benchmark's; 2 usage; 77 (the reason on stderr) when no rig can be made here, as rig.sh check.
 set -euo pipefail
