@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's first command: installs what is missing, builds everything into build/ and runs the demo.
-# build/ is configured exactly as scripts/test.sh configures it (test.sh --build-only does the work), so running the
-# tests afterwards reuses this build instead of redoing it. Exits with the demo's exit code.
+# The README's first command: installs what is missing, builds the demo's programs into build/ and runs the demo.
+# build/ is configured exactly as scripts/test.sh configures it (test.sh --build-only --target wsync-demo does the
+# work: the demo and the coordinator, trainer and worker it starts, not the tests), so the test command afterwards
+# builds only the rest. Each step's time is printed as it ends; exits with the demo's exit code.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,17 +23,18 @@ esac
 DEMO+=("$@")
 readonly DEMO
 
-echo "quickstart: installing missing packages and building build/ (scripts/test.sh --build-only)"
-bash scripts/test.sh --build-only
+echo "quickstart: installing missing packages and building the demo in build/ (scripts/test.sh --build-only)"
+bash scripts/test.sh --build-only --target wsync-demo
 
 if [[ ! -x "${DEMO[0]}" ]]; then
   echo "quickstart: the demo ${DEMO[0]} was not built" >&2
   exit 1
 fi
 echo "quickstart: running the demo: ${DEMO[*]}"
+demo_started=$SECONDS
 set +e
 "${DEMO[@]}"
 rc=$?
 set -e
-echo "quickstart: the demo exited with $rc"
+echo "quickstart: the demo exited with $rc after $((SECONDS - demo_started)) s (${SECONDS} s in all)"
 exit "$rc"

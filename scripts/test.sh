@@ -49,7 +49,9 @@ Options:
                        time, never run without being asked for);
                        -L python: only the Python tests (the plain build, pytest and the wheel)
   --no-python          skip the Python tests and the wheel
-  --build-only         install, configure and build build/, run nothing (used by scripts/quickstart.sh)
+  --build-only         install, configure and build build/, run nothing
+  --target TARGET      with --build-only: build only TARGET and what it needs (repeatable; scripts/quickstart.sh
+                       builds the demo's programs this way, and the test command builds the rest later)
   -h, --help           this text
 EOF
 }
@@ -61,6 +63,7 @@ extra_sanitizers=()
 fuzz_seconds=""
 ctest_label=()
 build_only=0
+build_targets=()
 python_tests=1
 while (($#)); do
   case "$1" in
@@ -77,12 +80,14 @@ while (($#)); do
     -L?*) ctest_label=(-L "${1#-L}") ;;
     --label=*) ctest_label=(-L "${1#*=}") ;;
     --build-only) build_only=1 ;;
+    --target) [[ $# -ge 2 ]] || die_usage "--target needs a TARGET"; build_targets+=(--target "$2"); shift ;;
     --no-python) python_tests=0 ;;
     -h | --help) usage; exit 0 ;;
     *) die_usage "unknown option '$1'" ;;
   esac
   shift
 done
+((${#build_targets[@]} == 0 || build_only)) || die_usage "--target goes with --build-only"
 if [[ -n "$fuzz_seconds" && ! "$fuzz_seconds" =~ ^[1-9][0-9]*$ ]]; then
   die_usage "--fuzz takes a whole number of seconds, not '$fuzz_seconds'"
 fi
@@ -142,13 +147,14 @@ trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# configure_and_build DIR CMAKE-ARGS...: configures DIR for this repository and builds it with every core.
+# configure_and_build DIR CMAKE-ARGS...: configures DIR for this repository and builds it with every core (only the
+# --target ones and what they need, when given).
 configure_and_build() {
   local dir="$1"; shift
   stage "configure $dir"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWSYNC_TESTS=ON "$@"
-  stage "build $dir ($jobs jobs)"
-  cmake --build "$dir" --parallel "$jobs"
+  stage "build $dir ($jobs jobs${build_targets[*]:+, ${build_targets[*]}})"
+  cmake --build "$dir" --parallel "$jobs" "${build_targets[@]}"
 }
 
 # run_ctest DIR [COMMAND-PREFIX...]: every test of DIR (or those of -L LABEL); no tests at all is a failure. Tests
@@ -203,11 +209,11 @@ run_pytest() {
   local library
   stage "pytest tests/python -m '$1'"
   library="$(find build -name libwsync.so \( -type f -o -type l \) -not -path '*/python-venv/*' -print -quit)"
-  if [[ -z "$library" || ! -x build/coordinator/wsync-coordinator ]]; then
-    echo "test.sh: build/ has no libwsync.so or build/coordinator/wsync-coordinator for the Python tests" >&2
+  if [[ -z "$library" || ! -x build/tools/coordinator/wsync-coordinator ]]; then
+    echo "test.sh: build/ has no libwsync.so or build/tools/coordinator/wsync-coordinator for the Python tests" >&2
     return 1
   fi
-  WSYNC_LIBRARY="$REPO_ROOT/$library" WSYNC_BIN_DIR="$REPO_ROOT/build/coordinator" \
+  WSYNC_LIBRARY="$REPO_ROOT/$library" WSYNC_BIN_DIR="$REPO_ROOT/build/tools/coordinator" \
     timeout --signal=INT --kill-after=30 "$PYTEST_TIMEOUT_SECONDS" \
     "$PYTHON_VENV/bin/python" -m pytest tests/python -m "$1" -p no:cacheprovider
 }
