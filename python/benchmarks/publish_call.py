@@ -24,6 +24,7 @@ import numpy as np  # noqa: E402
 
 import wsync  # noqa: E402
 from wsync import _native as N  # noqa: E402
+from wsync.outcome import OutcomeKind  # noqa: E402
 
 # A round's outcome is awaited in slices of this many milliseconds (any slice works; Ctrl-C between them).
 WAIT_SLICE_MS = 100
@@ -51,8 +52,8 @@ def publish_and_wait(trainer: wsync.Trainer, version: int, same: bool) -> float:
     while lib.wsync_trainer_wait(handle, WAIT_SLICE_MS, ctypes.byref(outcome)) != N.OK:
         if time.monotonic() > deadline:
             raise TimeoutError(f"version {version}: no outcome in {ROUND_TIMEOUT_SECONDS} s")
-    if N.OUTCOME_KINDS.get(outcome.kind) != "committed":
-        raise RuntimeError(f"version {version} did not commit: {outcome.detail.decode(errors='replace')}")
+    if N.OUTCOME_KINDS.get(outcome.kind) is not OutcomeKind.COMMITTED:
+        raise RuntimeError(f"version {version} did not commit: {N.text(outcome.detail)}")
     return (called - started) * 1e3
 
 

@@ -5,18 +5,20 @@ torch and numpy are never imported here; their tensors are taken by pointer when
 """
 from __future__ import annotations
 
+from .connection import Connection
 from .coordinator import Coordinator
 from .errors import (AbortedError, BusyError, Error, InternalError, InvalidArgumentError, ManifestMismatchError,
                      PauseWithdrawn, RefusedError, StoppedError, TimeoutError, UnavailableError, UnsupportedError)
 from .monitor import EventStream, events, status
 from .spans import SpanRecorder, check_spans
-from .trainer import Outcome, Progress, PublishHandle, Trainer
+from .outcome import Outcome, OutcomeKind
+from .trainer import Progress, PublishHandle, Trainer
 from .worker import Counters, PauseGate, Worker
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Coordinator", "Trainer", "PublishHandle", "Outcome", "Progress", "Worker", "Counters", "PauseGate",
+    "Connection", "Coordinator", "Trainer", "PublishHandle", "Outcome", "OutcomeKind", "Progress", "Worker", "Counters", "PauseGate",
     "SpanRecorder", "check_spans", "events", "status", "EventStream", "library_path", "native_version",
     "Error", "TimeoutError", "InvalidArgumentError", "ManifestMismatchError", "UnavailableError", "BusyError",
     "StoppedError", "UnsupportedError", "InternalError", "AbortedError", "RefusedError", "PauseWithdrawn",
@@ -32,4 +34,4 @@ def library_path() -> str:
 def native_version() -> str:
     """libwsync.so's version string."""
     from . import _native
-    return _native.lib().wsync_version().decode()
+    return _native.text(_native.lib().wsync_version())

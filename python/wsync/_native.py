@@ -14,7 +14,9 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int32, c_
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
+from .connection import Connection
 from .errors import Error, error_for_status
+from .outcome import OutcomeKind
 
 # Blocking C calls are made in slices of this many seconds, so that Ctrl-C (KeyboardInterrupt, which Python only
 # delivers between bytecodes of the main thread) is seen within a slice.
@@ -47,14 +49,14 @@ PAUSE_MODE_NAMES = {value: name for name, value in PAUSE_MODES.items()}
 CHANNELS = {"shm": 0, "nccl": 1, "cuda_ipc": 2, "tcp": 3}
 HOST_CHANNELS = ("shm", "tcp")  # the channels of host tensors; the others move GPU tensors
 MEMORY_KINDS = {"host": 0, "device": 1}
-OUTCOME_KINDS = {0: "committed", 1: "aborted", 2: "refused"}
+OUTCOME_KINDS = {0: OutcomeKind.COMMITTED, 1: OutcomeKind.ABORTED, 2: OutcomeKind.REFUSED}
 DETAIL_CHARS = 1024
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Structs
 # ---------------------------------------------------------------------------------------------------------------
-class Connection(Structure):
+class ConnectionStruct(Structure):
     _fields_ = [("bus", c_char_p), ("transport", c_char_p), ("curve_keys", c_char_p), ("server_key", c_char_p)]
 
 
@@ -72,7 +74,7 @@ class CoordinatorConfig(Structure):
 
 
 class TrainerConfig(Structure):
-    _fields_ = [("struct_size", c_uint32), ("connection", Connection), ("agent_id", c_char_p), ("rank", c_int32),
+    _fields_ = [("struct_size", c_uint32), ("connection", ConnectionStruct), ("agent_id", c_char_p), ("rank", c_int32),
                 ("channel", c_uint8), ("cuda_device", c_int32)]
 
 
@@ -107,7 +109,7 @@ WITHDRAW_FN = CFUNCTYPE(None, c_void_p, c_uint64)
 
 
 class WorkerConfig(Structure):
-    _fields_ = [("struct_size", c_uint32), ("connection", Connection), ("agent_id", c_char_p), ("rank", c_int32),
+    _fields_ = [("struct_size", c_uint32), ("connection", ConnectionStruct), ("agent_id", c_char_p), ("rank", c_int32),
                 ("memory", c_uint8), ("cuda_device", c_int32), ("registration_timeout_ms", c_int64),
                 ("pause", PAUSE_FN), ("resume", RESUME_FN), ("applied", APPLIED_FN), ("user_data", c_void_p),
                 ("withdraw", WITHDRAW_FN)]
@@ -154,8 +156,8 @@ _FUNCTIONS = {
     "wsync_worker_rank": (c_int32, [c_void_p]),
     "wsync_worker_counters_get": (_S, [c_void_p, POINTER(WorkerCountersStruct)]),
     "wsync_worker_destroy": (_S, [c_void_p]),  # refused from the worker's own callbacks (void before: ABI 1 alike)
-    "wsync_bus_status": (_S, [POINTER(Connection), c_int64, POINTER(c_void_p)]),
-    "wsync_events_open": (_S, [POINTER(Connection), POINTER(c_void_p)]),
+    "wsync_bus_status": (_S, [POINTER(ConnectionStruct), c_int64, POINTER(c_void_p)]),
+    "wsync_events_open": (_S, [POINTER(ConnectionStruct), POINTER(c_void_p)]),
     "wsync_events_next": (_S, [c_void_p, c_int64, POINTER(c_void_p)]),
     "wsync_events_close": (None, [c_void_p]),
 }
@@ -253,14 +255,18 @@ def encode(text: Optional[str]) -> Optional[bytes]:
     return None if text is None else os.fsencode(text) if isinstance(text, os.PathLike) else str(text).encode()
 
 
+def text(raw: Optional[bytes], default: str = "") -> str:
+    """A C string as the library returns it (c_char_p, a char array's bytes) as str; `default` for NULL or empty.
+    Never raises: wsync's texts quote what peers sent, which need not be UTF-8."""
+    return raw.decode(errors="replace") if raw else default
+
+
 def last_error() -> str:
-    text = lib().wsync_last_error()
-    return text.decode(errors="replace") if text else ""
+    return text(lib().wsync_last_error())
 
 
 def status_name(status: int) -> str:
-    text = lib().wsync_status_name(status)
-    return text.decode() if text else f"status {status}"
+    return text(lib().wsync_status_name(status), f"status {status}")
 
 
 def error(status: int, detail: Optional[str] = None) -> Error:
@@ -278,17 +284,17 @@ def take_string(pointer: c_void_p) -> str:
     if not pointer.value:
         return ""
     try:
-        return ctypes.string_at(pointer.value).decode(errors="replace")
+        return text(ctypes.string_at(pointer.value))
     finally:
         lib().wsync_string_free(pointer)
 
 
-def connection(bus: str, transport: Optional[str], curve_keys, server_key) -> Tuple[Connection, list]:
-    """A wsync_connection and the bytes objects it points into (keep both alive for the call)."""
-    if not bus:
-        raise error_for_status(INVALID_ARGUMENT, "a bus name is required", "invalid_argument")
-    strings = [encode(bus), encode(transport), encode(curve_keys), encode(server_key)]
-    return Connection(*strings), strings
+def connection(target: "str | Connection") -> Tuple[ConnectionStruct, list]:
+    """A wsync_connection for a bus name or a Connection, and the bytes objects it points into (keep both alive for
+    the call)."""
+    target = Connection.of(target)
+    strings = [encode(target.bus), encode(target.transport), encode(target.curve_keys), encode(target.server_key)]
+    return ConnectionStruct(*strings), strings
 
 
 def interruptible(function: Callable[[], Tuple[int, object, str]], on_abandoned=None):

@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 from . import _native as N
 from ._closing import Closing
+from .connection import Connection
 from .errors import InvalidArgumentError, StoppedError, UnavailableError
 
 __all__ = ["Coordinator"]
@@ -158,7 +159,7 @@ class Coordinator(Closing):
             except OSError:
                 return False
         lib = N.lib()
-        connection, strings = N.connection(self.bus, self.transport, None, None)
+        connection, strings = N.connection(Connection(self.bus, self.transport))
         text = ctypes.c_void_p()
         status = lib.wsync_bus_status(ctypes.byref(connection), 200, ctypes.byref(text))
         del strings
@@ -173,7 +174,7 @@ class Coordinator(Closing):
             return ""
         try:
             with open(self._log_path, "rb") as log:
-                return log.read().decode(errors="replace")
+                return N.text(log.read())
         except OSError:
             return ""
 
@@ -203,7 +204,7 @@ class Coordinator(Closing):
         if not self.running:
             raise StoppedError(f"the coordinator of bus '{self.bus}' is not running")
         from .monitor import status
-        return int(status(self.bus, transport=self.transport)["committed_version"])
+        return int(status(Connection(self.bus, self.transport))["committed_version"])
 
     def stop(self) -> None:
         """Stops the coordinator: in process, destroys it; the program gets SIGTERM, then SIGKILL after 5 s.

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import builtins
 import re
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .trainer import Outcome
+from .outcome import Outcome
 
 __all__ = [
     "Error", "TimeoutError", "InvalidArgumentError", "ManifestMismatchError", "UnavailableError", "BusyError",
@@ -97,7 +96,7 @@ class AbortedError(Error):
 
     status = "aborted"
 
-    def __init__(self, outcome: "Outcome"):
+    def __init__(self, outcome: Outcome):
         text = f"version {outcome.version} aborted in round {outcome.round}: {outcome.reason}"
         if outcome.detail:
             text += f": {outcome.detail}"
@@ -115,7 +114,7 @@ class RefusedError(Error):
 
     status = "refused"
 
-    def __init__(self, outcome: "Outcome"):
+    def __init__(self, outcome: Outcome):
         text = f"version {outcome.version} refused: {outcome.refusal}"
         if outcome.detail:
             text += f": {outcome.detail}"

@@ -9,18 +9,18 @@ from typing import Any, Dict, Iterator, Optional
 
 from . import _native as N
 from ._closing import Closing
+from .connection import Connection
 from .errors import StoppedError, TimeoutError
 
 __all__ = ["events", "status", "EventStream"]
 
 
-def status(bus: str, timeout: float = 5.0, transport: Optional[str] = None, curve_keys=None,
-           server_key=None) -> Dict[str, Any]:
+def status(bus: str | Connection, timeout: float = 5.0) -> Dict[str, Any]:
     """The coordinator's snapshot as a dict (committed_version, agents, the round in progress, ...). Raises
     TimeoutError when no coordinator answers within `timeout` seconds (UnavailableError when the bus cannot be
     reached at all)."""
     lib = N.lib()
-    connection, strings = N.connection(bus, transport, curve_keys, server_key)
+    connection, strings = N.connection(bus)
 
     def request():
         text = ctypes.c_void_p()
@@ -40,12 +40,12 @@ class EventStream(Closing):
     """The bus's events as dicts, one per event (``topic``, ``seq``, ``type`` and the event's fields). An iterator
     and a context manager; ``next_event(timeout)`` waits up to `timeout` seconds (None: for ever, in slices)."""
 
-    def __init__(self, bus: str, timeout: Optional[float] = None, transport: Optional[str] = None, curve_keys=None,
-                 server_key=None):
-        self.bus = bus
+    def __init__(self, bus: str | Connection, timeout: Optional[float] = None):
+        self.connection = Connection.of(bus)
+        self.bus = self.connection.bus
         self.timeout = timeout
         lib = N.lib()
-        connection, strings = N.connection(bus, transport, curve_keys, server_key)
+        connection, strings = N.connection(self.connection)
         handle = ctypes.c_void_p()
         N.check(lib.wsync_events_open(ctypes.byref(connection), ctypes.byref(handle)))
         del strings
@@ -82,8 +82,7 @@ class EventStream(Closing):
             self._lib.wsync_events_close(handle)
 
 
-def events(bus: str, timeout: Optional[float] = None, transport: Optional[str] = None, curve_keys=None,
-           server_key=None) -> EventStream:
+def events(bus: str | Connection, timeout: Optional[float] = None) -> EventStream:
     """Subscribes to every event of `bus`: ``for event in wsync.events("rl"): ...``. Each step waits up to
     `timeout` seconds for the next event (None: for ever) and raises TimeoutError when none came."""
-    return EventStream(bus, timeout, transport, curve_keys, server_key)
+    return EventStream(bus, timeout)

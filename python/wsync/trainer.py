@@ -12,31 +12,12 @@ from typing import Any, List, Optional, Tuple
 from . import _native as N
 from ._closing import Closing
 from ._tensors import HOST, TensorArray, TensorInfo, describe, device_text, named_items
-from .errors import (AbortedError, BusyError, InvalidArgumentError, ManifestMismatchError, RefusedError,
-                     StoppedError, TimeoutError)
+from .connection import Connection
+from .errors import (AbortedError, BusyError, InternalError, InvalidArgumentError, ManifestMismatchError,
+                     RefusedError, StoppedError, TimeoutError)
+from .outcome import Outcome, OutcomeKind
 
-__all__ = ["Trainer", "PublishHandle", "Outcome", "Progress"]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How a version's round ended."""
-
-    version: int
-    kind: str                 # "committed" | "aborted" | "refused"
-    reason: Optional[str]     # the AbortReason's name when aborted ("AgentDied", "DigestMismatch", ...)
-    refusal: Optional[str]    # the ErrorCode's name when refused ("VersionNotIncreasing", ...)
-    detail: str
-    round: int
-    bytes: int
-    digest: Tuple[int, int]   # XXH3-128 of the payload: (lo, hi)
-    until_plan: float         # seconds: begin -> transfer plan (the workers' pause included)
-    sending: float            # seconds: the payload through the channel
-    total: float              # seconds: begin -> outcome
-
-    @property
-    def committed(self) -> bool:
-        return self.kind == "committed"
+__all__ = ["Trainer", "PublishHandle", "Progress"]
 
 
 @dataclass(frozen=True)
@@ -49,11 +30,13 @@ class Progress:
 
 def _outcome(raw: N.OutcomeStruct) -> Outcome:
     lib = N.lib()
-    kind = N.OUTCOME_KINDS.get(raw.kind, f"kind {raw.kind}")
-    reason = lib.wsync_abort_reason_name(raw.abort_reason).decode() if raw.abort_reason else None
-    refusal = lib.wsync_refusal_name(raw.refusal).decode() if raw.refusal else None
+    kind = N.OUTCOME_KINDS.get(raw.kind)
+    if kind is None:
+        raise InternalError(f"version {raw.version}: an outcome of kind {raw.kind}, which this package does not know")
+    reason = N.text(lib.wsync_abort_reason_name(raw.abort_reason)) if raw.abort_reason else None
+    refusal = N.text(lib.wsync_refusal_name(raw.refusal)) if raw.refusal else None
     return Outcome(version=raw.version, kind=kind, reason=reason, refusal=refusal,
-                   detail=raw.detail.decode(errors="replace"), round=raw.round, bytes=raw.bytes,
+                   detail=N.text(raw.detail), round=raw.round, bytes=raw.bytes,
                    digest=(raw.digest_lo, raw.digest_hi), until_plan=raw.until_plan_ns / 1e9,
                    sending=raw.sending_ns / 1e9, total=raw.total_ns / 1e9)
 
@@ -103,9 +86,9 @@ class PublishHandle:
     def _result(self) -> Outcome:
         outcome = self._outcome
         assert outcome is not None
-        if outcome.kind == "committed":
+        if outcome.kind is OutcomeKind.COMMITTED:
             return outcome
-        if outcome.kind == "refused":
+        if outcome.kind is OutcomeKind.REFUSED:
             raise RefusedError(outcome)
         raise AbortedError(outcome)
 
@@ -115,15 +98,17 @@ class PublishHandle:
 
 
 class Trainer(Closing):
-    """One trainer rank's agent on bus `bus`. The first publish declares the manifest: names, dtypes and shapes in
-    the order given; every later version carries exactly those tensors."""
+    """One trainer rank's agent on bus `bus` (a name, or a Connection for a bus on another host). The first publish
+    declares the manifest: names, dtypes and shapes in the order given; every later version carries exactly those
+    tensors."""
 
-    def __init__(self, bus: str, agent_id: str = "trainer-0", channel: str = "shm", cuda_device: Optional[int] = None,
-                 rank: int = -1, transport: Optional[str] = None, curve_keys=None, server_key=None):
+    def __init__(self, bus: str | Connection, agent_id: str = "trainer-0", channel: str = "shm",
+                 cuda_device: Optional[int] = None, rank: int = -1):
         if channel not in N.CHANNELS:
             raise InvalidArgumentError(f"channel '{channel}': use one of {', '.join(N.CHANNELS)}")
         lib = N.lib()
-        self.bus = bus
+        self.connection = Connection.of(bus)
+        self.bus = self.connection.bus
         self.agent_id = agent_id
         self.channel = channel
         if channel not in N.HOST_CHANNELS and cuda_device is None:
@@ -132,7 +117,7 @@ class Trainer(Closing):
         self.cuda_device = cuda_device
         config = N.TrainerConfig()
         lib.wsync_trainer_config_init(ctypes.byref(config))
-        connection, strings = N.connection(bus, transport, curve_keys, server_key)
+        connection, strings = N.connection(self.connection)
         agent = N.encode(agent_id)
         config.connection = connection
         config.agent_id = agent

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 from . import _native as N
 from ._closing import Closing
 from ._tensors import HOST, TensorArray, describe, device_text, named_items
+from .connection import Connection
 from .errors import InvalidArgumentError, PauseWithdrawn, StoppedError, TimeoutError
 
 __all__ = ["Worker", "Counters", "PauseGate"]
@@ -41,7 +42,7 @@ def _write_error(buffer: int, size: int, text: str) -> None:
 
 
 class Worker(Closing):
-    """One inference engine's agent on bus `bus`.
+    """One inference engine's agent on bus `bus` (a name, or a Connection for a bus on another host).
 
     tensors: the engine's tensors, bound in place (model.named_parameters(), a state_dict, a mapping or pairs);
     the agent writes each committed version into them while the engine is paused, so they must stay where they
@@ -61,15 +62,15 @@ class Worker(Closing):
     the worker or wait for a version (both wait for the callback): that raises InvalidArgumentError and the worker
     goes on."""
 
-    def __init__(self, bus: str, agent_id: str = "worker-0", tensors: Any = None,
+    def __init__(self, bus: str | Connection, agent_id: str = "worker-0", tensors: Any = None,
                  on_pause: Optional[Callable] = None, on_resume: Optional[Callable] = None,
                  on_applied: Optional[Callable] = None, loop: Optional[asyncio.AbstractEventLoop] = None,
                  on_withdraw: Optional[Callable] = None,
                  memory: Optional[str] = None, cuda_device: Optional[int] = None, rank: int = -1,
-                 transport: Optional[str] = None, curve_keys=None, server_key=None,
                  registration_timeout: float = 30.0):
         lib = N.lib()
-        self.bus = bus
+        self.connection = Connection.of(bus)
+        self.bus = self.connection.bus
         self.agent_id = agent_id
         self._handle: Optional[ctypes.c_void_p] = None
         self._closing = False
@@ -107,7 +108,7 @@ class Worker(Closing):
                            N.WITHDRAW_FN(self._withdraw) if on_withdraw is not None else N.WITHDRAW_FN())
         config = N.WorkerConfig()
         lib.wsync_worker_config_init(ctypes.byref(config))
-        connection, strings = N.connection(bus, transport, curve_keys, server_key)
+        connection, strings = N.connection(self.connection)
         agent = N.encode(agent_id)
         config.connection = connection
         config.agent_id = agent

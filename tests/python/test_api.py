@@ -8,6 +8,7 @@ import asyncio
 import builtins
 import ctypes
 import gc
+import json
 import sys
 import threading
 import time
@@ -606,6 +607,74 @@ def test_error_classes_carry_status_and_detail():
     assert issubclass(wsync.TimeoutError, builtins.TimeoutError)
     assert issubclass(wsync.UnavailableError, ConnectionError)
     assert issubclass(wsync.ManifestMismatchError, ValueError)
+
+
+def test_outcome_kind_is_an_enum_that_compares_as_its_name(in_process_coordinator):
+    bus = in_process_coordinator.bus
+    with wsync.Worker(bus, agent_id="w", tensors={"x": np.zeros(4, np.uint8)}), \
+            wsync.Trainer(bus, agent_id="t") as trainer:
+        outcome = trainer.publish(1, {"x": np.ones(4, np.uint8)}).wait(30)
+        assert outcome.kind is wsync.OutcomeKind.COMMITTED and outcome.committed
+        assert outcome.kind == "committed" and str(outcome.kind) == "committed" and f"{outcome.kind}" == "committed"
+        assert json.dumps({"kind": outcome.kind}) == '{"kind": "committed"}'
+        with pytest.raises(wsync.RefusedError) as refused:
+            trainer.publish(1).wait(30)
+        assert refused.value.outcome.kind is wsync.OutcomeKind.REFUSED and not refused.value.outcome.committed
+    assert [kind.value for kind in wsync.OutcomeKind] == ["committed", "aborted", "refused"]
+
+
+def test_one_connection_value_reaches_the_bus_from_every_signature(in_process_coordinator):
+    here = wsync.Connection(in_process_coordinator.bus)
+    assert wsync.Connection.of(here) is here and wsync.Connection.of(here.bus) == here
+    with wsync.Worker(here, agent_id="w", tensors={"x": np.zeros(4, np.uint8)}) as worker, \
+            wsync.Trainer(here, agent_id="t") as trainer, wsync.events(here, timeout=10) as stream:
+        assert worker.connection == trainer.connection == stream.connection == here
+        assert trainer.bus == worker.bus == here.bus
+        assert trainer.publish(1, {"x": np.ones(4, np.uint8)}).wait(30).committed
+        assert wsync.status(here)["committed_version"] == 1
+        stream.next_event(timeout=10)
+    with pytest.raises(wsync.InvalidArgumentError):
+        wsync.Connection("")
+    with pytest.raises(TypeError):
+        wsync.Trainer(42)
+    with pytest.raises(TypeError):
+        wsync.Worker(here.bus, tensors={}, transport="ipc")  # the keywords of old are the Connection's fields now
+
+
+def test_the_package_has_no_import_circle():
+    # Every relative import of every module (those under TYPE_CHECKING and inside functions too), as a graph: it has
+    # no cycle. (Importing each module alone proves nothing: `import wsync.x` runs wsync/__init__.py first.)
+    import ast
+
+    root = Path(wsync.__file__).parent
+    graph = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        package = parts[:-1] if parts[-1] != "__init__" else parts[:-1]
+        name = ".".join(parts if parts[-1] != "__init__" else parts[:-1]) or "__init__"
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ((node.module,) if node.module else ()))
+                names = [target] if node.module else [".".join(base + (alias.name,)) for alias in node.names]
+                edges.update(n for n in names if n and n != name)
+        graph[name] = edges
+    graph.pop("__init__", None)  # the package's face imports everything, and nothing imports it back
+    state = {}
+
+    def visit(module, trail):
+        if state.get(module) == "done" or module not in graph:
+            return
+        assert state.get(module) != "open", f"import circle: {' -> '.join(trail + [module])}"
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            visit(target, trail + [module])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert "outcome" in graph["errors"] and "trainer" not in graph["errors"]
 
 
 def test_importing_wsync_imports_neither_torch_nor_numpy(tmp_path):

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..connection import Connection
+
 # Below the coordinator's default pause timeout (30 s), so that a load holding the staging tensors past it refuses
 # the pause with its reason rather than letting the round time out without one.
 STAGING_WAIT_S = 20.0
@@ -90,15 +92,12 @@ class StagingReceiver:
 
     def __init__(
         self,
-        bus: str,
+        bus: str | Connection,
         manifest: Sequence[TensorSpec],
         *,
         device: Any = None,
         memory: str | None = None,
         agent_id: str | None = None,
-        transport: str | None = None,
-        curve_keys: str | None = None,
-        server_key: str | None = None,
         registration_timeout: float = REGISTRATION_TIMEOUT_S,
         staging_wait: float = STAGING_WAIT_S,
     ) -> None:
@@ -147,9 +146,6 @@ class StagingReceiver:
             on_withdraw=self._on_withdraw,
             memory=memory,
             cuda_device=cuda_device,
-            transport=transport,
-            curve_keys=curve_keys,
-            server_key=server_key,
             registration_timeout=registration_timeout,
         )
 
