@@ -482,7 +482,7 @@ for phase in "$@"; do
     rl-fsdp2-ipc)
       # rl-timing's last row alone: FSDP2 over cuda_ipc on the timing model (ranks and engines sharing cuda:0-1).
       mkdir -p $R/rl
-      WSYNC_SCENARIO_COMMAND_TIMEOUT_S=180 WSYNC_SCENARIO_STALL_DUMP_S=60 timeout $t python3 examples/fsdp2_to_dp.py \
+      WSYNC_SCENARIO_COMMAND_TIMEOUT_S=180 WSYNC_SCENARIO_STALL_DUMP_S=60 timeout $t python3 examples/rl/fsdp2_to_dp.py \
         --json $R/rl/fsdp2-qwen3-0.6b-cuda_ipc.json --model qwen3-0.6b --channel cuda_ipc \
         --trainer-devices cuda:0,cuda:1 --engine-devices cuda:0,cuda:1 > $R/rl/fsdp2-qwen3-0.6b-cuda_ipc.log 2>&1
       echo "exit $?" >> $R/rl/fsdp2-qwen3-0.6b-cuda_ipc.log

@@ -89,7 +89,7 @@ HF_DTYPES = {"fp32": ("float32", "F32"), "bf16": ("bfloat16", "BF16")}
 
 def catalog_manifest(model: str) -> list:
     """The model's tensors: the C++ catalog's (wsync-trainer --print-manifest), or for "hf:NAME[:bf16]" the
-    named parameters of examples/policy_models.py's transformers model NAME (built on the meta device: no memory),
+    named parameters of examples/rl/policy_models.py's transformers model NAME (built on the meta device: no memory),
     in fp32 as the RL examples run it unless :bf16 says otherwise."""
     if model.startswith(HF_PREFIX):
         return hf_manifest(model[len(HF_PREFIX):])
@@ -106,7 +106,7 @@ def hf_manifest(name: str) -> list:
     dtype, code = HF_DTYPES.get(precision or "fp32", (None, None))
     if dtype is None:
         raise SystemExit(f"hf:{name}:{precision}: precision is one of {', '.join(HF_DTYPES)}")
-    sys.path.insert(0, str(THIS.parents[2] / "examples"))
+    sys.path.insert(0, str(THIS.parents[2] / "examples" / "rl"))
     import policy_models
 
     meta = torch.device("meta")

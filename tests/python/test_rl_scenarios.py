@@ -1,4 +1,4 @@
-"""The RL scenarios of examples/ (sync RLHF, async with keep-mode pauses, FSDP2 to data-parallel workers), run as
+"""The RL scenarios of examples/rl/ (sync RLHF, async with keep-mode pauses, FSDP2 to data-parallel workers), run as
 the examples themselves: real processes (coordinator, policy, engines, FSDP2 ranks), a transformers causal LM, and
 the examples' own exact checks (token for token, byte for byte), read back from their JSON records.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rl"
 # A scenario on the tiny model takes seconds; a GPU one builds a model and trains it first. A GPU session shorter
 # than that sets WSYNC_SCENARIO_TIMEOUT_S, so that a stalled case fails with its output kept rather than being cut.
 SCENARIO_TIMEOUT_SECONDS = float(os.environ.get("WSYNC_SCENARIO_TIMEOUT_S", "900"))
@@ -37,7 +37,7 @@ def has_fsdp2() -> bool:
 
 
 def run_example(script: str, tmp_path: Path, *arguments: str) -> dict:
-    """Runs examples/<script>.py; its JSON record and output are also kept in $WSYNC_SCENARIO_RECORDS when set
+    """Runs examples/rl/<script>.py; its JSON record and output are also kept in $WSYNC_SCENARIO_RECORDS when set
     (the GPU runs whose logs go under bench/results/)."""
     record = tmp_path / f"{script}.json"
     # A session of its own: a stalled example is killed with every process it started (ranks, engines, the

@@ -4,11 +4,14 @@ the trainer's ranks hold the policy sharded with PyTorch FSDP2 (`fully_shard`); 
 part in gathering the full tensors (DTensor.full_tensor(), a collective), and rank 0 publishes them; each inference
 worker, a process of its own, holds a full copy and takes every version.
 
-    python examples/fsdp2_to_dp.py --model qwen3-small --trainer-devices cuda:0,cuda:1 \\
+    python examples/rl/fsdp2_to_dp.py --model qwen3-small --trainer-devices cuda:0,cuda:1 \\
         --engine-devices cuda:2,cuda:3 --channel nccl                   # 4 GPUs
-    python examples/fsdp2_to_dp.py --model qwen3-small --trainer-devices cuda:0,cuda:1 \\
+    python examples/rl/fsdp2_to_dp.py --model qwen3-small --trainer-devices cuda:0,cuda:1 \\
         --engine-devices cuda:0,cuda:1 --channel cuda_ipc               # 2 GPUs: workers beside the ranks
-    python examples/fsdp2_to_dp.py                                      # CPU: gloo ranks, shm (torch >= 2.6)
+    python examples/rl/fsdp2_to_dp.py                                   # CPU: gloo ranks, shm (torch >= 2.6)
+
+The trainer's ranks are `RankServer` below (rank 0 holds the wsync.Trainer), each engine is `run_engine()` with
+its wsync.Worker, every one a process of its own.
 
 Checks (exit code 1 if any fails): every worker holds each version byte for byte as gathered; every worker's greedy
 outputs equal the unsharded trainer model's (rank 0 loads the gathered tensors into a plain model and generates
@@ -26,8 +29,11 @@ from typing import Any, List
 import policy_models
 import scenario_support as S
 import torch
-import wsync
 from reference_engine import ReferenceEngine, deterministic
+
+import wsync
+
+VERSIONS = (1, 2)
 
 
 def fully_shard_function():
@@ -129,6 +135,25 @@ class RankServer:
         torch.distributed.destroy_process_group()
 
 
+def run_engine(link: S.Link, bus: str, model_name: str, device: str, agent_id: str, prompts, max_tokens) -> None:
+    """One data-parallel inference worker: a full copy of the model, bound in place to a wsync.Worker; for each
+    version, its weights' digests and its outputs with their spans."""
+    S.use_device(device)
+    model = policy_models.build(model_name, S.ENGINE_SEED, device)  # other weights than the trainer's
+    worker = None
+    with ReferenceEngine(model, device, version=lambda: worker.applied_version) as engine, \
+            wsync.Worker(bus, agent_id=agent_id, tensors=model.named_parameters(), on_pause=engine.pause,
+                         on_resume=engine.resume, on_withdraw=engine.withdraw,
+                         cuda_device=S.device_index(device)) as worker:
+        link.send("ready")
+        for version in VERSIONS:
+            worker.wait_for_version(version, timeout=S.COMMAND_TIMEOUT_SECONDS)  # applied at the commit
+            requests = engine.generate(prompts, max_tokens)
+            link.send({"digests": policy_models.digests(model.named_parameters()),
+                       "outputs": [(list(request.tokens), list(request.spans.spans)) for request in requests]})
+        link.receive()  # until the driver is done
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="tiny", choices=sorted(policy_models.MODELS))
@@ -159,12 +184,15 @@ def main() -> None:
     engines, group = [], None
     with wsync.Coordinator(bus), tempfile.TemporaryDirectory() as workdir:
         try:
-            engines = [S.EngineProcess(bus, arguments.model, device, f"engine-{index}")
+            engines = [S.Peer(run_engine, bus, arguments.model, device, f"engine-{index}", prompts,
+                              arguments.max_tokens, name=f"engine-{index}")
                        for index, device in enumerate(engine_devices)]
+            for engine in engines:
+                engine.receive()  # "ready": on the bus before the first round begins
             group = TrainerGroup(bus, arguments.model, arguments.seed, trainer_devices, arguments.channel, backend,
                                  os.path.join(workdir, "rendezvous"))
             before = None
-            for version in (1, 2):
+            for version in VERSIONS:
                 if version == 2:
                     losses = group.call("train", arguments.train_steps, arguments.seed + 1)
                     report.say(f"rank 0 trained {arguments.train_steps} FSDP2 steps: losses {losses}")
@@ -173,16 +201,16 @@ def main() -> None:
                            f"{S.describe_outcome(outcome)}")
                 report.check(f"version {version} committed", outcome["kind"] == "committed", outcome["detail"])
                 report.timing(f"v{version}", {key: outcome[key] for key in ("total_s", "gather_s", "bytes")})
-                for engine in engines:
-                    engine.call("wait_for_version", version)  # applied at the commit, by each worker
-                    report.same_weights(f"{engine.agent_id} holds version {version} byte for byte",
-                                        engine.call("digests"), outcome["digests"])
+                served = [engine.receive() for engine in engines]
+                for engine, answer in zip(engines, served):
+                    report.same_weights(f"{engine.name} holds version {version} byte for byte", answer["digests"],
+                                        outcome["digests"])
                 expected = group.call("generate", prompts, arguments.max_tokens)
-                for engine in engines:
-                    answers = engine.call("generate", prompts, arguments.max_tokens)
-                    report.same_tokens(f"version {version}: {engine.agent_id}'s outputs equal the unsharded "
+                for engine, answer in zip(engines, served):
+                    answers = answer["outputs"]
+                    report.same_tokens(f"version {version}: {engine.name}'s outputs equal the unsharded "
                                        f"trainer model's", [tokens for tokens, _ in answers], expected)
-                    report.check(f"version {version}: {engine.agent_id} tags every token with it",
+                    report.check(f"version {version}: {engine.name} tags every token with it",
                                  all(spans == [(0, version)] for _, spans in answers),
                                  f"spans: {sorted({tuple(spans) for _, spans in answers})}")
                 if before is not None:

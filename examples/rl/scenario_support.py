@@ -1,5 +1,6 @@
-"""What wsync's RL examples share: the policy (trainer) in a process of its own, the engine with its wsync worker,
-and a report of checks that makes the example exit non-zero when one fails."""
+"""What wsync's RL examples share, none of it wsync: the other side of a scenario in a process of its own (a Peer),
+the arguments, the engine's seed, and a report of checks that makes the example exit non-zero when one fails. The
+wsync calls (Trainer, publish, Worker, wait_for_version) are in the scenarios themselves."""
 from __future__ import annotations
 
 import faulthandler
@@ -10,7 +11,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 # Deterministic cuBLAS needs this before CUDA starts in the process (spawned children inherit it).
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -18,12 +19,11 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 import torch  # noqa: E402
 
 import policy_models  # noqa: E402
-import wsync  # noqa: E402
 from reference_engine import ReferenceEngine, deterministic  # noqa: E402
 
-__all__ = ["PolicyProcess", "EngineWorker", "EngineProcess", "Report", "fresh_engine", "device_index",
+__all__ = ["Peer", "Link", "use_device", "greedy_outputs", "Report", "fresh_engine", "device_index",
            "common_arguments", "unique_bus", "outputs", "describe_outcome", "exit_with", "serve", "outcome_record",
-           "answer_of", "stop_process", "stop_processes"]
+           "answer_of", "stop_processes", "ENGINE_SEED", "COMMAND_TIMEOUT_SECONDS"]
 
 # A policy's answer to one command: training a 0.6B model or a round over a slow channel stays well inside this.
 # WSYNC_SCENARIO_COMMAND_TIMEOUT_S shortens it where a GPU session's time box is shorter than a stall would take.
@@ -58,92 +58,88 @@ def common_arguments(parser, model: str = "tiny") -> None:
     parser.add_argument("--bus", help="bus name (default: unique to this run)")
 
 
-# ---- the policy ---------------------------------------------------------------------------------------------------
+# ---- the two sides: this process and a peer -------------------------------------------------------------------
 
-class PolicyProcess:
-    """The trainer: a process holding the policy model and a wsync.Trainer, driven by commands over a pipe."""
+def use_device(device: str) -> None:
+    """Deterministic kernels, and `device` as the process's current CUDA device when it is one."""
+    deterministic()
+    if torch.device(device).type == "cuda":
+        torch.cuda.set_device(torch.device(device))
 
-    def __init__(self, bus: str, model: str, seed: int, device: str, channel: str, agent_id: str = "trainer"):
-        context = multiprocessing.get_context("spawn")  # CUDA in a child needs spawn
+
+class Link:
+    """A peer's end of its pipe to the driver: send() a value, receive() the next one."""
+
+    def __init__(self, connection, who: str):
+        self._connection = connection
+        self._who = who
+
+    def send(self, value: Any) -> None:
+        self._connection.send(("ok", value))
+
+    def receive(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> Any:
+        value = answer_of(self._connection, timeout, self._who)
+        if value == _STOP:
+            raise SystemExit(0)  # the driver is done with this peer, whatever it was waiting for
+        return value
+
+
+_STOP = "__stop__"
+
+
+class Peer:
+    """`function(link, *args)` in a process of its own (spawned: CUDA in a child needs it), the other side of a
+    scenario (a trainer, an engine). It talks to the driver through `link` (a Link); the driver sends with send()
+    and takes its answers with receive(), which raises with the peer's traceback when the function failed."""
+
+    def __init__(self, function: Callable, *args, name: str):
+        context = multiprocessing.get_context("spawn")
+        self.name = name
         self._connection, child = context.Pipe()
-        self._process = context.Process(target=serve, args=(child, PolicyServer, bus, model, seed, device, channel,
-                                                             agent_id), name=agent_id, daemon=True)
+        self._process = context.Process(target=_run_peer, args=(child, name, function, args), name=name,
+                                        daemon=True)
         self._process.start()
         child.close()
-        self.result(timeout=COMMAND_TIMEOUT_SECONDS)  # "ready"
 
-    def send(self, command: str, *args) -> None:
-        """Starts a command; result() returns its answer (commands run one at a time, in order)."""
-        self._connection.send((command, args))
+    def send(self, value: Any) -> None:
+        self._connection.send(("ok", value))
 
-    def result(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> Any:
-        return answer_of(self._connection, timeout, "the policy process")
-
-    def call(self, command: str, *args, timeout: float = COMMAND_TIMEOUT_SECONDS) -> Any:
-        self.send(command, *args)
-        return self.result(timeout)
+    def receive(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> Any:
+        return answer_of(self._connection, timeout, self.name)
 
     def close(self) -> None:
-        stop_process(self._process, self._connection)
+        """Tells the peer to stop (a receive() there ends it) and waits for it to close its agent."""
+        stop_processes([(self._process, self._connection)], message=("ok", _STOP))
 
 
-class PolicyServer:
-    """The policy process's side of PolicyProcess: the model, its wsync.Trainer, and the versions prepared ahead."""
+def _run_peer(connection, name: str, function: Callable, args) -> None:
+    if STALL_DUMP_SECONDS > 0:  # stacks if the peer runs that long, and again each as many seconds
+        faulthandler.dump_traceback_later(STALL_DUMP_SECONDS, repeat=True)
+    try:
+        function(Link(connection, f"the driver of {name}"), *args)
+    except SystemExit:
+        pass
+    except BaseException:  # noqa: BLE001 - reported to the driver, whose receive() raises it
+        connection.send(("error", traceback.format_exc()))
 
-    def __init__(self, bus, model_name, seed, device, channel, agent_id):
-        deterministic()
-        if torch.device(device).type == "cuda":
-            torch.cuda.set_device(torch.device(device))
-        self.device = device
-        self.model = policy_models.build(model_name, seed, device)
-        self.trainer = wsync.Trainer(bus, agent_id=agent_id, channel=channel, cuda_device=device_index(device))
-        self.versions: Dict[int, Dict[str, torch.Tensor]] = {}  # prepared: name -> a copy of each parameter
-        self.published_once = False
 
-    def handle(self, command: str, args) -> Any:
-        if command == "generate":  # the policy's own greedy outputs, through the same engine code
-            prompts, max_tokens = args
-            with ReferenceEngine(self.model, self.device) as engine:
-                return [request.tokens for request in engine.generate(prompts, max_tokens)]
-        if command == "train":
-            steps, train_seed = args
-            return policy_models.train_steps(self.model, steps, train_seed)
-        if command == "prepare":  # a later version made now and kept aside, published when asked
-            version, steps, train_seed, path = args
-            losses = policy_models.train_steps(self.model, steps, train_seed)
-            self.versions[version] = {name: tensor.detach().clone() for name, tensor in self.model.named_parameters()}
-            policy_models.save_state(self.model, path)
-            return {"losses": losses, "digests": policy_models.digests(self.versions[version].items())}
-        if command == "publish":
-            version, pause_mode = args
-            tensors = self.versions.get(version)
-            if tensors is None:
-                tensors = None if self.published_once else self.model.named_parameters()
-            started = time.monotonic()
-            outcome = self.trainer.publish(version, tensors, pause_mode=pause_mode).wait(COMMAND_TIMEOUT_SECONDS)
-            self.published_once = True
-            return {**outcome_record(outcome), "wall_s": time.monotonic() - started}
-        if command == "digests":
-            return policy_models.digests(self.model.named_parameters())
-        if command == "save":
-            policy_models.save_state(self.model, args[0])
-            return args[0]
-        raise ValueError(f"unknown command '{command}'")
-
-    def close(self) -> None:
-        self.trainer.close()
+def greedy_outputs(model, device: str, prompts, max_tokens) -> List[List[int]]:
+    """A model's own greedy outputs, through the same engine code as the engines' (no worker, no version)."""
+    with ReferenceEngine(model, device) as engine:
+        return [request.tokens for request in engine.generate(prompts, max_tokens)]
 
 
 def outcome_record(outcome) -> Dict[str, Any]:
     """A wsync.Outcome as the driver reads it (plain values: it crosses a pipe)."""
-    return {"version": outcome.version, "kind": outcome.kind, "reason": outcome.reason, "detail": outcome.detail,
-            "bytes": outcome.bytes, "total_s": outcome.total, "until_plan_s": outcome.until_plan,
-            "sending_s": outcome.sending}
+    return {"version": outcome.version, "kind": str(outcome.kind), "reason": outcome.reason,
+            "detail": outcome.detail, "bytes": outcome.bytes, "total_s": outcome.total,
+            "until_plan_s": outcome.until_plan, "sending_s": outcome.sending}
 
 
 def serve(connection, server_class, *args) -> None:
-    """A command process's loop: builds server_class(*args) (a failure is reported to the driver), then answers
-    each (command, args) with server.handle(command, args) until "stop", which runs server.close()."""
+    """A command process's loop (the FSDP2 ranks, driven in lockstep): builds server_class(*args) (a failure is
+    reported to the driver), then answers each (command, args) with server.handle(command, args) until "stop",
+    which runs server.close()."""
     def watch(what: str) -> None:  # STALL_DUMP_SECONDS: stacks if `what` takes that long
         if STALL_DUMP_SECONDS > 0:
             print(f"[{multiprocessing.current_process().name}] {what}", file=sys.stderr, flush=True)
@@ -171,79 +167,6 @@ def serve(connection, server_class, *args) -> None:
         connection.send(answer)
 
 
-# ---- the engine ---------------------------------------------------------------------------------------------------
-
-class EngineWorker:
-    """An inference engine (ReferenceEngine over the model `model`, initial weights from ENGINE_SEED) and the
-    wsync worker bound to its parameters in place: the engine's pause and resume are the worker's callbacks and
-    every token is tagged with the worker's applied version."""
-
-    def __init__(self, bus: str, model: str, device: str, agent_id: str = "engine-0", on_step=None):
-        deterministic()
-        if torch.device(device).type == "cuda":
-            torch.cuda.set_device(torch.device(device))
-        self.device = device
-        self.model = policy_models.build(model, ENGINE_SEED, device)
-        self.worker: Optional[wsync.Worker] = None
-        self.engine = ReferenceEngine(self.model, device, version=self._version, on_step=on_step)
-        self.worker = wsync.Worker(bus, agent_id=agent_id, tensors=self.model.named_parameters(),
-                                   on_pause=self.engine.pause, on_resume=self.engine.resume,
-                                   on_withdraw=self.engine.withdraw, cuda_device=device_index(device))
-
-    def _version(self) -> int:
-        return self.worker.applied_version if self.worker is not None else 0
-
-    def digests(self) -> Dict[str, str]:
-        return policy_models.digests(self.model.named_parameters())
-
-    def close(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
-        self.engine.close()
-
-
-class EngineProcess:
-    """An EngineWorker in a process of its own (a data-parallel inference worker), driven by commands."""
-
-    def __init__(self, bus: str, model: str, device: str, agent_id: str):
-        context = multiprocessing.get_context("spawn")
-        self.agent_id = agent_id
-        self._connection, child = context.Pipe()
-        self._process = context.Process(target=serve, args=(child, EngineServer, bus, model, device, agent_id),
-                                        name=agent_id, daemon=True)
-        self._process.start()
-        child.close()
-        answer_of(self._connection, COMMAND_TIMEOUT_SECONDS, agent_id)  # "ready"
-
-    def call(self, command: str, *args, timeout: float = COMMAND_TIMEOUT_SECONDS) -> Any:
-        self._connection.send((command, args))
-        return answer_of(self._connection, timeout, self.agent_id)
-
-    def close(self) -> None:
-        stop_process(self._process, self._connection)
-
-
-class EngineServer:
-    """The engine process's side of EngineProcess."""
-
-    def __init__(self, bus, model, device, agent_id):
-        self.worker = EngineWorker(bus, model, device, agent_id)
-
-    def handle(self, command: str, args) -> Any:
-        if command == "generate":
-            prompts, max_tokens = args
-            requests = self.worker.engine.generate(prompts, max_tokens)
-            return [(list(request.tokens), list(request.spans.spans)) for request in requests]
-        if command == "digests":
-            return self.worker.digests()
-        if command == "wait_for_version":
-            return self.worker.worker.wait_for_version(args[0], timeout=COMMAND_TIMEOUT_SECONDS)
-        raise ValueError(f"unknown command '{command}'")
-
-    def close(self) -> None:
-        self.worker.close()
-
-
 def answer_of(connection, timeout: float, who: str) -> Any:
     if not connection.poll(timeout):
         raise TimeoutError(f"{who} did not answer within {timeout} s")
@@ -256,18 +179,14 @@ def answer_of(connection, timeout: float, who: str) -> Any:
     return value
 
 
-def stop_process(process, connection) -> None:
-    stop_processes([(process, connection)])
-
-
-def stop_processes(pairs) -> None:
+def stop_processes(pairs, message=("stop", ())) -> None:
     """Asks every process to stop before waiting for any: a rank's stop can wait for its peers' (torch's
     destroy_process_group over NCCL does), so asking one rank after another costs a grace period per rank."""
     pairs = list(pairs)
     for process, connection in pairs:
         if process.is_alive():
             try:
-                connection.send(("stop", ()))
+                connection.send(message)
             except OSError:
                 pass
     deadline = time.monotonic() + STOP_GRACE_SECONDS
