@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """A trainer: after every optimizer step, publish the policy's weights as the next version to every worker.
+Run it as examples/README.md says:
 
     wsync-coordinator --bus demo &          # one per bus (or wsync.Coordinator("demo") in Python)
-    python examples/worker.py demo 3 &      # any number of workers
+    python examples/worker.py demo 3 w0 &   # any number of workers, each with an agent id
     python examples/trainer.py demo 3 1     # 3 versions, for 1 worker
 """
+
+from __future__ import annotations
 
 import sys
 import time
@@ -14,7 +17,6 @@ import torch
 import wsync
 
 bus, versions, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-torch.manual_seed(0)
 policy = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.Tanh(), torch.nn.Linear(64, 16))
 optimizer = torch.optim.SGD(policy.parameters(), lr=0.1)
 
@@ -31,5 +33,8 @@ with wsync.Trainer(bus, agent_id="trainer-0") as trainer:
         # Zero-copy from the parameters themselves, which must not change until the outcome is known.
         outcome = trainer.publish(version, policy.named_parameters()).wait(timeout=60)
         checksum = sum(p.detach().double().sum().item() for p in policy.parameters())
-        print(f"version {version} {outcome.kind}: {outcome.bytes} bytes in {outcome.total * 1e3:.1f} ms, "
-              f"checksum {checksum:.6f}", flush=True)
+        print(
+            f"version {version} {outcome.kind}: {outcome.bytes} bytes in {outcome.total * 1e3:.1f} ms, "
+            f"checksum {checksum:.6f}",
+            flush=True,
+        )

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""An inference worker: generate with the weights it holds, take every version the trainer publishes (paused
-between two decode steps for it), and tag each output with the versions that produced its tokens.
+"""An inference worker: generate, take each version the trainer publishes, tag outputs with their versions. Its
+weights start other than the trainer's: only wsync makes them equal, in place.
 
-    python examples/worker.py demo 3        # until it holds version 3 (see trainer.py)
+python examples/worker.py demo 3 w0     # agent w0, until it holds version 3 (see trainer.py)
 """
 
-import os
+from __future__ import annotations
+
 import sys
 import threading
 import time
@@ -14,18 +15,20 @@ import torch
 
 import wsync
 
-bus, last_version = sys.argv[1], int(sys.argv[2])
-torch.manual_seed(1)  # other weights than the trainer's: only wsync makes them equal
-policy = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.Tanh(), torch.nn.Linear(64, 16))
-steps = threading.Lock()  # held by each decode step, and by the worker from pause to resume
+bus, last_version, agent_id = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+policy = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.Tanh(), torch.nn.Linear(64, 16)).requires_grad_(False)
+steps = threading.Lock()  # held by each decode step, and by the worker from its pause to its resume
 
 
-def pause(mode: str, round_: int) -> None:  # returns once no step reads the weights (between two steps)
+def pause(mode: str, round_: int) -> None:  # returns between two steps: nothing reads the weights then
     steps.acquire()
 
 
-with torch.no_grad(), wsync.Worker(bus, agent_id=f"worker-{os.getpid()}", tensors=policy.named_parameters(),
-                                   on_pause=pause, on_resume=lambda version: steps.release()) as worker:
+def resume(version: int) -> None:
+    steps.release()
+
+
+with wsync.Worker(bus, agent_id, tensors=policy.named_parameters(), on_pause=pause, on_resume=resume) as worker:
     worker.wait_for_version(1, timeout=60)  # nothing to serve before the first version
     while worker.applied_version < last_version:
         spans, state = wsync.SpanRecorder(), torch.zeros(1, 16)  # one output: (first token, version) spans
