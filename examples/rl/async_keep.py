@@ -22,6 +22,7 @@ different numbers of tokens. Checks (exit code 1 if any fails):
 Timings: each update's round, and the generation it cost (tokens/s around it, the stall between the last token
 before the pause and the first after).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -93,8 +94,9 @@ def run_trainer(link: S.Link, bus: str, arguments, versions: list[int], workdir:
     of the checks."""
     S.use_device(arguments.trainer_device)
     model = policy_models.build(arguments.model, arguments.seed, arguments.trainer_device)
-    with wsync.Trainer(bus, agent_id="trainer", channel=arguments.channel,
-                       cuda_device=S.device_index(arguments.trainer_device)) as trainer:
+    with wsync.Trainer(
+        bus, agent_id="trainer", channel=arguments.channel, cuda_device=S.device_index(arguments.trainer_device)
+    ) as trainer:
         link.send(publish(trainer, 1, model.named_parameters()))
         policy_models.save_state(model, Path(workdir) / "v1.pt")
         prepared = {}
@@ -140,11 +142,20 @@ def main() -> None:
     model = policy_models.build(arguments.model, S.ENGINE_SEED, device)  # other weights than the policy's
     triggers = Triggers(None, waves, arguments.stagger, pause_points)
     worker = None
-    with wsync.Coordinator(bus), tempfile.TemporaryDirectory() as workdir, \
-            ReferenceEngine(model, device, version=lambda: worker.applied_version, on_step=triggers) as engine, \
-            wsync.Worker(bus, agent_id="engine-0", tensors=model.named_parameters(), on_pause=engine.pause,
-                         on_resume=engine.resume, on_withdraw=engine.withdraw,
-                         cuda_device=S.device_index(device)) as worker:
+    with (
+        wsync.Coordinator(bus),
+        tempfile.TemporaryDirectory() as workdir,
+        ReferenceEngine(model, device, version=lambda: worker.applied_version, on_step=triggers) as engine,
+        wsync.Worker(
+            bus,
+            agent_id="engine-0",
+            tensors=model.named_parameters(),
+            on_pause=engine.pause,
+            on_resume=engine.resume,
+            on_withdraw=engine.withdraw,
+            cuda_device=S.device_index(device),
+        ) as worker,
+    ):
         policy = triggers.policy = S.Peer(run_trainer, bus, arguments, versions, workdir, name="trainer")
         try:
             first = policy.receive()
@@ -169,14 +180,20 @@ def main() -> None:
             requests = sorted(triggers.requests, key=lambda request: request.index)
             for outcome in outcomes:
                 report.say(f"update: {S.describe_outcome(outcome)}")
-                report.check(f"version {outcome['version']} committed while generating",
-                             outcome["kind"] == "committed", outcome["detail"])
-            report.check(f"{len(versions)} update(s) asked for", len(triggers.asked) == len(versions),
-                         f"asked: {triggers.asked}")
+                report.check(
+                    f"version {outcome['version']} committed while generating",
+                    outcome["kind"] == "committed",
+                    outcome["detail"],
+                )
+            report.check(
+                f"{len(versions)} update(s) asked for", len(triggers.asked) == len(versions), f"asked: {triggers.asked}"
+            )
             pauses = engine.pauses[1:]  # the first: version 1's, before any request
-            report.check("every update paused the engine in keep mode, keeping every request",
-                         [(pause["mode"], pause["kept"]) for pause in pauses] == [("keep", len(requests))] * len(versions),
-                         f"pauses: {pauses}")
+            report.check(
+                "every update paused the engine in keep mode, keeping every request",
+                [(pause["mode"], pause["kept"]) for pause in pauses] == [("keep", len(requests))] * len(versions),
+                f"pauses: {pauses}",
+            )
 
             # Spans: [0, k1) = V1, [k1, k2) = V2, ... for every request of the batch.
             expected_versions = [1] + versions
@@ -190,8 +207,11 @@ def main() -> None:
                 spans = spans_of(request)
                 if [version for _, version in spans] != expected_versions or request.finish_reason != "length":
                     bad.append(f"request {request.index}: spans {spans}, finished by {request.finish_reason}")
-            report.check(f"every request's spans are {' -> '.join(f'V{v}' for v in expected_versions)} at its "
-                         f"pause points", not bad, "; ".join(bad[:3]))
+            report.check(
+                f"every request's spans are {' -> '.join(f'V{v}' for v in expected_versions)} at its pause points",
+                not bad,
+                "; ".join(bad[:3]),
+            )
             for request in requests:
                 report.say(f"  request {request.index}: {len(request.tokens)} tokens, spans {spans_of(request)}")
 
@@ -208,29 +228,43 @@ def main() -> None:
                     ends.append(spans[at + 1][0] if at + 1 < len(spans) else len(request.tokens))
                 fresh = S.fresh_engine(arguments.model, arguments.engine_device, prepared[version]["path"])
                 try:
-                    report.same_weights(f"the fresh engine holds version {version} byte for byte",
-                                        policy_models.digests(fresh.model.named_parameters()),
-                                        prepared[version]["digests"])
-                    again = fresh.generate([r.prompt + r.tokens[:k] for r, k in zip(rows, starts)],
-                                           [end - k for k, end in zip(starts, ends)])
+                    report.same_weights(
+                        f"the fresh engine holds version {version} byte for byte",
+                        policy_models.digests(fresh.model.named_parameters()),
+                        prepared[version]["digests"],
+                    )
+                    again = fresh.generate(
+                        [r.prompt + r.tokens[:k] for r, k in zip(rows, starts)],
+                        [end - k for k, end in zip(starts, ends)],
+                    )
                 finally:
                     fresh.close()
                 after_pause = [r.tokens[k:end] for r, k, end in zip(rows, starts, ends)]
-                report.same_tokens(f"update {update + 1}: a fresh V{version} engine continues all {len(rows)} kept "
-                                   f"requests exactly as the paused engine did after the pause",
-                                   S.outputs(again), after_pause)
+                report.same_tokens(
+                    f"update {update + 1}: a fresh V{version} engine continues all {len(rows)} kept "
+                    f"requests exactly as the paused engine did after the pause",
+                    S.outputs(again),
+                    after_pause,
+                )
                 # The check can tell versions apart: the version before would have continued otherwise.
                 stale = S.fresh_engine(arguments.model, arguments.engine_device, prepared[version - 1]["path"])
                 try:
-                    previous = stale.generate([r.prompt + r.tokens[:k] for r, k in zip(rows, starts)],
-                                              [end - k for k, end in zip(starts, ends)])
+                    previous = stale.generate(
+                        [r.prompt + r.tokens[:k] for r, k in zip(rows, starts)],
+                        [end - k for k, end in zip(starts, ends)],
+                    )
                 finally:
                     stale.close()
-                report.check(f"update {update + 1}: V{version - 1} would have continued otherwise",
-                             S.outputs(previous) != after_pause,
-                             f"V{version - 1} and V{version} produce the same tokens: the check above proves nothing")
-            report.same_weights(f"the engine ends holding V{versions[-1]} byte for byte",
-                                policy_models.digests(model.named_parameters()), prepared[versions[-1]]["digests"])
+                report.check(
+                    f"update {update + 1}: V{version - 1} would have continued otherwise",
+                    S.outputs(previous) != after_pause,
+                    f"V{version - 1} and V{version} produce the same tokens: the check above proves nothing",
+                )
+            report.same_weights(
+                f"the engine ends holding V{versions[-1]} byte for byte",
+                policy_models.digests(model.named_parameters()),
+                prepared[versions[-1]]["digests"],
+            )
             report_generation_cost(report, engine, pauses, outcomes)
         finally:
             policy.close()
@@ -246,22 +280,32 @@ def report_generation_cost(report, engine, pauses, outcomes) -> None:
         after = [entry for entry in log if entry[0] > pause["resumed"]]
         if len(before) < RATE_WINDOW_STEPS + 1 or len(after) < RATE_WINDOW_STEPS + 1:
             continue
-        window = before[-(RATE_WINDOW_STEPS + 1):]
+        window = before[-(RATE_WINDOW_STEPS + 1) :]
         step_s = statistics.median(b[0] - a[0] for a, b in zip(window, window[1:]))
         rate_before = sum(entry[1] for entry in window[1:]) / (window[-1][0] - window[0][0])
-        later = after[:RATE_WINDOW_STEPS + 1]
+        later = after[: RATE_WINDOW_STEPS + 1]
         rate_after = sum(entry[1] for entry in later[1:]) / (later[-1][0] - later[0][0])
         # From the last token before the pause, or from the pause's arrival where the engine waited for it (the
         # example holds it at the pause point; a real engine would have gone on generating meanwhile).
         stall = after[0][0] - max(before[-1][0], pause["asked"])
-        updates.append({"version": outcome["version"], "round_ms": round(outcome["total_s"] * 1000, 3),
-                        "bytes": outcome["bytes"], "parked_ms": round((pause["resumed"] - pause["started"]) * 1000, 3),
-                        "stall_ms": round(stall * 1000, 3), "step_ms": round(step_s * 1000, 3),
-                        "lost_ms": round((stall - step_s) * 1000, 3),
-                        "tokens_per_s_before": round(rate_before, 1), "tokens_per_s_after": round(rate_after, 1)})
-        report.say(f"V{outcome['version']}: round {outcome['total_s'] * 1000:.1f} ms, engine parked "
-                   f"{(pause['resumed'] - pause['started']) * 1000:.1f} ms, stall {stall * 1000:.1f} ms against a "
-                   f"{step_s * 1000:.1f} ms step; {rate_before:.0f} tokens/s before, {rate_after:.0f} after")
+        updates.append(
+            {
+                "version": outcome["version"],
+                "round_ms": round(outcome["total_s"] * 1000, 3),
+                "bytes": outcome["bytes"],
+                "parked_ms": round((pause["resumed"] - pause["started"]) * 1000, 3),
+                "stall_ms": round(stall * 1000, 3),
+                "step_ms": round(step_s * 1000, 3),
+                "lost_ms": round((stall - step_s) * 1000, 3),
+                "tokens_per_s_before": round(rate_before, 1),
+                "tokens_per_s_after": round(rate_after, 1),
+            }
+        )
+        report.say(
+            f"V{outcome['version']}: round {outcome['total_s'] * 1000:.1f} ms, engine parked "
+            f"{(pause['resumed'] - pause['started']) * 1000:.1f} ms, stall {stall * 1000:.1f} ms against a "
+            f"{step_s * 1000:.1f} ms step; {rate_before:.0f} tokens/s before, {rate_after:.0f} after"
+        )
     report.timing("updates", updates)
 
 

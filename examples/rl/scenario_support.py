@@ -1,6 +1,7 @@
 """What wsync's RL examples share, none of it wsync: the other side of a scenario in a process of its own (a Peer),
 the arguments, the engine's seed, and a report of checks that makes the example exit non-zero when one fails. The
 wsync calls (Trainer, publish, Worker, wait_for_version) are in the scenarios themselves."""
+
 from __future__ import annotations
 
 import faulthandler
@@ -10,20 +11,37 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any
 
 # Deterministic cuBLAS needs this before CUDA starts in the process (spawned children inherit it).
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
-import torch  # noqa: E402
+import policy_models
+import torch
+from reference_engine import ReferenceEngine, deterministic
 
-import policy_models  # noqa: E402
-from reference_engine import ReferenceEngine, deterministic  # noqa: E402
-
-__all__ = ["Peer", "Link", "use_device", "greedy_outputs", "Report", "fresh_engine", "device_index",
-           "common_arguments", "unique_bus", "outputs", "describe_outcome", "exit_with", "serve", "outcome_record",
-           "answer_of", "stop_processes", "ENGINE_SEED", "COMMAND_TIMEOUT_SECONDS"]
+__all__ = [
+    "Peer",
+    "Link",
+    "use_device",
+    "greedy_outputs",
+    "Report",
+    "fresh_engine",
+    "device_index",
+    "common_arguments",
+    "unique_bus",
+    "outputs",
+    "describe_outcome",
+    "exit_with",
+    "serve",
+    "outcome_record",
+    "answer_of",
+    "stop_processes",
+    "ENGINE_SEED",
+    "COMMAND_TIMEOUT_SECONDS",
+]
 
 # A policy's answer to one command: training a 0.6B model or a round over a slow channel stays well inside this.
 # WSYNC_SCENARIO_COMMAND_TIMEOUT_S shortens it where a GPU session's time box is shorter than a stall would take.
@@ -38,7 +56,7 @@ STOP_GRACE_SECONDS = 60.0
 ENGINE_SEED = 12345
 
 
-def device_index(device: str) -> Optional[int]:
+def device_index(device: str) -> int | None:
     parsed = torch.device(device)
     return None if parsed.type == "cpu" else (parsed.index or 0)
 
@@ -59,6 +77,7 @@ def common_arguments(parser, model: str = "tiny") -> None:
 
 
 # ---- the two sides: this process and a peer -------------------------------------------------------------------
+
 
 def use_device(device: str) -> None:
     """Deterministic kernels, and `device` as the process's current CUDA device when it is one."""
@@ -96,8 +115,7 @@ class Peer:
         context = multiprocessing.get_context("spawn")
         self.name = name
         self._connection, child = context.Pipe()
-        self._process = context.Process(target=_run_peer, args=(child, name, function, args), name=name,
-                                        daemon=True)
+        self._process = context.Process(target=_run_peer, args=(child, name, function, args), name=name, daemon=True)
         self._process.start()
         child.close()
 
@@ -123,23 +141,31 @@ def _run_peer(connection, name: str, function: Callable, args) -> None:
         connection.send(("error", traceback.format_exc()))
 
 
-def greedy_outputs(model, device: str, prompts, max_tokens) -> List[List[int]]:
+def greedy_outputs(model, device: str, prompts, max_tokens) -> list[list[int]]:
     """A model's own greedy outputs, through the same engine code as the engines' (no worker, no version)."""
     with ReferenceEngine(model, device) as engine:
         return [request.tokens for request in engine.generate(prompts, max_tokens)]
 
 
-def outcome_record(outcome) -> Dict[str, Any]:
+def outcome_record(outcome) -> dict[str, Any]:
     """A wsync.Outcome as the driver reads it (plain values: it crosses a pipe)."""
-    return {"version": outcome.version, "kind": str(outcome.kind), "reason": outcome.reason,
-            "detail": outcome.detail, "bytes": outcome.bytes, "total_s": outcome.total,
-            "until_plan_s": outcome.until_plan, "sending_s": outcome.sending}
+    return {
+        "version": outcome.version,
+        "kind": str(outcome.kind),
+        "reason": outcome.reason,
+        "detail": outcome.detail,
+        "bytes": outcome.bytes,
+        "total_s": outcome.total,
+        "until_plan_s": outcome.until_plan,
+        "sending_s": outcome.sending,
+    }
 
 
 def serve(connection, server_class, *args) -> None:
     """A command process's loop (the FSDP2 ranks, driven in lockstep): builds server_class(*args) (a failure is
     reported to the driver), then answers each (command, args) with server.handle(command, args) until "stop",
     which runs server.close()."""
+
     def watch(what: str) -> None:  # STALL_DUMP_SECONDS: stacks if `what` takes that long
         if STALL_DUMP_SECONDS > 0:
             print(f"[{multiprocessing.current_process().name}] {what}", file=sys.stderr, flush=True)
@@ -207,13 +233,19 @@ def fresh_engine(model: str, device: str, state_path) -> ReferenceEngine:
 
 # ---- checks -------------------------------------------------------------------------------------------------------
 
+
 class Report:
     """Checks and measurements of one run: each check prints PASS or FAIL with what differed; finish() writes the
     JSON record and returns the exit code (1 when any check failed)."""
 
     def __init__(self, scenario: str, arguments):
-        self.record: Dict[str, Any] = {"scenario": scenario, "arguments": vars(arguments), "checks": [],
-                                       "timings": {}, "machine": _machine()}
+        self.record: dict[str, Any] = {
+            "scenario": scenario,
+            "arguments": vars(arguments),
+            "checks": [],
+            "timings": {},
+            "machine": _machine(),
+        }
         self.path = arguments.json
         self.failed = 0
         self.started = time.monotonic()
@@ -232,22 +264,31 @@ class Report:
         """Token for token; names the first request and position that differ."""
         for index, (mine, theirs) in enumerate(zip(got, expected)):
             if list(mine) != list(theirs):
-                position = next((at for at, (a, b) in enumerate(zip(mine, theirs)) if a != b),
-                                min(len(mine), len(theirs)))
-                return self.check(name, False, f"request {index} differs at token {position}: "
-                                               f"{list(mine)[position:position + 4]} vs "
-                                               f"{list(theirs)[position:position + 4]} "
-                                               f"({len(mine)} vs {len(theirs)} tokens)")
+                position = next(
+                    (at for at, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs))
+                )
+                return self.check(
+                    name,
+                    False,
+                    f"request {index} differs at token {position}: "
+                    f"{list(mine)[position : position + 4]} vs "
+                    f"{list(theirs)[position : position + 4]} "
+                    f"({len(mine)} vs {len(theirs)} tokens)",
+                )
         if len(got) != len(expected):
             return self.check(name, False, f"{len(got)} outputs vs {len(expected)}")
         return self.check(name, True)
 
-    def same_weights(self, name: str, got: Dict[str, str], expected: Dict[str, str]) -> bool:
+    def same_weights(self, name: str, got: dict[str, str], expected: dict[str, str]) -> bool:
         differing = [key for key in expected if got.get(key) != expected[key]]
         missing = sorted(set(expected) ^ set(got))
-        return self.check(name, not differing and not missing,
-                          f"{len(differing)} of {len(expected)} tensors differ (first: "
-                          f"{(differing or missing)[0]})" if differing or missing else "")
+        return self.check(
+            name,
+            not differing and not missing,
+            f"{len(differing)} of {len(expected)} tensors differ (first: {(differing or missing)[0]})"
+            if differing or missing
+            else "",
+        )
 
     def timing(self, key: str, value: Any) -> None:
         self.record["timings"][key] = value
@@ -257,28 +298,34 @@ class Report:
         self.record["passed"] = self.failed == 0
         if self.path:
             Path(self.path).write_text(json.dumps(self.record, indent=2) + "\n")
-        self.say(f"{self.record['scenario']}: {'all checks passed' if self.failed == 0 else f'{self.failed} checks FAILED'}"
-                 f" ({self.record['seconds']} s)")
+        self.say(
+            f"{self.record['scenario']}: {'all checks passed' if self.failed == 0 else f'{self.failed} checks FAILED'}"
+            f" ({self.record['seconds']} s)"
+        )
         return 0 if self.failed == 0 else 1
 
 
-def _machine() -> Dict[str, Any]:
+def _machine() -> dict[str, Any]:
     import platform
 
     import transformers
 
-    info = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "host": platform.node()}
+    info = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "host": platform.node(),
+    }
     if torch.cuda.is_available():
         info["gpus"] = [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
     return info
 
 
-def outputs(requests) -> List[List[int]]:
+def outputs(requests) -> list[list[int]]:
     return [list(request.tokens) for request in requests]
 
 
-def describe_outcome(outcome: Dict[str, Any]) -> str:
+def describe_outcome(outcome: dict[str, Any]) -> str:
     text = f"version {outcome['version']} {outcome['kind']}"
     if outcome["kind"] != "committed":
         text += f" ({outcome['reason'] or ''} {outcome['detail']})"

@@ -32,8 +32,9 @@ def run_trainer(link: S.Link, bus: str, arguments, prompts: list[list[int]]) -> 
     """The trainer's process: publish the policy, learn from the engine's rollouts, publish the new version."""
     S.use_device(arguments.trainer_device)
     model = policy_models.build(arguments.model, arguments.seed, arguments.trainer_device)
-    with wsync.Trainer(bus, agent_id="trainer", channel=arguments.channel,
-                       cuda_device=S.device_index(arguments.trainer_device)) as trainer:
+    with wsync.Trainer(
+        bus, agent_id="trainer", channel=arguments.channel, cuda_device=S.device_index(arguments.trainer_device)
+    ) as trainer:
         losses = []
         for version in VERSIONS:
             if version > 1:
@@ -43,12 +44,18 @@ def run_trainer(link: S.Link, bus: str, arguments, prompts: list[list[int]]) -> 
             # Trainer.publish, zero-copy from the parameters; committed once every worker verified the bytes.
             try:
                 outcome = trainer.publish(version, model.named_parameters(), pause_mode="wait").wait(
-                    timeout=S.COMMAND_TIMEOUT_SECONDS)
+                    timeout=S.COMMAND_TIMEOUT_SECONDS
+                )
             except (wsync.AbortedError, wsync.RefusedError) as failed:
                 outcome = failed.outcome
-            link.send({"outcome": S.outcome_record(outcome), "losses": losses,
-                       "digests": policy_models.digests(model.named_parameters()),
-                       "expected": S.greedy_outputs(model, arguments.trainer_device, prompts, arguments.max_tokens)})
+            link.send(
+                {
+                    "outcome": S.outcome_record(outcome),
+                    "losses": losses,
+                    "digests": policy_models.digests(model.named_parameters()),
+                    "expected": S.greedy_outputs(model, arguments.trainer_device, prompts, arguments.max_tokens),
+                }
+            )
 
 
 def main() -> None:
@@ -60,18 +67,27 @@ def main() -> None:
     report = S.Report("sync_rlhf", arguments)
     bus = arguments.bus or S.unique_bus("sync-rlhf")
     device = arguments.engine_device
-    prompts = policy_models.prompts(arguments.prompts, policy_models.config_for(arguments.model).vocab_size,
-                                    seed=arguments.seed + 100)
+    prompts = policy_models.prompts(
+        arguments.prompts, policy_models.config_for(arguments.model).vocab_size, seed=arguments.seed + 100
+    )
     S.use_device(device)
     # vLLM: LLM(model=...) loads the policy's checkpoint. Here the engine starts from other weights and takes
     # version 1 from the trainer through wsync.
     model = policy_models.build(arguments.model, S.ENGINE_SEED, device)
     worker = None
-    with wsync.Coordinator(bus), \
-            ReferenceEngine(model, device, version=lambda: worker.applied_version) as engine, \
-            wsync.Worker(bus, agent_id="engine-0", tensors=model.named_parameters(), on_pause=engine.pause,
-                         on_resume=engine.resume, on_withdraw=engine.withdraw,
-                         cuda_device=S.device_index(device)) as worker:
+    with (
+        wsync.Coordinator(bus),
+        ReferenceEngine(model, device, version=lambda: worker.applied_version) as engine,
+        wsync.Worker(
+            bus,
+            agent_id="engine-0",
+            tensors=model.named_parameters(),
+            on_pause=engine.pause,
+            on_resume=engine.resume,
+            on_withdraw=engine.withdraw,
+            cuda_device=S.device_index(device),
+        ) as worker,
+    ):
         policy = S.Peer(run_trainer, bus, arguments, prompts, name="trainer")
         try:
             generated = {}
@@ -87,28 +103,43 @@ def main() -> None:
                 # sync loop generates once its engine has applied it.
                 worker.wait_for_version(version, timeout=S.COMMAND_TIMEOUT_SECONDS)
                 if version > 1:
-                    report.check(f"the engine applied version {version}", worker.applied_version == version,
-                                 f"applied version {worker.applied_version}")
+                    report.check(
+                        f"the engine applied version {version}",
+                        worker.applied_version == version,
+                        f"applied version {worker.applied_version}",
+                    )
                     report.timing("update_total_ms", round(outcome["total_s"] * 1000, 3))
                     report.timing("update_bytes", outcome["bytes"])
-                report.same_weights(f"the engine holds version {version} byte for byte",
-                                    policy_models.digests(model.named_parameters()), published["digests"])
+                report.same_weights(
+                    f"the engine holds version {version} byte for byte",
+                    policy_models.digests(model.named_parameters()),
+                    published["digests"],
+                )
                 # vLLM: llm.generate(prompts)
                 generated[version] = engine.generate(prompts, arguments.max_tokens)
                 whose = "policy's own" if version == 1 else "trained policy's own"
-                report.same_tokens(f"version {version}: the engine's outputs equal the {whose}",
-                                   S.outputs(generated[version]), published["expected"])
+                report.same_tokens(
+                    f"version {version}: the engine's outputs equal the {whose}",
+                    S.outputs(generated[version]),
+                    published["expected"],
+                )
                 if version < VERSIONS[-1]:
                     policy.send(S.outputs(generated[version]))  # the rollouts the trainer learns from
         finally:
             policy.close()
     before, after = generated.get(1, []), generated.get(2, [])
-    report.check("the update changed the outputs", S.outputs(after) != S.outputs(before),
-                 "version 2 generates exactly what version 1 did: the check above proves nothing")
+    report.check(
+        "the update changed the outputs",
+        S.outputs(after) != S.outputs(before),
+        "version 2 generates exactly what version 1 did: the check above proves nothing",
+    )
     tags = {tuple(request.spans.spans) for request in before + after}
-    report.check("every token is tagged with its version",
-                 all(tuple(r.spans.spans) == ((0, 1),) for r in before)
-                 and all(tuple(r.spans.spans) == ((0, 2),) for r in after), f"spans seen: {sorted(tags)}")
+    report.check(
+        "every token is tagged with its version",
+        all(tuple(r.spans.spans) == ((0, 1),) for r in before)
+        and all(tuple(r.spans.spans) == ((0, 2),) for r in after),
+        f"spans seen: {sorted(tags)}",
+    )
     S.exit_with(report)
 
 

@@ -1,5 +1,6 @@
 """The RL examples' reference engine (examples/rl/reference_engine.py) on its own, CPU and the tiny model: its three
 pause modes, its version tags, and the determinism the examples' exact checks rest on."""
+
 from __future__ import annotations
 
 import sys
@@ -86,8 +87,7 @@ def test_keep_freezes_requests_and_they_continue_under_the_new_weights_with_span
         assert request.spans.spans == [(0, 1), (count, 2)] and request.finish_reason == "length"
     # What came after the pause is exactly what an engine holding only the new weights makes of the kept requests.
     with ReferenceEngine(other, "cpu") as fresh:
-        continued = fresh.generate([r.prompt + r.tokens[:k] for r, k in zip(requests, kept)],
-                                   [20 - k for k in kept])
+        continued = fresh.generate([r.prompt + r.tokens[:k] for r, k in zip(requests, kept)], [20 - k for k in kept])
     assert [request.tokens for request in continued] == [r.tokens[k:] for r, k in zip(requests, kept)]
 
 
@@ -133,6 +133,7 @@ def test_a_pause_on_an_idle_engine_parks_at_once_and_pause_modes_are_checked(mod
 
 # ---- the modes through wsync: a real round pauses the engine --------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["abort", "wait"])
 def test_a_round_in_abort_or_wait_mode_pauses_the_engine_as_the_mode_says(mode, coordinator):
     import wsync
@@ -140,10 +141,18 @@ def test_a_round_in_abort_or_wait_mode_pauses_the_engine_as_the_mode_says(mode, 
     policy = policy_models.build("tiny", seed=5)
     model = policy_models.build("tiny", seed=12345)
     worker = None
-    with ReferenceEngine(model, "cpu", version=lambda: worker.applied_version) as engine, \
-            wsync.Worker(coordinator.bus, agent_id="engine-0", tensors=model.named_parameters(), on_pause=engine.pause,
-                         on_resume=engine.resume, on_withdraw=engine.withdraw) as worker, \
-            wsync.Trainer(coordinator.bus, agent_id="trainer") as trainer:
+    with (
+        ReferenceEngine(model, "cpu", version=lambda: worker.applied_version) as engine,
+        wsync.Worker(
+            coordinator.bus,
+            agent_id="engine-0",
+            tensors=model.named_parameters(),
+            on_pause=engine.pause,
+            on_resume=engine.resume,
+            on_withdraw=engine.withdraw,
+        ) as worker,
+        wsync.Trainer(coordinator.bus, agent_id="trainer") as trainer,
+    ):
         assert trainer.publish(1, policy.named_parameters()).wait(HANG_SECONDS).committed
         worker.wait_for_version(1, timeout=HANG_SECONDS)
         requests = [engine.submit(prompt, 300) for prompt in PROMPTS]

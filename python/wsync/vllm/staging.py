@@ -235,8 +235,9 @@ class StagingReceiver:
     def _on_pause(self, mode: str, round: int) -> None:
         with self._cond:
             before = self._withdrawals
-            if not self._cond.wait_for(lambda: self._held_version is None or self._withdrawals != before,
-                                       timeout=self._staging_wait):
+            if not self._cond.wait_for(
+                lambda: self._held_version is None or self._withdrawals != before, timeout=self._staging_wait
+            ):
                 raise RuntimeError(
                     f"vLLM still holds the staging tensors for version {self._held_version} after "
                     f"{self._staging_wait} s (an update between start_weight_update and finish_weight_update); "
@@ -245,12 +246,13 @@ class StagingReceiver:
             if self._held_version is not None:
                 import wsync
 
-                raise wsync.PauseWithdrawn(f"round {round} ended while vLLM held the staging tensors for version "
-                                           f"{self._held_version}")
+                raise wsync.PauseWithdrawn(
+                    f"round {round} ended while vLLM held the staging tensors for version {self._held_version}"
+                )
             self._paused = True
             self._pause_mode = mode
 
-    def _on_withdraw(self, round: int) -> None:  # noqa: A002 - the callback's argument name
+    def _on_withdraw(self, round: int) -> None:
         # Another thread of the agent's, while _on_pause may wait for vLLM to let go of the staging tensors.
         with self._cond:
             self._withdrawals += 1
