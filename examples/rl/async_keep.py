@@ -106,7 +106,7 @@ def run_trainer(link: S.Link, bus: str, arguments, versions: list[int], workdir:
             path = Path(workdir) / f"v{version}.pt"
             policy_models.save_state(model, path)
             link.send({"losses": losses, "digests": policy_models.digests(prepared[version].items()), "path": path})
-        for version in versions:
+        for _ in versions:
             asked = link.receive()  # the engine's trigger: this version's pause point
             link.send(publish(trainer, asked, prepared[asked]))
 
@@ -141,7 +141,6 @@ def main() -> None:
     S.use_device(device)
     model = policy_models.build(arguments.model, S.ENGINE_SEED, device)  # other weights than the policy's
     triggers = Triggers(None, waves, arguments.stagger, pause_points)
-    worker = None
     with (
         wsync.Coordinator(bus),
         tempfile.TemporaryDirectory() as workdir,

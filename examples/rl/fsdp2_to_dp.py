@@ -151,7 +151,6 @@ def run_engine(link: S.Link, bus: str, model_name: str, device: str, agent_id: s
     version, its weights' digests and its outputs with their spans."""
     S.use_device(device)
     model = policy_models.build(model_name, S.ENGINE_SEED, device)  # other weights than the trainer's
-    worker = None
     with (
         ReferenceEngine(model, device, version=lambda: worker.applied_version) as engine,
         wsync.Worker(

@@ -74,7 +74,6 @@ def main() -> None:
     # vLLM: LLM(model=...) loads the policy's checkpoint. Here the engine starts from other weights and takes
     # version 1 from the trainer through wsync.
     model = policy_models.build(arguments.model, S.ENGINE_SEED, device)
-    worker = None
     with (
         wsync.Coordinator(bus),
         ReferenceEngine(model, device, version=lambda: worker.applied_version) as engine,

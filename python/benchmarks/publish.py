@@ -697,7 +697,7 @@ def copy_baselines(torch, args, tensors, expected, device):
     for flat, offset, size in zip(flats, offsets, sizes):
         if flat is not None:
             source[offset : offset + size].copy_(flat)
-    times = timed(lambda: destination.copy_(source))
+    times = timed(lambda destination=destination, source=source: destination.copy_(source))
     rows.append(
         {
             "path": "torch copy_ of the model packed in one buffer",

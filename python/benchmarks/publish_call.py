@@ -98,7 +98,8 @@ def main() -> int:
         "",
         "| path | median ms | min-max ms |",
         "|---|---:|---:|",
-        f"| tensor array given, each description checked | {checked:.2f} | {min(times[False]):.2f}-{max(times[False]):.2f} |",
+        f"| tensor array given, each description checked | {checked:.2f} | "
+        f"{min(times[False]):.2f}-{max(times[False]):.2f} |",
         f"| WSYNC_PUBLISH_SAME_TENSORS | {same:.2f} | {min(times[True]):.2f}-{max(times[True]):.2f} |",
         "",
         f"same / checked: {same / checked:.3f}x",

@@ -37,7 +37,7 @@ def test_wait_for_version_times_out(in_process_coordinator):
         assert worker.wait_for_version(0, timeout=0) == 0
         assert worker.counters == wsync.Counters(0, 0, 0, 0)
     with pytest.raises(wsync.StoppedError):
-        worker.applied_version
+        _ = worker.applied_version
 
 
 def test_publish_wait_times_out_polls_and_refuses_a_second_version_in_flight(in_process_coordinator):
@@ -87,7 +87,7 @@ def test_events_and_status(in_process_coordinator):
             assert set(ids) >= {"w", "t"}
             assert ids["w"]["applied_version"] == 7
         with pytest.raises(wsync.TimeoutError):
-            for event in wsync.events(bus, timeout=0.05):
+            for _event in wsync.events(bus, timeout=0.05):
                 pass  # a beat may come first; the stream's timeout is per event
     assert in_process_coordinator.committed_version == 7
 

@@ -140,7 +140,6 @@ def test_a_round_in_abort_or_wait_mode_pauses_the_engine_as_the_mode_says(mode, 
 
     policy = policy_models.build("tiny", seed=5)
     model = policy_models.build("tiny", seed=12345)
-    worker = None
     with (
         ReferenceEngine(model, "cpu", version=lambda: worker.applied_version) as engine,
         wsync.Worker(

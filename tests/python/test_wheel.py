@@ -124,7 +124,7 @@ def usable_pythons():
 @pytest.mark.parametrize("minor", [f"3.{minor}" for minor in range(10, 15)])
 def test_the_same_wheel_in_other_cpythons(wheel, tmp_path, minor):
     available = dict(usable_pythons())
-    if minor == "%d.%d" % sys.version_info[:2]:
+    if minor == f"{sys.version_info[0]}.{sys.version_info[1]}":
         pytest.skip(f"CPython {minor} is the one running the tests (the test above)")
     if minor not in available:
         pytest.skip(f"no usable python{minor} on PATH or in WSYNC_TEST_PYTHONS")
