@@ -14,6 +14,7 @@ pytest.importorskip("transformers", reason="the reference engine serves a transf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "rl"))
 import policy_models  # noqa: E402
+from conftest import wait_until  # noqa: E402
 from reference_engine import ReferenceEngine, deterministic  # noqa: E402
 
 # Far longer than any step of the tiny model: only a hang reaches it.
@@ -162,6 +163,8 @@ def test_a_round_in_abort_or_wait_mode_pauses_the_engine_as_the_mode_says(mode, 
         assert outcome.committed, outcome
         worker.wait_for_version(2, timeout=HANG_SECONDS)
         assert all(request.wait(HANG_SECONDS) for request in requests)
+        # The engine records a pause once it resumes from it, on its own thread: after the version is applied.
+        wait_until(lambda: len(engine.pauses) == 2, timeout=HANG_SECONDS, what="version 2's pause recorded")
         pause = engine.pauses[-1]
         assert pause["mode"] == mode
         if mode == "abort":  # ended at the pause, mid-output, every token from version 1
