@@ -60,6 +60,8 @@ def test_one_wheel_for_every_cpython(wheel):
         "wsync/__init__.py",
         "wsync/_native.py",
         "wsync/_tensors.py",
+        "wsync/connection.py",
+        "wsync/outcome.py",
         "wsync/trainer.py",
         "wsync/worker.py",
         "wsync/_native/lib/libwsync.so",
