@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The RL scenarios of examples/ on this machine's GPUs, as their GPU tests (tests/python/test_rl_scenarios.py -m gpu:
+# The RL scenarios of examples/rl/ on this machine's GPUs, as their GPU tests (tests/python/test_rl_scenarios.py -m gpu:
 # the cases that fit the GPUs present) and, for the timing table, async keep mode on a larger model. Each run's JSON
 # record and output go to OUT_DIR: what bench/results/rl-scenarios-* hold.
 #
@@ -34,7 +34,7 @@ fi
 run() {
   local label=$1 script=$2
   shift 2
-  python3 "examples/$script.py" --json "$out/$label.json" "$@" > "$out/$label.log" 2>&1
+  python3 "examples/rl/$script.py" --json "$out/$label.json" "$@" > "$out/$label.log" 2>&1
   local code=$?
   echo "== $label: exit $code; $(grep -E 'all checks passed|checks FAILED' "$out/$label.log" | tail -n1)"
   grep -E '^V[0-9]+: round|gathered in' "$out/$label.log"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test command of the README and of CI (.ci/run): installs what is missing, builds with warnings as errors and
-# runs every test, then the Python package's tests (pytest, against that build), then the C++ tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, optionally ThreadSanitizer and libFuzzer, and last the Python wheel
-# (built with pip, installed into a fresh virtual environment). Stops at the first failure and exits non-zero; the
-# last line says what passed or what failed.
+# runs every test, then the Python style (ruff) and the package's tests (pytest, against that build), then the C++
+# tests again under AddressSanitizer + UndefinedBehaviorSanitizer, optionally ThreadSanitizer and libFuzzer, and
+# last the Python wheel (built with pip, installed into a fresh virtual environment). Stops at the first failure and
+# exits non-zero; the last line says what passed or what failed.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,6 +14,8 @@ cd "$REPO_ROOT"
 readonly TEST_TIMEOUT_SECONDS=600
 # The whole Python suite, and the wheel's build and checks, may not take longer than this (seconds) each.
 readonly PYTEST_TIMEOUT_SECONDS=1800
+# The ruff that checks the Python style (ruff.toml): pinned, since a new ruff may format or lint differently.
+readonly RUFF_VERSION=0.17.6
 # A single fuzz input that takes longer than this (seconds) is reported as a hang.
 readonly FUZZ_INPUT_TIMEOUT_SECONDS=10
 # Sanitizer reports are fatal and come with a stack; callers' own *SAN_OPTIONS are appended and win.
@@ -34,9 +36,10 @@ usage() {
 Usage: scripts/test.sh [options]
 
 Installs missing Debian packages (scripts/install-deps.sh --python), builds build/ (RelWithDebInfo, WSYNC_WERROR=ON)
-and runs ctest, then the Python tests (pytest tests/python in build/python-venv, a virtual environment that sees
-Debian's torch and numpy); then builds build-asan/ (address,undefined) and runs ctest there too; last builds the
-Python wheel with pip (its own build folder, build-python/) and tries it in a fresh virtual environment.
+and runs ctest, then the Python style (ruff $RUFF_VERSION in build/ruff-venv: format --check and check) and the
+Python tests (pytest tests/python in build/python-venv, a virtual environment that sees Debian's torch and numpy);
+then builds build-asan/ (address,undefined) and runs ctest there too; last builds the Python wheel with pip (its
+own build folder, build-python/) and tries it in a fresh virtual environment.
 
 Options:
   --no-sanitizers      skip the AddressSanitizer/UndefinedBehaviorSanitizer build
@@ -47,8 +50,8 @@ Options:
   -L LABEL             run only the tests with this ctest label (unit, integration, hosts, faults, fuzz, ...;
                        hosts needs root and skips without; long: the full-length fault cases, minutes of real
                        time, never run without being asked for);
-                       -L python: only the Python tests (the plain build, pytest and the wheel)
-  --no-python          skip the Python tests and the wheel
+                       -L python: only the Python tests (the plain build, the style, pytest and the wheel)
+  --no-python          skip the Python style, the Python tests and the wheel
   --build-only         install, configure and build build/, run nothing
   --target TARGET      with --build-only: build only TARGET and what it needs (repeatable; scripts/quickstart.sh
                        builds the demo's programs this way, and the test command builds the rest later)
@@ -204,6 +207,22 @@ print(f"python {sys.version.split()[0]}, numpy {numpy.__version__}, torch {torch
       f"transformers {transformers.__version__}")'
 }
 
+# The Python style (ruff.toml): ruff from PyPI, at this version, in a virtual environment of its own. A file that
+# `ruff format` would change, or a finding of `ruff check`, fails the run (the diff or the finding is printed);
+# `ruff format && ruff check --fix` with this version makes the tree pass.
+readonly RUFF_VENV=build/ruff-venv
+python_style() {
+  stage "python style (ruff $RUFF_VERSION: format --check, check)"
+  if [[ ! -x "$RUFF_VENV/bin/python" ]]; then
+    "$SYSTEM_PYTHON" -m venv "$RUFF_VENV"
+  fi
+  if [[ "$("$RUFF_VENV/bin/ruff" --version 2>/dev/null)" != "ruff $RUFF_VERSION" ]]; then
+    "$RUFF_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "ruff==$RUFF_VERSION"
+  fi
+  "$RUFF_VENV/bin/ruff" format --check --diff
+  "$RUFF_VENV/bin/ruff" check --no-fix
+}
+
 # run_pytest MARKER-EXPRESSION: the Python tests against build/'s libwsync.so and wsync-coordinator.
 run_pytest() {
   local library
@@ -225,6 +244,7 @@ if ((build_only)); then
 fi
 ((python_only)) || run_ctest build
 if ((python_tests)); then
+  python_style
   python_venv
   run_pytest "not wheel"
 fi

@@ -7,6 +7,7 @@ timings do not include.
 
     python bench/python/publish_call.py --tensors 100000 --rounds 20 [--out FILE.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,10 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import wsync  # noqa: E402
-from wsync import _native as N  # noqa: E402
+import wsync
+from wsync import _native as N
+from wsync.outcome import OutcomeKind
 
 # A round's outcome is awaited in slices of this many milliseconds (any slice works; Ctrl-C between them).
 WAIT_SLICE_MS = 100
@@ -51,8 +53,8 @@ def publish_and_wait(trainer: wsync.Trainer, version: int, same: bool) -> float:
     while lib.wsync_trainer_wait(handle, WAIT_SLICE_MS, ctypes.byref(outcome)) != N.OK:
         if time.monotonic() > deadline:
             raise TimeoutError(f"version {version}: no outcome in {ROUND_TIMEOUT_SECONDS} s")
-    if N.OUTCOME_KINDS.get(outcome.kind) != "committed":
-        raise RuntimeError(f"version {version} did not commit: {outcome.detail.decode(errors='replace')}")
+    if N.OUTCOME_KINDS.get(outcome.kind) is not OutcomeKind.COMMITTED:
+        raise RuntimeError(f"version {version} did not commit: {N.text(outcome.detail)}")
     return (called - started) * 1e3
 
 
@@ -65,14 +67,18 @@ def main() -> int:
     args = parser.parse_args()
     # Names as long as a MoE checkpoint's (model.layers.L.mlp.experts.E.w), 16 bytes each: the call's cost is per
     # tensor, not per byte.
-    tensors = [(f"model.layers.{i // 1000}.mlp.experts.{i % 1000}.w", np.full(16, i % 251, np.uint8))
-               for i in range(args.tensors)]
+    tensors = [
+        (f"model.layers.{i // 1000}.mlp.experts.{i % 1000}.w", np.full(16, i % 251, np.uint8))
+        for i in range(args.tensors)
+    ]
     targets = {name: np.zeros_like(array) for name, array in tensors}
     bus = f"publish-call-{os.getpid()}"
     times = {False: [], True: []}
-    with wsync.Coordinator(bus, log_level="warn"), \
-            wsync.Worker(bus, agent_id="w0", tensors=targets, registration_timeout=120), \
-            wsync.Trainer(bus, agent_id="t0") as trainer:
+    with (
+        wsync.Coordinator(bus, log_level="warn"),
+        wsync.Worker(bus, agent_id="w0", tensors=targets, registration_timeout=120),
+        wsync.Trainer(bus, agent_id="t0") as trainer,
+    ):
         version = trainer.committed_version + 1
         trainer.publish(version, tensors).wait(ROUND_TIMEOUT_SECONDS)  # declares the manifest
         trainer._in_flight = None  # the rounds below go through the C calls directly
@@ -92,7 +98,8 @@ def main() -> int:
         "",
         "| path | median ms | min-max ms |",
         "|---|---:|---:|",
-        f"| tensor array given, each description checked | {checked:.2f} | {min(times[False]):.2f}-{max(times[False]):.2f} |",
+        f"| tensor array given, each description checked | {checked:.2f} | "
+        f"{min(times[False]):.2f}-{max(times[False]):.2f} |",
         f"| WSYNC_PUBLISH_SAME_TENSORS | {same:.2f} | {min(times[True]):.2f}-{max(times[True]):.2f} |",
         "",
         f"same / checked: {same / checked:.3f}x",

@@ -1,4 +1,5 @@
 """What every handle of the package shares: closed by `with`, and when collected."""
+
 from __future__ import annotations
 
 

@@ -3,18 +3,34 @@
 The library is loaded on first use, not at import, so that ``import wsync`` works (and says what is missing) on a
 machine without it. ctypes.CDLL releases the GIL around every call; callbacks into Python take it.
 """
+
 from __future__ import annotations
 
 import ctypes
 import os
 import shutil
 import threading
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int32, c_int64, c_size_t, c_uint8, c_uint16,
-                    c_uint32, c_uint64, c_void_p)
+from collections.abc import Callable
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    c_char,
+    c_char_p,
+    c_int32,
+    c_int64,
+    c_size_t,
+    c_uint8,
+    c_uint16,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
 
+from .connection import Connection
 from .errors import Error, error_for_status
+from .outcome import OutcomeKind
 
 # Blocking C calls are made in slices of this many seconds, so that Ctrl-C (KeyboardInterrupt, which Python only
 # delivers between bytecodes of the main thread) is seen within a slice.
@@ -34,46 +50,95 @@ OK, TIMEOUT, INVALID_ARGUMENT, UNAVAILABLE, MANIFEST_MISMATCH, BUSY, STOPPED, UN
 DTYPE_BOOL, DTYPE_U8, DTYPE_I8, DTYPE_I16, DTYPE_I32, DTYPE_I64 = 1, 2, 3, 4, 5, 6
 DTYPE_F16, DTYPE_BF16, DTYPE_F32, DTYPE_F64, DTYPE_F8_E4M3, DTYPE_F8_E5M2 = 7, 8, 9, 10, 11, 12
 DTYPE_U16, DTYPE_U32, DTYPE_U64 = 13, 14, 15
-DTYPE_SIZES = {DTYPE_BOOL: 1, DTYPE_U8: 1, DTYPE_I8: 1, DTYPE_I16: 2, DTYPE_I32: 4, DTYPE_I64: 8, DTYPE_F16: 2,
-               DTYPE_BF16: 2, DTYPE_F32: 4, DTYPE_F64: 8, DTYPE_F8_E4M3: 1, DTYPE_F8_E5M2: 1, DTYPE_U16: 2,
-               DTYPE_U32: 4, DTYPE_U64: 8}
-DTYPE_NAMES = {DTYPE_BOOL: "BOOL", DTYPE_U8: "U8", DTYPE_I8: "I8", DTYPE_I16: "I16", DTYPE_I32: "I32",
-               DTYPE_I64: "I64", DTYPE_F16: "F16", DTYPE_BF16: "BF16", DTYPE_F32: "F32", DTYPE_F64: "F64",
-               DTYPE_F8_E4M3: "F8_E4M3", DTYPE_F8_E5M2: "F8_E5M2", DTYPE_U16: "U16", DTYPE_U32: "U32",
-               DTYPE_U64: "U64"}
+DTYPE_SIZES = {
+    DTYPE_BOOL: 1,
+    DTYPE_U8: 1,
+    DTYPE_I8: 1,
+    DTYPE_I16: 2,
+    DTYPE_I32: 4,
+    DTYPE_I64: 8,
+    DTYPE_F16: 2,
+    DTYPE_BF16: 2,
+    DTYPE_F32: 4,
+    DTYPE_F64: 8,
+    DTYPE_F8_E4M3: 1,
+    DTYPE_F8_E5M2: 1,
+    DTYPE_U16: 2,
+    DTYPE_U32: 4,
+    DTYPE_U64: 8,
+}
+DTYPE_NAMES = {
+    DTYPE_BOOL: "BOOL",
+    DTYPE_U8: "U8",
+    DTYPE_I8: "I8",
+    DTYPE_I16: "I16",
+    DTYPE_I32: "I32",
+    DTYPE_I64: "I64",
+    DTYPE_F16: "F16",
+    DTYPE_BF16: "BF16",
+    DTYPE_F32: "F32",
+    DTYPE_F64: "F64",
+    DTYPE_F8_E4M3: "F8_E4M3",
+    DTYPE_F8_E5M2: "F8_E5M2",
+    DTYPE_U16: "U16",
+    DTYPE_U32: "U32",
+    DTYPE_U64: "U64",
+}
 
 PAUSE_MODES = {"abort": 0, "wait": 1, "keep": 2}
 PAUSE_MODE_NAMES = {value: name for name, value in PAUSE_MODES.items()}
 CHANNELS = {"shm": 0, "nccl": 1, "cuda_ipc": 2, "tcp": 3}
 HOST_CHANNELS = ("shm", "tcp")  # the channels of host tensors; the others move GPU tensors
 MEMORY_KINDS = {"host": 0, "device": 1}
-OUTCOME_KINDS = {0: "committed", 1: "aborted", 2: "refused"}
+OUTCOME_KINDS = {0: OutcomeKind.COMMITTED, 1: OutcomeKind.ABORTED, 2: OutcomeKind.REFUSED}
 DETAIL_CHARS = 1024
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Structs
 # ---------------------------------------------------------------------------------------------------------------
-class Connection(Structure):
+class ConnectionStruct(Structure):
     _fields_ = [("bus", c_char_p), ("transport", c_char_p), ("curve_keys", c_char_p), ("server_key", c_char_p)]
 
 
 class Tensor(Structure):
-    _fields_ = [("name", c_char_p), ("dtype", c_uint8), ("ndim", c_uint32), ("shape", POINTER(c_int64)),
-                ("data", c_void_p), ("bytes", c_uint64)]
+    _fields_ = [
+        ("name", c_char_p),
+        ("dtype", c_uint8),
+        ("ndim", c_uint32),
+        ("shape", POINTER(c_int64)),
+        ("data", c_void_p),
+        ("bytes", c_uint64),
+    ]
 
 
 class CoordinatorConfig(Structure):
-    _fields_ = [("struct_size", c_uint32), ("bus", c_char_p), ("transport", c_char_p),
-                ("heartbeat_interval_ms", c_int64), ("heartbeat_timeout_ms", c_int64), ("pause_timeout_ms", c_int64),
-                ("transfer_timeout_ms", c_int64), ("bucket_bytes", c_uint64), ("buffer_count", c_uint32),
-                ("gpu_bucket_bytes", c_uint64), ("curve_keys", c_char_p), ("allowed_keys", c_char_p),
-                ("insecure", c_int32)]
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("bus", c_char_p),
+        ("transport", c_char_p),
+        ("heartbeat_interval_ms", c_int64),
+        ("heartbeat_timeout_ms", c_int64),
+        ("pause_timeout_ms", c_int64),
+        ("transfer_timeout_ms", c_int64),
+        ("bucket_bytes", c_uint64),
+        ("buffer_count", c_uint32),
+        ("gpu_bucket_bytes", c_uint64),
+        ("curve_keys", c_char_p),
+        ("allowed_keys", c_char_p),
+        ("insecure", c_int32),
+    ]
 
 
 class TrainerConfig(Structure):
-    _fields_ = [("struct_size", c_uint32), ("connection", Connection), ("agent_id", c_char_p), ("rank", c_int32),
-                ("channel", c_uint8), ("cuda_device", c_int32)]
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("connection", ConnectionStruct),
+        ("agent_id", c_char_p),
+        ("rank", c_int32),
+        ("channel", c_uint8),
+        ("cuda_device", c_int32),
+    ]
 
 
 class PublishOptions(Structure):
@@ -85,15 +150,31 @@ PUBLISH_SAME_TENSORS = 2  # WSYNC_PUBLISH_SAME_TENSORS
 
 
 class OutcomeStruct(Structure):
-    _fields_ = [("struct_size", c_uint32), ("kind", c_uint8), ("abort_reason", c_uint16), ("refusal", c_uint16),
-                ("version", c_uint64), ("round", c_uint64), ("bytes", c_uint64), ("digest_lo", c_uint64),
-                ("digest_hi", c_uint64), ("until_plan_ns", c_int64), ("sending_ns", c_int64), ("total_ns", c_int64),
-                ("detail", c_char * DETAIL_CHARS)]
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("kind", c_uint8),
+        ("abort_reason", c_uint16),
+        ("refusal", c_uint16),
+        ("version", c_uint64),
+        ("round", c_uint64),
+        ("bytes", c_uint64),
+        ("digest_lo", c_uint64),
+        ("digest_hi", c_uint64),
+        ("until_plan_ns", c_int64),
+        ("sending_ns", c_int64),
+        ("total_ns", c_int64),
+        ("detail", c_char * DETAIL_CHARS),
+    ]
 
 
 class ProgressStruct(Structure):
-    _fields_ = [("struct_size", c_uint32), ("version", c_uint64), ("bytes_sent", c_uint64),
-                ("bytes_total", c_uint64), ("sending", c_int32)]
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("version", c_uint64),
+        ("bytes_sent", c_uint64),
+        ("bytes_total", c_uint64),
+        ("sending", c_int32),
+    ]
 
 
 # int32_t (*)(void* user_data, wsync_pause_mode mode, uint64_t round, char* error, size_t error_size)
@@ -107,15 +188,30 @@ WITHDRAW_FN = CFUNCTYPE(None, c_void_p, c_uint64)
 
 
 class WorkerConfig(Structure):
-    _fields_ = [("struct_size", c_uint32), ("connection", Connection), ("agent_id", c_char_p), ("rank", c_int32),
-                ("memory", c_uint8), ("cuda_device", c_int32), ("registration_timeout_ms", c_int64),
-                ("pause", PAUSE_FN), ("resume", RESUME_FN), ("applied", APPLIED_FN), ("user_data", c_void_p),
-                ("withdraw", WITHDRAW_FN)]
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("connection", ConnectionStruct),
+        ("agent_id", c_char_p),
+        ("rank", c_int32),
+        ("memory", c_uint8),
+        ("cuda_device", c_int32),
+        ("registration_timeout_ms", c_int64),
+        ("pause", PAUSE_FN),
+        ("resume", RESUME_FN),
+        ("applied", APPLIED_FN),
+        ("user_data", c_void_p),
+        ("withdraw", WITHDRAW_FN),
+    ]
 
 
 class WorkerCountersStruct(Structure):
-    _fields_ = [("struct_size", c_uint32), ("rounds_applied", c_uint64), ("rounds_aborted", c_uint64),
-                ("rounds_refused", c_uint64), ("transfers_failed", c_uint64)]
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("rounds_applied", c_uint64),
+        ("rounds_aborted", c_uint64),
+        ("rounds_refused", c_uint64),
+        ("transfers_failed", c_uint64),
+    ]
 
 
 # Opaque handles are plain c_void_p.
@@ -154,8 +250,8 @@ _FUNCTIONS = {
     "wsync_worker_rank": (c_int32, [c_void_p]),
     "wsync_worker_counters_get": (_S, [c_void_p, POINTER(WorkerCountersStruct)]),
     "wsync_worker_destroy": (_S, [c_void_p]),  # refused from the worker's own callbacks (void before: ABI 1 alike)
-    "wsync_bus_status": (_S, [POINTER(Connection), c_int64, POINTER(c_void_p)]),
-    "wsync_events_open": (_S, [POINTER(Connection), POINTER(c_void_p)]),
+    "wsync_bus_status": (_S, [POINTER(ConnectionStruct), c_int64, POINTER(c_void_p)]),
+    "wsync_events_open": (_S, [POINTER(ConnectionStruct), POINTER(c_void_p)]),
     "wsync_events_next": (_S, [c_void_p, c_int64, POINTER(c_void_p)]),
     "wsync_events_close": (None, [c_void_p]),
 }
@@ -164,7 +260,7 @@ _FUNCTIONS = {
 # ---------------------------------------------------------------------------------------------------------------
 # Finding and loading
 # ---------------------------------------------------------------------------------------------------------------
-def library_candidates() -> List[Path]:
+def library_candidates() -> list[Path]:
     """Where libwsync.so is looked for, in order: $WSYNC_LIBRARY, then the package's own _native/lib."""
     candidates = []
     from_env = os.environ.get("WSYNC_LIBRARY")
@@ -188,12 +284,16 @@ def find_program(name: str) -> str:
     if on_path:
         return on_path
     looked.append(f"{name} on PATH")
-    raise Error(f"cannot find the program {name}; looked at: " + ", ".join(looked) +
-                " (set WSYNC_BIN_DIR to the folder that holds it)", "unavailable")
+    raise Error(
+        f"cannot find the program {name}; looked at: "
+        + ", ".join(looked)
+        + " (set WSYNC_BIN_DIR to the folder that holds it)",
+        "unavailable",
+    )
 
 
 _lock = threading.Lock()
-_lib: Optional[ctypes.CDLL] = None
+_lib: ctypes.CDLL | None = None
 
 
 def lib() -> ctypes.CDLL:
@@ -220,8 +320,12 @@ def lib() -> ctypes.CDLL:
             except OSError as error:
                 failures.append(f"{candidate} ({error})")
         if loaded is None:
-            raise Error("cannot load libwsync.so; looked at: " + "; ".join(failures) +
-                        " (set WSYNC_LIBRARY to its path, or install the wsync wheel)", "unavailable")
+            raise Error(
+                "cannot load libwsync.so; looked at: "
+                + "; ".join(failures)
+                + " (set WSYNC_LIBRARY to its path, or install the wsync wheel)",
+                "unavailable",
+            )
         missing = []
         for name, (restype, argtypes) in _FUNCTIONS.items():
             try:
@@ -232,8 +336,10 @@ def lib() -> ctypes.CDLL:
             function.restype = restype
             function.argtypes = argtypes
         if missing:
-            raise Error(f"{loaded._name} lacks {', '.join(missing)}: not the libwsync.so this package was written "
-                        f"for", "unavailable")
+            raise Error(
+                f"{loaded._name} lacks {', '.join(missing)}: not the libwsync.so this package was written for",
+                "unavailable",
+            )
         abi = loaded.wsync_abi_version()
         if abi != ABI_VERSION:
             raise Error(f"{loaded._name} has ABI version {abi}; this package needs {ABI_VERSION}", "unavailable")
@@ -249,21 +355,25 @@ def library_path() -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------------------------
-def encode(text: Optional[str]) -> Optional[bytes]:
+def encode(text: str | None) -> bytes | None:
     return None if text is None else os.fsencode(text) if isinstance(text, os.PathLike) else str(text).encode()
 
 
+def text(raw: bytes | None, default: str = "") -> str:
+    """A C string as the library returns it (c_char_p, a char array's bytes) as str; `default` for NULL or empty.
+    Never raises: wsync's texts quote what peers sent, which need not be UTF-8."""
+    return raw.decode(errors="replace") if raw else default
+
+
 def last_error() -> str:
-    text = lib().wsync_last_error()
-    return text.decode(errors="replace") if text else ""
+    return text(lib().wsync_last_error())
 
 
 def status_name(status: int) -> str:
-    text = lib().wsync_status_name(status)
-    return text.decode() if text else f"status {status}"
+    return text(lib().wsync_status_name(status), f"status {status}")
 
 
-def error(status: int, detail: Optional[str] = None) -> Error:
+def error(status: int, detail: str | None = None) -> Error:
     """The exception for `status`, with the calling thread's last error text unless `detail` is given."""
     return error_for_status(status, last_error() if detail is None else detail, status_name(status))
 
@@ -278,20 +388,20 @@ def take_string(pointer: c_void_p) -> str:
     if not pointer.value:
         return ""
     try:
-        return ctypes.string_at(pointer.value).decode(errors="replace")
+        return text(ctypes.string_at(pointer.value))
     finally:
         lib().wsync_string_free(pointer)
 
 
-def connection(bus: str, transport: Optional[str], curve_keys, server_key) -> Tuple[Connection, list]:
-    """A wsync_connection and the bytes objects it points into (keep both alive for the call)."""
-    if not bus:
-        raise error_for_status(INVALID_ARGUMENT, "a bus name is required", "invalid_argument")
-    strings = [encode(bus), encode(transport), encode(curve_keys), encode(server_key)]
-    return Connection(*strings), strings
+def connection(target: str | Connection) -> tuple[ConnectionStruct, list]:
+    """A wsync_connection for a bus name or a Connection, and the bytes objects it points into (keep both alive for
+    the call)."""
+    target = Connection.of(target)
+    strings = [encode(target.bus), encode(target.transport), encode(target.curve_keys), encode(target.server_key)]
+    return ConnectionStruct(*strings), strings
 
 
-def interruptible(function: Callable[[], Tuple[int, object, str]], on_abandoned=None):
+def interruptible(function: Callable[[], tuple[int, object, str]], on_abandoned=None):
     """Runs a blocking C call that cannot be sliced (registration, a status request) on a helper thread, and waits
     for it in slices so that Ctrl-C reaches the caller. `function` returns (status, value, last error text) from
     its own thread (the error text is per thread). When the caller is interrupted, the call finishes on its own and

@@ -5,18 +5,19 @@ Understood, in this order: torch.Tensor (only when torch is already imported: ``
 and writable Python buffers (bytearray, array.array, memoryview, ctypes arrays). Nothing here imports torch or
 numpy.
 """
+
 from __future__ import annotations
 
 import ctypes
 import sys
 from ctypes import POINTER, Structure, c_int32, c_int64, c_uint8, c_uint16, c_uint64, c_void_p
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from . import _native as N
 from .errors import InvalidArgumentError, UnsupportedError
 
 HOST = ("cpu", -1)
-Device = Tuple[str, int]  # ("cpu", -1) or ("cuda", index)
+Device = tuple[str, int]  # ("cpu", -1) or ("cuda", index)
 
 
 class TensorInfo:
@@ -24,8 +25,9 @@ class TensorInfo:
 
     __slots__ = ("name", "dtype", "shape", "data", "nbytes", "device", "keep", "obj")
 
-    def __init__(self, name: str, dtype: int, shape: Tuple[int, ...], data: int, nbytes: int, device: Device,
-                 keep: Any, obj: Any):
+    def __init__(
+        self, name: str, dtype: int, shape: tuple[int, ...], data: int, nbytes: int, device: Device, keep: Any, obj: Any
+    ):
         self.name, self.dtype, self.shape, self.data, self.nbytes = name, dtype, shape, data, nbytes
         self.device, self.keep, self.obj = device, keep, obj
 
@@ -39,15 +41,26 @@ def device_text(device: Device) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # Names as torch, numpy and ml_dtypes spell them -> wsync_dtype.
 _BY_NAME = {
-    "bool": N.DTYPE_BOOL, "uint8": N.DTYPE_U8, "int8": N.DTYPE_I8, "int16": N.DTYPE_I16, "int32": N.DTYPE_I32,
-    "int64": N.DTYPE_I64, "float16": N.DTYPE_F16, "bfloat16": N.DTYPE_BF16, "float32": N.DTYPE_F32,
-    "float64": N.DTYPE_F64, "float8_e4m3fn": N.DTYPE_F8_E4M3, "float8_e5m2": N.DTYPE_F8_E5M2,
-    "uint16": N.DTYPE_U16, "uint32": N.DTYPE_U32, "uint64": N.DTYPE_U64,
+    "bool": N.DTYPE_BOOL,
+    "uint8": N.DTYPE_U8,
+    "int8": N.DTYPE_I8,
+    "int16": N.DTYPE_I16,
+    "int32": N.DTYPE_I32,
+    "int64": N.DTYPE_I64,
+    "float16": N.DTYPE_F16,
+    "bfloat16": N.DTYPE_BF16,
+    "float32": N.DTYPE_F32,
+    "float64": N.DTYPE_F64,
+    "float8_e4m3fn": N.DTYPE_F8_E4M3,
+    "float8_e5m2": N.DTYPE_F8_E5M2,
+    "uint16": N.DTYPE_U16,
+    "uint32": N.DTYPE_U32,
+    "uint64": N.DTYPE_U64,
 }
-_torch_dtypes: Optional[Dict[Any, int]] = None
+_torch_dtypes: dict[Any, int] | None = None
 
 
-def _torch_dtype_map(torch) -> Dict[Any, int]:
+def _torch_dtype_map(torch) -> dict[Any, int]:
     global _torch_dtypes
     if _torch_dtypes is None:
         table = {}
@@ -62,28 +75,53 @@ def _torch_dtype_map(torch) -> Dict[Any, int]:
 # DLPack (code, bits) -> wsync_dtype (dlpack.h's DLDataTypeCode).
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_BOOL, _DL_F8_E4M3FN, _DL_F8_E5M2 = 0, 1, 2, 4, 6, 10, 12
 _BY_DLPACK = {
-    (_DL_BOOL, 8): N.DTYPE_BOOL, (_DL_UINT, 8): N.DTYPE_U8, (_DL_INT, 8): N.DTYPE_I8, (_DL_INT, 16): N.DTYPE_I16,
-    (_DL_INT, 32): N.DTYPE_I32, (_DL_INT, 64): N.DTYPE_I64, (_DL_FLOAT, 16): N.DTYPE_F16,
-    (_DL_BFLOAT, 16): N.DTYPE_BF16, (_DL_FLOAT, 32): N.DTYPE_F32, (_DL_FLOAT, 64): N.DTYPE_F64,
-    (_DL_F8_E4M3FN, 8): N.DTYPE_F8_E4M3, (_DL_F8_E5M2, 8): N.DTYPE_F8_E5M2, (_DL_UINT, 16): N.DTYPE_U16,
-    (_DL_UINT, 32): N.DTYPE_U32, (_DL_UINT, 64): N.DTYPE_U64,
+    (_DL_BOOL, 8): N.DTYPE_BOOL,
+    (_DL_UINT, 8): N.DTYPE_U8,
+    (_DL_INT, 8): N.DTYPE_I8,
+    (_DL_INT, 16): N.DTYPE_I16,
+    (_DL_INT, 32): N.DTYPE_I32,
+    (_DL_INT, 64): N.DTYPE_I64,
+    (_DL_FLOAT, 16): N.DTYPE_F16,
+    (_DL_BFLOAT, 16): N.DTYPE_BF16,
+    (_DL_FLOAT, 32): N.DTYPE_F32,
+    (_DL_FLOAT, 64): N.DTYPE_F64,
+    (_DL_F8_E4M3FN, 8): N.DTYPE_F8_E4M3,
+    (_DL_F8_E5M2, 8): N.DTYPE_F8_E5M2,
+    (_DL_UINT, 16): N.DTYPE_U16,
+    (_DL_UINT, 32): N.DTYPE_U32,
+    (_DL_UINT, 64): N.DTYPE_U64,
 }
 
 # struct module / __array_interface__ letters -> (kind, signed)
-_BUFFER_FORMATS = {"?": ("bool", 1), "b": ("int", 1), "B": ("uint", 1), "h": ("int", 2), "H": ("uint", 2),
-                   "i": ("int", 4), "I": ("uint", 4), "l": ("int", 8), "L": ("uint", 8), "q": ("int", 8),
-                   "Q": ("uint", 8), "e": ("float", 2), "f": ("float", 4), "d": ("float", 8)}
+_BUFFER_FORMATS = {
+    "?": ("bool", 1),
+    "b": ("int", 1),
+    "B": ("uint", 1),
+    "h": ("int", 2),
+    "H": ("uint", 2),
+    "i": ("int", 4),
+    "I": ("uint", 4),
+    "l": ("int", 8),
+    "L": ("uint", 8),
+    "q": ("int", 8),
+    "Q": ("uint", 8),
+    "e": ("float", 2),
+    "f": ("float", 4),
+    "d": ("float", 8),
+}
 
 
-def _dtype_from_kind(kind: str, size: int) -> Optional[int]:
+def _dtype_from_kind(kind: str, size: int) -> int | None:
     if kind == "bool":
         return N.DTYPE_BOOL if size == 1 else None
     return _BY_NAME.get(f"{kind}{size * 8}")
 
 
 def _unsupported_dtype(name: str, what: str) -> InvalidArgumentError:
-    return InvalidArgumentError(f"tensor '{name}': dtype {what} is not one wsync carries (bool, uint8..uint64, "
-                                f"int8..int64, float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2)")
+    return InvalidArgumentError(
+        f"tensor '{name}': dtype {what} is not one wsync carries (bool, uint8..uint64, "
+        f"int8..int64, float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -98,8 +136,15 @@ class _DLDataType(Structure):
 
 
 class _DLTensor(Structure):
-    _fields_ = [("data", c_void_p), ("device", _DLDevice), ("ndim", c_int32), ("dtype", _DLDataType),
-                ("shape", POINTER(c_int64)), ("strides", POINTER(c_int64)), ("byte_offset", c_uint64)]
+    _fields_ = [
+        ("data", c_void_p),
+        ("device", _DLDevice),
+        ("ndim", c_int32),
+        ("dtype", _DLDataType),
+        ("shape", POINTER(c_int64)),
+        ("strides", POINTER(c_int64)),
+        ("byte_offset", c_uint64),
+    ]
 
 
 class _DLManagedTensor(Structure):
@@ -136,8 +181,9 @@ def _from_dlpack(name: str, obj: Any, writable: bool) -> TensorInfo:
     if tensor.strides:
         strides = tuple(tensor.strides[i] for i in range(tensor.ndim))
         if not _row_major(shape, strides, 1):
-            raise InvalidArgumentError(f"tensor '{name}' is not contiguous (strides {strides} for shape {shape}): "
-                                       f"pass a contiguous copy")
+            raise InvalidArgumentError(
+                f"tensor '{name}' is not contiguous (strides {strides} for shape {shape}): pass a contiguous copy"
+            )
     kind = tensor.device.device_type
     if kind in (_DL_CPU, _DL_CUDA_HOST):
         device = HOST
@@ -182,9 +228,11 @@ def describe(name: str, obj: Any, writable: bool = False) -> TensorInfo:
     try:
         view = memoryview(obj)
     except TypeError:
-        raise InvalidArgumentError(f"tensor '{name}': a {type(obj).__module__}.{type(obj).__qualname__} is not a "
-                                   f"tensor wsync understands (torch.Tensor, numpy.ndarray, a __dlpack__ producer, "
-                                   f"or a writable buffer)") from None
+        raise InvalidArgumentError(
+            f"tensor '{name}': a {type(obj).__module__}.{type(obj).__qualname__} is not a "
+            f"tensor wsync understands (torch.Tensor, numpy.ndarray, a __dlpack__ producer, "
+            f"or a writable buffer)"
+        ) from None
     return _from_buffer(name, obj, view)
 
 
@@ -195,8 +243,10 @@ def _from_torch(torch, name: str, tensor) -> TensorInfo:
     if tensor.layout != torch.strided:
         raise InvalidArgumentError(f"tensor '{name}' has layout {tensor.layout}: only dense (strided) tensors")
     if not tensor.is_contiguous():
-        raise InvalidArgumentError(f"tensor '{name}' is not contiguous (shape {tuple(tensor.shape)}, strides "
-                                   f"{tuple(tensor.stride())}): pass a contiguous copy")
+        raise InvalidArgumentError(
+            f"tensor '{name}' is not contiguous (shape {tuple(tensor.shape)}, strides "
+            f"{tuple(tensor.stride())}): pass a contiguous copy"
+        )
     if tensor.is_conj() if hasattr(tensor, "is_conj") else False:
         raise InvalidArgumentError(f"tensor '{name}' is a lazy conjugate view: resolve it first")
     kind = tensor.device.type
@@ -206,8 +256,16 @@ def _from_torch(torch, name: str, tensor) -> TensorInfo:
         device = ("cuda", tensor.device.index if tensor.device.index is not None else torch.cuda.current_device())
     else:
         raise InvalidArgumentError(f"tensor '{name}' is on device {tensor.device}: wsync takes CPU or CUDA tensors")
-    return TensorInfo(name, dtype, tuple(tensor.shape), tensor.data_ptr(), tensor.numel() * tensor.element_size(),
-                      device, tensor, tensor)
+    return TensorInfo(
+        name,
+        dtype,
+        tuple(tensor.shape),
+        tensor.data_ptr(),
+        tensor.numel() * tensor.element_size(),
+        device,
+        tensor,
+        tensor,
+    )
 
 
 def _from_numpy(name: str, array, writable: bool) -> TensorInfo:
@@ -215,8 +273,10 @@ def _from_numpy(name: str, array, writable: bool) -> TensorInfo:
     if dtype is None or array.dtype.byteorder == ">" or array.dtype.itemsize != N.DTYPE_SIZES[dtype]:
         raise _unsupported_dtype(name, str(array.dtype))
     if not array.flags["C_CONTIGUOUS"]:
-        raise InvalidArgumentError(f"tensor '{name}' is not C-contiguous (shape {array.shape}, strides "
-                                   f"{array.strides}): pass numpy.ascontiguousarray(...)")
+        raise InvalidArgumentError(
+            f"tensor '{name}' is not C-contiguous (shape {array.shape}, strides "
+            f"{array.strides}): pass numpy.ascontiguousarray(...)"
+        )
     if writable and not array.flags["WRITEABLE"]:
         raise InvalidArgumentError(f"tensor '{name}' is read-only: a worker writes its bound tensors")
     return TensorInfo(name, dtype, tuple(array.shape), array.ctypes.data, array.nbytes, HOST, array, array)
@@ -252,8 +312,10 @@ def _from_buffer(name: str, obj, view: memoryview) -> TensorInfo:
     if not view.c_contiguous:
         raise InvalidArgumentError(f"tensor '{name}' is not a C-contiguous buffer")
     if view.readonly:
-        raise InvalidArgumentError(f"tensor '{name}' is a read-only buffer ({type(obj).__name__}): wsync takes "
-                                   f"writable buffers only (bytearray, array.array, numpy arrays, tensors)")
+        raise InvalidArgumentError(
+            f"tensor '{name}' is a read-only buffer ({type(obj).__name__}): wsync takes "
+            f"writable buffers only (bytearray, array.array, numpy arrays, tensors)"
+        )
     anchor = (ctypes.c_char * view.nbytes).from_buffer(view) if view.nbytes else None
     data = ctypes.addressof(anchor) if anchor is not None else 0
     return TensorInfo(name, dtype, tuple(view.shape or ()), data, view.nbytes, HOST, (obj, view, anchor), obj)
@@ -262,7 +324,7 @@ def _from_buffer(name: str, obj, view: memoryview) -> TensorInfo:
 # ---------------------------------------------------------------------------------------------------------------
 # Many tensors
 # ---------------------------------------------------------------------------------------------------------------
-def named_items(tensors: Any, what: str) -> List[Tuple[str, Any]]:
+def named_items(tensors: Any, what: str) -> list[tuple[str, Any]]:
     """A Mapping's items or an iterable of (name, tensor) pairs, as a list."""
     if tensors is None:
         raise InvalidArgumentError(f"{what}: no tensors given")
@@ -270,8 +332,10 @@ def named_items(tensors: Any, what: str) -> List[Tuple[str, Any]]:
     try:
         pairs = list(items)
     except TypeError:
-        raise InvalidArgumentError(f"{what}: expected a mapping of name -> tensor or an iterable of (name, tensor) "
-                                   f"pairs, not {type(tensors).__name__}") from None
+        raise InvalidArgumentError(
+            f"{what}: expected a mapping of name -> tensor or an iterable of (name, tensor) "
+            f"pairs, not {type(tensors).__name__}"
+        ) from None
     for index, pair in enumerate(pairs):
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise InvalidArgumentError(f"{what}: item {index} is {type(pair).__name__}, not a (name, tensor) pair")
@@ -281,7 +345,7 @@ def named_items(tensors: Any, what: str) -> List[Tuple[str, Any]]:
 class TensorArray:
     """A wsync_tensor[] and everything its pointers lead to (names, shapes, the tensors themselves)."""
 
-    def __init__(self, infos: List[TensorInfo]):
+    def __init__(self, infos: list[TensorInfo]):
         self.infos = infos
         self.count = len(infos)
         self.array = (N.Tensor * max(self.count, 1))()
@@ -300,5 +364,5 @@ class TensorArray:
     def pointer(self):
         return self.array if self.count else None
 
-    def devices(self) -> List[Device]:
+    def devices(self) -> list[Device]:
         return sorted({info.device for info in self.infos})

@@ -1,4 +1,5 @@
 """One coordinator per bus: the shipped wsync-coordinator program (default) or a thread of this process."""
+
 from __future__ import annotations
 
 import ctypes
@@ -8,11 +9,13 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import IO, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import IO
 from urllib.parse import urlparse
 
 from . import _native as N
 from ._closing import Closing
+from .connection import Connection
 from .errors import InvalidArgumentError, StoppedError, UnavailableError
 
 __all__ = ["Coordinator"]
@@ -24,7 +27,7 @@ STOP_GRACE_SECONDS = 5.0
 EXIT_BUS_TAKEN = 3
 
 
-def _ms(seconds: Optional[float]) -> Optional[int]:
+def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else int(round(seconds * 1000))
 
 
@@ -37,41 +40,84 @@ class Coordinator(Closing):
     (like every agent of this process) logs to stderr through the library's logger, whose level the environment
     variable WSYNC_LOG_LEVEL sets (the C API has no call for it); `log_level` and `log_file` are the program's."""
 
-    def __init__(self, bus: str, transport: Optional[str] = None, in_process: bool = False,
-                 heartbeat_timeout: Optional[float] = None, pause_timeout: Optional[float] = None,
-                 transfer_timeout: Optional[float] = None, bucket_bytes: Optional[int] = None,
-                 gpu_bucket_bytes: Optional[int] = None, curve_keys=None, allowed_keys=None, insecure: bool = False,
-                 log_level: str = "warn", heartbeat_interval: Optional[float] = None,
-                 buffer_count: Optional[int] = None, log_file: Union[str, os.PathLike, IO, None] = None,
-                 start_timeout: float = 30.0, extra_args: Sequence[str] = ()):
+    def __init__(
+        self,
+        bus: str,
+        transport: str | None = None,
+        in_process: bool = False,
+        heartbeat_timeout: float | None = None,
+        pause_timeout: float | None = None,
+        transfer_timeout: float | None = None,
+        bucket_bytes: int | None = None,
+        gpu_bucket_bytes: int | None = None,
+        curve_keys=None,
+        allowed_keys=None,
+        insecure: bool = False,
+        log_level: str = "warn",
+        heartbeat_interval: float | None = None,
+        buffer_count: int | None = None,
+        log_file: str | os.PathLike | IO | None = None,
+        start_timeout: float = 30.0,
+        extra_args: Sequence[str] = (),
+    ):
         self.bus = bus
         self.transport = transport
         self.in_process = in_process
-        self._handle: Optional[ctypes.c_void_p] = None
-        self._process: Optional[subprocess.Popen] = None
-        self._log: Optional[IO] = None
-        self._log_path: Optional[str] = None
+        self._handle: ctypes.c_void_p | None = None
+        self._process: subprocess.Popen | None = None
+        self._log: IO | None = None
+        self._log_path: str | None = None
         self._log_is_temporary = False
         self._curve = (curve_keys, allowed_keys, insecure)
         if in_process:
-            self._start_in_process(heartbeat_interval, heartbeat_timeout, pause_timeout, transfer_timeout,
-                                   bucket_bytes, buffer_count, gpu_bucket_bytes, curve_keys, allowed_keys, insecure)
+            self._start_in_process(
+                heartbeat_interval,
+                heartbeat_timeout,
+                pause_timeout,
+                transfer_timeout,
+                bucket_bytes,
+                buffer_count,
+                gpu_bucket_bytes,
+                curve_keys,
+                allowed_keys,
+                insecure,
+            )
         else:
-            self._start_program(heartbeat_interval, heartbeat_timeout, pause_timeout, transfer_timeout, bucket_bytes,
-                                buffer_count, gpu_bucket_bytes, curve_keys, allowed_keys, insecure, log_level,
-                                log_file, start_timeout, extra_args)
+            self._start_program(
+                heartbeat_interval,
+                heartbeat_timeout,
+                pause_timeout,
+                transfer_timeout,
+                bucket_bytes,
+                buffer_count,
+                gpu_bucket_bytes,
+                curve_keys,
+                allowed_keys,
+                insecure,
+                log_level,
+                log_file,
+                start_timeout,
+                extra_args,
+            )
 
     # -- in this process ---------------------------------------------------------------------------------------
-    def _start_in_process(self, interval, heartbeat, pause, transfer, bucket, buffers, gpu_bucket, curve_keys,
-                          allowed_keys, insecure) -> None:
+    def _start_in_process(
+        self, interval, heartbeat, pause, transfer, bucket, buffers, gpu_bucket, curve_keys, allowed_keys, insecure
+    ) -> None:
         lib = N.lib()
         config = N.CoordinatorConfig()
         lib.wsync_coordinator_config_init(ctypes.byref(config))
         strings = [N.encode(self.bus), N.encode(self.transport), N.encode(curve_keys), N.encode(allowed_keys)]
         config.bus, config.transport, config.curve_keys, config.allowed_keys = strings
-        for field, value in (("heartbeat_interval_ms", _ms(interval)), ("heartbeat_timeout_ms", _ms(heartbeat)),
-                             ("pause_timeout_ms", _ms(pause)), ("transfer_timeout_ms", _ms(transfer)),
-                             ("bucket_bytes", bucket), ("buffer_count", buffers), ("gpu_bucket_bytes", gpu_bucket)):
+        for field, value in (
+            ("heartbeat_interval_ms", _ms(interval)),
+            ("heartbeat_timeout_ms", _ms(heartbeat)),
+            ("pause_timeout_ms", _ms(pause)),
+            ("transfer_timeout_ms", _ms(transfer)),
+            ("bucket_bytes", bucket),
+            ("buffer_count", buffers),
+            ("gpu_bucket_bytes", gpu_bucket),
+        ):
             if value is not None:
                 setattr(config, field, value)
         config.insecure = 1 if insecure else 0
@@ -81,22 +127,43 @@ class Coordinator(Closing):
         self._handle = handle
 
     # -- the program -------------------------------------------------------------------------------------------
-    def _start_program(self, interval, heartbeat, pause, transfer, bucket, buffers, gpu_bucket, curve_keys,
-                       allowed_keys, insecure, log_level, log_file, start_timeout, extra_args) -> None:
+    def _start_program(
+        self,
+        interval,
+        heartbeat,
+        pause,
+        transfer,
+        bucket,
+        buffers,
+        gpu_bucket,
+        curve_keys,
+        allowed_keys,
+        insecure,
+        log_level,
+        log_file,
+        start_timeout,
+        extra_args,
+    ) -> None:
         program = N.find_program("wsync-coordinator")
         command = [program, "--bus", self.bus, "--log-level", log_level]
         if self.transport:
             command += ["--transport", self.transport]
-        for flag, value in (("--heartbeat-interval-ms", _ms(interval)), ("--heartbeat-timeout-ms", _ms(heartbeat)),
-                            ("--pause-timeout-ms", _ms(pause)), ("--transfer-timeout-ms", _ms(transfer)),
-                            ("--buffers", buffers)):
+        for flag, value in (
+            ("--heartbeat-interval-ms", _ms(interval)),
+            ("--heartbeat-timeout-ms", _ms(heartbeat)),
+            ("--pause-timeout-ms", _ms(pause)),
+            ("--transfer-timeout-ms", _ms(transfer)),
+            ("--buffers", buffers),
+        ):
             if value is not None:
                 command += [flag, str(value)]
         for flag, value in (("--bucket-mib", bucket), ("--gpu-bucket-mib", gpu_bucket)):
             if value is not None:
                 if value <= 0 or value % MIB:
-                    raise InvalidArgumentError(f"{flag[2:].replace('-mib', '')} of {value} bytes: the program takes "
-                                               f"whole MiB (or use in_process=True)")
+                    raise InvalidArgumentError(
+                        f"{flag[2:].replace('-mib', '')} of {value} bytes: the program takes "
+                        f"whole MiB (or use in_process=True)"
+                    )
                 command += [flag, str(value // MIB)]
         if curve_keys:
             command += ["--curve-keys", os.fspath(curve_keys)]
@@ -112,8 +179,9 @@ class Coordinator(Closing):
             raise UnavailableError(f"bus '{self.bus}' already has a live coordinator (it answers status requests)")
 
         if log_file is None:
-            self._log = tempfile.NamedTemporaryFile(prefix=f"wsync-coordinator-{self.bus}-", suffix=".log",
-                                                    delete=False)
+            self._log = tempfile.NamedTemporaryFile(
+                prefix=f"wsync-coordinator-{self.bus}-", suffix=".log", delete=False
+            )
             self._log_path = self._log.name
             self._log_is_temporary = True
             output = self._log
@@ -145,8 +213,9 @@ class Coordinator(Closing):
                     return
                 continue
             if time.monotonic() >= deadline:
-                raise UnavailableError(f"wsync-coordinator for bus '{self.bus}' did not answer within {timeout} s"
-                                       f"{self._tail()}")
+                raise UnavailableError(
+                    f"wsync-coordinator for bus '{self.bus}' did not answer within {timeout} s{self._tail()}"
+                )
             time.sleep(0.02)
 
     def _answers(self, curve: bool) -> bool:
@@ -158,7 +227,7 @@ class Coordinator(Closing):
             except OSError:
                 return False
         lib = N.lib()
-        connection, strings = N.connection(self.bus, self.transport, None, None)
+        connection, strings = N.connection(Connection(self.bus, self.transport))
         text = ctypes.c_void_p()
         status = lib.wsync_bus_status(ctypes.byref(connection), 200, ctypes.byref(text))
         del strings
@@ -173,7 +242,7 @@ class Coordinator(Closing):
             return ""
         try:
             with open(self._log_path, "rb") as log:
-                return log.read().decode(errors="replace")
+                return N.text(log.read())
         except OSError:
             return ""
 
@@ -203,7 +272,8 @@ class Coordinator(Closing):
         if not self.running:
             raise StoppedError(f"the coordinator of bus '{self.bus}' is not running")
         from .monitor import status
-        return int(status(self.bus, transport=self.transport)["committed_version"])
+
+        return int(status(Connection(self.bus, self.transport))["committed_version"])
 
     def stop(self) -> None:
         """Stops the coordinator: in process, destroys it; the program gets SIGTERM, then SIGKILL after 5 s.

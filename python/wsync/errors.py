@@ -1,17 +1,25 @@
 """wsync's exceptions. Every one carries ``.status`` (the C API's status name, ``wsync_status_name``) and
 ``.detail`` (wsync's own text: it names the tensor, the option or the coordinator's answer)."""
+
 from __future__ import annotations
 
 import builtins
 import re
-from typing import TYPE_CHECKING, Optional
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .trainer import Outcome
+from .outcome import Outcome
 
 __all__ = [
-    "Error", "TimeoutError", "InvalidArgumentError", "ManifestMismatchError", "UnavailableError", "BusyError",
-    "StoppedError", "UnsupportedError", "InternalError", "AbortedError", "RefusedError",
+    "Error",
+    "TimeoutError",
+    "InvalidArgumentError",
+    "ManifestMismatchError",
+    "UnavailableError",
+    "BusyError",
+    "StoppedError",
+    "UnsupportedError",
+    "InternalError",
+    "AbortedError",
+    "RefusedError",
 ]
 
 
@@ -20,7 +28,7 @@ class Error(Exception):
 
     status: str = "internal"
 
-    def __init__(self, detail: str = "", status: Optional[str] = None):
+    def __init__(self, detail: str = "", status: str | None = None):
         super().__init__(detail)
         self.detail = detail
         if status is not None:
@@ -52,7 +60,7 @@ class ManifestMismatchError(InvalidArgumentError):
 
     status = "manifest_mismatch"
 
-    def __init__(self, detail: str = "", status: Optional[str] = None, tensor: Optional[str] = None):
+    def __init__(self, detail: str = "", status: str | None = None, tensor: str | None = None):
         super().__init__(detail, status)
         if tensor is None:
             found = _TENSOR_IN_TEXT.search(detail)
@@ -97,7 +105,7 @@ class AbortedError(Error):
 
     status = "aborted"
 
-    def __init__(self, outcome: "Outcome"):
+    def __init__(self, outcome: Outcome):
         text = f"version {outcome.version} aborted in round {outcome.round}: {outcome.reason}"
         if outcome.detail:
             text += f": {outcome.detail}"
@@ -106,7 +114,7 @@ class AbortedError(Error):
         self.reason = outcome.reason
         # The tensor a ManifestMismatch names, when the detail names one.
         found = _TENSOR_IN_TEXT.search(outcome.detail or "") if outcome.reason == "ManifestMismatch" else None
-        self.tensor: Optional[str] = found.group(1) if found else None
+        self.tensor: str | None = found.group(1) if found else None
 
 
 class RefusedError(Error):
@@ -115,7 +123,7 @@ class RefusedError(Error):
 
     status = "refused"
 
-    def __init__(self, outcome: "Outcome"):
+    def __init__(self, outcome: Outcome):
         text = f"version {outcome.version} refused: {outcome.refusal}"
         if outcome.detail:
             text += f": {outcome.detail}"
@@ -137,7 +145,7 @@ _BY_STATUS = {
 }
 
 
-def error_for_status(status: int, detail: str, status_name: Optional[str] = None) -> Error:
+def error_for_status(status: int, detail: str, status_name: str | None = None) -> Error:
     """The exception for a C status and its text."""
     cls = _BY_STATUS.get(status, InternalError)
     if status_name is None:

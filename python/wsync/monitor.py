@@ -1,26 +1,28 @@
 """Watching a bus: its live event stream and its status, as `wsync-mon --json` and `wsync-ctl status --json`
 show them. Never on the data path."""
+
 from __future__ import annotations
 
 import ctypes
 import json
 import time
-from typing import Any, Dict, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from . import _native as N
 from ._closing import Closing
+from .connection import Connection
 from .errors import StoppedError, TimeoutError
 
 __all__ = ["events", "status", "EventStream"]
 
 
-def status(bus: str, timeout: float = 5.0, transport: Optional[str] = None, curve_keys=None,
-           server_key=None) -> Dict[str, Any]:
+def status(bus: str | Connection, timeout: float = 5.0) -> dict[str, Any]:
     """The coordinator's snapshot as a dict (committed_version, agents, the round in progress, ...). Raises
     TimeoutError when no coordinator answers within `timeout` seconds (UnavailableError when the bus cannot be
     reached at all)."""
     lib = N.lib()
-    connection, strings = N.connection(bus, transport, curve_keys, server_key)
+    connection, strings = N.connection(bus)
 
     def request():
         text = ctypes.c_void_p()
@@ -40,19 +42,19 @@ class EventStream(Closing):
     """The bus's events as dicts, one per event (``topic``, ``seq``, ``type`` and the event's fields). An iterator
     and a context manager; ``next_event(timeout)`` waits up to `timeout` seconds (None: for ever, in slices)."""
 
-    def __init__(self, bus: str, timeout: Optional[float] = None, transport: Optional[str] = None, curve_keys=None,
-                 server_key=None):
-        self.bus = bus
+    def __init__(self, bus: str | Connection, timeout: float | None = None):
+        self.connection = Connection.of(bus)
+        self.bus = self.connection.bus
         self.timeout = timeout
         lib = N.lib()
-        connection, strings = N.connection(bus, transport, curve_keys, server_key)
+        connection, strings = N.connection(self.connection)
         handle = ctypes.c_void_p()
         N.check(lib.wsync_events_open(ctypes.byref(connection), ctypes.byref(handle)))
         del strings
         self._lib = lib
-        self._handle: Optional[ctypes.c_void_p] = handle
+        self._handle: ctypes.c_void_p | None = handle
 
-    def next_event(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+    def next_event(self, timeout: float | None = None) -> dict[str, Any]:
         """The next event; TimeoutError when none came within `timeout` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         text = ctypes.c_void_p()
@@ -61,8 +63,7 @@ class EventStream(Closing):
             if handle is None:
                 raise StoppedError(f"the event stream of bus '{self.bus}' is closed")
             remaining = N.SLICE_SECONDS if deadline is None else max(0.0, deadline - time.monotonic())
-            code = self._lib.wsync_events_next(handle, int(min(remaining, N.SLICE_SECONDS) * 1000),
-                                               ctypes.byref(text))
+            code = self._lib.wsync_events_next(handle, int(min(remaining, N.SLICE_SECONDS) * 1000), ctypes.byref(text))
             if code == N.OK:
                 return json.loads(N.take_string(text))
             if code != N.TIMEOUT:
@@ -70,10 +71,10 @@ class EventStream(Closing):
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"no event on bus '{self.bus}' within {timeout} s")
 
-    def __iter__(self) -> Iterator[Dict[str, Any]]:
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         return self
 
-    def __next__(self) -> Dict[str, Any]:
+    def __next__(self) -> dict[str, Any]:
         return self.next_event(self.timeout)
 
     def close(self) -> None:
@@ -82,8 +83,7 @@ class EventStream(Closing):
             self._lib.wsync_events_close(handle)
 
 
-def events(bus: str, timeout: Optional[float] = None, transport: Optional[str] = None, curve_keys=None,
-           server_key=None) -> EventStream:
+def events(bus: str | Connection, timeout: float | None = None) -> EventStream:
     """Subscribes to every event of `bus`: ``for event in wsync.events("rl"): ...``. Each step waits up to
     `timeout` seconds for the next event (None: for ever) and raises TimeoutError when none came."""
-    return EventStream(bus, timeout, transport, curve_keys, server_key)
+    return EventStream(bus, timeout)

@@ -1,7 +1,8 @@
 """Which version produced which tokens of one output (worker_agent/span_recorder.hpp's semantics)."""
+
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Tuple, Union
+from collections.abc import Iterable
 
 __all__ = ["SpanRecorder", "check_spans"]
 
@@ -13,8 +14,8 @@ class SpanRecorder:
     __slots__ = ("spans", "_last")
 
     def __init__(self):
-        self.spans: List[Tuple[int, int]] = []  # [(first token index, version), ...]
-        self._last: Optional[int] = None
+        self.spans: list[tuple[int, int]] = []  # [(first token index, version), ...]
+        self._last: int | None = None
 
     def record(self, token_index: int, version: int) -> None:
         if version != self._last:
@@ -29,7 +30,7 @@ class SpanRecorder:
         return f"SpanRecorder({self.spans})"
 
 
-def check_spans(spans: Union[SpanRecorder, Iterable[Tuple[int, int]]], token_count: Optional[int] = None) -> None:
+def check_spans(spans: SpanRecorder | Iterable[tuple[int, int]], token_count: int | None = None) -> None:
     """Raises ValueError naming the offending span unless the spans can describe an output: the first starts at
     token 0, first-token indices strictly increase, versions never decrease, and (with `token_count`) every span
     starts before the last token. No spans is consistent (an output that ended before its first token)."""
@@ -46,5 +47,4 @@ def check_spans(spans: Union[SpanRecorder, Iterable[Tuple[int, int]]], token_cou
         if index > 0 and version < entries[index - 1][1]:
             raise ValueError(f"versions decrease: {describe(index)} after {describe(index - 1)}")
         if token_count is not None and first >= token_count:
-            raise ValueError(f"span starts past the last token: {describe(index)} in an output of {token_count} "
-                             f"tokens")
+            raise ValueError(f"span starts past the last token: {describe(index)} in an output of {token_count} tokens")

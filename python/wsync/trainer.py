@@ -1,4 +1,5 @@
 """The trainer agent: declare a manifest, publish versions from tensors in place, learn each version's outcome."""
+
 from __future__ import annotations
 
 import asyncio
@@ -7,36 +8,25 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 from . import _native as N
 from ._closing import Closing
 from ._tensors import HOST, TensorArray, TensorInfo, describe, device_text, named_items
-from .errors import (AbortedError, BusyError, InvalidArgumentError, ManifestMismatchError, RefusedError,
-                     StoppedError, TimeoutError)
+from .connection import Connection
+from .errors import (
+    AbortedError,
+    BusyError,
+    InternalError,
+    InvalidArgumentError,
+    ManifestMismatchError,
+    RefusedError,
+    StoppedError,
+    TimeoutError,
+)
+from .outcome import Outcome, OutcomeKind
 
-__all__ = ["Trainer", "PublishHandle", "Outcome", "Progress"]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How a version's round ended."""
-
-    version: int
-    kind: str                 # "committed" | "aborted" | "refused"
-    reason: Optional[str]     # the AbortReason's name when aborted ("AgentDied", "DigestMismatch", ...)
-    refusal: Optional[str]    # the ErrorCode's name when refused ("VersionNotIncreasing", ...)
-    detail: str
-    round: int
-    bytes: int
-    digest: Tuple[int, int]   # XXH3-128 of the payload: (lo, hi)
-    until_plan: float         # seconds: begin -> transfer plan (the workers' pause included)
-    sending: float            # seconds: the payload through the channel
-    total: float              # seconds: begin -> outcome
-
-    @property
-    def committed(self) -> bool:
-        return self.kind == "committed"
+__all__ = ["Trainer", "PublishHandle", "Progress"]
 
 
 @dataclass(frozen=True)
@@ -49,29 +39,40 @@ class Progress:
 
 def _outcome(raw: N.OutcomeStruct) -> Outcome:
     lib = N.lib()
-    kind = N.OUTCOME_KINDS.get(raw.kind, f"kind {raw.kind}")
-    reason = lib.wsync_abort_reason_name(raw.abort_reason).decode() if raw.abort_reason else None
-    refusal = lib.wsync_refusal_name(raw.refusal).decode() if raw.refusal else None
-    return Outcome(version=raw.version, kind=kind, reason=reason, refusal=refusal,
-                   detail=raw.detail.decode(errors="replace"), round=raw.round, bytes=raw.bytes,
-                   digest=(raw.digest_lo, raw.digest_hi), until_plan=raw.until_plan_ns / 1e9,
-                   sending=raw.sending_ns / 1e9, total=raw.total_ns / 1e9)
+    kind = N.OUTCOME_KINDS.get(raw.kind)
+    if kind is None:
+        raise InternalError(f"version {raw.version}: an outcome of kind {raw.kind}, which this package does not know")
+    reason = N.text(lib.wsync_abort_reason_name(raw.abort_reason)) if raw.abort_reason else None
+    refusal = N.text(lib.wsync_refusal_name(raw.refusal)) if raw.refusal else None
+    return Outcome(
+        version=raw.version,
+        kind=kind,
+        reason=reason,
+        refusal=refusal,
+        detail=N.text(raw.detail),
+        round=raw.round,
+        bytes=raw.bytes,
+        digest=(raw.digest_lo, raw.digest_hi),
+        until_plan=raw.until_plan_ns / 1e9,
+        sending=raw.sending_ns / 1e9,
+        total=raw.total_ns / 1e9,
+    )
 
 
 class PublishHandle:
     """A version handed to the trainer agent. ``wait()`` gives its Outcome once the round ends."""
 
-    def __init__(self, trainer: "Trainer", version: int, keep: Any, allocations_kept: bool = False):
+    def __init__(self, trainer: Trainer, version: int, keep: Any, allocations_kept: bool = False):
         self._trainer = trainer
         self.version = version
         self._keep = keep  # the tensors, alive until the outcome is known
-        self._outcome: Optional[Outcome] = None
+        self._outcome: Outcome | None = None
         # Whether wsync was told that no tensor's allocation was freed since the previous publish (cuda_ipc then
         # trusts its exports instead of checking each allocation): see Trainer._allocations_kept.
         self.allocations_kept = allocations_kept
 
     @property
-    def outcome(self) -> Optional[Outcome]:
+    def outcome(self) -> Outcome | None:
         """The Outcome once known (after wait() or done()), else None."""
         return self._outcome
 
@@ -79,7 +80,7 @@ class PublishHandle:
         """Whether the outcome is known; polls, never blocks."""
         return self._outcome is not None or self._trainer._collect(self, 0)
 
-    def wait(self, timeout: Optional[float] = None) -> Outcome:
+    def wait(self, timeout: float | None = None) -> Outcome:
         """The Outcome when the version committed. Raises AbortedError / RefusedError (with ``.outcome``) when it
         did not, TimeoutError when `timeout` seconds ran out first (the version is still in flight: wait again).
         None waits for ever, in slices: Ctrl-C works."""
@@ -87,7 +88,7 @@ class PublishHandle:
             raise TimeoutError(f"version {self.version}: no outcome within {timeout} s (still in flight)")
         return self._result()
 
-    async def wait_async(self, timeout: Optional[float] = None) -> Outcome:
+    async def wait_async(self, timeout: float | None = None) -> Outcome:
         """wait() for asyncio code: polls in slices without blocking the event loop."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self.done():
@@ -103,9 +104,9 @@ class PublishHandle:
     def _result(self) -> Outcome:
         outcome = self._outcome
         assert outcome is not None
-        if outcome.kind == "committed":
+        if outcome.kind is OutcomeKind.COMMITTED:
             return outcome
-        if outcome.kind == "refused":
+        if outcome.kind is OutcomeKind.REFUSED:
             raise RefusedError(outcome)
         raise AbortedError(outcome)
 
@@ -115,15 +116,23 @@ class PublishHandle:
 
 
 class Trainer(Closing):
-    """One trainer rank's agent on bus `bus`. The first publish declares the manifest: names, dtypes and shapes in
-    the order given; every later version carries exactly those tensors."""
+    """One trainer rank's agent on bus `bus` (a name, or a Connection for a bus on another host). The first publish
+    declares the manifest: names, dtypes and shapes in the order given; every later version carries exactly those
+    tensors."""
 
-    def __init__(self, bus: str, agent_id: str = "trainer-0", channel: str = "shm", cuda_device: Optional[int] = None,
-                 rank: int = -1, transport: Optional[str] = None, curve_keys=None, server_key=None):
+    def __init__(
+        self,
+        bus: str | Connection,
+        agent_id: str = "trainer-0",
+        channel: str = "shm",
+        cuda_device: int | None = None,
+        rank: int = -1,
+    ):
         if channel not in N.CHANNELS:
             raise InvalidArgumentError(f"channel '{channel}': use one of {', '.join(N.CHANNELS)}")
         lib = N.lib()
-        self.bus = bus
+        self.connection = Connection.of(bus)
+        self.bus = self.connection.bus
         self.agent_id = agent_id
         self.channel = channel
         if channel not in N.HOST_CHANNELS and cuda_device is None:
@@ -132,7 +141,7 @@ class Trainer(Closing):
         self.cuda_device = cuda_device
         config = N.TrainerConfig()
         lib.wsync_trainer_config_init(ctypes.byref(config))
-        connection, strings = N.connection(bus, transport, curve_keys, server_key)
+        connection, strings = N.connection(self.connection)
         agent = N.encode(agent_id)
         config.connection = connection
         config.agent_id = agent
@@ -150,19 +159,19 @@ class Trainer(Closing):
         if status != N.OK:
             raise N.error(status, text)
         self._lib = lib
-        self._handle: Optional[ctypes.c_void_p] = handle
+        self._handle: ctypes.c_void_p | None = handle
         self._lock = threading.RLock()
-        self._manifest: Optional[TensorArray] = None  # names, dtypes, shapes; pointers of the last publish
+        self._manifest: TensorArray | None = None  # names, dtypes, shapes; pointers of the last publish
         self._agent_has_manifest_memory = False  # the agent accepted a publish of the manifest's current pointers
-        self._index = {}                               # name -> position in the manifest
-        self._sync_plan: List[Tuple[int, bool]] = []   # CUDA devices of the last publish, device-wide sync or not
-        self._frees_seen: Optional[List[Tuple[int, int]]] = None  # torch's cudaFree count per device at the last publish
-        self._in_flight: Optional[PublishHandle] = None
+        self._index = {}  # name -> position in the manifest
+        self._sync_plan: list[tuple[int, bool]] = []  # CUDA devices of the last publish, device-wide sync or not
+        self._frees_seen: list[tuple[int, int]] | None = None  # torch's cudaFree count per device at the last publish
+        self._in_flight: PublishHandle | None = None
         self._options = N.PublishOptions()
         lib.wsync_publish_options_init(ctypes.byref(self._options))
 
     # -- publishing ------------------------------------------------------------------------------------------
-    def declare(self, tensors: Any) -> List[str]:
+    def declare(self, tensors: Any) -> list[str]:
         """Declares (or replaces) the manifest from tensors without publishing; returns its names. publish()
         does this itself on its first call."""
         with self._lock:
@@ -170,8 +179,15 @@ class Trainer(Closing):
             self._declare(infos)
             return [info.name for info in infos]
 
-    def publish(self, version: int, tensors: Any = None, label: Optional[str] = None, pause_mode: str = "keep",
-                stream: Any = None, event: Any = None) -> PublishHandle:
+    def publish(
+        self,
+        version: int,
+        tensors: Any = None,
+        label: str | None = None,
+        pause_mode: str = "keep",
+        stream: Any = None,
+        event: Any = None,
+    ) -> PublishHandle:
         """Starts publishing `version` (> the bus's committed version) and returns at once.
 
         tensors: a mapping name -> tensor (a state_dict), an iterable of (name, tensor) (model.named_parameters()),
@@ -193,8 +209,10 @@ class Trainer(Closing):
             if tensors is None:
                 manifest = self._manifest
                 if manifest is None:
-                    raise InvalidArgumentError("publish(version, None) repeats the previous publish's tensors, and "
-                                               "there was none: pass the tensors the first time")
+                    raise InvalidArgumentError(
+                        "publish(version, None) repeats the previous publish's tensors, and "
+                        "there was none: pass the tensors the first time"
+                    )
             elif self._manifest is None:
                 self._declare(self._convert(named_items(tensors, "publish")))
                 manifest = self._manifest
@@ -208,8 +226,13 @@ class Trainer(Closing):
             options.label = label_bytes
             options.pause_mode = mode
             options.flags = (N.PUBLISH_ALLOCATIONS_KEPT if kept else 0) | (N.PUBLISH_SAME_TENSORS if same else 0)
-            status = self._lib.wsync_trainer_publish(handle, version, None if same else manifest.pointer(),
-                                                     0 if same else manifest.count, ctypes.byref(options))
+            status = self._lib.wsync_trainer_publish(
+                handle,
+                version,
+                None if same else manifest.pointer(),
+                0 if same else manifest.count,
+                ctypes.byref(options),
+            )
             options.label = None
             if status != N.OK:
                 raise N.error(status)
@@ -223,7 +246,7 @@ class Trainer(Closing):
         if previous is not None and not previous.done():
             raise BusyError(f"version {previous.version} is still in flight: wait for its outcome first")
 
-    def _convert(self, pairs) -> List[TensorInfo]:
+    def _convert(self, pairs) -> list[TensorInfo]:
         infos = [describe(name, tensor) for name, tensor in pairs]
         seen = set()
         for info in infos:
@@ -236,14 +259,18 @@ class Trainer(Closing):
     def _check_place(self, info: TensorInfo) -> None:
         if self.channel in N.HOST_CHANNELS:
             if info.device != HOST:
-                raise InvalidArgumentError(f"tensor '{info.name}' is on {device_text(info.device)}; the {self.channel} "
-                                           f"channel takes host tensors (use channel 'nccl' or 'cuda_ipc' for GPU "
-                                           f"tensors)")
+                raise InvalidArgumentError(
+                    f"tensor '{info.name}' is on {device_text(info.device)}; the {self.channel} "
+                    f"channel takes host tensors (use channel 'nccl' or 'cuda_ipc' for GPU "
+                    f"tensors)"
+                )
         elif info.device != ("cuda", self.cuda_device):
-            raise InvalidArgumentError(f"tensor '{info.name}' is on {device_text(info.device)}; this trainer's "
-                                       f"{self.channel} channel takes tensors on cuda:{self.cuda_device}")
+            raise InvalidArgumentError(
+                f"tensor '{info.name}' is on {device_text(info.device)}; this trainer's "
+                f"{self.channel} channel takes tensors on cuda:{self.cuda_device}"
+            )
 
-    def _declare(self, infos: List[TensorInfo]) -> None:
+    def _declare(self, infos: list[TensorInfo]) -> None:
         manifest = TensorArray(infos)
         N.check(self._lib.wsync_trainer_declare_manifest(self._require_open(), manifest.pointer(), manifest.count))
         self._manifest = manifest
@@ -264,10 +291,12 @@ class Trainer(Closing):
             if info.dtype != declared.dtype:
                 raise ManifestMismatchError(
                     f"tensor '{name}': dtype {N.DTYPE_NAMES[info.dtype]}, declared {N.DTYPE_NAMES[declared.dtype]}",
-                    tensor=name)
+                    tensor=name,
+                )
             if info.shape != declared.shape:
-                raise ManifestMismatchError(f"tensor '{name}': shape {list(info.shape)}, declared "
-                                            f"{list(declared.shape)}", tensor=name)
+                raise ManifestMismatchError(
+                    f"tensor '{name}': shape {list(info.shape)}, declared {list(declared.shape)}", tensor=name
+                )
             self._check_place(info)
             infos.append(info)
         array = manifest.array
@@ -289,12 +318,13 @@ class Trainer(Closing):
             given[name] = tensor
         for info in self._manifest.infos:
             if info.name not in given:
-                raise ManifestMismatchError(f"tensor '{info.name}' is in the declared manifest but not given",
-                                            tensor=info.name)
+                raise ManifestMismatchError(
+                    f"tensor '{info.name}' is in the declared manifest but not given", tensor=info.name
+                )
         return [(info.name, given[info.name]) for info in self._manifest.infos]
 
     # -- the CUDA stream rule ------------------------------------------------------------------------------------
-    def _plan_sync(self, infos: List[TensorInfo]) -> None:
+    def _plan_sync(self, infos: list[TensorInfo]) -> None:
         torch = sys.modules.get("torch")
         plan = {}
         for info in infos:
@@ -314,8 +344,10 @@ class Trainer(Closing):
             return
         torch = sys.modules.get("torch")
         if torch is None:
-            raise InvalidArgumentError("CUDA tensors from a DLPack producer other than torch: pass stream= or event= "
-                                       "(an object with .synchronize()) that orders the writes before the publish")
+            raise InvalidArgumentError(
+                "CUDA tensors from a DLPack producer other than torch: pass stream= or event= "
+                "(an object with .synchronize()) that orders the writes before the publish"
+            )
         for device, device_wide in self._sync_plan:
             if device_wide:  # another library's streams: only the whole device is certain
                 torch.cuda.synchronize(device)
@@ -346,7 +378,7 @@ class Trainer(Closing):
         return kept
 
     # -- outcomes ----------------------------------------------------------------------------------------------
-    def _collect(self, published: PublishHandle, timeout: Optional[float]) -> bool:
+    def _collect(self, published: PublishHandle, timeout: float | None) -> bool:
         """Waits up to `timeout` (None: for ever; 0: poll) for `published`'s outcome, in slices; whether it came."""
         raw = N.OutcomeStruct()
         raw.struct_size = ctypes.sizeof(raw)
@@ -381,7 +413,7 @@ class Trainer(Closing):
         return self._lib.wsync_trainer_rank(self._require_open())
 
     @property
-    def manifest(self) -> List[Tuple[str, str, Tuple[int, ...]]]:
+    def manifest(self) -> list[tuple[str, str, tuple[int, ...]]]:
         """The declared manifest: (name, dtype name, shape) in order; [] before the first publish."""
         if self._manifest is None:
             return []

@@ -1,5 +1,6 @@
 """The worker agent: binds an engine's tensors in place, pauses and resumes the engine around each version, and
 tells which version the tensors hold; plus PauseGate, the bridge to an engine's step loop."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,12 +9,14 @@ import ctypes
 import inspect
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from . import _native as N
 from ._closing import Closing
 from ._tensors import HOST, TensorArray, describe, device_text, named_items
+from .connection import Connection
 from .errors import InvalidArgumentError, PauseWithdrawn, StoppedError, TimeoutError
 
 __all__ = ["Worker", "Counters", "PauseGate"]
@@ -41,7 +44,7 @@ def _write_error(buffer: int, size: int, text: str) -> None:
 
 
 class Worker(Closing):
-    """One inference engine's agent on bus `bus`.
+    """One inference engine's agent on bus `bus` (a name, or a Connection for a bus on another host).
 
     tensors: the engine's tensors, bound in place (model.named_parameters(), a state_dict, a mapping or pairs);
     the agent writes each committed version into them while the engine is paused, so they must stay where they
@@ -61,23 +64,32 @@ class Worker(Closing):
     the worker or wait for a version (both wait for the callback): that raises InvalidArgumentError and the worker
     goes on."""
 
-    def __init__(self, bus: str, agent_id: str = "worker-0", tensors: Any = None,
-                 on_pause: Optional[Callable] = None, on_resume: Optional[Callable] = None,
-                 on_applied: Optional[Callable] = None, loop: Optional[asyncio.AbstractEventLoop] = None,
-                 on_withdraw: Optional[Callable] = None,
-                 memory: Optional[str] = None, cuda_device: Optional[int] = None, rank: int = -1,
-                 transport: Optional[str] = None, curve_keys=None, server_key=None,
-                 registration_timeout: float = 30.0):
+    def __init__(
+        self,
+        bus: str | Connection,
+        agent_id: str = "worker-0",
+        tensors: Any = None,
+        on_pause: Callable | None = None,
+        on_resume: Callable | None = None,
+        on_applied: Callable | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        on_withdraw: Callable | None = None,
+        memory: str | None = None,
+        cuda_device: int | None = None,
+        rank: int = -1,
+        registration_timeout: float = 30.0,
+    ):
         lib = N.lib()
-        self.bus = bus
+        self.connection = Connection.of(bus)
+        self.bus = self.connection.bus
         self.agent_id = agent_id
-        self._handle: Optional[ctypes.c_void_p] = None
+        self._handle: ctypes.c_void_p | None = None
         self._closing = False
-        self._callback_thread: Optional[int] = None
+        self._callback_thread: int | None = None
         self._on_pause, self._on_resume, self._on_applied = on_pause, on_resume, on_applied
         self._on_withdraw = on_withdraw
         self._loop = loop
-        self.last_pause_error: Optional[BaseException] = None  # what the last failed on_pause raised
+        self.last_pause_error: BaseException | None = None  # what the last failed on_pause raised
         self.callback_errors = 0  # exceptions raised by on_resume / on_applied (logged nowhere else)
 
         infos = [describe(name, tensor, writable=True) for name, tensor in named_items(tensors, "Worker tensors")]
@@ -96,18 +108,24 @@ class Worker(Closing):
         wanted = HOST if memory == "host" else ("cuda", cuda_device)
         for info in infos:
             if info.device != wanted:
-                raise InvalidArgumentError(f"tensor '{info.name}' is on {device_text(info.device)}; this worker's "
-                                           f"{memory} bindings must all be on {device_text(wanted)}")
+                raise InvalidArgumentError(
+                    f"tensor '{info.name}' is on {device_text(info.device)}; this worker's "
+                    f"{memory} bindings must all be on {device_text(wanted)}"
+                )
         self.memory = memory
         self.cuda_device = cuda_device
         self._tensors = TensorArray(infos)  # the engine's memory, alive for the worker's lifetime
 
         # The C side holds these function pointers until wsync_worker_destroy returns.
-        self._callbacks = (N.PAUSE_FN(self._pause), N.RESUME_FN(self._resume), N.APPLIED_FN(self._applied),
-                           N.WITHDRAW_FN(self._withdraw) if on_withdraw is not None else N.WITHDRAW_FN())
+        self._callbacks = (
+            N.PAUSE_FN(self._pause),
+            N.RESUME_FN(self._resume),
+            N.APPLIED_FN(self._applied),
+            N.WITHDRAW_FN(self._withdraw) if on_withdraw is not None else N.WITHDRAW_FN(),
+        )
         config = N.WorkerConfig()
         lib.wsync_worker_config_init(ctypes.byref(config))
-        connection, strings = N.connection(bus, transport, curve_keys, server_key)
+        connection, strings = N.connection(self.connection)
         agent = N.encode(agent_id)
         config.connection = connection
         config.agent_id = agent
@@ -120,8 +138,9 @@ class Worker(Closing):
 
         def start():
             handle = ctypes.c_void_p()
-            status = lib.wsync_worker_start(ctypes.byref(config), tensors_array.pointer(), tensors_array.count,
-                                            ctypes.byref(handle))
+            status = lib.wsync_worker_start(
+                ctypes.byref(config), tensors_array.pointer(), tensors_array.count, ctypes.byref(handle)
+            )
             return status, handle, N.last_error() if status != N.OK else ""
 
         def abandon(handle):
@@ -191,8 +210,10 @@ class Worker(Closing):
         if loop is None:
             if inspect.iscoroutine(result):
                 result.close()
-            raise InvalidArgumentError(f"{getattr(function, '__name__', 'a callback')} returned an awaitable: pass "
-                                       f"loop= (the asyncio loop it should run on)")
+            raise InvalidArgumentError(
+                f"{getattr(function, '__name__', 'a callback')} returned an awaitable: pass "
+                f"loop= (the asyncio loop it should run on)"
+            )
         if loop.is_closed():
             if inspect.iscoroutine(result):
                 result.close()
@@ -230,7 +251,7 @@ class Worker(Closing):
         N.check(self._lib.wsync_worker_counters_get(self._require_open(), ctypes.byref(raw)))
         return Counters(raw.rounds_applied, raw.rounds_aborted, raw.rounds_refused, raw.transfers_failed)
 
-    def wait_for_version(self, version: int, timeout: Optional[float] = None) -> int:
+    def wait_for_version(self, version: int, timeout: float | None = None) -> int:
         """Waits until the applied version is at least `version`; returns it. TimeoutError when `timeout` seconds
         ran out, StoppedError when the agent stopped. None waits for ever, in slices: Ctrl-C works. Not from a
         callback."""
@@ -240,23 +261,28 @@ class Worker(Closing):
         while True:
             handle = self._require_open()
             remaining = N.SLICE_SECONDS if deadline is None else max(0.0, deadline - time.monotonic())
-            status = self._lib.wsync_worker_wait_for_version(handle, version, int(min(remaining, N.SLICE_SECONDS)
-                                                                                  * 1000))
+            status = self._lib.wsync_worker_wait_for_version(
+                handle, version, int(min(remaining, N.SLICE_SECONDS) * 1000)
+            )
             if status == N.OK:
                 return self._applied_version(handle)
             if status != N.TIMEOUT:
                 raise N.error(status)
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"worker '{self.agent_id}': version {version} not applied within {timeout} s "
-                                   f"(it holds version {self._applied_version(handle)})")
+                raise TimeoutError(
+                    f"worker '{self.agent_id}': version {version} not applied within {timeout} s "
+                    f"(it holds version {self._applied_version(handle)})"
+                )
 
-    async def wait_for_version_async(self, version: int, timeout: Optional[float] = None) -> int:
+    async def wait_for_version_async(self, version: int, timeout: float | None = None) -> int:
         """wait_for_version() for asyncio code: never blocks the event loop (which coroutine callbacks need)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.applied_version < version:
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"worker '{self.agent_id}': version {version} not applied within {timeout} s "
-                                   f"(it holds version {self.applied_version})")
+                raise TimeoutError(
+                    f"worker '{self.agent_id}': version {version} not applied within {timeout} s "
+                    f"(it holds version {self.applied_version})"
+                )
             await asyncio.sleep(0.005)
         return self.applied_version
 
@@ -305,7 +331,7 @@ class PauseGate:
 
     def __init__(self):
         self._condition = threading.Condition()
-        self._request: Optional[str] = None
+        self._request: str | None = None
         self._closed = False
         self._parked = False
         self._resumes = 0
@@ -314,7 +340,7 @@ class PauseGate:
         # (and clears it); one that read the request before parks for nothing, and park() returns at once.
         self._withdrawn_unseen = False
 
-    def pause(self, mode: str = "keep", round: int = 0) -> None:  # noqa: A002 - the callback's argument name
+    def pause(self, mode: str = "keep", round: int = 0) -> None:
         with self._condition:
             if self._closed or self._parked:
                 return
@@ -323,10 +349,13 @@ class PauseGate:
             self._request = mode
             self._condition.wait_for(lambda: self._parked or self._closed or self._withdrawals != before)
             if not (self._parked or self._closed):
-                raise PauseWithdrawn(f"the pause for round {round} was withdrawn before the engine quiesced"
-                                     if round else "the operator's pause was withdrawn before the engine quiesced")
+                raise PauseWithdrawn(
+                    f"the pause for round {round} was withdrawn before the engine quiesced"
+                    if round
+                    else "the operator's pause was withdrawn before the engine quiesced"
+                )
 
-    def withdraw(self, round: int = 0) -> None:  # noqa: A002 - the callback's argument name
+    def withdraw(self, round: int = 0) -> None:
         """Takes back a pause the engine has not parked for (any thread): `requested` is None again and pause()
         raises PauseWithdrawn. Nothing once the engine has parked: the worker resumes it as usual."""
         with self._condition:
@@ -337,7 +366,7 @@ class PauseGate:
             self._withdrawals += 1
             self._condition.notify_all()
 
-    def resume(self, version: Optional[int] = None) -> None:
+    def resume(self, version: int | None = None) -> None:
         with self._condition:
             self._request = None
             self._resumes += 1
@@ -346,7 +375,7 @@ class PauseGate:
             self._condition.notify_all()
 
     @property
-    def requested(self) -> Optional[str]:
+    def requested(self) -> str | None:
         """The pause mode the agent waits for, or None: one attribute read, for every step."""
         request = self._request
         if request is None and self._withdrawn_unseen:

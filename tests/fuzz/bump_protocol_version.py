@@ -8,6 +8,9 @@ file to its new SHA-1. The seeds are written again by wsync_make_decode_corpus i
 
     tests/fuzz/bump_protocol_version.py tests/fuzz/corpus/decode NEW OLD [OLD...]
 """
+
+from __future__ import annotations
+
 import hashlib
 import os
 import re

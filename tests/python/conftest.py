@@ -1,6 +1,7 @@
 """Fixtures of the Python tests: the built libwsync.so and wsync-coordinator (WSYNC_LIBRARY / WSYNC_BIN_DIR, as
 scripts/test.sh sets them, else found in build/), unique bus names, coordinators, and helper processes that report
 JSON lines."""
+
 from __future__ import annotations
 
 import itertools
@@ -13,7 +14,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
 
 import pytest
 
@@ -39,8 +39,9 @@ def _find_native() -> None:
 _find_native()
 # The checkout's package, in this process and in every helper process.
 sys.path.insert(0, str(PACKAGE_ROOT))
-os.environ["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(
-    os.pathsep) if p])
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(PACKAGE_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+)
 
 import wsync  # noqa: E402
 
@@ -82,22 +83,28 @@ def coordinator(bus):
 
 @pytest.fixture
 def in_process_coordinator(bus):
-    with wsync.Coordinator(bus, in_process=True, heartbeat_interval=0.1, heartbeat_timeout=1.0,
-                           pause_timeout=10.0) as running:
+    with wsync.Coordinator(
+        bus, in_process=True, heartbeat_interval=0.1, heartbeat_timeout=1.0, pause_timeout=10.0
+    ) as running:
         yield running
 
 
 class Helper:
     """A helper script as a child process; its stdout lines are JSON events, read by a thread."""
 
-    def __init__(self, script: str, *args: str, stdin=subprocess.PIPE, env: Optional[Dict[str, str]] = None):
+    def __init__(self, script: str, *args: str, stdin=subprocess.PIPE, env: dict[str, str] | None = None):
         self.name = f"{script} {' '.join(args)}"
-        self.process = subprocess.Popen([sys.executable, str(HELPERS / script), *args], stdin=stdin,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        env=env or os.environ.copy())
-        self.events: "queue.Queue[dict]" = queue.Queue()
-        self.seen: List[dict] = []
-        self.stderr_lines: List[str] = []
+        self.process = subprocess.Popen(
+            [sys.executable, str(HELPERS / script), *args],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env or os.environ.copy(),
+        )
+        self.events: queue.Queue[dict] = queue.Queue()
+        self.seen: list[dict] = []
+        self.stderr_lines: list[str] = []
         threading.Thread(target=self._read_stdout, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
 
@@ -119,17 +126,21 @@ class Helper:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise AssertionError(f"{self.name}: no '{event}' {fields or ''} within {timeout} s; seen "
-                                     f"{self.seen[-10:]}; stderr: {''.join(self.stderr_lines)[-3000:]}")
+                raise AssertionError(
+                    f"{self.name}: no '{event}' {fields or ''} within {timeout} s; seen "
+                    f"{self.seen[-10:]}; stderr: {''.join(self.stderr_lines)[-3000:]}"
+                )
             try:
                 got = self.events.get(timeout=min(remaining, 0.2))
             except queue.Empty:
                 if self.process.poll() is not None and self.events.empty():
                     time.sleep(0.2)  # let the readers drain
                     if self.events.empty():
-                        raise AssertionError(f"{self.name} exited ({self.process.returncode}) before '{event}'; "
-                                             f"seen {self.seen[-10:]}; stderr: "
-                                             f"{''.join(self.stderr_lines)[-3000:]}") from None
+                        raise AssertionError(
+                            f"{self.name} exited ({self.process.returncode}) before '{event}'; "
+                            f"seen {self.seen[-10:]}; stderr: "
+                            f"{''.join(self.stderr_lines)[-3000:]}"
+                        ) from None
                 continue
             self.seen.append(got)
             if got.get("event") == event and all(got.get(key) == value for key, value in fields.items()):
@@ -139,8 +150,9 @@ class Helper:
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"{self.name} still runs after {timeout} s; stderr: "
-                                 f"{''.join(self.stderr_lines)[-3000:]}") from None
+            raise AssertionError(
+                f"{self.name} still runs after {timeout} s; stderr: {''.join(self.stderr_lines)[-3000:]}"
+            ) from None
 
     def send(self, line: str) -> None:
         self.process.stdin.write(line + "\n")
@@ -174,7 +186,7 @@ class Helper:
 @pytest.fixture
 def helpers():
     """Starts helper processes (helpers(script, *args)); kills any still running when the test ends."""
-    started: List[Helper] = []
+    started: list[Helper] = []
 
     def start(script: str, *args: str, **kwargs) -> Helper:
         helper = Helper(script, *args, **kwargs)

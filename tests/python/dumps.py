@@ -1,22 +1,23 @@
 """Reading what the worker helpers dumped (helpers/worker.py --dump-dir)."""
+
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Dict, List
 
 
-def read_dumps(folder: Path, worker: str) -> List[dict]:
+def read_dumps(folder: Path, worker: str) -> list[dict]:
     """The worker's dumps in the order it wrote them: [{version, bytes: {name: bytes}}, ...]."""
     return [pickle.loads(path.read_bytes()) for path in sorted(Path(folder).glob(f"{worker}-*.pkl"))]
 
 
-def check_dumps(folder: Path, worker: str, expected: Callable[[int], Dict[str, bytes]], last_version: int) -> int:
+def check_dumps(folder: Path, worker: str, expected: Callable[[int], dict[str, bytes]], last_version: int) -> int:
     """Every dump holds exactly the bytes of the version it was tagged with, and the last one `last_version`;
     returns how many were checked."""
     dumps = read_dumps(folder, worker)
     assert dumps, f"{worker} dumped nothing in {folder}"
-    cache: Dict[int, Dict[str, bytes]] = {}
+    cache: dict[int, dict[str, bytes]] = {}
     for index, dump in enumerate(dumps):
         version = dump["version"]
         if version not in cache:

@@ -1,6 +1,7 @@
 """The package's surface in one process (an in-process coordinator, agents in threads of the test): timeouts,
 events and status, coordinators, asyncio callbacks, the pause gate, what tensors are refused and why, the fast
 path, references kept alive, spans."""
+
 from __future__ import annotations
 
 import array
@@ -8,6 +9,7 @@ import asyncio
 import builtins
 import ctypes
 import gc
+import json
 import sys
 import threading
 import time
@@ -15,11 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import wait_until
 
 import wsync
 from wsync import _native, _tensors
-
-from conftest import wait_until
 
 
 def test_wait_for_version_times_out(in_process_coordinator):
@@ -36,15 +37,17 @@ def test_wait_for_version_times_out(in_process_coordinator):
         assert worker.wait_for_version(0, timeout=0) == 0
         assert worker.counters == wsync.Counters(0, 0, 0, 0)
     with pytest.raises(wsync.StoppedError):
-        worker.applied_version
+        _ = worker.applied_version
 
 
 def test_publish_wait_times_out_polls_and_refuses_a_second_version_in_flight(in_process_coordinator):
     bus = in_process_coordinator.bus
     release = threading.Event()
     target = np.zeros(8, np.float32)
-    with wsync.Worker(bus, agent_id="w", tensors={"x": target}, on_pause=lambda mode, round_: release.wait(30)), \
-            wsync.Trainer(bus, agent_id="t") as trainer:
+    with (
+        wsync.Worker(bus, agent_id="w", tensors={"x": target}, on_pause=lambda mode, round_: release.wait(30)),
+        wsync.Trainer(bus, agent_id="t") as trainer,
+    ):
         source = np.arange(8, dtype=np.float32)
         handle = trainer.publish(1, {"x": source})
         with pytest.raises(wsync.TimeoutError):
@@ -65,8 +68,10 @@ def test_events_and_status(in_process_coordinator):
     bus = in_process_coordinator.bus
     with wsync.events(bus, timeout=10) as stream:
         stream.next_event(timeout=10)  # the subscription is live (a heartbeat event arrives every 100 ms)
-        with wsync.Worker(bus, agent_id="w", tensors={"x": np.zeros(16, np.uint8)}), \
-                wsync.Trainer(bus, agent_id="t") as trainer:
+        with (
+            wsync.Worker(bus, agent_id="w", tensors={"x": np.zeros(16, np.uint8)}),
+            wsync.Trainer(bus, agent_id="t") as trainer,
+        ):
             assert trainer.publish(7, {"x": np.full(16, 3, np.uint8)}, label="step-7").wait(30).committed
             seen = []
             for event in stream:
@@ -82,7 +87,7 @@ def test_events_and_status(in_process_coordinator):
             assert set(ids) >= {"w", "t"}
             assert ids["w"]["applied_version"] == 7
         with pytest.raises(wsync.TimeoutError):
-            for event in wsync.events(bus, timeout=0.05):
+            for _event in wsync.events(bus, timeout=0.05):
                 pass  # a beat may come first; the stream's timeout is per event
     assert in_process_coordinator.committed_version == 7
 
@@ -137,8 +142,12 @@ def test_asyncio_callbacks_run_on_the_loop(in_process_coordinator):
 
     target = np.zeros(4, np.int32)
     try:
-        with wsync.Worker(bus, agent_id="w", tensors={"x": target}, on_pause=on_pause, on_resume=on_resume,
-                          loop=loop) as worker, wsync.Trainer(bus, agent_id="t") as trainer:
+        with (
+            wsync.Worker(
+                bus, agent_id="w", tensors={"x": target}, on_pause=on_pause, on_resume=on_resume, loop=loop
+            ) as worker,
+            wsync.Trainer(bus, agent_id="t") as trainer,
+        ):
             assert trainer.publish(1, {"x": np.ones(4, np.int32)}, pause_mode="wait").wait(30).committed
             with pytest.raises(wsync.AbortedError) as aborted:
                 trainer.publish(2).wait(30)
@@ -163,8 +172,10 @@ def test_a_coroutine_callback_without_a_loop_refuses_the_pause(in_process_coordi
     async def on_pause(mode, round_):
         return None
 
-    with wsync.Worker(bus, agent_id="w", tensors={"x": np.zeros(2)}, on_pause=on_pause), \
-            wsync.Trainer(bus, agent_id="t") as trainer:
+    with (
+        wsync.Worker(bus, agent_id="w", tensors={"x": np.zeros(2)}, on_pause=on_pause),
+        wsync.Trainer(bus, agent_id="t") as trainer,
+    ):
         with pytest.raises(wsync.AbortedError) as aborted:
             trainer.publish(1, {"x": np.ones(2)}).wait(30)
         assert "loop=" in aborted.value.outcome.detail
@@ -197,8 +208,12 @@ def test_pause_gate_parks_a_step_loop_engine(in_process_coordinator):
     thread = threading.Thread(target=engine, daemon=True)
     thread.start()
     try:
-        with wsync.Worker(bus, agent_id="w", tensors={"weights": weights}, on_pause=gate.pause,
-                          on_resume=gate.resume) as worker, wsync.Trainer(bus, agent_id="t") as trainer:
+        with (
+            wsync.Worker(
+                bus, agent_id="w", tensors={"weights": weights}, on_pause=gate.pause, on_resume=gate.resume
+            ) as worker,
+            wsync.Trainer(bus, agent_id="t") as trainer,
+        ):
             worker_box["worker"] = worker
             source = np.zeros(1024, np.float32)
             for version in (1, 2, 3):
@@ -244,11 +259,18 @@ def test_a_pause_the_round_outlives_is_withdrawn_from_a_draining_engine(bus):
     thread = threading.Thread(target=engine, daemon=True)
     thread.start()
     try:
-        with wsync.Coordinator(bus, in_process=True, heartbeat_interval=0.1, heartbeat_timeout=1.0,
-                               pause_timeout=0.5), \
-                wsync.Worker(bus, agent_id="w", tensors={"weights": weights}, on_pause=gate.pause,
-                             on_resume=gate.resume, on_withdraw=gate.withdraw) as worker, \
-                wsync.Trainer(bus, agent_id="t") as trainer:
+        with (
+            wsync.Coordinator(bus, in_process=True, heartbeat_interval=0.1, heartbeat_timeout=1.0, pause_timeout=0.5),
+            wsync.Worker(
+                bus,
+                agent_id="w",
+                tensors={"weights": weights},
+                on_pause=gate.pause,
+                on_resume=gate.resume,
+                on_withdraw=gate.withdraw,
+            ) as worker,
+            wsync.Trainer(bus, agent_id="t") as trainer,
+        ):
             source = np.full(256, 1, np.float32)
             with pytest.raises(wsync.AbortedError) as aborted:
                 trainer.publish(1, {"weights": source}, pause_mode="wait").wait(30)
@@ -317,8 +339,10 @@ def test_callbacks_that_raise_outside_pause_are_counted_not_fatal(in_process_coo
         raise ValueError("not today")
 
     target = np.zeros(3, np.float64)
-    with wsync.Worker(bus, agent_id="w", tensors={"x": target}, on_resume=bad, on_applied=bad) as worker, \
-            wsync.Trainer(bus, agent_id="t") as trainer:
+    with (
+        wsync.Worker(bus, agent_id="w", tensors={"x": target}, on_resume=bad, on_applied=bad) as worker,
+        wsync.Trainer(bus, agent_id="t") as trainer,
+    ):
         for version in (1, 2):
             assert trainer.publish(version, {"x": np.full(3, version, np.float64)}).wait(30).committed
         worker.wait_for_version(2, timeout=10)
@@ -357,11 +381,19 @@ def test_closing_or_waiting_from_a_workers_own_callbacks_raises_and_the_worker_g
         withdrawn.set()
 
     target = np.zeros(4, np.float32)
-    with wsync.Coordinator(bus, in_process=True, heartbeat_interval=0.1, heartbeat_timeout=1.0, pause_timeout=0.5), \
-            wsync.Worker(bus, agent_id="w", tensors={"x": target}, on_pause=on_pause, on_withdraw=on_withdraw,
-                         on_applied=lambda version, round_: try_forbidden("on_applied"),
-                         on_resume=lambda version: try_forbidden("on_resume")) as worker, \
-            wsync.Trainer(bus, agent_id="t") as trainer:
+    with (
+        wsync.Coordinator(bus, in_process=True, heartbeat_interval=0.1, heartbeat_timeout=1.0, pause_timeout=0.5),
+        wsync.Worker(
+            bus,
+            agent_id="w",
+            tensors={"x": target},
+            on_pause=on_pause,
+            on_withdraw=on_withdraw,
+            on_applied=lambda version, round_: try_forbidden("on_applied"),
+            on_resume=lambda version: try_forbidden("on_resume"),
+        ) as worker,
+        wsync.Trainer(bus, agent_id="t") as trainer,
+    ):
         box["worker"] = worker
         with pytest.raises(wsync.AbortedError):
             trainer.publish(1, {"x": np.full(4, 1, np.float32)}).wait(30)
@@ -373,8 +405,10 @@ def test_closing_or_waiting_from_a_workers_own_callbacks_raises_and_the_worker_g
         wait_until(lambda: len(refused) >= 10, what="every callback's attempts")
         assert (target == 2).all() and worker.callback_errors == 0
     assert [(callback, call) for callback, call, _ in refused] == [
-        (callback, call) for callback in ("on_pause", "on_withdraw", "on_pause", "on_applied", "on_resume")
-        for call in ("close", "wait")]
+        (callback, call)
+        for callback in ("on_pause", "on_withdraw", "on_pause", "on_applied", "on_resume")
+        for call in ("close", "wait")
+    ]
     for callback, call, text in refused:
         if callback == "on_withdraw":  # another thread than the I/O thread's: the C API refuses
             function = "wsync_worker_destroy" if call == "close" else "wsync_worker_wait_for_version"
@@ -505,8 +539,10 @@ def test_buffers_and_dlpack_move_without_numpy_or_torch(in_process_coordinator):
     bus = in_process_coordinator.bus
     target = array.array("f", [0.0] * 8)
     raw = bytearray(5)
-    with wsync.Worker(bus, agent_id="w", tensors={"floats": target, "raw": raw}), \
-            wsync.Trainer(bus, agent_id="t") as trainer:
+    with (
+        wsync.Worker(bus, agent_id="w", tensors={"floats": target, "raw": raw}),
+        wsync.Trainer(bus, agent_id="t") as trainer,
+    ):
         source = array.array("f", [float(i) for i in range(8)])
         assert trainer.publish(1, {"floats": source, "raw": bytearray(b"hello")}).wait(30).committed
         wait_until(lambda: bytes(raw) == b"hello", what="the buffers applied")
@@ -516,8 +552,10 @@ def test_buffers_and_dlpack_move_without_numpy_or_torch(in_process_coordinator):
 def test_the_tcp_channel_moves_host_tensors(in_process_coordinator):
     bus = in_process_coordinator.bus
     target = np.zeros(1 << 20, np.float32)
-    with wsync.Worker(bus, agent_id="w", tensors={"x": target}) as worker, \
-            wsync.Trainer(bus, agent_id="t", channel="tcp") as trainer:
+    with (
+        wsync.Worker(bus, agent_id="w", tensors={"x": target}) as worker,
+        wsync.Trainer(bus, agent_id="t", channel="tcp") as trainer,
+    ):
         for version in (1, 2):
             assert trainer.publish(version, {"x": np.full(1 << 20, version, np.float32)}).wait(30).committed
             worker.wait_for_version(version, timeout=10)
@@ -540,8 +578,10 @@ def test_the_fast_path_does_no_per_tensor_work(in_process_coordinator, monkeypat
     count = 18867  # qwen3-30b-a3b's tensor count
     sources = {f"t{i}": np.full(2, i, np.float32) for i in range(count)}
     targets = {f"t{i}": np.zeros(2, np.float32) for i in range(count)}
-    with wsync.Worker(bus, agent_id="w", tensors=targets, registration_timeout=60) as worker, \
-            wsync.Trainer(bus, agent_id="t") as trainer:
+    with (
+        wsync.Worker(bus, agent_id="w", tensors=targets, registration_timeout=60) as worker,
+        wsync.Trainer(bus, agent_id="t") as trainer,
+    ):
         started = time.perf_counter()
         first = trainer.publish(1, sources)
         declare_seconds = time.perf_counter() - started
@@ -559,8 +599,10 @@ def test_the_fast_path_does_no_per_tensor_work(in_process_coordinator, monkeypat
         assert second.wait(60).committed
         worker.wait_for_version(2, timeout=30)
     assert targets["t18866"][0] == 18867 and targets["t0"][0] == 1
-    print(f"\npublish of {count} tensors: first (declare) {declare_seconds * 1e3:.1f} ms, "
-          f"fast path {fast_seconds * 1e3:.2f} ms")
+    print(
+        f"\npublish of {count} tensors: first (declare) {declare_seconds * 1e3:.1f} ms, "
+        f"fast path {fast_seconds * 1e3:.2f} ms"
+    )
     assert fast_seconds < declare_seconds
 
 
@@ -588,8 +630,12 @@ def test_span_recorder_and_check_spans():
     assert spans.spans == [(0, 1), (2, 2), (4, 4)]
     wsync.check_spans(spans, token_count=5)
     wsync.check_spans([])
-    for bad, text in [([(1, 1)], "token 0"), ([(0, 2), (3, 1)], "versions decrease"),
-                      ([(0, 1), (0, 2)], "not increasing"), ([(0, 1), (5, 2)], "past the last token")]:
+    for bad, text in [
+        ([(1, 1)], "token 0"),
+        ([(0, 2), (3, 1)], "versions decrease"),
+        ([(0, 1), (0, 2)], "not increasing"),
+        ([(0, 1), (5, 2)], "past the last token"),
+    ]:
         with pytest.raises(ValueError, match=text):
             wsync.check_spans(bad, token_count=5)
     spans.clear()
@@ -608,10 +654,83 @@ def test_error_classes_carry_status_and_detail():
     assert issubclass(wsync.ManifestMismatchError, ValueError)
 
 
+def test_outcome_kind_is_an_enum_that_compares_as_its_name(in_process_coordinator):
+    bus = in_process_coordinator.bus
+    with (
+        wsync.Worker(bus, agent_id="w", tensors={"x": np.zeros(4, np.uint8)}),
+        wsync.Trainer(bus, agent_id="t") as trainer,
+    ):
+        outcome = trainer.publish(1, {"x": np.ones(4, np.uint8)}).wait(30)
+        assert outcome.kind is wsync.OutcomeKind.COMMITTED and outcome.committed
+        assert outcome.kind == "committed" and str(outcome.kind) == "committed" and f"{outcome.kind}" == "committed"
+        assert json.dumps({"kind": outcome.kind}) == '{"kind": "committed"}'
+        with pytest.raises(wsync.RefusedError) as refused:
+            trainer.publish(1).wait(30)
+        assert refused.value.outcome.kind is wsync.OutcomeKind.REFUSED and not refused.value.outcome.committed
+    assert [kind.value for kind in wsync.OutcomeKind] == ["committed", "aborted", "refused"]
+
+
+def test_one_connection_value_reaches_the_bus_from_every_signature(in_process_coordinator):
+    here = wsync.Connection(in_process_coordinator.bus)
+    assert wsync.Connection.of(here) is here and wsync.Connection.of(here.bus) == here
+    with (
+        wsync.Worker(here, agent_id="w", tensors={"x": np.zeros(4, np.uint8)}) as worker,
+        wsync.Trainer(here, agent_id="t") as trainer,
+        wsync.events(here, timeout=10) as stream,
+    ):
+        assert worker.connection == trainer.connection == stream.connection == here
+        assert trainer.bus == worker.bus == here.bus
+        assert trainer.publish(1, {"x": np.ones(4, np.uint8)}).wait(30).committed
+        assert wsync.status(here)["committed_version"] == 1
+        stream.next_event(timeout=10)
+    with pytest.raises(wsync.InvalidArgumentError):
+        wsync.Connection("")
+    with pytest.raises(TypeError):
+        wsync.Trainer(42)
+    with pytest.raises(TypeError):
+        wsync.Worker(here.bus, tensors={}, transport="ipc")  # the keywords of old are the Connection's fields now
+
+
+def test_the_package_has_no_import_circle():
+    # Every relative import of every module (those under TYPE_CHECKING and inside functions too), as a graph: it has
+    # no cycle. (Importing each module alone proves nothing: `import wsync.x` runs wsync/__init__.py first.)
+    import ast
+
+    root = Path(wsync.__file__).parent
+    graph = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        package = parts[:-1] if parts[-1] != "__init__" else parts[:-1]
+        name = ".".join(parts if parts[-1] != "__init__" else parts[:-1]) or "__init__"
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ((node.module,) if node.module else ()))
+                names = [target] if node.module else [".".join(base + (alias.name,)) for alias in node.names]
+                edges.update(n for n in names if n and n != name)
+        graph[name] = edges
+    graph.pop("__init__", None)  # the package's face imports everything, and nothing imports it back
+    state = {}
+
+    def visit(module, trail):
+        if state.get(module) == "done" or module not in graph:
+            return
+        assert state.get(module) != "open", f"import circle: {' -> '.join(trail + [module])}"
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            visit(target, trail + [module])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert "outcome" in graph["errors"] and "trainer" not in graph["errors"]
+
+
 def test_importing_wsync_imports_neither_torch_nor_numpy(tmp_path):
     import subprocess
-    code = ("import sys, wsync; wsync.library_path(); "
-            "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
+
+    code = "import sys, wsync; wsync.library_path(); print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -620,6 +739,7 @@ def test_importing_wsync_imports_neither_torch_nor_numpy(tmp_path):
 def test_a_missing_library_names_every_place_looked_at(tmp_path):
     import os
     import subprocess
+
     code = "import wsync\ntry:\n    wsync.library_path()\nexcept wsync.Error as e:\n    print(e.status, e)"
     env = dict(os.environ, WSYNC_LIBRARY=str(tmp_path / "nowhere.so"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
@@ -629,8 +749,10 @@ def test_a_missing_library_names_every_place_looked_at(tmp_path):
     del env["WSYNC_LIBRARY"]
     package = tmp_path / "pkg"
     import shutil
+
     shutil.copytree(Path(wsync.__file__).parent, package / "wsync", ignore=shutil.ignore_patterns("_native"))
     env["PYTHONPATH"] = str(package)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
-                         cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path
+    )
     assert "_native/lib/libwsync.so (no such file)" in out.stdout and "libwsync.so.1" in out.stdout, out.stdout

@@ -1,5 +1,6 @@
 """Every abort reason a Python trainer can provoke surfaces as its exception, with real worker processes: a
 version that does not increase, a pause callback that raises, a worker killed mid-round, a manifest mismatch."""
+
 from __future__ import annotations
 
 import sys
@@ -8,10 +9,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
-import models  # noqa: E402
-from dumps import check_dumps, read_dumps  # noqa: E402
+import models
+from dumps import check_dumps, read_dumps
 
-import wsync  # noqa: E402
+import wsync
 
 
 def agent(status, agent_id):
@@ -43,10 +44,20 @@ def test_a_version_that_does_not_increase_is_refused(coordinator, helpers, tmp_p
     check_dumps(tmp_path, "w0", models.numpy_bytes, 3)
 
 
-def test_a_pause_callback_that_raises_aborts_the_round_and_the_worker_keeps_its_version(coordinator, helpers,
-                                                                                          tmp_path):
-    worker = helpers("worker.py", "--bus", coordinator.bus, "--id", "w0", "--dump-dir", str(tmp_path),
-                     "--fail-pause", "2", "--until-version", "3")
+def test_a_pause_callback_that_raises_aborts_the_round_and_the_worker_keeps_its_version(coordinator, helpers, tmp_path):
+    worker = helpers(
+        "worker.py",
+        "--bus",
+        coordinator.bus,
+        "--id",
+        "w0",
+        "--dump-dir",
+        str(tmp_path),
+        "--fail-pause",
+        "2",
+        "--until-version",
+        "3",
+    )
     worker.expect("ready")
     arrays = models.numpy_tensors()
     with wsync.Trainer(coordinator.bus, agent_id="trainer") as trainer:
@@ -76,8 +87,9 @@ def test_a_pause_callback_that_raises_aborts_the_round_and_the_worker_keeps_its_
 
 
 def test_a_worker_killed_mid_round_aborts_it_with_agent_died(coordinator, helpers, tmp_path):
-    survivor = helpers("worker.py", "--bus", coordinator.bus, "--id", "w0", "--dump-dir", str(tmp_path),
-                       "--until-version", "3")
+    survivor = helpers(
+        "worker.py", "--bus", coordinator.bus, "--id", "w0", "--dump-dir", str(tmp_path), "--until-version", "3"
+    )
     victim = helpers("worker.py", "--bus", coordinator.bus, "--id", "w1", "--hang-pause", "2")
     survivor.expect("ready")
     victim.expect("ready")
@@ -102,8 +114,9 @@ def test_a_worker_killed_mid_round_aborts_it_with_agent_died(coordinator, helper
 
 
 def test_a_manifest_mismatch_fails_the_round_naming_the_tensor(coordinator, helpers, tmp_path):
-    worker = helpers("worker.py", "--bus", coordinator.bus, "--id", "w0", "--dump-dir", str(tmp_path),
-                     "--mismatch", "layers.0.ids")
+    worker = helpers(
+        "worker.py", "--bus", coordinator.bus, "--id", "w0", "--dump-dir", str(tmp_path), "--mismatch", "layers.0.ids"
+    )
     worker.expect("ready")
     arrays = models.numpy_tensors()
     models.fill_numpy(arrays, 1)
@@ -124,8 +137,8 @@ def test_the_trainer_refuses_tensors_that_disagree_with_its_manifest(in_process_
     with wsync.Worker(bus, agent_id="w", tensors=worker_arrays), wsync.Trainer(bus, agent_id="t") as trainer:
         assert trainer.publish(1, {"a": np.ones((2, 3), np.float32), "b": np.ones(4, np.int64)}).wait(30).committed
         cases = {
-            "a": {"a": np.ones((3, 2), np.float32), "b": np.ones(4, np.int64)},        # shape
-            "b": {"a": np.ones((2, 3), np.float32), "b": np.ones(4, np.int32)},        # dtype
+            "a": {"a": np.ones((3, 2), np.float32), "b": np.ones(4, np.int64)},  # shape
+            "b": {"a": np.ones((2, 3), np.float32), "b": np.ones(4, np.int32)},  # dtype
             "c": {"a": np.ones((2, 3), np.float32), "b": np.ones(4, np.int64), "c": np.ones(1)},  # extra
         }
         for tensor, tensors in cases.items():

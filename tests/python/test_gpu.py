@@ -2,6 +2,7 @@
 a torch model on cuda:0 into another process's model parameters, over nccl (worker on cuda:1) and cuda_ipc (worker
 on the same GPU, and on cuda:1 where there is one), bf16 and fp8, every byte compared. Needs only torch with CUDA
 and the built libwsync.so (a CUDA build) and wsync-coordinator: nothing is installed."""
+
 from __future__ import annotations
 
 import sys
@@ -10,10 +11,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
-import models  # noqa: E402
-from dumps import check_dumps  # noqa: E402
+import models
+from dumps import check_dumps
 
-import wsync  # noqa: E402
+import wsync
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -34,11 +35,25 @@ def cases():
 
 
 @pytest.mark.parametrize("channel,worker_device,kind", list(cases()))
-def test_model_parameters_into_another_process_over_the_gpu(channel, worker_device, kind, coordinator, helpers,
-                                                             tmp_path):
+def test_model_parameters_into_another_process_over_the_gpu(
+    channel, worker_device, kind, coordinator, helpers, tmp_path
+):
     versions = (1, 2, 3)
-    worker = helpers("worker.py", "--bus", coordinator.bus, "--id", "w0", "--kind", kind, "--device", worker_device,
-                     "--dump-dir", str(tmp_path), "--until-version", str(versions[-1]))
+    worker = helpers(
+        "worker.py",
+        "--bus",
+        coordinator.bus,
+        "--id",
+        "w0",
+        "--kind",
+        kind,
+        "--device",
+        worker_device,
+        "--dump-dir",
+        str(tmp_path),
+        "--until-version",
+        str(versions[-1]),
+    )
     worker.expect("ready", timeout=120)
     torch.cuda.set_device(0)
     model = models.torch_model(fp8=kind == "torch-fp8").to("cuda:0")
@@ -80,8 +95,21 @@ def test_cuda_ipc_trusts_its_exports_only_while_torch_frees_nothing(coordinator,
     went back to torch's cache, not to CUDA, and the new tensors' addresses differ: exported again). Every version
     reaches the worker byte for byte."""
     versions = (1, 2, 3, 4, 5)
-    worker = helpers("worker.py", "--bus", coordinator.bus, "--id", "w0", "--kind", "torch", "--device", "cuda:0",
-                     "--dump-dir", str(tmp_path), "--until-version", str(versions[-1]))
+    worker = helpers(
+        "worker.py",
+        "--bus",
+        coordinator.bus,
+        "--id",
+        "w0",
+        "--kind",
+        "torch",
+        "--device",
+        "cuda:0",
+        "--dump-dir",
+        str(tmp_path),
+        "--until-version",
+        str(versions[-1]),
+    )
     worker.expect("ready", timeout=120)
     torch.cuda.set_device(0)
     model = models.torch_model().to("cuda:0")
@@ -113,10 +141,15 @@ def test_cuda_ipc_trusts_its_exports_only_while_torch_frees_nothing(coordinator,
     check_dumps(tmp_path, "w0", expected.__getitem__, versions[-1])
 
 
-@pytest.mark.parametrize("engine_device", [
-    pytest.param("cuda:0", marks=pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")),
-    pytest.param("cuda:1", marks=pytest.mark.skipif(GPUS < 2, reason=f"needs 2 CUDA GPU(s), this machine has {GPUS}")),
-])
+@pytest.mark.parametrize(
+    "engine_device",
+    [
+        pytest.param("cuda:0", marks=pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")),
+        pytest.param(
+            "cuda:1", marks=pytest.mark.skipif(GPUS < 2, reason=f"needs 2 CUDA GPU(s), this machine has {GPUS}")
+        ),
+    ],
+)
 def test_a_trainer_and_an_engine_in_one_process_over_cuda_ipc(in_process_coordinator, engine_device):
     """verl's hybrid engine runs the rollout engine in the trainer's process: a Trainer (cuda:0) and a Worker in one
     Python process over cuda_ipc, where CUDA cannot open the process's own IPC handles; the engine on the trainer's
@@ -128,12 +161,15 @@ def test_a_trainer_and_an_engine_in_one_process_over_cuda_ipc(in_process_coordin
     engine = models.torch_model().to(engine_device)
     parked = []  # nothing generates here: a pause has nothing to wait for
 
-    def pause(mode, round):  # noqa: A002 - the callback's argument name
+    def pause(mode, round):
         parked.append(round)
 
-    with wsync.Worker(bus, agent_id="engine", tensors=engine.named_parameters(), on_pause=pause,
-                      on_resume=lambda version: None) as worker, \
-            wsync.Trainer(bus, agent_id="trainer", channel="cuda_ipc", cuda_device=0) as trainer:
+    with (
+        wsync.Worker(
+            bus, agent_id="engine", tensors=engine.named_parameters(), on_pause=pause, on_resume=lambda version: None
+        ) as worker,
+        wsync.Trainer(bus, agent_id="trainer", channel="cuda_ipc", cuda_device=0) as trainer,
+    ):
         assert worker.memory == "device"
         for version in (1, 2, 3, 4):
             if version == 4:

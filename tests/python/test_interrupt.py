@@ -1,4 +1,5 @@
 """Ctrl-C: a process blocked in one of wsync's waits (no timeout) ends promptly with KeyboardInterrupt."""
+
 from __future__ import annotations
 
 import signal

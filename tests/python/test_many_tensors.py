@@ -1,5 +1,6 @@
 """A frontier MoE's tensor count through the Python faces (issue 18): 100,000 small numpy arrays or torch tensors
 from a Python trainer to Python worker processes over shm, byte for byte, and one wrong shape among them named."""
+
 from __future__ import annotations
 
 import sys
@@ -8,10 +9,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
-import models  # noqa: E402
-from dumps import check_dumps  # noqa: E402
+import models
+from dumps import check_dumps
 
-import wsync  # noqa: E402
+import wsync
 
 # The C++ agents and the shm channel take this count in milliseconds; the Python helpers building, filling and
 # dumping 100,000 arrays take seconds on CI's 2 cores, under ASan more.
@@ -29,8 +30,24 @@ def trainer_tensors(kind: str, arrays):
 
 @pytest.mark.parametrize("kind", ["numpy", "torch"])
 def test_a_hundred_thousand_tensors_reach_two_worker_processes_byte_for_byte(coordinator, helpers, tmp_path, kind):
-    workers = [helpers("worker.py", "--bus", coordinator.bus, "--id", f"w{index}", "--kind", "many", "--dump-dir",
-                       str(tmp_path), "--until-version", "3", "--timeout", str(TIMEOUT_S)) for index in range(2)]
+    workers = [
+        helpers(
+            "worker.py",
+            "--bus",
+            coordinator.bus,
+            "--id",
+            f"w{index}",
+            "--kind",
+            "many",
+            "--dump-dir",
+            str(tmp_path),
+            "--until-version",
+            "3",
+            "--timeout",
+            str(TIMEOUT_S),
+        )
+        for index in range(2)
+    ]
     for worker in workers:
         worker.expect("ready", timeout=TIMEOUT_S)
     arrays = models.many_tensors()
@@ -53,8 +70,19 @@ def test_a_hundred_thousand_tensors_reach_two_worker_processes_byte_for_byte(coo
 
 def test_one_wrong_shape_among_a_hundred_thousand_is_named(coordinator, helpers, tmp_path):
     wrong = "layers.99.experts.998.w"
-    worker = helpers("worker.py", "--bus", coordinator.bus, "--id", "w0", "--kind", "many", "--mismatch", wrong,
-                     "--timeout", str(TIMEOUT_S))
+    worker = helpers(
+        "worker.py",
+        "--bus",
+        coordinator.bus,
+        "--id",
+        "w0",
+        "--kind",
+        "many",
+        "--mismatch",
+        wrong,
+        "--timeout",
+        str(TIMEOUT_S),
+    )
     worker.expect("ready", timeout=TIMEOUT_S)
     arrays = models.many_tensors()
     models.fill_many(arrays, 1)
@@ -73,7 +101,9 @@ def test_a_manifest_too_large_for_one_control_message_is_refused_at_once_and_nam
     np = pytest.importorskip("numpy")
     count, name_bytes = 80_000, 400
     storage = np.zeros(count * 4, dtype=np.float32)
-    too_long = {f"layers.{index}.".ljust(name_bytes, "w"): storage[index * 4:(index + 1) * 4] for index in range(count)}
+    too_long = {
+        f"layers.{index}.".ljust(name_bytes, "w"): storage[index * 4 : (index + 1) * 4] for index in range(count)
+    }
     with wsync.Trainer(coordinator.bus, agent_id="trainer") as trainer:
         with pytest.raises(wsync.InvalidArgumentError, match=f"{count} tensors encode to .* one control message"):
             trainer.publish(1, too_long)
@@ -87,6 +117,7 @@ def test_a_manifest_too_large_for_one_control_message_is_refused_at_once_and_nam
 GPUS = 0
 try:
     import torch as _torch
+
     GPUS = _torch.cuda.device_count() if _torch.cuda.is_available() else 0
 except ImportError:
     pass
@@ -101,13 +132,29 @@ def gpu_cases():
 
 
 @pytest.mark.parametrize("channel,worker_device", list(gpu_cases()))
-def test_a_hundred_thousand_gpu_tensors_reach_another_process_byte_for_byte(channel, worker_device, coordinator,
-                                                                            helpers, tmp_path):
+def test_a_hundred_thousand_gpu_tensors_reach_another_process_byte_for_byte(
+    channel, worker_device, coordinator, helpers, tmp_path
+):
     """The same count in device memory over the GPU channels: 100,000 views of one flat storage on cuda:0 into
     another process's views on `worker_device`."""
     torch = pytest.importorskip("torch")
-    worker = helpers("worker.py", "--bus", coordinator.bus, "--id", "w0", "--kind", "many", "--device", worker_device,
-                     "--dump-dir", str(tmp_path), "--until-version", "3", "--timeout", str(TIMEOUT_S))
+    worker = helpers(
+        "worker.py",
+        "--bus",
+        coordinator.bus,
+        "--id",
+        "w0",
+        "--kind",
+        "many",
+        "--device",
+        worker_device,
+        "--dump-dir",
+        str(tmp_path),
+        "--until-version",
+        "3",
+        "--timeout",
+        str(TIMEOUT_S),
+    )
     worker.expect("ready", timeout=TIMEOUT_S)
     torch.cuda.set_device(0)
     tensors = models.many_torch("cuda:0")

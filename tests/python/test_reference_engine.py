@@ -1,5 +1,6 @@
-"""The RL examples' reference engine (examples/reference_engine.py) on its own, CPU and the tiny model: its three
+"""The RL examples' reference engine (examples/rl/reference_engine.py) on its own, CPU and the tiny model: its three
 pause modes, its version tags, and the determinism the examples' exact checks rest on."""
+
 from __future__ import annotations
 
 import sys
@@ -11,8 +12,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers", reason="the reference engine serves a transformers causal LM")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "rl"))
 import policy_models  # noqa: E402
+from conftest import wait_until  # noqa: E402
 from reference_engine import ReferenceEngine, deterministic  # noqa: E402
 
 # Far longer than any step of the tiny model: only a hang reaches it.
@@ -86,8 +88,7 @@ def test_keep_freezes_requests_and_they_continue_under_the_new_weights_with_span
         assert request.spans.spans == [(0, 1), (count, 2)] and request.finish_reason == "length"
     # What came after the pause is exactly what an engine holding only the new weights makes of the kept requests.
     with ReferenceEngine(other, "cpu") as fresh:
-        continued = fresh.generate([r.prompt + r.tokens[:k] for r, k in zip(requests, kept)],
-                                   [20 - k for k in kept])
+        continued = fresh.generate([r.prompt + r.tokens[:k] for r, k in zip(requests, kept)], [20 - k for k in kept])
     assert [request.tokens for request in continued] == [r.tokens[k:] for r, k in zip(requests, kept)]
 
 
@@ -133,26 +134,38 @@ def test_a_pause_on_an_idle_engine_parks_at_once_and_pause_modes_are_checked(mod
 
 # ---- the modes through wsync: a real round pauses the engine --------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["abort", "wait"])
 def test_a_round_in_abort_or_wait_mode_pauses_the_engine_as_the_mode_says(mode, coordinator):
-    import scenario_support
     import wsync
 
     policy = policy_models.build("tiny", seed=5)
-    engine = scenario_support.EngineWorker(coordinator.bus, "tiny", "cpu")
-    try:
-        with wsync.Trainer(coordinator.bus, agent_id="trainer") as trainer:
-            assert trainer.publish(1, policy.named_parameters()).wait(HANG_SECONDS).committed
-            engine.worker.wait_for_version(1, timeout=HANG_SECONDS)
-            requests = [engine.engine.submit(prompt, 300) for prompt in PROMPTS]
-            while max(len(request.tokens) for request in requests) < 5:
-                threading.Event().wait(0.001)
-            policy_models.train_steps(policy, 1, seed=6)
-            outcome = trainer.publish(2, None, pause_mode=mode).wait(HANG_SECONDS)
-            assert outcome.committed, outcome
-            engine.worker.wait_for_version(2, timeout=HANG_SECONDS)
+    model = policy_models.build("tiny", seed=12345)
+    with (
+        ReferenceEngine(model, "cpu", version=lambda: worker.applied_version) as engine,
+        wsync.Worker(
+            coordinator.bus,
+            agent_id="engine-0",
+            tensors=model.named_parameters(),
+            on_pause=engine.pause,
+            on_resume=engine.resume,
+            on_withdraw=engine.withdraw,
+        ) as worker,
+        wsync.Trainer(coordinator.bus, agent_id="trainer") as trainer,
+    ):
+        assert trainer.publish(1, policy.named_parameters()).wait(HANG_SECONDS).committed
+        worker.wait_for_version(1, timeout=HANG_SECONDS)
+        requests = [engine.submit(prompt, 300) for prompt in PROMPTS]
+        while max(len(request.tokens) for request in requests) < 5:
+            threading.Event().wait(0.001)
+        policy_models.train_steps(policy, 1, seed=6)
+        outcome = trainer.publish(2, None, pause_mode=mode).wait(HANG_SECONDS)
+        assert outcome.committed, outcome
+        worker.wait_for_version(2, timeout=HANG_SECONDS)
         assert all(request.wait(HANG_SECONDS) for request in requests)
-        pause = engine.engine.pauses[-1]
+        # The engine records a pause once it resumes from it, on its own thread: after the version is applied.
+        wait_until(lambda: len(engine.pauses) == 2, timeout=HANG_SECONDS, what="version 2's pause recorded")
+        pause = engine.pauses[-1]
         assert pause["mode"] == mode
         if mode == "abort":  # ended at the pause, mid-output, every token from version 1
             assert all(request.finish_reason == "abort" and len(request.tokens) < 300 for request in requests)
@@ -160,7 +173,5 @@ def test_a_round_in_abort_or_wait_mode_pauses_the_engine_as_the_mode_says(mode, 
         else:  # drained before the engine parked: whole outputs, every token from version 1
             assert all(request.finish_reason == "length" and len(request.tokens) == 300 for request in requests)
         assert all(request.spans.spans == [(0, 1)] for request in requests)
-        after = engine.engine.generate(PROMPTS[:2], 4, timeout=HANG_SECONDS)
+        after = engine.generate(PROMPTS[:2], 4, timeout=HANG_SECONDS)
         assert all(request.spans.spans == [(0, 2)] for request in after)
-    finally:
-        engine.close()

@@ -1,9 +1,10 @@
-"""The RL scenarios of examples/ (sync RLHF, async with keep-mode pauses, FSDP2 to data-parallel workers), run as
+"""The RL scenarios of examples/rl/ (sync RLHF, async with keep-mode pauses, FSDP2 to data-parallel workers), run as
 the examples themselves: real processes (coordinator, policy, engines, FSDP2 ranks), a transformers causal LM, and
 the examples' own exact checks (token for token, byte for byte), read back from their JSON records.
 
 On the CPU (CI): the tiny model over shm (and tcp). Marker gpu: a Qwen3-shaped model over nccl and cuda_ipc, as
 many GPUs as each case needs (skipped otherwise)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rl"
 # A scenario on the tiny model takes seconds; a GPU one builds a model and trains it first. A GPU session shorter
 # than that sets WSYNC_SCENARIO_TIMEOUT_S, so that a stalled case fails with its output kept rather than being cut.
 SCENARIO_TIMEOUT_SECONDS = float(os.environ.get("WSYNC_SCENARIO_TIMEOUT_S", "900"))
@@ -37,15 +38,16 @@ def has_fsdp2() -> bool:
 
 
 def run_example(script: str, tmp_path: Path, *arguments: str) -> dict:
-    """Runs examples/<script>.py; its JSON record and output are also kept in $WSYNC_SCENARIO_RECORDS when set
+    """Runs examples/rl/<script>.py; its JSON record and output are also kept in $WSYNC_SCENARIO_RECORDS when set
     (the GPU runs whose logs go under bench/results/)."""
     record = tmp_path / f"{script}.json"
     # A session of its own: a stalled example is killed with every process it started (ranks, engines, the
     # coordinator), which would otherwise hold its output pipes open; what it printed until then (the stacks of
     # WSYNC_SCENARIO_STALL_DUMP_S among it) is kept as the diagnosis.
     command = [sys.executable, str(EXAMPLES / f"{script}.py"), "--json", str(record), *arguments]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         stdout, stderr = process.communicate(timeout=SCENARIO_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
@@ -67,7 +69,9 @@ def run_example(script: str, tmp_path: Path, *arguments: str) -> dict:
         if record.exists():
             (Path(keep) / f"{name}.json").write_text(record.read_text())
     shown = "\n".join(line for line in done.stdout.splitlines() if "PASS" not in line)
-    assert done.returncode == 0, f"{script} {' '.join(arguments)} exited {done.returncode}:\n{shown}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, (
+        f"{script} {' '.join(arguments)} exited {done.returncode}:\n{shown}\n{done.stderr[-4000:]}"
+    )
     result = json.loads(record.read_text())
     failed = [check for check in result["checks"] if not check["passed"]]
     assert result["passed"] and not failed, failed
@@ -79,6 +83,7 @@ def checks(result: dict) -> list:
 
 
 # ---- CPU: every run of scripts/test.sh ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("channel", ["shm", "tcp"])
 def test_sync_rlhf_the_engine_generates_what_the_trained_policy_generates(channel, tmp_path):
@@ -113,6 +118,7 @@ def test_fsdp2_ranks_on_the_cpu_update_two_data_parallel_engines(tmp_path):
 
 # ---- GPUs ---------------------------------------------------------------------------------------------------------
 
+
 def gpu_case(gpus: int, *values, fsdp2: bool = False):
     marks = [pytest.mark.gpu]
     if GPUS < gpus:
@@ -125,29 +131,59 @@ def gpu_case(gpus: int, *values, fsdp2: bool = False):
 GPU_MODEL = ("--model", "qwen3-small")
 
 
-@pytest.mark.parametrize("channel,trainer,engine", [
-    gpu_case(2, "nccl", "cuda:0", "cuda:1"),
-    gpu_case(1, "cuda_ipc", "cuda:0", "cuda:0"),
-])
+@pytest.mark.parametrize(
+    "channel,trainer,engine",
+    [
+        gpu_case(2, "nccl", "cuda:0", "cuda:1"),
+        gpu_case(1, "cuda_ipc", "cuda:0", "cuda:0"),
+    ],
+)
 def test_sync_rlhf_on_gpus(channel, trainer, engine, tmp_path):
-    run_example("sync_rlhf", tmp_path, *GPU_MODEL, "--channel", channel, "--trainer-device", trainer,
-                "--engine-device", engine)
+    run_example(
+        "sync_rlhf", tmp_path, *GPU_MODEL, "--channel", channel, "--trainer-device", trainer, "--engine-device", engine
+    )
 
 
-@pytest.mark.parametrize("channel,trainer,engine", [
-    gpu_case(2, "nccl", "cuda:0", "cuda:1"),
-    gpu_case(1, "cuda_ipc", "cuda:0", "cuda:0"),
-])
+@pytest.mark.parametrize(
+    "channel,trainer,engine",
+    [
+        gpu_case(2, "nccl", "cuda:0", "cuda:1"),
+        gpu_case(1, "cuda_ipc", "cuda:0", "cuda:0"),
+    ],
+)
 @pytest.mark.parametrize("updates", ["1", "2"])
 def test_async_keep_on_gpus(channel, trainer, engine, updates, tmp_path):
-    run_example("async_keep", tmp_path, *GPU_MODEL, "--channel", channel, "--trainer-device", trainer,
-                "--engine-device", engine, "--updates", updates)
+    run_example(
+        "async_keep",
+        tmp_path,
+        *GPU_MODEL,
+        "--channel",
+        channel,
+        "--trainer-device",
+        trainer,
+        "--engine-device",
+        engine,
+        "--updates",
+        updates,
+    )
 
 
-@pytest.mark.parametrize("channel,trainers,engines", [
-    gpu_case(4, "nccl", "cuda:0,cuda:1", "cuda:2,cuda:3", fsdp2=True),
-    gpu_case(2, "cuda_ipc", "cuda:0,cuda:1", "cuda:0,cuda:1", fsdp2=True),
-])
+@pytest.mark.parametrize(
+    "channel,trainers,engines",
+    [
+        gpu_case(4, "nccl", "cuda:0,cuda:1", "cuda:2,cuda:3", fsdp2=True),
+        gpu_case(2, "cuda_ipc", "cuda:0,cuda:1", "cuda:0,cuda:1", fsdp2=True),
+    ],
+)
 def test_fsdp2_on_gpus(channel, trainers, engines, tmp_path):
-    run_example("fsdp2_to_dp", tmp_path, *GPU_MODEL, "--channel", channel, "--trainer-devices", trainers,
-                "--engine-devices", engines)
+    run_example(
+        "fsdp2_to_dp",
+        tmp_path,
+        *GPU_MODEL,
+        "--channel",
+        channel,
+        "--trainer-devices",
+        trainers,
+        "--engine-devices",
+        engines,
+    )

@@ -1,5 +1,6 @@
 """Versions from a Python trainer to Python worker processes over shm, byte for byte: numpy arrays and torch CPU
 tensors (bf16; fp8 where this torch has it), through the shipped wsync-coordinator program."""
+
 from __future__ import annotations
 
 import sys
@@ -8,10 +9,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
-import models  # noqa: E402
-from dumps import check_dumps  # noqa: E402
+import models
+from dumps import check_dumps
 
-import wsync  # noqa: E402
+import wsync
 
 torch = pytest.importorskip("torch")
 
@@ -20,8 +21,22 @@ NO_FP8 = f"torch {torch.__version__} has no float8 dtypes (float8_e4m3fn / float
 
 
 def start_workers(helpers, bus, kind, dump_dir, count, until):
-    workers = [helpers("worker.py", "--bus", bus, "--id", f"w{index}", "--kind", kind, "--dump-dir", str(dump_dir),
-                       "--until-version", str(until)) for index in range(count)]
+    workers = [
+        helpers(
+            "worker.py",
+            "--bus",
+            bus,
+            "--id",
+            f"w{index}",
+            "--kind",
+            kind,
+            "--dump-dir",
+            str(dump_dir),
+            "--until-version",
+            str(until),
+        )
+        for index in range(count)
+    ]
     for worker in workers:
         worker.expect("ready")
     return workers
@@ -95,8 +110,9 @@ def test_torch_fp8_parameters(coordinator, helpers, tmp_path):
 
 def test_trainer_and_workers_all_separate_processes(coordinator, helpers, tmp_path):
     workers = start_workers(helpers, coordinator.bus, "numpy", tmp_path, 2, 3)
-    trainer = helpers("trainer.py", "--bus", coordinator.bus, "--kind", "numpy", "--versions", "1,2,3",
-                      "--pause-mode", "wait")
+    trainer = helpers(
+        "trainer.py", "--bus", coordinator.bus, "--kind", "numpy", "--versions", "1,2,3", "--pause-mode", "wait"
+    )
     for version in (1, 2, 3):
         outcome = trainer.expect("outcome", version=version)
         assert outcome["kind"] == "committed", outcome

@@ -32,7 +32,7 @@ try:
     import wsync.vllm as wv
     from wsync.vllm import sender as wsender
     from wsync.vllm import staging as wstaging
-except Exception as error:  # the package (python branch) is not importable here
+except Exception as error:  # noqa: BLE001 - the package (python branch) is not importable here
     pytest.skip(f"the wsync package is not importable: {error}", allow_module_level=True)
 
 try:
@@ -45,7 +45,7 @@ try:
     from vllm.distributed.weight_transfer import factory as vllm_factory
 
     VLLM_MISSING = None
-except Exception as error:  # ImportError, or a vLLM that fails to import on this machine
+except Exception as error:  # noqa: BLE001 - ImportError, or a vLLM that fails to import on this machine
     vllm_base = vllm_factory = None
     VLLM_MISSING = f"vLLM's weight transfer is not importable here: {type(error).__name__}: {error}"
 
@@ -148,7 +148,7 @@ class FakeWorker:
         """One round, synchronously on the calling thread. False when the pause hook refused it."""
         try:
             self.on_pause(mode, version)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - a refusal, whatever the hook raised
             self.refusals.append(str(error))
             return False
         for name, value in values.items():
@@ -712,7 +712,7 @@ def test_vllm_trainer_factory_builds_the_wsync_trainer_engine(fake_wsync):
 def _native_missing() -> str | None:
     try:
         wsync.native_version()  # loads libwsync.so ($WSYNC_LIBRARY, else the package's own)
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - any failure to load it skips
         return f"the native library is not loadable: {type(error).__name__}: {error}"
     return None
 

@@ -84,7 +84,7 @@ def _incompatibility() -> str | None:
         return f"this vLLM has no weight-transfer engine registry ({error})"
     try:
         WeightTransferConfig(backend=BACKEND)
-    except Exception as error:  # pydantic's ValidationError: a vLLM whose backend field lists its own names only
+    except Exception as error:  # noqa: BLE001 - pydantic's ValidationError: a vLLM whose backend field lists its own names only
         return f"this vLLM's WeightTransferConfig refuses backend names of plugins ({error})"
     init_params = list(inspect.signature(WeightTransferEngine.__init__).parameters)
     if init_params != ["self", "config", "vllm_config", "device", "model"]:

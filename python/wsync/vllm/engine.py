@@ -28,6 +28,7 @@ from vllm.distributed.weight_transfer.base import (
     WeightTransferUpdateInfo,
 )
 
+from ..connection import Connection
 from .modes import check_pause_mode
 from .sender import PUBLISH_TIMEOUT_S, WsyncSender
 from .staging import (
@@ -66,6 +67,11 @@ class WsyncInitInfo(WeightTransferInitInfo):
 
     def __post_init__(self) -> None:
         self.manifest: list[TensorSpec] = manifest_from(self.names, self.dtype_names, self.shapes)
+
+    @property
+    def connection(self) -> Connection:
+        """The bus as this worker reaches it (the init info carries its fields as strings)."""
+        return Connection(self.bus, self.transport, self.curve_keys, self.server_key)
 
 
 @dataclass
@@ -127,14 +133,11 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         )
         self._layerwise_reload = init_info.layerwise_reload
         self._receiver = StagingReceiver(
-            init_info.bus,
+            init_info.connection,
             init_info.manifest,
             device=self.device,
             memory=init_info.memory,
             agent_id=agent_id,
-            transport=init_info.transport,
-            curve_keys=init_info.curve_keys,
-            server_key=init_info.server_key,
             registration_timeout=init_info.registration_timeout,
             staging_wait=init_info.staging_wait,
         )
@@ -200,6 +203,17 @@ class WsyncTrainerInitInfo(TrainerInitInfo):
     def __post_init__(self) -> None:
         check_pause_mode(self.pause_mode)
 
+    @property
+    def connection(self) -> Connection:
+        """The bus as this trainer rank reaches it."""
+        return Connection(self.bus, self.transport, self.curve_keys, self.server_key)
+
+    @property
+    def worker_connection(self) -> Connection:
+        """The bus as the vLLM workers' hosts reach it (worker_options' transport, curve_keys, server_key)."""
+        options = self.worker_options
+        return Connection(self.bus, options.get("transport"), options.get("curve_keys"), options.get("server_key"))
+
 
 _WORKER_OPTIONS = ("agent_id", "transport", "curve_keys", "server_key", "registration_timeout", "layerwise_reload")
 
@@ -244,20 +258,15 @@ class WsyncTrainerWeightTransferEngine(TrainerWeightTransferEngine[WsyncTrainerI
         if init_info.is_sender:
             options = init_info.worker_options
             sender = WsyncSender(
-                init_info.bus,
+                init_info.connection,
                 agent_id=init_info.agent_id or f"trainer-{init_info.rank}",
                 channel=init_info.channel,
                 pause_mode=init_info.pause_mode,
                 cuda_device=init_info.cuda_device,
-                transport=init_info.transport,
-                curve_keys=init_info.curve_keys,
-                server_key=init_info.server_key,
                 publish_timeout=init_info.publish_timeout,
                 apply_timeout=init_info.apply_timeout,
                 worker_agent_id=options.get("agent_id"),
-                worker_transport=options.get("transport"),
-                worker_curve_keys=options.get("curve_keys"),
-                worker_server_key=options.get("server_key"),
+                worker_connection=init_info.worker_connection,
                 layerwise_reload=options.get("layerwise_reload"),
             )
             manifest = [

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..connection import Connection
 from .modes import check_pause_mode
 from .staging import APPLY_TIMEOUT_S, TensorSpec
 
@@ -50,23 +51,21 @@ def manifest_of(tensors: Any) -> list[TensorSpec]:
 
 
 def init_info_for(
-    bus: str,
+    bus: str | Connection,
     manifest: Iterable[TensorSpec],
     *,
     memory: str | None = None,
     agent_id: str | None = None,
-    transport: str | None = None,
-    curve_keys: str | None = None,
-    server_key: str | None = None,
     registration_timeout: float | None = None,
     layerwise_reload: bool | None = None,
 ) -> dict[str, Any]:
     """The worker-side init info of backend "wsync" as a plain dict (JSON-safe, for HTTP too): what
-    `init_weight_transfer_engine` takes. Connection fields are as the vLLM workers' hosts see them; None keeps
-    the worker's default."""
+    `init_weight_transfer_engine` takes. `bus` is as the vLLM workers' hosts see it (a Connection's fields travel
+    as the strings "transport", "curve_keys", "server_key"); None keeps the worker's default."""
     manifest = list(manifest)
+    connection = Connection.of(bus)
     info: dict[str, Any] = {
-        "bus": bus,
+        "bus": connection.bus,
         "names": [spec.name for spec in manifest],
         "dtype_names": [spec.dtype for spec in manifest],
         "shapes": [list(spec.shape) for spec in manifest],
@@ -74,9 +73,9 @@ def init_info_for(
     optional = {
         "memory": memory,
         "agent_id": agent_id,
-        "transport": transport,
-        "curve_keys": curve_keys,
-        "server_key": server_key,
+        "transport": connection.transport,
+        "curve_keys": None if connection.curve_keys is None else str(connection.curve_keys),
+        "server_key": None if connection.server_key is None else str(connection.server_key),
         "registration_timeout": registration_timeout,
         "layerwise_reload": layerwise_reload,
     }
@@ -112,58 +111,51 @@ class LLMClient:
 class WsyncSender:
     """A wsync Trainer that publishes versions for vLLM workers running backend "wsync", and drives their update.
 
-    `channel` is the trainer's ("shm", "tcp", "nccl", "cuda_ipc"); the workers stage in the memory it needs. `worker_*`
-    are the workers' own settings, sent in the init info (their transport, CURVE files, agent id template).
+    `bus` is the trainer's way to the bus (a name, or a wsync.Connection). `channel` is the trainer's ("shm", "tcp",
+    "nccl", "cuda_ipc"); the workers stage in the memory it needs. `worker_*` are the workers' own settings, sent in
+    the init info: their agent id template, and `worker_connection`, the bus as the workers' hosts reach it (default:
+    the bus's name, on their own host).
     """
 
     def __init__(
         self,
-        bus: str,
+        bus: str | Connection,
         *,
         agent_id: str = "trainer-0",
         channel: str = "shm",
         pause_mode: str = "keep",
         cuda_device: int | None = None,
         rank: int = -1,
-        transport: str | None = None,
-        curve_keys: str | None = None,
-        server_key: str | None = None,
         publish_timeout: float = PUBLISH_TIMEOUT_S,
         apply_timeout: float = APPLY_TIMEOUT_S,
         worker_agent_id: str | None = None,
-        worker_transport: str | None = None,
-        worker_curve_keys: str | None = None,
-        worker_server_key: str | None = None,
+        worker_connection: Connection | None = None,
         layerwise_reload: bool | None = None,
     ) -> None:
         import wsync
 
         if channel not in _WORKER_MEMORY:
             raise ValueError(f"channel {channel!r} is not one of {sorted(_WORKER_MEMORY)}")
-        self.bus = bus
+        connection = Connection.of(bus)
+        self.bus = connection.bus
         self.channel = channel
         self.pause_mode = check_pause_mode(pause_mode)
         self.publish_timeout = publish_timeout
         self.apply_timeout = apply_timeout
+        self._worker_connection = Connection.of(self.bus if worker_connection is None else worker_connection)
         self._worker_settings = {
             "memory": _WORKER_MEMORY[channel],
             "agent_id": worker_agent_id,
-            "transport": worker_transport,
-            "curve_keys": worker_curve_keys,
-            "server_key": worker_server_key,
             "layerwise_reload": layerwise_reload,
         }
         self._last_version = 0
         self.last_handle: Any = None
         self._trainer = wsync.Trainer(
-            bus,
+            connection,
             agent_id=agent_id,
             channel=channel,
             cuda_device=cuda_device,
             rank=rank,
-            transport=transport,
-            curve_keys=curve_keys,
-            server_key=server_key,
         )
 
     @property
@@ -177,7 +169,7 @@ class WsyncSender:
             list(manifest_or_tensors.items()) if hasattr(manifest_or_tensors, "items") else list(manifest_or_tensors)
         )
         manifest = items if all(isinstance(item, TensorSpec) for item in items) else manifest_of(items)
-        return init_info_for(self.bus, manifest, **self._worker_settings)
+        return init_info_for(self._worker_connection, manifest, **self._worker_settings)
 
     def init(self, client: Any, manifest_or_tensors: Any) -> None:
         """`client.init_weight_transfer_engine` with the init info: every vLLM worker binds its staging tensors

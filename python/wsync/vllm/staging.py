@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..connection import Connection
+
 # Below the coordinator's default pause timeout (30 s), so that a load holding the staging tensors past it refuses
 # the pause with its reason rather than letting the round time out without one.
 STAGING_WAIT_S = 20.0
@@ -90,15 +92,12 @@ class StagingReceiver:
 
     def __init__(
         self,
-        bus: str,
+        bus: str | Connection,
         manifest: Sequence[TensorSpec],
         *,
         device: Any = None,
         memory: str | None = None,
         agent_id: str | None = None,
-        transport: str | None = None,
-        curve_keys: str | None = None,
-        server_key: str | None = None,
         registration_timeout: float = REGISTRATION_TIMEOUT_S,
         staging_wait: float = STAGING_WAIT_S,
     ) -> None:
@@ -147,9 +146,6 @@ class StagingReceiver:
             on_withdraw=self._on_withdraw,
             memory=memory,
             cuda_device=cuda_device,
-            transport=transport,
-            curve_keys=curve_keys,
-            server_key=server_key,
             registration_timeout=registration_timeout,
         )
 
@@ -239,8 +235,9 @@ class StagingReceiver:
     def _on_pause(self, mode: str, round: int) -> None:
         with self._cond:
             before = self._withdrawals
-            if not self._cond.wait_for(lambda: self._held_version is None or self._withdrawals != before,
-                                       timeout=self._staging_wait):
+            if not self._cond.wait_for(
+                lambda: self._held_version is None or self._withdrawals != before, timeout=self._staging_wait
+            ):
                 raise RuntimeError(
                     f"vLLM still holds the staging tensors for version {self._held_version} after "
                     f"{self._staging_wait} s (an update between start_weight_update and finish_weight_update); "
@@ -249,12 +246,13 @@ class StagingReceiver:
             if self._held_version is not None:
                 import wsync
 
-                raise wsync.PauseWithdrawn(f"round {round} ended while vLLM held the staging tensors for version "
-                                           f"{self._held_version}")
+                raise wsync.PauseWithdrawn(
+                    f"round {round} ended while vLLM held the staging tensors for version {self._held_version}"
+                )
             self._paused = True
             self._pause_mode = mode
 
-    def _on_withdraw(self, round: int) -> None:  # noqa: A002 - the callback's argument name
+    def _on_withdraw(self, round: int) -> None:
         # Another thread of the agent's, while _on_pause may wait for vLLM to let go of the staging tensors.
         with self._cond:
             self._withdrawals += 1

@@ -1,5 +1,6 @@
 """Blocks in one of wsync's waits until SIGINT: the test checks that Ctrl-C ends it promptly with
 KeyboardInterrupt. Modes: wait_for_version, publish_wait, events, status_worker."""
+
 from __future__ import annotations
 
 import sys
@@ -20,8 +21,7 @@ def main() -> int:
             time.sleep(0.01)
         raise RuntimeError("released")
 
-    worker = wsync.Worker(bus, agent_id="w", tensors=arrays,
-                          on_pause=stuck_pause if mode == "publish_wait" else None)
+    worker = wsync.Worker(bus, agent_id="w", tensors=arrays, on_pause=stuck_pause if mode == "publish_wait" else None)
     trainer = wsync.Trainer(bus, agent_id="t") if mode == "publish_wait" else None
     started = time.monotonic()
     try:

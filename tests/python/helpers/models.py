@@ -1,14 +1,14 @@
 """The tensors the Python tests move: a few model shapes in numpy and torch, filled deterministically per version,
 so that a test can say which bytes every version must have without asking the process that sent them."""
+
 from __future__ import annotations
 
 import zlib
-from typing import Dict, List, Tuple
 
 import numpy as np
 
 # (name, numpy dtype, shape): every dtype numpy has that wsync carries, a scalar and an empty tensor included.
-NUMPY_SPEC: List[Tuple[str, str, Tuple[int, ...]]] = [
+NUMPY_SPEC: list[tuple[str, str, tuple[int, ...]]] = [
     ("embed.weight", "float32", (64, 32)),
     ("layers.0.attn.qkv", "float16", (32, 96)),
     ("layers.0.attn.bias", "float64", (96,)),
@@ -33,7 +33,7 @@ def pattern(name: str, version: int, nbytes: int, boolean: bool = False) -> np.n
     return data & 1 if boolean else data
 
 
-def numpy_tensors(mismatch: str = "") -> Dict[str, np.ndarray]:
+def numpy_tensors(mismatch: str = "") -> dict[str, np.ndarray]:
     """Zeroed arrays of NUMPY_SPEC; `mismatch` names one bound with another shape."""
     arrays = {}
     for name, dtype, shape in NUMPY_SPEC:
@@ -43,12 +43,12 @@ def numpy_tensors(mismatch: str = "") -> Dict[str, np.ndarray]:
     return arrays
 
 
-def fill_numpy(arrays: Dict[str, np.ndarray], version: int) -> None:
+def fill_numpy(arrays: dict[str, np.ndarray], version: int) -> None:
     for name, array in arrays.items():
         array.reshape(-1).view(np.uint8)[:] = pattern(name, version, array.nbytes, array.dtype == np.bool_)
 
 
-def numpy_bytes(version: int) -> Dict[str, bytes]:
+def numpy_bytes(version: int) -> dict[str, bytes]:
     arrays = numpy_tensors()
     fill_numpy(arrays, version)
     return {name: array.tobytes() for name, array in arrays.items()}
@@ -58,13 +58,13 @@ def numpy_bytes(version: int) -> Dict[str, bytes]:
 MANY_COUNT = 100_000
 
 
-def many_layout() -> List[Tuple[str, int]]:
+def many_layout() -> list[tuple[str, int]]:
     """(name, float32 elements) of the MANY_COUNT tensors, in storage order: 4 to 20 elements, named as a MoE's
     experts."""
     return [(f"layers.{index // 1000}.experts.{index % 1000}.w", 4 + index % 17) for index in range(MANY_COUNT)]
 
 
-def many_tensors(mismatch: str = "") -> Dict[str, np.ndarray]:
+def many_tensors(mismatch: str = "") -> dict[str, np.ndarray]:
     """many_layout's tensors as zeroed float32 arrays, views of one buffer (as a trainer's flat parameter storage
     holds them); `mismatch` names one bound with another shape."""
     layout = many_layout()
@@ -72,13 +72,13 @@ def many_tensors(mismatch: str = "") -> Dict[str, np.ndarray]:
     arrays = {}
     offset = 0
     for name, size in layout:
-        view = storage[offset:offset + size]
+        view = storage[offset : offset + size]
         arrays[name] = view.reshape(1, size) if name == mismatch else view
         offset += size
     return arrays
 
 
-def fill_many(arrays: Dict[str, np.ndarray], version: int) -> None:
+def fill_many(arrays: dict[str, np.ndarray], version: int) -> None:
     """Version `version`'s bytes, written once over the buffer all the arrays view."""
     storage = next(iter(arrays.values())).base
     storage.view(np.uint8)[:] = pattern("many", version, storage.nbytes)
@@ -109,14 +109,16 @@ def fill_many_torch(tensors, version: int) -> None:
     storage.view(torch.uint8).copy_(torch.from_numpy(data).to(storage.device))
 
 
-def many_torch_bytes(tensors) -> Dict[str, bytes]:
+def many_torch_bytes(tensors) -> dict[str, bytes]:
     """What many_torch's tensors hold, from one copy of their storage to the host (not 100,000 small copies)."""
     host = _many_storage(tensors).cpu().numpy()
-    return {name: host[tensor.storage_offset():tensor.storage_offset() + tensor.numel()].tobytes()
-            for name, tensor in tensors.items()}
+    return {
+        name: host[tensor.storage_offset() : tensor.storage_offset() + tensor.numel()].tobytes()
+        for name, tensor in tensors.items()
+    }
 
 
-def many_bytes(version: int) -> Dict[str, bytes]:
+def many_bytes(version: int) -> dict[str, bytes]:
     arrays = many_tensors()
     fill_many(arrays, version)
     return {name: array.tobytes() for name, array in arrays.items()}
@@ -163,7 +165,7 @@ def fill_torch(named, version: int) -> None:
             flat.copy_(torch.from_numpy(data).to(flat.device))
 
 
-def torch_bytes(named) -> Dict[str, bytes]:
+def torch_bytes(named) -> dict[str, bytes]:
     import torch
 
     return {name: tensor.detach().reshape(-1).view(torch.uint8).cpu().numpy().tobytes() for name, tensor in named}

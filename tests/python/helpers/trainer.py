@@ -1,5 +1,6 @@
 """A Python trainer for the tests: publishes versions of a model (numpy arrays or a torch model's parameters) and
 reports each outcome as a JSON line on stdout."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,9 +9,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import models  # noqa: E402
+import models
 
-import wsync  # noqa: E402
+import wsync
 
 
 def emit(event: str, **fields) -> None:
@@ -49,8 +50,16 @@ def main() -> int:
             except (wsync.AbortedError, wsync.RefusedError) as error:
                 failures += 1
                 outcome = error.outcome
-            emit("outcome", version=version, kind=outcome.kind, reason=outcome.reason, refusal=outcome.refusal,
-                 detail=outcome.detail, bytes=outcome.bytes, round=outcome.round)
+            emit(
+                "outcome",
+                version=version,
+                kind=outcome.kind,
+                reason=outcome.reason,
+                refusal=outcome.refusal,
+                detail=outcome.detail,
+                bytes=outcome.bytes,
+                round=outcome.round,
+            )
     return 4 if failures else 0
 
 

@@ -1,6 +1,9 @@
 """Run by test_wheel.py inside a fresh virtual environment where only the wsync wheel is installed (no numpy, no
 torch, no WSYNC_* variables, not in the checkout): the package must find its own libwsync.so and
 wsync-coordinator and move a version with plain Python buffers."""
+
+from __future__ import annotations
+
 import array
 import os
 import sys
@@ -19,8 +22,10 @@ for in_process in (False, True):
         if not in_process:
             assert os.path.realpath(coordinator.command[0]).startswith(prefix), coordinator.command[0]
         target = array.array("d", [0.0] * 32)
-        with wsync.Worker(bus, agent_id="w", tensors={"weights": target}) as worker, \
-                wsync.Trainer(bus, agent_id="t") as trainer:
+        with (
+            wsync.Worker(bus, agent_id="w", tensors={"weights": target}) as worker,
+            wsync.Trainer(bus, agent_id="t") as trainer,
+        ):
             source = array.array("d", [i * 0.5 for i in range(32)])
             outcome = trainer.publish(1, {"weights": source}).wait(timeout=60)
             assert outcome.committed and outcome.bytes == 32 * 8, outcome

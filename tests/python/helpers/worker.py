@@ -1,5 +1,6 @@
 """A Python inference worker for the tests: binds a model's tensors (numpy or torch), reports every callback as a
 JSON line on stdout, dumps the bytes it serves after every resume, and can be told to misbehave."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,9 +12,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import models  # noqa: E402
+import models
 
-import wsync  # noqa: E402
+import wsync
 
 
 def emit(event: str, **fields) -> None:
@@ -31,7 +32,9 @@ def main() -> int:
     parser.add_argument("--hang-pause", type=int, default=0, help="the Nth pause never returns")
     parser.add_argument("--mismatch", default="", help="bind this tensor with another shape")
     parser.add_argument("--timeout", type=float, default=60.0)
-    parser.add_argument("--device", default="cpu", help="torch kinds and many: where the model lives (cuda:N: device memory)")
+    parser.add_argument(
+        "--device", default="cpu", help="torch kinds and many: where the model lives (cuda:N: device memory)"
+    )
     args = parser.parse_args()
 
     if args.kind == "numpy":
@@ -44,12 +47,14 @@ def main() -> int:
         named = list(tensors.items())
     elif args.kind == "many":
         import torch
+
         tensors = models.many_torch(args.device)
         models.fill_many_torch(tensors, 0)
         torch.cuda.synchronize()
         named = list(tensors.items())
     else:
         import torch
+
         model = models.torch_model(fp8=args.kind == "torch-fp8").to(args.device)
         models.fill_torch(model.named_parameters(), 0)
         if args.device != "cpu":
@@ -111,8 +116,15 @@ def main() -> int:
         stdin_closed.set()
 
     threading.Thread(target=read_commands, daemon=True).start()
-    worker = wsync.Worker(args.bus, agent_id=args.id, tensors=tensors, on_pause=on_pause, on_resume=on_resume,
-                          on_applied=on_applied, registration_timeout=args.timeout)
+    worker = wsync.Worker(
+        args.bus,
+        agent_id=args.id,
+        tensors=tensors,
+        on_pause=on_pause,
+        on_resume=on_resume,
+        on_applied=on_applied,
+        registration_timeout=args.timeout,
+    )
     worker_box["worker"] = worker
     emit("ready", rank=worker.rank, applied=worker.applied_version, pid=os.getpid())
     if args.until_version:

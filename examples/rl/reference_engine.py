@@ -20,14 +20,16 @@ tokens produced before a pause) therefore runs the same kernels on the same inpu
 kernels (`deterministic()`), produces bit-identical logits: the examples check keep mode token for token this
 way. Rows never interact (attention is per row; a GEMM's rows are independent of each other's values).
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence
 
 import torch
+
 from wsync.errors import PauseWithdrawn
 from wsync.spans import SpanRecorder
 
@@ -55,12 +57,13 @@ class Request:
     """One generation request. `tokens` grows as the engine generates; `spans` (wsync.SpanRecorder) lists
     (first token index, version) for every change of weight version within the output; `finish_reason` is
     "length" or "abort"."""
-    prompt: List[int]
+
+    prompt: list[int]
     max_tokens: int
     index: int = 0
-    tokens: List[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
     spans: SpanRecorder = field(default_factory=SpanRecorder)
-    finish_reason: Optional[str] = None
+    finish_reason: str | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
     def record(self, token: int, version: int) -> None:
@@ -71,7 +74,7 @@ class Request:
     def finished(self) -> bool:
         return self.finish_reason is not None
 
-    def wait(self, timeout: Optional[float] = None) -> bool:
+    def wait(self, timeout: float | None = None) -> bool:
         return self.done.wait(timeout)
 
 
@@ -84,33 +87,39 @@ class ReferenceEngine:
     version into the parameters; resume() lets it go on. withdraw() calls off a pause the engine is still draining
     for (the round ended meanwhile): it admits requests again, and pause() raises wsync.PauseWithdrawn."""
 
-    def __init__(self, model, device, version: Callable[[], int] = lambda: 0, pad_token_id: int = 0,
-                 on_step: Optional[Callable[["ReferenceEngine"], None]] = None):
+    def __init__(
+        self,
+        model,
+        device,
+        version: Callable[[], int] = lambda: 0,
+        pad_token_id: int = 0,
+        on_step: Callable[[ReferenceEngine], None] | None = None,
+    ):
         self.model = model
         self.device = torch.device(device)
         self.version = version
         self.pad_token_id = pad_token_id
         self.on_step = on_step  # called after every step, on the engine's thread (the examples' triggers)
         self._lock = threading.Condition()
-        self._waiting: List[Request] = []
-        self._batch: List[Request] = []  # rows of the current cache, in admission order
+        self._waiting: list[Request] = []
+        self._batch: list[Request] = []  # rows of the current cache, in admission order
         self._cache = None
-        self._mask: Optional[torch.Tensor] = None
-        self._positions: Optional[torch.Tensor] = None
-        self._next_tokens: Optional[torch.Tensor] = None
-        self._pause_mode: Optional[str] = None   # asked for, not yet reached
-        self._pause_asked = 0.0                  # when it was asked for (monotonic)
+        self._mask: torch.Tensor | None = None
+        self._positions: torch.Tensor | None = None
+        self._next_tokens: torch.Tensor | None = None
+        self._pause_mode: str | None = None  # asked for, not yet reached
+        self._pause_asked = 0.0  # when it was asked for (monotonic)
         self._parked = False
         self._resumes = 0
         self._withdrawals = 0
         self._closed = False
         self._admitted = 0
         self.steps = 0
-        self.pauses: List[dict] = []            # per pause: mode, step, when asked / parked / resumed, requests kept / aborted
-        self.withdrawals: List[dict] = []       # per withdrawn pause: round, step, when asked / withdrawn
-        self.step_log: List[tuple] = []         # per step: (monotonic end time, tokens recorded, version)
+        self.pauses: list[dict] = []  # per pause: mode, step, when asked / parked / resumed, requests kept / aborted
+        self.withdrawals: list[dict] = []  # per withdrawn pause: round, step, when asked / withdrawn
+        self.step_log: list[tuple] = []  # per step: (monotonic end time, tokens recorded, version)
         self._thread = threading.Thread(target=self._loop, name="reference-engine", daemon=True)
-        self._failure: Optional[BaseException] = None
+        self._failure: BaseException | None = None
         self._thread.start()
 
     # -- requests ------------------------------------------------------------------------------------------------
@@ -127,7 +136,7 @@ class ReferenceEngine:
             self._lock.notify_all()
             return request
 
-    def generate(self, prompts: Sequence[Sequence[int]], max_tokens, timeout: float = 600.0) -> List[Request]:
+    def generate(self, prompts: Sequence[Sequence[int]], max_tokens, timeout: float = 600.0) -> list[Request]:
         """Submits every prompt at once (one batch) and waits for all; `max_tokens` is one count or one per prompt."""
         counts = list(max_tokens) if isinstance(max_tokens, (list, tuple)) else [max_tokens] * len(prompts)
         with self._lock:  # admitted together, so that they form one batch
@@ -141,7 +150,7 @@ class ReferenceEngine:
         return requests
 
     # -- pause and resume (wsync.Worker callbacks: the agent's thread) ---------------------------------------------
-    def pause(self, mode: str = "keep", round: int = 0) -> None:  # noqa: A002 - the callback's argument name
+    def pause(self, mode: str = "keep", round: int = 0) -> None:
         if mode not in PAUSE_MODES:
             raise ValueError(f"pause mode '{mode}': use one of {', '.join(PAUSE_MODES)}")
         with self._lock:
@@ -156,28 +165,34 @@ class ReferenceEngine:
                 self._lock.wait(WAIT_SLICE_SECONDS)
             self._raise_failure()
             if self._withdrawals != before and not self._parked:
-                raise PauseWithdrawn(f"round {round}: the engine was still draining" if round else
-                                           "the operator's pause: the engine was still draining")
+                raise PauseWithdrawn(
+                    f"round {round}: the engine was still draining"
+                    if round
+                    else "the operator's pause: the engine was still draining"
+                )
 
-    def withdraw(self, round: int = 0) -> None:  # noqa: A002 - the callback's argument name
+    def withdraw(self, round: int = 0) -> None:
         """Calls off a pause the engine has not parked for (any thread): it admits requests again."""
         with self._lock:
             if self._parked or self._pause_mode is None:
                 return
             self._pause_mode = None
             self._withdrawals += 1
-            self.withdrawals.append({"round": round, "step": self.steps, "asked": self._pause_asked,
-                                     "withdrawn": time.monotonic()})
+            self.withdrawals.append(
+                {"round": round, "step": self.steps, "asked": self._pause_asked, "withdrawn": time.monotonic()}
+            )
             self._lock.notify_all()
 
     def wait_for_pause_request(self, timeout: float) -> bool:
         """Waits until a pause has been asked for (by pause(), from another thread): True if one was, False after
         `timeout` seconds. For a driver that wants the pause to land exactly where it asked for the update."""
         with self._lock:
-            return self._lock.wait_for(lambda: self._pause_mode is not None or self._closed, timeout) and \
-                self._pause_mode is not None
+            return (
+                self._lock.wait_for(lambda: self._pause_mode is not None or self._closed, timeout)
+                and self._pause_mode is not None
+            )
 
-    def resume(self, version: Optional[int] = None) -> None:
+    def resume(self, version: int | None = None) -> None:
         with self._lock:
             self._pause_mode = None
             self._parked = False
@@ -229,7 +244,7 @@ class ReferenceEngine:
                     request.done.set()
                 self._lock.notify_all()
 
-    def _park(self, mode: str, running: List[Request]) -> None:
+    def _park(self, mode: str, running: list[Request]) -> None:
         """Quiesces as `mode` says, declares the engine parked and waits for resume()."""
         started = time.monotonic()
         if mode == "abort":
@@ -250,21 +265,28 @@ class ReferenceEngine:
             self._lock.notify_all()
             while self._resumes == before and not self._closed:
                 self._lock.wait(WAIT_SLICE_SECONDS)
-        self.pauses.append({"mode": mode, "step": self.steps, "asked": self._pause_asked, "started": started,
-                            "resumed": time.monotonic(),
-                            "kept": len(running) if mode == "keep" else 0,
-                            "aborted": len(running) if mode == "abort" else 0})
+        self.pauses.append(
+            {
+                "mode": mode,
+                "step": self.steps,
+                "asked": self._pause_asked,
+                "started": started,
+                "resumed": time.monotonic(),
+                "kept": len(running) if mode == "keep" else 0,
+                "aborted": len(running) if mode == "abort" else 0,
+            }
+        )
 
     @torch.inference_mode()
-    def _rebuild(self, rows: List[Request]) -> None:
+    def _rebuild(self, rows: list[Request]) -> None:
         """One forward pass over every row's whole sequence, left-padded: a fresh cache and each row's next token."""
         sequences = [request.prompt + request.tokens for request in rows]
         width = max(len(sequence) for sequence in sequences)
         ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for row, sequence in enumerate(sequences):
-            ids[row, width - len(sequence):] = torch.tensor(sequence, dtype=torch.long)
-            mask[row, width - len(sequence):] = 1
+            ids[row, width - len(sequence) :] = torch.tensor(sequence, dtype=torch.long)
+            mask[row, width - len(sequence) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         output = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
@@ -278,8 +300,13 @@ class ReferenceEngine:
     def _decode(self) -> None:
         self._mask = torch.cat([self._mask, self._mask.new_ones((len(self._batch), 1))], dim=1)
         self._positions = self._positions + 1
-        output = self.model(input_ids=self._next_tokens, attention_mask=self._mask, position_ids=self._positions,
-                            past_key_values=self._cache, use_cache=True)
+        output = self.model(
+            input_ids=self._next_tokens,
+            attention_mask=self._mask,
+            position_ids=self._positions,
+            past_key_values=self._cache,
+            use_cache=True,
+        )
         self._cache = output.past_key_values
         self._take(output.logits[:, -1, :])
 

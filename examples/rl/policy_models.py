@@ -1,10 +1,11 @@
 """The policies of wsync's RL examples: Hugging Face causal LMs built from a config (no download), randomly
 initialised from a seed, made into new versions by a few optimizer steps, and compared byte for byte."""
+
 from __future__ import annotations
 
 import hashlib
 import random
-from typing import Dict, Iterable, List, Tuple
+from collections.abc import Iterable
 
 import torch
 
@@ -14,19 +15,61 @@ __all__ = ["MODELS", "build", "train_steps", "digests", "prompts", "save_state",
 # Qwen3 (before 4.51) they fall back to Llama, whose layers differ only by Qwen3's q/k norms.
 MODELS = {
     # seconds on a CPU: the tests of the examples in CI
-    "tiny": ("llama", dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)),
+    "tiny": (
+        "llama",
+        dict(
+            vocab_size=512,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=512,
+        ),
+    ),
     # a few hundred MB in fp32: the GPU tests
-    "qwen3-small": ("qwen3", dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=8,
-                                  num_attention_heads=8, num_key_value_heads=4, head_dim=64,
-                                  max_position_embeddings=2048)),
+    "qwen3-small": (
+        "qwen3",
+        dict(
+            vocab_size=8192,
+            hidden_size=512,
+            intermediate_size=1536,
+            num_hidden_layers=8,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            head_dim=64,
+            max_position_embeddings=2048,
+        ),
+    ),
     # Qwen3-0.6B's and Qwen3-1.7B's shapes (embeddings tied to the LM head): the timing table
-    "qwen3-0.6b": ("qwen3", dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-                                 num_attention_heads=16, num_key_value_heads=8, head_dim=128,
-                                 max_position_embeddings=4096, tie_word_embeddings=True)),
-    "qwen3-1.7b": ("qwen3", dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
-                                 num_attention_heads=16, num_key_value_heads=8, head_dim=128,
-                                 max_position_embeddings=4096, tie_word_embeddings=True)),
+    "qwen3-0.6b": (
+        "qwen3",
+        dict(
+            vocab_size=151936,
+            hidden_size=1024,
+            intermediate_size=3072,
+            num_hidden_layers=28,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            head_dim=128,
+            max_position_embeddings=4096,
+            tie_word_embeddings=True,
+        ),
+    ),
+    "qwen3-1.7b": (
+        "qwen3",
+        dict(
+            vocab_size=151936,
+            hidden_size=2048,
+            intermediate_size=6144,
+            num_hidden_layers=28,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            head_dim=128,
+            max_position_embeddings=4096,
+            tie_word_embeddings=True,
+        ),
+    ),
 }
 
 
@@ -63,7 +106,7 @@ def build(name: str, seed: int, device="cpu", dtype=torch.float32):
     return model.to(device=device, dtype=dtype).eval()
 
 
-def train_steps(model, steps: int, seed: int, lr: float = 1e-3, batch: int = 4, length: int = 32) -> List[float]:
+def train_steps(model, steps: int, seed: int, lr: float = 1e-3, batch: int = 4, length: int = 32) -> list[float]:
     """`steps` AdamW steps on a language-modelling loss over random tokens drawn from `seed`: a new version of the
     policy, as an RL step would make one. Returns the losses."""
     device = next(model.parameters()).device
@@ -88,7 +131,7 @@ def parameter_bytes(tensor: torch.Tensor) -> bytes:
     return tensor.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
-def digests(named: Iterable[Tuple[str, torch.Tensor]]) -> Dict[str, str]:
+def digests(named: Iterable[tuple[str, torch.Tensor]]) -> dict[str, str]:
     """name -> SHA-256 of the tensor's bytes: two processes compare their weights byte for byte through these."""
     return {name: hashlib.sha256(parameter_bytes(tensor)).hexdigest() for name, tensor in named}
 
@@ -104,7 +147,7 @@ def load_state(model, path) -> None:
             tensor.copy_(state[name])
 
 
-def prompts(count: int, vocab: int, seed: int, shortest: int = 4, longest: int = 12) -> List[List[int]]:
+def prompts(count: int, vocab: int, seed: int, shortest: int = 4, longest: int = 12) -> list[list[int]]:
     """`count` prompts of random tokens (1 .. vocab-1: 0 is the engine's padding) of varied lengths."""
     draw = random.Random(seed)
     return [[draw.randrange(1, vocab) for _ in range(draw.randint(shortest, longest))] for _ in range(count)]

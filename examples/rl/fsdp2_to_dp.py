@@ -4,16 +4,20 @@ the trainer's ranks hold the policy sharded with PyTorch FSDP2 (`fully_shard`); 
 part in gathering the full tensors (DTensor.full_tensor(), a collective), and rank 0 publishes them; each inference
 worker, a process of its own, holds a full copy and takes every version.
 
-    python examples/fsdp2_to_dp.py --model qwen3-small --trainer-devices cuda:0,cuda:1 \\
+    python examples/rl/fsdp2_to_dp.py --model qwen3-small --trainer-devices cuda:0,cuda:1 \\
         --engine-devices cuda:2,cuda:3 --channel nccl                   # 4 GPUs
-    python examples/fsdp2_to_dp.py --model qwen3-small --trainer-devices cuda:0,cuda:1 \\
+    python examples/rl/fsdp2_to_dp.py --model qwen3-small --trainer-devices cuda:0,cuda:1 \\
         --engine-devices cuda:0,cuda:1 --channel cuda_ipc               # 2 GPUs: workers beside the ranks
-    python examples/fsdp2_to_dp.py                                      # CPU: gloo ranks, shm (torch >= 2.6)
+    python examples/rl/fsdp2_to_dp.py                                   # CPU: gloo ranks, shm (torch >= 2.6)
+
+The trainer's ranks are `RankServer` below (rank 0 holds the wsync.Trainer), each engine is `run_engine()` with
+its wsync.Worker, every one a process of its own.
 
 Checks (exit code 1 if any fails): every worker holds each version byte for byte as gathered; every worker's greedy
 outputs equal the unsharded trainer model's (rank 0 loads the gathered tensors into a plain model and generates
 through the same engine code), token for token, before and after the FSDP2 training steps; the update changed them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,20 +25,23 @@ import multiprocessing
 import os
 import tempfile
 import time
-from typing import Any, List
+from typing import Any
 
 import policy_models
 import scenario_support as S
 import torch
-import wsync
 from reference_engine import ReferenceEngine, deterministic
+
+import wsync
+
+VERSIONS = (1, 2)
 
 
 def fully_shard_function():
     """FSDP2's fully_shard, or None where this torch has none (before 2.4; 1.13 even fails to import it on 3.11)."""
     for module in ("torch.distributed.fsdp", "torch.distributed._composable.fsdp"):
         try:
-            return getattr(__import__(module, fromlist=["fully_shard"]), "fully_shard")
+            return __import__(module, fromlist=["fully_shard"]).fully_shard
         except Exception:  # noqa: BLE001 - ImportError, AttributeError, or a failing import
             continue
     return None
@@ -44,14 +51,17 @@ class TrainerGroup:
     """The FSDP2 ranks, a process each, driven in lockstep: every command goes to every rank (collectives need all
     of them); rank 0's answer is returned."""
 
-    def __init__(self, bus, model, seed, devices: List[str], channel, backend, init_file):
+    def __init__(self, bus, model, seed, devices: list[str], channel, backend, init_file):
         context = multiprocessing.get_context("spawn")
         self.connections, self.processes = [], []
         for rank, device in enumerate(devices):
             parent, child = context.Pipe()
-            process = context.Process(target=S.serve,
-                                      args=(child, RankServer, rank, len(devices), bus, model, seed, device, channel,
-                                            backend, init_file), name=f"trainer-rank{rank}", daemon=True)
+            process = context.Process(
+                target=S.serve,
+                args=(child, RankServer, rank, len(devices), bus, model, seed, device, channel, backend, init_file),
+                name=f"trainer-rank{rank}",
+                daemon=True,
+            )
             process.start()
             child.close()
             self.connections.append(parent)
@@ -64,8 +74,9 @@ class TrainerGroup:
         return self._collect(timeout)
 
     def _collect(self, timeout: float = S.COMMAND_TIMEOUT_SECONDS) -> Any:
-        answers = [S.answer_of(connection, timeout, f"trainer rank {rank}")
-                   for rank, connection in enumerate(self.connections)]
+        answers = [
+            S.answer_of(connection, timeout, f"trainer rank {rank}") for rank, connection in enumerate(self.connections)
+        ]
         return answers[0]
 
     def close(self) -> None:
@@ -79,9 +90,9 @@ class RankServer:
         deterministic()
         if torch.device(device).type == "cuda":
             torch.cuda.set_device(torch.device(device))
-        torch.distributed.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
-                                             world_size=world)
+        torch.distributed.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
         from torch.distributed.device_mesh import init_device_mesh
+
         fully_shard = fully_shard_function()
         # The ranks' own device type, said explicitly: FSDP2's default mesh is on CUDA wherever CUDA is present.
         mesh = init_device_mesh(torch.device(device).type, (world,))
@@ -91,8 +102,11 @@ class RankServer:
             fully_shard(layer, mesh=mesh)
         fully_shard(self.model, mesh=mesh)
         self.rank, self.model_name, self.device = rank, model_name, device
-        self.trainer = wsync.Trainer(bus, agent_id="trainer", channel=channel,
-                                     cuda_device=S.device_index(device)) if rank == 0 else None
+        self.trainer = (
+            wsync.Trainer(bus, agent_id="trainer", channel=channel, cuda_device=S.device_index(device))
+            if rank == 0
+            else None
+        )
         self.full = {}
 
     def handle(self, command: str, args):
@@ -108,9 +122,12 @@ class RankServer:
                 return None
             self.full = gathered
             outcome = self.trainer.publish(version, self.full, pause_mode=pause_mode).wait(S.COMMAND_TIMEOUT_SECONDS)
-            return {**S.outcome_record(outcome), "gather_s": gather_s,
-                    "digests": policy_models.digests(self.full.items()),
-                    "sharded": type(next(self.model.parameters())).__name__}
+            return {
+                **S.outcome_record(outcome),
+                "gather_s": gather_s,
+                "digests": policy_models.digests(self.full.items()),
+                "sharded": type(next(self.model.parameters())).__name__,
+            }
         if command == "generate":  # rank 0: the gathered tensors in a plain, unsharded model
             if self.rank != 0:
                 return None
@@ -127,6 +144,36 @@ class RankServer:
         if self.trainer is not None:
             self.trainer.close()
         torch.distributed.destroy_process_group()
+
+
+def run_engine(link: S.Link, bus: str, model_name: str, device: str, agent_id: str, prompts, max_tokens) -> None:
+    """One data-parallel inference worker: a full copy of the model, bound in place to a wsync.Worker; for each
+    version, its weights' digests and its outputs with their spans."""
+    S.use_device(device)
+    model = policy_models.build(model_name, S.ENGINE_SEED, device)  # other weights than the trainer's
+    with (
+        ReferenceEngine(model, device, version=lambda: worker.applied_version) as engine,
+        wsync.Worker(
+            bus,
+            agent_id=agent_id,
+            tensors=model.named_parameters(),
+            on_pause=engine.pause,
+            on_resume=engine.resume,
+            on_withdraw=engine.withdraw,
+            cuda_device=S.device_index(device),
+        ) as worker,
+    ):
+        link.send("ready")
+        for version in VERSIONS:
+            worker.wait_for_version(version, timeout=S.COMMAND_TIMEOUT_SECONDS)  # applied at the commit
+            requests = engine.generate(prompts, max_tokens)
+            link.send(
+                {
+                    "digests": policy_models.digests(model.named_parameters()),
+                    "outputs": [(list(request.tokens), list(request.spans.spans)) for request in requests],
+                }
+            )
+        link.receive()  # until the driver is done
 
 
 def main() -> None:
@@ -153,41 +200,74 @@ def main() -> None:
     bus = arguments.bus or S.unique_bus("fsdp2-dp")
     vocab = policy_models.config_for(arguments.model).vocab_size
     prompts = policy_models.prompts(arguments.prompts, vocab, seed=arguments.seed + 300)
-    report.say(f"{len(trainer_devices)} FSDP2 ranks on {trainer_devices} ({backend}), {len(engine_devices)} "
-               f"inference workers on {engine_devices}, channel {arguments.channel}")
+    report.say(
+        f"{len(trainer_devices)} FSDP2 ranks on {trainer_devices} ({backend}), {len(engine_devices)} "
+        f"inference workers on {engine_devices}, channel {arguments.channel}"
+    )
 
     engines, group = [], None
     with wsync.Coordinator(bus), tempfile.TemporaryDirectory() as workdir:
         try:
-            engines = [S.EngineProcess(bus, arguments.model, device, f"engine-{index}")
-                       for index, device in enumerate(engine_devices)]
-            group = TrainerGroup(bus, arguments.model, arguments.seed, trainer_devices, arguments.channel, backend,
-                                 os.path.join(workdir, "rendezvous"))
+            engines = [
+                S.Peer(
+                    run_engine,
+                    bus,
+                    arguments.model,
+                    device,
+                    f"engine-{index}",
+                    prompts,
+                    arguments.max_tokens,
+                    name=f"engine-{index}",
+                )
+                for index, device in enumerate(engine_devices)
+            ]
+            for engine in engines:
+                engine.receive()  # "ready": on the bus before the first round begins
+            group = TrainerGroup(
+                bus,
+                arguments.model,
+                arguments.seed,
+                trainer_devices,
+                arguments.channel,
+                backend,
+                os.path.join(workdir, "rendezvous"),
+            )
             before = None
-            for version in (1, 2):
+            for version in VERSIONS:
                 if version == 2:
                     losses = group.call("train", arguments.train_steps, arguments.seed + 1)
                     report.say(f"rank 0 trained {arguments.train_steps} FSDP2 steps: losses {losses}")
                 outcome = group.call("publish", version, "wait")
-                report.say(f"gathered in {outcome['gather_s'] * 1000:.1f} ms from {outcome['sharded']} shards; "
-                           f"{S.describe_outcome(outcome)}")
+                report.say(
+                    f"gathered in {outcome['gather_s'] * 1000:.1f} ms from {outcome['sharded']} shards; "
+                    f"{S.describe_outcome(outcome)}"
+                )
                 report.check(f"version {version} committed", outcome["kind"] == "committed", outcome["detail"])
                 report.timing(f"v{version}", {key: outcome[key] for key in ("total_s", "gather_s", "bytes")})
-                for engine in engines:
-                    engine.call("wait_for_version", version)  # applied at the commit, by each worker
-                    report.same_weights(f"{engine.agent_id} holds version {version} byte for byte",
-                                        engine.call("digests"), outcome["digests"])
+                served = [engine.receive() for engine in engines]
+                for engine, answer in zip(engines, served):
+                    report.same_weights(
+                        f"{engine.name} holds version {version} byte for byte", answer["digests"], outcome["digests"]
+                    )
                 expected = group.call("generate", prompts, arguments.max_tokens)
-                for engine in engines:
-                    answers = engine.call("generate", prompts, arguments.max_tokens)
-                    report.same_tokens(f"version {version}: {engine.agent_id}'s outputs equal the unsharded "
-                                       f"trainer model's", [tokens for tokens, _ in answers], expected)
-                    report.check(f"version {version}: {engine.agent_id} tags every token with it",
-                                 all(spans == [(0, version)] for _, spans in answers),
-                                 f"spans: {sorted({tuple(spans) for _, spans in answers})}")
+                for engine, answer in zip(engines, served):
+                    answers = answer["outputs"]
+                    report.same_tokens(
+                        f"version {version}: {engine.name}'s outputs equal the unsharded trainer model's",
+                        [tokens for tokens, _ in answers],
+                        expected,
+                    )
+                    report.check(
+                        f"version {version}: {engine.name} tags every token with it",
+                        all(spans == [(0, version)] for _, spans in answers),
+                        f"spans: {sorted({tuple(spans) for _, spans in answers})}",
+                    )
                 if before is not None:
-                    report.check("the update changed the outputs", expected != before,
-                                 "version 2 generates exactly what version 1 did: the checks prove nothing")
+                    report.check(
+                        "the update changed the outputs",
+                        expected != before,
+                        "version 2 generates exactly what version 1 did: the checks prove nothing",
+                    )
                 before = expected
         finally:
             if group is not None:
