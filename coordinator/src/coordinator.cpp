@@ -147,7 +147,8 @@ Coordinator::Impl::Impl(CoordinatorOptions options, bus::ControlBlockOwner&& blo
       authenticator_(std::move(authenticator)),
       router_(std::move(router)),
       events_(std::move(events)),
-      outbox_(router_, events_, block_, agents_, logLimiter_),
+      wire_(router_, events_),
+      outbox_(wire_, block_, agents_, logLimiter_),
       pause_(block_),
       rounds_(RoundMachineParts{options_, block_, agents_, outbox_, pause_, stats_, options_.faultHook,
                                 [this](std::chrono::milliseconds outage, const std::string& why) {

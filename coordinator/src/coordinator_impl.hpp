@@ -107,6 +107,7 @@ class Coordinator::Impl {
   std::unique_ptr<bus::ZapAuthenticator> authenticator_;
   bus::RouterEndpoint router_;
   bus::EventPublisher events_;
+  EndpointWire wire_;  // the outbox's way out, through the two above
   // Log lines a client can cause (a reply it does not read, a refused connection) come at most a few per interval.
   bus::LogLimiter logLimiter_;
   CoordinatorStats stats_;

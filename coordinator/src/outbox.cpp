@@ -8,7 +8,7 @@
 namespace wsync::coordinator {
 
 void Outbox::send(const std::string& peer, std::span<const std::uint8_t> bytes) {
-  auto sent = router_.send(peer, bytes);
+  auto sent = wire_.send(peer, bytes);
   if (sent) return;
   const auto code = sent.error().code;
   if (agents_.contains(peer) &&

@@ -25,8 +25,8 @@ std::string clientDetail(const flatbuffers::String* text, const char* fallback) 
 }
 
 
-double millisSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+double millisBetween(Clock::time_point start, Clock::time_point end) {
+  return std::chrono::duration<double, std::milli>(end - start).count();
 }
 
 }  // namespace
@@ -225,7 +225,7 @@ void RoundMachine::begin(const AgentRecord& trainer, std::uint64_t seq, const ms
   next.mode = begin.pause_mode();
   next.trainerRoutingId = source;
   next.trainerAgentId = trainer.agentId;
-  next.begun = Clock::now();
+  next.begun = parts_.now();
   for (const AgentRecord* worker : workers) next.participants.push_back(Participant{worker->routingId, worker->agentId, false, false, 0, bus::Digest{}});
   cached->second.lastUsedRound = next.id;
   round_ = std::move(next);
@@ -235,7 +235,7 @@ void RoundMachine::begin(const AgentRecord& trainer, std::uint64_t seq, const ms
   // Pause: the word in shared memory first (engines polling it react without a message), then each worker.
   parts_.pause.roundPaused(round_->id, round_->mode);
   setPhase(msg::RoundPhase::Pause);
-  round_->deadline = Clock::now() + parts_.options.pauseTimeout;
+  round_->deadline = parts_.now() + parts_.options.pauseTimeout;
   for (const Participant& participant : round_->participants) {
     sendManifestIfNew(*parts_.agents.find(participant.routingId), cached->second.manifest);
   }
@@ -295,9 +295,10 @@ void RoundMachine::pauseAck(const AgentRecord& agent, const msg::PauseAck& ack) 
 
 void RoundMachine::startTransfer() {
   setPhase(msg::RoundPhase::Transfer);
-  round_->transferStarted = Clock::now();
+  round_->transferStarted = parts_.now();
   const std::uint64_t gib = (round_->totalBytes + (std::uint64_t{1} << 30) - 1) >> 30;
-  round_->deadline = Clock::now() + parts_.options.transferTimeout + kTransferTimeoutPerGiB * static_cast<std::int64_t>(gib);
+  round_->deadline =
+      parts_.now() + parts_.options.transferTimeout + kTransferTimeoutPerGiB * static_cast<std::int64_t>(gib);
 
   const auto receivers = static_cast<std::uint32_t>(round_->participants.size());
   const bus::ChannelGrant& grant = round_->grant;
@@ -399,7 +400,7 @@ void RoundMachine::verifyAndCommit() {
   ++parts_.stats.roundsCommitted;
   log::info("round {} committed version {} ({} bytes to {} workers, {:.1f} ms in transfer, {:.1f} ms in all)",
             round_->id, round_->version, round_->trainerBytes, round_->participants.size(),
-            millisSince(round_->transferStarted), millisSince(round_->begun));
+            millisBetween(round_->transferStarted, parts_.now()), millisBetween(round_->begun, parts_.now()));
   resumeWorkers(true);
 }
 
@@ -469,7 +470,7 @@ void RoundMachine::agentGone(const AgentRecord& agent, const std::string& why) {
 }
 
 void RoundMachine::checkDeadline() {
-  if (!round_ || Clock::now() < round_->deadline) return;
+  if (!round_ || parts_.now() < round_->deadline) return;
   std::string missing;
   auto add = [&](const std::string& name) { missing += (missing.empty() ? "" : ", ") + name; };
   for (const Participant& participant : round_->participants) {

@@ -100,6 +100,8 @@ struct RoundMachineParts {
   std::shared_ptr<bus::FaultHook> faults;  // test only: null in production
   // A test fault's disconnect: closes the request endpoint for the outage (Coordinator::Impl).
   std::function<void(std::chrono::milliseconds outage, const std::string& why)> cutRequestEndpoint;
+  // The time every phase deadline is set and checked by: the steady clock, or a test's hand-moved one.
+  std::function<Clock::time_point()> now = Clock::now;
 };
 
 class RoundMachine {

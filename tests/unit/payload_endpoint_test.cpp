@@ -1,6 +1,7 @@
-// PayloadEndpoint, the agents' one end of the payload plane, against a test channel: no shared memory, no GPU, no
-// coordinator. What it must do for every transport alike: reuse a channel while its key holds, reopen it when the
-// key changes or it broke, check the plan before a byte moves, refuse the wrong memory, and say why a transfer failed.
+// PayloadEndpoint, the agents' one end of the payload plane, against a fake channel (tests/fakes): no shared memory,
+// no GPU, no coordinator. What it must do for every transport alike: reuse a channel while its key holds, reopen it
+// when the key changes or it broke, check the plan before a byte moves, refuse the wrong memory, and say why a
+// transfer failed.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 
 #include <zmq.hpp>
 
+#include "fake_channel.hpp"
 #include "test_environment.hpp"
 #include "wsync/bus/channel/payload_endpoint.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
@@ -23,78 +25,9 @@ constexpr std::chrono::seconds kDeadline{5};
 constexpr std::uint64_t kBucketBytes = 64;
 constexpr std::uint32_t kAlignment = 16;
 
-// What the test channels of one test did, shared with the test after the endpoint owns them.
-struct ChannelLog {
-  int opened = 0;
-  int transfers = 0;
-  std::vector<std::string> keys;  // of every channel opened, in order
-  std::vector<bool> allocationsKept;  // what each send was told (Channel::setAllocationsKept)
-  std::vector<Digest> layoutKeys;      // each transfer's key of its span array (Channel::layoutKeyOf)
-  std::vector<std::uint64_t> layoutReads;  // how many arrays the channel had read by then
-};
-
-// The test channel: moves nothing, reports what a channel would, and fails on demand.
-class TestChannel final : public Channel {
- public:
-  TestChannel(std::string key, TensorMemory memory, ChannelLog& log) : key_(std::move(key)), memory_(memory), log_(log) {}
-
-  msg::ChannelKind kind() const override { return msg::ChannelKind::Shm; }
-  TensorMemory tensorMemory() const override { return memory_; }
-  ChannelState state() const override { return broken_ ? ChannelState::Broken : ChannelState::Usable; }
-  void setCancelProbe(std::function<bool()> probe) override { probe_ = std::move(probe); }
-  const std::string& key() const override { return key_; }
-
-  tl::expected<TransferResult, ChannelFailure> send(std::uint64_t, const BucketPlan& plan,
-                                                    std::span<const std::span<const std::byte>> tensors, std::uint32_t,
-                                                    std::chrono::steady_clock::time_point) override {
-    log_.allocationsKept.push_back(allocationsKept());
-    logLayout(layoutKeyOf(tensors));
-    return transfer(plan);
-  }
-  tl::expected<TransferResult, ChannelFailure> receive(std::uint64_t, const BucketPlan& plan,
-                                                       std::span<const std::span<std::byte>> tensors, std::uint32_t,
-                                                       std::chrono::steady_clock::time_point) override {
-    logLayout(layoutKeyOf(tensors));
-    return transfer(plan);
-  }
-
-  void logLayout(const Digest& key) {
-    log_.layoutKeys.push_back(key);
-    log_.layoutReads.push_back(layoutReads());
-  }
-
-  // The next transfer fails with `error`; `breaks`: and leaves the channel Broken, as an aborted communicator.
-  static inline std::optional<ChannelError> nextFailure;
-  static inline bool nextBreaks = false;
-  // The next transfer asks the cancel probe first and gives up with Aborted if it says so.
-  static inline bool askProbe = false;
-
- private:
-  tl::expected<TransferResult, ChannelFailure> transfer(const BucketPlan& plan) {
-    ++log_.transfers;
-    if (askProbe && probe_ && probe_()) return fail(ChannelError::Aborted, "cancelled by the probe");
-    if (nextFailure) {
-      const ChannelError error = *std::exchange(nextFailure, std::nullopt);
-      broken_ = std::exchange(nextBreaks, false);
-      return fail(error, "the test channel failed on purpose");
-    }
-    for (std::uint32_t bucket = 0; bucket < plan.bucketCount(); ++bucket) reportProgress(bucket + 1);
-    return TransferResult{plan.bucketCount(), Digest{1, 2}};
-  }
-
-  std::string key_;
-  TensorMemory memory_;
-  ChannelLog& log_;
-  std::function<bool()> probe_;
-  bool broken_ = false;
-};
-
 class PayloadEndpointTest : public testing::Test {
  protected:
   void SetUp() override {
-    TestChannel::nextFailure.reset();
-    TestChannel::nextBreaks = false;
-    TestChannel::askProbe = false;
     SessionOptions options;
     options.bus = test::uniqueBusName("payload");
     options.agentId = "endpoint-under-test";
@@ -108,7 +41,7 @@ class PayloadEndpointTest : public testing::Test {
                                      -> tl::expected<std::unique_ptr<Channel>, ChannelFailure> {
           ++log_.opened;
           log_.keys.push_back(channelKey(plan));
-          return std::make_unique<TestChannel>(channelKey(plan), memory_, log_);
+          return std::make_unique<test::FakeChannel>(channelKey(plan), memory_, log_);
         });
     auto built = Manifest::create({TensorSpec{"a", msg::DType::F32, {40}}, TensorSpec{"b", msg::DType::BF16, {8, 8}}});
     ASSERT_TRUE(built.has_value());
@@ -144,7 +77,7 @@ class PayloadEndpointTest : public testing::Test {
   zmq::context_t context_{1};
   std::unique_ptr<AgentSession> session_;
   std::unique_ptr<PayloadEndpoint> endpoint_;
-  ChannelLog log_;
+  test::FakeChannelLog log_;
   TensorMemory memory_ = TensorMemory::Host;
   std::optional<Manifest> manifest_;
   std::uint32_t bucketCount_ = 0;
@@ -168,8 +101,8 @@ TEST_F(PayloadEndpointTest, ReusesAChannelWhileItsKeyHoldsAndReopensWhenItChange
 }
 
 TEST_F(PayloadEndpointTest, ABrokenChannelIsDroppedAndTheNextTransferOpensANewOne) {
-  TestChannel::nextFailure = ChannelError::CommunicatorError;
-  TestChannel::nextBreaks = true;
+  log_.nextFailure = ChannelError::CommunicatorError;
+  log_.nextBreaks = true;
   const auto failed = receiveOn("group-1");
   ASSERT_FALSE(failed.has_value());
   EXPECT_EQ(failed.error().reason, msg::AbortReason::ChannelFailure);
@@ -177,7 +110,7 @@ TEST_F(PayloadEndpointTest, ABrokenChannelIsDroppedAndTheNextTransferOpensANewOn
   ASSERT_TRUE(receiveOn("group-1").has_value());
   EXPECT_EQ(log_.opened, 2);
   // A failure that leaves the channel usable keeps it.
-  TestChannel::nextFailure = ChannelError::Overwritten;
+  log_.nextFailure = ChannelError::Overwritten;
   ASSERT_FALSE(receiveOn("group-1").has_value());
   ASSERT_TRUE(receiveOn("group-1").has_value());
   EXPECT_EQ(log_.opened, 2);
@@ -250,13 +183,13 @@ TEST_F(PayloadEndpointTest, WithoutReceiversNothingOpensAndTheVersionCountsAsSen
 }
 
 TEST_F(PayloadEndpointTest, FailuresSayWhetherAPeerStalledOrTheRoundWasCancelled) {
-  TestChannel::nextFailure = ChannelError::Timeout;
+  log_.nextFailure = ChannelError::Timeout;
   const auto stalled = receiveOn("arena-1");
   ASSERT_FALSE(stalled.has_value());
   EXPECT_EQ(stalled.error().cause, FailureCause::PeerStalled);
   EXPECT_EQ(stalled.error().reason, msg::AbortReason::Timeout);
   // This session never registered, so to the endpoint's probe the round is over (as after a lost link).
-  TestChannel::askProbe = true;
+  log_.askProbe = true;
   const auto cancelled = receiveOn("arena-1");
   ASSERT_FALSE(cancelled.has_value());
   EXPECT_EQ(cancelled.error().cause, FailureCause::Cancelled);
