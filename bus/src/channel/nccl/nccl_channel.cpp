@@ -61,7 +61,7 @@ struct SliceRoute {
 
 struct NcclChannel::State {
   const NcclLibrary* nccl = nullptr;
-  ncclComm_t joined = nullptr;  // what the ranks joined (non-blocking, except with NcclEnqueue::Blocking)
+  ncclComm_t joined = nullptr;  // what the ranks joined (non-blocking)
   ncclComm_t child = nullptr;   // NcclEnqueue::BlockingChild: the blocking communicator the broadcasts go through
   // NcclEnqueue::BlockingChild: watches the child's calls. When it fires it aborts `joined`, not the child: the
   // abort frees the communicator it is given, and the transfer thread is inside the child. The two share their
@@ -73,7 +73,6 @@ struct NcclChannel::State {
   cudaStream_t commStream = nullptr;
   cudaStream_t copyStream = nullptr;
   std::vector<void*> buffers;
-  std::vector<void*> registrations;  // NcclChannelConfig::registerStaging: each buffer's, with broadcasts()
   std::uint64_t bufferBytes = 0;
   std::vector<cudaEvent_t> bufferFree;  // per buffer: its last slice broadcast (sender) or unpacked (receiver)
   std::vector<cudaEvent_t> sliceReady;  // per slice: packed (sender) or received (receiver)
@@ -111,23 +110,10 @@ struct NcclChannel::State {
   // The communicator the broadcasts go through.
   ncclComm_t broadcasts() const { return child != nullptr ? child : joined; }
 
-  // The staging buffers freed, deregistered first while their communicator lives (an aborted one took its
-  // registrations with it).
   void releaseBuffers() {
-    const ncclComm_t comm = broadcasts();
-    for (void* registration : registrations) {
-      if (registration != nullptr && comm != nullptr) nccl->commDeregister(comm, registration);
-    }
-    // Registered staging came from ncclMemAlloc (NcclChannelConfig::registerStaging).
     for (void* buffer : buffers) {
-      if (buffer == nullptr) continue;
-      if (registrations.empty()) {
-        cudaFree(buffer);
-      } else {
-        nccl->memFree(buffer);
-      }
+      if (buffer != nullptr) cudaFree(buffer);
     }
-    registrations.clear();
     buffers.clear();
     bufferBytes = 0;
   }
@@ -241,18 +227,8 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
                                                    " bytes (0 or a multiple of " + std::to_string(kSliceAlignment) +
                                                    ")");
   }
-  if (config.registerStaging && config.enqueue == NcclEnqueue::NonBlocking) {
-    return fail(ChannelError::InvalidGeometry,
-                "registered staging needs a blocking communicator (NcclEnqueue::BlockingChild or Blocking)");
-  }
   auto library = ncclLibrary();
   if (!library) return tl::unexpected(library.error());
-  if (config.registerStaging && ((*library)->commRegister == nullptr || (*library)->commDeregister == nullptr ||
-                                  (*library)->memAlloc == nullptr || (*library)->memFree == nullptr)) {
-    return fail(ChannelError::Unsupported, "NCCL " + std::to_string((*library)->version) +
-                                               " has no ncclCommRegister (2.19 and later do): staging buffers "
-                                               "cannot be registered");
-  }
 
   auto state = std::make_unique<State>();
   state->nccl = *library;
@@ -282,8 +258,8 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
   ncclUniqueId id;
   std::memcpy(id.internal, config.uniqueId.data(), sizeof(id.internal));
   ncclConfig_t ncclConfig = NCCL_CONFIG_INITIALIZER;
-  // Every call returns at once; the watchdog decides how long to wait (NcclEnqueue::Blocking: measurement only).
-  ncclConfig.blocking = enqueue == NcclEnqueue::Blocking ? 1 : 0;
+  // Every call returns at once; the watchdog decides how long to wait.
+  ncclConfig.blocking = 0;
   // NcclEnqueue::BlockingChild: the child shares this communicator's resources, and with them its abort flag (see
   // State::guard).
   if (enqueue == NcclEnqueue::BlockingChild) ncclConfig.splitShare = 1;
@@ -410,26 +386,9 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     if (state.bufferBytes < stagingBytes) {
       state.releaseBuffers();
       state.buffers.assign(config_.bufferCount, nullptr);
-      // Registered buffers are freed with ncclMemFree: the list of registrations, non-empty, says so.
-      if (config_.registerStaging) state.registrations.assign(state.buffers.size(), nullptr);
-      for (std::size_t index = 0; index < state.buffers.size(); ++index) {
-        void*& buffer = state.buffers[index];
-        if (!config_.registerStaging) {
-          if (const cudaError_t error = cudaMalloc(&buffer, stagingBytes); error != cudaSuccess) {
-            return failed(detail::cudaFailure("cudaMalloc (staging buffer)", error));
-          }
-          continue;
-        }
-        if (const ncclResult_t allocated = state.nccl->memAlloc(&buffer, stagingBytes); allocated != ncclSuccess) {
-          buffer = nullptr;
-          return failed(ncclFailure(*state.nccl, state.broadcasts(), "ncclMemAlloc (staging buffer)", allocated));
-        }
-        // Local: NCCL exchanges the registration with the peers at the first broadcast from or into the buffer,
-        // inside a call the guard watches.
-        const ncclResult_t registered =
-            state.nccl->commRegister(state.broadcasts(), buffer, stagingBytes, &state.registrations[index]);
-        if (registered != ncclSuccess) {
-          return failed(ncclFailure(*state.nccl, state.broadcasts(), "ncclCommRegister (staging buffer)", registered));
+      for (void*& buffer : state.buffers) {
+        if (const cudaError_t error = cudaMalloc(&buffer, stagingBytes); error != cudaSuccess) {
+          return failed(detail::cudaFailure("cudaMalloc (staging buffer)", error));
         }
       }
       state.bufferBytes = stagingBytes;

@@ -96,12 +96,6 @@ struct NcclChannelConfig {
   // How broadcasts reach NCCL (NcclEnqueue). Every rank of a communicator must use the same: the child's split is
   // collective, so a rank that does not split leaves the others waiting until the deadline.
   NcclEnqueue enqueue = NcclEnqueue::BlockingChild;
-  // NCCL's intra-node user-buffer registration of the staging buffers (allocated with ncclMemAlloc, as NCCL's guide
-  // asks of registered buffers, and ncclCommRegister'ed with the communicator the broadcasts go through; NCCL 2.19
-  // and later): peers on the host then read and write them directly instead of through NCCL's own buffers. Measurement only for now (wsync-bench gpu --nccl-register): NCCL requires every
-  // rank of a call to pass registered buffers or none, so every rank must use the same value, and it needs a
-  // blocking communicator (NcclEnqueue::BlockingChild or Blocking).
-  bool registerStaging = false;
   // Profiling (nccl_timeline.hpp): timing events around every broadcast and copy, read back after each transfer.
   // Off in the agents; on, each slice costs four event records more.
   bool timeline = false;
