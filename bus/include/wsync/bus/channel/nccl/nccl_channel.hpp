@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,7 @@
 
 #include "wsync/bus/channel/channel.hpp"
 #include "wsync/bus/channel/gpu/gpu_runtime.hpp"
+#include "wsync/bus/channel/nccl/broadcast_slices.hpp"
 #include "wsync/bus/channel/nccl/nccl_enqueue.hpp"
 #include "wsync/bus/channel/nccl/nccl_timeline.hpp"
 
@@ -143,11 +146,44 @@ class NcclChannel final : public Channel {
   struct State;
 
  private:
+  using Clock = std::chrono::steady_clock;
+
   NcclChannel(NcclChannelConfig config, std::unique_ptr<State> state);
-  // Both sides: the layout (cached), the enqueued pipeline, then the watchdog until the device is done.
+
+  // The steps of a transfer, both sides, in the order run() takes them. A step's failure aborts the communicator
+  // (the other ranks would otherwise wait for this one), except finish()'s, which comes after the device is done.
   template <typename Byte>
   tl::expected<TransferResult, ChannelFailure> run(const BucketPlan& plan, std::span<const std::span<Byte>> tensors,
-                                                   std::chrono::steady_clock::time_point deadline);
+                                                   Clock::time_point deadline);
+  // 1. The layout: each slice's route and the copy table, rebuilt only when the plan or the tensors changed.
+  template <typename Byte>
+  tl::expected<void, ChannelFailure> layOut(const BucketPlan& plan, std::span<const std::span<Byte>> tensors);
+  // ... the staging buffers and the events the slices need, allocated where there are fewer or smaller;
+  tl::expected<void, ChannelFailure> allocate(const std::vector<BroadcastSlice>& slices);
+  // ... each slice's route (direct or through which buffer) and its copy batch, the table uploaded.
+  template <typename Byte>
+  tl::expected<void, ChannelFailure> route(const BucketPlan& plan, const std::vector<BroadcastSlice>& slices,
+                                           std::span<const std::span<Byte>> tensors);
+  // 2. The whole transfer onto the streams, ordered by events, without waiting on the device; the guard watches
+  // every blocking NCCL call of it.
+  tl::expected<void, ChannelFailure> enqueue(Clock::time_point deadline);
+  tl::expected<void, ChannelFailure> enqueueSlices(Clock::time_point deadline);
+  // ... a sender's slice: packed (staged) or checksummed (direct), then broadcast;
+  tl::expected<void, ChannelFailure> enqueueSend(std::size_t slice, Clock::time_point deadline);
+  // ... a receiver's slice: broadcast, then unpacked or checksummed;
+  tl::expected<void, ChannelFailure> enqueueReceive(std::size_t slice, Clock::time_point deadline);
+  // ... the slice's copy on the copy stream, with the kernel blocks copyBlocks gives it;
+  tl::expected<void, ChannelFailure> copy(std::size_t slice);
+  std::uint32_t copyBlocks(std::size_t slice) const;
+  // ... the slice's broadcast on the comm stream: blocking under the guard, or settled by polling.
+  tl::expected<void, ChannelFailure> broadcast(std::size_t slice, Clock::time_point deadline);
+  // 3. The watchdog, until every stream's work is done: progress is a slice finishing on this rank.
+  tl::expected<void, ChannelFailure> watch(const BucketPlan& plan, Clock::time_point deadline);
+  // ... what ends the transfer at one look, if anything: a CUDA or NCCL error, a cancel, the deadline, a stall.
+  std::optional<ChannelFailure> whyStop(const BucketPlan& plan, std::size_t nextSlice, Clock::time_point lastProgress,
+                                        Clock::time_point deadline) const;
+  // 4. The timeline read back and the digest finished.
+  tl::expected<TransferResult, ChannelFailure> finish();
 
   NcclChannelConfig config_;
   std::string key_;
