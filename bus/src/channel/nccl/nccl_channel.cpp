@@ -176,7 +176,7 @@ tl::expected<void, ChannelFailure> splitBlockingChild(NcclChannel::State& state,
     return tl::unexpected(ncclFailure(*state.nccl, state.joined, "ncclCommSplit", split));
   }
   // Under a non-blocking parent NCCL builds the child from its own thread and writes `child` when done, even after
-  // ncclSuccess (41 ms later on 2 x H200): wait for the pointer, then for the child to be ready.
+  // ncclSuccess (tens of milliseconds later): wait for the pointer, then for the child to be ready.
   std::atomic_ref<ncclComm_t> child(state.child);
   while (true) {
     ncclResult_t parentState = ncclSuccess;
@@ -304,8 +304,8 @@ NcclChannel::~NcclChannel() {
   if (state_->joined == nullptr && state_->child == nullptr) return;
   cudaSetDevice(state_->device);
   // No operation is in flight here (every transfer waits for its device work to finish), so there is nothing to
-  // flush. ncclCommFinalize would wait for the other ranks to finalize too: on 4 x H200 a worker that stopped after
-  // the trainer had exited sat out the whole finalize timeout. ncclCommAbort frees the same resources at once.
+  // flush. ncclCommFinalize would wait for the other ranks to finalize too: a worker that stops after the trainer
+  // has exited would sit out the whole finalize timeout. ncclCommAbort frees the same resources at once.
   state_->abort();
 }
 
