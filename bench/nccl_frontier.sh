@@ -6,7 +6,7 @@
 #
 #   bench/nccl_frontier.sh [--receivers N] [--slices "64 0"] [--buckets "256 1024 4096"] [--copy-blocks N]
 #                          [--max-ctas N] [--poll-us N] [--layout-kept] [--max-slice-mib N] [--buffers N]
-#                          [--enqueue MODE] [--ramp-copy-blocks N] [--register] [--timeline] OUT_DIR [MODELS...]
+#                          [--enqueue MODE] [--ramp-copy-blocks N] [--timeline] OUT_DIR [MODELS...]
 #                                                   # MODELS: the default list below
 #   WSYNC_COMMIT=abc1234 bench/nccl_frontier.sh ...  # the commit to name where the tree has no .git
 #
@@ -21,11 +21,9 @@
 # --max-slice-mib N: the largest broadcast, each staging buffer's size (wsync-bench gpu --nccl-max-slice-mib; 0, the
 #                    default: half a bucket; the bucket's size: whole buckets as protocol 4); files named with -maxN.
 # --enqueue MODE: how the channel's broadcasts reach NCCL (wsync-bench gpu --nccl-enqueue: child, the default;
-#                nonblocking; blocking, measurement only); files named with -MODE.
+#                nonblocking); files named with -MODE.
 # --ramp-copy-blocks N: the blocks of copies beside a smaller broadcast than themselves (wsync-bench gpu
 #                       --nccl-ramp-copy-blocks); files named with -rampN.
-# --register: the channel's staging buffers registered with NCCL (wsync-bench gpu --nccl-register, measurement only);
-#             files named with -register.
 # --buffers N: staging buffers (wsync-bench gpu --nccl-buffers); files named with -buffersN.
 # --timeline: every rank's broadcasts and copies timed with CUDA events (wsync-bench gpu --timeline): the
 #             report's "where each rank's time went" table, and each slice in the JSON; files named with -timeline.
@@ -34,7 +32,7 @@ set -uo pipefail
 usage() {
   echo "usage: bench/nccl_frontier.sh [--receivers N] [--slices \"64 0\"] [--buckets \"256 1024 4096\"]" \
     "[--copy-blocks N] [--max-ctas N] [--poll-us N] [--layout-kept] [--max-slice-mib N] [--buffers N]" \
-    "[--enqueue MODE] [--ramp-copy-blocks N] [--register] [--timeline] OUT_DIR [MODELS...]" >&2
+    "[--enqueue MODE] [--ramp-copy-blocks N] [--timeline] OUT_DIR [MODELS...]" >&2
   exit 2
 }
 receivers=()
@@ -47,7 +45,6 @@ max_slice=()
 buffers=()
 enqueue=()
 ramp_blocks=()
-register=()
 slices="64 0"
 buckets="256 1024 4096"
 while [[ $# -gt 0 && $1 == --* ]]; do
@@ -57,7 +54,6 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     --buckets) [[ $# -ge 2 ]] || usage; buckets=$2; shift 2 ;;
     --copy-blocks) [[ $# -ge 2 ]] || usage; copy_blocks=(--nccl-copy-blocks "$2"); shift 2 ;;
     --timeline) timeline=(--timeline); shift ;;
-    --register) register=(--nccl-register); shift ;;
     --layout-kept) layout=(--layout-kept); shift ;;
     --max-slice-mib) [[ $# -ge 2 ]] || usage; max_slice=(--nccl-max-slice-mib "$2"); shift 2 ;;
     --buffers) [[ $# -ge 2 ]] || usage; buffers=(--nccl-buffers "$2"); shift 2 ;;
@@ -74,7 +70,7 @@ shift
 models=("$@")
 [[ ${#models[@]} -gt 0 ]] || models=(synthetic:100000:4096 deepseek-v3:8 qwen2.5-7b qwen3-30b-a3b)
 bench=${WSYNC_BIN_DIR:+$WSYNC_BIN_DIR/}wsync-bench
-label=${receivers[1]:+-r${receivers[1]}}${copy_blocks[1]:+-blocks${copy_blocks[1]}}${max_ctas[1]:+-ctas${max_ctas[1]}}${poll[1]:+-poll${poll[1]}}${layout[0]:+-layout}${max_slice[1]:+-max${max_slice[1]}}${buffers[1]:+-buffers${buffers[1]}}${enqueue[1]:+-${enqueue[1]}}${ramp_blocks[1]:+-ramp${ramp_blocks[1]}}${register[0]:+-register}${timeline[0]:+-timeline}
+label=${receivers[1]:+-r${receivers[1]}}${copy_blocks[1]:+-blocks${copy_blocks[1]}}${max_ctas[1]:+-ctas${max_ctas[1]}}${poll[1]:+-poll${poll[1]}}${layout[0]:+-layout}${max_slice[1]:+-max${max_slice[1]}}${buffers[1]:+-buffers${buffers[1]}}${enqueue[1]:+-${enqueue[1]}}${ramp_blocks[1]:+-ramp${ramp_blocks[1]}}${timeline[0]:+-timeline}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 status=0
@@ -84,7 +80,7 @@ for slice in $slices; do
   echo "== first slice ${slice} MiB${receivers[1]:+, ${receivers[1]} receivers}${copy_blocks[1]:+, ${copy_blocks[1]} copy blocks}"
   "$bench" gpu --channel nccl --models "${models[@]}" --bucket-mib $buckets --warmup 1 --reps 5 "${receivers[@]}" \
     "${copy_blocks[@]}" "${max_ctas[@]}" "${poll[@]}" "${layout[@]}" "${max_slice[@]}" "${buffers[@]}" "${enqueue[@]}" \
-    "${ramp_blocks[@]}" "${register[@]}" "${timeline[@]}" \
+    "${ramp_blocks[@]}" "${timeline[@]}" \
     --nccl-first-slice-mib "$slice" ${WSYNC_COMMIT:+--commit "$WSYNC_COMMIT"} \
     --out "$out/$name.md" --json "$out/$name.json" > "$out/$name.log" 2>&1 || status=1
   grep -E "^\| (synthetic|deepseek|qwen)[^|]*\| [0-9]+ \|" "$out/$name.md" | cut -d'|' -f2,4,5,8,10,12,13,14,16

@@ -14,7 +14,7 @@ set_property(CACHE WSYNC_SANITIZE PROPERTY STRINGS "" "address,undefined" "threa
 set(WSYNC_CUDA "AUTO" CACHE STRING "GPU payload channels: AUTO (when CUDA and NCCL are found), ON (required), OFF")
 set_property(CACHE WSYNC_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(WSYNC_CUDA_ROOT "/usr/local/cuda" CACHE PATH "Where the CUDA Toolkit and NCCL are looked for")
-# Ampere (A100) and Hopper (H100, H200) machine code; other GPUs JIT-compile the embedded PTX of the newest.
+# Ampere (sm_80) and Hopper (sm_90) machine code; other GPUs JIT-compile the embedded PTX of the newest.
 set(CMAKE_CUDA_ARCHITECTURES "80-real;90" CACHE STRING "GPU architectures the CUDA kernels are built for")
 
 if(NOT WSYNC_SANITIZE MATCHES "^(|address,undefined|address|undefined|thread)$")

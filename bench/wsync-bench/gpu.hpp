@@ -79,10 +79,8 @@ struct GpuBenchConfig {
   // (NcclChannelConfig::maxSliceBytes; 0: half a bucket).
   std::uint32_t ncclBuffers = bus::gpu::kNcclDefaultBuffers;
   std::uint64_t ncclMaxSliceMiB = 0;
-  // nccl: how broadcasts reach NCCL (NcclChannelConfig::enqueue): "child", "nonblocking" or "blocking".
+  // nccl: how broadcasts reach NCCL (NcclChannelConfig::enqueue): "child" or "nonblocking".
   std::string ncclEnqueue = "child";
-  // nccl: the channel's staging buffers registered with NCCL (NcclChannelConfig::registerStaging; measurement only).
-  bool ncclRegister = false;
   // nccl: the channel communicator's ncclConfig_t::maxCTAs (NcclChannelConfig::maxCtas); 0: NCCL's choice. The raw
   // baseline keeps NCCL's choice.
   std::int32_t ncclMaxCtas = 0;
@@ -119,12 +117,11 @@ struct GpuRankOptions {
   std::uint64_t ncclMaxSliceBytes = 0;                         // GpuBenchConfig::ncclMaxSliceMiB, in bytes
   std::string ncclEnqueue = "child";                           // GpuBenchConfig::ncclEnqueue
   std::uint32_t ncclRampCopyBlocks = bus::gpu::kNcclDefaultRampCopyBlocks;  // GpuBenchConfig::ncclRampCopyBlocks
-  bool ncclRegister = false;                                                 // GpuBenchConfig::ncclRegister
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
                                    segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
                                    timeline, ncclMaxCtas, ncclPollMicroseconds, ipcSpinMicroseconds, layoutKept,
-                                   ncclBuffers, ncclMaxSliceBytes, ncclEnqueue, ncclRampCopyBlocks, ncclRegister)
+                                   ncclBuffers, ncclMaxSliceBytes, ncclEnqueue, ncclRampCopyBlocks)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.

@@ -255,8 +255,8 @@ class GpuRun {
                                         config_.ncclFirstSliceMiB << 20, config_.ncclCopyBlocks,
                                         config_.timeline, config_.ncclMaxCtas, config_.ncclPollMicroseconds,
                                         config_.ipcSpinMicroseconds, config_.layoutKept, config_.ncclBuffers,
-                                        config_.ncclMaxSliceMiB << 20, config_.ncclEnqueue, config_.ncclRampCopyBlocks,
-                                        config_.ncclRegister});
+                                        config_.ncclMaxSliceMiB << 20, config_.ncclEnqueue,
+                                        config_.ncclRampCopyBlocks});
       const RankLine line = ranks.collect("", kRankStartTimeout, "its tensors to be allocated", rank)[rank];
       if (word(line) == "nomemory") {
         const std::string why = label + ": " + line.value("why", "");

@@ -321,7 +321,6 @@ class GpuRank {
           .maxSliceBytes = options_.ncclMaxSliceBytes,
           .maxCtas = options_.ncclMaxCtas,
           .enqueue = bus::gpu::ncclEnqueueNamed(options_.ncclEnqueue).value_or(bus::gpu::NcclEnqueue::BlockingChild),
-          .registerStaging = options_.ncclRegister,
           .timeline = options_.timeline};
       ncclChannel_ =
           orThrow(bus::gpu::NcclChannel::open(config, Clock::now() + kRankSetupTimeout), "NcclChannel::open");

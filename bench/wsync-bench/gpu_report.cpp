@@ -220,7 +220,6 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                   {"nccl_max_ctas", c.ncclMaxCtas},
                                   {"nccl_poll_us", c.ncclPollMicroseconds},
                                   {"nccl_enqueue", c.ncclEnqueue},
-                                  {"nccl_register", c.ncclRegister},
                                   {"ipc_spin_us", c.ipcSpinMicroseconds}});
 
   for (const bool nccl : {true, false}) {

@@ -210,9 +210,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 10000));
   option(gpuMode, "--nccl-enqueue", gpu.ncclEnqueue,
          "nccl: how broadcasts reach NCCL: child (the default: a blocking child of the joined communicator, its "
-         "calls guarded), nonblocking (the joined non-blocking communicator), blocking (the communicator itself "
-         "blocking; measurement only: joining and connecting can no longer time out)")
-      ->check(CLI::IsMember({"child", "nonblocking", "blocking"}));
+         "calls guarded) or nonblocking (the joined non-blocking communicator)")
+      ->check(CLI::IsMember({"child", "nonblocking"}));
 
   option(gpuMode, "--ipc-spin-us", gpu.ipcSpinMicroseconds,
          "cuda_ipc: how long each side yields in a loop before it sleeps on the segment's futex (microseconds)")
@@ -222,9 +221,6 @@ int main(int argc, char** argv) {
                    "per rank beside the raw broadcast's own time there (four event records more per slice); "
                    "cuda_ipc: each round's stages and hand-offs between sender and receivers, and the copy kernel's "
                    "GPU time");
-  gpuMode.add_flag("--nccl-register", gpu.ncclRegister,
-                   "nccl: the channel's staging buffers registered with NCCL (ncclCommRegister: peers on the host "
-                   "read and write them directly); measurement only, the raw broadcast's buffer stays unregistered");
   gpuMode.add_flag("--nccl-network", gpu.ncclNetwork,
                    "nccl through NCCL's network transport (sockets; P2P and SHM off; each rank its own NCCL host), "
                    "both the channel and the raw baseline: the stand-in for nodes; ranks may then share a GPU");

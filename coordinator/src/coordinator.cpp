@@ -117,7 +117,7 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   if (!channels) return bus::fail(CoordinatorError::Channel, channels.error().describe());
 
   // Two I/O threads: the requests and replies of rounds on one, the event stream on the other, so that fanning
-  // events out to many monitors never queues a round's messages behind it (bench/results/monitors-*).
+  // events out to many monitors never queues a round's messages behind it (docs/architecture.md, "Threads").
   zmq::context_t context(kIoThreads);
   // The ZAP handler before the sockets it guards: a client connecting in between would find nobody to admit it.
   std::unique_ptr<bus::ZapAuthenticator> authenticator;

@@ -199,18 +199,6 @@ TEST_P(NcclChannelTransfer, EveryByteThroughStagingSmallerThanBuckets) {
   }
 }
 
-// Staging buffers registered with NCCL (NcclChannelConfig::registerStaging), packed and direct buckets in the same
-// transfer: registered broadcasts between the buffers and unregistered ones between the tensors, on every rank alike,
-// and small staging again, so that each buffer carries many broadcasts. Over sockets nothing is registered with the
-// peers, but the calls are made.
-TEST_P(NcclChannelTransfer, EveryByteThroughRegisteredStaging) {
-  if (auto why = missing(1)) GTEST_SKIP() << *why;
-  GroupOptions options = ncclGroup(1, kSmallBucketBytes);
-  options.everyPeerArgs = {"--register-staging", "--max-slice-bytes", std::to_string(4 * bus::kSliceAlignment)};
-  PeerGroup group = startGroup(options);
-  expectEveryRoundRight(group, options, kRunTimeout);
-}
-
 INSTANTIATE_TEST_SUITE_P(Placements, NcclChannelTransfer,
                          testing::Values(Placement::OwnGpus, Placement::OneGpuOverSockets), placementName);
 

@@ -96,7 +96,6 @@ struct Options {
   std::int64_t stallMs = std::chrono::milliseconds{gpu::kNcclStallTimeout}.count();
   std::uint64_t firstSliceBytes = gpu::kNcclFirstSliceBytes;
   std::uint64_t maxSliceBytes = 0;
-  bool registerStaging = false;
   std::string ncclHostId;
   std::int64_t deadlineMs = kDefaultDeadlineMs;
   std::int64_t dieAfterMs = -1;
@@ -366,7 +365,6 @@ int run(const Options& options) {
     config.stallTimeout = std::chrono::milliseconds{options.stallMs};
     config.firstSliceBytes = options.firstSliceBytes;
     config.maxSliceBytes = options.maxSliceBytes;
-    config.registerStaging = options.registerStaging;
     auto opened = gpu::NcclChannel::open(config, Clock::now() + kOpenTimeout);
     if (!opened) return failSetup("opening the nccl channel: " + opened.error().describe());
     ncclChannel = std::move(*opened);
@@ -518,8 +516,6 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-slice-bytes", options.maxSliceBytes, "nccl: the largest broadcast (0: half a bucket)")
       ->capture_default_str();
-  app.add_flag("--register-staging", options.registerStaging,
-               "nccl: register the staging buffers with NCCL (NcclChannelConfig::registerStaging)");
   app.add_option("--nccl-host-id", options.ncclHostId,
                  "nccl: NCCL_HOSTID for this process (ranks of different ids may share a GPU over NCCL's network)");
   app.add_option("--deadline-ms", options.deadlineMs, "bound on each transfer")

@@ -31,8 +31,8 @@ __device__ __forceinline__ void fold(std::uint64_t& sum0, std::uint64_t& sum1, s
 // first word of a run 8 bytes past a 16-byte boundary) or for 4 bytes at a multiple of 4 (the last 4 bytes of a
 // tensor 4 bytes longer than a multiple of 16, in a block of its own as torch allocates it), else bytes. Four byte
 // loads are issued before any is used, so a word costs two memory latencies, not eight (all eight at once would take
-// the kernel past 64 registers). Covering more cases (8 bytes as two 4-byte parts) cost the shifted-vector loops 1% by
-// the code it added (H200, 2026-11-29).
+// the kernel past 64 registers). Covering more cases (8 bytes as two 4-byte parts) cost the shifted-vector loops more,
+// by the code it added, than it saved (docs/gpu-channels.md).
 __device__ __forceinline__ std::uint64_t loadWord(const unsigned char* src, std::uint64_t bytes) {
   const auto address = reinterpret_cast<std::uintptr_t>(src);
   if (bytes == 8 && (address & 7U) == 0) return *reinterpret_cast<const std::uint64_t*>(src);

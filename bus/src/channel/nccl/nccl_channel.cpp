@@ -12,6 +12,7 @@
 
 #include "channel/gpu/copy_table.hpp"
 #include "channel/gpu/cuda_check.hpp"
+#include "channel/nccl/nccl_timeline_recorder.hpp"
 #include "wsync/bus/channel/nccl/blocking_call_guard.hpp"
 #include "wsync/bus/channel/nccl/broadcast_slices.hpp"
 #include "wsync/bus/channel/nccl/nccl_library.hpp"
@@ -43,9 +44,6 @@ ChannelFailure ncclFailure(const NcclLibrary& nccl, ncclComm_t comm, const char*
 // receiver's last unpack (every broadcast is done). The whole GPU copies small tensors twice as fast as copyBlocks.
 constexpr std::uint32_t kUnoverlappedCopyBlocks = 1024;
 
-// config.timeline: broadcast begin and end, copy begin and end (NcclSliceTiming's order).
-constexpr std::size_t kTimingEventsPerSlice = 4;
-
 // How slice `slice` travels: straight between the tensors, or through a staging buffer.
 struct SliceRoute {
   bool direct = false;         // its bucket is one piece that fills it: no staging buffer
@@ -60,8 +58,10 @@ struct SliceRoute {
 }  // namespace
 
 struct NcclChannel::State {
+  explicit State(bool timelineOn) : timeline(timelineOn) {}
+
   const NcclLibrary* nccl = nullptr;
-  ncclComm_t joined = nullptr;  // what the ranks joined (non-blocking, except with NcclEnqueue::Blocking)
+  ncclComm_t joined = nullptr;  // what the ranks joined (non-blocking)
   ncclComm_t child = nullptr;   // NcclEnqueue::BlockingChild: the blocking communicator the broadcasts go through
   // NcclEnqueue::BlockingChild: watches the child's calls. When it fires it aborts `joined`, not the child: the
   // abort frees the communicator it is given, and the transfer thread is inside the child. The two share their
@@ -73,16 +73,11 @@ struct NcclChannel::State {
   cudaStream_t commStream = nullptr;
   cudaStream_t copyStream = nullptr;
   std::vector<void*> buffers;
-  std::vector<void*> registrations;  // NcclChannelConfig::registerStaging: each buffer's, with broadcasts()
   std::uint64_t bufferBytes = 0;
   std::vector<cudaEvent_t> bufferFree;  // per buffer: its last slice broadcast (sender) or unpacked (receiver)
   std::vector<cudaEvent_t> sliceReady;  // per slice: packed (sender) or received (receiver)
   std::vector<cudaEvent_t> sliceDone;   // per slice: broadcast (sender) or unpacked (receiver)
-  // config.timeline: kTimingEventsPerSlice timing events per slice, and the transfer's origin.
-  std::vector<cudaEvent_t> timingEvents;
-  cudaEvent_t timingOrigin = nullptr;
-  std::vector<NcclSliceTiming> timeline;
-  NcclHostTiming hostTiming;
+  detail::NcclTimelineRecorder timeline;  // config.timeline; a no-op without it
   cudaEvent_t copyFinished = nullptr;
   cudaEvent_t commFinished = nullptr;
   DeviceChecksumSums* deviceSums = nullptr;
@@ -96,10 +91,10 @@ struct NcclChannel::State {
   ~State() {
     guard.reset();  // its thread first: it may abort `joined`
     releaseBuffers();
-    for (auto* events : {&bufferFree, &sliceReady, &sliceDone, &timingEvents}) {
+    for (auto* events : {&bufferFree, &sliceReady, &sliceDone}) {
       for (cudaEvent_t event : *events) cudaEventDestroy(event);
     }
-    if (timingOrigin != nullptr) cudaEventDestroy(timingOrigin);
+    timeline.release();
     if (copyFinished != nullptr) cudaEventDestroy(copyFinished);
     if (commFinished != nullptr) cudaEventDestroy(commFinished);
     if (deviceSums != nullptr) cudaFree(deviceSums);
@@ -111,23 +106,10 @@ struct NcclChannel::State {
   // The communicator the broadcasts go through.
   ncclComm_t broadcasts() const { return child != nullptr ? child : joined; }
 
-  // The staging buffers freed, deregistered first while their communicator lives (an aborted one took its
-  // registrations with it).
   void releaseBuffers() {
-    const ncclComm_t comm = broadcasts();
-    for (void* registration : registrations) {
-      if (registration != nullptr && comm != nullptr) nccl->commDeregister(comm, registration);
-    }
-    // Registered staging came from ncclMemAlloc (NcclChannelConfig::registerStaging).
     for (void* buffer : buffers) {
-      if (buffer == nullptr) continue;
-      if (registrations.empty()) {
-        cudaFree(buffer);
-      } else {
-        nccl->memFree(buffer);
-      }
+      if (buffer != nullptr) cudaFree(buffer);
     }
-    registrations.clear();
     buffers.clear();
     bufferBytes = 0;
   }
@@ -194,7 +176,7 @@ tl::expected<void, ChannelFailure> splitBlockingChild(NcclChannel::State& state,
     return tl::unexpected(ncclFailure(*state.nccl, state.joined, "ncclCommSplit", split));
   }
   // Under a non-blocking parent NCCL builds the child from its own thread and writes `child` when done, even after
-  // ncclSuccess (41 ms later on 2 x H200): wait for the pointer, then for the child to be ready.
+  // ncclSuccess (tens of milliseconds later): wait for the pointer, then for the child to be ready.
   std::atomic_ref<ncclComm_t> child(state.child);
   while (true) {
     ncclResult_t parentState = ncclSuccess;
@@ -241,20 +223,10 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
                                                    " bytes (0 or a multiple of " + std::to_string(kSliceAlignment) +
                                                    ")");
   }
-  if (config.registerStaging && config.enqueue == NcclEnqueue::NonBlocking) {
-    return fail(ChannelError::InvalidGeometry,
-                "registered staging needs a blocking communicator (NcclEnqueue::BlockingChild or Blocking)");
-  }
   auto library = ncclLibrary();
   if (!library) return tl::unexpected(library.error());
-  if (config.registerStaging && ((*library)->commRegister == nullptr || (*library)->commDeregister == nullptr ||
-                                  (*library)->memAlloc == nullptr || (*library)->memFree == nullptr)) {
-    return fail(ChannelError::Unsupported, "NCCL " + std::to_string((*library)->version) +
-                                               " has no ncclCommRegister (2.19 and later do): staging buffers "
-                                               "cannot be registered");
-  }
 
-  auto state = std::make_unique<State>();
+  auto state = std::make_unique<State>(config.timeline);
   state->nccl = *library;
   NcclEnqueue enqueue = config.enqueue;
   if (enqueue == NcclEnqueue::BlockingChild && state->nccl->commSplit == nullptr) {
@@ -282,8 +254,8 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
   ncclUniqueId id;
   std::memcpy(id.internal, config.uniqueId.data(), sizeof(id.internal));
   ncclConfig_t ncclConfig = NCCL_CONFIG_INITIALIZER;
-  // Every call returns at once; the watchdog decides how long to wait (NcclEnqueue::Blocking: measurement only).
-  ncclConfig.blocking = enqueue == NcclEnqueue::Blocking ? 1 : 0;
+  // Every call returns at once; the watchdog decides how long to wait.
+  ncclConfig.blocking = 0;
   // NcclEnqueue::BlockingChild: the child shares this communicator's resources, and with them its abort flag (see
   // State::guard).
   if (enqueue == NcclEnqueue::BlockingChild) ncclConfig.splitShare = 1;
@@ -332,8 +304,8 @@ NcclChannel::~NcclChannel() {
   if (state_->joined == nullptr && state_->child == nullptr) return;
   cudaSetDevice(state_->device);
   // No operation is in flight here (every transfer waits for its device work to finish), so there is nothing to
-  // flush. ncclCommFinalize would wait for the other ranks to finalize too: on 4 x H200 a worker that stopped after
-  // the trainer had exited sat out the whole finalize timeout. ncclCommAbort frees the same resources at once.
+  // flush. ncclCommFinalize would wait for the other ranks to finalize too: a worker that stops after the trainer
+  // has exited would sit out the whole finalize timeout. ncclCommAbort frees the same resources at once.
   state_->abort();
 }
 
@@ -374,6 +346,7 @@ tl::expected<std::uint64_t, ChannelFailure> checkTensors(const BucketPlan& plan,
 
 }  // namespace
 
+// Both sides, step by step (nccl_channel.hpp, "The steps of a transfer").
 template <typename Byte>
 tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& plan,
                                                               std::span<const std::span<Byte>> tensors,
@@ -385,233 +358,229 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
     return fail(ChannelError::CommunicatorError, "the communicator was aborted; open a new channel");
   }
   WSYNC_CUDA_TRY(cudaSetDevice(state.device));
-  const bool sender = config_.rank == 0;
-
-  auto failed = [&](ChannelFailure failure) -> tl::expected<TransferResult, ChannelFailure> {
+  auto failed = [&state](ChannelFailure failure) -> tl::expected<TransferResult, ChannelFailure> {
     // The other ranks would wait for this one forever: abort, so that their watchdogs see it too.
     state.abort();
     return tl::unexpected(std::move(failure));
   };
+  if (auto laidOut = layOut(plan, tensors); !laidOut) return failed(laidOut.error());
+  state.timeline.begin(entered);
+  if (auto enqueued = enqueue(deadline); !enqueued) return failed(enqueued.error());
+  if (auto done = watch(plan, deadline); !done) return failed(done.error());
+  return finish();
+}
 
-  // The layout: rebuilt only when the plan, the tensors or the buffers differ from the last transfer's.
+template <typename Byte>
+tl::expected<void, ChannelFailure> NcclChannel::layOut(const BucketPlan& plan,
+                                                       std::span<const std::span<Byte>> tensors) {
+  State& state = *state_;
   const Digest tensorsKey = layoutKeyOf(tensors);
   std::vector<std::uint64_t> planKey{plan.bucketBytes(), plan.alignment(), plan.bucketCount(), plan.pieces().size()};
-  if (tensorsKey != state.tensorsKey || planKey != state.planKey) {
-    state.tensorsKey.reset();
-    auto total = checkTensors(plan, tensors.size(), [&](std::size_t tensor) { return tensors[tensor].size(); });
-    if (!total) return failed(total.error());
-    const std::vector<BroadcastSlice> slices =
-        broadcastSlices(plan, config_.firstSliceBytes, maxSliceBytes(config_, plan.bucketBytes()));
-    // A direct slice is broadcast between the tensors; the others are staged.
-    std::uint64_t stagingBytes = 0;
-    for (const BroadcastSlice& slice : slices) {
-      if (!slice.direct) stagingBytes = std::max(stagingBytes, slice.bytes);
-    }
-    if (state.bufferBytes < stagingBytes) {
-      state.releaseBuffers();
-      state.buffers.assign(config_.bufferCount, nullptr);
-      // Registered buffers are freed with ncclMemFree: the list of registrations, non-empty, says so.
-      if (config_.registerStaging) state.registrations.assign(state.buffers.size(), nullptr);
-      for (std::size_t index = 0; index < state.buffers.size(); ++index) {
-        void*& buffer = state.buffers[index];
-        if (!config_.registerStaging) {
-          if (const cudaError_t error = cudaMalloc(&buffer, stagingBytes); error != cudaSuccess) {
-            return failed(detail::cudaFailure("cudaMalloc (staging buffer)", error));
-          }
-          continue;
-        }
-        if (const ncclResult_t allocated = state.nccl->memAlloc(&buffer, stagingBytes); allocated != ncclSuccess) {
-          buffer = nullptr;
-          return failed(ncclFailure(*state.nccl, state.broadcasts(), "ncclMemAlloc (staging buffer)", allocated));
-        }
-        // Local: NCCL exchanges the registration with the peers at the first broadcast from or into the buffer,
-        // inside a call the guard watches.
-        const ncclResult_t registered =
-            state.nccl->commRegister(state.broadcasts(), buffer, stagingBytes, &state.registrations[index]);
-        if (registered != ncclSuccess) {
-          return failed(ncclFailure(*state.nccl, state.broadcasts(), "ncclCommRegister (staging buffer)", registered));
-        }
-      }
-      state.bufferBytes = stagingBytes;
-    }
-    for (auto* events : {&state.sliceReady, &state.sliceDone}) {
-      while (events->size() < slices.size()) {
-        cudaEvent_t event = nullptr;
-        if (const cudaError_t error = cudaEventCreateWithFlags(&event, cudaEventDisableTiming); error != cudaSuccess) {
-          return failed(detail::cudaFailure("cudaEventCreate", error));
-        }
-        events->push_back(event);
-      }
-    }
-    if (config_.timeline) {
-      if (state.timingOrigin == nullptr) {
-        if (const cudaError_t error = cudaEventCreate(&state.timingOrigin); error != cudaSuccess) {
-          return failed(detail::cudaFailure("cudaEventCreate (timeline)", error));
-        }
-      }
-      while (state.timingEvents.size() < kTimingEventsPerSlice * slices.size()) {
-        cudaEvent_t event = nullptr;
-        if (const cudaError_t error = cudaEventCreate(&event); error != cudaSuccess) {
-          return failed(detail::cudaFailure("cudaEventCreate (timeline)", error));
-        }
-        state.timingEvents.push_back(event);
-      }
-    }
-    state.table.clear();
-    state.routes.assign(slices.size(), SliceRoute{});
-    const std::vector<SlicePart> parts = sliceParts(plan, slices);
-    std::size_t part = 0;
-    std::uint32_t staged = 0;  // slices staged so far: they take the buffers in turn
-    for (std::size_t index = 0; index < slices.size(); ++index) {
-      const BroadcastSlice& slice = slices[index];
-      SliceRoute& route = state.routes[index];
-      route.direct = slice.direct;
-      if (!route.direct) route.slot = staged++ % config_.bufferCount;
-      route.bucket = slice.bucket;
-      route.bytes = slice.bytes;
-      route.batch = state.table.batchCount();
-      // A staged slice's bytes start at its buffer's start.
-      const auto buffer = route.direct ? 0 : reinterpret_cast<std::uint64_t>(state.buffers[route.slot]);
-      state.table.beginBatch();
-      for (; part < parts.size() && parts[part].slice == index; ++part) {
-        const SlicePart& at = parts[part];
-        const auto tensorAddress = reinterpret_cast<std::uint64_t>(tensors[at.tensor].data() + at.tensorOffset);
-        if (route.direct) {
-          // One part, the broadcast itself: its checksum only.
-          route.address = tensorAddress;
-          state.table.add(tensorAddress, 0, at.bytes, at.tensor, at.tensorOffset);
-        } else if (sender) {
-          state.table.add(tensorAddress, buffer + at.sliceOffset, at.bytes, at.tensor, at.tensorOffset);
-        } else {
-          state.table.add(buffer + at.sliceOffset, tensorAddress, at.bytes, at.tensor, at.tensorOffset);
-        }
-        route.payload += at.bytes;
-      }
-      if (!route.direct) route.address = buffer;
-    }
-    if (auto uploaded = state.table.upload(); !uploaded) return failed(uploaded.error());
-    state.tensorsKey = tensorsKey;
-    state.planKey = std::move(planKey);
-    state.totalBytes = *total;
+  if (tensorsKey == state.tensorsKey && planKey == state.planKey) return {};
+  state.tensorsKey.reset();
+  auto total = checkTensors(plan, tensors.size(), [&](std::size_t tensor) { return tensors[tensor].size(); });
+  if (!total) return tl::unexpected(total.error());
+  const std::vector<BroadcastSlice> slices =
+      broadcastSlices(plan, config_.firstSliceBytes, maxSliceBytes(config_, plan.bucketBytes()));
+  if (auto allocated = allocate(slices); !allocated) return allocated;
+  if (auto routed = route(plan, slices, tensors); !routed) return routed;
+  state.tensorsKey = tensorsKey;
+  state.planKey = std::move(planKey);
+  state.totalBytes = *total;
+  return {};
+}
+
+tl::expected<void, ChannelFailure> NcclChannel::allocate(const std::vector<BroadcastSlice>& slices) {
+  State& state = *state_;
+  // A direct slice is broadcast between the tensors; the others are staged.
+  std::uint64_t stagingBytes = 0;
+  for (const BroadcastSlice& slice : slices) {
+    if (!slice.direct) stagingBytes = std::max(stagingBytes, slice.bytes);
   }
-
-  const std::size_t sliceCount = state.routes.size();
-  state.timeline.clear();
-  // config.timeline: event `which` (kTimingEventsPerSlice per slice) of slice `index`, recorded on `stream`.
-  auto mark = [&](std::size_t index, std::size_t which, cudaStream_t stream) -> cudaError_t {
-    return config_.timeline ? cudaEventRecord(state.timingEvents[kTimingEventsPerSlice * index + which], stream)
-                            : cudaSuccess;
-  };
-  // config.timeline: each broadcast call's host time, and its settling's.
-  std::vector<double> callMs(config_.timeline ? sliceCount : 0, 0.0);
-  std::vector<double> settleMs(config_.timeline ? sliceCount : 0, 0.0);
-  const auto millisecondsBetween = [](Clock::time_point from, Clock::time_point to) {
-    return std::chrono::duration<double, std::milli>(to - from).count();
-  };
-  // Slice `index`'s broadcast on the comm stream: blocking under the guard, or settled by polling.
-  auto broadcast = [&](std::size_t index) -> tl::expected<void, ChannelFailure> {
-    void* target = reinterpret_cast<void*>(state.routes[index].address);
-    const std::uint64_t bytes = state.routes[index].bytes;
-    const ncclComm_t comm = state.broadcasts();
-    const auto called = Clock::now();
-    ncclResult_t result = ncclSuccess;
-    if (state.guard) {
-      if (!state.guard->enter("ncclBroadcast")) {
-        return fail(ChannelError::CommunicatorError, "the communicator was aborted; open a new channel");
+  if (state.bufferBytes < stagingBytes) {
+    state.releaseBuffers();
+    state.buffers.assign(config_.bufferCount, nullptr);
+    for (void*& buffer : state.buffers) {
+      if (const cudaError_t error = cudaMalloc(&buffer, stagingBytes); error != cudaSuccess) {
+        return tl::unexpected(detail::cudaFailure("cudaMalloc (staging buffer)", error));
       }
-      result = state.nccl->broadcast(target, target, bytes, ncclUint8, 0, comm, state.commStream);
-      if (auto aborted = state.guard->leave()) return tl::unexpected(std::move(*aborted));
-    } else {
-      result = state.nccl->broadcast(target, target, bytes, ncclUint8, 0, comm, state.commStream);
     }
-    const auto returned = Clock::now();
-    if (auto settled = state.settle(comm, "ncclBroadcast", result, deadline, cancel_, config_.stallTimeout);
-        !settled) {
-      return settled;
+    state.bufferBytes = stagingBytes;
+  }
+  for (auto* events : {&state.sliceReady, &state.sliceDone}) {
+    while (events->size() < slices.size()) {
+      cudaEvent_t event = nullptr;
+      if (const cudaError_t error = cudaEventCreateWithFlags(&event, cudaEventDisableTiming); error != cudaSuccess) {
+        return tl::unexpected(detail::cudaFailure("cudaEventCreate", error));
+      }
+      events->push_back(event);
     }
-    if (config_.timeline) {
-      callMs[index] = millisecondsBetween(called, returned);
-      settleMs[index] = result == ncclInProgress ? millisecondsBetween(returned, Clock::now()) : 0.0;
-    }
-    return {};
-  };
-  // Enqueue the whole transfer; nothing below waits for the device.
-  auto enqueue = [&]() -> tl::expected<void, ChannelFailure> {
-    if (config_.timeline) WSYNC_CUDA_TRY(cudaEventRecord(state.timingOrigin, state.copyStream));
-    WSYNC_CUDA_TRY(cudaMemsetAsync(state.deviceSums, 0, sizeof(DeviceChecksumSums), state.copyStream));
-    for (std::size_t index = 0; index < sliceCount; ++index) {
-      const SliceRoute& route = state.routes[index];
-      const std::uint32_t slot = route.slot;
-      // (A sender's direct slice is broadcast while its checksum runs: that launch keeps to copyBlocks.)
-      const bool unoverlapped = sender ? index == 0 && !route.direct : index + 1 == sliceCount;
-      // The broadcast this copy runs beside: the previous slice's (sender's pack), the next one's (receiver's unpack).
-      const std::size_t beside = sender ? (index == 0 ? 0 : index - 1) : std::min(index + 1, sliceCount - 1);
-      const bool ramp = state.routes[beside].bytes < route.bytes;
-      const std::uint32_t copyBlocks =
-          unoverlapped ? kUnoverlappedCopyBlocks : (ramp ? config_.rampCopyBlocks : config_.copyBlocks);
-      if (sender) {
-        if (!route.direct) {
-          WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.bufferFree[slot], 0));
-        }
-        WSYNC_CUDA_TRY(mark(index, 2, state.copyStream));
-        if (auto launched = state.table.launch(route.batch, state.deviceSums, {}, copyBlocks, state.copyStream);
-            !launched) {
-          return tl::unexpected(launched.error());
-        }
-        WSYNC_CUDA_TRY(mark(index, 3, state.copyStream));
-        if (!route.direct) {
-          WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.copyStream));
-          WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.sliceReady[index], 0));
-        }
-        WSYNC_CUDA_TRY(mark(index, 0, state.commStream));
-        if (auto sent = broadcast(index); !sent) return sent;
-        WSYNC_CUDA_TRY(mark(index, 1, state.commStream));
-        if (!route.direct) {
-          WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.commStream));
-        }
-        WSYNC_CUDA_TRY(cudaEventRecord(state.sliceDone[index], state.commStream));
+  }
+  return state.timeline.layOut(slices);
+}
+
+template <typename Byte>
+tl::expected<void, ChannelFailure> NcclChannel::route(const BucketPlan& plan,
+                                                      const std::vector<BroadcastSlice>& slices,
+                                                      std::span<const std::span<Byte>> tensors) {
+  State& state = *state_;
+  const bool sender = config_.rank == 0;
+  state.table.clear();
+  state.routes.assign(slices.size(), SliceRoute{});
+  const std::vector<SlicePart> parts = sliceParts(plan, slices);
+  std::size_t part = 0;
+  std::uint32_t staged = 0;  // slices staged so far: they take the buffers in turn
+  for (std::size_t index = 0; index < slices.size(); ++index) {
+    const BroadcastSlice& slice = slices[index];
+    SliceRoute& route = state.routes[index];
+    route.direct = slice.direct;
+    if (!route.direct) route.slot = staged++ % config_.bufferCount;
+    route.bucket = slice.bucket;
+    route.bytes = slice.bytes;
+    route.batch = state.table.batchCount();
+    // A staged slice's bytes start at its buffer's start.
+    const auto buffer = route.direct ? 0 : reinterpret_cast<std::uint64_t>(state.buffers[route.slot]);
+    state.table.beginBatch();
+    for (; part < parts.size() && parts[part].slice == index; ++part) {
+      const SlicePart& at = parts[part];
+      const auto tensorAddress = reinterpret_cast<std::uint64_t>(tensors[at.tensor].data() + at.tensorOffset);
+      if (route.direct) {
+        // One part, the broadcast itself: its checksum only.
+        route.address = tensorAddress;
+        state.table.add(tensorAddress, 0, at.bytes, at.tensor, at.tensorOffset);
+      } else if (sender) {
+        state.table.add(tensorAddress, buffer + at.sliceOffset, at.bytes, at.tensor, at.tensorOffset);
       } else {
-        if (!route.direct) {
-          WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.bufferFree[slot], 0));
-        }
-        WSYNC_CUDA_TRY(mark(index, 0, state.commStream));
-        if (auto received = broadcast(index); !received) return received;
-        WSYNC_CUDA_TRY(mark(index, 1, state.commStream));
-        WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.commStream));
-        WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.sliceReady[index], 0));
-        WSYNC_CUDA_TRY(mark(index, 2, state.copyStream));
-        if (auto launched = state.table.launch(route.batch, state.deviceSums, {}, copyBlocks, state.copyStream);
-            !launched) {
-          return tl::unexpected(launched.error());
-        }
-        WSYNC_CUDA_TRY(mark(index, 3, state.copyStream));
-        if (!route.direct) {
-          WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.copyStream));
-        }
-        WSYNC_CUDA_TRY(cudaEventRecord(state.sliceDone[index], state.copyStream));
+        state.table.add(buffer + at.sliceOffset, tensorAddress, at.bytes, at.tensor, at.tensorOffset);
       }
+      route.payload += at.bytes;
     }
-    WSYNC_CUDA_TRY(cudaMemcpyAsync(state.hostSums, state.deviceSums, sizeof(DeviceChecksumSums),
-                                   cudaMemcpyDeviceToHost, state.copyStream));
-    WSYNC_CUDA_TRY(cudaEventRecord(state.copyFinished, state.copyStream));
-    WSYNC_CUDA_TRY(cudaEventRecord(state.commFinished, state.commStream));
-    return {};
-  };
-  NcclHostTiming hostTiming{.enqueueBegin = millisecondsBetween(entered, Clock::now())};
-  if (state.guard) state.guard->watch(deadline, config_.stallTimeout, &cancel_);
-  auto enqueued = enqueue();
-  if (state.guard) state.guard->unwatch();
-  if (!enqueued) return failed(enqueued.error());
-  hostTiming.enqueueEnd = millisecondsBetween(entered, Clock::now());
+    if (!route.direct) route.address = buffer;
+  }
+  return state.table.upload();
+}
 
-  // The watchdog: progress is a slice finishing on this rank.
+tl::expected<void, ChannelFailure> NcclChannel::enqueue(Clock::time_point deadline) {
+  State& state = *state_;
+  if (state.guard) state.guard->watch(deadline, config_.stallTimeout, &cancel_);
+  auto enqueued = enqueueSlices(deadline);
+  if (state.guard) state.guard->unwatch();
+  if (enqueued) state.timeline.enqueued();
+  return enqueued;
+}
+
+tl::expected<void, ChannelFailure> NcclChannel::enqueueSlices(Clock::time_point deadline) {
+  State& state = *state_;
+  const bool sender = config_.rank == 0;
+  WSYNC_CUDA_TRY(state.timeline.markOrigin(state.copyStream));
+  WSYNC_CUDA_TRY(cudaMemsetAsync(state.deviceSums, 0, sizeof(DeviceChecksumSums), state.copyStream));
+  for (std::size_t index = 0; index < state.routes.size(); ++index) {
+    if (auto queued = sender ? enqueueSend(index, deadline) : enqueueReceive(index, deadline); !queued) {
+      return queued;
+    }
+  }
+  WSYNC_CUDA_TRY(cudaMemcpyAsync(state.hostSums, state.deviceSums, sizeof(DeviceChecksumSums),
+                                 cudaMemcpyDeviceToHost, state.copyStream));
+  WSYNC_CUDA_TRY(cudaEventRecord(state.copyFinished, state.copyStream));
+  WSYNC_CUDA_TRY(cudaEventRecord(state.commFinished, state.commStream));
+  return {};
+}
+
+tl::expected<void, ChannelFailure> NcclChannel::enqueueSend(std::size_t index, Clock::time_point deadline) {
+  State& state = *state_;
+  const SliceRoute& route = state.routes[index];
+  const std::uint32_t slot = route.slot;
+  if (!route.direct) {
+    WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.bufferFree[slot], 0));
+  }
+  if (auto packed = copy(index); !packed) return packed;
+  if (!route.direct) {
+    WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.copyStream));
+    WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.sliceReady[index], 0));
+  }
+  if (auto sent = broadcast(index, deadline); !sent) return sent;
+  if (!route.direct) {
+    WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.commStream));
+  }
+  WSYNC_CUDA_TRY(cudaEventRecord(state.sliceDone[index], state.commStream));
+  return {};
+}
+
+tl::expected<void, ChannelFailure> NcclChannel::enqueueReceive(std::size_t index, Clock::time_point deadline) {
+  State& state = *state_;
+  const SliceRoute& route = state.routes[index];
+  const std::uint32_t slot = route.slot;
+  if (!route.direct) {
+    WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.commStream, state.bufferFree[slot], 0));
+  }
+  if (auto received = broadcast(index, deadline); !received) return received;
+  WSYNC_CUDA_TRY(cudaEventRecord(state.sliceReady[index], state.commStream));
+  WSYNC_CUDA_TRY(cudaStreamWaitEvent(state.copyStream, state.sliceReady[index], 0));
+  if (auto unpacked = copy(index); !unpacked) return unpacked;
+  if (!route.direct) {
+    WSYNC_CUDA_TRY(cudaEventRecord(state.bufferFree[slot], state.copyStream));
+  }
+  WSYNC_CUDA_TRY(cudaEventRecord(state.sliceDone[index], state.copyStream));
+  return {};
+}
+
+tl::expected<void, ChannelFailure> NcclChannel::copy(std::size_t index) {
+  State& state = *state_;
+  WSYNC_CUDA_TRY(state.timeline.mark(index, detail::SliceEvent::CopyBegin, state.copyStream));
+  if (auto launched = state.table.launch(state.routes[index].batch, state.deviceSums, {}, copyBlocks(index),
+                                         state.copyStream);
+      !launched) {
+    return tl::unexpected(launched.error());
+  }
+  WSYNC_CUDA_TRY(state.timeline.mark(index, detail::SliceEvent::CopyEnd, state.copyStream));
+  return {};
+}
+
+std::uint32_t NcclChannel::copyBlocks(std::size_t index) const {
+  const std::vector<SliceRoute>& routes = state_->routes;
+  const bool sender = config_.rank == 0;
+  // (A sender's direct slice is broadcast while its checksum runs: that launch keeps to copyBlocks.)
+  const bool unoverlapped = sender ? index == 0 && !routes[index].direct : index + 1 == routes.size();
+  // The broadcast this copy runs beside: the previous slice's (sender's pack), the next one's (receiver's unpack).
+  const std::size_t beside = sender ? (index == 0 ? 0 : index - 1) : std::min(index + 1, routes.size() - 1);
+  const bool ramp = routes[beside].bytes < routes[index].bytes;
+  return unoverlapped ? kUnoverlappedCopyBlocks : (ramp ? config_.rampCopyBlocks : config_.copyBlocks);
+}
+
+tl::expected<void, ChannelFailure> NcclChannel::broadcast(std::size_t index, Clock::time_point deadline) {
+  State& state = *state_;
+  void* target = reinterpret_cast<void*>(state.routes[index].address);
+  const std::uint64_t bytes = state.routes[index].bytes;
+  const ncclComm_t comm = state.broadcasts();
+  WSYNC_CUDA_TRY(state.timeline.mark(index, detail::SliceEvent::BroadcastBegin, state.commStream));
+  const auto called = Clock::now();
+  ncclResult_t result = ncclSuccess;
+  if (state.guard) {
+    if (!state.guard->enter("ncclBroadcast")) {
+      return fail(ChannelError::CommunicatorError, "the communicator was aborted; open a new channel");
+    }
+    result = state.nccl->broadcast(target, target, bytes, ncclUint8, 0, comm, state.commStream);
+    if (auto aborted = state.guard->leave()) return tl::unexpected(std::move(*aborted));
+  } else {
+    result = state.nccl->broadcast(target, target, bytes, ncclUint8, 0, comm, state.commStream);
+  }
+  const auto returned = Clock::now();
+  if (auto settled = state.settle(comm, "ncclBroadcast", result, deadline, cancel_, config_.stallTimeout);
+      !settled) {
+    return settled;
+  }
+  state.timeline.timeCall(index, called, returned, result == ncclInProgress);
+  WSYNC_CUDA_TRY(state.timeline.mark(index, detail::SliceEvent::BroadcastEnd, state.commStream));
+  return {};
+}
+
+// Progress is a slice finishing on this rank.
+tl::expected<void, ChannelFailure> NcclChannel::watch(const BucketPlan& plan, Clock::time_point deadline) {
+  State& state = *state_;
+  const std::size_t sliceCount = state.routes.size();
   std::size_t nextSlice = 0;
   std::uint64_t bytesDone = 0;
   auto lastProgress = Clock::now();
-  const auto bucketsDone = [&] {
-    return std::to_string(nextSlice == sliceCount ? plan.bucketCount() : state.routes[nextSlice].bucket) + " of " +
-           std::to_string(plan.bucketCount()) + " buckets";
-  };
   while (true) {
     const std::size_t firstPending = nextSlice;
     while (nextSlice < sliceCount && cudaEventQuery(state.sliceDone[nextSlice]) == cudaSuccess) {
@@ -624,67 +593,59 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
         cudaEventQuery(state.commFinished) == cudaSuccess) {
       break;
     }
-    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess && error != cudaErrorNotReady) {
-      return failed(detail::cudaFailure("transfer", error));
-    }
-    ncclResult_t asyncError = ncclSuccess;
-    state.nccl->commGetAsyncError(state.broadcasts(), &asyncError);
-    if (asyncError != ncclSuccess && asyncError != ncclInProgress) {
-      return failed(ncclFailure(*state.nccl, state.broadcasts(), "broadcast", asyncError));
-    }
-    const auto now = Clock::now();
-    if (cancel_ && cancel_()) {
-      return failed(ChannelFailure{ChannelError::Aborted, "cancelled after " + bucketsDone()});
-    }
-    if (now > deadline) {
-      return failed(ChannelFailure{ChannelError::Timeout, "deadline passed after " + bucketsDone()});
-    }
-    if (now - lastProgress > config_.stallTimeout) {
-      return failed(ChannelFailure{
-          ChannelError::Timeout,
-          "no broadcast finished for " +
-              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.stallTimeout).count()) +
-              " ms (after " + bucketsDone() + "): a peer is dead or stuck"});
-    }
-    // The last slice (a ramp's 64 MiB: a fraction of a millisecond) is watched without sleeping, so that the end
-    // is seen within microseconds, not a sleep's length late.
+    if (auto stop = whyStop(plan, nextSlice, lastProgress, deadline)) return tl::unexpected(std::move(*stop));
+    // The last slice (a ramp's first-slice size: a fraction of a millisecond) is watched without sleeping, so that
+    // the end is seen within microseconds, not a sleep's length late.
     if (config_.pollInterval.count() > 0 && nextSlice + 1 < sliceCount) {
       std::this_thread::sleep_for(config_.pollInterval);
     } else {
       std::this_thread::yield();
     }
   }
-  hostTiming.doneSeen = millisecondsBetween(entered, Clock::now());
-  if (config_.timeline) {
-    auto since = [&](std::size_t index, std::size_t which, double& milliseconds) -> cudaError_t {
-      float elapsed = 0;
-      const cudaError_t error = cudaEventElapsedTime(
-          &elapsed, state.timingOrigin, state.timingEvents[kTimingEventsPerSlice * index + which]);
-      milliseconds = elapsed;
-      return error;
-    };
-    for (std::size_t index = 0; index < sliceCount; ++index) {
-      NcclSliceTiming timing{.bucket = state.routes[index].bucket, .bytes = state.routes[index].bytes,
-                             .direct = state.routes[index].direct, .callMs = callMs[index],
-                             .settleMs = settleMs[index]};
-      WSYNC_CUDA_TRY(since(index, 0, timing.broadcastBegin));
-      WSYNC_CUDA_TRY(since(index, 1, timing.broadcastEnd));
-      WSYNC_CUDA_TRY(since(index, 2, timing.copyBegin));
-      WSYNC_CUDA_TRY(since(index, 3, timing.copyEnd));
-      state.timeline.push_back(timing);
-    }
+  state.timeline.doneSeen();
+  return {};
+}
+
+std::optional<ChannelFailure> NcclChannel::whyStop(const BucketPlan& plan, std::size_t nextSlice,
+                                                   Clock::time_point lastProgress, Clock::time_point deadline) const {
+  const State& state = *state_;
+  const auto bucketsDone = [&] {
+    return std::to_string(nextSlice == state.routes.size() ? plan.bucketCount() : state.routes[nextSlice].bucket) +
+           " of " + std::to_string(plan.bucketCount()) + " buckets";
+  };
+  if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess && error != cudaErrorNotReady) {
+    return detail::cudaFailure("transfer", error);
   }
+  ncclResult_t asyncError = ncclSuccess;
+  state.nccl->commGetAsyncError(state.broadcasts(), &asyncError);
+  if (asyncError != ncclSuccess && asyncError != ncclInProgress) {
+    return ncclFailure(*state.nccl, state.broadcasts(), "broadcast", asyncError);
+  }
+  const auto now = Clock::now();
+  if (cancel_ && cancel_()) return ChannelFailure{ChannelError::Aborted, "cancelled after " + bucketsDone()};
+  if (now > deadline) return ChannelFailure{ChannelError::Timeout, "deadline passed after " + bucketsDone()};
+  if (now - lastProgress > config_.stallTimeout) {
+    return ChannelFailure{
+        ChannelError::Timeout,
+        "no broadcast finished for " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.stallTimeout).count()) +
+            " ms (after " + bucketsDone() + "): a peer is dead or stuck"};
+  }
+  return std::nullopt;
+}
+
+tl::expected<TransferResult, ChannelFailure> NcclChannel::finish() {
+  State& state = *state_;
+  // The device is done: a timeline that cannot be read back fails this rank's transfer, and no other rank's.
+  if (auto collected = state.timeline.collect(); !collected) return tl::unexpected(collected.error());
   const Digest digest = finishDeviceChecksum(*state.hostSums, state.totalBytes);
-  if (config_.timeline) {
-    hostTiming.returned = millisecondsBetween(entered, Clock::now());
-    state.hostTiming = hostTiming;
-  }
+  state.timeline.returned();
   return TransferResult{.bytes = state.totalBytes, .digest = digest};
 }
 
-const std::vector<NcclSliceTiming>& NcclChannel::timeline() const { return state_->timeline; }
+const std::vector<NcclSliceTiming>& NcclChannel::timeline() const { return state_->timeline.slices(); }
 
-const NcclHostTiming& NcclChannel::hostTiming() const { return state_->hostTiming; }
+const NcclHostTiming& NcclChannel::hostTiming() const { return state_->timeline.hostTiming(); }
 
 tl::expected<TransferResult, ChannelFailure> NcclChannel::send(std::uint64_t /*transfer*/, const BucketPlan& plan,
                                                                std::span<const std::span<const std::byte>> tensors,

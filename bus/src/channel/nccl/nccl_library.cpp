@@ -47,11 +47,6 @@ tl::expected<NcclLibrary, ChannelFailure> load() {
   }
   // Optional: only the blocking child needs it (nccl_enqueue.hpp).
   library.commSplit = reinterpret_cast<decltype(library.commSplit)>(dlsym(handle, "ncclCommSplit"));
-  // Optional: only NcclChannelConfig::registerStaging needs them.
-  library.commRegister = reinterpret_cast<decltype(library.commRegister)>(dlsym(handle, "ncclCommRegister"));
-  library.commDeregister = reinterpret_cast<decltype(library.commDeregister)>(dlsym(handle, "ncclCommDeregister"));
-  library.memAlloc = reinterpret_cast<decltype(library.memAlloc)>(dlsym(handle, "ncclMemAlloc"));
-  library.memFree = reinterpret_cast<decltype(library.memFree)>(dlsym(handle, "ncclMemFree"));
   if (library.getVersion(&library.version) != ncclSuccess) {
     return fail(ChannelError::Unsupported, std::string(kNcclSoname) + ": ncclGetVersion failed");
   }

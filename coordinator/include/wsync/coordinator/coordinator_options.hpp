@@ -27,14 +27,14 @@ inline constexpr std::chrono::milliseconds kLivenessCheckInterval{20};
 // engine, and a client asking in a loop must not turn that into an engine pause per request. Short enough that an
 // operator typing commands never sees the wait.
 inline constexpr std::chrono::milliseconds kOperatorPauseInterval{200};
-// 4 MiB buckets: measured 6-31% faster than 16-64 MiB for the shm channel (bench/results/shm-2026-11-22-*): a bucket
-// is still in cache when the receiver copies it out, and the pipeline fills and drains in a small fraction of the
-// transfer; the hand-off per bucket costs microseconds.
+// 4 MiB buckets: faster than larger ones for the shm channel (docs/shm-channel.md, "Bucket size"): a bucket is still
+// in cache when the receiver copies it out, and the pipeline fills and drains in a small fraction of the transfer;
+// the hand-off per bucket costs microseconds.
 inline constexpr std::uint64_t kDefaultBucketBytes = std::uint64_t{4} << 20;
 inline constexpr std::uint32_t kDefaultBufferCount = 2;
-// Buckets of the GPU channels (nccl, cuda_ipc): 1 GiB measured 1.03x of one raw ncclBroadcast on 2 x H200, 256 MiB
-// 1.05x (bench/results/gpu-nccl-2026-11-22-h200x2.md). Each side holds two of them in device memory (nccl; the
-// cuda_ipc channel copies without buffers), so GPU-memory-tight workers may prefer 256 MiB.
+// Buckets of the GPU channels (nccl, cuda_ipc): 1 GiB comes closer to one raw ncclBroadcast than 256 MiB
+// (docs/gpu-channels.md, "Why the defaults"). Each side stages one of them in device memory (nccl, in two halves;
+// the cuda_ipc channel copies without buffers), so GPU-memory-tight workers may prefer 256 MiB.
 inline constexpr std::uint64_t kDefaultGpuBucketBytes = std::uint64_t{1} << 30;
 // Every tensor starts at a multiple of this within its bucket: enough for any dtype and for vector copies.
 inline constexpr std::uint32_t kDefaultAlignment = 256;

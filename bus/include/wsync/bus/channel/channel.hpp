@@ -1,7 +1,7 @@
 #pragma once
-// The payload channel interface (shared/DESIGN.md, "Three planes"): how one round's bytes, cut into the buckets of
-// a BucketPlan, move from the sender to the receivers without touching ZeroMQ. Everything a role needs from a
-// transport is on this interface; the transports live in their own folders (channel/shm, channel/nccl,
+// The payload channel interface (docs/architecture.md, "The channel seam"): how one round's bytes, cut into the
+// buckets of a BucketPlan, move from the sender to the receivers without touching ZeroMQ. Everything a role needs
+// from a transport is on this interface; the transports live in their own folders (channel/shm, channel/nccl,
 // channel/cuda_ipc) and the roles reach them only through registry.hpp. The agents' side of it is
 // PayloadEndpoint (payload_endpoint.hpp), the coordinator's ChannelOwner (channel_owner.hpp).
 //
@@ -72,8 +72,8 @@ class Channel {
   // send is still in the allocation it was in then (nothing was freed and allocated again in its place). An
   // allocator that counts its frees can say so: PyTorch's num_device_free. A channel that keeps the tensors' memory
   // exported across transfers (cuda_ipc) then trusts its exports instead of asking the driver about each allocation
-  // before the transfer (0.4 us each on an H100: 40 ms for 100,000 cudaMalloc blocks, every round). A tensor whose
-  // address or size changed is exported again either way.
+  // before the transfer (a driver query each: tens of milliseconds for 100,000 cudaMalloc blocks, every round). A
+  // tensor whose address or size changed is exported again either way.
   void setAllocationsKept(bool kept) { allocationsKept_ = kept; }
   // For the next send() or receive(): the caller's name for its span array (LayoutKey). A nonzero token equal to
   // the one of an earlier transfer vouches that the array holds the same (address, size) pairs as then, and a

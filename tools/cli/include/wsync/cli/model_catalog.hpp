@@ -57,7 +57,7 @@ std::span<const std::string_view> knownModels();
 //    model.norm and an untied lm_head. Every projection is F8_E4M3 followed by its F32 "weight_scale_inv" (one
 //    per 128 x 128 block); the rest BF16. Layer 0..2: 20 tensors each, a MoE layer 1,558. "deepseek-v3:61" is the
 //    whole model without its MTP layer: 90,427 tensors, 673,150,611,808 bytes; "deepseek-v3:8" (3 dense and 5 MoE
-//    layers, 7,853 tensors, 63,017,394,944 bytes) fits one H200 per side with buckets to spare. Shape only.
+//    layers, 7,853 tensors, 63,017,394,944 bytes) fits one GPU of 141 GB per side with buckets to spare. Shape only.
 //  - "tiny": 8 tensors of F32, BF16, F16 and I64, a scalar and a zero-byte one among them, 4,322 bytes.
 //  - "synthetic:COUNT:MIB": COUNT (1..kMaxTensors) BF16 tensors "layers.L.{attn_norm,wq,wk,wv,wo,ffn_norm,w1,w2,w3}"
 //    of 1-D and 2-D shapes whose sizes spread over two orders of magnitude, MIB mebibytes in all (within 1%), and

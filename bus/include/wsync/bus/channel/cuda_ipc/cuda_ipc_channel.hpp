@@ -15,11 +15,14 @@
 // The sender's tensors must stay unchanged from send() until it returns: receivers read them in place.
 // Memory from cudaMallocAsync pools or from the virtual memory API (PyTorch's expandable_segments) cannot be
 // exported this way: send() fails naming the tensor.
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <boost/interprocess/mapped_region.hpp>
 #include <tl/expected.hpp>
@@ -27,9 +30,13 @@
 #include "wsync/bus/channel/channel.hpp"
 #include "wsync/bus/channel/cuda_ipc/cuda_ipc_data.hpp"
 #include "wsync/bus/channel/cuda_ipc/cuda_ipc_timing.hpp"
+#include "wsync/bus/channel/device_checksum.hpp"
 #include "wsync/bus/channel/gpu/gpu_runtime.hpp"
 
 namespace wsync::bus::gpu {
+namespace detail {
+struct CopyReport;  // bus/src/channel/gpu/copy_kernel.hpp
+}  // namespace detail
 
 struct IpcGeometry {
   std::uint32_t maxReceivers = 8;
@@ -106,7 +113,38 @@ class CudaIpcChannel final : public Channel {
   struct State;
 
  private:
+  using Clock = std::chrono::steady_clock;
+  using HandleBytes = std::array<std::uint8_t, kIpcHandleBytes>;
+
   CudaIpcChannel(boost::interprocess::mapped_region region, std::string name, std::unique_ptr<State> state);
+
+  // The steps of send(), in order: export (when the tensors changed), publish, wait, compare.
+  // 1. The tensors' blocks exported and the segment's tables written, when a tensor moved or a block was replaced.
+  tl::expected<void, ChannelFailure> exportTensors(std::span<const std::span<const std::byte>> tensors);
+  // 2. Receivers 0..receiverCount-1 done with `transfer`, or the first failure, abort, cancel or the deadline.
+  tl::expected<void, ChannelFailure> waitForReceivers(std::uint64_t transfer, std::uint32_t receiverCount,
+                                                      Clock::time_point deadline);
+  // 3. The result every receiver agrees on, or DigestMismatch.
+  tl::expected<TransferResult, ChannelFailure> agreedResult(std::uint64_t transfer, std::uint32_t receiverCount);
+
+  // The steps of receive(), in order: wait, import (once per export), table (once per layout), copy, report.
+  // 1. The sender has published `transfer`.
+  tl::expected<void, ChannelFailure> waitForSender(std::uint64_t transfer, Clock::time_point deadline);
+  // 2. The sender's export imported (handles opened once, kept across rounds): its generation.
+  tl::expected<std::uint64_t, ChannelFailure> importExport();
+  // ... a sender in this process on another GPU: peer access to it;
+  tl::expected<void, ChannelFailure> reachSenderDevice();
+  // ... each exported block's address here, opening the handles not yet open.
+  tl::expected<std::vector<void*>, ChannelFailure> openImports(std::span<const HandleBytes> handles, bool sameProcess);
+  // 3. The copy table from the export into `tensors`, rebuilt when the export or the tensors changed.
+  tl::expected<void, ChannelFailure> buildTable(const BucketPlan& plan, std::span<const std::span<std::byte>> tensors,
+                                                const Digest& tensorsKey, std::uint64_t generation);
+  // 4. The copy: one kernel launch, which reports its own end to `report`.
+  tl::expected<void, ChannelFailure> launchCopy(const detail::CopyReport& report);
+  tl::expected<DeviceChecksumSums, ChannelFailure> waitForCopy(const detail::CopyReport& report);
+  // 5. Bytes and digest into this receiver's slot, the sender woken.
+  tl::expected<TransferResult, ChannelFailure> reportCopy(IpcReceiverData& slot, std::uint64_t transfer,
+                                                          const DeviceChecksumSums& sums);
 
   boost::interprocess::mapped_region region_;
   std::string name_;

@@ -1,7 +1,7 @@
 #pragma once
-// Where a cuda_ipc round's time goes outside the copy kernel (issue 18: 100,000 tensors at 1.18x of a memcpy, of which
-// the kernel was measured at 1.06x): the instants each side passes, on the host's monotonic clock (one clock for every
-// process of the host, so a sender's and a receiver's instants compare), and the copy's GPU time when asked for.
+// Where a cuda_ipc round's time goes outside the copy kernel (docs/gpu-channels.md, "Round timing"): the instants each
+// side passes, on the host's monotonic clock (one clock for every process of the host, so a sender's and a receiver's
+// instants compare), and the copy's GPU time when asked for.
 // Read back after each send or receive (CudaIpcChannel::lastTiming); `wsync-bench gpu --timeline` reports them.
 #include <cstdint>
 

@@ -26,7 +26,7 @@
 namespace wsync::bus::gpu {
 
 // How often the guard looks at a blocking call. A cancel is seen within this. It is short against the first
-// broadcast, which connects the ranks (13-17 ms on 2 x H200), and costs nothing between transfers (no looks then).
+// broadcast, which connects the ranks (tens of milliseconds), and costs nothing between transfers (no looks then).
 inline constexpr std::chrono::milliseconds kBlockingCallCheckInterval{1};
 
 class BlockingCallGuard {

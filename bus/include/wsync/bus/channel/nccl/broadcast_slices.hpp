@@ -42,7 +42,7 @@ bool bucketIsDirect(const BucketPlan& plan, std::uint32_t bucket);
 // never under firstSliceBytes, but for the tail of a stream shorter than that). So the work nothing overlaps, the
 // sender's pack of the first slice and a receiver's unpack of the last, covers firstSliceBytes rather than a bucket,
 // while a transfer takes about its size over the cap plus 2 log2(cap / firstSliceBytes) broadcasts, each of which
-// costs NCCL a fixed 15-25 us. A stream's rest shorter than firstSliceBytes joins the slice before it (halved in two
+// has NCCL's fixed cost per call. A stream's rest shorter than firstSliceBytes joins the slice before it (halved in two
 // where the whole would outgrow the cap), rather than being a broadcast of its own.
 std::vector<BroadcastSlice> broadcastSlices(const BucketPlan& plan, std::uint64_t firstSliceBytes,
                                             std::uint64_t maxSliceBytes = 0);

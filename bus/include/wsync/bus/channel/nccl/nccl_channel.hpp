@@ -5,9 +5,12 @@
 // Per broadcast (a slice, broadcast_slices.hpp): a bucket holding one piece (a run of one tensor that fills it) is
 // broadcast straight from the sender's tensor into the receiver's tensor; the other buckets' bytes, consecutive
 // packed buckets as one stream, are cut into slices, each packed on the sender by one kernel launch (all the slice's
-// pieces at once, with the digest folded in), broadcast, and unpacked on each receiver by one kernel launch. The packed slices take bufferCount staging buffers
-// in turn, with CUDA events ordering the pack, broadcast and unpack streams: the host enqueues a whole transfer
-// without waiting on the device, then watches it.
+// pieces at once, with the digest folded in), broadcast, and unpacked on each receiver by one kernel launch. The
+// packed slices take bufferCount staging buffers in turn, with CUDA events ordering the pack, broadcast and unpack
+// streams: the host enqueues a whole transfer without waiting on the device, then watches it.
+//
+// The defaults below each say why in a line; the measurements behind them are in docs/gpu-channels.md ("Why the
+// defaults").
 //
 // Watchdog: the ranks join a non-blocking communicator, and broadcast through a blocking child of it (NcclEnqueue),
 // each call watched by a BlockingCallGuard (the first one connects the ranks, which NCCL does lazily). While a
@@ -26,6 +29,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,38 +38,36 @@
 
 #include "wsync/bus/channel/channel.hpp"
 #include "wsync/bus/channel/gpu/gpu_runtime.hpp"
+#include "wsync/bus/channel/nccl/broadcast_slices.hpp"
 #include "wsync/bus/channel/nccl/nccl_enqueue.hpp"
 #include "wsync/bus/channel/nccl/nccl_timeline.hpp"
 
 namespace wsync::bus::gpu {
 
 // A transfer that finishes no bucket for this long is declared stuck (a frozen or dead peer NCCL cannot see) and
-// aborted. A bucket of 1 GiB takes under 50 ms on NVLink and under a second on a slow network: this is far above
-// any live transfer and short enough that a round fails instead of hanging.
+// aborted: far above any live bucket's broadcast, even on a slow network, and short enough that a round fails
+// instead of hanging.
 inline constexpr std::chrono::seconds kNcclStallTimeout{20};
 // Staging buffers the packed slices rotate through: one being broadcast while the next is packed (sender) or the
 // previous is unpacked (receivers).
 inline constexpr std::uint32_t kNcclDefaultBuffers = 2;
 // The largest broadcast, and so each staging buffer, by default: the plan's bucket over this. Two buffers of half a
-// bucket stage one bucket, which leaves room for NCCL's own buffers under issue 18's "2 buckets per side" at
-// buckets of 1 GiB and more (4 x H100: 2 whole buckets plus a 0.47 GiB communicator were 2.47); the cost is a
-// broadcast more per bucket, a fixed ~20 us each.
+// bucket stage one bucket, which leaves room for NCCL's own buffers within 2 buckets of extra memory per side; the
+// cost is a broadcast more per bucket, and NCCL's fixed cost per call with it.
 inline constexpr std::uint64_t kNcclSlicesPerBucket = 2;
 // The first and last broadcasts of a transfer (broadcast_slices.hpp): the sender's first pack and a receiver's last
-// unpack overlap nothing, and at 64 MiB they take well under a tenth of a millisecond; smaller slices would add
-// broadcasts, each a fixed ~20 us of NCCL's (2 x H200, measured as 256 MiB against 1 GiB buckets).
+// unpack overlap nothing, and at this size they are short; smaller slices would add broadcasts, each with NCCL's
+// fixed cost per call.
 inline constexpr std::uint64_t kNcclFirstSliceBytes = 64ULL * 1024 * 1024;
 // How often a running transfer looks at its events, NCCL's error state and the cancel probe: short against a
-// bucket's broadcast (about a millisecond for 256 MiB on NVLink), long enough not to burn a core. It is also how late
-// a rank may see its transfer's end: a sleep asked for 100 us often takes more on a VM.
+// bucket's broadcast, long enough not to burn a core. It is also how late a rank may see its transfer's end (a sleep
+// often takes longer than asked on a VM).
 inline constexpr std::chrono::microseconds kNcclPollInterval{100};
-// Kernel blocks the pack/unpack launches may use while NCCL runs: few enough to leave its own blocks room. A copy
-// beside a broadcast of its own size has the broadcast's length to finish in, which 32 blocks do with room to spare
-// (a 512 MiB slice of 43 KB tensors: 0.8-0.9 ms beside 1.5 ms), and the broadcasts run faster beside fewer blocks
-// (4 x H200, 3 receivers, qwen2.5-7b at 1 GiB buckets: 43.54 / 43.67 / 43.94 / 44.70 ms at 32 / 48 / 64 / 96).
+// Kernel blocks the pack/unpack launches may use while NCCL runs: few enough to leave its own blocks room (the
+// broadcasts run faster beside fewer), enough for a copy beside a broadcast of its own size to finish within it.
 inline constexpr std::uint32_t kNcclDefaultCopyBlocks = 32;
 // ... where the copy has more bytes than the broadcast it runs beside (NcclChannelConfig::rampCopyBlocks): a ramp's
-// twice the bytes in the same time, which 32 blocks do not make (the broadcasts waited 0.1-0.2 ms a transfer).
+// twice the bytes in the same time, which kNcclDefaultCopyBlocks do not make (the broadcasts wait for them).
 inline constexpr std::uint32_t kNcclDefaultRampCopyBlocks = 64;
 
 struct NcclChannelConfig {
@@ -89,19 +92,12 @@ struct NcclChannelConfig {
   // Watched while open() waits for the other ranks, like the probe of setCancelProbe during transfers.
   std::function<bool()> cancelProbe{};
   // NCCL's ncclConfig_t::maxCTAs for this communicator, 0 for NCCL's own choice. NCCL allocates its buffers per
-  // channel (one CTA each), so fewer cost less GPU memory (issue 18's goal: at most 2 buckets per side) and leave
-  // SMs to the unpack kernels beside the broadcasts; whether they keep the broadcast's speed is measured
-  // (wsync-bench gpu --nccl-max-ctas).
+  // channel (one CTA each), so fewer cost less GPU memory and leave SMs to the unpack kernels beside the broadcasts,
+  // perhaps at the broadcasts' speed (wsync-bench gpu --nccl-max-ctas measures it).
   std::int32_t maxCtas = 0;
   // How broadcasts reach NCCL (NcclEnqueue). Every rank of a communicator must use the same: the child's split is
   // collective, so a rank that does not split leaves the others waiting until the deadline.
   NcclEnqueue enqueue = NcclEnqueue::BlockingChild;
-  // NCCL's intra-node user-buffer registration of the staging buffers (allocated with ncclMemAlloc, as NCCL's guide
-  // asks of registered buffers, and ncclCommRegister'ed with the communicator the broadcasts go through; NCCL 2.19
-  // and later): peers on the host then read and write them directly instead of through NCCL's own buffers. Measurement only for now (wsync-bench gpu --nccl-register): NCCL requires every
-  // rank of a call to pass registered buffers or none, so every rank must use the same value, and it needs a
-  // blocking communicator (NcclEnqueue::BlockingChild or Blocking).
-  bool registerStaging = false;
   // Profiling (nccl_timeline.hpp): timing events around every broadcast and copy, read back after each transfer.
   // Off in the agents; on, each slice costs four event records more.
   bool timeline = false;
@@ -149,11 +145,44 @@ class NcclChannel final : public Channel {
   struct State;
 
  private:
+  using Clock = std::chrono::steady_clock;
+
   NcclChannel(NcclChannelConfig config, std::unique_ptr<State> state);
-  // Both sides: the layout (cached), the enqueued pipeline, then the watchdog until the device is done.
+
+  // The steps of a transfer, both sides, in the order run() takes them. A step's failure aborts the communicator
+  // (the other ranks would otherwise wait for this one), except finish()'s, which comes after the device is done.
   template <typename Byte>
   tl::expected<TransferResult, ChannelFailure> run(const BucketPlan& plan, std::span<const std::span<Byte>> tensors,
-                                                   std::chrono::steady_clock::time_point deadline);
+                                                   Clock::time_point deadline);
+  // 1. The layout: each slice's route and the copy table, rebuilt only when the plan or the tensors changed.
+  template <typename Byte>
+  tl::expected<void, ChannelFailure> layOut(const BucketPlan& plan, std::span<const std::span<Byte>> tensors);
+  // ... the staging buffers and the events the slices need, allocated where there are fewer or smaller;
+  tl::expected<void, ChannelFailure> allocate(const std::vector<BroadcastSlice>& slices);
+  // ... each slice's route (direct or through which buffer) and its copy batch, the table uploaded.
+  template <typename Byte>
+  tl::expected<void, ChannelFailure> route(const BucketPlan& plan, const std::vector<BroadcastSlice>& slices,
+                                           std::span<const std::span<Byte>> tensors);
+  // 2. The whole transfer onto the streams, ordered by events, without waiting on the device; the guard watches
+  // every blocking NCCL call of it.
+  tl::expected<void, ChannelFailure> enqueue(Clock::time_point deadline);
+  tl::expected<void, ChannelFailure> enqueueSlices(Clock::time_point deadline);
+  // ... a sender's slice: packed (staged) or checksummed (direct), then broadcast;
+  tl::expected<void, ChannelFailure> enqueueSend(std::size_t slice, Clock::time_point deadline);
+  // ... a receiver's slice: broadcast, then unpacked or checksummed;
+  tl::expected<void, ChannelFailure> enqueueReceive(std::size_t slice, Clock::time_point deadline);
+  // ... the slice's copy on the copy stream, with the kernel blocks copyBlocks gives it;
+  tl::expected<void, ChannelFailure> copy(std::size_t slice);
+  std::uint32_t copyBlocks(std::size_t slice) const;
+  // ... the slice's broadcast on the comm stream: blocking under the guard, or settled by polling.
+  tl::expected<void, ChannelFailure> broadcast(std::size_t slice, Clock::time_point deadline);
+  // 3. The watchdog, until every stream's work is done: progress is a slice finishing on this rank.
+  tl::expected<void, ChannelFailure> watch(const BucketPlan& plan, Clock::time_point deadline);
+  // ... what ends the transfer at one look, if anything: a CUDA or NCCL error, a cancel, the deadline, a stall.
+  std::optional<ChannelFailure> whyStop(const BucketPlan& plan, std::size_t nextSlice, Clock::time_point lastProgress,
+                                        Clock::time_point deadline) const;
+  // 4. The timeline read back and the digest finished.
+  tl::expected<TransferResult, ChannelFailure> finish();
 
   NcclChannelConfig config_;
   std::string key_;

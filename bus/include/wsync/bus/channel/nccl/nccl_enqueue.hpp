@@ -14,26 +14,21 @@ namespace wsync::bus::gpu {
 enum class NcclEnqueue : std::uint8_t {
   // The default. The ranks join a non-blocking communicator, so open() keeps its deadline and cancel probe. The
   // broadcasts then go through a blocking child split from it (ncclCommSplit), so NCCL enqueues each in the calling
-  // thread: 0.007-0.017 ms a call, where the non-blocking communicator hands each to a thread of its own (0.1-0.4
-  // ms, which every transfer's first broadcast waits out). A BlockingCallGuard ends a call that outlives the
-  // deadline, the stall timeout or a cancel (only the first broadcast waits for peers: it connects the ranks) by
-  // aborting the joined communicator, whose resources and abort flag the child shares (splitShare). An NCCL without
-  // ncclCommSplit (before 2.18) gets NonBlocking instead.
+  // thread instead of handing it to a thread of its own, which every transfer's first broadcast would wait out. A
+  // BlockingCallGuard ends a call that outlives the deadline, the stall timeout or a cancel (only the first
+  // broadcast waits for peers: it connects the ranks) by aborting the joined communicator, whose resources and abort
+  // flag the child shares (splitShare). An NCCL without ncclCommSplit (before 2.18) gets NonBlocking instead.
   BlockingChild,
-  // Every broadcast on the non-blocking communicator, settled by polling (before the child; kept to measure it, and
-  // as the agents' way back should the child misbehave on some NCCL).
+  // Every broadcast on the non-blocking communicator, settled by polling: what an NCCL without ncclCommSplit gets,
+  // and the agents' way back should the child misbehave on some NCCL.
   NonBlocking,
-  // The communicator itself blocking (ncclConfig_t::blocking = 1). Measurement only: open() and the first transfer,
-  // which connects the ranks, can no longer be cancelled or time out, so a rank that never comes hangs the caller.
-  Blocking,
 };
 
 // Chooses the agents' NcclEnqueue: "child" (the default, also when unset or empty) or "nonblocking". Every rank of
 // a communicator should choose the same.
 inline constexpr const char* kNcclEnqueueVariable = "WSYNC_NCCL_ENQUEUE";
 
-// The agents' choice from `value` (kNcclEnqueueVariable's; null or empty: the default). "blocking" is refused: it is
-// for measurement only.
+// The agents' choice from `value` (kNcclEnqueueVariable's; null or empty: the default).
 tl::expected<NcclEnqueue, ChannelFailure> agentNcclEnqueue(const char* value);
 
 std::string_view toString(NcclEnqueue enqueue);

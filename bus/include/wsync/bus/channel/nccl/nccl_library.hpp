@@ -20,11 +20,6 @@ struct NcclLibrary {
   decltype(&::ncclCommDestroy) commDestroy = nullptr;
   decltype(&::ncclCommSplit) commSplit = nullptr;  // null before NCCL 2.18: NcclEnqueue::BlockingChild is then
                                                    // NonBlocking
-  // null before NCCL 2.19: NcclChannelConfig::registerStaging is then refused
-  decltype(&::ncclCommRegister) commRegister = nullptr;
-  decltype(&::ncclCommDeregister) commDeregister = nullptr;
-  decltype(&::ncclMemAlloc) memAlloc = nullptr;
-  decltype(&::ncclMemFree) memFree = nullptr;
   decltype(&::ncclBroadcast) broadcast = nullptr;
   decltype(&::ncclGroupStart) groupStart = nullptr;
   decltype(&::ncclGroupEnd) groupEnd = nullptr;

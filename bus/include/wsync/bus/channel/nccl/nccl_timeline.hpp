@@ -1,8 +1,8 @@
 #pragma once
-// Where an nccl transfer's time went on one rank (issue 18: "find the real cause with a profiler"): CUDA timing events
-// around each broadcast and each pack/unpack launch, recorded only when NcclChannelConfig::timeline is set
-// (`wsync-bench gpu --nccl-timeline`). The GPU machines have Nsight Compute, which times kernels one by one, but no
-// timeline profiler: this is the timeline, per rank and per slice, of the streams the channel itself runs.
+// Where an nccl transfer's time went on one rank: CUDA timing events around each broadcast and each pack/unpack
+// launch, recorded only when NcclChannelConfig::timeline is set (`wsync-bench gpu --timeline`; docs/gpu-channels.md,
+// "Timeline"). A kernel profiler times kernels one by one: this is the timeline, per rank and per slice, of the
+// streams the channel itself runs.
 #include <cstdint>
 #include <span>
 
@@ -21,7 +21,7 @@ struct NcclSliceTiming {
   // Host time of the broadcast's call, and of its settling after the call returned ncclInProgress (0 when it returned
   // ncclSuccess). Not GPU intervals: a begin event is recorded before the call, so a slow call shows as a broadcast
   // that took longer. On a non-blocking communicator every broadcast returns ncclInProgress (NCCL launches it from a
-  // thread of its own): 0.1-0.4 ms a call on 4 x H200, which the first broadcast of a transfer waits out.
+  // thread of its own), and the first broadcast of a transfer waits that out.
   double callMs = 0;
   double settleMs = 0;
 };
