@@ -1,5 +1,5 @@
 // Watching a bus without taking part: its status (one snapshot request, as wsync-ctl status --json) and its live
-// events (a subscription, as wsync-mon --json), both as the JSON text tools/support renders for the programs.
+// events (a subscription, as wsync-mon --json), both as the JSON text the bus renders for the programs (bus_json).
 #include <optional>
 
 #include <zmq.hpp>

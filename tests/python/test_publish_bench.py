@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "python" / "benchmarks" / "publish.py"
+SCRIPT = ROOT / "bench" / "python" / "publish.py"
 
 pytest.importorskip("torch")
 
