@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   // The model: ordered (name, dtype, shape); here two host tensors standing in for the policy's parameters.
   std::vector<std::byte> embed(1024 * 64 * 2), head(64 * 2);
   const std::vector<std::span<const std::byte>> tensors{embed, head};
-  if (!trainer.declareManifest({{"embed.weight", msg::DType::BF16, {1024, 64}}, {"head.bias", msg::DType::BF16, {64}}})) {
+  if (!trainer.declareManifest(
+          {{"embed.weight", msg::DType::BF16, {1024, 64}}, {"head.bias", msg::DType::BF16, {64}}})) {
     return 1;
   }
 

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
 
   worker_agent::SpanRecorder spans;  // one per output: (first token index, version)
   for (std::uint64_t token = 0; token < 200; ++token) {
-    if (gate.requested()) gate.park();  // between steps: nothing reads the weights while they change
+    if (gate.requested()) gate.park();                // between steps: nothing reads the weights while they change
     spans.record(token, (*agent)->appliedVersion());  // one atomic load
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a decode step reading embed and head
   }

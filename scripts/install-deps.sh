@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that wsync needs to build and test, and only those that are missing.
 # Quiet when everything is there; runs 'apt-get update' only when something has to be installed.
-# Usage: scripts/install-deps.sh [--fuzz] [--python] [--help]
+# Usage: scripts/install-deps.sh [--fuzz] [--python] [--style] [--help]
 set -euo pipefail
 
 # Every package the build needs, in one place. The code is C++20, built with g++ 12 and CMake.
@@ -36,6 +36,10 @@ fuzz_packages=(
   llvm               # llvm-symbolizer: function names and lines in the clang build's sanitizer stacks
 )
 
+style_packages=(
+  clang-format  # the C++ style (.clang-format), which scripts/test.sh checks before it builds
+)
+
 python_packages=(
   python3-venv  # the virtual environment scripts/test.sh runs pytest in (pytest itself comes from PyPI)
   python3-numpy # numpy arrays in the Python package's tests
@@ -44,11 +48,12 @@ python_packages=(
 
 usage() {
   cat <<EOF
-Usage: scripts/install-deps.sh [--fuzz] [--python]
+Usage: scripts/install-deps.sh [--fuzz] [--python] [--style]
 
 Installs the missing Debian packages that wsync needs (uses sudo when not root).
   --fuzz    also the clang toolchain and libFuzzer, for scripts/test.sh --fuzz
   --python  also what the Python package's tests need (python3-venv, python3-numpy, python3-torch)
+  --style   also clang-format, for scripts/test.sh's check of the C++ style
   -h, --help
 EOF
 }
@@ -57,6 +62,7 @@ while (($#)); do
   case "$1" in
     --fuzz) packages+=("${fuzz_packages[@]}") ;;
     --python) packages+=("${python_packages[@]}") ;;
+    --style) packages+=("${style_packages[@]}") ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; echo "install-deps: unknown option '$1'" >&2; exit 2 ;;
   esac

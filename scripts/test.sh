@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The test command of the README and of CI (.ci/run): installs what is missing, builds with warnings as errors and
-# runs every test, then the Python style (ruff) and the package's tests (pytest, against that build), then the C++
-# tests again under AddressSanitizer + UndefinedBehaviorSanitizer, optionally ThreadSanitizer and libFuzzer, and
-# last the Python wheel (built with pip, installed into a fresh virtual environment). Stops at the first failure and
-# exits non-zero; the last line says what passed or what failed.
+# The test command of the README and of CI (.ci/run): installs what is missing, checks the C++ style, builds with
+# warnings as errors and runs every test, then the Python style (ruff) and the package's tests (pytest, against that
+# build), then the C++ tests again under AddressSanitizer + UndefinedBehaviorSanitizer, optionally ThreadSanitizer
+# and libFuzzer, and last the Python wheel (built with pip, installed into a fresh virtual environment). Stops at the
+# first failure and exits non-zero; the last line says what passed or what failed.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,7 +35,8 @@ usage() {
   cat <<EOF
 Usage: scripts/test.sh [options]
 
-Installs missing Debian packages (scripts/install-deps.sh --python), builds build/ (RelWithDebInfo, WSYNC_WERROR=ON)
+Installs missing Debian packages (scripts/install-deps.sh --python --style), checks the C++ style (clang-format,
+.clang-format), builds build/ (RelWithDebInfo, WSYNC_WERROR=ON)
 and runs ctest, then the Python style (ruff $RUFF_VERSION in build/ruff-venv: format --check and check) and the
 Python tests (pytest tests/python in build/python-venv, a virtual environment that sees Debian's torch and numpy);
 then builds build-asan/ (address,undefined) and runs ctest there too; last builds the Python wheel with pip (its
@@ -183,6 +184,7 @@ export_asan_options() {
 
 deps_flags=()
 [[ -n "$fuzz_seconds" ]] && deps_flags+=(--fuzz)
+((build_only || python_only)) || deps_flags+=(--style)
 ((python_tests)) && deps_flags+=(--python)
 stage "dependencies (scripts/install-deps.sh${deps_flags[*]:+ ${deps_flags[*]}})"
 bash scripts/install-deps.sh "${deps_flags[@]}"
@@ -236,6 +238,18 @@ run_pytest() {
     timeout --signal=INT --kill-after=30 "$PYTEST_TIMEOUT_SECONDS" \
     "$PYTHON_VENV/bin/python" -m pytest tests/python -m "$1" -p no:cacheprovider
 }
+
+# The C++ style (.clang-format): a file that clang-format would change fails the run, its diff printed;
+# `clang-format -i FILE` makes it pass. Before the build: seconds, where the build is minutes.
+cpp_style() {
+  local files
+  stage "c++ style ($(clang-format --version | head -n1))"
+  mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.cu' '*.h' '*.c' 2>/dev/null ||
+                       find bus coordinator trainer_agent worker_agent capi tools bench tests examples \
+                         -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.h' -o -name '*.c')
+  clang-format --dry-run --Werror "${files[@]}"
+}
+((build_only || python_only)) || cpp_style
 
 # build/ is shared with scripts/quickstart.sh (same arguments), so neither reconfigures the other's tree.
 configure_and_build build -DWSYNC_WERROR=ON -DWSYNC_SANITIZE= -DWSYNC_FUZZ=OFF

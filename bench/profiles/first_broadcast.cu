@@ -38,8 +38,7 @@ constexpr size_t kPrimerBytes = 4096;
 // Spins about `cycles` clock cycles: the stand-in for the sender's first pack.
 __global__ void spin(long long cycles) {
   const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
+  while (clock64() - start < cycles) {}
 }
 
 double median(std::vector<double> values) {

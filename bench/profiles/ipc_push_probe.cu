@@ -54,9 +54,9 @@ std::int64_t nowNs() {
 
 // Shared by both processes (MAP_SHARED before fork). `flag` has a page of its own: the sender registers it.
 struct alignas(4096) Control {
-  std::atomic<int> exported{0};       // 1: src exported, 2: dst exported too
-  std::atomic<std::int64_t> go{-1};   // the round the sender started (mode * kRounds + round)
-  std::atomic<std::int64_t> seen{-1}; // the round the receiver saw done
+  std::atomic<int> exported{0};        // 1: src exported, 2: dst exported too
+  std::atomic<std::int64_t> go{-1};    // the round the sender started (mode * kRounds + round)
+  std::atomic<std::int64_t> seen{-1};  // the round the receiver saw done
   std::atomic<int> quit{0};
   cudaIpcMemHandle_t srcHandle{};
   cudaIpcMemHandle_t dstHandle{};
@@ -94,8 +94,7 @@ double median(std::vector<double> values) {
 }
 
 void spinUntil(const volatile std::int64_t* word, std::int64_t value) {
-  while (*word != value) {
-  }
+  while (*word != value) {}
 }
 
 int copyBlocks() {
@@ -109,8 +108,7 @@ void receiver(Control& control, FlagPage& shared, size_t bytes) {
   void* dst = nullptr;
   check(cudaMalloc(&dst, bytes), "cudaMalloc dst");
   check(cudaIpcGetMemHandle(&control.dstHandle, dst), "cudaIpcGetMemHandle dst");
-  while (control.exported.load() != 1) {
-  }
+  while (control.exported.load() != 1) {}
   void* src = nullptr;
   check(cudaIpcOpenMemHandle(&src, control.srcHandle, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle src");
   control.exported.store(2);
@@ -147,14 +145,12 @@ void receiver(Control& control, FlagPage& shared, size_t bytes) {
     for (int round = 0; round < kRounds; ++round) {
       const std::int64_t id = mode * kRounds + round;
       if (mode == 3 && round == 0) prepost(id);  // later rounds were posted at the end of the one before
-      while (control.go.load(std::memory_order_acquire) != id) {
-      }
+      while (control.go.load(std::memory_order_acquire) != id) {}
       if (mode == 3) {
         spinUntil(pinned, id);
         control.ended[mode][round] = nowNs();
       } else if (mode == 0) {
-        copy<<<copyBlocks(), 256, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src),
-                                               count);
+        copy<<<copyBlocks(), 256, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), count);
         signal<<<1, 1, 0, stream>>>(pinnedOnDevice, id);
         spinUntil(pinned, id);
         control.ended[mode][round] = nowNs();
@@ -162,8 +158,7 @@ void receiver(Control& control, FlagPage& shared, size_t bytes) {
         spinUntil(&shared.flag, id);
         control.ended[mode][round] = nowNs();
       } else {
-        while (control.copied.load(std::memory_order_acquire) != id) {
-        }
+        while (control.copied.load(std::memory_order_acquire) != id) {}
       }
       nextStep(id);
       control.resumed[mode][round] = nowNs();
@@ -179,8 +174,7 @@ void receiver(Control& control, FlagPage& shared, size_t bytes) {
     std::fprintf(stderr, "receiver: dst holds round %u, not %d\n", first.x, 4 * kRounds - 1);
     std::exit(1);
   }
-  while (control.quit.load() == 0) {
-  }
+  while (control.quit.load() == 0) {}
   check(cudaIpcCloseMemHandle(src), "cudaIpcCloseMemHandle");
   check(cudaHostUnregister(&shared), "cudaHostUnregister receiver");
 }
@@ -193,8 +187,7 @@ void sender(Control& control, FlagPage& shared, size_t bytes) {
   check(cudaMalloc(&local, bytes), "cudaMalloc local");
   check(cudaIpcGetMemHandle(&control.srcHandle, src), "cudaIpcGetMemHandle src");
   control.exported.store(1);
-  while (control.exported.load() != 2) {
-  }
+  while (control.exported.load() != 2) {}
   void* dst = nullptr;
   check(cudaIpcOpenMemHandle(&dst, control.dstHandle, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle dst");
   check(cudaHostRegister(&shared, sizeof(FlagPage), cudaHostRegisterMapped), "cudaHostRegister");
@@ -224,8 +217,7 @@ void sender(Control& control, FlagPage& shared, size_t bytes) {
         std::atomic_thread_fence(std::memory_order_seq_cst);
       }
       if (mode == 1) {
-        copy<<<copyBlocks(), 256, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src),
-                                               count);
+        copy<<<copyBlocks(), 256, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), count);
         signal<<<1, 1, 0, stream>>>(sharedOnDevice, id);
       }
       control.go.store(id, std::memory_order_release);
@@ -236,14 +228,14 @@ void sender(Control& control, FlagPage& shared, size_t bytes) {
         control.ended[mode][round] = nowNs();
         control.copied.store(id, std::memory_order_release);
       }
-      while (control.seen.load(std::memory_order_acquire) != id) {
-      }
+      while (control.seen.load(std::memory_order_acquire) != id) {}
       check(cudaStreamSynchronize(stream), "round");
     }
   }
-  std::printf("%.0f MiB on one GPU, %d rounds a mode, from the sender's start to the copy seen done, and to the "
-              "receiver's next kernel seen done:\n",
-              bytes / 1048576.0, kRounds);
+  std::printf(
+      "%.0f MiB on one GPU, %d rounds a mode, from the sender's start to the copy seen done, and to the "
+      "receiver's next kernel seen done:\n",
+      bytes / 1048576.0, kRounds);
   for (int mode = 0; mode < kModes; ++mode) {
     std::vector<double> copied;
     std::vector<double> resumed;
@@ -256,10 +248,11 @@ void sender(Control& control, FlagPage& shared, size_t bytes) {
     std::sort(copied.begin(), copied.end());
     std::sort(resumed.begin(), resumed.end());
     std::sort(filled.begin(), filled.end());
-    std::printf("  %-7s copied median %.3f ms (min %.3f, max %.3f); receiver's next kernel median %.3f ms (min %.3f, "
-                "max %.3f); the sender's weights kernel before it %.3f ms\n",
-                kModeNames[mode], median(copied), copied.front(), copied.back(), median(resumed), resumed.front(),
-                resumed.back(), median(filled));
+    std::printf(
+        "  %-7s copied median %.3f ms (min %.3f, max %.3f); receiver's next kernel median %.3f ms (min %.3f, "
+        "max %.3f); the sender's weights kernel before it %.3f ms\n",
+        kModeNames[mode], median(copied), copied.front(), copied.back(), median(resumed), resumed.front(),
+        resumed.back(), median(filled));
   }
   control.quit.store(1);
   check(cudaIpcCloseMemHandle(dst), "cudaIpcCloseMemHandle");
@@ -274,8 +267,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const size_t bytes = size_t(std::atoll(argv[1])) << 20;
-  void* mapped = mmap(nullptr, sizeof(Control) + sizeof(FlagPage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                      -1, 0);
+  void* mapped =
+      mmap(nullptr, sizeof(Control) + sizeof(FlagPage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mapped == MAP_FAILED) {
     std::perror("mmap");
     return 1;

@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
     check(cudaStreamCreateWithFlags(&streams[d], cudaStreamNonBlocking), "cudaStreamCreate");
     start[d] = previous[d] = freeBytes(d);
   }
-  std::printf("Each GPU: MiB more in use than at the stage before (since the buffers), CUDA's stack limit.\n\n| stage |");
+  std::printf(
+      "Each GPU: MiB more in use than at the stage before (since the buffers), CUDA's stack limit.\n\n| stage |");
   for (int d = 0; d < gpus; ++d) std::printf(" GPU %d |", d);
   std::printf("\n|---|");
   for (int d = 0; d < gpus; ++d) std::printf("---|");

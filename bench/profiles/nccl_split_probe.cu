@@ -29,10 +29,26 @@
 #include <unistd.h>
 
 using Clock = std::chrono::steady_clock;
-static double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+static double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { std::printf("rank %d: %s: %s\n", rank, #x, cudaGetErrorString(e)); std::exit(1); } } while (0)
-#define NK(x) do { ncclResult_t nk_ = (x); if (nk_ != ncclSuccess && nk_ != ncclInProgress) { std::printf("rank %d: %s: %s\n", rank, #x, ncclGetErrorString(nk_)); std::exit(1); } } while (0)
+#define CK(x)                                                            \
+  do {                                                                   \
+    cudaError_t e = (x);                                                 \
+    if (e != cudaSuccess) {                                              \
+      std::printf("rank %d: %s: %s\n", rank, #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                      \
+    }                                                                    \
+  } while (0)
+#define NK(x)                                                              \
+  do {                                                                     \
+    ncclResult_t nk_ = (x);                                                \
+    if (nk_ != ncclSuccess && nk_ != ncclInProgress) {                     \
+      std::printf("rank %d: %s: %s\n", rank, #x, ncclGetErrorString(nk_)); \
+      std::exit(1);                                                        \
+    }                                                                      \
+  } while (0)
 
 // Polls a non-blocking communicator until its last call settled; returns the settling's milliseconds.
 static double settle(int rank, ncclComm_t comm, ncclResult_t first) {
@@ -42,11 +58,18 @@ static double settle(int rank, ncclComm_t comm, ncclResult_t first) {
     std::this_thread::yield();
     ncclCommGetAsyncError(comm, &state);
   }
-  if (state != ncclSuccess) { std::printf("rank %d: settle: %s\n", rank, ncclGetErrorString(state)); std::exit(1); }
+  if (state != ncclSuccess) {
+    std::printf("rank %d: settle: %s\n", rank, ncclGetErrorString(state));
+    std::exit(1);
+  }
   return msSince(t);
 }
 
-static size_t freeMemory(int rank) { size_t f = 0, t = 0; CK(cudaMemGetInfo(&f, &t)); return f; }
+static size_t freeMemory(int rank) {
+  size_t f = 0, t = 0;
+  CK(cudaMemGetInfo(&f, &t));
+  return f;
+}
 
 static void run(int rank, int device, ncclUniqueId id, size_t bytes) {
   CK(cudaSetDevice(device));
@@ -111,7 +134,10 @@ static void run(int rank, int device, ncclUniqueId id, size_t bytes) {
   if (child != nullptr) {
     ncclResult_t childState = ncclSuccess;
     ncclCommGetAsyncError(child, &childState);
-    while (childState == ncclInProgress) { std::this_thread::yield(); ncclCommGetAsyncError(child, &childState); }
+    while (childState == ncclInProgress) {
+      std::this_thread::yield();
+      ncclCommGetAsyncError(child, &childState);
+    }
   }
   std::printf("rank %d: split returned %s after %.3f ms, settled %.3f ms later, child %p\n", rank,
               r == ncclInProgress ? "InProgress" : "Success", splitCall, splitSettle, static_cast<void*>(child));
@@ -135,15 +161,21 @@ static void run(int rank, int device, ncclUniqueId id, size_t bytes) {
   ncclCommAbort(child);
   const double abortMs = msSince(aborting);
   cudaError_t drained = cudaErrorNotReady;
-  while (msSince(aborting) < 5000 && (drained = cudaStreamQuery(stream)) == cudaErrorNotReady) std::this_thread::yield();
-  std::printf("rank %d: after 300 ms the broadcast was %s; ncclCommAbort(child) took %.3f ms; the stream %s after "
-              "%.3f ms\n", rank, done ? "done" : "pending", abortMs, cudaGetErrorString(drained), msSince(aborting));
+  while (msSince(aborting) < 5000 && (drained = cudaStreamQuery(stream)) == cudaErrorNotReady)
+    std::this_thread::yield();
+  std::printf(
+      "rank %d: after 300 ms the broadcast was %s; ncclCommAbort(child) took %.3f ms; the stream %s after "
+      "%.3f ms\n",
+      rank, done ? "done" : "pending", abortMs, cudaGetErrorString(drained), msSince(aborting));
   cudaGetLastError();
   // Whether the parent, which shared its resources with the aborted child, still works (both ranks, with a bound).
   const auto again = Clock::now();
   const ncclResult_t parentCall = ncclBroadcast(buffer, buffer, bytes, ncclUint8, 0, parent, stream);
   ncclResult_t state = parentCall;
-  while (state == ncclInProgress && msSince(again) < 5000) { std::this_thread::yield(); ncclCommGetAsyncError(parent, &state); }
+  while (state == ncclInProgress && msSince(again) < 5000) {
+    std::this_thread::yield();
+    ncclCommGetAsyncError(parent, &state);
+  }
   cudaError_t finished = cudaErrorNotReady;
   while (state == ncclSuccess && msSince(again) < 5000 && (finished = cudaStreamQuery(stream)) == cudaErrorNotReady) {
     std::this_thread::yield();
@@ -165,7 +197,10 @@ int main(int argc, char** argv) {
               forked ? "one GPU, two processes over NCCL's sockets" : "two GPUs, a thread each");
   std::fflush(stdout);
   if (!forked) {
-    if (devices < 2) { std::printf("needs 2 GPUs (or 'fork')\n"); return 0; }
+    if (devices < 2) {
+      std::printf("needs 2 GPUs (or 'fork')\n");
+      return 0;
+    }
     ncclUniqueId id;
     ncclGetUniqueId(&id);
     std::vector<std::thread> ranks;

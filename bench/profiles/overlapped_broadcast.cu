@@ -73,8 +73,8 @@ int main(int argc, char** argv) {
   auto run = [&](size_t chunk, int communicators) {
     const auto begin = std::chrono::steady_clock::now();
     int index = 0;
-    for (size_t offset = 0; offset < total; offset += chunk, ++index) call(index % communicators, offset,
-                                                                           std::min(chunk, total - offset));
+    for (size_t offset = 0; offset < total; offset += chunk, ++index)
+      call(index % communicators, offset, std::min(chunk, total - offset));
     for (int d = 0; d < gpus; ++d) {
       check(cudaSetDevice(d), "cudaSetDevice");
       for (auto& perComm : streams) check(cudaStreamSynchronize(perComm[d]), "cudaStreamSynchronize");
@@ -90,10 +90,11 @@ int main(int argc, char** argv) {
   run(total, 1);  // connects each communicator
   run(size_t(64) << 20, 2);
   const double whole = median(total, 1);
-  std::printf("%d GPUs (1 sender, %d receivers), %.0f MiB: one broadcast %.3f ms (%.1f GB/s); GPU 0 memory: first "
-              "communicator %.0f MiB, second %.0f MiB\n",
-              gpus, gpus - 1, total / 1048576.0, whole, total / whole / 1e6, (used[1] - used[0]) / 1048576.0,
-              (used[2] - used[1]) / 1048576.0);
+  std::printf(
+      "%d GPUs (1 sender, %d receivers), %.0f MiB: one broadcast %.3f ms (%.1f GB/s); GPU 0 memory: first "
+      "communicator %.0f MiB, second %.0f MiB\n",
+      gpus, gpus - 1, total / 1048576.0, whole, total / whole / 1e6, (used[1] - used[0]) / 1048576.0,
+      (used[2] - used[1]) / 1048576.0);
   for (int arg = 3; arg < argc; ++arg) {
     const size_t chunk = size_t(std::atoll(argv[arg])) << 20;
     const double one = median(chunk, 1);

@@ -39,7 +39,7 @@ using probe::check;
 
 constexpr int kRepeats = 7;
 constexpr int kMaxRanks = 8;
-constexpr int kCopyBlocks = 32;               // the channel's copies beside a broadcast of their own size
+constexpr int kCopyBlocks = 32;                   // the channel's copies beside a broadcast of their own size
 constexpr std::int64_t kStartLeadNs = 2'000'000;  // the common start lies this far ahead of rank 0's clock
 constexpr unsigned char kSent = 0xA5;
 
@@ -69,8 +69,7 @@ void barrier(Shared& shared, int ranks) {
     shared.generation.fetch_add(1);
     return;
   }
-  while (shared.generation.load() == generation) {
-  }
+  while (shared.generation.load() == generation) {}
 }
 
 __global__ void copy(uint4* to, const uint4* from, size_t count) {
@@ -124,8 +123,7 @@ void rank(Shared& shared, int me, int ranks, size_t total, const std::vector<siz
     if (me == 0) shared.start.store(nowNs() + kStartLeadNs);
     barrier(shared, ranks);
     const std::int64_t start = shared.start.load();
-    while (nowNs() < start) {
-    }
+    while (nowNs() < start) {}
     if (beside && me != 0) {
       copy<<<kCopyBlocks, 512, 0, side>>>(static_cast<uint4*>(copyTo), static_cast<const uint4*>(copyFrom),
                                           total / sizeof(uint4));
@@ -164,10 +162,11 @@ void rank(Shared& shared, int me, int ranks, size_t total, const std::vector<siz
       const double chunked = median(kind, chunk, false);
       const double chunkedBeside = median(kind, chunk, true);
       if (me == 0) {
-        std::printf("  in %zu calls of %zu MiB: %.3f ms = %.3fx (%.1f us a call more); beside the copy %.3f ms = "
-                    "%.3fx\n",
-                    calls, chunk >> 20, chunked, chunked / whole, (chunked - whole) * 1000.0 / calls, chunkedBeside,
-                    chunkedBeside / whole);
+        std::printf(
+            "  in %zu calls of %zu MiB: %.3f ms = %.3fx (%.1f us a call more); beside the copy %.3f ms = "
+            "%.3fx\n",
+            calls, chunk >> 20, chunked, chunked / whole, (chunked - whole) * 1000.0 / calls, chunkedBeside,
+            chunkedBeside / whole);
       }
     }
     if (me != 0) {

@@ -80,8 +80,7 @@ void Agents::start(std::string label, const std::string& agent, const nlohmann::
       .stdinFd = peer, .stdoutFd = peer, .deathSignal = SIGKILL, .stopGrace = kStopGrace};
   const std::string program = command.front();
   command.erase(command.begin());
-  agents_.push_back(
-      Agent{std::move(label), std::move(pipe), cli::ChildProcess::spawn(program, command, childOptions)});
+  agents_.push_back(Agent{std::move(label), std::move(pipe), cli::ChildProcess::spawn(program, command, childOptions)});
   if (agents_.back().pipe) agents_.back().pipe->closePeer();  // from now on end-of-file means the agent has exited
 }
 

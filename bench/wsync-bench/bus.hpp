@@ -51,7 +51,12 @@ struct BusBenchConfig {
   std::vector<std::size_t> agentCounts{1, 8, 32};
   std::uint64_t versionReads = 20'000'000;  // per timed repetition
   std::size_t versionRepetitions = 11;
-  void quick() { roundTrips = 1000; pauseRounds = 100; versionReads = 2'000'000; versionRepetitions = 5; }
+  void quick() {
+    roundTrips = 1000;
+    pauseRounds = 100;
+    versionReads = 2'000'000;
+    versionRepetitions = 5;
+  }
 };
 
 // Unmeasured iterations on each path before the first measured block: connections, allocator, caches.
@@ -59,7 +64,7 @@ inline std::size_t warmupFor(std::size_t iterations) { return iterations / 10 < 
 
 // The agents (agent-roundtrip, agent-pause) each serve every path: one scheduling history for all sides.
 struct LatencyAgentOptions {
-  std::string id;  // routing id, the same on every path
+  std::string id;                             // routing id, the same on every path
   std::vector<std::string> requests, events;  // per path, in the order of kPaths: bus, raw[, raw plain]
   // CURVE on the bus and raw paths when the server key is set: the run's throwaway keys (they protect nothing else).
   std::string serverKey, publicKey, secretKey;

@@ -69,7 +69,7 @@ struct LatencyRun {
   std::vector<bus::BusEndpoints> endpoints;  // per path, in the order of kPaths
   LatencyAgentOptions agent;                 // the endpoints and keys every agent gets
   RunFiles files;
-  zmq::context_t context;  // before the sockets, so that they close before it terminates
+  zmq::context_t context;                      // before the sockets, so that they close before it terminates
   std::unique_ptr<bus::ZapAuthenticator> zap;  // before the sockets it admits to, gone before the context
   std::vector<std::unique_ptr<CoordinatorPath>> paths;
 };
@@ -94,8 +94,8 @@ Summary samplesOf(const Json& line, const std::string& path, std::size_t expecte
 LatencyComparison measureRoundTrip(LatencyRun& run, std::size_t roundTrips, std::size_t block,
                                    const AgentPlacement& placement, std::ostream& progress) {
   const std::size_t warmup = warmupFor(roundTrips);
-  progress << "round trip: " << roundTrips << " per path (+" << warmup << " warm-up), blocks of " << block
-           << "; paths " << pathNames(run.pathCount()) << '\n';
+  progress << "round trip: " << roundTrips << " per path (+" << warmup << " warm-up), blocks of " << block << "; paths "
+           << pathNames(run.pathCount()) << '\n';
   LatencyAgentOptions options = run.agent;
   options.id = kRoundTripAgentId;
   options.iterations = roundTrips;
@@ -155,8 +155,7 @@ void joinAgents(PauseRun& run, Path path, Agents& agents) {
     }
   }
   const auto drainEnd = Clock::now() + kJoinTimeout;
-  while (Clock::now() < drainEnd && run.path.receiveAck(kDrainQuiet)) {
-  }
+  while (Clock::now() < drainEnd && run.path.receiveAck(kDrainQuiet)) {}
 }
 
 // Microseconds from just before the Pause is built and published until the N-th verified ack of that round is in.
@@ -353,9 +352,15 @@ LatencyComparison runRoundTripBenchmark(std::size_t roundTrips, std::size_t bloc
 
 std::vector<Table::Column> latencyColumns(Table::Column first, bool rawPlain) {
   if (!rawPlain) {
-    return {std::move(first),          {"bus_p50_us", "bus p50"}, {"raw_p50_us", "raw p50"},
-            {"p50_ratio", "bus/raw p50"}, {"bus_p90_us", "bus p90"}, {"raw_p90_us", "raw p90"},
-            {"bus_p99_us", "bus p99"}, {"raw_p99_us", "raw p99"}, {"samples", "samples per path"}};
+    return {std::move(first),
+            {"bus_p50_us", "bus p50"},
+            {"raw_p50_us", "raw p50"},
+            {"p50_ratio", "bus/raw p50"},
+            {"bus_p90_us", "bus p90"},
+            {"raw_p90_us", "raw p90"},
+            {"bus_p99_us", "bus p99"},
+            {"raw_p99_us", "raw p99"},
+            {"samples", "samples per path"}};
   }
   return {std::move(first),
           {"bus_p50_us", "bus p50"},
@@ -379,9 +384,9 @@ std::vector<Cell> latencyRow(Cell first, const LatencyComparison& l) {
             cell(l.raw.p90),  cell(l.bus.p99), cell(l.raw.p99), l.bus.samples};
   }
   const Summary& plain = *l.rawPlain;
-  return {std::move(first),     cell(l.bus.p50),   cell(l.raw.p50), ratio(l.p50Ratio()), cell(plain.p50),
+  return {std::move(first),         cell(l.bus.p50), cell(l.raw.p50), ratio(l.p50Ratio()), cell(plain.p50),
           ratio(l.plainP50Ratio()), cell(l.bus.p90), cell(l.raw.p90), cell(plain.p90),     cell(l.bus.p99),
-          cell(l.raw.p99),      cell(plain.p99),   l.bus.samples};
+          cell(l.raw.p99),          cell(plain.p99), l.bus.samples};
 }
 
 namespace {
@@ -426,13 +431,17 @@ void runBusBenchmark(const BusBenchConfig& c, Report& report) {
   }
 
   const MessageSizes s = busMessageSizes();
-  report.parameters().update(Json{{"round_trips", c.roundTrips}, {"pause_rounds", c.pauseRounds},
-                                  {"warmup", "a tenth more per path, at least 10"}, {"block", c.block},
-                                  {"agents", c.agentCounts}, {"version_reads", c.versionReads},
-                                  {"version_repetitions", c.versionRepetitions},
-                                  {"endpoint", run.endpoints.front().requests},
-                                  {"message_bytes", {{"snapshot_request", s.request}, {"snapshot_reply", s.reply},
-                                                     {"pause", s.pause}, {"pause_ack", s.pauseAck}}}});
+  report.parameters().update(Json{
+      {"round_trips", c.roundTrips},
+      {"pause_rounds", c.pauseRounds},
+      {"warmup", "a tenth more per path, at least 10"},
+      {"block", c.block},
+      {"agents", c.agentCounts},
+      {"version_reads", c.versionReads},
+      {"version_repetitions", c.versionRepetitions},
+      {"endpoint", run.endpoints.front().requests},
+      {"message_bytes",
+       {{"snapshot_request", s.request}, {"snapshot_reply", s.reply}, {"pause", s.pause}, {"pause_ack", s.pauseAck}}}});
   const double othersShare = load.othersShare();
   if (c.network.tcp()) {
     report.parameters().update(networkParameters(c.network, run.endpoints.front()));
@@ -442,7 +451,8 @@ void runBusBenchmark(const BusBenchConfig& c, Report& report) {
   auto columns = latencyColumns({"measurement", ""}, rawPlain);
   columns.insert(columns.end(), {{"goal_met", "goal (p50 within " + fixed(kMaxBusToRawRatio, 1) + "x" +
                                                   (rawPlain ? " of raw CURVE)" : ")")},
-                                 {"join_ms", "join ms"}, {"stale_acks", "late acks while timing"}});
+                                 {"join_ms", "join ms"},
+                                 {"stale_acks", "late acks while timing"}});
   if (placement.remote()) columns.push_back({"agent_hosts", "agents on"});
   Table latency(columns);
   auto row = latencyRow("request/reply round trip", roundTrip);
@@ -457,11 +467,12 @@ void runBusBenchmark(const BusBenchConfig& c, Report& report) {
   }
   std::string where;
   if (c.network.tcp()) {
-    where = " Every path over tcp between the benchmark's host and its agents' (Parameters: bench_host, agent_hosts, "
-            "link)" +
-            std::string(rawPlain ? "; bus and raw with CURVE (the goal compares these two), raw plain without it."
-                                 : ", without CURVE.") +
-            " Other processes used " + percent(othersShare).text + " of the CPUs meanwhile.";
+    where =
+        " Every path over tcp between the benchmark's host and its agents' (Parameters: bench_host, agent_hosts, "
+        "link)" +
+        std::string(rawPlain ? "; bus and raw with CURVE (the goal compares these two), raw plain without it."
+                             : ", without CURVE.") +
+        " Other processes used " + percent(othersShare).text + " of the CPUs meanwhile.";
   }
   report.section("latency", "Control plane, bus library vs raw ZeroMQ (microseconds)",
                  "Round trip: an agent process sends a SnapshotRequest over its DEALER, the coordinator's ROUTER "
@@ -471,8 +482,11 @@ void runBusBenchmark(const BusBenchConfig& c, Report& report) {
                      where,
                  latency);
 
-  Table reads({{"read", ""}, {"shared", "bus (shared memory) ns"}, {"local", "process-local atomic ns"},
-               {"ratio", "bus/local"}, {"goal_met", "goal (bus under " + fixed(kMaxVersionReadNs, 0) + " ns)"}});
+  Table reads({{"read", ""},
+               {"shared", "bus (shared memory) ns"},
+               {"local", "process-local atomic ns"},
+               {"ratio", "bus/local"},
+               {"goal_met", "goal (bus under " + fixed(kMaxVersionReadNs, 0) + " ns)"}});
   const auto cost = [](const Summary& read) {
     return Cell(Json{{"median_ns", read.median}, {"min_ns", read.min}},
                 fixed(read.median, 2) + " (min " + fixed(read.min, 2) + ")");

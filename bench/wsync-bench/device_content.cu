@@ -25,8 +25,7 @@ __device__ std::uint64_t word(std::uint64_t key, std::uint64_t index) { return m
 
 __global__ void fillContent(std::uint64_t* words, std::uint64_t wordCount, unsigned tailBytes, std::uint64_t key) {
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
-  for (std::uint64_t index = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; index < wordCount;
-       index += stride) {
+  for (std::uint64_t index = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; index < wordCount; index += stride) {
     words[index] = word(key, index);
   }
   if (tailBytes != 0 && blockIdx.x == 0 && threadIdx.x == 0) {
@@ -56,8 +55,8 @@ cudaError_t launchContentFill(void* data, std::uint64_t bytes, std::uint64_t see
   const std::uint64_t wordCount = bytes / 8;
   std::uint64_t blocks = (wordCount + kFillThreads - 1) / kFillThreads;
   blocks = blocks == 0 ? 1 : (blocks > kMaxFillBlocks ? kMaxFillBlocks : blocks);
-  fillContent<<<static_cast<unsigned>(blocks), kFillThreads, 0, stream>>>(
-      static_cast<std::uint64_t*>(data), wordCount, static_cast<unsigned>(bytes % 8), key);
+  fillContent<<<static_cast<unsigned>(blocks), kFillThreads, 0, stream>>>(static_cast<std::uint64_t*>(data), wordCount,
+                                                                          static_cast<unsigned>(bytes % 8), key);
   return cudaGetLastError();
 }
 

@@ -53,7 +53,7 @@ struct GpuBenchConfig {
   // deepseek-v3:8: a frontier MoE's real shapes (FP8 experts beside their block scales), 63 GB: a rank that cannot
   // hold it says so (nomemory) and the others go on.
   std::vector<std::string> models{"qwen2.5-7b", "qwen3-30b-a3b", "deepseek-v3:8"};
-  std::size_t receivers = 0;  // 0: nccl, one per other visible GPU; cuda_ipc, one
+  std::size_t receivers = 0;          // 0: nccl, one per other visible GPU; cuda_ipc, one
   std::vector<int> ipcDevices{0, 0};  // cuda_ipc: the sender's device, the receivers'
   // nccl: each; cuda_ipc: the first. 1 GiB: vLLM's weight-sync buffers (2 x 1 GiB).
   std::vector<std::uint64_t> bucketMiB{1024};
@@ -73,7 +73,8 @@ struct GpuBenchConfig {
   std::uint64_t ncclFirstSliceMiB = bus::gpu::kNcclFirstSliceBytes >> 20;
   // nccl: kernel blocks of the copies that run beside the broadcasts (NcclChannelConfig::copyBlocks).
   std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;
-  // nccl: ... of the copies beside a smaller broadcast than themselves, in the ramps (NcclChannelConfig::rampCopyBlocks).
+  // nccl: ... of the copies beside a smaller broadcast than themselves, in the ramps
+  // (NcclChannelConfig::rampCopyBlocks).
   std::uint32_t ncclRampCopyBlocks = bus::gpu::kNcclDefaultRampCopyBlocks;
   // nccl: staging buffers (NcclChannelConfig::bufferCount) and the largest broadcast, each buffer's size
   // (NcclChannelConfig::maxSliceBytes; 0: half a bucket).
@@ -91,7 +92,11 @@ struct GpuBenchConfig {
   // Profiling in the report: nccl, every rank's broadcasts and copies (bus/channel/nccl/nccl_timeline.hpp);
   // cuda_ipc, the hand-offs of each round between the sides (bus/channel/cuda_ipc/cuda_ipc_timing.hpp).
   bool timeline = false;
-  void quick() { models = {"qwen2.5-7b"}; warmup = 1; repetitions = 3; }
+  void quick() {
+    models = {"qwen2.5-7b"};
+    warmup = 1;
+    repetitions = 3;
+  }
 };
 
 // The rank processes (agent-gpu-rank): rank 0 sends, the others receive; commands in gpu_rank_protocol.hpp.
@@ -100,28 +105,28 @@ struct GpuRankOptions {
   std::uint32_t rank = 0;
   std::uint32_t world = 0;  // sender + receivers
   int device = 0;
-  int baselineDevice = 0;   // cuda_ipc sender: where the memcpy baseline's destination lives
+  int baselineDevice = 0;  // cuda_ipc sender: where the memcpy baseline's destination lives
   std::string model;
-  std::string allocation;   // "tensor" or "torch"
-  std::string segment;      // cuda_ipc: the segment the benchmark created
-  bool ncclNetwork = false; // GpuBenchConfig::ncclNetwork: the rank sets NCCL's environment for it before NCCL loads
-  bool allocationsKept = false;  // GpuBenchConfig::allocationsKept
-  std::uint64_t ncclFirstSliceBytes = 0;  // GpuBenchConfig::ncclFirstSliceMiB, in bytes
+  std::string allocation;    // "tensor" or "torch"
+  std::string segment;       // cuda_ipc: the segment the benchmark created
+  bool ncclNetwork = false;  // GpuBenchConfig::ncclNetwork: the rank sets NCCL's environment for it before NCCL loads
+  bool allocationsKept = false;                                     // GpuBenchConfig::allocationsKept
+  std::uint64_t ncclFirstSliceBytes = 0;                            // GpuBenchConfig::ncclFirstSliceMiB, in bytes
   std::uint32_t ncclCopyBlocks = bus::gpu::kNcclDefaultCopyBlocks;  // GpuBenchConfig::ncclCopyBlocks
-  bool timeline = false;  // GpuBenchConfig::timeline
-  std::int32_t ncclMaxCtas = 0;  // GpuBenchConfig::ncclMaxCtas
-  std::uint32_t ncclPollMicroseconds = 0;  // GpuBenchConfig::ncclPollMicroseconds
-  std::uint32_t ipcSpinMicroseconds = 0;   // GpuBenchConfig::ipcSpinMicroseconds
-  bool layoutKept = false;                 // GpuBenchConfig::layoutKept
-  std::uint32_t ncclBuffers = bus::gpu::kNcclDefaultBuffers;  // GpuBenchConfig::ncclBuffers
-  std::uint64_t ncclMaxSliceBytes = 0;                         // GpuBenchConfig::ncclMaxSliceMiB, in bytes
-  std::string ncclEnqueue = "child";                           // GpuBenchConfig::ncclEnqueue
+  bool timeline = false;                                            // GpuBenchConfig::timeline
+  std::int32_t ncclMaxCtas = 0;                                     // GpuBenchConfig::ncclMaxCtas
+  std::uint32_t ncclPollMicroseconds = 0;                           // GpuBenchConfig::ncclPollMicroseconds
+  std::uint32_t ipcSpinMicroseconds = 0;                            // GpuBenchConfig::ipcSpinMicroseconds
+  bool layoutKept = false;                                          // GpuBenchConfig::layoutKept
+  std::uint32_t ncclBuffers = bus::gpu::kNcclDefaultBuffers;        // GpuBenchConfig::ncclBuffers
+  std::uint64_t ncclMaxSliceBytes = 0;                              // GpuBenchConfig::ncclMaxSliceMiB, in bytes
+  std::string ncclEnqueue = "child";                                // GpuBenchConfig::ncclEnqueue
   std::uint32_t ncclRampCopyBlocks = bus::gpu::kNcclDefaultRampCopyBlocks;  // GpuBenchConfig::ncclRampCopyBlocks
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GpuRankOptions, channel, rank, world, device, baselineDevice, model, allocation,
-                                   segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks,
-                                   timeline, ncclMaxCtas, ncclPollMicroseconds, ipcSpinMicroseconds, layoutKept,
-                                   ncclBuffers, ncclMaxSliceBytes, ncclEnqueue, ncclRampCopyBlocks)
+                                   segment, ncclNetwork, allocationsKept, ncclFirstSliceBytes, ncclCopyBlocks, timeline,
+                                   ncclMaxCtas, ncclPollMicroseconds, ipcSpinMicroseconds, layoutKept, ncclBuffers,
+                                   ncclMaxSliceBytes, ncclEnqueue, ncclRampCopyBlocks)
 int runGpuRank(const GpuRankOptions& options);
 
 // The host, CUDA, NCCL, NCCL_* environment and GPUs, for the machine table; read without a CUDA context.
@@ -148,7 +153,7 @@ struct GpuMeasurement {
   std::size_t tensors = 0;
   std::uint64_t modelBytes = 0;
   std::uint64_t bucketBytes = 0;
-  std::uint32_t buckets = 0;  // of the plan
+  std::uint32_t buckets = 0;   // of the plan
   std::vector<int> devices{};  // by rank: the sender's first
   std::size_t senderAllocations = 0;
 
@@ -210,7 +215,7 @@ struct GpuMeasurement {
 struct GpuResults {
   std::vector<GpuMeasurement> nccl;
   std::vector<GpuMeasurement> cudaIpc;
-  std::vector<std::string> notes;  // channels left out and why
+  std::vector<std::string> notes;     // channels left out and why
   std::vector<std::string> failures;  // models whose ranks failed (their rows say so); the others were measured
 };
 

@@ -145,8 +145,12 @@ class GpuRun {
     }
     std::vector<GpuMeasurement> rows;
     for (const std::uint64_t bucketMiB : config_.bucketMiB) {
-      rows.push_back({.channel = nccl ? "nccl" : "cuda_ipc", .model = model, .tensors = manifest.size(),
-                      .modelBytes = manifest.totalBytes(), .bucketBytes = bucketMiB * kMiB, .devices = devices,
+      rows.push_back({.channel = nccl ? "nccl" : "cuda_ipc",
+                      .model = model,
+                      .tensors = manifest.size(),
+                      .modelBytes = manifest.totalBytes(),
+                      .bucketBytes = bucketMiB * kMiB,
+                      .devices = devices,
                       .memory = memory});
       if (!nccl) break;
     }
@@ -188,8 +192,8 @@ class GpuRun {
           continue;
         }
         row.skipped = "GPU memory: after the tensors a GPU had " + gib(leastFree) + " free, less than the channel's " +
-                      std::to_string(bus::gpu::kNcclDefaultBuffers) + " buffers of " + gib(row.bucketBytes) +
-                      " and " + gib(kBaselineHeadroomBytes) + " for communicators and CUDA";
+                      std::to_string(bus::gpu::kNcclDefaultBuffers) + " buffers of " + gib(row.bucketBytes) + " and " +
+                      gib(kBaselineHeadroomBytes) + " for communicators and CUDA";
         progress_ << "  " << row.bucketBytes / kMiB << " MiB buckets: skipped: " << row.skipped << "\n";
       }
       if (largestBucket == 0) {
@@ -246,16 +250,28 @@ class GpuRun {
                          const std::vector<int>& devices, int baselineDevice, const std::string& segment,
                          std::vector<Allocated>& allocated) {
     for (std::size_t rank = 0; rank < devices.size(); ++rank) {
-      const std::string label = "rank " + std::to_string(rank) + " (" + (rank == 0 ? "sender" : "receiver") +
-                                ", GPU " + std::to_string(devices[rank]) + ")";
-      ranks.start(label, GpuRankOptions{channel, static_cast<std::uint32_t>(rank),
-                                        static_cast<std::uint32_t>(devices.size()), devices[rank], baselineDevice,
-                                        model, config_.allocation, segment,
-                                        channel == "nccl" && config_.ncclNetwork, config_.allocationsKept,
-                                        config_.ncclFirstSliceMiB << 20, config_.ncclCopyBlocks,
-                                        config_.timeline, config_.ncclMaxCtas, config_.ncclPollMicroseconds,
-                                        config_.ipcSpinMicroseconds, config_.layoutKept, config_.ncclBuffers,
-                                        config_.ncclMaxSliceMiB << 20, config_.ncclEnqueue,
+      const std::string label = "rank " + std::to_string(rank) + " (" + (rank == 0 ? "sender" : "receiver") + ", GPU " +
+                                std::to_string(devices[rank]) + ")";
+      ranks.start(label, GpuRankOptions{channel,
+                                        static_cast<std::uint32_t>(rank),
+                                        static_cast<std::uint32_t>(devices.size()),
+                                        devices[rank],
+                                        baselineDevice,
+                                        model,
+                                        config_.allocation,
+                                        segment,
+                                        channel == "nccl" && config_.ncclNetwork,
+                                        config_.allocationsKept,
+                                        config_.ncclFirstSliceMiB << 20,
+                                        config_.ncclCopyBlocks,
+                                        config_.timeline,
+                                        config_.ncclMaxCtas,
+                                        config_.ncclPollMicroseconds,
+                                        config_.ipcSpinMicroseconds,
+                                        config_.layoutKept,
+                                        config_.ncclBuffers,
+                                        config_.ncclMaxSliceMiB << 20,
+                                        config_.ncclEnqueue,
                                         config_.ncclRampCopyBlocks});
       const RankLine line = ranks.collect("", kRankStartTimeout, "its tensors to be allocated", rank)[rank];
       if (word(line) == "nomemory") {
@@ -322,9 +338,9 @@ class GpuRun {
         // nccl: until the last rank returned (the root can finish a broadcast before the receivers); cuda_ipc: send().
         std::int64_t last = start;
         for (const RankLine& line : done) last = std::max(last, signedField(line, "end"));
-        const double roundMs = ncclTiming ? millisecondsBetween(start, last)
-                                          : millisecondsBetween(signedField(done[0], "start"),
-                                                                signedField(done[0], "end"));
+        const double roundMs = ncclTiming
+                                   ? millisecondsBetween(start, last)
+                                   : millisecondsBetween(signedField(done[0], "start"), signedField(done[0], "end"));
         account(row, done, start);
         // cuda_ipc: the engine's next step, after either path (gpu_rank_protocol.hpp's "step").
         const std::optional<EngineStep> engine =
@@ -381,10 +397,14 @@ class GpuRun {
       const RankLine& slices = done[rank].at("timeline");
       std::vector<bus::NcclSliceTiming> timeline;
       for (const RankLine& slice : slices) {
-        timeline.push_back({.bucket = slice.at(0).get<std::uint32_t>(), .bytes = slice.at(1).get<std::uint64_t>(),
-                            .direct = slice.at(2).get<bool>(), .broadcastBegin = slice.at(3).get<double>(),
-                            .broadcastEnd = slice.at(4).get<double>(), .copyBegin = slice.at(5).get<double>(),
-                            .copyEnd = slice.at(6).get<double>(), .callMs = slice.at(7).get<double>(),
+        timeline.push_back({.bucket = slice.at(0).get<std::uint32_t>(),
+                            .bytes = slice.at(1).get<std::uint64_t>(),
+                            .direct = slice.at(2).get<bool>(),
+                            .broadcastBegin = slice.at(3).get<double>(),
+                            .broadcastEnd = slice.at(4).get<double>(),
+                            .copyBegin = slice.at(5).get<double>(),
+                            .copyEnd = slice.at(6).get<double>(),
+                            .callMs = slice.at(7).get<double>(),
                             .settleMs = slice.at(8).get<double>()});
       }
       row.timelines[rank].push_back(bus::summarizeTimeline(timeline));
@@ -421,7 +441,8 @@ class GpuRun {
     if (row.ipcStages.empty()) {
       for (const auto& [name, ms] : stages) row.ipcStages.emplace_back(name, std::vector<double>{});
     }
-    for (std::size_t stage = 0; stage < stages.size(); ++stage) row.ipcStages[stage].second.push_back(stages[stage].second);
+    for (std::size_t stage = 0; stage < stages.size(); ++stage)
+      row.ipcStages[stage].second.push_back(stages[stage].second);
   }
 
   // cuda_ipc, after a round of either path: every receiver runs the engine's next step (one kernel of its own).
@@ -500,8 +521,11 @@ GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostr
       results.failures.push_back(why);
       std::vector<GpuMeasurement> rows;
       for (const std::uint64_t bucketMiB : config.bucketMiB) {
-        rows.push_back({.channel = nccl ? "nccl" : "cuda_ipc", .model = model, .bucketBytes = bucketMiB * kMiB,
-                        .devices = devices, .skipped = std::string("failed: ") + error.what()});
+        rows.push_back({.channel = nccl ? "nccl" : "cuda_ipc",
+                        .model = model,
+                        .bucketBytes = bucketMiB * kMiB,
+                        .devices = devices,
+                        .skipped = std::string("failed: ") + error.what()});
         if (!nccl) break;
       }
       return rows;
@@ -519,15 +543,16 @@ GpuResults measureGpus(const GpuBenchConfig& config, const Json& gpus, std::ostr
       const std::size_t receivers = config.receivers > 0 ? config.receivers : 1;
       std::vector<int> devices;
       for (std::size_t rank = 0; rank <= receivers; ++rank) devices.push_back(static_cast<int>(rank) % deviceCount);
-      results.notes.push_back("nccl through NCCL's network transport (--nccl-network: sockets, P2P and SHM off, a "
-                              "host id per rank; NCCL_SOCKET_IFNAME picks the interface), for the channel and for "
-                              "the raw ncclBroadcast alike");
+      results.notes.push_back(
+          "nccl through NCCL's network transport (--nccl-network: sockets, P2P and SHM off, a "
+          "host id per rank; NCCL_SOCKET_IFNAME picks the interface), for the channel and for "
+          "the raw ncclBroadcast alike");
       for (const std::string& model : config.models) {
         for (GpuMeasurement& row : measureModel(true, model, devices)) results.nccl.push_back(std::move(row));
       }
     } else if (channel == "nccl" && deviceCount < 2) {
-      const std::string why = "nccl needs 2 GPUs (NCCL puts one rank on each), this process sees " +
-                              std::to_string(deviceCount);
+      const std::string why =
+          "nccl needs 2 GPUs (NCCL puts one rank on each), this process sees " + std::to_string(deviceCount);
       if (config.channelsGiven) throw BenchFailure(why);
       results.notes.push_back("nccl not measured: " + why);
     } else if (channel == "nccl") {

@@ -34,7 +34,7 @@ namespace wsync::bench {
 
 cudaError_t launchContentFill(void* data, std::uint64_t bytes, std::uint64_t seed, std::uint32_t tensor,
                               std::uint64_t version, cudaStream_t stream);  // device_content.cu
-cudaError_t launchStep(std::uint32_t* word, cudaStream_t stream);  // device_content.cu
+cudaError_t launchStep(std::uint32_t* word, cudaStream_t stream);           // device_content.cu
 
 namespace {
 
@@ -173,8 +173,7 @@ class FreeMemorySampler {
 
  private:
   void lower(std::uint64_t value) {
-    for (std::uint64_t seen = minimum_.load(); value < seen && !minimum_.compare_exchange_weak(seen, value);) {
-    }
+    for (std::uint64_t seen = minimum_.load(); value < seen && !minimum_.compare_exchange_weak(seen, value);) {}
   }
 
   std::atomic<std::uint64_t> minimum_;
@@ -258,8 +257,8 @@ class GpuRank {
       return false;
     }
     throwIfCudaFailed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    link_.report("allocated", {{"free_before", before}, {"free", freeMemory()},
-                               {"allocations", tensors_->allocationCount()}});
+    link_.report("allocated",
+                 {{"free_before", before}, {"free", freeMemory()}, {"allocations", tensors_->allocationCount()}});
     return true;
   }
 
@@ -312,7 +311,8 @@ class GpuRank {
     if (nccl()) {
       const bus::gpu::NcclChannelConfig config{
           .uniqueId = orThrow(bus::gpu::ncclUniqueIdFromHex(idHex), "the channel's id"),
-          .rank = static_cast<std::int32_t>(options_.rank), .worldSize = options_.world,
+          .rank = static_cast<std::int32_t>(options_.rank),
+          .worldSize = options_.world,
           .bufferCount = options_.ncclBuffers,
           .pollInterval = std::chrono::microseconds(options_.ncclPollMicroseconds),
           .copyBlocks = options_.ncclCopyBlocks,
@@ -383,8 +383,8 @@ class GpuRank {
       throw BenchFailure(std::string(sender() ? "send" : "receive") + " of transfer " + std::to_string(transfer) +
                          ": " + result.error().describe());
     }
-    fields.update({{"end", nanosecondsOf(end)}, {"bytes", result->bytes}, {"hi", result->digest.hi},
-                   {"lo", result->digest.lo}});
+    fields.update(
+        {{"end", nanosecondsOf(end)}, {"bytes", result->bytes}, {"hi", result->digest.hi}, {"lo", result->digest.lo}});
     if (nccl() && options_.timeline) {
       RankLine& slices = fields["timeline"] = RankLine::array();
       for (const bus::NcclSliceTiming& slice : ncclChannel_->timeline()) {
@@ -392,15 +392,22 @@ class GpuRank {
                           slice.copyBegin, slice.copyEnd, slice.callMs, slice.settleMs});
       }
       const bus::NcclHostTiming& host = ncclChannel_->hostTiming();
-      fields["host_timing"] = {{"enqueue_begin", host.enqueueBegin}, {"enqueue_end", host.enqueueEnd},
-                               {"done_seen", host.doneSeen}, {"returned", host.returned}};
+      fields["host_timing"] = {{"enqueue_begin", host.enqueueBegin},
+                               {"enqueue_end", host.enqueueEnd},
+                               {"done_seen", host.doneSeen},
+                               {"returned", host.returned}};
     }
     if (!nccl() && options_.timeline) {
       const bus::IpcRoundTiming& t = ipcChannel_->lastTiming();
-      fields["ipc_timing"] = {{"send_called", t.sendCalled}, {"export_checked", t.exportChecked},
-                              {"published", t.published}, {"all_copied", t.allCopied},
-                              {"receive_called", t.receiveCalled}, {"saw_published", t.sawPublished},
-                              {"launched", t.launched}, {"copied", t.copied}, {"reported", t.reported},
+      fields["ipc_timing"] = {{"send_called", t.sendCalled},
+                              {"export_checked", t.exportChecked},
+                              {"published", t.published},
+                              {"all_copied", t.allCopied},
+                              {"receive_called", t.receiveCalled},
+                              {"saw_published", t.sawPublished},
+                              {"launched", t.launched},
+                              {"copied", t.copied},
+                              {"reported", t.reported},
                               {"copy_gpu_ms", t.copyGpuMs}};
     }
   }
@@ -416,9 +423,9 @@ class GpuRank {
     for (std::uint64_t offset = 0; offset < total; offset += baselineBytes_) {
       const std::uint64_t bytes = std::min(baselineBytes_, total - offset);
       if (nccl()) {
-        checkNccl(nccl_->broadcast(baselineSource_.data(), baselineSource_.data(), bytes, ncclUint8, 0, rawComm_,
-                                   stream_),
-                  "ncclBroadcast (raw)");
+        checkNccl(
+            nccl_->broadcast(baselineSource_.data(), baselineSource_.data(), bytes, ncclUint8, 0, rawComm_, stream_),
+            "ncclBroadcast (raw)");
       } else {
         enqueueCopy(bytes);
       }
@@ -441,8 +448,7 @@ class GpuRank {
       return;
     }
     const auto launched = Clock::now();
-    throwIfCudaFailed(launchStep(reinterpret_cast<std::uint32_t*>(stepWord_.data()), stream_),
-                      "launching the step");
+    throwIfCudaFailed(launchStep(reinterpret_cast<std::uint32_t*>(stepWord_.data()), stream_), "launching the step");
     throwIfCudaFailed(cudaEventRecord(stepped_, stream_), "cudaEventRecord");
     for (;;) {
       const cudaError_t status = cudaEventQuery(stepped_);
@@ -451,7 +457,8 @@ class GpuRank {
       if (Clock::now() - launched > kGpuRoundTimeout) throw BenchFailure("the step did not finish in time");
     }
     const auto done = Clock::now();
-    link_.report("stepped", {{"step_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(done - launched).count()}});
+    link_.report("stepped",
+                 {{"step_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(done - launched).count()}});
   }
 
   void close() {
@@ -464,9 +471,9 @@ class GpuRank {
 
   void enqueueCopy(std::uint64_t bytes) {
     if (options_.baselineDevice == options_.device) {
-      throwIfCudaFailed(cudaMemcpyAsync(baselineTarget_.data(), baselineSource_.data(), bytes,
-                                        cudaMemcpyDeviceToDevice, stream_),
-                        "cudaMemcpyAsync");
+      throwIfCudaFailed(
+          cudaMemcpyAsync(baselineTarget_.data(), baselineSource_.data(), bytes, cudaMemcpyDeviceToDevice, stream_),
+          "cudaMemcpyAsync");
     } else {
       throwIfCudaFailed(cudaMemcpyPeerAsync(baselineTarget_.data(), options_.baselineDevice, baselineSource_.data(),
                                             options_.device, bytes, stream_),
@@ -500,12 +507,12 @@ class GpuRank {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t before_ = nullptr;
   cudaEvent_t after_ = nullptr;
-  cudaEvent_t stepped_ = nullptr;   // behind the step's kernel
-  bus::DeviceBlock stepWord_;       // the word the step bumps
+  cudaEvent_t stepped_ = nullptr;  // behind the step's kernel
+  bus::DeviceBlock stepWord_;      // the word the step bumps
   std::optional<DeviceTensors> tensors_;
-  bus::DeviceBlock baselineSource_;  // nccl: the raw broadcast's buffer; cuda_ipc sender: the copy's source
-  bus::DeviceBlock baselineTarget_;  // cuda_ipc sender: the copy's destination, on the baseline device
-  std::uint64_t baselineBytes_ = 0;  // of each buffer: the baseline moves the model's bytes in pieces of this
+  bus::DeviceBlock baselineSource_;      // nccl: the raw broadcast's buffer; cuda_ipc sender: the copy's source
+  bus::DeviceBlock baselineTarget_;      // cuda_ipc sender: the copy's destination, on the baseline device
+  std::uint64_t baselineBytes_ = 0;      // of each buffer: the baseline moves the model's bytes in pieces of this
   std::uint64_t communicatorBytes_ = 0;  // what the raw communicator took of the device, once connected
   const bus::gpu::NcclLibrary* nccl_ = nullptr;
   ncclComm_t rawComm_ = nullptr;

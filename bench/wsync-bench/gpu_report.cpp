@@ -1,6 +1,6 @@
 // `wsync-bench gpu`: the GPUs it ran on, and the report of its measurements.
-#include <algorithm>
 #include <unistd.h>
+#include <algorithm>
 
 #include <array>
 #include <cstring>
@@ -49,23 +49,21 @@ std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
     baseline.text += " (" + std::to_string(m.baselineCalls) + " calls of " + size(m.baselineChunkBytes).text + ")";
   }
   const double goal = nccl ? kMaxNcclToBroadcastRatio : kMaxIpcToMemcpyRatio;
-  row.insert(row.end(), {spread(m.channelRound, "ms", 2), gbps(m.channelRound, m.modelBytes), baseline,
-                         base ? gbps(m.baselineRound, m.modelBytes) : Cell(), base ? ratio(m.ratio()) : Cell(),
-                         base ? verdict(m.ratio() > 0 && m.ratio() <= goal) : Cell(),
-                         digests(m.digestsEqual, m.digestsCompared), number(m.maxLateStartMs, 2),
-                         number(m.firstRoundMs, 2)});
+  row.insert(row.end(),
+             {spread(m.channelRound, "ms", 2), gbps(m.channelRound, m.modelBytes), baseline,
+              base ? gbps(m.baselineRound, m.modelBytes) : Cell(), base ? ratio(m.ratio()) : Cell(),
+              base ? verdict(m.ratio() > 0 && m.ratio() <= goal) : Cell(), digests(m.digestsEqual, m.digestsCompared),
+              number(m.maxLateStartMs, 2), number(m.firstRoundMs, 2)});
   if (nccl) {
     row.push_back(number(m.senderReturn.median, 2));
   } else {
     const bool fixedHandles = m.handlesAfterFirst == m.handlesAtEnd && m.exportGeneration == 1;
     row.insert(row.end(), {base ? number(m.baselineGpu.median, 2) : Cell(), m.senderAllocations,
-                           Cell(Json{m.handlesAfterFirst, m.handlesAtEnd},
-                                std::to_string(m.handlesAfterFirst) + " / " + std::to_string(m.handlesAtEnd) +
-                                    (fixedHandles ? "" : " **(changed)**")),
-                           m.exportGeneration,
-                           base ? spread(m.channelToEngine, "ms", 2) : Cell(),
-                           base ? spread(m.baselineToEngine, "ms", 2) : Cell(),
-                           base ? ratio(m.engineRatio()) : Cell(),
+                           Cell(Json{m.handlesAfterFirst, m.handlesAtEnd}, std::to_string(m.handlesAfterFirst) + " / " +
+                                                                               std::to_string(m.handlesAtEnd) +
+                                                                               (fixedHandles ? "" : " **(changed)**")),
+                           m.exportGeneration, base ? spread(m.channelToEngine, "ms", 2) : Cell(),
+                           base ? spread(m.baselineToEngine, "ms", 2) : Cell(), base ? ratio(m.engineRatio()) : Cell(),
                            base ? Cell(Json{m.channelStep.median, m.baselineStep.median},
                                        fixed(m.channelStep.median, 3) + " / " + fixed(m.baselineStep.median, 3))
                                 : Cell()});
@@ -76,11 +74,21 @@ std::vector<Cell> measurementRow(const GpuMeasurement& m, bool nccl) {
 // --timeline: per rank, the medians over the timed rounds of where the channel's time went, beside the raw
 // broadcast's own GPU time on that rank.
 void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
-  Table table({{"model", "model"}, {"bucket_bytes", "bucket"}, {"rank", "rank"}, {"device", "GPU"},
-               {"slices", "slices"}, {"raw_gpu_ms", "raw broadcast GPU ms"}, {"busy_ms", "broadcasts busy ms"},
-               {"busy_over_raw", "busy/raw"}, {"gaps_ms", "gaps between broadcasts ms"}, {"head_ms", "head ms"},
-               {"tail_ms", "tail ms"}, {"copy_ms", "copies ms"}, {"copy_beside_ms", "copies beside broadcasts ms"},
-               {"total_ms", "total GPU ms"}, {"call_over_gpu_ms", "call - GPU ms"},
+  Table table({{"model", "model"},
+               {"bucket_bytes", "bucket"},
+               {"rank", "rank"},
+               {"device", "GPU"},
+               {"slices", "slices"},
+               {"raw_gpu_ms", "raw broadcast GPU ms"},
+               {"busy_ms", "broadcasts busy ms"},
+               {"busy_over_raw", "busy/raw"},
+               {"gaps_ms", "gaps between broadcasts ms"},
+               {"head_ms", "head ms"},
+               {"tail_ms", "tail ms"},
+               {"copy_ms", "copies ms"},
+               {"copy_beside_ms", "copies beside broadcasts ms"},
+               {"total_ms", "total GPU ms"},
+               {"call_over_gpu_ms", "call - GPU ms"},
                {"raw_call_over_gpu_ms", "raw: call - GPU ms"}});
   Json slices = Json::array();
   for (const GpuMeasurement& m : rows) {
@@ -101,37 +109,41 @@ void timelineSection(const std::vector<GpuMeasurement>& rows, Report& report) {
                  m.devices[rank], m.timelines[rank].empty() ? 0 : m.timelines[rank].front().slices,
                  raw > 0 ? number(raw, 2) : Cell(), number(busy, 2), raw > 0 ? ratio(busy / raw) : Cell(),
                  number(median(&bus::NcclTimelineSummary::broadcastGaps), 2),
-                 number(median(&bus::NcclTimelineSummary::head), 2),
-                 number(median(&bus::NcclTimelineSummary::tail), 2),
+                 number(median(&bus::NcclTimelineSummary::head), 2), number(median(&bus::NcclTimelineSummary::tail), 2),
                  number(median(&bus::NcclTimelineSummary::copyBusy), 2),
-                 number(median(&bus::NcclTimelineSummary::copyBesideBroadcast), 2),
-                 number(total, 2), call > 0 ? number(call - total, 2) : Cell(),
+                 number(median(&bus::NcclTimelineSummary::copyBesideBroadcast), 2), number(total, 2),
+                 call > 0 ? number(call - total, 2) : Cell(),
                  raw > 0 && rawCall > 0 ? number(rawCall - raw, 2) : Cell()});
     }
-    slices.push_back({{"model", m.model}, {"bucket_bytes", m.bucketBytes}, {"ranks", m.lastSlices},
-                      {"host", m.lastHostTimings}});
+    slices.push_back(
+        {{"model", m.model}, {"bucket_bytes", m.bucketBytes}, {"ranks", m.lastSlices}, {"host", m.lastHostTimings}});
   }
   if (table.empty()) return;
-  report.section("nccl_timeline", "nccl: where each rank's time went (--timeline)",
-                 "CUDA timing events on every rank around each broadcast (the communication stream) and each "
-                 "pack/unpack (the copy stream), medians over the timed rounds; times from the transfer's first "
-                 "enqueued work. Busy: the broadcasts' own durations, summed, beside one raw `ncclBroadcast` of the "
-                 "model timed between events on the same rank. Gaps: the communication stream waiting between "
-                 "broadcasts (for a pack, or a buffer to free). Head: until the first broadcast began (the sender's "
-                 "first pack). Tail: after the last broadcast, until the last unpack ended. Call - GPU: the rank's "
-                 "send or receive, call to return, less its GPU total (enqueueing, and seeing the end late); raw: "
-                 "the same for the raw broadcast (enqueue to its event seen done, polled every 20 us). The last "
-                 "timed round's slices are in the JSON (`nccl_timeline_slices`: bucket, bytes, direct, broadcast begin and end, "
-                 "copy begin and end, and the host time of the broadcast's call and of its settling; `host`: each rank's "
-                 "enqueue begin and end, end seen and return, ms from its call).",
-                 table);
+  report.section(
+      "nccl_timeline", "nccl: where each rank's time went (--timeline)",
+      "CUDA timing events on every rank around each broadcast (the communication stream) and each "
+      "pack/unpack (the copy stream), medians over the timed rounds; times from the transfer's first "
+      "enqueued work. Busy: the broadcasts' own durations, summed, beside one raw `ncclBroadcast` of the "
+      "model timed between events on the same rank. Gaps: the communication stream waiting between "
+      "broadcasts (for a pack, or a buffer to free). Head: until the first broadcast began (the sender's "
+      "first pack). Tail: after the last broadcast, until the last unpack ended. Call - GPU: the rank's "
+      "send or receive, call to return, less its GPU total (enqueueing, and seeing the end late); raw: "
+      "the same for the raw broadcast (enqueue to its event seen done, polled every 20 us). The last "
+      "timed round's slices are in the JSON (`nccl_timeline_slices`: bucket, bytes, direct, broadcast begin and end, "
+      "copy begin and end, and the host time of the broadcast's call and of its settling; `host`: each rank's "
+      "enqueue begin and end, end seen and return, ms from its call).",
+      table);
   report.json["nccl_timeline_slices"] = std::move(slices);
 }
 
 // --timeline, cuda_ipc: per model, the medians of each stage of a round, in the order the round passes them.
 void ipcStagesSection(const std::vector<GpuMeasurement>& rows, Report& report) {
-  Table table({{"model", "model"}, {"tensors", "tensors"}, {"stage", "stage"}, {"median_ms", "median ms"},
-               {"range_ms", "range ms"}, {"share", "of the send"}});
+  Table table({{"model", "model"},
+               {"tensors", "tensors"},
+               {"stage", "stage"},
+               {"median_ms", "median ms"},
+               {"range_ms", "range ms"},
+               {"share", "of the send"}});
   for (const GpuMeasurement& m : rows) {
     if (!m.skipped.empty() || m.ipcStages.empty()) continue;
     const double total = summarize(m.ipcStages.back().second).median;
@@ -160,18 +172,20 @@ Json describeGpus() {
   int runtime = 0;
   int count = 0;
   const auto nccl = bus::gpu::ncclVersion();  // NCCL 2.9 and later: 10000 x major + 100 x minor + patch
-  Json info{{"host", host.data()},
-            {"cuda", "driver " + (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0 ? cudaVersionText(driver)
-                                                                                            : "none") +
-                         ", runtime " + (cudaRuntimeGetVersion(&runtime) == cudaSuccess ? cudaVersionText(runtime)
-                                                                                         : "?") + " (static)"},
-            {"nccl", nccl ? std::to_string(*nccl / 10000) + "." + std::to_string((*nccl % 10000) / 100) + "." +
-                                std::to_string(*nccl % 100)
-                          : "unavailable: " + nccl.error().describe()}};
+  Json info{
+      {"host", host.data()},
+      {"cuda", "driver " +
+                   (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0 ? cudaVersionText(driver) : "none") +
+                   ", runtime " + (cudaRuntimeGetVersion(&runtime) == cudaSuccess ? cudaVersionText(runtime) : "?") +
+                   " (static)"},
+      {"nccl", nccl ? std::to_string(*nccl / 10000) + "." + std::to_string((*nccl % 10000) / 100) + "." +
+                          std::to_string(*nccl % 100)
+                    : "unavailable: " + nccl.error().describe()}};
   if (const cudaError_t counted = cudaGetDeviceCount(&count); counted != cudaSuccess) {
     count = 0;
-    info["no_device_reason"] = std::string(driver == 0 ? "no NVIDIA driver; " : "") + "cudaGetDeviceCount: " +
-                               cudaGetErrorName(counted) + " (" + cudaGetErrorString(counted) + ")";
+    info["no_device_reason"] = std::string(driver == 0 ? "no NVIDIA driver; " : "") +
+                               "cudaGetDeviceCount: " + cudaGetErrorName(counted) + " (" + cudaGetErrorString(counted) +
+                               ")";
     cudaGetLastError();
   }
   std::set<std::string> environment;  // sorted
@@ -206,17 +220,24 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
   report.json["machine"].update(gpus);
   const GpuResults r = measureGpus(c, gpus, std::cerr);
   report.failures.insert(report.failures.end(), r.failures.begin(), r.failures.end());
-  report.parameters().update(Json{{"notes", r.notes}, {"channels", c.channels}, {"models", c.models},
-                                  {"receivers", c.receivers}, {"ipc_devices", c.ipcDevices},
-                                  {"bucket_mib", c.bucketMiB}, {"nccl_buffers", c.ncclBuffers},
+  report.parameters().update(Json{{"notes", r.notes},
+                                  {"channels", c.channels},
+                                  {"models", c.models},
+                                  {"receivers", c.receivers},
+                                  {"ipc_devices", c.ipcDevices},
+                                  {"bucket_mib", c.bucketMiB},
+                                  {"nccl_buffers", c.ncclBuffers},
                                   {"nccl_max_slice_mib", c.ncclMaxSliceMiB},
-                                  {"plan_alignment", kPlanAlignment}, {"warmup_rounds", c.warmup},
-                                  {"repetitions", c.repetitions}, {"allocation", c.allocation},
+                                  {"plan_alignment", kPlanAlignment},
+                                  {"warmup_rounds", c.warmup},
+                                  {"repetitions", c.repetitions},
+                                  {"allocation", c.allocation},
                                   {"allocations_kept", c.allocationsKept},
                                   {"layout_kept", c.layoutKept},
                                   {"nccl_first_slice_mib", c.ncclFirstSliceMiB},
                                   {"nccl_copy_blocks", c.ncclCopyBlocks},
-                                  {"nccl_ramp_copy_blocks", c.ncclRampCopyBlocks}, {"timeline", c.timeline},
+                                  {"nccl_ramp_copy_blocks", c.ncclRampCopyBlocks},
+                                  {"timeline", c.timeline},
                                   {"nccl_max_ctas", c.ncclMaxCtas},
                                   {"nccl_poll_us", c.ncclPollMicroseconds},
                                   {"nccl_enqueue", c.ncclEnqueue},
@@ -225,11 +246,20 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
   for (const bool nccl : {true, false}) {
     const std::string baseline = nccl ? "broadcast" : "memcpy";
     std::vector<Table::Column> columns{
-        {"model", "model"}, {"tensors", "tensors"}, {"bytes", "size"}, {"bucket_bytes", "bucket"},
-        {"buckets", "buckets"}, {"devices", "GPUs"}, {"channel_ms", "channel ms"}, {"channel_gbps", "channel GB/s"},
-        {"baseline_ms", baseline + " ms"}, {"baseline_gbps", baseline + " GB/s"}, {"ratio", "channel/" + baseline},
+        {"model", "model"},
+        {"tensors", "tensors"},
+        {"bytes", "size"},
+        {"bucket_bytes", "bucket"},
+        {"buckets", "buckets"},
+        {"devices", "GPUs"},
+        {"channel_ms", "channel ms"},
+        {"channel_gbps", "channel GB/s"},
+        {"baseline_ms", baseline + " ms"},
+        {"baseline_gbps", baseline + " GB/s"},
+        {"ratio", "channel/" + baseline},
         {"goal_met", "goal (<= " + ratio(nccl ? kMaxNcclToBroadcastRatio : kMaxIpcToMemcpyRatio).text + ")"},
-        {"digests_equal", "digests equal"}, {"max_late_start_ms", "latest start ms"},
+        {"digests_equal", "digests equal"},
+        {"max_late_start_ms", "latest start ms"},
         {"first_round_ms", "first round ms"}};
     if (nccl) columns.push_back({"sender_returned_ms", "sender returned ms"});
     if (!nccl) {
@@ -243,9 +273,14 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                                      {"step_ms", "that kernel alone, after channel / memcpy ms"}});
     }
     Table table(columns);
-    Table memory({{"model", "model"}, {"bucket_bytes", "bucket"}, {"device", "GPU"}, {"side", "side"},
-                  {"tensor_bytes", "tensors took"}, {"extra_bytes", "extra (peak)"},
-                  {"own_bytes", "channel's own buffers + tables"}, {"extra_buckets", "in buckets per side"},
+    Table memory({{"model", "model"},
+                  {"bucket_bytes", "bucket"},
+                  {"device", "GPU"},
+                  {"side", "side"},
+                  {"tensor_bytes", "tensors took"},
+                  {"extra_bytes", "extra (peak)"},
+                  {"own_bytes", "channel's own buffers + tables"},
+                  {"extra_buckets", "in buckets per side"},
                   {"goal_met", "goal (<= " + fixed(kMaxNcclExtraBuckets, 0) + " buckets per side, nccl)"},
                   {"raw_communicator_bytes", "raw communicator"}});
     for (const GpuMeasurement& m : nccl ? r.nccl : r.cudaIpc) {
@@ -281,7 +316,8 @@ void runGpuBenchmark(const GpuBenchConfig& c, Report& report) {
                    table);
     report.section(key + "_memory", key + ": GPU memory beyond the tensors",
                    "Extra: a device's free memory before the channel opened minus the least seen while it was open "
-                   "(every " + std::to_string(kMemorySampleInterval.count()) + " ms and after every round).",
+                   "(every " +
+                       std::to_string(kMemorySampleInterval.count()) + " ms and after every round).",
                    memory);
   }
   if (c.timeline) {

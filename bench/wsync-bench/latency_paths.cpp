@@ -4,6 +4,7 @@
 #include <cstring>
 #include <span>
 
+#include <wsync/schemas/control_generated.h>
 #include <wsync/bus/protocol/message.hpp>
 #include <wsync/bus/protocol/topics.hpp>
 #include <wsync/bus/transport/dealer_endpoint.hpp>
@@ -11,7 +12,6 @@
 #include <wsync/bus/transport/event_subscriber.hpp>
 #include <wsync/bus/transport/router_endpoint.hpp>
 #include <wsync/bus/transport/socket_options.hpp>
-#include <wsync/schemas/control_generated.h>
 
 #include "bench_failure.hpp"
 #include "bus.hpp"
@@ -170,8 +170,8 @@ zmq::socket_t rawSocket(zmq::context_t& context, zmq::socket_type type) {
 void stamp(std::vector<std::uint8_t>& frame, std::uint64_t number) { std::memcpy(frame.data(), &number, 8); }
 
 // One frame of `expected` bytes (after the envelope frame, if any), or nothing within `timeout` (0: just look).
-std::optional<std::uint64_t> receiveRaw(zmq::socket_t& socket, std::chrono::milliseconds timeout,
-                                        std::size_t expected, zmq::message_t* envelope, const char* what) {
+std::optional<std::uint64_t> receiveRaw(zmq::socket_t& socket, std::chrono::milliseconds timeout, std::size_t expected,
+                                        zmq::message_t* envelope, const char* what) {
   zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
   if (timeout.count() > 0 && zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
   zmq::message_t frame;
@@ -183,8 +183,8 @@ std::optional<std::uint64_t> receiveRaw(zmq::socket_t& socket, std::chrono::mill
     return std::nullopt;
   }
   if (frame.size() != expected || frame.more()) {
-    throw BenchFailure(std::string("raw: ") + what + " frame of " + std::to_string(frame.size()) +
-                       " bytes, expected " + std::to_string(expected));
+    throw BenchFailure(std::string("raw: ") + what + " frame of " + std::to_string(frame.size()) + " bytes, expected " +
+                       std::to_string(expected));
   }
   std::uint64_t number = 0;
   std::memcpy(&number, frame.data(), 8);
@@ -277,8 +277,8 @@ class RawAgent final : public AgentPath {
 
   void answerPendingPauses() override {
     zmq::message_t topic;
-    while (const auto round = receiveRaw(subscriber_.value(), std::chrono::milliseconds{0}, sizes_.pause, &topic,
-                                         "pause")) {
+    while (const auto round =
+               receiveRaw(subscriber_.value(), std::chrono::milliseconds{0}, sizes_.pause, &topic, "pause")) {
       stamp(ack_, *round);
       sendRaw(dealer_, zmq::buffer(ack_), false, "ack");
     }

@@ -37,9 +37,7 @@ enum class Path : std::uint8_t { Bus, Raw, RawPlain };
 // Every path in the order of the enum; a run has the first two or all three.
 inline constexpr std::array<Path, 3> kPaths{Path::Bus, Path::Raw, Path::RawPlain};
 inline std::size_t indexOf(Path path) { return static_cast<std::size_t>(path); }
-inline std::string toString(Path path) {
-  return path == Path::Bus ? "bus" : path == Path::Raw ? "raw" : "raw-plain";
-}
+inline std::string toString(Path path) { return path == Path::Bus ? "bus" : path == Path::Raw ? "raw" : "raw-plain"; }
 
 struct Block {
   Path path = Path::Bus;

@@ -68,8 +68,7 @@ MachineLoad::Reading MachineLoad::read() const {
   return reading;
 }
 
-bool MachineLoad::waitForQuiet(double maxBusyShare, std::chrono::milliseconds window,
-                               std::chrono::milliseconds limit) {
+bool MachineLoad::waitForQuiet(double maxBusyShare, std::chrono::milliseconds window, std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   const MachineLoad load;
   do {

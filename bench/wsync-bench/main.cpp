@@ -90,15 +90,17 @@ int main(int argc, char** argv) {
                         ->check([](const std::string& value) -> std::string {
                           return value == "ipc" || value.starts_with("tcp://") ? "" : "use ipc or tcp://ADDRESS:PORT";
                         });
-  busMode.add_flag("--curve", bus.network.curve,
-                   "CURVE on the bus and raw paths (throwaway keys); raw over plain tcp measured beside them")
+  busMode
+      .add_flag("--curve", bus.network.curve,
+                "CURVE on the bus and raw paths (throwaway keys); raw over plain tcp measured beside them")
       ->needs(transport);
-  auto* agentHosts = list(busMode, "--agent-hosts", bus.network.agentHosts,
-                          "Hosts the agents run on, round-robin (needs --spawn-via)")
-                         ->needs(transport);
-  busMode.add_option("--spawn-via", bus.network.spawnVia,
-                     "Launcher that runs a program on a host and execs it there, words separated by spaces, "
-                     "{host} for the host: 'tests/hosts/rig.sh exec RIG {host} --'")
+  auto* agentHosts =
+      list(busMode, "--agent-hosts", bus.network.agentHosts, "Hosts the agents run on, round-robin (needs --spawn-via)")
+          ->needs(transport);
+  busMode
+      .add_option("--spawn-via", bus.network.spawnVia,
+                  "Launcher that runs a program on a host and execs it there, words separated by spaces, "
+                  "{host} for the host: 'tests/hosts/rig.sh exec RIG {host} --'")
       ->needs(agentHosts);
   agentHosts->needs("--spawn-via");
   busMode.add_option("--link", bus.network.link, "What joins the hosts, for the report")->needs(transport);
@@ -109,8 +111,10 @@ int main(int argc, char** argv) {
   list(shmMode, "--models", shm.models, "Models (names cli::modelTensors knows)");
   auto* fanout = list(shmMode, "--fanout", shm.fanoutReceivers, "Receiver counts of the fan-out")
                      ->check(CLI::Range(std::size_t{2}, std::size_t{64}));
-  shmMode.add_flag_callback("--no-fanout", [&shm] { shm.fanoutReceivers.clear(); },
-                            "Only the one-receiver measurements")->excludes(fanout);
+  shmMode
+      .add_flag_callback(
+          "--no-fanout", [&shm] { shm.fanoutReceivers.clear(); }, "Only the one-receiver measurements")
+      ->excludes(fanout);
   list(shmMode, "--bucket-mib", shm.bucketMiB, "Bucket sizes (MiB); the fan-out takes the first")
       ->check(CLI::Range(1, 4096));
   list(shmMode, "--buffers", shm.buffers, "Buffer counts of the arena's ring, likewise")->check(CLI::Range(2, 8));
@@ -125,14 +129,17 @@ int main(int argc, char** argv) {
   option(tcpMode, "--repetitions", tcp.repetitions, "Timed repetitions per path")->check(positive);
 
   RoundBenchConfig round;
-  CLI::App& roundMode = addMode(app, "round", "An update round's control overhead by workers and tensors, vs the raw "
-                                "ZeroMQ round trip; with --monitors, with wsync-mon attached", round, quick, status,
-                                [&](Report& report) { runRoundBenchmark(round, report); });
+  CLI::App& roundMode = addMode(app, "round",
+                                "An update round's control overhead by workers and tensors, vs the raw "
+                                "ZeroMQ round trip; with --monitors, with wsync-mon attached",
+                                round, quick, status, [&](Report& report) { runRoundBenchmark(round, report); });
   const auto workerRange = CLI::Range(std::size_t{1}, kMaxRoundWorkers);
   list(roundMode, "--workers", round.workerCounts, "Worker process counts")->check(workerRange);
   list(roundMode, "--models", round.models, "Manifests of the worker sweep (cli::modelTensors)");
   auto* countModels = list(roundMode, "--count-models", round.countModels, "Manifests of the tensor-count sweep");
-  roundMode.add_flag_callback("--no-count-sweep", [&round] { round.countModels.clear(); }, "Only the worker sweep")
+  roundMode
+      .add_flag_callback(
+          "--no-count-sweep", [&round] { round.countModels.clear(); }, "Only the worker sweep")
       ->excludes(countModels);
   option(roundMode, "--count-workers", round.countWorkers, "Workers of the tensor-count sweep")->check(workerRange);
   option(roundMode, "--warmup", round.warmup, "Unmeasured rounds first")->check(positive);
@@ -145,9 +152,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t{0}, kMaxMonitors));
 
   SoakBenchConfig soak;
-  CLI::App& soakMode = addMode(app, "soak", "Thousands of rounds through the real programs with random worker "
-                               "restarts: does anything grow?", soak, quick, status,
-                               [&](Report& report) { runSoakBenchmark(soak, report); });
+  CLI::App& soakMode = addMode(app, "soak",
+                               "Thousands of rounds through the real programs with random worker "
+                               "restarts: does anything grow?",
+                               soak, quick, status, [&](Report& report) { runSoakBenchmark(soak, report); });
   option(soakMode, "--rounds", soak.rounds, "Rounds (a multiple of --window)")->check(positive);
   option(soakMode, "--workers", soak.workers, "wsync-worker processes")->check(workerRange);
   option(soakMode, "--window", soak.window, "Rounds per window of figures")->check(positive);
@@ -166,8 +174,8 @@ int main(int argc, char** argv) {
   GpuBenchConfig gpu;
   CLI::App& gpuMode = addMode(app, "gpu", "The nccl and cuda_ipc channels vs raw ncclBroadcast / cudaMemcpy", gpu,
                               quick, status, [&](Report& report) { runGpuBenchmark(gpu, report); });
-  auto* channels = list(gpuMode, "--channel", gpu.channels, "Channels to measure")
-                       ->check(CLI::IsMember({"nccl", "cuda_ipc"}));
+  auto* channels =
+      list(gpuMode, "--channel", gpu.channels, "Channels to measure")->check(CLI::IsMember({"nccl", "cuda_ipc"}));
   gpuMode.parse_complete_callback([&gpu, channels] { gpu.channelsGiven = channels->count() > 0; });
   list(gpuMode, "--models", gpu.models, "Models (cli::modelTensors)");
   gpuMode.add_option("--receivers", gpu.receivers, "Receivers (default: nccl, every other GPU; cuda_ipc, 1)")

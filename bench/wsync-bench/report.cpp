@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <array>
-#include <csignal>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -65,20 +65,21 @@ Json describeMachine(const std::string& commit) {
   std::array<char, 32> date{};
   std::strftime(date.data(), date.size(), "%Y-%m-%dT%H:%M:%SZ", &utc);
   const auto [major, minor, patch] = zmq::version();
-  return {{"cpu", cpuinfoField("model name")},
-          {"virtualised", (" " + cpuinfoField("flags") + " ").find(" hypervisor ") != std::string::npos},
-          {"online_cpus", ::sysconf(_SC_NPROCESSORS_ONLN)},
-          {"usable_cpus", usable},
-          {"kernel", kernel},
-          {"date", date.data()},
-          {"commit", commit.empty() ? gitDescribe() : commit},
-          {"build", WSYNC_BENCH_BUILD_TYPE[0] != '\0' ? WSYNC_BENCH_BUILD_TYPE : "unspecified"},
+  return {
+    {"cpu", cpuinfoField("model name")},
+        {"virtualised", (" " + cpuinfoField("flags") + " ").find(" hypervisor ") != std::string::npos},
+        {"online_cpus", ::sysconf(_SC_NPROCESSORS_ONLN)}, {"usable_cpus", usable}, {"kernel", kernel},
+        {"date", date.data()}, {"commit", commit.empty() ? gitDescribe() : commit},
+        {"build", WSYNC_BENCH_BUILD_TYPE[0] != '\0' ? WSYNC_BENCH_BUILD_TYPE : "unspecified"},
 #if defined(__clang__)
-          {"compiler", std::string("clang ") + __clang_version__},
+        {"compiler", std::string("clang ") + __clang_version__},
 #else
-          {"compiler", std::string("gcc ") + __VERSION__},
+        {"compiler", std::string("gcc ") + __VERSION__},
 #endif
-          {"zmq", std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch)}};
+    {
+      "zmq", std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch)
+    }
+  };
 }
 
 // A JSON value as a cell's text: strings bare, lists comma-separated.
@@ -179,18 +180,18 @@ Summary summarize(std::vector<double> values) {
 }
 
 Json toJson(const Summary& summary, const std::string& unit, const std::vector<std::string>& figures) {
-  static const std::map<std::string, double Summary::*> members{
-      {"min", &Summary::min}, {"p50", &Summary::p50}, {"p90", &Summary::p90},
-      {"p99", &Summary::p99}, {"max", &Summary::max}, {"median", &Summary::median}};
+  static const std::map<std::string, double Summary::*> members{{"min", &Summary::min}, {"p50", &Summary::p50},
+                                                                {"p90", &Summary::p90}, {"p99", &Summary::p99},
+                                                                {"max", &Summary::max}, {"median", &Summary::median}};
   Json json{{"samples", summary.samples}};
   for (const std::string& figure : figures) json[figure + "_" + unit] = summary.*members.at(figure);
   return json;
 }
 
 Cell spread(const Summary& summary, const std::string& unit, int decimals) {
-  return {toJson(summary, unit, {"median", "min", "max"}), fixed(summary.median, decimals) + " (" +
-                                                               fixed(summary.min, decimals) + "-" +
-                                                               fixed(summary.max, decimals) + ")"};
+  return {
+      toJson(summary, unit, {"median", "min", "max"}),
+      fixed(summary.median, decimals) + " (" + fixed(summary.min, decimals) + "-" + fixed(summary.max, decimals) + ")"};
 }
 
 bool interrupted() { return receivedSignal != 0; }
@@ -200,7 +201,7 @@ void throwIfInterrupted() {
 }
 
 int runMode(const std::string& mode, const ModeOptions& options, const std::function<void(Report&)>& measure) {
-  struct sigaction action{};
+  struct sigaction action {};
   action.sa_handler = recordSignal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = 0;  // no SA_RESTART: a blocking poll or sleep must return EINTR so the run can stop

@@ -20,10 +20,9 @@ using Json = nlohmann::ordered_json;  // keys in the order the mode writes them
 struct Cell {
   Cell() = default;
   Cell(std::string words) : json(words), text(std::move(words)) {}  // NOLINT: implicit, to keep rows short
-  Cell(const char* words) : Cell(std::string(words)) {}            // NOLINT
+  Cell(const char* words) : Cell(std::string(words)) {}             // NOLINT
   template <std::integral T>
-    requires(!std::same_as<T, bool>)
-  Cell(T count) : json(count), text(std::to_string(count)) {}  // NOLINT
+  requires(!std::same_as<T, bool>) Cell(T count) : json(count), text(std::to_string(count)) {}  // NOLINT
   Cell(Json value, std::string shown) : json(std::move(value)), text(std::move(shown)) {}
 
   Json json;
@@ -42,9 +41,9 @@ std::string fixed(double value, int decimals);
 std::string gib(std::uint64_t bytes);  // "1.5 GiB"
 inline double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / kMiB; }
 Cell number(double value, int decimals);
-Cell ratio(double value);    // "1.05x"
-Cell verdict(bool met);      // true: "met"; false: a bold "missed"
-Cell percent(double share);  // 0.12: "12%"
+Cell ratio(double value);                               // "1.05x"
+Cell verdict(bool met);                                 // true: "met"; false: a bold "missed"
+Cell percent(double share);                             // 0.12: "12%"
 Cell digests(std::size_t equal, std::size_t compared);  // "all 12/12", or a bold "11/12"
 
 // Columns are a JSON key and a markdown header; a column whose cells are all numbers is right-aligned.

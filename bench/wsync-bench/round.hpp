@@ -42,13 +42,18 @@ struct RoundBenchConfig {
   std::size_t countWorkers = kRoundGoalWorkers;
   // The first round carries the manifest and faults in the staging; later ones settle caches.
   std::size_t warmup = 20;
-  std::size_t rounds = 300;      // per worker count and small manifest
-  std::size_t countRounds = 60;  // per manifest of the tensor-count sweep (64 MiB each)
+  std::size_t rounds = 300;               // per worker count and small manifest
+  std::size_t countRounds = 60;           // per manifest of the tensor-count sweep (64 MiB each)
   std::size_t baselineRoundTrips = 5000;  // per path, before and after the rounds
   // Small buckets bound what receivers still copy after the send (control messages do not depend on the size).
   std::uint64_t bucketKiB = 256;
   std::size_t monitors = 0;
-  void quick() { warmup = 5; rounds = 40; countRounds = 10; baselineRoundTrips = 500; }  // every table in ~15 s
+  void quick() {
+    warmup = 5;
+    rounds = 40;
+    countRounds = 10;
+    baselineRoundTrips = 500;
+  }  // every table in ~15 s
 };
 
 // A worker process (agent-round-worker): a WorkerAgent in front of an idle engine, until SIGTERM (exit 0) or

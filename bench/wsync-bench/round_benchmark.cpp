@@ -91,8 +91,10 @@ class BenchBus {
     while (!std::all_of(slots_.begin(), slots_.end(), applied)) {
       if (Clock::now() - returned > kApplyTimeout) {
         workers_.throwIfAnyExited();
-        throw BenchFailure(result_.model + ": version " + std::to_string(version) + " not applied by every worker "
-                           "within " + std::to_string(kApplyTimeout.count()) + " ms of its commit");
+        throw BenchFailure(result_.model + ": version " + std::to_string(version) +
+                           " not applied by every worker "
+                           "within " +
+                           std::to_string(kApplyTimeout.count()) + " ms of its commit");
       }
       std::this_thread::sleep_for(kApplyPollInterval);
     }
@@ -200,9 +202,9 @@ class RoundRun {
  private:
   void report(const RoundMeasurement& m) {
     progress_ << "  " << m.model << ", " << m.workers << " workers: overhead p50 " << fixed(p50(m.overhead) / 1000, 3)
-              << " ms (round " << fixed(p50(m.total) / 1000, 3) << ", send " << fixed(p50(m.sending) / 1000, 3)
-              << ")" << (m.withMonitors.empty() ? "" : "; with monitors, round " +
-                                                           fixed(p50(m.withMonitors) / 1000, 3) + " ms")
+              << " ms (round " << fixed(p50(m.total) / 1000, 3) << ", send " << fixed(p50(m.sending) / 1000, 3) << ")"
+              << (m.withMonitors.empty() ? ""
+                                         : "; with monitors, round " + fixed(p50(m.withMonitors) / 1000, 3) + " ms")
               << "; other processes used " << percent(m.othersCpuShare).text << " of the CPUs\n";
   }
 
@@ -229,10 +231,12 @@ int runRoundWorker(const RoundWorkerOptions& options) {
   }
   // An idle engine: the pause returns at once. The last pause's time tells a gone benchmark from one between runs.
   std::atomic<Clock::rep> lastPause{Clock::now().time_since_epoch().count()};
-  worker_agent::PauseHooks hooks{.pause = [&lastPause](msg::PauseMode, std::uint64_t) {
-                                   lastPause.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-                                   return worker_agent::PauseResult{};
-                                 },
+  worker_agent::PauseHooks hooks{.pause =
+                                     [&lastPause](msg::PauseMode, std::uint64_t) {
+                                       lastPause.store(Clock::now().time_since_epoch().count(),
+                                                       std::memory_order_relaxed);
+                                       return worker_agent::PauseResult{};
+                                     },
                                  .resume = [](std::uint64_t) {}};
   auto agent = orThrow(worker_agent::WorkerAgent::start(std::move(workerOptions), std::move(hooks)), "worker agent");
   const timespec slice{std::chrono::seconds(kRoundWorkerSignalSlice).count(), 0};
@@ -261,12 +265,19 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
   const LatencyComparison after = runRoundTripBenchmark(c.baselineRoundTrips, kDefaultBlock, std::cerr);
   report.json["others_cpu_share"] = load.othersShare();
 
-  report.parameters().update(Json{
-      {"workers", c.workerCounts}, {"models", c.models}, {"count_models", c.countModels},
-      {"count_workers", c.countWorkers}, {"warmup_rounds", c.warmup}, {"rounds", c.rounds},
-      {"count_rounds", c.countRounds}, {"count_block", kCountBlock}, {"bucket_kib", c.bucketKiB},
-      {"buffers", coordinator::kDefaultBufferCount}, {"baseline_round_trips", c.baselineRoundTrips},
-      {"pause_mode", "keep"}, {"monitors", c.monitors}});
+  report.parameters().update(Json{{"workers", c.workerCounts},
+                                  {"models", c.models},
+                                  {"count_models", c.countModels},
+                                  {"count_workers", c.countWorkers},
+                                  {"warmup_rounds", c.warmup},
+                                  {"rounds", c.rounds},
+                                  {"count_rounds", c.countRounds},
+                                  {"count_block", kCountBlock},
+                                  {"bucket_kib", c.bucketKiB},
+                                  {"buffers", coordinator::kDefaultBufferCount},
+                                  {"baseline_round_trips", c.baselineRoundTrips},
+                                  {"pause_mode", "keep"},
+                                  {"monitors", c.monitors}});
   const double rawUs = (before.raw.p50 + after.raw.p50) / 2;  // what overheads are compared with
   Table baseline(latencyColumns({"when", ""}));
   baseline.row(latencyRow("before the rounds", before));
@@ -288,9 +299,14 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
   const auto goalMet = [](const RoundMeasurement& m) { return p50(m.overhead) / 1000 <= kMaxRoundOverheadMs; };
   // Each sweep in two tables: round and overhead, then the phases' p50s (each on its own: they need not add up).
   const auto overheads = [&](const std::vector<RoundMeasurement>& sweep, bool withGoal) {
-    Table table({{"model", "manifest"}, {"workers", "workers"}, {"total_p50_ms", "round p50"},
-                 {"total_p90_ms", "round p90"}, {"sending_p50_ms", "send p50"}, {"overhead_p50_ms", "overhead p50"},
-                 {"overhead_p90_ms", "overhead p90"}, {"in_raw_rtts", "in raw RTTs"},
+    Table table({{"model", "manifest"},
+                 {"workers", "workers"},
+                 {"total_p50_ms", "round p50"},
+                 {"total_p90_ms", "round p90"},
+                 {"sending_p50_ms", "send p50"},
+                 {"overhead_p50_ms", "overhead p50"},
+                 {"overhead_p90_ms", "overhead p90"},
+                 {"in_raw_rtts", "in raw RTTs"},
                  {"goal_met", "goal (p50 <= " + fixed(kMaxRoundOverheadMs, 0) + " ms at " +
                                   std::to_string(kRoundGoalWorkers) + " workers)"}});
     for (const RoundMeasurement& m : sweep) {
@@ -301,9 +317,13 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
     return table;
   };
   const auto phases = [&](const std::vector<RoundMeasurement>& sweep) {
-    Table table({{"model", "manifest"}, {"workers", "workers"}, {"until_plan_ms", "begin -> plan"},
-                 {"after_send_ms", "send returned -> commit"}, {"caller_ms", "publish -> outcome"},
-                 {"apply_ms", "commit -> all applied"}, {"first_round_ms", "first round"},
+    Table table({{"model", "manifest"},
+                 {"workers", "workers"},
+                 {"until_plan_ms", "begin -> plan"},
+                 {"after_send_ms", "send returned -> commit"},
+                 {"caller_ms", "publish -> outcome"},
+                 {"apply_ms", "commit -> all applied"},
+                 {"first_round_ms", "first round"},
                  {"others_cpu_share", "others' CPU"}});
     for (const RoundMeasurement& m : sweep) {
       table.row({manifest(m), m.workers, p(m.untilPlan), p(m.afterSend), p(m.caller), p(m.apply),
@@ -316,21 +336,28 @@ void runRoundBenchmark(const RoundBenchConfig& c, Report& report) {
     for (const RoundMeasurement& m : workerSweep) {
       if (m.workers != kRoundGoalWorkers) continue;
       goals += " Goal, overhead p50 at most " + fixed(kMaxRoundOverheadMs, 0) + " ms with " +
-               std::to_string(kRoundGoalWorkers) + " workers, `" + m.model + "`: " + verdict(goalMet(m)).text +
-               " (" + ms(p50(m.overhead)).text + " ms).";
+               std::to_string(kRoundGoalWorkers) + " workers, `" + m.model + "`: " + verdict(goalMet(m)).text + " (" +
+               ms(p50(m.overhead)).text + " ms).";
     }
     report.section("worker_sweep", "Round overhead by number of workers (milliseconds)",
                    "Round: `PublishOutcome::total`, BeginUpdate sent until the trainer handles the Commit. Send: the "
                    "trainer's send of every bucket, the data. Overhead: round - send, round by round; with data an "
-                   "upper bound, as the receivers still copy the last buckets when the send returns." + goals,
+                   "upper bound, as the receivers still copy the last buckets when the send returns." +
+                       goals,
                    overheads(workerSweep, true));
     report.section("worker_phases", "Where the time goes, by number of workers (milliseconds, p50)", "",
                    phases(workerSweep));
   }
   if (c.monitors > 0) {
-    Table monitors({{"model", "manifest"}, {"workers", "workers"}, {"rounds_without", "rounds without"},
-                    {"without_p50_ms", "p50"}, {"without_p99_ms", "p99"}, {"rounds_with", "rounds with"},
-                    {"with_p50_ms", "p50"}, {"with_p99_ms", "p99"}, {"ratio", "with/without p50"},
+    Table monitors({{"model", "manifest"},
+                    {"workers", "workers"},
+                    {"rounds_without", "rounds without"},
+                    {"without_p50_ms", "p50"},
+                    {"without_p99_ms", "p99"},
+                    {"rounds_with", "rounds with"},
+                    {"with_p50_ms", "p50"},
+                    {"with_p99_ms", "p99"},
+                    {"ratio", "with/without p50"},
                     {"goal_met", "goal (<= " + ratio(kMaxMonitorSlowdown).text + ")"}});
     for (const RoundMeasurement& m : workerSweep) {
       const double slowdown = p50(m.total) > 0 ? p50(m.withMonitors) / p50(m.total) : 0;

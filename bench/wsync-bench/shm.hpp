@@ -38,7 +38,11 @@ struct ShmBenchConfig {
   std::vector<std::uint32_t> buffers{2};
   std::size_t repetitions = 11;  // timed per path and measurement
   bool waitForQuiet = false;
-  void quick() { models = {"opt-125m"}; fanoutReceivers = {3}; repetitions = 3; }
+  void quick() {
+    models = {"opt-125m"};
+    fanoutReceivers = {3};
+    repetitions = 3;
+  }
 };
 
 // A receiver (agent-shm-receive) says "ready", then receives transfers 1..N, each reported as

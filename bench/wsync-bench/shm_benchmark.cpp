@@ -193,9 +193,12 @@ class Measurement {
 ShmMeasurement measure(const ShmBenchConfig& config, ModelUnderTest& model, std::size_t receivers,
                        std::uint64_t bucketMiB, std::uint32_t buffers, std::ostream& progress) {
   static std::size_t arenas = 0;
-  ShmMeasurement result{.model = model.name, .tensors = model.manifest.size(),
-                        .modelBytes = model.manifest.totalBytes(), .receivers = receivers,
-                        .bucketBytes = bucketMiB * kMiB, .buffers = buffers};
+  ShmMeasurement result{.model = model.name,
+                        .tensors = model.manifest.size(),
+                        .modelBytes = model.manifest.totalBytes(),
+                        .receivers = receivers,
+                        .bucketBytes = bucketMiB * kMiB,
+                        .buffers = buffers};
   const std::uint64_t needed = receivers * result.modelBytes;
   const std::uint64_t available = availableMemoryBytes();
   if (static_cast<double>(needed) > kMaxMemoryShare * static_cast<double>(available)) {
@@ -207,9 +210,8 @@ ShmMeasurement measure(const ShmBenchConfig& config, ModelUnderTest& model, std:
   const MachineLoad load;
   const std::size_t rounds = kShmWarmupRounds + config.repetitions;
   Measurement measurement(model, result, arenaName, rounds);
-  progress << "  " << receivers << " receivers, " << bucketMiB << " MiB x " << buffers << " buffers ("
-           << result.buckets << " buckets): " << kShmWarmupRounds << " warm-up + " << config.repetitions
-           << " timed rounds\n";
+  progress << "  " << receivers << " receivers, " << bucketMiB << " MiB x " << buffers << " buffers (" << result.buckets
+           << " buckets): " << kShmWarmupRounds << " warm-up + " << config.repetitions << " timed rounds\n";
   for (std::size_t round = 0; round < rounds; ++round) {
     if (config.waitForQuiet && !MachineLoad::waitForQuiet(kQuietMaxBusyShare, kQuietWindow, kQuietWaitLimit)) {
       ++result.busyRounds;
@@ -246,8 +248,8 @@ int runShmReceiver(const ShmReceiverOptions& options) {
     const auto finish = Clock::now();
     const std::uint64_t cpuNs = threadCpuNanoseconds() - cpuStart;
     const bus::TransferResult result = orThrow(std::move(received), "transfer " + std::to_string(transfer));
-    std::cout << "done " << transfer << ' ' << result.bytes << ' ' << result.digest.hi << ' ' << result.digest.lo
-              << ' ' << std::chrono::nanoseconds(finish.time_since_epoch()).count() << ' ' << cpuNs << std::endl;
+    std::cout << "done " << transfer << ' ' << result.bytes << ' ' << result.digest.hi << ' ' << result.digest.lo << ' '
+              << std::chrono::nanoseconds(finish.time_since_epoch()).count() << ' ' << cpuNs << std::endl;
   }
   return 0;
 }
@@ -273,22 +275,42 @@ void runShmBenchmark(const ShmBenchConfig& c, Report& report) {
   std::size_t busy = 0;
   for (const ShmMeasurement& m : results) busy += m.busyRounds;
   report.parameters().update(Json{
-      {"models", c.models}, {"fanout_receivers", c.fanoutReceivers}, {"bucket_mib", c.bucketMiB},
-      {"buffers", c.buffers}, {"plan_alignment", kPlanAlignment}, {"repetitions", c.repetitions},
-      {"warmup_rounds", kShmWarmupRounds}, {"wait_for_quiet", c.waitForQuiet}, {"rounds_not_quiet", busy},
+      {"models", c.models},
+      {"fanout_receivers", c.fanoutReceivers},
+      {"bucket_mib", c.bucketMiB},
+      {"buffers", c.buffers},
+      {"plan_alignment", kPlanAlignment},
+      {"repetitions", c.repetitions},
+      {"warmup_rounds", kShmWarmupRounds},
+      {"wait_for_quiet", c.waitForQuiet},
+      {"rounds_not_quiet", busy},
       {"memory_available", gib(available)},
-      {"transparent_huge_pages", "anonymous " + selectedMode("/sys/kernel/mm/transparent_hugepage/enabled") +
-                                     ", shm " + selectedMode("/sys/kernel/mm/transparent_hugepage/shmem_enabled")}});
+      {"transparent_huge_pages", "anonymous " + selectedMode("/sys/kernel/mm/transparent_hugepage/enabled") + ", shm " +
+                                     selectedMode("/sys/kernel/mm/transparent_hugepage/shmem_enabled")}});
   report.json["others_cpu_share"] = othersShare;
 
-  Table transfers({{"model", "model"}, {"tensors", "tensors"}, {"bytes", "MiB"}, {"receivers", "receivers"},
-                   {"geometry", "bucket MiB x buffers"}, {"buckets", "buckets"}, {"channel_gbps", "channel"},
-                   {"aggregate_gbps", "aggregate"}, {"memcpy_gbps", "memcpy"}, {"ratio", "channel/memcpy"},
+  Table transfers({{"model", "model"},
+                   {"tensors", "tensors"},
+                   {"bytes", "MiB"},
+                   {"receivers", "receivers"},
+                   {"geometry", "bucket MiB x buffers"},
+                   {"buckets", "buckets"},
+                   {"channel_gbps", "channel"},
+                   {"aggregate_gbps", "aggregate"},
+                   {"memcpy_gbps", "memcpy"},
+                   {"ratio", "channel/memcpy"},
                    {"goal_met", "goal (>= " + fixed(kMinChannelToMemcpyRatio, 1) + "x, 1 receiver)"},
-                   {"memcpy_xxh3_gbps", "memcpy+XXH3"}, {"sender_gbps", "sender alone"},
-                   {"digests_equal", "digests equal"}, {"others_cpu_share", "others' CPU"}});
-  Table cpu({{"model", "model"}, {"receivers", "receivers"}, {"geometry", "bucket MiB x buffers"},
-             {"sender", "sender"}, {"receiver", "receiver"}, {"memcpy", "memcpy"}, {"memcpy_xxh3", "memcpy+XXH3"},
+                   {"memcpy_xxh3_gbps", "memcpy+XXH3"},
+                   {"sender_gbps", "sender alone"},
+                   {"digests_equal", "digests equal"},
+                   {"others_cpu_share", "others' CPU"}});
+  Table cpu({{"model", "model"},
+             {"receivers", "receivers"},
+             {"geometry", "bucket MiB x buffers"},
+             {"sender", "sender"},
+             {"receiver", "receiver"},
+             {"memcpy", "memcpy"},
+             {"memcpy_xxh3", "memcpy+XXH3"},
              {"bound_ratio", "bound/memcpy"}});
   for (const ShmMeasurement& m : results) {
     const Cell size = number(mib(m.modelBytes), 0);

@@ -46,7 +46,11 @@ struct SoakBenchConfig {
   std::int64_t workerStepMs = 5;  // wsync-worker's default
   std::string binDir;
   std::string childLogLevel = "warn";
-  void quick() { rounds = 600; window = 100; restartEvery = 25; }
+  void quick() {
+    rounds = 600;
+    window = 100;
+    restartEvery = 25;
+  }
 };
 
 // What a process holds, from /proc/PID/status and /proc/PID/fd.
@@ -62,9 +66,9 @@ struct ProcessUsage {
 // What the processes and the bus hold, sampled between two rounds.
 struct SoakSample {
   std::size_t window = 0;
-  std::size_t round = 0;  // rounds finished
-  double seconds = 0;     // since the first publish
-  ProcessUsage coordinator{}, trainer{}, resident{};  // trainer: this process; resident: worker-0, never restarted
+  std::size_t round = 0;                               // rounds finished
+  double seconds = 0;                                  // since the first publish
+  ProcessUsage coordinator{}, trainer{}, resident{};   // trainer: this process; resident: worker-0, never restarted
   std::uint64_t workersMaxRss = 0, workersSumRss = 0;  // over the live workers
   std::uint32_t workersMaxFds = 0, liveWorkers = 0;
   std::uint32_t shmSegments = 0, runtimeFiles = 0, children = 0, zombies = 0;
@@ -112,7 +116,7 @@ struct SoakResults {
   Summary rejoin;                    // us: a (re)started worker's process started -> it held an attached slot
   // Committed rounds pooled over the windows without restarts (the warm-up left out) and over those with them.
   Summary withoutRestarts, withRestarts;
-  std::string coordinatorExit;                              // on SIGTERM, after the run
+  std::string coordinatorExit;                               // on SIGTERM, after the run
   std::pair<std::uint32_t, std::uint32_t> residueAfterStop;  // /dev/shm entries and runtime files
   double othersCpuShare = 0;
 };

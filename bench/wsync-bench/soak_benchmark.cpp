@@ -157,8 +157,8 @@ class SoakRun {
       progress_ << "window " << index + 1 << "/" << windowCount_ << ": " << fixed(window.roundsPerSecond(), 0)
                 << " rounds/s, p50 " << fixed(window.roundTime.p50 / 1000, 2) << " ms, " << window.restarts
                 << " restarts, " << window.abortedByRestart + window.abortedOther << " aborted; coordinator RSS "
-                << fixed(mib(results_.samples.back().coordinator.rssBytes), 1)
-                << " MiB; others used " << percent(window.othersCpuShare).text << " of the CPUs\n";
+                << fixed(mib(results_.samples.back().coordinator.rssBytes), 1) << " MiB; others used "
+                << percent(window.othersCpuShare).text << " of the CPUs\n";
     }
     stopAll();
     results_.coordinatorExit = coordinator_->describeExit();
@@ -221,14 +221,16 @@ class SoakRun {
   // descriptors (its fd count is its own); the coordinator dies by SIGTERM with us, so that it removes its segments.
   cli::ChildProcess startProgram(const std::string& path, std::vector<std::string> args, int deathSignal) {
     args.insert(args.end(), {"--log-level", config_.childLogLevel});
-    return cli::ChildProcess::spawn(path, args, {.deathSignal = deathSignal, .ownProcessGroup = true,
-                                                   .closeOtherFds = true, .stopGrace = kProgramStopGrace});
+    return cli::ChildProcess::spawn(
+        path, args,
+        {.deathSignal = deathSignal, .ownProcessGroup = true, .closeOtherFds = true, .stopGrace = kProgramStopGrace});
   }
 
   void startWorker(SoakWorker& worker, std::optional<std::size_t> restart) {
     worker.process = startProgram(results_.workerPath,
                                   {"--bus", results_.busName, "--id", worker.id, "--model", config_.model, "--channel",
-                                   "shm", "--step-ms", std::to_string(config_.workerStepMs)}, SIGKILL);
+                                   "shm", "--step-ms", std::to_string(config_.workerStepMs)},
+                                  SIGKILL);
     worker.startedAt = Clock::now();
     worker.rejoinPending = true;
     worker.restart = restart;
@@ -266,9 +268,10 @@ class SoakRun {
     // Agents registered, the trainer included; a dead worker counts until the coordinator has seen it go.
     if (view_->activeAgents() < config_.workers + 1) ++window.roundsShortOfWorkers;
     const std::uint64_t version = ++version_;
-    trainer_->publish(version, config_.pauseMode == "abort"  ? msg::PauseMode::Abort
-                               : config_.pauseMode == "wait" ? msg::PauseMode::Wait
-                                                             : msg::PauseMode::Keep,
+    trainer_->publish(version,
+                      config_.pauseMode == "abort"  ? msg::PauseMode::Abort
+                      : config_.pauseMode == "wait" ? msg::PauseMode::Wait
+                                                    : msg::PauseMode::Keep,
                       true);
     if (round == nextKill_) {
       restartWorker(round, window);
@@ -319,8 +322,8 @@ class SoakRun {
       addDetail("before round " + std::to_string(round + 1) + ": " + worker.id + " (pid " +
                 std::to_string(worker.process->pid()) + ") " + worker.process->describeExit() + " by itself");
       if (results_.unexpectedExits > kMaxUnexpectedExits) {
-        throw BenchFailure(std::to_string(results_.unexpectedExits) + " workers ended by themselves; the last: " +
-                           results_.details.back());
+        throw BenchFailure(std::to_string(results_.unexpectedExits) +
+                           " workers ended by themselves; the last: " + results_.details.back());
       }
       killedIds_.insert(worker.id);  // the rounds its death aborts are accounted to it, not to the bus
       startWorker(worker, std::nullopt);
@@ -362,8 +365,8 @@ class SoakRun {
       }
       ++window.abortedOther;
       ++results_.unexpectedAborts;
-      addDetail("version " + std::to_string(outcome.version) + " aborted: " +
-                msg::EnumNameAbortReason(outcome.reason) + ": " + outcome.detail);
+      addDetail("version " + std::to_string(outcome.version) + " aborted: " + msg::EnumNameAbortReason(outcome.reason) +
+                ": " + outcome.detail);
     } else {
       ++results_.refused;
       addDetail("version " + std::to_string(outcome.version) + " refused: " + outcome.detail);
@@ -375,9 +378,11 @@ class SoakRun {
   }
 
   void takeSample(std::size_t round, std::size_t window) {
-    SoakSample sample{.window = window, .round = round,
+    SoakSample sample{.window = window,
+                      .round = round,
                       .seconds = round == 0 ? 0 : std::chrono::duration<double>(Clock::now() - runStart_).count(),
-                      .coordinator = readProcessUsage(coordinator_->pid()), .trainer = readProcessUsage(::getpid())};
+                      .coordinator = readProcessUsage(coordinator_->pid()),
+                      .trainer = readProcessUsage(::getpid())};
     for (std::size_t index = 0; index < workers_.size(); ++index) {
       const ProcessUsage usage = readProcessUsage(workers_[index].process->pid());
       if (index == 0) sample.resident = usage;

@@ -27,9 +27,9 @@ struct Resource {
 std::vector<Resource> resources() {
   using S = Resource::Slack;
   std::vector<Resource> list;
-  for (const auto& [who, usage] : {std::pair{"coordinator", &SoakSample::coordinator},
-                                   std::pair{"trainer (this process)", &SoakSample::trainer},
-                                   std::pair{"worker-0 (resident)", &SoakSample::resident}}) {
+  for (const auto& [who, usage] :
+       {std::pair{"coordinator", &SoakSample::coordinator}, std::pair{"trainer (this process)", &SoakSample::trainer},
+        std::pair{"worker-0 (resident)", &SoakSample::resident}}) {
     const std::string name = who;
     list.push_back({name + " RSS (MiB)", [u = usage](auto& s) { return mib((s.*u).rssBytes); }, S::Memory, true});
     list.push_back({name + " RssAnon (MiB)", [u = usage](auto& s) { return mib((s.*u).anonBytes); }, S::Memory});
@@ -50,34 +50,55 @@ std::vector<Resource> resources() {
 
 // Samples and restarts as JSON (nlohmann_json finds these by ADL: outside the anonymous namespace).
 void to_json(Json& json, const ProcessUsage& u) {
-  json = {{"alive", u.alive}, {"rss", u.rssBytes}, {"rss_anon", u.anonBytes}, {"rss_shmem", u.shmemBytes},
-          {"fds", u.fds},     {"threads", u.threads}};
+  json = {{"alive", u.alive},          {"rss", u.rssBytes}, {"rss_anon", u.anonBytes},
+          {"rss_shmem", u.shmemBytes}, {"fds", u.fds},      {"threads", u.threads}};
 }
 
 void to_json(Json& json, const SoakSample& s) {
-  json = {{"round", s.round}, {"seconds", s.seconds}, {"coordinator", s.coordinator}, {"trainer", s.trainer},
-          {"resident_worker", s.resident}, {"workers_max_rss", s.workersMaxRss}, {"workers_sum_rss", s.workersSumRss},
-          {"workers_max_fds", s.workersMaxFds}, {"live_workers", s.liveWorkers}, {"shm_segments", s.shmSegments},
-          {"runtime_files", s.runtimeFiles}, {"children", s.children}, {"zombies", s.zombies},
-          {"active_slots", s.activeSlots}, {"dead_slots", s.deadSlots}};
+  json = {{"round", s.round},
+          {"seconds", s.seconds},
+          {"coordinator", s.coordinator},
+          {"trainer", s.trainer},
+          {"resident_worker", s.resident},
+          {"workers_max_rss", s.workersMaxRss},
+          {"workers_sum_rss", s.workersSumRss},
+          {"workers_max_fds", s.workersMaxFds},
+          {"live_workers", s.liveWorkers},
+          {"shm_segments", s.shmSegments},
+          {"runtime_files", s.runtimeFiles},
+          {"children", s.children},
+          {"zombies", s.zombies},
+          {"active_slots", s.activeSlots},
+          {"dead_slots", s.deadSlots}};
 }
 
 void to_json(Json& json, const SoakRestart& s) {
-  json = {{"round", s.round + 1}, {"worker", s.worker}, {"mid_round", s.midRound}, {"phase", s.phase},
-          {"delay_us", s.delayUs}, {"rejoin_ms", s.rejoinMs}};
+  json = {{"round", s.round + 1}, {"worker", s.worker},    {"mid_round", s.midRound},
+          {"phase", s.phase},     {"delay_us", s.delayUs}, {"rejoin_ms", s.rejoinMs}};
 }
 
 void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
   const SoakResults r = measureSoak(c, std::cerr);
-  report.parameters().update(Json{
-      {"rounds", c.rounds}, {"workers", c.workers}, {"window", c.window}, {"restart_every", c.restartEvery},
-      {"seed", c.seed}, {"model", c.model}, {"tensors", r.tensors}, {"bytes", r.bytes}, {"pause_mode", c.pauseMode},
-      {"worker_step_ms", c.workerStepMs}, {"sample_every", r.sampleEvery}, {"bus", r.busName},
-      {"coordinator", r.coordinatorPath + " --log-level " + c.childLogLevel + " (shm buckets " +
-                          std::to_string(coordinator::kDefaultBucketBytes >> 20) + " MiB x " +
-                          std::to_string(coordinator::kDefaultBufferCount) + ")"},
-      {"worker", r.workerPath + " --channel shm"}, {"startup_ms", r.startupMs}, {"first_round_ms", r.firstRoundMs},
-      {"others_cpu_share", r.othersCpuShare}});
+  report.parameters().update(
+      Json{{"rounds", c.rounds},
+           {"workers", c.workers},
+           {"window", c.window},
+           {"restart_every", c.restartEvery},
+           {"seed", c.seed},
+           {"model", c.model},
+           {"tensors", r.tensors},
+           {"bytes", r.bytes},
+           {"pause_mode", c.pauseMode},
+           {"worker_step_ms", c.workerStepMs},
+           {"sample_every", r.sampleEvery},
+           {"bus", r.busName},
+           {"coordinator", r.coordinatorPath + " --log-level " + c.childLogLevel + " (shm buckets " +
+                               std::to_string(coordinator::kDefaultBucketBytes >> 20) + " MiB x " +
+                               std::to_string(coordinator::kDefaultBufferCount) + ")"},
+           {"worker", r.workerPath + " --channel shm"},
+           {"startup_ms", r.startupMs},
+           {"first_round_ms", r.firstRoundMs},
+           {"others_cpu_share", r.othersCpuShare}});
 
   // The maximum of a figure over a window's samples, for every window.
   const auto maxima = [&r](const std::function<double(const SoakSample&)>& value) {
@@ -87,8 +108,12 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
   };
   const SoakWindow& w1 = r.windows[1];  // the first after the warm-up
   const SoakWindow& wn = r.windows.back();
-  Table flatness({{"figure", "figure"}, {"first", "first window"}, {"last", "last window"}, {"ratio", "last/first"},
-                  {"goal", "goal"}, {"met", "verdict"}});
+  Table flatness({{"figure", "figure"},
+                  {"first", "first window"},
+                  {"last", "last window"},
+                  {"ratio", "last/first"},
+                  {"goal", "goal"},
+                  {"met", "verdict"}});
   std::string missed;
   const auto check = [&](const std::string& name, double a, double b, const std::string& goal, bool met, bool better) {
     flatness.row({name, figure(a), figure(b), a > 0 ? ratio(b / a) : Cell("-"), goal,
@@ -133,19 +158,24 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
                  flatness);
 
   Table health({{"figure", "figure"}, {"value", "value"}, {"goal", "goal"}, {"met", "verdict"}});
-  for (const auto& [name, value] : {std::pair{"aborted rounds not caused by a restart", r.unexpectedAborts},
-                                    std::pair{"refused rounds", r.refused},
-                                    std::pair{"workers that ended by themselves", r.unexpectedExits},
-                                    std::pair{"/dev/shm segments of the bus after the coordinator stopped",
-                                              std::size_t{r.residueAfterStop.first}}}) {
+  for (const auto& [name, value] :
+       {std::pair{"aborted rounds not caused by a restart", r.unexpectedAborts}, std::pair{"refused rounds", r.refused},
+        std::pair{"workers that ended by themselves", r.unexpectedExits},
+        std::pair{"/dev/shm segments of the bus after the coordinator stopped",
+                  std::size_t{r.residueAfterStop.first}}}) {
     health.row({name, value, "0", verdict(value == 0)});
   }
   health.row({"wsync-coordinator's exit on SIGTERM", r.coordinatorExit, "exited with status 0",
               verdict(r.coordinatorExit == "exited with status 0")});
   report.section("health", "Health of the run", "", health);
 
-  Table pooled({{"windows", ""}, {"count", "windows"}, {"committed", "committed rounds"},
-                {"rounds_per_second", "rounds/s"}, {"p50_ms", "p50 ms"}, {"p99_ms", "p99 ms"}, {"max_ms", "max ms"},
+  Table pooled({{"windows", ""},
+                {"count", "windows"},
+                {"committed", "committed rounds"},
+                {"rounds_per_second", "rounds/s"},
+                {"p50_ms", "p50 ms"},
+                {"p99_ms", "p99 ms"},
+                {"max_ms", "max ms"},
                 {"aborted", "aborted"}});
   double rates[2] = {0, 0};
   for (const bool restarts : {false, true}) {
@@ -180,9 +210,11 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
     shortRounds += w.roundsShortOfWorkers;
   }
   report.json["restarts"] = r.restarts;
-  report.json.update(Json{{"aborts_by_reason", r.abortsByReason}, {"kill_phases", r.killPhases},
+  report.json.update(Json{{"aborts_by_reason", r.abortsByReason},
+                          {"kill_phases", r.killPhases},
                           {"aborted_round_time", toJson(r.abortedRoundTime, "us", {"p50", "max"})},
-                          {"rejoin", toJson(r.rejoin, "us", {"p50", "p99", "max"})}, {"details", r.details}});
+                          {"rejoin", toJson(r.rejoin, "us", {"p50", "p99", "max"})},
+                          {"details", r.details}});
   std::ostringstream& out = report.markdown;
   out << "## Restarts\n\n- " << r.restarts.size() << " restarts, " << midRound << " of them while the trainer waited "
       << "for the round's outcome; the coordinator's round phase at the kill:";
@@ -198,9 +230,13 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
   for (const std::string& detail : r.details) out << "- " << detail << "\n";
   out << "\n";
 
-  std::vector<Table::Column> columns{{"window", "window"}, {"rounds", "rounds"},
-                                     {"restarts", "restarts (mid-round)"}, {"aborted", "aborted (by a restart)"},
-                                     {"rounds_per_second", "rounds/s"}, {"p50_ms", "p50 ms"}, {"p99_ms", "p99 ms"},
+  std::vector<Table::Column> columns{{"window", "window"},
+                                     {"rounds", "rounds"},
+                                     {"restarts", "restarts (mid-round)"},
+                                     {"aborted", "aborted (by a restart)"},
+                                     {"rounds_per_second", "rounds/s"},
+                                     {"p50_ms", "p50 ms"},
+                                     {"p99_ms", "p99 ms"},
                                      {"max_ms", "max ms"}};
   std::vector<std::vector<double>> resourceMaxima;
   for (const Resource& resource : resources()) {
@@ -213,12 +249,18 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
   for (std::size_t i = 0; i < r.windows.size(); ++i) {
     const SoakWindow& w = r.windows[i];
     std::vector<Cell> row{
-        std::to_string(i + 1) + (w.warmup ? " (warm-up)" : w.withRestarts ? "" : " (no restarts)"), w.rounds,
+        std::to_string(i + 1) + (w.warmup         ? " (warm-up)"
+                                 : w.withRestarts ? ""
+                                                  : " (no restarts)"),
+        w.rounds,
         Cell(Json{{"all", w.restarts}, {"mid_round", w.restartsMidRound}},
              std::to_string(w.restarts) + " (" + std::to_string(w.restartsMidRound) + ")"),
         Cell(Json{{"all", w.abortedByRestart + w.abortedOther}, {"by_restart", w.abortedByRestart}},
              std::to_string(w.abortedByRestart + w.abortedOther) + " (" + std::to_string(w.abortedByRestart) + ")"),
-        number(w.roundsPerSecond(), 0), ms(w.roundTime.p50), ms(w.roundTime.p99), ms(w.roundTime.max)};
+        number(w.roundsPerSecond(), 0),
+        ms(w.roundTime.p50),
+        ms(w.roundTime.p99),
+        ms(w.roundTime.max)};
     for (const std::vector<double>& max : resourceMaxima) row.push_back(figure(max[i]));
     row.push_back(percent(w.othersCpuShare));
     windows.row(std::move(row));
@@ -226,7 +268,8 @@ void runSoakBenchmark(const SoakBenchConfig& c, Report& report) {
   report.section("windows", "Windows", "Rounds: committed ones. Resources: the window's maximum.", windows);
 
   report.json["samples"] = r.samples;
-  report.json["after_stop"] = {{"coordinator_exit", r.coordinatorExit}, {"shm_segments", r.residueAfterStop.first},
+  report.json["after_stop"] = {{"coordinator_exit", r.coordinatorExit},
+                               {"shm_segments", r.residueAfterStop.first},
                                {"runtime_files", r.residueAfterStop.second}};
   out << "After the run: the trainer said goodbye, the workers got SIGTERM together, then `wsync-coordinator` "
       << r.coordinatorExit << "; left of the bus: " << r.residueAfterStop.first << " /dev/shm segments, "

@@ -22,9 +22,13 @@ struct TcpBenchConfig {
   ModeOptions mode;
   std::vector<std::string> models{"opt-125m", "synthetic:2000:512"};
   std::vector<std::size_t> receivers{1, 3};
-  std::uint64_t bucketMiB = 4;   // the coordinator's default: where progress is reported
-  std::size_t repetitions = 9;   // timed per path and measurement
-  void quick() { models = {"opt-125m"}; receivers = {1}; repetitions = 3; }
+  std::uint64_t bucketMiB = 4;  // the coordinator's default: where progress is reported
+  std::size_t repetitions = 9;  // timed per path and measurement
+  void quick() {
+    models = {"opt-125m"};
+    receivers = {1};
+    repetitions = 3;
+  }
 };
 
 void runTcpBenchmark(const TcpBenchConfig& config, Report& report);

@@ -121,8 +121,9 @@ class Measurement {
     } else {
       raw();
     }
-    if (measured) (path == TcpPath::Channel ? result_.channel : result_.raw)
-        .push_back(gigabytesPerSecond(result_.modelBytes, Clock::now() - start));
+    if (measured)
+      (path == TcpPath::Channel ? result_.channel : result_.raw)
+          .push_back(gigabytesPerSecond(result_.modelBytes, Clock::now() - start));
   }
 
  private:
@@ -135,9 +136,9 @@ class Measurement {
     for (std::size_t r = 0; r < staging_.size(); ++r) {
       threads.emplace_back([&, r] {
         auto end = bus::TcpChannel::open({nullptr, listener_->contact(), token});
-        received[r] = end ? (*end)->receive(transfer_, plan_, staging_[r]->tensors(), static_cast<std::uint32_t>(r),
-                                            deadline)
-                          : tl::unexpected(end.error());
+        received[r] =
+            end ? (*end)->receive(transfer_, plan_, staging_[r]->tensors(), static_cast<std::uint32_t>(r), deadline)
+                : tl::unexpected(end.error());
       });
     }
     auto sender = orThrow(bus::TcpChannel::open({listener_, listener_->contact(), token}), "sender");
@@ -210,12 +211,21 @@ void runTcpBenchmark(const TcpBenchConfig& c, Report& report) {
       result.othersCpuShare = load.othersShare();
     }
   }
-  report.parameters().update(Json{{"models", c.models}, {"receivers", c.receivers}, {"bucket_mib", c.bucketMiB},
-                                  {"repetitions", c.repetitions}, {"warmup_rounds", kTcpWarmupRounds},
+  report.parameters().update(Json{{"models", c.models},
+                                  {"receivers", c.receivers},
+                                  {"bucket_mib", c.bucketMiB},
+                                  {"repetitions", c.repetitions},
+                                  {"warmup_rounds", kTcpWarmupRounds},
                                   {"chunk_bytes", bus::kTcpChunkBytes}});
-  Table table({{"model", "model"}, {"tensors", "tensors"}, {"bytes", "MiB"}, {"receivers", "receivers"},
-               {"channel_gbps", "channel"}, {"raw_gbps", "raw TCP"}, {"ratio", "channel/raw"},
-               {"digests_equal", "digests equal"}, {"others_cpu_share", "others' CPU"}});
+  Table table({{"model", "model"},
+               {"tensors", "tensors"},
+               {"bytes", "MiB"},
+               {"receivers", "receivers"},
+               {"channel_gbps", "channel"},
+               {"raw_gbps", "raw TCP"},
+               {"ratio", "channel/raw"},
+               {"digests_equal", "digests equal"},
+               {"others_cpu_share", "others' CPU"}});
   for (const TcpMeasurement& m : results) {
     table.row({m.model, m.tensors, number(mib(m.modelBytes), 0), m.receivers, spread(summarize(m.channel), "gbps", 2),
                spread(summarize(m.raw), "gbps", 2), ratio(median(m.raw) > 0 ? median(m.channel) / median(m.raw) : 0),

@@ -22,7 +22,8 @@ tl::expected<std::size_t, std::string> coveredBytes(std::uint32_t structSize, st
     if (field.offset < structSize && field.offset + field.size > structSize) {
       return tl::unexpected(std::string(what) + "->struct_size " + std::to_string(structSize) +
                             " ends inside a field (bytes " + std::to_string(field.offset) + " to " +
-                            std::to_string(field.offset + field.size) + "): it must be the sizeof of the struct of a "
+                            std::to_string(field.offset + field.size) +
+                            "): it must be the sizeof of the struct of a "
                             "wsync.h, as the _init function sets it");
     }
   }
@@ -136,8 +137,8 @@ tl::expected<bus::TensorSpec, std::string> tensorSpecOf(const wsync_tensor& tens
   return spec;
 }
 
-tl::expected<std::span<std::byte>, std::string> tensorMemoryOf(const wsync_tensor& tensor,
-                                                               const bus::TensorSpec& spec, std::size_t index) {
+tl::expected<std::span<std::byte>, std::string> tensorMemoryOf(const wsync_tensor& tensor, const bus::TensorSpec& spec,
+                                                               std::size_t index) {
   std::uint64_t expected = bus::elementBytes(spec.dtype);
   for (const std::int64_t dimension : spec.shape) expected *= static_cast<std::uint64_t>(dimension);  // checked
   const std::string named = "tensor " + std::to_string(index) + " ('" + spec.name + "')";

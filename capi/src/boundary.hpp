@@ -166,8 +166,8 @@ tl::expected<AgentIdentity, std::string> agentIdentityOf(const wsync_connection&
 tl::expected<bus::TensorSpec, std::string> tensorSpecOf(const wsync_tensor& tensor, std::size_t index);
 // The tensor's memory, `bytes` long: which must be the dtype's size x elements of its spec, and data non-NULL
 // unless it is empty. "tensor 3 ('lm_head.weight'): bytes 100 but dtype BF16 x shape [10, 10] is 200".
-tl::expected<std::span<std::byte>, std::string> tensorMemoryOf(const wsync_tensor& tensor,
-                                                               const bus::TensorSpec& spec, std::size_t index);
+tl::expected<std::span<std::byte>, std::string> tensorMemoryOf(const wsync_tensor& tensor, const bus::TensorSpec& spec,
+                                                               std::size_t index);
 // The array itself: non-NULL unless empty, and no more entries than a manifest holds.
 tl::expected<std::span<const wsync_tensor>, std::string> tensorArrayOf(const wsync_tensor* tensors, std::size_t count);
 

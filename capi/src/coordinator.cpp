@@ -63,11 +63,10 @@ tl::expected<coordinator::CoordinatorOptions, std::string> optionsOf(const wsync
     std::int64_t milliseconds;
     std::chrono::milliseconds* into;
   };
-  const Duration durations[] = {
-      {"heartbeat_interval_ms", config.heartbeat_interval_ms, &options.heartbeatInterval},
-      {"heartbeat_timeout_ms", config.heartbeat_timeout_ms, &options.heartbeatTimeout},
-      {"pause_timeout_ms", config.pause_timeout_ms, &options.pauseTimeout},
-      {"transfer_timeout_ms", config.transfer_timeout_ms, &options.transferTimeout}};
+  const Duration durations[] = {{"heartbeat_interval_ms", config.heartbeat_interval_ms, &options.heartbeatInterval},
+                                {"heartbeat_timeout_ms", config.heartbeat_timeout_ms, &options.heartbeatTimeout},
+                                {"pause_timeout_ms", config.pause_timeout_ms, &options.pauseTimeout},
+                                {"transfer_timeout_ms", config.transfer_timeout_ms, &options.transferTimeout}};
   for (const Duration& duration : durations) {
     if (duration.milliseconds <= 0 || std::chrono::milliseconds(duration.milliseconds) > kLongestWait) {
       return tl::unexpected(std::string(duration.name) + " is " + std::to_string(duration.milliseconds) +
@@ -95,11 +94,13 @@ tl::expected<coordinator::CoordinatorOptions, std::string> optionsOf(const wsync
 
 wsync_status statusOf(coordinator::CoordinatorError error) {
   switch (error) {
-    case coordinator::CoordinatorError::InvalidOptions: return WSYNC_INVALID_ARGUMENT;
+    case coordinator::CoordinatorError::InvalidOptions:
+      return WSYNC_INVALID_ARGUMENT;
     case coordinator::CoordinatorError::BusInUse:
     case coordinator::CoordinatorError::ControlBlock:
     case coordinator::CoordinatorError::Channel:
-    case coordinator::CoordinatorError::Transport: return WSYNC_UNAVAILABLE;
+    case coordinator::CoordinatorError::Transport:
+      return WSYNC_UNAVAILABLE;
   }
   return WSYNC_INTERNAL;
 }
@@ -125,8 +126,8 @@ wsync_status wsync_coordinator_start(const wsync_coordinator_config* config, wsy
     if (!started) return capi::fail(capi::statusOf(started.error().code), started.error().describe());
     auto block = bus::ControlBlockView::open(options->bus);
     if (!block) return capi::fail(WSYNC_INTERNAL, "the new bus's control block: " + block.error().describe());
-    *out = new wsync_coordinator{std::move(*block),
-                                 std::make_unique<coordinator::CoordinatorThread>(std::move(*started))};
+    *out =
+        new wsync_coordinator{std::move(*block), std::make_unique<coordinator::CoordinatorThread>(std::move(*started))};
     return WSYNC_OK;
   });
 }

@@ -43,10 +43,10 @@ using namespace wsync;
 
 static_assert(WSYNC_OK == 0 && WSYNC_INTERNAL == 8, "status values are part of the ABI");
 static_assert(WSYNC_DTYPE_BOOL == static_cast<int>(msg::DType::Bool) &&
-              WSYNC_DTYPE_BF16 == static_cast<int>(msg::DType::BF16) &&
-              WSYNC_DTYPE_F8_E4M3 == static_cast<int>(msg::DType::F8E4M3) &&
-              WSYNC_DTYPE_F8_E5M2 == static_cast<int>(msg::DType::F8E5M2) &&
-              WSYNC_DTYPE_U64 == static_cast<int>(msg::DType::U64) && msg::DType::MAX == msg::DType::U64,
+                  WSYNC_DTYPE_BF16 == static_cast<int>(msg::DType::BF16) &&
+                  WSYNC_DTYPE_F8_E4M3 == static_cast<int>(msg::DType::F8E4M3) &&
+                  WSYNC_DTYPE_F8_E5M2 == static_cast<int>(msg::DType::F8E5M2) &&
+                  WSYNC_DTYPE_U64 == static_cast<int>(msg::DType::U64) && msg::DType::MAX == msg::DType::U64,
               "the header's dtypes are the schema's");
 
 extern "C" {
@@ -61,16 +61,26 @@ const char* wsync_last_error(void) {
 
 const char* wsync_status_name(wsync_status status) {
   switch (status) {
-    case WSYNC_OK: return "ok";
-    case WSYNC_TIMEOUT: return "timeout";
-    case WSYNC_INVALID_ARGUMENT: return "invalid_argument";
-    case WSYNC_UNAVAILABLE: return "unavailable";
-    case WSYNC_MANIFEST_MISMATCH: return "manifest_mismatch";
-    case WSYNC_BUSY: return "busy";
-    case WSYNC_STOPPED: return "stopped";
-    case WSYNC_UNSUPPORTED: return "unsupported";
-    case WSYNC_INTERNAL: return "internal";
-    default: return "unknown";
+    case WSYNC_OK:
+      return "ok";
+    case WSYNC_TIMEOUT:
+      return "timeout";
+    case WSYNC_INVALID_ARGUMENT:
+      return "invalid_argument";
+    case WSYNC_UNAVAILABLE:
+      return "unavailable";
+    case WSYNC_MANIFEST_MISMATCH:
+      return "manifest_mismatch";
+    case WSYNC_BUSY:
+      return "busy";
+    case WSYNC_STOPPED:
+      return "stopped";
+    case WSYNC_UNSUPPORTED:
+      return "unsupported";
+    case WSYNC_INTERNAL:
+      return "internal";
+    default:
+      return "unknown";
   }
 }
 

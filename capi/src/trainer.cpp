@@ -30,8 +30,8 @@ namespace wsync::capi {
 namespace {
 
 constexpr std::array kTrainerConfigFields{
-    WSYNC_CAPI_FIELD(wsync_trainer_config, connection), WSYNC_CAPI_FIELD(wsync_trainer_config, agent_id),
-    WSYNC_CAPI_FIELD(wsync_trainer_config, rank),       WSYNC_CAPI_FIELD(wsync_trainer_config, channel),
+    WSYNC_CAPI_FIELD(wsync_trainer_config, connection),  WSYNC_CAPI_FIELD(wsync_trainer_config, agent_id),
+    WSYNC_CAPI_FIELD(wsync_trainer_config, rank),        WSYNC_CAPI_FIELD(wsync_trainer_config, channel),
     WSYNC_CAPI_FIELD(wsync_trainer_config, cuda_device),
 };
 static_assert(sizeof(wsync_trainer_config) == 64 && offsetof(wsync_trainer_config, cuda_device) == 56,
@@ -58,8 +58,10 @@ static_assert(sizeof(wsync_outcome) == 80 + WSYNC_DETAIL_CHARS && offsetof(wsync
               "ABI 1's layout");
 
 constexpr std::array kProgressFields{
-    WSYNC_CAPI_FIELD(wsync_progress, version),     WSYNC_CAPI_FIELD(wsync_progress, bytes_sent),
-    WSYNC_CAPI_FIELD(wsync_progress, bytes_total), WSYNC_CAPI_FIELD(wsync_progress, sending),
+    WSYNC_CAPI_FIELD(wsync_progress, version),
+    WSYNC_CAPI_FIELD(wsync_progress, bytes_sent),
+    WSYNC_CAPI_FIELD(wsync_progress, bytes_total),
+    WSYNC_CAPI_FIELD(wsync_progress, sending),
 };
 static_assert(sizeof(wsync_progress) == 40, "ABI 1's layout");
 
@@ -104,12 +106,17 @@ tl::expected<trainer_agent::TrainerOptions, std::pair<wsync_status, std::string>
 
 wsync_status failWith(const trainer_agent::TrainerFailure& failure) {
   switch (failure.code) {
-    case trainer_agent::TrainerError::Session: return fail(WSYNC_UNAVAILABLE, failure.describe());
-    case trainer_agent::TrainerError::Busy: return fail(WSYNC_BUSY, failure.describe());
-    case trainer_agent::TrainerError::Stopped: return fail(WSYNC_STOPPED, failure.describe());
+    case trainer_agent::TrainerError::Session:
+      return fail(WSYNC_UNAVAILABLE, failure.describe());
+    case trainer_agent::TrainerError::Busy:
+      return fail(WSYNC_BUSY, failure.describe());
+    case trainer_agent::TrainerError::Stopped:
+      return fail(WSYNC_STOPPED, failure.describe());
     case trainer_agent::TrainerError::InvalidManifest:
-    case trainer_agent::TrainerError::NoManifest: return fail(WSYNC_INVALID_ARGUMENT, failure.describe());
-    case trainer_agent::TrainerError::BufferMismatch: return fail(WSYNC_MANIFEST_MISMATCH, failure.describe());
+    case trainer_agent::TrainerError::NoManifest:
+      return fail(WSYNC_INVALID_ARGUMENT, failure.describe());
+    case trainer_agent::TrainerError::BufferMismatch:
+      return fail(WSYNC_MANIFEST_MISMATCH, failure.describe());
   }
   return fail(WSYNC_INTERNAL, failure.describe());
 }
@@ -132,8 +139,8 @@ tl::expected<std::vector<std::span<const std::byte>>, std::pair<wsync_status, st
     const bus::Manifest& manifest, std::span<const wsync_tensor> tensors) {
   auto status = [](wsync_status code, std::string text) { return tl::unexpected(std::pair{code, std::move(text)}); };
   if (tensors.size() != manifest.size()) {
-    return status(WSYNC_MANIFEST_MISMATCH, std::to_string(tensors.size()) + " tensors for a manifest of " +
-                                               std::to_string(manifest.size()));
+    return status(WSYNC_MANIFEST_MISMATCH,
+                  std::to_string(tensors.size()) + " tensors for a manifest of " + std::to_string(manifest.size()));
   }
   std::vector<std::span<const std::byte>> spans;
   spans.reserve(tensors.size());
@@ -152,10 +159,10 @@ tl::expected<std::vector<std::span<const std::byte>>, std::pair<wsync_status, st
       return status(WSYNC_MANIFEST_MISMATCH, which + ": the manifest has '" + declared.name + "' there");
     }
     if (spec->dtype != declared.dtype || spec->shape != declared.shape) {
-      return status(WSYNC_MANIFEST_MISMATCH,
-                    which + ": dtype " + msg::EnumNameDType(spec->dtype) + " x shape " +
-                        worker_agent::formatShape(spec->shape) + ", the manifest says " +
-                        msg::EnumNameDType(declared.dtype) + " x " + worker_agent::formatShape(declared.shape));
+      return status(WSYNC_MANIFEST_MISMATCH, which + ": dtype " + msg::EnumNameDType(spec->dtype) + " x shape " +
+                                                 worker_agent::formatShape(spec->shape) + ", the manifest says " +
+                                                 msg::EnumNameDType(declared.dtype) + " x " +
+                                                 worker_agent::formatShape(declared.shape));
     }
     auto memory = tensorMemoryOf(tensors[index], *spec, index);
     if (!memory) return status(WSYNC_INVALID_ARGUMENT, std::move(memory.error()));
@@ -212,8 +219,12 @@ wsync_status wsync_trainer_start(const wsync_trainer_config* config, wsync_train
     if (!options) return capi::fail(options.error().first, std::move(options.error().second));
     auto agent = trainer_agent::TrainerAgent::start(std::move(*options));
     if (!agent) return capi::failWith(agent.error());
-    *out = new wsync_trainer{.agent = std::move(*agent), .awaitingOutcome = false, .lastTensors = {}, .published = false,
-                              .tokensIssued = 0, .lastTensorsToken = 0};
+    *out = new wsync_trainer{.agent = std::move(*agent),
+                             .awaitingOutcome = false,
+                             .lastTensors = {},
+                             .published = false,
+                             .tokensIssued = 0,
+                             .lastTensorsToken = 0};
     return WSYNC_OK;
   });
 }
@@ -256,8 +267,8 @@ wsync_status wsync_trainer_publish(wsync_trainer* trainer, uint64_t version, con
                         "options->pause_mode is " + std::to_string(given.pause_mode) + ": not a wsync_pause_mode");
     }
     if ((given.flags & ~capi::kKnownPublishFlags) != 0) {
-      return capi::fail(WSYNC_INVALID_ARGUMENT, "options->flags has unknown bits " +
-                                                    std::to_string(given.flags & ~capi::kKnownPublishFlags));
+      return capi::fail(WSYNC_INVALID_ARGUMENT,
+                        "options->flags has unknown bits " + std::to_string(given.flags & ~capi::kKnownPublishFlags));
     }
     auto label = capi::optionalText(given.label, "options->label", bus::kMaxLabelBytes);
     if (!label) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(label.error()));
@@ -272,8 +283,8 @@ wsync_status wsync_trainer_publish(wsync_trainer* trainer, uint64_t version, con
     std::vector<std::span<const std::byte>> checked;
     if (same) {
       if (tensors != nullptr || count != 0) {
-        return capi::fail(WSYNC_INVALID_ARGUMENT, "WSYNC_PUBLISH_SAME_TENSORS takes no tensors (NULL, 0), not " +
-                                                      std::to_string(count));
+        return capi::fail(WSYNC_INVALID_ARGUMENT,
+                          "WSYNC_PUBLISH_SAME_TENSORS takes no tensors (NULL, 0), not " + std::to_string(count));
       }
       if (!trainer->published) {
         return capi::fail(WSYNC_INVALID_ARGUMENT,
@@ -288,11 +299,10 @@ wsync_status wsync_trainer_publish(wsync_trainer* trainer, uint64_t version, con
       checked = std::move(*spans);
     }
     const std::uint64_t token = same ? trainer->lastTensorsToken : ++trainer->tokensIssued;
-    trainer_agent::PublishOptions publishOptions{
-        .label = label->value_or(""),
-        .pauseMode = *pauseMode,
-        .allocationsKept = (given.flags & WSYNC_PUBLISH_ALLOCATIONS_KEPT) != 0,
-        .layoutToken = token};
+    trainer_agent::PublishOptions publishOptions{.label = label->value_or(""),
+                                                 .pauseMode = *pauseMode,
+                                                 .allocationsKept = (given.flags & WSYNC_PUBLISH_ALLOCATIONS_KEPT) != 0,
+                                                 .layoutToken = token};
     const auto& spans = same ? trainer->lastTensors : checked;
     if (auto published = trainer->agent->publish(version, spans, std::move(publishOptions)); !published) {
       return capi::failWith(published.error());

@@ -5,10 +5,10 @@
 #include <zmq.hpp>
 
 #include "boundary.hpp"
-#include "wsync/bus/transport/dealer_endpoint.hpp"
-#include "wsync/bus/transport/event_subscriber.hpp"
 #include "wsync/bus/protocol/bus_json.hpp"
 #include "wsync/bus/transport/bus_request.hpp"
+#include "wsync/bus/transport/dealer_endpoint.hpp"
+#include "wsync/bus/transport/event_subscriber.hpp"
 
 struct wsync_events {
   zmq::context_t context{1};
@@ -40,8 +40,10 @@ wsync_status wsync_bus_status(const wsync_connection* connection, int64_t timeou
           return capi::fail(WSYNC_TIMEOUT, "no coordinator answered on bus '" + where->bus + "' within " +
                                                std::to_string(timeout->count()) + " ms");
         case bus::RequestError::Transport:
-        case bus::RequestError::Refused: return capi::fail(WSYNC_UNAVAILABLE, answer.error().describe());
-        case bus::RequestError::Undecodable: break;
+        case bus::RequestError::Refused:
+          return capi::fail(WSYNC_UNAVAILABLE, answer.error().describe());
+        case bus::RequestError::Undecodable:
+          break;
       }
       return capi::fail(WSYNC_INTERNAL, "bus '" + where->bus + "': " + answer.error().describe());
     }
@@ -84,8 +86,9 @@ wsync_status wsync_events_next(wsync_events* events, int64_t timeout_ms, char** 
     if (!timeout) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(timeout.error()));
     const auto deadline = std::chrono::steady_clock::now() + *timeout;
     while (true) {
-      const auto left = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                    deadline - std::chrono::steady_clock::now()));
+      const auto left =
+          std::max(std::chrono::milliseconds(0),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
       auto received = events->subscriber->receive(left);
       if (!received) return capi::fail(WSYNC_UNAVAILABLE, received.error().describe());
       if (!*received) return capi::fail(WSYNC_TIMEOUT, "no event within " + std::to_string(timeout->count()) + " ms");
@@ -99,8 +102,6 @@ wsync_status wsync_events_next(wsync_events* events, int64_t timeout_ms, char** 
   });
 }
 
-void wsync_events_close(wsync_events* events) {
-  capi::destroyHandle(__func__, events);
-}
+void wsync_events_close(wsync_events* events) { capi::destroyHandle(__func__, events); }
 
 }  // extern "C"

@@ -32,16 +32,11 @@ namespace wsync::capi {
 namespace {
 
 constexpr std::array kWorkerConfigFields{
-    WSYNC_CAPI_FIELD(wsync_worker_config, connection),
-    WSYNC_CAPI_FIELD(wsync_worker_config, agent_id),
-    WSYNC_CAPI_FIELD(wsync_worker_config, rank),
-    WSYNC_CAPI_FIELD(wsync_worker_config, memory),
-    WSYNC_CAPI_FIELD(wsync_worker_config, cuda_device),
-    WSYNC_CAPI_FIELD(wsync_worker_config, registration_timeout_ms),
-    WSYNC_CAPI_FIELD(wsync_worker_config, pause),
-    WSYNC_CAPI_FIELD(wsync_worker_config, resume),
-    WSYNC_CAPI_FIELD(wsync_worker_config, applied),
-    WSYNC_CAPI_FIELD(wsync_worker_config, user_data),
+    WSYNC_CAPI_FIELD(wsync_worker_config, connection),  WSYNC_CAPI_FIELD(wsync_worker_config, agent_id),
+    WSYNC_CAPI_FIELD(wsync_worker_config, rank),        WSYNC_CAPI_FIELD(wsync_worker_config, memory),
+    WSYNC_CAPI_FIELD(wsync_worker_config, cuda_device), WSYNC_CAPI_FIELD(wsync_worker_config, registration_timeout_ms),
+    WSYNC_CAPI_FIELD(wsync_worker_config, pause),       WSYNC_CAPI_FIELD(wsync_worker_config, resume),
+    WSYNC_CAPI_FIELD(wsync_worker_config, applied),     WSYNC_CAPI_FIELD(wsync_worker_config, user_data),
     WSYNC_CAPI_FIELD(wsync_worker_config, withdraw),
 };
 // ABI 1's first layout ended at user_data (104 bytes): a caller built against it passes that struct_size, and its
@@ -165,9 +160,12 @@ tl::expected<worker_agent::WorkerOptions, std::pair<wsync_status, std::string>> 
 wsync_status statusOf(worker_agent::WorkerError error) {
   switch (error) {
     case worker_agent::WorkerError::InvalidOptions:
-    case worker_agent::WorkerError::InvalidBinding: return WSYNC_INVALID_ARGUMENT;
-    case worker_agent::WorkerError::ManifestMismatch: return WSYNC_MANIFEST_MISMATCH;
-    case worker_agent::WorkerError::Registration: return WSYNC_UNAVAILABLE;
+    case worker_agent::WorkerError::InvalidBinding:
+      return WSYNC_INVALID_ARGUMENT;
+    case worker_agent::WorkerError::ManifestMismatch:
+      return WSYNC_MANIFEST_MISMATCH;
+    case worker_agent::WorkerError::Registration:
+      return WSYNC_UNAVAILABLE;
   }
   return WSYNC_INTERNAL;
 }
@@ -234,9 +232,12 @@ wsync_status wsync_worker_wait_for_version(wsync_worker* worker, uint64_t versio
       }
     } leave{*worker};
     switch (worker->agent->waitForVersion(version, *timeout)) {
-      case worker_agent::VersionWait::Reached: return WSYNC_OK;
-      case worker_agent::VersionWait::Stopped: return capi::fail(WSYNC_STOPPED, "the worker agent stopped");
-      case worker_agent::VersionWait::TimedOut: break;
+      case worker_agent::VersionWait::Reached:
+        return WSYNC_OK;
+      case worker_agent::VersionWait::Stopped:
+        return capi::fail(WSYNC_STOPPED, "the worker agent stopped");
+      case worker_agent::VersionWait::TimedOut:
+        break;
     }
     return capi::fail(WSYNC_TIMEOUT, "version " + std::to_string(version) + " not applied yet (the worker holds " +
                                          std::to_string(worker->agent->appliedVersion()) + ")");

@@ -31,7 +31,8 @@ std::vector<const AgentRecord*> AgentRegistry::workersByRank() const {
   for (const auto& [routingId, agent] : agents_) {
     if (agent.role == msg::Role::Worker) workers.push_back(&agent);
   }
-  std::sort(workers.begin(), workers.end(), [](const AgentRecord* a, const AgentRecord* b) { return a->rank < b->rank; });
+  std::sort(workers.begin(), workers.end(),
+            [](const AgentRecord* a, const AgentRecord* b) { return a->rank < b->rank; });
   return workers;
 }
 

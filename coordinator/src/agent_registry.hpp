@@ -25,13 +25,13 @@ struct AgentRecord {
   msg::Role role = msg::Role::Unknown;
   std::int32_t rank = -1;
   std::uint32_t slot = 0;
-  bus::ProcessIdentity process;  // startTicks known only for a process on this host
-  bool sameHost = false;  // shares the coordinator's shared memory and pids (core/host_identity.hpp)
-  std::string hostname;   // as it reported it: for messages naming where an agent is
+  bus::ProcessIdentity process;     // startTicks known only for a process on this host
+  bool sameHost = false;            // shares the coordinator's shared memory and pids (core/host_identity.hpp)
+  std::string hostname;             // as it reported it: for messages naming where an agent is
   std::uint64_t lastMessageMs = 0;  // CLOCK_MONOTONIC, like the shared-memory heartbeat word
   std::uint64_t appliedVersion = 0;
-  std::vector<bus::Digest> knownManifests;  // sent to this worker already
-  std::vector<msg::ChannelKind> channels;   // payload channels it can use (AgentHello)
+  std::vector<bus::Digest> knownManifests;    // sent to this worker already
+  std::vector<msg::ChannelKind> channels;     // payload channels it can use (AgentHello)
   std::vector<bus::ChannelContact> contacts;  // where it listens for them (AgentHello channel_contacts)
   // Proof of the registration (registration_secret.hpp): handed out in its Welcome, asked of a hello that would
   // replace it and of every SlotReport.

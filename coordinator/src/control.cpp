@@ -120,7 +120,7 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
     }
     default:
       refuse(source, message.seq(), msg::ErrorCode::Malformed,
-                 "unknown control action " + std::to_string(static_cast<int>(request.action())));
+             "unknown control action " + std::to_string(static_cast<int>(request.action())));
       return;
   }
   auto& fbb = outbox_.start();
@@ -129,9 +129,9 @@ void Coordinator::Impl::handleControl(const std::string& source, const bus::Mess
   // eviction is its own event.
   if (request.action() == msg::ControlAction::AbortRound || request.action() == msg::ControlAction::Evict) {
     auto& eventFbb = outbox_.start();
-    const auto event = msg::CreateControlRequest(eventFbb, request.action(), request.pause_mode(),
-                                                 eventFbb.CreateString(text(request.agent_id())),
-                                                 eventFbb.CreateString(reason));
+    const auto event =
+        msg::CreateControlRequest(eventFbb, request.action(), request.pause_mode(),
+                                  eventFbb.CreateString(text(request.agent_id())), eventFbb.CreateString(reason));
     outbox_.publish(bus::topics::topicOf(bus::topics::kBus, msg::EnumNameControlAction(request.action())), event);
   }
   // Any connection may send these: its lines come through the limiter, as every other client's do.

@@ -19,23 +19,28 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();  // size_t: <malloc
 
 #include "coordinator_impl.hpp"
 #include "wsync/bus/channel/registry.hpp"
-#include "wsync/bus/transport/bus_address.hpp"
-#include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/bus/core/clock.hpp"
 #include "wsync/bus/core/host_identity.hpp"
+#include "wsync/bus/core/text.hpp"
+#include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/protocol/topics.hpp"
-#include "wsync/bus/core/text.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
 
 namespace wsync::coordinator {
 
 std::string_view toString(CoordinatorError error) {
   switch (error) {
-    case CoordinatorError::InvalidOptions: return "invalid options";
-    case CoordinatorError::BusInUse: return "bus in use";
-    case CoordinatorError::ControlBlock: return "control block";
-    case CoordinatorError::Channel: return "payload channel";
-    case CoordinatorError::Transport: return "transport";
+    case CoordinatorError::InvalidOptions:
+      return "invalid options";
+    case CoordinatorError::BusInUse:
+      return "bus in use";
+    case CoordinatorError::ControlBlock:
+      return "control block";
+    case CoordinatorError::Channel:
+      return "payload channel";
+    case CoordinatorError::Transport:
+      return "transport";
   }
   return "unknown coordinator error";
 }
@@ -96,21 +101,20 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   if (options.pauseTimeout.count() <= 0 || options.transferTimeout.count() <= 0 ||
       options.pauseTimeout > kLongestTimeout || options.transferTimeout > kLongestTimeout ||
       options.heartbeatTimeout > kLongestTimeout) {
-    return bus::fail(CoordinatorError::InvalidOptions, "the pause, transfer and heartbeat timeouts must be positive "
-                                                       "and under 2^32 ms");
+    return bus::fail(CoordinatorError::InvalidOptions,
+                     "the pause, transfer and heartbeat timeouts must be positive "
+                     "and under 2^32 ms");
   }
   if (options.link.timeout.count() <= 0) {
     return bus::fail(CoordinatorError::InvalidOptions, "the link timeout must be positive");
   }
-
 
   // The control block first: it holds the bus lock, so a second coordinator stops here, before its bind could
   // take over the first one's ipc socket files.
   auto block = bus::ControlBlockOwner::create(options.bus);
   if (!block) {
     const bool inUse = block.error().code == bus::ControlBlockError::BusInUse;
-    return bus::fail(inUse ? CoordinatorError::BusInUse : CoordinatorError::ControlBlock,
-                     block.error().describe());
+    return bus::fail(inUse ? CoordinatorError::BusInUse : CoordinatorError::ControlBlock, block.error().describe());
   }
   auto channels =
       bus::createChannelOwners(bus::ChannelOwnersConfig{options.bus, options.bucketBytes, options.bufferCount});
@@ -160,16 +164,17 @@ Coordinator::Impl::Impl(CoordinatorOptions options, bus::ControlBlockOwner&& blo
   if (const auto& replaced = block_.replaced()) {
     // The versions and round numbers go on from where the dead coordinator left them, and so does an operator's
     // pause. Nothing an agent reports changes the committed version: only a commit of this bus does.
-    rounds_.carryOver(CommittedVersion{replaced->committedVersion, replaced->committedRound,
-                                       replaced->committedDigest, {}},
-                      replaced->lastRound);
+    rounds_.carryOver(
+        CommittedVersion{replaced->committedVersion, replaced->committedRound, replaced->committedDigest, {}},
+        replaced->lastRound);
     pause_.carryOver(replaced->operatorPause);
     askedOperatorPause_ = replaced->operatorPause;
     log::warn("replaced the control block of coordinator pid {}, which died: committed version {}, last round {}{}",
               replaced->creatorPid, replaced->committedVersion, rounds_.lastRound(),
-              replaced->operatorPause ? std::string(", generation paused by an operator (mode ") +
-                                            msg::EnumNamePauseMode(*replaced->operatorPause) + ") until wsync-ctl resume"
-                                      : std::string());
+              replaced->operatorPause
+                  ? std::string(", generation paused by an operator (mode ") +
+                        msg::EnumNamePauseMode(*replaced->operatorPause) + ") until wsync-ctl resume"
+                  : std::string());
   }
   block_.beat(bus::monotonicMillis());
   baselineAllocatedBytes_ = allocatedBytes();
@@ -253,9 +258,7 @@ void Coordinator::Impl::rebindRequestEndpoint(std::chrono::milliseconds outage, 
   // The request endpoint only: the event stream is for monitors, and its sequence numbers must not restart.
   const std::string endpoint = router_.endpoint();
   router_.handle().set(zmq::sockopt::linger, 0);  // what was queued is lost, as on a cut link
-  {
-    const bus::RouterEndpoint cut = std::move(router_);
-  }
+  { const bus::RouterEndpoint cut = std::move(router_); }
   log::warn("request endpoint {} closed{}: {}", endpoint,
             outage.count() > 0 ? " for " + std::to_string(outage.count()) + " ms" : std::string(), why);
   if (outage.count() > 0) std::this_thread::sleep_for(outage);
@@ -304,25 +307,35 @@ void Coordinator::Impl::handle(const std::string& source, const std::string& pee
   // Requests that need no registration. A hello may carry any epoch (it is how a client learns the current one); a
   // control request meant for an earlier coordinator of this bus must not steer this one.
   switch (message.type()) {
-    case msg::Body::AgentHello: handleHello(source, peerKey, message, *message.as<msg::AgentHello>()); return;
-    case msg::Body::SnapshotRequest: handleSnapshotRequest(source); return;
-    case msg::Body::VersionQuery: handleVersionQuery(source, message, *message.as<msg::VersionQuery>()); return;
-    case msg::Body::SlotReport: handleSlotReport(source, peerKey, message, *message.as<msg::SlotReport>()); return;
+    case msg::Body::AgentHello:
+      handleHello(source, peerKey, message, *message.as<msg::AgentHello>());
+      return;
+    case msg::Body::SnapshotRequest:
+      handleSnapshotRequest(source);
+      return;
+    case msg::Body::VersionQuery:
+      handleVersionQuery(source, message, *message.as<msg::VersionQuery>());
+      return;
+    case msg::Body::SlotReport:
+      handleSlotReport(source, peerKey, message, *message.as<msg::SlotReport>());
+      return;
     case msg::Body::ControlRequest:
       if (message.epoch() != 0 && message.epoch() != block_.epoch()) {
         refuse(source, message.seq(), msg::ErrorCode::StaleEpoch,
-                   "a control request for the coordinator of epoch " + bus::hex64(message.epoch()) +
-                       "; this one's is " + bus::hex64(block_.epoch()) + " (send epoch 0 to mean any)");
+               "a control request for the coordinator of epoch " + bus::hex64(message.epoch()) + "; this one's is " +
+                   bus::hex64(block_.epoch()) + " (send epoch 0 to mean any)");
         return;
       }
       handleControl(source, message, *message.as<msg::ControlRequest>());
       return;
-    default: break;
+    default:
+      break;
   }
   AgentRecord* const found = agents_.find(source);
   if (found == nullptr) {
     refuse(source, message.seq(), msg::ErrorCode::UnknownAgent,
-               std::string(bus::bodyName(message.type())) + " from a connection that has not registered: send "
+           std::string(bus::bodyName(message.type())) +
+               " from a connection that has not registered: send "
                "AgentHello first");
     return;
   }
@@ -338,14 +351,16 @@ void Coordinator::Impl::handle(const std::string& source, const std::string& pee
   if (message.epoch() != block_.epoch()) {
     // A registered agent stamps the epoch its Welcome gave: anything else is not about this registration.
     refuse(source, message.seq(), msg::ErrorCode::StaleEpoch,
-               std::string(bus::bodyName(message.type())) + " of epoch " + bus::hex64(message.epoch()) + " from '" +
-                   agent.agentId + "', registered under epoch " + bus::hex64(block_.epoch()));
+           std::string(bus::bodyName(message.type())) + " of epoch " + bus::hex64(message.epoch()) + " from '" +
+               agent.agentId + "', registered under epoch " + bus::hex64(block_.epoch()));
     return;
   }
   agent.lastMessageMs = bus::monotonicMillis();
   switch (message.type()) {
     // The agent's own claim about what it serves, shown as such; it changes no state of the bus.
-    case msg::Body::Heartbeat: agent.appliedVersion = message.as<msg::Heartbeat>()->applied_version(); return;
+    case msg::Body::Heartbeat:
+      agent.appliedVersion = message.as<msg::Heartbeat>()->applied_version();
+      return;
     case msg::Body::BeginUpdate: {
       // A worker that died since the last liveness check (up to kLivenessCheckInterval ago) would get a Pause it
       // can never answer and fail the round: look again now, so that it is left out of the round instead (the soak
@@ -356,9 +371,15 @@ void Coordinator::Impl::handle(const std::string& source, const std::string& pee
       rounds_.begin(*trainer, message.seq(), *message.as<msg::BeginUpdate>());
       return;
     }
-    case msg::Body::PauseAck: rounds_.pauseAck(agent, *message.as<msg::PauseAck>()); return;
-    case msg::Body::UpdateDone: rounds_.updateDone(agent, *message.as<msg::UpdateDone>()); return;
-    case msg::Body::Abort: rounds_.trainerAbort(agent, *message.as<msg::Abort>()); return;
+    case msg::Body::PauseAck:
+      rounds_.pauseAck(agent, *message.as<msg::PauseAck>());
+      return;
+    case msg::Body::UpdateDone:
+      rounds_.updateDone(agent, *message.as<msg::UpdateDone>());
+      return;
+    case msg::Body::Abort:
+      rounds_.trainerAbort(agent, *message.as<msg::Abort>());
+      return;
     case msg::Body::Goodbye: {
       const auto* goodbye = message.as<msg::Goodbye>();
       removeAgent(source, msg::AgentEventKind::Left,
@@ -367,7 +388,7 @@ void Coordinator::Impl::handle(const std::string& source, const std::string& pee
     }
     default:
       refuse(source, message.seq(), msg::ErrorCode::NotAllowed,
-                 std::string("the coordinator does not take ") + bus::bodyName(message.type()) + " from agents");
+             std::string("the coordinator does not take ") + bus::bodyName(message.type()) + " from agents");
       return;
   }
 }
@@ -413,9 +434,9 @@ void Coordinator::Impl::handleSlotReport(const std::string& source, const std::s
   agent->lastMessageMs = nowMs;
   agent->appliedVersion = report.applied_version();
   // AgentState and AgentPhase share their values (control_block.hpp pins them).
-  (void)block_.writeRemoteAgent(agent->slot, bus::RemoteAgentState{report.applied_version(), nowMs,
-                                                                   static_cast<bus::AgentPhase>(report.state()),
-                                                                   report.transfer_round(), report.transfer_bytes()});
+  (void)block_.writeRemoteAgent(
+      agent->slot, bus::RemoteAgentState{report.applied_version(), nowMs, static_cast<bus::AgentPhase>(report.state()),
+                                         report.transfer_round(), report.transfer_bytes()});
 }
 
 void Coordinator::Impl::handleSnapshotRequest(const std::string& source) {
@@ -438,10 +459,9 @@ void Coordinator::Impl::handleSnapshotRequest(const std::string& source) {
       transferRound = slot->transferRound;
       transferBytes = slot->transferBytes;
     }
-    infos.push_back(msg::CreateAgentInfo(fbb, fbb.CreateString(agent.agentId), agent.role, agent.slot, agent.rank,
-                                         block_.appliedVersion(agent.slot),
-                                         static_cast<std::uint32_t>(nowMs > lastSign ? nowMs - lastSign : 0), state,
-                                         transferRound, transferBytes));
+    infos.push_back(msg::CreateAgentInfo(
+        fbb, fbb.CreateString(agent.agentId), agent.role, agent.slot, agent.rank, block_.appliedVersion(agent.slot),
+        static_cast<std::uint32_t>(nowMs > lastSign ? nowMs - lastSign : 0), state, transferRound, transferBytes));
   }
   const auto pause = block_.pauseState();
   const ActiveRound* round = rounds_.current();

@@ -24,9 +24,8 @@ void Outbox::send(const std::string& peer, std::span<const std::uint8_t> bytes) 
   // requests are answered after it left), worth a warning when it does not read what it asks for; either way a
   // flood of them is a few lines per interval, not one per message.
   const auto level = code == bus::TransportError::PeerUnreachable ? spdlog::level::debug : spdlog::level::warn;
-  logLimiter_.log(level, "send:" + peer, std::chrono::steady_clock::now(), [&] {
-    return "send to " + bus::printableText(peer) + " failed: " + sent.error().describe();
-  });
+  logLimiter_.log(level, "send:" + peer, std::chrono::steady_clock::now(),
+                  [&] { return "send to " + bus::printableText(peer) + " failed: " + sent.error().describe(); });
 }
 
 void Outbox::refuse(const std::string& peer, std::uint64_t inReplyTo, msg::ErrorCode code, const std::string& detail,

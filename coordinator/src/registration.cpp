@@ -46,8 +46,7 @@ bool Coordinator::Impl::isAlive(const AgentRecord& agent, std::uint64_t nowMs, s
   }
   const auto timeoutMs = static_cast<std::uint64_t>(options_.heartbeatTimeout.count());
   if (nowMs > lastSign + timeoutMs) {
-    why = "no heartbeat for " + std::to_string(nowMs - lastSign) + " ms (timeout " + std::to_string(timeoutMs) +
-          " ms)";
+    why = "no heartbeat for " + std::to_string(nowMs - lastSign) + " ms (timeout " + std::to_string(timeoutMs) + " ms)";
     return false;
   }
   return true;
@@ -100,16 +99,15 @@ std::string Coordinator::Impl::admissionProblem(const msg::AgentHello& hello) co
     const std::uint32_t capacity = owner->maxReceivers();
     const std::uint32_t offering = agents_.workersOffering(kind);
     if (static_cast<std::uint64_t>(offering) + 1 > capacity) {
-      return "a round on the " + bus::channelName(kind) + " channel takes at most " +
-             std::to_string(capacity) + " workers, and " + std::to_string(offering) +
-             " workers offering it are registered";
+      return "a round on the " + bus::channelName(kind) + " channel takes at most " + std::to_string(capacity) +
+             " workers, and " + std::to_string(offering) + " workers offering it are registered";
     }
   }
   return {};
 }
 
-bool Coordinator::Impl::mayReplace(const AgentRecord& holder, const std::string& peerKey,
-                                   const msg::AgentHello& hello, std::uint64_t nowMs, std::string& why) const {
+bool Coordinator::Impl::mayReplace(const AgentRecord& holder, const std::string& peerKey, const msg::AgentHello& hello,
+                                   std::uint64_t nowMs, std::string& why) const {
   // The holder's own proof: its secret went to its connection alone, and on CURVE its key is one no other client
   // can present. An agent whose link broke registers again with it and is back at once.
   if (holder.secret.matches(bus::RegistrationSecret::fromMessage(hello.registration_secret())) &&
@@ -121,12 +119,13 @@ bool Coordinator::Impl::mayReplace(const AgentRecord& holder, const std::string&
   return !isAlive(holder, nowMs, why);
 }
 
-void Coordinator::Impl::handleHello(const std::string& source, const std::string& peerKey,
-                                    const bus::Message& message, const msg::AgentHello& hello) {
+void Coordinator::Impl::handleHello(const std::string& source, const std::string& peerKey, const bus::Message& message,
+                                    const msg::AgentHello& hello) {
   const std::uint64_t seq = message.seq();
   if (hello.protocol_version() != bus::kProtocolVersion) {
-    refuse(source, seq, msg::ErrorCode::ProtocolMismatch, "agent speaks protocol " + std::to_string(hello.protocol_version()) +
-                                                 ", this coordinator " + std::to_string(bus::kProtocolVersion));
+    refuse(source, seq, msg::ErrorCode::ProtocolMismatch,
+           "agent speaks protocol " + std::to_string(hello.protocol_version()) + ", this coordinator " +
+               std::to_string(bus::kProtocolVersion));
     return;
   }
   if (const std::string problem = helloProblem(hello); !problem.empty()) {
@@ -135,8 +134,9 @@ void Coordinator::Impl::handleHello(const std::string& source, const std::string
   }
   const std::string agentId = hello.agent_id()->str();
   if (hello.role() != msg::Role::Trainer && hello.role() != msg::Role::Worker) {
-    refuse(source, seq, msg::ErrorCode::NotAllowed, std::string("role ") + msg::EnumNameRole(hello.role()) +
-                                           " cannot register (monitors subscribe and ask for snapshots)");
+    refuse(source, seq, msg::ErrorCode::NotAllowed,
+           std::string("role ") + msg::EnumNameRole(hello.role()) +
+               " cannot register (monitors subscribe and ask for snapshots)");
     return;
   }
 
@@ -167,8 +167,8 @@ void Coordinator::Impl::handleHello(const std::string& source, const std::string
   }
   const std::uint64_t nowMs = bus::monotonicMillis();
   const std::string_view hostname = hello.hostname() ? hello.hostname()->string_view() : std::string_view();
-  const bool sameHost = bus::onThisHost(hello.host_key() ? hello.host_key()->string_view() : std::string_view(),
-                                        hostname);
+  const bool sameHost =
+      bus::onThisHost(hello.host_key() ? hello.host_key()->string_view() : std::string_view(), hostname);
   const std::uint64_t startTicks =
       sameHost ? bus::processStartTicks(static_cast<pid_t>(hello.pid())).value_or(0) : std::uint64_t{0};
   if (AgentRecord* holder = agents_.findById(agentId)) {
@@ -176,8 +176,9 @@ void Coordinator::Impl::handleHello(const std::string& source, const std::string
     if (!mayReplace(*holder, peerKey, hello, nowMs, why)) {
       // Nothing about the holder in the answer (its pid, its host): a refusal must not teach a client what to quote.
       refuse(source, seq, msg::ErrorCode::DuplicateAgent,
-             "agent id '" + agentId + "' is held by a live registration on another connection: it can be taken "
-             "once its holder leaves, dies or misses heartbeats for " +
+             "agent id '" + agentId +
+                 "' is held by a live registration on another connection: it can be taken "
+                 "once its holder leaves, dies or misses heartbeats for " +
                  std::to_string(options_.heartbeatTimeout.count()) + " ms");
       return;
     }
@@ -243,8 +244,8 @@ void Coordinator::Impl::handleHello(const std::string& source, const std::string
   }
   if (!sameHost) {
     // It cannot map the block: its half of the slot is written here, from its hello now and its SlotReports later.
-    (void)block_.writeRemoteAgent(agent.slot, bus::RemoteAgentState{hello.applied_version(), nowMs,
-                                                                    bus::AgentPhase::Idle, 0, 0});
+    (void)block_.writeRemoteAgent(agent.slot,
+                                  bus::RemoteAgentState{hello.applied_version(), nowMs, bus::AgentPhase::Idle, 0, 0});
   }
   const AgentRecord& stored = agents_.add(std::move(agent));
   ++stats_.agentsJoined;
@@ -256,7 +257,8 @@ void Coordinator::Impl::handleHello(const std::string& source, const std::string
   logLimiter_.info("agent:" + stored.agentId, Clock::now(), [&] {
     return std::string(msg::EnumNameRole(stored.role)) + " '" + stored.agentId + "' joined (rank " +
            std::to_string(stored.rank) + ", slot " + std::to_string(stored.slot) + ", pid " +
-           std::to_string(stored.process.pid) + (stored.sameHost ? "" : ", on another host: '" + stored.hostname + "'") + ")";
+           std::to_string(stored.process.pid) +
+           (stored.sameHost ? "" : ", on another host: '" + stored.hostname + "'") + ")";
   });
 }
 
@@ -269,15 +271,13 @@ void Coordinator::Impl::publishAgentEvent(const AgentRecord& agent, msg::AgentEv
   outbox_.publish(bus::topics::topicOf(bus::topics::kAgent, msg::EnumNameAgentEventKind(kind)), body);
 }
 
-void Coordinator::Impl::removeAgent(const std::string& routingId, msg::AgentEventKind kind,
-                                    const std::string& detail) {
+void Coordinator::Impl::removeAgent(const std::string& routingId, msg::AgentEventKind kind, const std::string& detail) {
   const auto removed = agents_.remove(routingId);
   if (!removed) return;
   const AgentRecord& agent = *removed;
   if (kind == msg::AgentEventKind::Dead) ++stats_.agentsDied;
   const bool leftForGood = kind == msg::AgentEventKind::Left || kind == msg::AgentEventKind::Evicted;
-  (void)block_.setOccupancy(agent.slot, leftForGood ? bus::SlotOccupancy::Free
-                                                                         : bus::SlotOccupancy::Dead);
+  (void)block_.setOccupancy(agent.slot, leftForGood ? bus::SlotOccupancy::Free : bus::SlotOccupancy::Dead);
   publishAgentEvent(agent, kind, detail);
   // A departure that was not asked for is worth a warning; leaving is routine.
   const auto level = kind == msg::AgentEventKind::Left ? spdlog::level::info : spdlog::level::warn;

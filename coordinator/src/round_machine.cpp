@@ -6,14 +6,14 @@
 #include <cstdio>
 
 #include "round_machine.hpp"
-#include "wsync/bus/core/host_identity.hpp"
-#include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/channel/bucket_plan.hpp"
+#include "wsync/bus/channel/registry.hpp"
+#include "wsync/bus/core/host_identity.hpp"
+#include "wsync/bus/core/log.hpp"
+#include "wsync/bus/core/text.hpp"
 #include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/protocol/topics.hpp"
-#include "wsync/bus/core/log.hpp"
-#include "wsync/bus/core/text.hpp"
 
 namespace wsync::coordinator {
 
@@ -23,7 +23,6 @@ namespace {
 std::string clientDetail(const flatbuffers::String* text, const char* fallback) {
   return text != nullptr ? bus::printableText(text->string_view()) : std::string(fallback);
 }
-
 
 double millisBetween(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double, std::milli>(end - start).count();
@@ -53,8 +52,8 @@ const RoundMachine::CachedManifest* RoundMachine::cacheManifest(bus::Manifest&& 
     manifests_.erase(oldest);
   }
   return &manifests_
-              .emplace(digest, CachedManifest{std::move(manifest), plan->bucketCount(), gpuPlan->bucketCount(),
-                                              roundCounter_})
+              .emplace(digest,
+                       CachedManifest{std::move(manifest), plan->bucketCount(), gpuPlan->bucketCount(), roundCounter_})
               .first->second;
 }
 
@@ -106,8 +105,8 @@ tl::expected<void, std::string> RoundMachine::prepareChannel(ActiveRound& next, 
     std::string elsewhere;
     auto note = [&](const char* role, const bus::ChannelMember& member) {
       if (member.sameHost) return;
-      elsewhere += std::string(elsewhere.empty() ? "" : ", ") + role + " '" + member.agentId + "' on host '" +
-                   member.host + "'";
+      elsewhere +=
+          std::string(elsewhere.empty() ? "" : ", ") + role + " '" + member.agentId + "' on host '" + member.host + "'";
     };
     note("trainer", sender);
     for (const bus::ChannelMember& receiver : receivers) note("worker", receiver);
@@ -163,8 +162,10 @@ void RoundMachine::begin(const AgentRecord& trainer, std::uint64_t seq, const ms
     return;
   }
   if (begin.version() > bus::kMaxVersion) {
-    refuse(msg::ErrorCode::InvalidField, "version " + std::to_string(begin.version()) + " is above the highest a bus "
-                                         "takes, " + std::to_string(bus::kMaxVersion) + " (2^63 - 1)");
+    refuse(msg::ErrorCode::InvalidField, "version " + std::to_string(begin.version()) +
+                                             " is above the highest a bus "
+                                             "takes, " +
+                                             std::to_string(bus::kMaxVersion) + " (2^63 - 1)");
     return;
   }
   if (begin.label() != nullptr) {
@@ -186,8 +187,8 @@ void RoundMachine::begin(const AgentRecord& trainer, std::uint64_t seq, const ms
       return;
     }
     if (manifest->digest() != digest) {
-      refuse(msg::ErrorCode::Malformed, "the manifest's digest " + bus::hex(manifest->digest()) +
-                                            " differs from the round's " + bus::hex(digest));
+      refuse(msg::ErrorCode::Malformed,
+             "the manifest's digest " + bus::hex(manifest->digest()) + " differs from the round's " + bus::hex(digest));
       return;
     }
     if (cacheManifest(std::move(*manifest)) == nullptr) {
@@ -226,7 +227,8 @@ void RoundMachine::begin(const AgentRecord& trainer, std::uint64_t seq, const ms
   next.trainerRoutingId = source;
   next.trainerAgentId = trainer.agentId;
   next.begun = parts_.now();
-  for (const AgentRecord* worker : workers) next.participants.push_back(Participant{worker->routingId, worker->agentId, false, false, 0, bus::Digest{}});
+  for (const AgentRecord* worker : workers)
+    next.participants.push_back(Participant{worker->routingId, worker->agentId, false, false, 0, bus::Digest{}});
   cached->second.lastUsedRound = next.id;
   round_ = std::move(next);
   setPhase(msg::RoundPhase::Begin);
@@ -282,7 +284,8 @@ void RoundMachine::pauseAck(const AgentRecord& agent, const msg::PauseAck& ack) 
   }
   if (!ack.ok()) {
     const auto reason = ack.reason() == msg::AbortReason::None ? msg::AbortReason::AgentRefused : ack.reason();
-    abortRound(reason, "worker '" + agent.agentId + "' refused to pause: " + clientDetail(ack.detail(), "no reason given"),
+    abortRound(reason,
+               "worker '" + agent.agentId + "' refused to pause: " + clientDetail(ack.detail(), "no reason given"),
                agent.agentId);
     return;
   }
@@ -329,8 +332,9 @@ void RoundMachine::updateDone(const AgentRecord& agent, const msg::UpdateDone& d
   if (!fromTrainer && participant == nullptr) return;
   if (!done.ok()) {
     const auto reason = done.reason() == msg::AbortReason::None ? msg::AbortReason::ChannelFailure : done.reason();
-    abortRound(reason, std::string(fromTrainer ? "trainer '" : "worker '") + agent.agentId +
-                           "' failed the transfer: " + clientDetail(done.detail(), "no reason given"),
+    abortRound(reason,
+               std::string(fromTrainer ? "trainer '" : "worker '") + agent.agentId +
+                   "' failed the transfer: " + clientDetail(done.detail(), "no reason given"),
                agent.agentId);
     return;
   }
@@ -345,7 +349,7 @@ void RoundMachine::updateDone(const AgentRecord& agent, const msg::UpdateDone& d
     participant->digest = digest;
   }
   if (round_->trainerDone && std::all_of(round_->participants.begin(), round_->participants.end(),
-                                        [](const Participant& p) { return p.done; })) {
+                                         [](const Participant& p) { return p.done; })) {
     verifyAndCommit();
   }
 }
@@ -409,7 +413,8 @@ void RoundMachine::resumeWorkers(bool committed) {
   parts_.pause.roundEnded();
   setPhase(msg::RoundPhase::Resume, committed ? "committed" : "aborted");
   strike(bus::FaultPoint::Resume);
-  const auto resume = msg::CreateResume(parts_.outbox.start(), round_->id, committed ? round_->version : committed_.version);
+  const auto resume =
+      msg::CreateResume(parts_.outbox.start(), round_->id, committed ? round_->version : committed_.version);
   const auto bytes = parts_.outbox.stamp(resume);
   for (const Participant& participant : round_->participants) {
     if (parts_.agents.contains(participant.routingId)) parts_.outbox.send(participant.routingId, bytes);
@@ -479,7 +484,8 @@ void RoundMachine::checkDeadline() {
       add("'" + participant.agentId + "'");
     }
   }
-  if (round_->phase == msg::RoundPhase::Transfer && !round_->trainerDone) add("trainer '" + round_->trainerAgentId + "'");
+  if (round_->phase == msg::RoundPhase::Transfer && !round_->trainerDone)
+    add("trainer '" + round_->trainerAgentId + "'");
   abortRound(msg::AbortReason::Timeout,
              std::string("phase ") + msg::EnumNameRoundPhase(round_->phase) + " ran past its timeout; waiting for " +
                  (missing.empty() ? std::string("nobody") : missing),
@@ -495,9 +501,9 @@ bool RoundMachine::abort(msg::AbortReason reason, const std::string& detail) {
 VersionAnswer RoundMachine::fateOf(std::uint64_t version) const {
   const std::uint64_t committed = committed_.version;
   if (round_ && round_->version == version) {
-    return VersionAnswer{msg::VersionFate::InProgress, round_->id, msg::AbortReason::None,
-                         "round " + std::to_string(round_->id) + " is in phase " +
-                             msg::EnumNameRoundPhase(round_->phase)};
+    return VersionAnswer{
+        msg::VersionFate::InProgress, round_->id, msg::AbortReason::None,
+        "round " + std::to_string(round_->id) + " is in phase " + msg::EnumNameRoundPhase(round_->phase)};
   }
   const auto record = std::find_if(history_.rbegin(), history_.rend(),
                                    [&](const RoundRecord& entry) { return entry.version == version; });
@@ -513,7 +519,8 @@ VersionAnswer RoundMachine::fateOf(std::uint64_t version) const {
     return VersionAnswer{msg::VersionFate::NotCommitted, 0, msg::AbortReason::Lost,
                          "no round of version " + std::to_string(version) +
                              " is known here (its BeginUpdate never arrived, or the coordinator that ran it died) "
-                             "and the committed version is " + std::to_string(committed)};
+                             "and the committed version is " +
+                             std::to_string(committed)};
   }
   return VersionAnswer{msg::VersionFate::Superseded, 0, msg::AbortReason::None,
                        "version " + std::to_string(committed) + " is committed, and no record of version " +

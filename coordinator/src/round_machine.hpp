@@ -49,7 +49,7 @@ struct ActiveRound {
   std::uint32_t bucketCount = 0;
   msg::PauseMode mode = msg::PauseMode::Keep;
   bus::ChannelOwner* owner = nullptr;  // of the round's channel
-  bus::ChannelGrant grant;              // what its agents open
+  bus::ChannelGrant grant;             // what its agents open
   std::string trainerRoutingId;
   std::string trainerAgentId;
   bool trainerDone = false;

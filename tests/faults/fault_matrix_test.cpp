@@ -2,8 +2,8 @@
 // disconnected at each phase of a round (begin, pause, transfer, verify, commit, resume), with the real programs;
 // and each role frozen at each phase for longer than every heartbeat and phase timeout ("Freezes": in CI with the
 // link timeout shortened; at full length, 10 s and 40 s with the default link timeout, in the `long` suite).
-// The faulted process strikes itself (--fault, wsync/cli/fault_injection.hpp) so that every case hits its phase exactly.
-// Every case asserts the same things:
+// The faulted process strikes itself (--fault, wsync/cli/fault_injection.hpp) so that every case hits its phase
+// exactly. Every case asserts the same things:
 //  - the round of the faulted version ends (aborts or commits, as the matrix says) within kOutcomeBound;
 //  - committed versions only go up, across coordinator restarts too (a killed coordinator's block is recovered);
 //  - no worker serves a version that was not committed, nor bytes other than that version's (checked on dumps);
@@ -88,9 +88,12 @@ struct FaultCase {
 
 const char* roleName(Role role) {
   switch (role) {
-    case Role::Coordinator: return "coordinator";
-    case Role::Trainer: return "trainer";
-    case Role::Worker: return "worker";
+    case Role::Coordinator:
+      return "coordinator";
+    case Role::Trainer:
+      return "trainer";
+    case Role::Worker:
+      return "worker";
   }
   return "unknown";
 }
@@ -136,8 +139,8 @@ std::string describeOpenFiles(pid_t pid) {
   std::string text;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", error)) {
-    text += entry.path().filename().string() + " -> " + std::filesystem::read_symlink(entry.path(), error).string() +
-            "\n";
+    text +=
+        entry.path().filename().string() + " -> " + std::filesystem::read_symlink(entry.path(), error).string() + "\n";
   }
   return text;
 }
@@ -319,8 +322,8 @@ TEST_P(FaultMatrix, TheRoundEndsNothingIsLostAndEveryoneCatchesUp) {
     }
     startCoordinator(coordinatorArgs(false), path("coordinator-2.log"));
     EXPECT_GE(block_->committedVersion(), before) << "the restarted coordinator must recover what was committed";
-    EXPECT_NE(readTextFile(path("coordinator-2.log")).find("replaced the control block of coordinator pid " +
-                                                           std::to_string(faultedPid)),
+    EXPECT_NE(readTextFile(path("coordinator-2.log"))
+                  .find("replaced the control block of coordinator pid " + std::to_string(faultedPid)),
               std::string::npos)
         << "the stale block was not recovered";
     noteBlock();
@@ -396,11 +399,10 @@ TEST_P(FaultMatrix, TheRoundEndsNothingIsLostAndEveryoneCatchesUp) {
   } while (!outcome.committed || outcome.version <= kFaultVersion);
   if (thawedAt) {
     // Nobody stays paused, staged or waiting on an outcome after a thaw: the bus commits again within the bound.
-    EXPECT_LT(outcome.at - *thawedAt, kResumeAfterThaw) << "the first commit after the fault came "
-                                                        << std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                               outcome.at - *thawedAt)
-                                                               .count()
-                                                        << " ms after the thaw";
+    EXPECT_LT(outcome.at - *thawedAt, kResumeAfterThaw)
+        << "the first commit after the fault came "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(outcome.at - *thawedAt).count()
+        << " ms after the thaw";
   }
   EXPECT_TRUE(waitForAppliedAtLeast("steady", outcome.version)) << "the survivor did not go on";
   EXPECT_TRUE(waitForAppliedAtLeast("target", outcome.version)) << "the faulted worker did not catch up";
@@ -429,7 +431,8 @@ TEST_P(FaultMatrix, TheRoundEndsNothingIsLostAndEveryoneCatchesUp) {
   EXPECT_LE(steadyNow.sockets, kWorkerSockets) << "the steady worker leaks connections:\n"
                                                << describeOpenFiles(steady->pid());
   EXPECT_LE(steadyNow.others, steadyOthers) << "the steady worker leaks file descriptors; before:\n"
-                                            << steadyFilesBefore << "after:\n" << describeOpenFiles(steady->pid());
+                                            << steadyFilesBefore << "after:\n"
+                                            << describeOpenFiles(steady->pid());
 
   // Everyone stops cleanly; the workers' dumps hold committed versions, byte for byte.
   trainer->signal(SIGTERM);
@@ -439,7 +442,8 @@ TEST_P(FaultMatrix, TheRoundEndsNothingIsLostAndEveryoneCatchesUp) {
     (*worker)->signal(SIGTERM);
     const auto status = (*worker)->wait(kPatience);
     EXPECT_EQ(status, 0) << (worker == &steady ? "steady" : "target") << " worker: "
-                         << (status ? "exit status " + std::to_string(*status) : describeStuckProcess((*worker)->pid()));
+                         << (status ? "exit status " + std::to_string(*status)
+                                    : describeStuckProcess((*worker)->pid()));
   }
   noteBlock();
   expectDumpHoldsACommittedVersion(path("steady.safetensors"), committed_, "steady");
@@ -471,9 +475,13 @@ std::vector<FaultCase> matrix() {
       // never starts, and the restarted trainer publishes the same version again.
       const bool trainerRace = point == FaultPoint::Begin || point == FaultPoint::Verify;
       cases.push_back({Role::Trainer, action, point,
-                       decided ? Expect::Commits : trainerRace ? Expect::Either : Expect::Aborts});
+                       decided       ? Expect::Commits
+                       : trainerRace ? Expect::Either
+                                     : Expect::Aborts});
       cases.push_back({Role::Worker, action, point,
-                       decided ? Expect::Commits : point == FaultPoint::Verify ? Expect::Either : Expect::Aborts});
+                       decided                       ? Expect::Commits
+                       : point == FaultPoint::Verify ? Expect::Either
+                                                     : Expect::Aborts});
     }
   }
   return cases;
@@ -509,8 +517,7 @@ INSTANTIATE_TEST_SUITE_P(LongFreezes, FaultMatrix, ::testing::ValuesIn(longFreez
 #else
 INSTANTIATE_TEST_SUITE_P(EveryRoleActionAndPhase, FaultMatrix, ::testing::ValuesIn(matrix()),
                          [](const auto& testInfo) { return caseName(testInfo.param); });
-INSTANTIATE_TEST_SUITE_P(Freezes, FaultMatrix,
-                         ::testing::ValuesIn(freezes(kFreezePastEveryTimeout, kShortLinkTimeout)),
+INSTANTIATE_TEST_SUITE_P(Freezes, FaultMatrix, ::testing::ValuesIn(freezes(kFreezePastEveryTimeout, kShortLinkTimeout)),
                          [](const auto& testInfo) { return caseName(testInfo.param); });
 #endif
 

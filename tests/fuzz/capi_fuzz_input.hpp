@@ -139,8 +139,7 @@ class CallerView {
       std::byte* data = memory_ + tensors.size() * kFuzzSlotBytes;
       if ((tensor.flags & 8) != 0 && !tensors.empty()) data = static_cast<std::byte*>(tensors.back().data);
       if ((tensor.flags & 4) != 0) data = nullptr;
-      tensors.push_back(wsync_tensor{(tensor.flags & 1) != 0 ? nullptr : tensor.name.c_str(), tensor.dtype,
-                                     tensor.ndim,
+      tensors.push_back(wsync_tensor{(tensor.flags & 1) != 0 ? nullptr : tensor.name.c_str(), tensor.dtype, tensor.ndim,
                                      (tensor.flags & 2) != 0 || tensor.shape.empty() ? nullptr : tensor.shape.data(),
                                      data, tensor.bytes});
     }

@@ -13,9 +13,9 @@
 // ends in registration after 1 ms (capi_fuzz_input.hpp: CallerView).
 #include <cstdlib>
 #include <filesystem>
-#include <system_error>
 #include <set>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "boundary.hpp"
@@ -146,8 +146,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       WSYNC_FUZZ_CHECK(status == WSYNC_INVALID_ARGUMENT);
       if (tensorRefused) {
         const std::string& name = specs[firstOverlapping].name;
-        WSYNC_FUZZ_CHECK(startsWith(text, "tensor " + std::to_string(firstOverlapping) + ": tensor '" + name +
-                                              "': memory [0x"));
+        WSYNC_FUZZ_CHECK(
+            startsWith(text, "tensor " + std::to_string(firstOverlapping) + ": tensor '" + name + "': memory [0x"));
         bool namesOne = false;
         for (const std::string& other : overlapped) {
           namesOne = namesOne || text.find("overlaps that of tensor '" + other + "' [0x") != std::string::npos;

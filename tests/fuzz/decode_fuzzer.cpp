@@ -72,17 +72,15 @@ static_assert(msg::Body::MAX == msg::Body::SlotReport, "a new Body member needs 
 class Fold {
  public:
   template <typename Scalar>
-    requires std::is_arithmetic_v<Scalar>
-  void add(Scalar value) {
-    mix(static_cast<std::uint64_t>(value));
-  }
+  requires std::is_arithmetic_v<Scalar>
+  void add(Scalar value) { mix(static_cast<std::uint64_t>(value)); }
 
   // Enums are folded by value and by name: the generated EnumNameXxx() must bound any value a peer sends. It answers
   // "" for a value its enum does not declare: a message that decodes has none (MessageError::EnumOutOfRange), and
   // one refused for it has at least one. This walk is written by hand, the decoder's follows mini-reflection
   // tables, so each checks the other.
   template <typename Enum>
-    requires std::is_enum_v<Enum>
+  requires std::is_enum_v<Enum>
   void add(Enum value, const char* name) {
     add(static_cast<std::underlying_type_t<Enum>>(value));
     WSYNC_FUZZ_CHECK(name != nullptr);
@@ -111,7 +109,7 @@ class Fold {
   }
 
   template <typename Scalar>
-    requires std::is_arithmetic_v<Scalar>
+  requires std::is_arithmetic_v<Scalar>
   void add(const flatbuffers::Vector<Scalar>* values) {
     if (values == nullptr) {
       mix(kAbsent);
@@ -120,8 +118,7 @@ class Fold {
     // Elements are read in place, so they must be aligned for their type (the buffer itself is): a long vector
     // 4 bytes off passes the FlatBuffers Verifier (google/flatbuffers#8397), so the decoder has to refuse it. An
     // empty one may be off (FlatBufferBuilder 2.0.8 writes it so): nothing is read from it.
-    WSYNC_FUZZ_CHECK(values->size() == 0 ||
-                     reinterpret_cast<std::uintptr_t>(values->data()) % alignof(Scalar) == 0);
+    WSYNC_FUZZ_CHECK(values->size() == 0 || reinterpret_cast<std::uintptr_t>(values->data()) % alignof(Scalar) == 0);
     add(values->size());
     for (const Scalar value : *values) add(value);
   }
@@ -434,32 +431,84 @@ void walkBody(const msg::Envelope& envelope, Fold& fold) {
   switch (envelope.body_type()) {
     case msg::Body::NONE:
       wsync::fuzz::failInvariant(__FILE__, __LINE__, "verifyMessage accepts no message without a body");
-    case msg::Body::AgentHello: walkBodyAs<msg::AgentHello>(envelope, fold); return;
-    case msg::Body::Welcome: walkBodyAs<msg::Welcome>(envelope, fold); return;
-    case msg::Body::Heartbeat: walkBodyAs<msg::Heartbeat>(envelope, fold); return;
-    case msg::Body::BeginUpdate: walkBodyAs<msg::BeginUpdate>(envelope, fold); return;
-    case msg::Body::Manifest: walkBodyAs<msg::Manifest>(envelope, fold); return;
-    case msg::Body::Pause: walkBodyAs<msg::Pause>(envelope, fold); return;
-    case msg::Body::PauseAck: walkBodyAs<msg::PauseAck>(envelope, fold); return;
-    case msg::Body::TransferPlan: walkBodyAs<msg::TransferPlan>(envelope, fold); return;
-    case msg::Body::UpdateDone: walkBodyAs<msg::UpdateDone>(envelope, fold); return;
-    case msg::Body::Commit: walkBodyAs<msg::Commit>(envelope, fold); return;
-    case msg::Body::Abort: walkBodyAs<msg::Abort>(envelope, fold); return;
-    case msg::Body::Resume: walkBodyAs<msg::Resume>(envelope, fold); return;
-    case msg::Body::SnapshotRequest: walkBodyAs<msg::SnapshotRequest>(envelope, fold); return;
-    case msg::Body::SnapshotReply: walkBodyAs<msg::SnapshotReply>(envelope, fold); return;
-    case msg::Body::Error: walkBodyAs<msg::Error>(envelope, fold); return;
-    case msg::Body::AgentEvent: walkBodyAs<msg::AgentEvent>(envelope, fold); return;
-    case msg::Body::RoundTransition: walkBodyAs<msg::RoundTransition>(envelope, fold); return;
-    case msg::Body::Goodbye: walkBodyAs<msg::Goodbye>(envelope, fold); return;
-    case msg::Body::CoordinatorBeat: walkBodyAs<msg::CoordinatorBeat>(envelope, fold); return;
-    case msg::Body::ControlRequest: walkBodyAs<msg::ControlRequest>(envelope, fold); return;
-    case msg::Body::ControlReply: walkBodyAs<msg::ControlReply>(envelope, fold); return;
-    case msg::Body::VersionQuery: walkBodyAs<msg::VersionQuery>(envelope, fold); return;
-    case msg::Body::VersionReport: walkBodyAs<msg::VersionReport>(envelope, fold); return;
-    case msg::Body::OperatorPause: walkBodyAs<msg::OperatorPause>(envelope, fold); return;
-    case msg::Body::OperatorResume: walkBodyAs<msg::OperatorResume>(envelope, fold); return;
-    case msg::Body::SlotReport: walkBodyAs<msg::SlotReport>(envelope, fold); return;
+    case msg::Body::AgentHello:
+      walkBodyAs<msg::AgentHello>(envelope, fold);
+      return;
+    case msg::Body::Welcome:
+      walkBodyAs<msg::Welcome>(envelope, fold);
+      return;
+    case msg::Body::Heartbeat:
+      walkBodyAs<msg::Heartbeat>(envelope, fold);
+      return;
+    case msg::Body::BeginUpdate:
+      walkBodyAs<msg::BeginUpdate>(envelope, fold);
+      return;
+    case msg::Body::Manifest:
+      walkBodyAs<msg::Manifest>(envelope, fold);
+      return;
+    case msg::Body::Pause:
+      walkBodyAs<msg::Pause>(envelope, fold);
+      return;
+    case msg::Body::PauseAck:
+      walkBodyAs<msg::PauseAck>(envelope, fold);
+      return;
+    case msg::Body::TransferPlan:
+      walkBodyAs<msg::TransferPlan>(envelope, fold);
+      return;
+    case msg::Body::UpdateDone:
+      walkBodyAs<msg::UpdateDone>(envelope, fold);
+      return;
+    case msg::Body::Commit:
+      walkBodyAs<msg::Commit>(envelope, fold);
+      return;
+    case msg::Body::Abort:
+      walkBodyAs<msg::Abort>(envelope, fold);
+      return;
+    case msg::Body::Resume:
+      walkBodyAs<msg::Resume>(envelope, fold);
+      return;
+    case msg::Body::SnapshotRequest:
+      walkBodyAs<msg::SnapshotRequest>(envelope, fold);
+      return;
+    case msg::Body::SnapshotReply:
+      walkBodyAs<msg::SnapshotReply>(envelope, fold);
+      return;
+    case msg::Body::Error:
+      walkBodyAs<msg::Error>(envelope, fold);
+      return;
+    case msg::Body::AgentEvent:
+      walkBodyAs<msg::AgentEvent>(envelope, fold);
+      return;
+    case msg::Body::RoundTransition:
+      walkBodyAs<msg::RoundTransition>(envelope, fold);
+      return;
+    case msg::Body::Goodbye:
+      walkBodyAs<msg::Goodbye>(envelope, fold);
+      return;
+    case msg::Body::CoordinatorBeat:
+      walkBodyAs<msg::CoordinatorBeat>(envelope, fold);
+      return;
+    case msg::Body::ControlRequest:
+      walkBodyAs<msg::ControlRequest>(envelope, fold);
+      return;
+    case msg::Body::ControlReply:
+      walkBodyAs<msg::ControlReply>(envelope, fold);
+      return;
+    case msg::Body::VersionQuery:
+      walkBodyAs<msg::VersionQuery>(envelope, fold);
+      return;
+    case msg::Body::VersionReport:
+      walkBodyAs<msg::VersionReport>(envelope, fold);
+      return;
+    case msg::Body::OperatorPause:
+      walkBodyAs<msg::OperatorPause>(envelope, fold);
+      return;
+    case msg::Body::OperatorResume:
+      walkBodyAs<msg::OperatorResume>(envelope, fold);
+      return;
+    case msg::Body::SlotReport:
+      walkBodyAs<msg::SlotReport>(envelope, fold);
+      return;
   }
   // A member added by a newer protocol: the Verifier does not look inside it, so neither may we.
 }
@@ -496,9 +545,8 @@ int typedBodiesOf(const Message& message) {
   return typedBodiesOf<msg::AgentHello, msg::Welcome, msg::Heartbeat, msg::BeginUpdate, msg::Manifest, msg::Pause,
                        msg::PauseAck, msg::TransferPlan, msg::UpdateDone, msg::Commit, msg::Abort, msg::Resume,
                        msg::SnapshotRequest, msg::SnapshotReply, msg::Error, msg::AgentEvent, msg::RoundTransition,
-                       msg::Goodbye, msg::CoordinatorBeat, msg::ControlRequest, msg::ControlReply,
-                       msg::VersionQuery, msg::VersionReport, msg::OperatorPause, msg::OperatorResume,
-                       msg::SlotReport>(message);
+                       msg::Goodbye, msg::CoordinatorBeat, msg::ControlRequest, msg::ControlReply, msg::VersionQuery,
+                       msg::VersionReport, msg::OperatorPause, msg::OperatorResume, msg::SlotReport>(message);
 }
 
 void checkRejected(MessageError error, std::span<const std::uint8_t> bytes) {
@@ -562,8 +610,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   WSYNC_FUZZ_CHECK(envelope.protocol_version() == wsync::bus::kProtocolVersion);
   WSYNC_FUZZ_CHECK(envelope.body_type() != msg::Body::NONE && envelope.body() != nullptr);
   const char* name = wsync::bus::bodyName(envelope.body_type());
-  WSYNC_FUZZ_CHECK(std::strcmp(name, isKnownBody(envelope.body_type()) ? msg::EnumNameBody(envelope.body_type())
-                                                                        : "Unknown") == 0);
+  WSYNC_FUZZ_CHECK(
+      std::strcmp(name, isKnownBody(envelope.body_type()) ? msg::EnumNameBody(envelope.body_type()) : "Unknown") == 0);
 
   // The same fields, read from the caller's bytes, from each Message's own copy, and after a move (ZeroMQ keeps
   // small messages inside the message object, so their bytes move with it).

@@ -64,16 +64,19 @@ int main(int argc, char** argv) {
       {"refused_name_duplicate", [](FuzzCase& c) { c.tensors[1].name = c.tensors[0].name; }},
       {"refused_dtype_zero", [](FuzzCase& c) { c.tensors[1].dtype = 0; }},
       {"refused_dtype_unknown", [](FuzzCase& c) { c.tensors[1].dtype = 99; }},
-      {"refused_ndim_17", [](FuzzCase& c) {
-         c.tensors[1] = tensor("deep", WSYNC_DTYPE_U8, std::vector<std::int64_t>(17, 1));
-       }},
-      {"refused_ndim_past_the_array", [](FuzzCase& c) {
+      {"refused_ndim_17",
+       [](FuzzCase& c) { c.tensors[1] = tensor("deep", WSYNC_DTYPE_U8, std::vector<std::int64_t>(17, 1)); }},
+      {"refused_ndim_past_the_array",
+       [](FuzzCase& c) {
          c.tensors[1].ndim = 200;
          c.tensors[1].shape.assign(wsync::fuzz::kMaxFuzzShape, 1);
        }},
       {"refused_shape_null", [](FuzzCase& c) { c.tensors[0].flags = 2; }},
       {"refused_shape_negative", [](FuzzCase& c) { c.tensors[0].shape[1] = -16; }},
-      {"refused_shape_overflow", [](FuzzCase& c) { c.tensors[0].shape = {INT64_MAX, INT64_MAX}; }},
+      {"refused_shape_overflow",
+       [](FuzzCase& c) {
+         c.tensors[0].shape = {INT64_MAX, INT64_MAX};
+       }},
       {"refused_bytes_mismatch", [](FuzzCase& c) { c.tensors[0].bytes -= 2; }},
       {"refused_data_null", [](FuzzCase& c) { c.tensors[0].flags = 4; }},
       {"refused_memory_overlap", [](FuzzCase& c) { c.tensors[1].flags = 8; }},

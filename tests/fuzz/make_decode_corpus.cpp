@@ -65,7 +65,7 @@ const msg::Digest128 kManifestDigest(0x9e37'79b9'7f4a'7c15ULL, 0xc2b2'ae3d'27d4'
 const msg::Digest128 kPayloadDigest(0x1656'67b1'9e37'79f9ULL, 0x85eb'ca77'c2b2'ae63ULL);
 // A registration secret as a Welcome hands it out (16 bytes of getrandom).
 const std::vector<std::uint8_t> kRegistrationSecret{0x9e, 0x37, 0x79, 0xb9, 0x7f, 0x4a, 0x7c, 0x15,
-                                                     0xf3, 0x9c, 0xc0, 0x60, 0x5c, 0xed, 0xc8, 0x34};
+                                                    0xf3, 0x9c, 0xc0, 0x60, 0x5c, 0xed, 0xc8, 0x34};
 
 struct TensorSpec {
   std::string name;
@@ -78,15 +78,19 @@ std::uint64_t elementBytes(msg::DType dtype) {
   switch (dtype) {
     case msg::DType::F64:
     case msg::DType::I64:
-    case msg::DType::U64: return 8;
+    case msg::DType::U64:
+      return 8;
     case msg::DType::F32:
     case msg::DType::I32:
-    case msg::DType::U32: return 4;
+    case msg::DType::U32:
+      return 4;
     case msg::DType::F16:
     case msg::DType::BF16:
     case msg::DType::I16:
-    case msg::DType::U16: return 2;
-    default: return 1;
+    case msg::DType::U16:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -150,16 +154,15 @@ Bytes agentHelloWorker() {
   const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Nccl, msg::ChannelKind::CudaIpc,
                                                msg::ChannelKind::Shm};
   return finish(fbb, msg::CreateAgentHelloDirect(fbb, "worker-3@gpu-node-07", msg::Role::Worker,
-                                                 wsync::bus::kProtocolVersion, -1, 8, 41'234, "gpu-node-07",
-                                                 &channels, 41,
-                                                 "4b0e5f52-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.1/pid:4.4026531836"));
+                                                 wsync::bus::kProtocolVersion, -1, 8, 41'234, "gpu-node-07", &channels,
+                                                 41, "4b0e5f52-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.1/pid:4.4026531836"));
 }
 
 Bytes agentHelloTrainer() {
   flatbuffers::FlatBufferBuilder fbb;
   const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Nccl};
-  return finish(fbb, msg::CreateAgentHelloDirect(fbb, "trainer-0", msg::Role::Trainer, wsync::bus::kProtocolVersion,
-                                                 0, 4, 1'207, "train-node-01", &channels, 0));
+  return finish(fbb, msg::CreateAgentHelloDirect(fbb, "trainer-0", msg::Role::Trainer, wsync::bus::kProtocolVersion, 0,
+                                                 4, 1'207, "train-node-01", &channels, 0));
 }
 
 // A trainer that sends on tcp: its listener's address, an IPv4 and an IPv6 contact.
@@ -169,10 +172,9 @@ Bytes agentHelloTrainerTcp() {
   const std::vector<flatbuffers::Offset<msg::ChannelContact>> contacts{
       msg::CreateChannelContactDirect(fbb, msg::ChannelKind::Tcp, "10.0.3.17:41873"),
       msg::CreateChannelContactDirect(fbb, msg::ChannelKind::Tcp, "[fd00::3:17]:41873")};
-  return finish(fbb, msg::CreateAgentHelloDirect(fbb, "trainer-0", msg::Role::Trainer, wsync::bus::kProtocolVersion,
-                                                 0, 1, 1'207, "cpu-node-03", &channels, 0,
-                                                 "8c1d2e3f-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.3/pid:4.4026531836",
-                                                 &contacts));
+  return finish(fbb, msg::CreateAgentHelloDirect(
+                         fbb, "trainer-0", msg::Role::Trainer, wsync::bus::kProtocolVersion, 0, 1, 1'207, "cpu-node-03",
+                         &channels, 0, "8c1d2e3f-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.3/pid:4.4026531836", &contacts));
 }
 
 // A worker registering again on a new connection: its last Welcome's secret proves it the holder.
@@ -180,9 +182,8 @@ Bytes agentHelloWithSecret() {
   flatbuffers::FlatBufferBuilder fbb;
   const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm};
   return finish(fbb, msg::CreateAgentHelloDirect(fbb, "worker-3@gpu-node-07", msg::Role::Worker,
-                                                 wsync::bus::kProtocolVersion, -1, 1, 41'234, "gpu-node-07",
-                                                 &channels, 41,
-                                                 "4b0e5f52-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.1/pid:4.4026531836",
+                                                 wsync::bus::kProtocolVersion, -1, 1, 41'234, "gpu-node-07", &channels,
+                                                 41, "4b0e5f52-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.1/pid:4.4026531836",
                                                  nullptr, &kRegistrationSecret));
 }
 
@@ -190,26 +191,28 @@ Bytes agentHelloWithSecret() {
 Bytes agentHelloLongAgentId() {
   flatbuffers::FlatBufferBuilder fbb;
   const std::string agentId(wsync::bus::kMaxAgentIdBytes + 1, 'w');
-  return finish(fbb, msg::CreateAgentHelloDirect(fbb, agentId.c_str(), msg::Role::Monitor,
-                                                 wsync::bus::kProtocolVersion));
+  return finish(fbb,
+                msg::CreateAgentHelloDirect(fbb, agentId.c_str(), msg::Role::Monitor, wsync::bus::kProtocolVersion));
 }
 
 Bytes welcome() {
   flatbuffers::FlatBufferBuilder fbb;
-  return finish(fbb, msg::CreateWelcomeDirect(fbb, "worker-3@gpu-node-07", 5, 3, 9, kEpoch, 41, 100, 1'500,
-                                              "/wsync-control-1732000000"),
+  return finish(fbb,
+                msg::CreateWelcomeDirect(fbb, "worker-3@gpu-node-07", 5, 3, 9, kEpoch, 41, 100, 1'500,
+                                         "/wsync-control-1732000000"),
                 {.seq = 17});
 }
 
 // A worker that reconnects after a commit, while an operator's pause holds.
 Bytes welcomeAfterCommit() {
   flatbuffers::FlatBufferBuilder fbb;
-  return finish(fbb, msg::CreateWelcomeDirect(fbb, "worker-3@gpu-node-07", 5, 3, 9, kEpoch, 42, 100, 1'500,
-                                              "/wsync-control-1732000000", 7, &kPayloadDigest, 30'000, 120'000,
-                                              2'000, true, msg::PauseMode::Wait,
-                                              "4b0e5f52-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.1/pid:4.4026531836",
-                                              "train-node-01", &kRegistrationSecret),
-                {.seq = 18});
+  return finish(
+      fbb,
+      msg::CreateWelcomeDirect(fbb, "worker-3@gpu-node-07", 5, 3, 9, kEpoch, 42, 100, 1'500,
+                               "/wsync-control-1732000000", 7, &kPayloadDigest, 30'000, 120'000, 2'000, true,
+                               msg::PauseMode::Wait, "4b0e5f52-41d6-4c1a-9a57-1d1e3c2b9f10/shm:24.1/pid:4.4026531836",
+                               "train-node-01", &kRegistrationSecret),
+      {.seq = 18});
 }
 
 Bytes heartbeat() {
@@ -229,8 +232,7 @@ Bytes beginUpdateWithManifest() {
   const auto specs = withOddTensors(transformerTensors(1));
   const auto manifest = buildManifest(fbb, specs);
   return finish(fbb, msg::CreateBeginUpdateDirect(fbb, 42, "step-42000", &kManifestDigest, manifest,
-                                                  msg::ChannelKind::Nccl, msg::PauseMode::Keep,
-                                                  manifestBytes(specs)));
+                                                  msg::ChannelKind::Nccl, msg::PauseMode::Keep, manifestBytes(specs)));
 }
 
 Bytes beginUpdateKnownManifest() {
@@ -296,25 +298,24 @@ Bytes transferPlanNccl() {
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<std::uint8_t> ncclUniqueId(kNcclUniqueIdBytes);
   for (std::size_t i = 0; i < ncclUniqueId.size(); ++i) ncclUniqueId[i] = static_cast<std::uint8_t>(i * 37 + 11);
-  return finish(fbb, msg::CreateTransferPlanDirect(fbb, 7, 42, msg::ChannelKind::Nccl, &kManifestDigest,
-                                                   14'483'456'000, 256ULL << 20, 54, 2, 256, nullptr, &ncclUniqueId,
-                                                   3, 9));
+  return finish(fbb, msg::CreateTransferPlanDirect(fbb, 7, 42, msg::ChannelKind::Nccl, &kManifestDigest, 14'483'456'000,
+                                                   256ULL << 20, 54, 2, 256, nullptr, &ncclUniqueId, 3, 9));
 }
 
 Bytes transferPlanShm() {
   flatbuffers::FlatBufferBuilder fbb;
-  return finish(fbb, msg::CreateTransferPlanDirect(fbb, 8, 43, msg::ChannelKind::Shm, &kManifestDigest,
-                                                   14'483'456'000, 64ULL << 20, 216, 3, 4'096,
-                                                   "/wsync-arena-1732000000-8", nullptr, -1, 0, 2, 3));
+  return finish(fbb, msg::CreateTransferPlanDirect(fbb, 8, 43, msg::ChannelKind::Shm, &kManifestDigest, 14'483'456'000,
+                                                   64ULL << 20, 216, 3, 4'096, "/wsync-arena-1732000000-8", nullptr, -1,
+                                                   0, 2, 3));
 }
 
 Bytes transferPlanTcp() {
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<std::uint8_t> token(16);
   for (std::size_t i = 0; i < token.size(); ++i) token[i] = static_cast<std::uint8_t>(i * 91 + 5);
-  return finish(fbb, msg::CreateTransferPlanDirect(fbb, 9, 44, msg::ChannelKind::Tcp, &kManifestDigest,
-                                                   250'000'000, 4ULL << 20, 60, 2, 256, nullptr, &token, -1, 0, 1, 3,
-                                                   "10.0.3.17:41873"));
+  return finish(
+      fbb, msg::CreateTransferPlanDirect(fbb, 9, 44, msg::ChannelKind::Tcp, &kManifestDigest, 250'000'000, 4ULL << 20,
+                                         60, 2, 256, nullptr, &token, -1, 0, 1, 3, "10.0.3.17:41873"));
 }
 
 Bytes updateDone() {
@@ -331,22 +332,21 @@ Bytes updateDoneDigestMismatch() {
 
 Bytes commit() {
   flatbuffers::FlatBufferBuilder fbb;
-  return finish(fbb, msg::CreateCommitDirect(fbb, 7, 42, "step-42000", 14'483'456'000, &kPayloadDigest),
-                {.seq = 305});
+  return finish(fbb, msg::CreateCommitDirect(fbb, 7, 42, "step-42000", 14'483'456'000, &kPayloadDigest), {.seq = 305});
 }
 
 Bytes agentEvent() {
   flatbuffers::FlatBufferBuilder fbb;
   const auto agent = msg::CreateAgentInfoDirect(fbb, "worker-3@gpu-node-07", msg::Role::Worker, 5, 3, 41, 3'100,
-                                                  msg::AgentState::Receiving, 42, 1'250'000'000);
+                                                msg::AgentState::Receiving, 42, 1'250'000'000);
   return finish(fbb, msg::CreateAgentEventDirect(fbb, msg::AgentEventKind::Dead, agent, "no heartbeat for 3100 ms"),
                 {.seq = 12});
 }
 
 Bytes roundTransition() {
   flatbuffers::FlatBufferBuilder fbb;
-  return finish(fbb, msg::CreateRoundTransitionDirect(fbb, 7, 42, msg::RoundPhase::Verify, 3, "",
-                                                                    250'478'592), {.seq = 304});
+  return finish(fbb, msg::CreateRoundTransitionDirect(fbb, 7, 42, msg::RoundPhase::Verify, 3, "", 250'478'592),
+                {.seq = 304});
 }
 
 Bytes goodbye() {
@@ -356,16 +356,17 @@ Bytes goodbye() {
 
 Bytes coordinatorBeat() {
   flatbuffers::FlatBufferBuilder fbb;
-  return finish(fbb, msg::CreateCoordinatorBeat(fbb, 41, 42, msg::RoundPhase::Transfer, 5, 4, true,
-                                                msg::PauseMode::Keep, 42),
-                {.seq = 1'234});
+  return finish(
+      fbb, msg::CreateCoordinatorBeat(fbb, 41, 42, msg::RoundPhase::Transfer, 5, 4, true, msg::PauseMode::Keep, 42),
+      {.seq = 1'234});
 }
 
 // An agent on another host reporting its slot mid-transfer.
 Bytes slotReport() {
   flatbuffers::FlatBufferBuilder fbb;
-  return finish(fbb, msg::CreateSlotReportDirect(fbb, "worker-3@gpu-node-07", 5, 41, msg::AgentState::Receiving, 42,
-                                                 1'073'741'824, &kRegistrationSecret),
+  return finish(fbb,
+                msg::CreateSlotReportDirect(fbb, "worker-3@gpu-node-07", 5, 41, msg::AgentState::Receiving, 42,
+                                            1'073'741'824, &kRegistrationSecret),
                 {.seq = 309});
 }
 
@@ -427,16 +428,16 @@ Bytes snapshotReply() {
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<msg::AgentInfo>> agents{
       msg::CreateAgentInfoDirect(fbb, "trainer-0", msg::Role::Trainer, 0, 0, 42, 12),
-      msg::CreateAgentInfoDirect(fbb, "worker-0@gpu-node-05", msg::Role::Worker, 1, 1, 42, 40,
-                                 msg::AgentState::Paused, 42, 250'000'000),
+      msg::CreateAgentInfoDirect(fbb, "worker-0@gpu-node-05", msg::Role::Worker, 1, 1, 42, 40, msg::AgentState::Paused,
+                                 42, 250'000'000),
       msg::CreateAgentInfoDirect(fbb, "worker-3@gpu-node-07", msg::Role::Worker, 5, 3, 41, 1'350),
       msg::CreateAgentInfoDirect(fbb, "monitor", msg::Role::Monitor, 6, -1, 0, 95)};
   std::vector<flatbuffers::Offset<msg::TopicSequence>> sequences{msg::CreateTopicSequenceDirect(fbb, "round/", 305),
                                                                  msg::CreateTopicSequenceDirect(fbb, "agent/", 9),
                                                                  msg::CreateTopicSequenceDirect(fbb, "bus/", 1)};
-  return finish(fbb, msg::CreateSnapshotReplyDirect(fbb, &sequences, kEpoch, 41, "step-41000",
-                                                    msg::RoundPhase::Transfer, 7, 42, msg::PauseMode::Keep, true,
-                                                    &kManifestDigest, &agents, 250'478'592));
+  return finish(
+      fbb, msg::CreateSnapshotReplyDirect(fbb, &sequences, kEpoch, 41, "step-41000", msg::RoundPhase::Transfer, 7, 42,
+                                          msg::PauseMode::Keep, true, &kManifestDigest, &agents, 250'478'592));
 }
 
 Bytes errorReply() {
@@ -469,8 +470,8 @@ Bytes foreignFileIdentifier() {
 Bytes heartbeatGeneratedLayout(bool sizePrefixed) {
   flatbuffers::FlatBufferBuilder fbb;
   const auto body = msg::CreateHeartbeat(fbb, 42);
-  const auto envelope = msg::CreateEnvelope(fbb, wsync::bus::kProtocolVersion, kEpoch, 1, kSentAtNs,
-                                            msg::Body::Heartbeat, body.Union());
+  const auto envelope =
+      msg::CreateEnvelope(fbb, wsync::bus::kProtocolVersion, kEpoch, 1, kSentAtNs, msg::Body::Heartbeat, body.Union());
   // Size-prefixed, the identifier sits four bytes later than a reader of plain buffers looks for it.
   if (sizePrefixed) {
     msg::FinishSizePrefixedEnvelopeBuffer(fbb, envelope);
@@ -552,9 +553,9 @@ Bytes controlPauseModeOutOfRange() {
 Bytes agentHelloChannelOutOfRange() {
   flatbuffers::FlatBufferBuilder fbb;
   const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm, static_cast<msg::ChannelKind>(9)};
-  return finish(fbb, msg::CreateAgentHelloDirect(fbb, "worker-0@gpu-node-05", msg::Role::Worker,
-                                                 wsync::bus::kProtocolVersion, -1, 1, 41'234, "gpu-node-05",
-                                                 &channels));
+  return finish(
+      fbb, msg::CreateAgentHelloDirect(fbb, "worker-0@gpu-node-05", msg::Role::Worker, wsync::bus::kProtocolVersion, -1,
+                                       1, 41'234, "gpu-node-05", &channels));
 }
 
 Bytes agentHelloContactOutOfRange() {
@@ -562,8 +563,8 @@ Bytes agentHelloContactOutOfRange() {
   const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Tcp};
   const std::vector<flatbuffers::Offset<msg::ChannelContact>> contacts{
       msg::CreateChannelContactDirect(fbb, static_cast<msg::ChannelKind>(9), "10.0.3.17:41873")};
-  return finish(fbb, msg::CreateAgentHelloDirect(fbb, "trainer-0", msg::Role::Trainer, wsync::bus::kProtocolVersion,
-                                                 0, 1, 1'207, "cpu-node-03", &channels, 0, nullptr, &contacts));
+  return finish(fbb, msg::CreateAgentHelloDirect(fbb, "trainer-0", msg::Role::Trainer, wsync::bus::kProtocolVersion, 0,
+                                                 1, 1'207, "cpu-node-03", &channels, 0, nullptr, &contacts));
 }
 
 Bytes manifestDTypeOutOfRange() {

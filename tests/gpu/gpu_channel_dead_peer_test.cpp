@@ -39,9 +39,7 @@ constexpr std::chrono::milliseconds kStallMargin{7'000};
 constexpr int kKilled = 128 + SIGKILL;
 
 // What a peer whose transfer was ended by a dead peer may exit with: cancelled by its probe, or NCCL noticed first.
-bool endedByDeadPeer(int status) {
-  return status == gpu_peer::kAborted || status == gpu_peer::kCommunicatorFailed;
-}
+bool endedByDeadPeer(int status) { return status == gpu_peer::kAborted || status == gpu_peer::kCommunicatorFailed; }
 
 class GpuChannelDeadPeer : public testing::TestWithParam<std::uint64_t> {
  protected:
@@ -68,8 +66,8 @@ class GpuChannelDeadPeer : public testing::TestWithParam<std::uint64_t> {
                                     << survivor.output();
     EXPECT_PRED1(endedByDeadPeer, *status) << survivor.name << "\n" << survivor.output();
     std::cout << survivor.name << " gave up "
-              << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - died).count()
-              << " ms after " << victim.name << " died\n";
+              << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - died).count() << " ms after "
+              << victim.name << " died\n";
   }
 };
 

@@ -48,8 +48,8 @@ void expectNoGrowth(PeerGroup& group) {
     EXPECT_LE(rssAfter - std::min(rssBefore, rssAfter), kRssGrowthToleranceKib)
         << peer->name << ": resident KiB after round " << kSettledRound << " " << rssBefore << ", after round "
         << kRounds << " " << rssAfter;
-    std::cout << peer->name << ": GPU free " << freeBefore << " -> " << freeAfter << " bytes, resident "
-              << rssBefore << " -> " << rssAfter << " KiB (rounds " << kSettledRound << " -> " << kRounds << ")\n";
+    std::cout << peer->name << ": GPU free " << freeBefore << " -> " << freeAfter << " bytes, resident " << rssBefore
+              << " -> " << rssAfter << " KiB (rounds " << kSettledRound << " -> " << kRounds << ")\n";
     // What the channel says it holds does not change at all once settled.
     EXPECT_EQ(last.number("channel_buffer_bytes"), settled.number("channel_buffer_bytes")) << peer->name;
     EXPECT_EQ(last.number("channel_table_bytes"), settled.number("channel_table_bytes")) << peer->name;

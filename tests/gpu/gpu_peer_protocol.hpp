@@ -18,15 +18,15 @@ namespace wsync::test::gpu_peer {
 // gpu_peer's exit codes. A failed transfer is named by its ChannelError; the last two are the peer's own checks.
 enum ExitCode : int {
   kOk = 0,
-  kUsage = 1,                 // wrong arguments
-  kSetupFailed = 2,           // a CUDA call, the model, the plan or opening the channel failed
-  kTimedOut = 3,              // ChannelError::Timeout (the transfer's deadline, or the nccl stall watchdog)
-  kAborted = 4,               // ChannelError::Aborted (the cancel probe saw a dead peer, or the owner aborted)
-  kCommunicatorFailed = 5,    // ChannelError::CommunicatorError
-  kDigestMismatch = 6,        // ChannelError::DigestMismatch (cuda_ipc receivers disagreed)
-  kChannelFailed = 7,         // any other ChannelError (DeviceError, PlanMismatch, ...)
-  kWrongBytes = 8,            // a receiver's tensors differ from the content of the version
-  kWrongDigest = 9,           // bytes or digest returned differ from the host reference (deviceChecksumOfHost)
+  kUsage = 1,               // wrong arguments
+  kSetupFailed = 2,         // a CUDA call, the model, the plan or opening the channel failed
+  kTimedOut = 3,            // ChannelError::Timeout (the transfer's deadline, or the nccl stall watchdog)
+  kAborted = 4,             // ChannelError::Aborted (the cancel probe saw a dead peer, or the owner aborted)
+  kCommunicatorFailed = 5,  // ChannelError::CommunicatorError
+  kDigestMismatch = 6,      // ChannelError::DigestMismatch (cuda_ipc receivers disagreed)
+  kChannelFailed = 7,       // any other ChannelError (DeviceError, PlanMismatch, ...)
+  kWrongBytes = 8,          // a receiver's tensors differ from the content of the version
+  kWrongDigest = 9,         // bytes or digest returned differ from the host reference (deviceChecksumOfHost)
 };
 
 // A cuda_ipc receiver's agent id is this and its index ("gpu-peer-1"), as an agent's would be its own: the sender's
@@ -45,23 +45,23 @@ inline constexpr std::string_view kMixedModel = "mixed";
 inline std::vector<bus::TensorSpec> mixedDtypeTensors() {
   using wsync::msg::DType;
   return {
-      {"embed.bf16", DType::BF16, {500'001}},      // 1,000,002 bytes
-      {"scalar.bf16", DType::BF16, {}},            // 2
-      {"norm.f16", DType::F16, {3}},               // 6
-      {"proj.f32", DType::F32, {7, 13}},           // 364
-      {"one.f8", DType::F8E4M3, {1}},              // 1
-      {"three.f8", DType::F8E4M3, {3}},            // 3
-      {"seven.i8", DType::I8, {7}},                // 7
-      {"thirteen.i8", DType::I8, {13}},            // 13
-      {"big.i8", DType::I8, {1'000'003}},          // 1,000,003
-      {"odd.i32", DType::I32, {13}},               // 52
-      {"one.i64", DType::I64, {1}},                // 8
-      {"empty.f32", DType::F32, {0}},              // 0
-      {"wide.f32", DType::F32, {3, 100'003}},      // 1,200,036
+      {"embed.bf16", DType::BF16, {500'001}},         // 1,000,002 bytes
+      {"scalar.bf16", DType::BF16, {}},               // 2
+      {"norm.f16", DType::F16, {3}},                  // 6
+      {"proj.f32", DType::F32, {7, 13}},              // 364
+      {"one.f8", DType::F8E4M3, {1}},                 // 1
+      {"three.f8", DType::F8E4M3, {3}},               // 3
+      {"seven.i8", DType::I8, {7}},                   // 7
+      {"thirteen.i8", DType::I8, {13}},               // 13
+      {"big.i8", DType::I8, {1'000'003}},             // 1,000,003
+      {"odd.i32", DType::I32, {13}},                  // 52
+      {"one.i64", DType::I64, {1}},                   // 8
+      {"empty.f32", DType::F32, {0}},                 // 0
+      {"wide.f32", DType::F32, {3, 100'003}},         // 1,200,036
       {"spans.f8", DType::F8E4M3, {3 * 65'536 + 5}},  // 196,613
-      {"many.i64", DType::I64, {4'099}},           // 32,792
-      {"block.f16", DType::F16, {32'768}},         // 65,536: one small bucket's worth
-      {"last.bf16", DType::BF16, {1}},             // 2
+      {"many.i64", DType::I64, {4'099}},              // 32,792
+      {"block.f16", DType::F16, {32'768}},            // 65,536: one small bucket's worth
+      {"last.bf16", DType::BF16, {1}},                // 2
   };
 }
 

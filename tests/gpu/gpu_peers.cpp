@@ -127,15 +127,24 @@ PeerGroup startGroup(const GroupOptions& options) {
   useNcclEnvironment();
   const std::string pidsFile = useTemporaryRuntimeDirectory() + "/gpu-group-" + std::to_string(groups++) + ".pids";
   const auto receiverCount = static_cast<std::uint32_t>(options.receiverDevices.size());
-  std::vector<std::string> common{"--channel", options.channel,
-                                  options.channel == "nccl" ? "--unique-id" : "--segment", options.endpoint,
-                                  "--receivers", std::to_string(receiverCount),
-                                  "--model", options.model,
-                                  "--bucket-bytes", std::to_string(options.bucketBytes),
-                                  "--rounds", std::to_string(options.rounds),
-                                  "--seed", std::to_string(options.seed),
-                                  "--peer-pids", std::to_string(::getpid()),
-                                  "--peer-pids-file", pidsFile};
+  std::vector<std::string> common{"--channel",
+                                  options.channel,
+                                  options.channel == "nccl" ? "--unique-id" : "--segment",
+                                  options.endpoint,
+                                  "--receivers",
+                                  std::to_string(receiverCount),
+                                  "--model",
+                                  options.model,
+                                  "--bucket-bytes",
+                                  std::to_string(options.bucketBytes),
+                                  "--rounds",
+                                  std::to_string(options.rounds),
+                                  "--seed",
+                                  std::to_string(options.seed),
+                                  "--peer-pids",
+                                  std::to_string(::getpid()),
+                                  "--peer-pids-file",
+                                  pidsFile};
   append(common, options.everyPeerArgs);
 
   std::vector<GpuPeer> receivers;
@@ -206,8 +215,9 @@ std::uint64_t modelBytes(const std::string& model) {
 void expectEveryRoundRight(PeerGroup& group, const GroupOptions& options, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (GpuPeer* peer : group.all()) {
-    const auto left = std::max(std::chrono::milliseconds{0}, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                  deadline - std::chrono::steady_clock::now()));
+    const auto left =
+        std::max(std::chrono::milliseconds{0},
+                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
     const std::optional<int> status = peer->process.wait(left);
     ASSERT_TRUE(status.has_value()) << peer->name << " still runs after " << timeout.count() << " ms\n"
                                     << peer->output();

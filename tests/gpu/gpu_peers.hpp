@@ -32,7 +32,7 @@ int visibleGpus();
 
 // The content seed every test uses unless it says otherwise.
 inline constexpr std::uint64_t kSeed = 20261122;
-inline constexpr std::uint64_t kSmallBucketBytes = 64 * 1024;     // many buckets; tensors span several
+inline constexpr std::uint64_t kSmallBucketBytes = 64 * 1024;         // many buckets; tensors span several
 inline constexpr std::uint64_t kLargeBucketBytes = 16 * 1024 * 1024;  // the mixed model in a single bucket
 
 // One "round R ..." line a peer printed.
@@ -67,10 +67,10 @@ struct GroupOptions {
   std::uint64_t rounds = 1;
   std::uint64_t seed = kSeed;
   int senderDevice = 0;
-  std::vector<int> receiverDevices;         // one per receiver
-  std::vector<std::string> senderArgs;      // more gpu_peer options for the sender
+  std::vector<int> receiverDevices;                                // one per receiver
+  std::vector<std::string> senderArgs;                             // more gpu_peer options for the sender
   std::map<std::uint32_t, std::vector<std::string>> receiverArgs;  // ... for receiver I
-  std::vector<std::string> everyPeerArgs;   // ... for all of them
+  std::vector<std::string> everyPeerArgs;                          // ... for all of them
 };
 
 // The peers of one channel. The destructor SIGKILLs and reaps whatever still runs.

@@ -58,9 +58,11 @@ class GpuRound : public RoundFixture, public testing::WithParamInterface<std::st
   }
   ChildProcess startGpuTrainer(std::uint64_t steps, std::uint64_t intervalMs = 0, const std::string& id = "t0",
                                const std::string& seed = "1") {
-    std::vector<std::string> args{"--model", kModel, "--steps", std::to_string(steps), "--dump",
-                                  path("trainer.safetensors"), "--interval-ms", std::to_string(intervalMs),
-                                  "--seed", seed};
+    std::vector<std::string> args{"--model",       kModel,
+                                  "--steps",       std::to_string(steps),
+                                  "--dump",        path("trainer.safetensors"),
+                                  "--interval-ms", std::to_string(intervalMs),
+                                  "--seed",        seed};
     for (auto& arg : gpuArgs(0)) args.push_back(arg);
     return startTrainer(id, args);
   }

@@ -34,10 +34,9 @@ class NcclAcrossHosts : public RoundFixture {
   void SetUp() override {
     // Every program of the test inherits these: NCCL over sockets on the loopback, as between two nodes, saying
     // which transport it took.
-    for (const auto& [name, value] :
-         {std::pair{"NCCL_NVLS_ENABLE", "0"}, std::pair{"NCCL_P2P_DISABLE", "1"}, std::pair{"NCCL_SHM_DISABLE", "1"},
-          std::pair{"NCCL_SOCKET_IFNAME", "lo"}, std::pair{"NCCL_DEBUG", "INFO"},
-          std::pair{"NCCL_DEBUG_SUBSYS", "INIT"}}) {
+    for (const auto& [name, value] : {std::pair{"NCCL_NVLS_ENABLE", "0"}, std::pair{"NCCL_P2P_DISABLE", "1"},
+                                      std::pair{"NCCL_SHM_DISABLE", "1"}, std::pair{"NCCL_SOCKET_IFNAME", "lo"},
+                                      std::pair{"NCCL_DEBUG", "INFO"}, std::pair{"NCCL_DEBUG_SUBSYS", "INIT"}}) {
       ::setenv(name, value, 1);
     }
     RoundFixture::SetUp();
@@ -69,9 +68,24 @@ class NcclAcrossHosts : public RoundFixture {
   // `program` as on another host than the coordinator's: its own mount namespace and /dev/shm, its own NCCL host id.
   ChildProcess startRemote(const std::string& program, const std::string& id, const std::vector<std::string>& extra) {
     ::setenv("NCCL_HOSTID", ("wsync-test-" + id).c_str(), 1);
-    std::vector<std::string> args{"--mount", "sh", "-c", "mount -t tmpfs tmpfs /dev/shm && exec \"$0\" \"$@\"",
-                                  testBinary(program), "--bus", bus_, "--transport", transport_, "--id", id,
-                                  "--model", kModel, "--channel", "nccl", "--cuda-device", "0", "--dump",
+    std::vector<std::string> args{"--mount",
+                                  "sh",
+                                  "-c",
+                                  "mount -t tmpfs tmpfs /dev/shm && exec \"$0\" \"$@\"",
+                                  testBinary(program),
+                                  "--bus",
+                                  bus_,
+                                  "--transport",
+                                  transport_,
+                                  "--id",
+                                  id,
+                                  "--model",
+                                  kModel,
+                                  "--channel",
+                                  "nccl",
+                                  "--cuda-device",
+                                  "0",
+                                  "--dump",
                                   path(id + ".safetensors")};
     args.insert(args.end(), extra.begin(), extra.end());
     return ChildProcess::spawn(kUnshare, args, {.stderrFile = path(id + ".log")});

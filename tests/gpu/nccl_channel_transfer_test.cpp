@@ -73,8 +73,8 @@ class NcclChannelTransfer : public testing::TestWithParam<Placement> {
     for (int receiver = 0; receiver < receivers; ++receiver) {
       options.receiverDevices.push_back(shared ? 0 : receiver + 1);
       if (shared) {
-        options.receiverArgs[static_cast<std::uint32_t>(receiver)] = {"--nccl-host-id",
-                                                                      "wsync-test-receiver-" + std::to_string(receiver)};
+        options.receiverArgs[static_cast<std::uint32_t>(receiver)] = {
+            "--nccl-host-id", "wsync-test-receiver-" + std::to_string(receiver)};
       }
     }
     return options;
@@ -131,7 +131,8 @@ TEST_P(NcclChannelTransfer, EveryByteFromAndIntoUnalignedTensors) {
 // One sender and a receiver on every other GPU of the machine, or three receivers sharing GPU 0 with it.
 TEST_P(NcclChannelTransfer, EveryOtherRankReceives) {
   const int receivers = GetParam() == Placement::OwnGpus ? visibleGpus() - 1 : 3;
-  if (auto why = missing(std::max(receivers, 2))) GTEST_SKIP() << *why << " (one receiver is covered by the tests above)";
+  if (auto why = missing(std::max(receivers, 2)))
+    GTEST_SKIP() << *why << " (one receiver is covered by the tests above)";
   const GroupOptions options = ncclGroup(receivers, kSmallBucketBytes);
   PeerGroup group = startGroup(options);
   expectEveryRoundRight(group, options, kRunTimeout);

@@ -45,10 +45,10 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <wsync/bus/channel/bucket_plan.hpp>
-#include <wsync/bus/protocol/manifest.hpp>
-#include <wsync/cli/model_catalog.hpp>
 #include <wsync/bus/channel/shm/shm_arena.hpp>
 #include <wsync/bus/channel/shm/shm_arena_data.hpp>
+#include <wsync/bus/protocol/manifest.hpp>
+#include <wsync/cli/model_catalog.hpp>
 
 namespace {
 
@@ -81,10 +81,14 @@ int failWith(ExitCode code, const std::string& reason) {
 int failWith(const bus::ChannelFailure& failure, std::uint64_t transfer) {
   const std::string reason = "transfer " + std::to_string(transfer) + ": " + failure.describe();
   switch (failure.code) {
-    case bus::ChannelError::Timeout: return failWith(kTimedOut, reason);
-    case bus::ChannelError::Aborted: return failWith(kAborted, reason);
-    case bus::ChannelError::Overwritten: return failWith(kOverwritten, reason);
-    default: return failWith(kChannelFailed, reason);
+    case bus::ChannelError::Timeout:
+      return failWith(kTimedOut, reason);
+    case bus::ChannelError::Aborted:
+      return failWith(kAborted, reason);
+    case bus::ChannelError::Overwritten:
+      return failWith(kOverwritten, reason);
+    default:
+      return failWith(kChannelFailed, reason);
   }
 }
 
@@ -165,8 +169,8 @@ void writeVersion(std::vector<std::vector<std::byte>>& tensors, std::uint64_t se
 class DrainView {
  public:
   explicit DrainView(const std::string& arena)
-      : region_(bip::shared_memory_object(bip::open_only, arena.c_str(), bip::read_only), bip::read_only,
-                0, sizeof(bus::ArenaControlData)) {}
+      : region_(bip::shared_memory_object(bip::open_only, arena.c_str(), bip::read_only), bip::read_only, 0,
+                sizeof(bus::ArenaControlData)) {}
 
   // Whether every receiver in `receivers` has copied out `bucket` of `transfer` (its ticket as docs/shm-channel.md
   // defines it); receivers copy buckets in order, so the last bucket stands for all of them.
@@ -185,8 +189,8 @@ class DrainView {
 };
 
 void printResult(std::uint64_t transfer, const bus::TransferResult& result) {
-  std::printf("transfer %" PRIu64 " bytes %" PRIu64 " digest %016" PRIx64 "%016" PRIx64 "\n", transfer,
-              result.bytes, result.digest.hi, result.digest.lo);
+  std::printf("transfer %" PRIu64 " bytes %" PRIu64 " digest %016" PRIx64 "%016" PRIx64 "\n", transfer, result.bytes,
+              result.digest.hi, result.digest.lo);
   std::fflush(stdout);
 }
 
@@ -202,8 +206,8 @@ int run(const Arguments& arguments) {
 
   // The sender's tensors, or the content a receiver expects.
   std::vector<std::vector<std::byte>> content = allocateTensors(*manifest);
-  std::vector<std::vector<std::byte>> staging = arguments.send ? std::vector<std::vector<std::byte>>{}
-                                                               : allocateTensors(*manifest);
+  std::vector<std::vector<std::byte>> staging =
+      arguments.send ? std::vector<std::vector<std::byte>>{} : allocateTensors(*manifest);
   for (std::uint64_t transfer = arguments.first; transfer < arguments.first + arguments.count; ++transfer) {
     writeVersion(content, arguments.seed, transfer);
     const auto deadline = Clock::now() + arguments.deadline;
@@ -214,8 +218,7 @@ int run(const Arguments& arguments) {
       printResult(transfer, *sent);
       if (arguments.waitForDrain && plan->bucketCount() > 0) {
         const DrainView drains(arguments.arena);
-        while (!drains.drained(transfer, plan->bucketCount() - 1, arena->geometry().bufferCount,
-                               arguments.receivers)) {
+        while (!drains.drained(transfer, plan->bucketCount() - 1, arena->geometry().bufferCount, arguments.receivers)) {
           if (Clock::now() >= deadline) {
             return failWith(kTimedOut, "transfer " + std::to_string(transfer) + ": receivers never drained it");
           }

@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
     if (!owner) return failWith(owner.error());
     for (std::uint32_t n = 1;; ++n) {
       owner->setCommitted(n, n);
-      (void)owner->assignSlot(0, SlotAssignment{"agent-" + std::to_string(n), msg::Role::Worker,
-                                                static_cast<std::int32_t>(n), n});
+      (void)owner->assignSlot(
+          0, SlotAssignment{"agent-" + std::to_string(n), msg::Role::Worker, static_cast<std::int32_t>(n), n});
     }
   }
   if (mode == "attach" && argc == 6) {

@@ -49,8 +49,8 @@
 #include <CLI/CLI.hpp>
 #include <tl/expected.hpp>
 #include <wsync/bus/channel/bucket_plan.hpp>
-#include <wsync/bus/channel/device_checksum.hpp>
 #include <wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp>
+#include <wsync/bus/channel/device_checksum.hpp>
 #include <wsync/bus/channel/gpu/gpu_runtime.hpp>
 #include <wsync/bus/channel/nccl/nccl_channel.hpp>
 #include <wsync/bus/protocol/manifest.hpp>
@@ -119,8 +119,7 @@ std::string cudaFailure(cudaError_t rc, const std::string& what) {
 // A failed round: one line on stdout for the test, the reason on stderr for a person.
 int failRound(std::uint64_t round, ExitCode code, double ms, const std::string& reason) {
   std::printf("%.*s %" PRIu64 " %.*s exit=%d ms=%.1f %s\n", static_cast<int>(kRoundWord.size()), kRoundWord.data(),
-              round, static_cast<int>(kFailWord.size()), kFailWord.data(), static_cast<int>(code), ms,
-              reason.c_str());
+              round, static_cast<int>(kFailWord.size()), kFailWord.data(), static_cast<int>(code), ms, reason.c_str());
   std::fflush(stdout);
   std::fprintf(stderr, "gpu_peer (pid %d): round %" PRIu64 ": %s\n", static_cast<int>(::getpid()), round,
                reason.c_str());
@@ -134,11 +133,16 @@ int failSetup(const std::string& reason) {
 
 ExitCode exitCodeOf(bus::ChannelError error) {
   switch (error) {
-    case bus::ChannelError::Timeout: return kTimedOut;
-    case bus::ChannelError::Aborted: return kAborted;
-    case bus::ChannelError::CommunicatorError: return kCommunicatorFailed;
-    case bus::ChannelError::DigestMismatch: return kDigestMismatch;
-    default: return kChannelFailed;
+    case bus::ChannelError::Timeout:
+      return kTimedOut;
+    case bus::ChannelError::Aborted:
+      return kAborted;
+    case bus::ChannelError::CommunicatorError:
+      return kCommunicatorFailed;
+    case bus::ChannelError::DigestMismatch:
+      return kDigestMismatch;
+    default:
+      return kChannelFailed;
   }
 }
 
@@ -169,7 +173,8 @@ class DeviceTensors {
     std::vector<std::size_t> offsets;
     std::size_t cursor = 0;
     for (std::size_t i = 0; i < manifest_.size(); ++i) {
-      cursor = (cursor + kPackedBoundary - 1) / kPackedBoundary * kPackedBoundary + kPackedOffsets[i % std::size(kPackedOffsets)];
+      cursor = (cursor + kPackedBoundary - 1) / kPackedBoundary * kPackedBoundary +
+               kPackedOffsets[i % std::size(kPackedOffsets)];
       offsets.push_back(cursor);
       cursor += manifest_.tensorBytes(i);
     }
@@ -402,8 +407,8 @@ int run(const Options& options) {
       }
       for (std::size_t i = 0; i < content.size(); ++i) {
         if (content[i].empty()) continue;
-        const cudaError_t rc = cudaMemcpy(device.tensors()[i].data(), content[i].data(), content[i].size(),
-                                          cudaMemcpyHostToDevice);
+        const cudaError_t rc =
+            cudaMemcpy(device.tensors()[i].data(), content[i].data(), content[i].size(), cudaMemcpyHostToDevice);
         if (rc != cudaSuccess) return failRound(round, kSetupFailed, 0, cudaFailure(rc, "uploading the tensors"));
       }
     } else {
@@ -453,8 +458,8 @@ int run(const Options& options) {
     if (!options.sender()) {
       for (std::size_t i = 0; i < received.size(); ++i) {
         if (received[i].empty()) continue;
-        const cudaError_t rc = cudaMemcpy(received[i].data(), device.tensors()[i].data(), received[i].size(),
-                                          cudaMemcpyDeviceToHost);
+        const cudaError_t rc =
+            cudaMemcpy(received[i].data(), device.tensors()[i].data(), received[i].size(), cudaMemcpyDeviceToHost);
         if (rc != cudaSuccess) return failRound(round, kSetupFailed, ms, cudaFailure(rc, "downloading the tensors"));
       }
       for (std::size_t i = 0; i < received.size(); ++i) {
@@ -473,13 +478,13 @@ int run(const Options& options) {
 
     peakUsed = std::max({peakUsed, before.total - before.free, after.total - after.free});
     const bus::ChannelMemory channelMemory = ncclChannel ? ncclChannel->memory() : ipcChannel->memory();
-    std::printf("%.*s %" PRIu64 " %.*s bytes=%" PRIu64 " digest=%s ms=%.3f gpu_free_before=%zu gpu_free_after=%zu "
+    std::printf("%.*s %" PRIu64 " %.*s bytes=%" PRIu64
+                " digest=%s ms=%.3f gpu_free_before=%zu gpu_free_after=%zu "
                 "gpu_used_peak=%zu rss_kib=%" PRIu64 " channel_buffer_bytes=%" PRIu64 " channel_table_bytes=%" PRIu64
                 "%s moved=%d\n",
                 static_cast<int>(kRoundWord.size()), kRoundWord.data(), round, static_cast<int>(kOkWord.size()),
-                kOkWord.data(), result->bytes, digestHex(result->digest).c_str(), ms, before.free, after.free,
-                peakUsed, residentKib(), channelMemory.bufferBytes, channelMemory.tableBytes, ipcFields.c_str(),
-                moved ? 1 : 0);
+                kOkWord.data(), result->bytes, digestHex(result->digest).c_str(), ms, before.free, after.free, peakUsed,
+                residentKib(), channelMemory.bufferBytes, channelMemory.tableBytes, ipcFields.c_str(), moved ? 1 : 0);
     std::fflush(stdout);
   }
   peers.finishTogether();
@@ -494,7 +499,9 @@ int main(int argc, char** argv) {
 
   Options options;
   CLI::App app{"gpu_peer: one side of a GPU channel for the wsync GPU tests"};
-  app.add_option("--channel", options.channel, "nccl | cuda_ipc")->required()->check(CLI::IsMember({"nccl", "cuda_ipc"}));
+  app.add_option("--channel", options.channel, "nccl | cuda_ipc")
+      ->required()
+      ->check(CLI::IsMember({"nccl", "cuda_ipc"}));
   app.add_option("--role", options.role, "send | receive")->required()->check(CLI::IsMember({"send", "receive"}));
   app.add_option("--device", options.device, "CUDA device")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--unique-id", options.uniqueIdHex, "nccl: the communicator's unique id, in hex");
@@ -511,7 +518,9 @@ int main(int argc, char** argv) {
   app.add_option("--alignment", options.alignment, "alignment of the plan (a power of two)")->capture_default_str();
   app.add_option("--rounds", options.rounds, "rounds to move")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--seed", options.seed, "content seed")->capture_default_str();
-  app.add_option("--stall-ms", options.stallMs, "nccl: stall watchdog")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--stall-ms", options.stallMs, "nccl: stall watchdog")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--first-slice-bytes", options.firstSliceBytes, "nccl: the first and last broadcasts' size")
       ->capture_default_str();
   app.add_option("--max-slice-bytes", options.maxSliceBytes, "nccl: the largest broadcast (0: half a bucket)")
@@ -529,8 +538,9 @@ int main(int argc, char** argv) {
   app.add_flag("--packed", options.packed, "one allocation, tensors at odd offsets");
   app.add_option("--reallocate-at-round", options.reallocateAtRound, "send: new memory for every tensor in round R");
   app.add_flag("--reuse-addresses", options.reuseAddresses, "with --reallocate-at-round: free the old memory first");
-  app.add_flag("--allocations-kept", options.allocationsKept,
-               "send: vouch every round that no tensor's allocation was freed in its place (Channel::setAllocationsKept)");
+  app.add_flag(
+      "--allocations-kept", options.allocationsKept,
+      "send: vouch every round that no tensor's allocation was freed in its place (Channel::setAllocationsKept)");
   app.add_option("--peer-pids", options.peerPids, "processes whose end cancels a transfer")->delimiter(',');
   app.add_option("--peer-pids-file", options.peerPidsFile, "more of them, in a file the test writes later");
   try {

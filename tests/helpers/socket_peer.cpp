@@ -44,10 +44,10 @@
 #include <vector>
 
 #include <tl/expected.hpp>
-#include <wsync/bus/transport/dealer_endpoint.hpp>
-#include <wsync/bus/transport/event_subscriber.hpp>
 #include <wsync/bus/protocol/message.hpp>
 #include <wsync/bus/protocol/protocol.hpp>
+#include <wsync/bus/transport/dealer_endpoint.hpp>
+#include <wsync/bus/transport/event_subscriber.hpp>
 #include <zmq.hpp>
 
 namespace {

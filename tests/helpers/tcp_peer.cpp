@@ -48,8 +48,7 @@ constexpr int kExitEnded = 5;
 constexpr int kListenBacklog = 16;
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: tcp_peer serve PORT | probe ADDRESS PORT TIMEOUT_MS | hold ADDRESS PORT INTERVAL_MS\n");
+  std::fprintf(stderr, "usage: tcp_peer serve PORT | probe ADDRESS PORT TIMEOUT_MS | hold ADDRESS PORT INTERVAL_MS\n");
   return kExitUsage;
 }
 

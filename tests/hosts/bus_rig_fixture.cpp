@@ -59,20 +59,32 @@ void BusRigFixture::TearDown() {
 std::string BusRigFixture::log(const std::string& name) const { return readTextFile(path(name + ".log")); }
 
 std::string BusRigFixture::makeKeys(const std::string& host, const std::string& name) {
-  const CapturedRun run = runToEnd(rig_->command(host, testBinary(WSYNC_KEYGEN_BIN), {path(name + ".keys")}), kPatience);
+  const CapturedRun run =
+      runToEnd(rig_->command(host, testBinary(WSYNC_KEYGEN_BIN), {path(name + ".keys")}), kPatience);
   EXPECT_EQ(run.status, 0) << run.describe();
   return run.out;
 }
 
 std::vector<std::string> BusRigFixture::clientArgs(const std::string& keys) const {
-  return {"--bus", bus_, "--transport", transport_, "--curve-keys", path(keys + ".keys"), "--server-key",
-          path("coordinator.pub")};
+  return {"--bus",        bus_,
+          "--transport",  transport_,
+          "--curve-keys", path(keys + ".keys"),
+          "--server-key", path("coordinator.pub")};
 }
 
 void BusRigFixture::startCoordinator(const std::vector<std::string>& extra) {
-  std::vector<std::string> args{"--bus", bus_, "--transport", transport_, "--curve-keys", path("coordinator.keys"),
-                                "--allow-keys", path("allowed"), "--heartbeat-interval-ms", kHeartbeatIntervalMs,
-                                "--heartbeat-timeout-ms", kHeartbeatTimeoutMs};
+  std::vector<std::string> args{"--bus",
+                                bus_,
+                                "--transport",
+                                transport_,
+                                "--curve-keys",
+                                path("coordinator.keys"),
+                                "--allow-keys",
+                                path("allowed"),
+                                "--heartbeat-interval-ms",
+                                kHeartbeatIntervalMs,
+                                "--heartbeat-timeout-ms",
+                                kHeartbeatTimeoutMs};
   args.insert(args.end(), extra.begin(), extra.end());
   coordinator_.reset();
   coordinator_.emplace(rig_->spawn("coord", testBinary(WSYNC_COORDINATOR_BIN), args,
@@ -86,7 +98,7 @@ void BusRigFixture::startCoordinator(const std::vector<std::string>& extra) {
 }
 
 cli::ChildProcess& BusRigFixture::startWorker(const std::string& id, const std::string& host,
-                                                const std::vector<std::string>& extra) {
+                                              const std::vector<std::string>& extra) {
   auto args = clientArgs(host);
   args.insert(args.end(), {"--id", id, "--step-ms", "1", "--dump", path(id + ".safetensors")});
   withDefaultModel(args, extra);

@@ -32,7 +32,7 @@ class BusRigFixture : public ::testing::Test {
   void startCoordinator(const std::vector<std::string>& extra = {});
   // wsync-worker `id` on `host`, its log in <id>.log and its weights dumped to <id>.safetensors at exit.
   cli::ChildProcess& startWorker(const std::string& id, const std::string& host,
-                                   const std::vector<std::string>& extra = {});
+                                 const std::vector<std::string>& extra = {});
   // wsync-trainer `id` on "train", likewise.
   cli::ChildProcess& startTrainer(const std::string& id, const std::vector<std::string>& extra = {});
   // wsync-ctl on "ops" (as the operator), to its end.

@@ -79,7 +79,7 @@ CapturedRun runToEnd(const std::vector<std::string>& argv, std::chrono::millisec
   std::optional<cli::ChildProcess> child;
   try {
     child.emplace(cli::ChildProcess::spawn(argv.front(), {argv.begin() + 1, argv.end()},
-                                             {.stdoutFd = out.write, .stderrFd = err.write, .deathSignal = SIGKILL}));
+                                           {.stdoutFd = out.write, .stderrFd = err.write, .deathSignal = SIGKILL}));
   } catch (const std::exception& error) {
     run.status = kCannotRun;
     run.err = error.what();

@@ -99,18 +99,21 @@ class FaultsAcrossHosts : public BusRigFixture, public testing::WithParamInterfa
     events_ = EventLog(path("mon.out"));  // the test's folder is known once SetUp ran
     const int fd = ::open(path("mon.out").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     ASSERT_GE(fd, 0);
-    auto args = std::vector<std::string>{"--bus", bus_, "--transport", transport_, "--curve-keys", path("ops.keys"),
-                                         "--server-key", path("coordinator.pub"), "--json", "--wait-ms", "60000"};
+    auto args =
+        std::vector<std::string>{"--bus",          bus_,           "--transport",           transport_, "--curve-keys",
+                                 path("ops.keys"), "--server-key", path("coordinator.pub"), "--json",   "--wait-ms",
+                                 "60000"};
     monitor_.reset();
-    monitor_.emplace(rig_->spawn("ops", testBinary(WSYNC_MON_BIN), args,
-                                 {.stdoutFd = fd, .stderrFile = path("mon.log"), .stopGrace = std::chrono::seconds(5)}));
+    monitor_.emplace(
+        rig_->spawn("ops", testBinary(WSYNC_MON_BIN), args,
+                    {.stdoutFd = fd, .stderrFile = path("mon.log"), .stopGrace = std::chrono::seconds(5)}));
     ::close(fd);
     ASSERT_TRUE(events_.waitFor([](const auto& e) { return e["topic"] == "bus/beat"; }, kPatience))
         << readTextFile(path("mon.log"));
   }
   std::vector<std::string> agentFlags(std::vector<std::string> extra = {}) const {
-    std::vector<std::string> flags{"--model", kModel, "--channel", "tcp", "--link-timeout-ms",
-                                   std::to_string(kLinkTimeout.count())};
+    std::vector<std::string> flags{
+        "--model", kModel, "--channel", "tcp", "--link-timeout-ms", std::to_string(kLinkTimeout.count())};
     flags.insert(flags.end(), extra.begin(), extra.end());
     return flags;
   }
@@ -186,12 +189,14 @@ TEST_P(FaultsAcrossHosts, ALinkCutAtAPhaseEndsTheRoundDropsTheWorkerAndItRejoins
   ASSERT_TRUE(outcome) << "the round of version " << kFaultVersion << " did not end";
   // The rounds go on without it meanwhile.
   const auto later = events_.waitFor(
-      [](const auto& e) { return e["topic"] == "round/commit" && e["version"].template get<std::uint64_t>() > kFaultVersion; },
+      [](const auto& e) {
+        return e["topic"] == "round/commit" && e["version"].template get<std::uint64_t>() > kFaultVersion;
+      },
       kOutcomeBound);
   EXPECT_TRUE(later) << "no later version committed while the worker was cut off";
 
-  std::this_thread::sleep_for(kPartition - std::min(kPartition, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                    Clock::now() - cut)));
+  std::this_thread::sleep_for(
+      kPartition - std::min(kPartition, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - cut)));
   ASSERT_TRUE(rig_->setLink("w2", true));
   const std::uint64_t committedAtReturn = status()["committed_version"].get<std::uint64_t>();
   EXPECT_TRUE(waitForApplied("w2", committedAtReturn + 1, kRejoinBound))
@@ -209,8 +214,8 @@ INSTANTIATE_TEST_SUITE_P(Phases, FaultsAcrossHosts,
 
 TEST_F(BusRigFixture, ACoordinatorRestartedWhileEveryAgentIsOnAnotherHostLosesNothing) {
   startCoordinator({"--link-timeout-ms", std::to_string(kLinkTimeout.count())});
-  const std::vector<std::string> flags{"--model", kModel, "--channel", "tcp", "--link-timeout-ms",
-                                       std::to_string(kLinkTimeout.count())};
+  const std::vector<std::string> flags{
+      "--model", kModel, "--channel", "tcp", "--link-timeout-ms", std::to_string(kLinkTimeout.count())};
   startWorker("w1", "w1", flags);
   startWorker("w2", "w2", flags);
   ASSERT_TRUE(waitForAgents(2));
@@ -244,7 +249,8 @@ TEST_F(BusRigFixture, ACoordinatorRestartedWhileEveryAgentIsOnAnotherHostLosesNo
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
       return false;
-    }()) << id << " took no version after the restart: " << log(id);
+    }()) << id
+         << " took no version after the restart: " << log(id);
   }
   agents_.at("t0").signal(SIGTERM);
   EXPECT_NE(agents_.at("t0").wait(kPatience), std::nullopt);

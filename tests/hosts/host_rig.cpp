@@ -87,7 +87,7 @@ std::vector<std::string> HostRig::command(const std::string& host, const std::st
 }
 
 cli::ChildProcess HostRig::spawn(const std::string& host, const std::string& program,
-                                   const std::vector<std::string>& args, cli::ChildOptions options) const {
+                                 const std::vector<std::string>& args, cli::ChildOptions options) const {
   if (options.deathSignal == 0) options.deathSignal = SIGKILL;
   const auto argv = command(host, program, args);
   return cli::ChildProcess::spawn(argv.front(), {argv.begin() + 1, argv.end()}, options);

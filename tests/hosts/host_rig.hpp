@@ -42,7 +42,7 @@ class HostRig {
   // ChildProcess::spawn of command(): SIGKILL as the death signal unless `options` asks for another, so that
   // nothing on a host outlives a test process that was killed.
   cli::ChildProcess spawn(const std::string& host, const std::string& program, const std::vector<std::string>& args,
-                            cli::ChildOptions options = {}) const;
+                          cli::ChildOptions options = {}) const;
 
   // The host's IPv4 address on the rig's network. Throws std::invalid_argument for a host the rig does not have.
   const std::string& address(const std::string& host) const;

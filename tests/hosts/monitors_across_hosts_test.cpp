@@ -80,7 +80,9 @@ class MonitorsAcrossHostsTest : public ::testing::Test {
     return run.out;
   }
   std::vector<std::string> clientArgs(const std::string& keys) const {
-    return {"--bus",       bus_, "--transport", transport_, "--curve-keys", path(keys + ".keys"),
+    return {"--bus",        bus_,
+            "--transport",  transport_,
+            "--curve-keys", path(keys + ".keys"),
             "--server-key", path("coordinator.pub")};
   }
   CapturedRun ctlOnOps(const std::vector<std::string>& command) {
@@ -108,9 +110,8 @@ TEST_F(MonitorsAcrossHostsTest, CtlAndMonOnAnotherHostReportACoordinatorServingT
   ASSERT_FALSE(HasFailure());
 
   coordinator_.emplace(rig_->spawn("coord", testBinary(WSYNC_COORDINATOR_BIN),
-                                   {"--bus", bus_, "--transport", transport_, "--curve-keys",
-                                    path("coordinator.keys"), "--allow-keys", path("allowed"),
-                                    "--heartbeat-interval-ms", kHeartbeatIntervalMs},
+                                   {"--bus", bus_, "--transport", transport_, "--curve-keys", path("coordinator.keys"),
+                                    "--allow-keys", path("allowed"), "--heartbeat-interval-ms", kHeartbeatIntervalMs},
                                    {.stderrFile = path("coordinator.log"), .stopGrace = kStopGrace}));
   const auto coordinatorLog = [&] { return readTextFile(path("coordinator.log")); };
   ASSERT_TRUE(waitForText(coordinatorLog, "' ready (epoch ", *coordinator_)) << coordinatorLog();

@@ -18,7 +18,8 @@ namespace {
 
 // What a host says about itself: its hostname, the device of its /dev/shm, its runtime folder and that folder's mode.
 constexpr const char* kDescribeHost =
-    "cat /proc/sys/kernel/hostname; stat -c %d /dev/shm; echo \"$WSYNC_RUNTIME_DIR\"; stat -c %a \"$WSYNC_RUNTIME_DIR\"";
+    "cat /proc/sys/kernel/hostname; stat -c %d /dev/shm; echo \"$WSYNC_RUNTIME_DIR\"; stat -c %a "
+    "\"$WSYNC_RUNTIME_DIR\"";
 
 struct HostView {
   std::string hostname;

@@ -61,8 +61,8 @@ class RigNetworkTest : public ::testing::Test {
     rig_.emplace(std::move(*made));
     directory_ = ::testing::TempDir() + "/" + rig_->name();
     std::filesystem::create_directories(directory_);
-    server_.emplace(rig_->spawn("beta", testBinary(WSYNC_TCP_PEER), {"serve", kPort},
-                                {.stderrFile = path("server.log")}));
+    server_.emplace(
+        rig_->spawn("beta", testBinary(WSYNC_TCP_PEER), {"serve", kPort}, {.stderrFile = path("server.log")}));
   }
   void TearDown() override {
     server_.reset();
@@ -109,8 +109,8 @@ TEST_F(RigNetworkTest, ACutLinkDropsTrafficWithoutResettingConnectionsUntilItIsR
   std::this_thread::sleep_for(kInFlightGrace);
   const std::size_t echoesAtCut = echoes(readTextFile(heldPath));
   // A new connection gets no answer at all: no refusal, no "unreachable" from anyone, it times out.
-  const CapturedRun cut = runToEnd(rig_->command("alpha", testBinary(WSYNC_TCP_PEER), probeArgs(beta, kCutProbe)),
-                                   kPatience);
+  const CapturedRun cut =
+      runToEnd(rig_->command("alpha", testBinary(WSYNC_TCP_PEER), probeArgs(beta, kCutProbe)), kPatience);
   EXPECT_EQ(cut.status, kProbeTimedOut) << cut.describe();
   std::this_thread::sleep_for(kCutWindow - kCutProbe);
   // Nothing got through, and nothing was reset: the held connection is still open, still pinging.

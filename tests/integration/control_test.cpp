@@ -125,7 +125,8 @@ TEST_F(ControlTest, AnOperatorsPauseHoldsEveryEngineThroughARoundUntilResume) {
   ASSERT_TRUE(nextOutcome().committed) << "rounds run while an operator holds generation";
   EXPECT_EQ(trainer.wait(kPatience), 0);
   ASSERT_TRUE(waitForApplied("w0", 1) && waitForApplied("w1", 1));
-  EXPECT_TRUE(waitForWorkerPhases(bus::AgentPhase::Paused, 2)) << "the round's resume must not end the operator's pause";
+  EXPECT_TRUE(waitForWorkerPhases(bus::AgentPhase::Paused, 2))
+      << "the round's resume must not end the operator's pause";
   EXPECT_TRUE(block_->pauseState().paused);
   EXPECT_TRUE(ctl({"status", "--json"}).out.find("\"paused\":true") != std::string::npos);
 
@@ -224,8 +225,7 @@ TEST_F(ControlTest, AnOperatorsPauseRepeatedInAnotherModeWhileTheEngineDrainsTak
   }
   const std::string log = readTextFile(workerLog);
   EXPECT_TRUE(paused) << log;
-  EXPECT_NE(log.find("the bus withdrew the pause for an operator's pause while the engine quiesced"),
-            std::string::npos)
+  EXPECT_NE(log.find("the bus withdrew the pause for an operator's pause while the engine quiesced"), std::string::npos)
       << log;
   EXPECT_NE(log.find("an operator paused generation (mode Keep)"), std::string::npos) << log;
   ASSERT_EQ(ctl({"resume"}).status, 0);

@@ -35,7 +35,8 @@ class CurveTest : public RoundFixture {
     }
     std::ofstream(path("server.pub")) << "public " << publicKeys_["server"] << "\n";
     std::ofstream(path("allowed")) << "# the bus's clients\npublic " << publicKeys_["trainer"] << "\n"
-                                   << publicKeys_["worker"] << "\n" << publicKeys_["monitor"] << "\n";
+                                   << publicKeys_["worker"] << "\n"
+                                   << publicKeys_["monitor"] << "\n";
     curve_ = bus::CurveClient{*bus::readCurveKeyPair(keyFile("monitor")), publicKeys_["server"]};
   }
 
@@ -83,21 +84,25 @@ TEST_F(CurveTest, AllowedAgentsRunRoundsAndOthersAreRefusedAndLogged) {
   EXPECT_NE(plainLog.find("disagree on CURVE"), std::string::npos) << plainLog;
 
   // wsync-ctl with a key the coordinator does not know says so too.
-  auto refusedCtl = ChildProcess::spawn(testBinary(WSYNC_CTL_BIN), [&] {
-    std::vector<std::string> args{"--bus", bus_};
-    for (auto& arg : clientArgs("stranger")) args.push_back(arg);
-    args.emplace_back("status");
-    return args;
-  }(), {.stderrFile = path("ctl-stranger.log")});
+  auto refusedCtl = ChildProcess::spawn(testBinary(WSYNC_CTL_BIN),
+                                        [&] {
+                                          std::vector<std::string> args{"--bus", bus_};
+                                          for (auto& arg : clientArgs("stranger")) args.push_back(arg);
+                                          args.emplace_back("status");
+                                          return args;
+                                        }(),
+                                        {.stderrFile = path("ctl-stranger.log")});
   EXPECT_EQ(refusedCtl.wait(kPatience), 1);
   const std::string ctlLog = readTextFile(path("ctl-stranger.log"));
   EXPECT_NE(ctlLog.find("refused this client's CURVE key"), std::string::npos) << ctlLog;
   // And wsync-mon, which would otherwise report a bus without a coordinator.
-  auto refusedMon = ChildProcess::spawn(testBinary(WSYNC_MON_BIN), [&] {
-    std::vector<std::string> args{"--bus", bus_, "--once"};
-    for (auto& arg : clientArgs("stranger")) args.push_back(arg);
-    return args;
-  }(), {.stderrFile = path("mon-stranger.log")});
+  auto refusedMon = ChildProcess::spawn(testBinary(WSYNC_MON_BIN),
+                                        [&] {
+                                          std::vector<std::string> args{"--bus", bus_, "--once"};
+                                          for (auto& arg : clientArgs("stranger")) args.push_back(arg);
+                                          return args;
+                                        }(),
+                                        {.stderrFile = path("mon-stranger.log")});
   EXPECT_EQ(refusedMon.wait(kPatience), 1);
   const std::string monLog = readTextFile(path("mon-stranger.log"));
   EXPECT_NE(monLog.find("refused this client's CURVE key"), std::string::npos) << monLog;
@@ -133,20 +138,21 @@ TEST_F(CurveTest, KeyFilesAreCheckedBeforeAnythingStarts) {
   // Another user could read this secret: refused by name, by every program that reads it.
   std::filesystem::permissions(keyFile("worker"), std::filesystem::perms::group_read,
                                std::filesystem::perm_options::add);
-  auto worker = ChildProcess::spawn(testBinary(WSYNC_WORKER_BIN), [&] {
-    std::vector<std::string> args{"--bus", bus_, "--id", "w0"};
-    for (auto& arg : clientArgs("worker")) args.push_back(arg);
-    return args;
-  }(), {.stderrFile = path("worker.log")});
+  auto worker = ChildProcess::spawn(testBinary(WSYNC_WORKER_BIN),
+                                    [&] {
+                                      std::vector<std::string> args{"--bus", bus_, "--id", "w0"};
+                                      for (auto& arg : clientArgs("worker")) args.push_back(arg);
+                                      return args;
+                                    }(),
+                                    {.stderrFile = path("worker.log")});
   EXPECT_EQ(worker.wait(kPatience), 2);
   EXPECT_NE(readTextFile(path("worker.log")).find("other users can read it"), std::string::npos);
 
   std::ofstream(path("bad-allowlist")) << "secret " << publicKeys_["server"] << "\n";
-  auto coordinator = ChildProcess::spawn(
-      testBinary(WSYNC_COORDINATOR_BIN),
-      {"--bus", bus_, "--transport", transport_, "--curve-keys", keyFile("server"), "--allow-keys",
-       path("bad-allowlist")},
-      {.stderrFile = path("coordinator.log")});
+  auto coordinator = ChildProcess::spawn(testBinary(WSYNC_COORDINATOR_BIN),
+                                         {"--bus", bus_, "--transport", transport_, "--curve-keys", keyFile("server"),
+                                          "--allow-keys", path("bad-allowlist")},
+                                         {.stderrFile = path("coordinator.log")});
   EXPECT_EQ(coordinator.wait(kPatience), 2);
   EXPECT_NE(readTextFile(path("coordinator.log")).find("an allowlist holds public keys only"), std::string::npos);
 }
@@ -159,17 +165,18 @@ TEST_F(CurveTest, ARegistrationIsTiedToTheCurveKeyItWasAdmittedWith) {
   startCoordinator(args, path("coordinator.log"));
   const auto endpoints = bus::resolveEndpoints(bus_, transport_);
   ASSERT_TRUE(endpoints);
-  auto helloAs = [&](const std::string& keyName, const std::vector<std::uint8_t>& secret) -> std::optional<bus::Message> {
-    auto dealer = bus::DealerEndpoint::connect(
-        context_, endpoints->requests, keyName,
-        bus::CurveClient{*bus::readCurveKeyPair(keyFile(keyName)), publicKeys_["server"]});
+  auto helloAs = [&](const std::string& keyName,
+                     const std::vector<std::uint8_t>& secret) -> std::optional<bus::Message> {
+    auto dealer =
+        bus::DealerEndpoint::connect(context_, endpoints->requests, keyName,
+                                     bus::CurveClient{*bus::readCurveKeyPair(keyFile(keyName)), publicKeys_["server"]});
     EXPECT_TRUE(dealer);
     if (!dealer) return std::nullopt;
     bus::MessageBuilder builder;
     auto& fbb = builder.fbb();
-    const auto hello = msg::CreateAgentHello(
-        fbb, fbb.CreateString("x"), msg::Role::Trainer, bus::kProtocolVersion, -1, 1, 1, fbb.CreateString("h"), 0, 0,
-        fbb.CreateString("key-of-" + keyName), 0, secret.empty() ? 0 : fbb.CreateVector(secret));
+    const auto hello = msg::CreateAgentHello(fbb, fbb.CreateString("x"), msg::Role::Trainer, bus::kProtocolVersion, -1,
+                                             1, 1, fbb.CreateString("h"), 0, 0, fbb.CreateString("key-of-" + keyName),
+                                             0, secret.empty() ? 0 : fbb.CreateVector(secret));
     EXPECT_TRUE(dealer->send(builder.finish(hello, bus::EnvelopeStamp{0, 1})));
     const auto deadline = std::chrono::steady_clock::now() + kPatience;
     while (std::chrono::steady_clock::now() < deadline) {

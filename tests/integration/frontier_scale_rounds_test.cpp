@@ -62,12 +62,12 @@ TEST_F(RoundFixture, AHundredThousandTensorsReachEveryWorkerByteForByteAndALateW
 TEST_F(RoundFixture, OneShapeWrongAmongAHundredThousandTensorsFailsTheRoundAndNamesIt) {
   startCoordinator();
   std::string named;
-  const std::string variant = writeModelVariant(path("variant.safetensors"), kFrontierModel,
-                                                [&](std::vector<bus::TensorSpec>& specs) {
-                                                  auto& tensor = specs[kFrontierTensors - 2];
-                                                  tensor.shape.push_back(1);
-                                                  named = tensor.name;
-                                                });
+  const std::string variant =
+      writeModelVariant(path("variant.safetensors"), kFrontierModel, [&](std::vector<bus::TensorSpec>& specs) {
+        auto& tensor = specs[kFrontierTensors - 2];
+        tensor.shape.push_back(1);
+        named = tensor.name;
+      });
   auto good = startWorker("good", {"--model", kFrontierModel});
   auto bad = startWorker("bad", {"--model", variant});
   waitForAgents(2);

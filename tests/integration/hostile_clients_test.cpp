@@ -19,13 +19,13 @@
 #include "raw_client.hpp"
 #include "round_fixture.hpp"
 #include "text_file.hpp"
+#include "wsync/bus/channel/shm/shm_arena_data.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/session/agent_session.hpp"
 #include "wsync/bus/transport/bus_address.hpp"
 #include "wsync/bus/transport/dealer_endpoint.hpp"
-#include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/cli/model_catalog.hpp"
-#include "wsync/bus/protocol/protocol.hpp"
-#include "wsync/bus/channel/shm/shm_arena_data.hpp"
 
 namespace wsync::test {
 namespace {
@@ -107,9 +107,9 @@ TEST_F(RoundFixture, ATrainerReplayingOldVersionsIsRefusedAndNothingGoesBack) {
     auto& fbb = builder.fbb();
     const auto manifestOffset = manifest->toMessage(fbb);
     const msg::Digest128 digest = bus::toMessage(manifest->digest());
-    ASSERT_TRUE((*session)->send(builder, msg::CreateBeginUpdate(fbb, replayed, 0, &digest, manifestOffset,
-                                                                 msg::ChannelKind::Shm, msg::PauseMode::Keep,
-                                                                 manifest->totalBytes())));
+    ASSERT_TRUE((*session)->send(
+        builder, msg::CreateBeginUpdate(fbb, replayed, 0, &digest, manifestOffset, msg::ChannelKind::Shm,
+                                        msg::PauseMode::Keep, manifest->totalBytes())));
     const auto deadline = std::chrono::steady_clock::now() + kPatience;
     while (std::chrono::steady_clock::now() < deadline) {
       auto delivery = (*session)->next(std::chrono::milliseconds(100));
@@ -156,9 +156,9 @@ TEST_F(RoundFixture, AFloodAndOversizedFramesLeaveTheCoordinatorAnsweringAndTheR
       // Unregistered heartbeats (each answered with UnknownAgent) and garbage, as fast as the socket takes them.
       // Every message is sent: a send refused before the connection is up is tried again, so that the flood does not
       // depend on how soon it connects.
-      const auto sent = index % 2 == 0
-                            ? rogue.send(zmq::const_buffer(heartbeat.data(), heartbeat.size()), zmq::send_flags::dontwait)
-                            : rogue.send(zmq::str_buffer("garbage garbage garbage"), zmq::send_flags::dontwait);
+      const auto sent =
+          index % 2 == 0 ? rogue.send(zmq::const_buffer(heartbeat.data(), heartbeat.size()), zmq::send_flags::dontwait)
+                         : rogue.send(zmq::str_buffer("garbage garbage garbage"), zmq::send_flags::dontwait);
       if (sent) {
         ++index;
       } else {
@@ -376,10 +376,9 @@ TEST_F(RoundFixture, ATensorNameWithANulIsRefusedBeforeAnyRoundBegins) {
     // The true digest of the list, NUL included, as the client sent it: only the name can be refused.
     const msg::Digest128 digest = bus::toMessage(bus::digestOf({bus::TensorSpec{name, msg::DType::F32, shape}}));
     const auto manifest = msg::CreateManifest(fbb, &digest, fbb.CreateVector(std::vector{tensor}), 16);
-    const auto seq = trainer.send(builder,
-                                  msg::CreateBeginUpdate(fbb, 1, 0, &digest, manifest, msg::ChannelKind::Shm,
-                                                         msg::PauseMode::Keep, 16),
-                                  trainer.epoch());
+    const auto seq = trainer.send(
+        builder, msg::CreateBeginUpdate(fbb, 1, 0, &digest, manifest, msg::ChannelKind::Shm, msg::PauseMode::Keep, 16),
+        trainer.epoch());
     const auto refusal = trainer.receive(
         [&](const bus::Message& message) {
           return message.as<msg::Error>() != nullptr && message.as<msg::Error>()->in_reply_to() == seq;
@@ -406,10 +405,12 @@ TEST_F(RoundFixture, ChannelContactsAreCheckedAndATcpSenderWithoutOneIsRefused) 
   waitForAgents(1);
   auto endpoints = bus::resolveEndpoints(bus_);
   ASSERT_TRUE(endpoints);
-  for (const std::string& address : {std::string("10.0.0.7:4100\n[fake log line]"),
-                                     std::string(bus::kMaxContactAddressBytes + 1, '1')}) {
+  for (const std::string& address :
+       {std::string("10.0.0.7:4100\n[fake log line]"), std::string(bus::kMaxContactAddressBytes + 1, '1')}) {
     RawClient liar(context_, endpoints->requests, "contact");
-    liar.sendHello({.agentId = "contact", .role = msg::Role::Trainer, .channels = {msg::ChannelKind::Tcp},
+    liar.sendHello({.agentId = "contact",
+                    .role = msg::Role::Trainer,
+                    .channels = {msg::ChannelKind::Tcp},
                     .contacts = {{msg::ChannelKind::Tcp, address}}});
     const auto refusal = liar.receive<msg::Error>(kPatience);
     ASSERT_TRUE(refusal);
@@ -426,11 +427,11 @@ TEST_F(RoundFixture, ChannelContactsAreCheckedAndATcpSenderWithoutOneIsRefused) 
   const auto manifest = bus::Manifest::create(*cli::modelTensors("tiny"));
   ASSERT_TRUE(manifest);
   const msg::Digest128 digest = bus::toMessage(manifest->digest());
-  const auto seq = trainer.send(builder,
-                                msg::CreateBeginUpdate(fbb, 1, 0, &digest, manifest->toMessage(fbb),
-                                                       msg::ChannelKind::Tcp, msg::PauseMode::Keep,
-                                                       manifest->totalBytes()),
-                                trainer.epoch());
+  const auto seq =
+      trainer.send(builder,
+                   msg::CreateBeginUpdate(fbb, 1, 0, &digest, manifest->toMessage(fbb), msg::ChannelKind::Tcp,
+                                          msg::PauseMode::Keep, manifest->totalBytes()),
+                   trainer.epoch());
   const auto refusal = trainer.receive(
       [&](const bus::Message& message) {
         return message.as<msg::Error>() != nullptr && message.as<msg::Error>()->in_reply_to() == seq;
@@ -451,8 +452,8 @@ TEST_F(RoundFixture, EnumsOutOfTheirRangeAreRefusedNamingTheField) {
   ASSERT_TRUE(endpoints);
   RawClient client(context_, endpoints->requests, "enums");
   bus::MessageBuilder builder;
-  client.send(builder, msg::CreateControlRequest(builder.fbb(), msg::ControlAction::Pause,
-                                                 static_cast<msg::PauseMode>(200)));
+  client.send(builder,
+              msg::CreateControlRequest(builder.fbb(), msg::ControlAction::Pause, static_cast<msg::PauseMode>(200)));
   auto refusal = client.receive<msg::Error>(kPatience);
   ASSERT_TRUE(refusal);
   EXPECT_EQ(refusal->as<msg::Error>()->code(), msg::ErrorCode::Malformed);

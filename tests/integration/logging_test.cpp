@@ -31,7 +31,8 @@ TEST_F(LoggingTest, AgentsLogTheirIdAndVersionOnEveryLine) {
 
   // Text: time, level, program, agent, the version held when the line was written, message.
   const std::string text = readTextFile(path("w0.log"));
-  const std::regex line(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z [a-z ]{5} wsync-worker agent=w0 version=\d+ \| .+$)");
+  const std::regex line(
+      R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z [a-z ]{5} wsync-worker agent=w0 version=\d+ \| .+$)");
   std::istringstream lines(text);
   int count = 0;
   for (std::string each; std::getline(lines, each); ++count) EXPECT_TRUE(std::regex_match(each, line)) << each;

@@ -2,8 +2,8 @@
 // same round, whatever sequence of manifests, refusals and re-registrations came before (docs/security.md, "What no
 // client can do"). A second trainer written from schemas/control.fbs alone (RawClient) plays the hostile sequences
 // against the real coordinator and real workers; after each, an honest trainer's next round must commit.
-#include <csignal>
 #include <algorithm>
+#include <csignal>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -38,9 +38,8 @@ const std::vector<std::string> kLongHeartbeat{"--heartbeat-timeout-ms", "120000"
 
 // A manifest no worker binds (a tensor of its own name): every Pause for it is refused by the bindings check.
 bus::Manifest strangerManifest(std::uint32_t number) {
-  auto manifest = bus::Manifest::create(
-      {bus::TensorSpec{"stranger." + std::to_string(number), msg::DType::F32,
-                       {static_cast<std::int64_t>(number) + 1}}});
+  auto manifest = bus::Manifest::create({bus::TensorSpec{
+      "stranger." + std::to_string(number), msg::DType::F32, {static_cast<std::int64_t>(number) + 1}}});
   EXPECT_TRUE(manifest);
   return std::move(*manifest);
 }

@@ -42,9 +42,9 @@ TEST_F(PrometheusScrape, APrometheusServerStoresTheBusMetrics) {
   startCoordinator();
   auto worker = startWorker("w0");
   waitForAgents(1);
-  auto monitor = ChildProcess::spawn(
-      "/bin/sh", {"-c", "exec '" + testBinary(WSYNC_MON_BIN) + "' --bus " + bus_ +
-                            " --prometheus 127.0.0.1:0 > /dev/null 2> '" + path("mon.err") + "'"});
+  auto monitor =
+      ChildProcess::spawn("/bin/sh", {"-c", "exec '" + testBinary(WSYNC_MON_BIN) + "' --bus " + bus_ +
+                                                " --prometheus 127.0.0.1:0 > /dev/null 2> '" + path("mon.err") + "'"});
   std::smatch match;
   const std::regex listening(R"(metrics on http://127\.0\.0\.1:([0-9]+)/metrics)");
   auto deadline = std::chrono::steady_clock::now() + kPatience;

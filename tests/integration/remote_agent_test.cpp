@@ -48,8 +48,8 @@ class SlotReporter {
             const auto secret = claim.secret.empty() ? flatbuffers::Offset<flatbuffers::Vector<std::uint8_t>>()
                                                      : fbb.CreateVector(claim.secret);
             reports.send(builder,
-                         msg::CreateSlotReport(fbb, fbb.CreateString(agentId), slot, claim.appliedVersion,
-                                               claim.state, claim.transferRound, claim.transferBytes, secret),
+                         msg::CreateSlotReport(fbb, fbb.CreateString(agentId), slot, claim.appliedVersion, claim.state,
+                                               claim.transferRound, claim.transferBytes, secret),
                          epoch);
             std::this_thread::sleep_for(kReportEvery);
           }

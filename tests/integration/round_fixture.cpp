@@ -11,8 +11,8 @@
 
 #include "log_tails.hpp"
 #include "test_environment.hpp"
-#include "wsync/bus/transport/bus_address.hpp"
 #include "wsync/bus/protocol/topics.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
 
 namespace wsync::test {
 namespace {
@@ -83,7 +83,8 @@ void RoundFixture::startCoordinator(const std::vector<std::string>& extraArgs, c
   coordinator_.reset();
   block_.reset();
   events_.reset();
-  coordinator_.emplace(ChildProcess::spawn(testBinary(WSYNC_COORDINATOR_BIN), args, {.stderrFile = stderrPath, .deathSignal = kDeathSignal}));
+  coordinator_.emplace(ChildProcess::spawn(testBinary(WSYNC_COORDINATOR_BIN), args,
+                                           {.stderrFile = stderrPath, .deathSignal = kDeathSignal}));
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
   while (true) {
     auto view = bus::ControlBlockView::open(bus_);
@@ -109,7 +110,8 @@ ChildProcess RoundFixture::startWorker(const std::string& id, const std::vector<
     args.insert(args.end(), {"--model", "tiny"});
   }
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  return ChildProcess::spawn(testBinary(WSYNC_WORKER_BIN), args, {.stderrFile = stderrPath, .deathSignal = kDeathSignal});
+  return ChildProcess::spawn(testBinary(WSYNC_WORKER_BIN), args,
+                             {.stderrFile = stderrPath, .deathSignal = kDeathSignal});
 }
 
 ChildProcess RoundFixture::startTrainer(const std::string& id, const std::vector<std::string>& extraArgs,
@@ -119,14 +121,15 @@ ChildProcess RoundFixture::startTrainer(const std::string& id, const std::vector
     args.insert(args.end(), {"--model", "tiny"});
   }
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  return ChildProcess::spawn(testBinary(WSYNC_TRAINER_BIN), args, {.stderrFile = stderrPath, .deathSignal = kDeathSignal});
+  return ChildProcess::spawn(testBinary(WSYNC_TRAINER_BIN), args,
+                             {.stderrFile = stderrPath, .deathSignal = kDeathSignal});
 }
 
 void RoundFixture::waitForAgents(std::uint32_t count) {
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
   while (block_->activeAgents() < count) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "only " << block_->activeAgents() << " of " << count
-                                                          << " agents registered";
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "only " << block_->activeAgents() << " of " << count << " agents registered";
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }

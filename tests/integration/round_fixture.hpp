@@ -4,17 +4,17 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
-#include <tl/expected.hpp>
 #include <string>
+#include <tl/expected.hpp>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <wsync/cli/child_process.hpp>
 #include <zmq.hpp>
 
+#include "wsync/bus/protocol/topics.hpp"
 #include "wsync/bus/state/control_block.hpp"
 #include "wsync/bus/transport/event_subscriber.hpp"
-#include "wsync/bus/protocol/topics.hpp"
 
 namespace wsync::test {
 

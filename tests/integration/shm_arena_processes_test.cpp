@@ -26,10 +26,10 @@
 
 #include "test_environment.hpp"
 #include "wsync/bus/channel/bucket_plan.hpp"
-#include "wsync/cli/model_catalog.hpp"
 #include "wsync/bus/channel/shm/shm_arena.hpp"
-#include "wsync/cli/child_process.hpp"
 #include "wsync/bus/channel/shm/shm_arena_data.hpp"
+#include "wsync/cli/child_process.hpp"
+#include "wsync/cli/model_catalog.hpp"
 
 namespace wsync::bus {
 namespace {
@@ -246,8 +246,9 @@ TEST(ShmArenaProcesses, KilledReceiverCostsAnAbortNotAHang) {
   Peer first = startReceiver(owner->name(), 1, 1, 0);
   Peer victim = startReceiver(owner->name(), 1, 1, 2);
   Peer sender = startSender(owner->name(), 1, 1, "0,1,2");
-  ASSERT_TRUE(eventually([&] { return probe.drained(1, 2) == ticketOf(1, 1) && probe.drained(1, 0) == ticketOf(1, 1); }))
-      << "receivers 0 and 2 never copied buckets 0 and 1";
+  ASSERT_TRUE(eventually([&] {
+    return probe.drained(1, 2) == ticketOf(1, 1) && probe.drained(1, 0) == ticketOf(1, 1);
+  })) << "receivers 0 and 2 never copied buckets 0 and 1";
   EXPECT_EQ(probe.filled(0), ticketOf(1, 0)) << "the sender went on without receiver 1";
 
   victim.process.signal(SIGKILL);

@@ -12,12 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include <wsync/bus/protocol/message.hpp>
+#include <wsync/bus/protocol/topics.hpp>
 #include <wsync/bus/transport/bus_address.hpp>
 #include <wsync/bus/transport/event_publisher.hpp>
 #include <wsync/bus/transport/event_subscriber.hpp>
-#include <wsync/bus/protocol/message.hpp>
 #include <wsync/bus/transport/router_endpoint.hpp>
-#include <wsync/bus/protocol/topics.hpp>
 #include <wsync/cli/child_process.hpp>
 #include <zmq.hpp>
 
@@ -344,8 +344,7 @@ TEST_P(SocketEventsTest, SequencesAreNumberedPerTopicFamily) {
     joined = received->has_value();
   }
   for (auto drained = subscriber.receive(kProbeInterval); drained && *drained;
-       drained = subscriber.receive(kProbeInterval)) {
-  }
+       drained = subscriber.receive(kProbeInterval)) {}
 
   for (std::uint64_t round = 1; round <= kRounds; ++round) {
     EXPECT_EQ(publish(roundFamily + "commit"), lastProbe + round);

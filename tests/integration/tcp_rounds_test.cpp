@@ -168,8 +168,8 @@ TEST_F(TcpRounds, VersionsReachEveryWorkerByteForByte) {
   auto first = startWorker("w0", agentArgs({"--dump", path("w0.safetensors")}));
   auto second = startWorker("w1", agentArgs({"--dump", path("w1.safetensors")}));
   waitForAgents(2);
-  auto trainer = startTrainer("t0", agentArgs({"--steps", "3", "--dump", path("trainer.safetensors")}),
-                              path("trainer.log"));
+  auto trainer =
+      startTrainer("t0", agentArgs({"--steps", "3", "--dump", path("trainer.safetensors")}), path("trainer.log"));
   for (std::uint64_t version = 1; version <= 3; ++version) {
     const auto outcome = nextOutcome();
     EXPECT_TRUE(outcome.committed) << outcome.detail;

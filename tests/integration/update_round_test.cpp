@@ -12,12 +12,12 @@
 
 #include "model_variant.hpp"
 #include "round_fixture.hpp"
-#include "weight_dumps.hpp"
 #include "text_file.hpp"
-#include "wsync/bus/session/agent_session.hpp"
-#include "wsync/bus/transport/bus_address.hpp"
+#include "weight_dumps.hpp"
 #include "wsync/bus/protocol/message.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/session/agent_session.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
 
 namespace wsync::test {
 namespace {
@@ -62,8 +62,9 @@ TEST_P(ManifestMismatch, FailsTheRoundBeforeAnyByteMovesAndNamesTheTensor) {
   const MismatchCase& mismatch = GetParam();
   startCoordinator();
   std::string named;
-  const std::string variant = writeModelVariant(path("variant.safetensors"), "tiny",
-                                                [&](std::vector<bus::TensorSpec>& specs) { named = mismatch.change(specs); });
+  const std::string variant =
+      writeModelVariant(path("variant.safetensors"), "tiny",
+                        [&](std::vector<bus::TensorSpec>& specs) { named = mismatch.change(specs); });
   auto good = startWorker("good");
   auto bad = startWorker("bad", {"--model", variant});
   waitForAgents(2);
@@ -80,32 +81,32 @@ TEST_P(ManifestMismatch, FailsTheRoundBeforeAnyByteMovesAndNamesTheTensor) {
   EXPECT_EQ(block_->committedVersion(), 0U);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EachKind, ManifestMismatch,
-    ::testing::Values(MismatchCase{"Name",
-                                   [](std::vector<bus::TensorSpec>& specs) {
-                                     const std::string original = specs[1].name;
-                                     specs[1].name = "renamed.weight";
-                                     return original;  // the trainer's tensor that is not bound
-                                   }},
-                      MismatchCase{"Dtype",
-                                   [](std::vector<bus::TensorSpec>& specs) {
-                                     specs[0].dtype =
-                                         specs[0].dtype == msg::DType::F32 ? msg::DType::I32 : msg::DType::F32;
-                                     return specs[0].name;
-                                   }},
-                      MismatchCase{"Shape",
-                                   [](std::vector<bus::TensorSpec>& specs) {
-                                     specs[0].shape.push_back(1);
-                                     return specs[0].name;
-                                   }},
-                      MismatchCase{"Count",
-                                   [](std::vector<bus::TensorSpec>& specs) {
-                                     const std::string dropped = specs.back().name;
-                                     specs.pop_back();
-                                     return dropped;
-                                   }}),
-    [](const auto& testInfo) { return std::string(testInfo.param.name); });
+INSTANTIATE_TEST_SUITE_P(EachKind, ManifestMismatch,
+                         ::testing::Values(MismatchCase{"Name",
+                                                        [](std::vector<bus::TensorSpec>& specs) {
+                                                          const std::string original = specs[1].name;
+                                                          specs[1].name = "renamed.weight";
+                                                          return original;  // the trainer's tensor that is not bound
+                                                        }},
+                                           MismatchCase{"Dtype",
+                                                        [](std::vector<bus::TensorSpec>& specs) {
+                                                          specs[0].dtype = specs[0].dtype == msg::DType::F32
+                                                                               ? msg::DType::I32
+                                                                               : msg::DType::F32;
+                                                          return specs[0].name;
+                                                        }},
+                                           MismatchCase{"Shape",
+                                                        [](std::vector<bus::TensorSpec>& specs) {
+                                                          specs[0].shape.push_back(1);
+                                                          return specs[0].name;
+                                                        }},
+                                           MismatchCase{"Count",
+                                                        [](std::vector<bus::TensorSpec>& specs) {
+                                                          const std::string dropped = specs.back().name;
+                                                          specs.pop_back();
+                                                          return dropped;
+                                                        }}),
+                         [](const auto& testInfo) { return std::string(testInfo.param.name); });
 
 TEST_F(RoundFixture, AWorkerKilledMidRoundAbortsItTheOthersKeepTheirVersionAndTheRestartedOneCatchesUp) {
   startCoordinator();
@@ -259,9 +260,9 @@ TEST_F(RoundFixture, ARogueClientLeavesTheCoordinatorUpAndHonestAgentsUnaffected
   builder.reset();
   sendSpan(builder.finish(msg::CreateCommit(fbb, 1, 1'000'000)));
   builder.reset();
-  sendSpan(builder.finish(msg::CreateAgentHello(fbb, fbb.CreateString("t0"), msg::Role::Trainer,
-                                                              bus::kProtocolVersion, -1, 1, static_cast<std::uint32_t>(::getpid()),
-                                                              fbb.CreateString("elsewhere"))));
+  sendSpan(
+      builder.finish(msg::CreateAgentHello(fbb, fbb.CreateString("t0"), msg::Role::Trainer, bus::kProtocolVersion, -1,
+                                           1, static_cast<std::uint32_t>(::getpid()), fbb.CreateString("elsewhere"))));
   // Each refusal comes back as an Error naming the problem.
   std::vector<msg::ErrorCode> codes;
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
@@ -312,9 +313,9 @@ TEST_F(RoundFixture, ASecondCoordinatorRefusesToStartWhateverItsRuntimeFolder) {
   const std::string otherRuntime = path("other-runtime");
   std::filesystem::create_directories(otherRuntime);
   std::filesystem::permissions(otherRuntime, std::filesystem::perms::owner_all);
-  auto second = ChildProcess::spawn("/usr/bin/env", {"WSYNC_RUNTIME_DIR=" + otherRuntime, WSYNC_COORDINATOR_BIN,
-                                                     "--bus", bus_},
-                                    {.stderrFile = path("second.log")});
+  auto second =
+      ChildProcess::spawn("/usr/bin/env", {"WSYNC_RUNTIME_DIR=" + otherRuntime, WSYNC_COORDINATOR_BIN, "--bus", bus_},
+                          {.stderrFile = path("second.log")});
   EXPECT_EQ(second.wait(kPatience), 3);
   EXPECT_THAT(readTextFile(path("second.log")), HasSubstr("pid " + std::to_string(coordinator_->pid())));
   EXPECT_FALSE(coordinator_->wait(std::chrono::milliseconds(0))) << "the first coordinator must stay up";

@@ -104,7 +104,7 @@ class RawClient {
     // Empty: none (the coordinator then compares hostnames); another key than this host's: an agent elsewhere.
     std::string hostKey{};
     std::vector<std::pair<msg::ChannelKind, std::string>> contacts{};  // channel_contacts
-    std::vector<std::uint8_t> secret{};  // registration_secret: empty for none
+    std::vector<std::uint8_t> secret{};                                // registration_secret: empty for none
   };
   std::uint64_t sendHello(const Hello& hello) {
     bus::MessageBuilder builder;

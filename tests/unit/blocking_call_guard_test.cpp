@@ -136,8 +136,7 @@ TEST(BlockingCallGuard, EveryCallEitherReturnsOrIsAbortedNeverBoth) {
       inCall = true;
       if (!guard.enter("raceCall")) break;
       const auto until = Clock::now() + std::chrono::microseconds(call % 7 * 50);
-      while (Clock::now() < until) {
-      }
+      while (Clock::now() < until) {}
       // The call is over once it has left: an abort after this point is a bug, and ends this loop first.
       const auto failure = guard.leave();
       inCall = false;

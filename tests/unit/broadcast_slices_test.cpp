@@ -154,7 +154,8 @@ TEST(BroadcastSlices, RampUpAndDownAroundWholeBuckets) {
 TEST(BroadcastSlices, HalfBucketSlicesCapTheRamp) {
   const BucketPlan plan = planOfSizes({kGiB, kGiB, kGiB, kGiB}, kGiB);
   const auto slices = broadcastSlices(plan, 64 * kMiB, 512 * kMiB);
-  EXPECT_EQ(mibOf(slices), (std::vector<std::uint64_t>{64, 64, 128, 256, 512, 512, 512, 512, 512, 512, 256, 128, 64, 64}));
+  EXPECT_EQ(mibOf(slices),
+            (std::vector<std::uint64_t>{64, 64, 128, 256, 512, 512, 512, 512, 512, 512, 256, 128, 64, 64}));
   expectTiles(plan, slices, 64 * kMiB, 512 * kMiB);
 }
 
@@ -177,7 +178,8 @@ TEST(BroadcastSlices, PackedBucketsAreOneStream) {
   expectTiles(plan, slices, 64 * kMiB, 512 * kMiB);
   const auto sizes = mibOf(slices);
   ASSERT_GE(sizes.size(), 10U);
-  EXPECT_EQ(std::vector<std::uint64_t>(sizes.begin(), sizes.begin() + 5), (std::vector<std::uint64_t>{64, 64, 128, 256, 512}));
+  EXPECT_EQ(std::vector<std::uint64_t>(sizes.begin(), sizes.begin() + 5),
+            (std::vector<std::uint64_t>{64, 64, 128, 256, 512}));
   EXPECT_EQ(sizes[sizes.size() - 2], 64U);
   EXPECT_GE(sizes.back(), 64U);
   EXPECT_LT(sizes.back(), 128U);
@@ -242,7 +244,8 @@ TEST(BroadcastSlices, SmallPackedBucketsShareBroadcasts) {
 TEST(BroadcastSlices, OddBucketEndsArePadded) {
   const BucketPlan plan = planOfSizes({5'000, 3, 70'000, 7, 9'000, 200'000, 11}, 64 * 1024 + 256);
   ASSERT_GE(plan.bucketCount(), 2U);
-  for (const auto& [first, largest] : {std::pair{kSliceAlignment, 4 * kSliceAlignment}, std::pair{std::uint64_t{0}, kMiB}}) {
+  for (const auto& [first, largest] :
+       {std::pair{kSliceAlignment, 4 * kSliceAlignment}, std::pair{std::uint64_t{0}, kMiB}}) {
     SCOPED_TRACE("first slice " + std::to_string(first) + ", cap " + std::to_string(largest));
     const auto slices = broadcastSlices(plan, first, largest);
     expectTiles(plan, slices, first, largest);

@@ -69,7 +69,7 @@ TEST(BucketPlan, SplitsATensorAcrossBuckets) {
   auto plan = BucketPlan::build(manifest, 128, 8);
   ASSERT_TRUE(plan.has_value());
   // t0 [0,100) in b0; t1 starts at 104: 24 bytes in b0, 128 in b1, 128 in b2, 20 in b3; t2 at 24 in b3.
-  const std::vector<Piece> expected{{0, 0, 0, 0, 100},  {1, 0, 104, 0, 24}, {1, 1, 0, 24, 128},
+  const std::vector<Piece> expected{{0, 0, 0, 0, 100},   {1, 0, 104, 0, 24}, {1, 1, 0, 24, 128},
                                     {1, 2, 0, 152, 128}, {1, 3, 0, 280, 20}, {2, 3, 24, 0, 5}};
   EXPECT_EQ(plan->pieces(), expected);
   EXPECT_EQ(plan->bucketCount(), 4U);
@@ -129,7 +129,8 @@ TEST(BucketPlan, LargeMoeManifest) {
       for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
         tensors.push_back({"model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(expert) + "." +
                                proj + ".weight",
-                           msg::DType::BF16, {768, 2048}});
+                           msg::DType::BF16,
+                           {768, 2048}});
       }
     }
   }

@@ -26,8 +26,9 @@ TEST(BusAddress, AcceptsPlainNames) {
 }
 
 TEST(BusAddress, RejectsUnsafeNames) {
-  for (const std::string& name : {std::string(), std::string("../etc"), std::string("a/b"), std::string("sp ace"),
-                                 std::string(".hidden"), std::string("x\ny"), std::string(kMaxBusNameBytes + 1, 'a')}) {
+  for (const std::string& name :
+       {std::string(), std::string("../etc"), std::string("a/b"), std::string("sp ace"), std::string(".hidden"),
+        std::string("x\ny"), std::string(kMaxBusNameBytes + 1, 'a')}) {
     auto result = validateBusName(name);
     ASSERT_FALSE(result.has_value()) << "'" << name << "' was accepted";
     EXPECT_EQ(result.error().code, TransportError::InvalidBusName);
@@ -50,8 +51,8 @@ TEST(BusAddress, TcpEndpointsUsePortAndNextPort) {
 }
 
 TEST(BusAddress, RejectsMalformedTransports) {
-  for (const char* transport : {"udp://x:1", "tcp://host", "tcp://:7400", "tcp://h:0", "tcp://h:65535",
-                                "tcp://h:70000", "tcp://h:12ab", "inproc"}) {
+  for (const char* transport : {"udp://x:1", "tcp://host", "tcp://:7400", "tcp://h:0", "tcp://h:65535", "tcp://h:70000",
+                                "tcp://h:12ab", "inproc"}) {
     auto result = resolveEndpoints("policy", transport);
     ASSERT_FALSE(result.has_value()) << transport;
     EXPECT_EQ(result.error().code, TransportError::InvalidEndpoint) << transport;
@@ -63,7 +64,7 @@ TEST(BusAddress, CreatesMissingRuntimeFolderPrivately) {
   ScopedEnv env("WSYNC_RUNTIME_DIR", dir);
   auto result = runtimeDirectory();
   ASSERT_TRUE(result.has_value()) << result.error().describe();
-  struct stat info{};
+  struct stat info {};
   ASSERT_EQ(::stat(dir.c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0700U);
 }

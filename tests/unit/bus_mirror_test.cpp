@@ -38,8 +38,8 @@ class BusMirrorTest : public ::testing::Test {
   void beat(std::uint64_t epoch, std::uint64_t committed, std::uint64_t round, msg::RoundPhase phase,
             PauseState pause = {}) {
     MessageBuilder builder;
-    const auto body = msg::CreateCoordinatorBeat(builder.fbb(), committed, round, phase, 2, 1, pause.paused,
-                                                 pause.mode, pause.round);
+    const auto body =
+        msg::CreateCoordinatorBeat(builder.fbb(), committed, round, phase, 2, 1, pause.paused, pause.mode, pause.round);
     ASSERT_TRUE(publisher_->publish("bus/beat", builder, body, epoch));
   }
 

@@ -222,8 +222,9 @@ TEST_F(CApi, MalformedTensorsAreRefusedNamingTheTensor) {
   EXPECT_EQ(wsync_trainer_publish(trainer.get(), 1, tensors.data(), tensors.size(), &options), WSYNC_INVALID_ARGUMENT);
   EXPECT_STREQ(wsync_last_error(), "WSYNC_PUBLISH_SAME_TENSORS takes no tensors (NULL, 0), not 4");
   EXPECT_EQ(wsync_trainer_publish(trainer.get(), 1, nullptr, 0, &options), WSYNC_INVALID_ARGUMENT);
-  EXPECT_STREQ(wsync_last_error(), "WSYNC_PUBLISH_SAME_TENSORS repeats the previous publish's tensors, and none was "
-                                   "accepted since the manifest was declared");
+  EXPECT_STREQ(wsync_last_error(),
+               "WSYNC_PUBLISH_SAME_TENSORS repeats the previous publish's tensors, and none was "
+               "accepted since the manifest was declared");
   options.flags = 0;
   options.label = "line\nbreak";
   EXPECT_EQ(wsync_trainer_publish(trainer.get(), 1, tensors.data(), tensors.size(), &options), WSYNC_INVALID_ARGUMENT);

@@ -248,7 +248,7 @@ inline wsync_outcome emptyOutcome() {
 
 // Publishes `version` of `model` and waits for its outcome.
 inline wsync_outcome publish(wsync_trainer* trainer, const Model& model, std::uint64_t version,
-                      std::vector<std::vector<std::byte>>& content) {
+                             std::vector<std::vector<std::byte>>& content) {
   content = model.content(version);
   auto tensors = model.tensors(content);
   EXPECT_EQ(wsync_trainer_publish(trainer, version, tensors.data(), tensors.size(), nullptr), WSYNC_OK) << lastError();

@@ -73,8 +73,7 @@ TEST_F(CApi, ACommittedVersionLandsInEveryWorkerWithItsOutcome) {
   wsync_publish_options_init(&options);
   options.label = "step-2";
   options.pause_mode = WSYNC_PAUSE_ABORT;
-  ASSERT_EQ(wsync_trainer_publish(trainer.get(), 2, tensors.data(), tensors.size(), &options), WSYNC_OK)
-      << lastError();
+  ASSERT_EQ(wsync_trainer_publish(trainer.get(), 2, tensors.data(), tensors.size(), &options), WSYNC_OK) << lastError();
   wsync_outcome second = emptyOutcome();
   ASSERT_EQ(wsync_trainer_wait(trainer.get(), kGenerousMs, &second), WSYNC_OK) << lastError();
   EXPECT_EQ(second.kind, WSYNC_OUTCOME_COMMITTED) << second.detail;
@@ -288,8 +287,7 @@ TEST_F(CApi, AStructSizeSmallerThanTodaysTakesDefaultsForWhatItLacks) {
   options.flags = ~std::uint64_t{0};  // not read: ABI 1's struct ended before it
   sent_ = model_.content(1);
   auto tensors = model_.tensors(sent_);
-  ASSERT_EQ(wsync_trainer_publish(trainer.get(), 1, tensors.data(), tensors.size(), &options), WSYNC_OK)
-      << lastError();
+  ASSERT_EQ(wsync_trainer_publish(trainer.get(), 1, tensors.data(), tensors.size(), &options), WSYNC_OK) << lastError();
 
   wsync_outcome outcome{};
   std::memset(&outcome, 'x', sizeof(outcome));
@@ -320,7 +318,7 @@ TEST(CApiFromC, TheCExampleRunsARound) {
   const int outputFd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   ASSERT_GE(outputFd, 0);
   auto example = cli::ChildProcess::spawn(WSYNC_EXAMPLE_C, {test::uniqueBusName("capic")},
-                                            {.stdoutFd = outputFd, .deathSignal = SIGKILL});
+                                          {.stdoutFd = outputFd, .deathSignal = SIGKILL});
   ::close(outputFd);
   EXPECT_EQ(example.wait(std::chrono::milliseconds(kGenerousMs)), 0) << example.describeExit();
   EXPECT_EQ(test::readTextFile(output), "version 1: committed; the worker holds 1 2 3 4\n");

@@ -40,8 +40,8 @@ TEST_F(CApi, TheEventStreamShowsEveryPhaseOfARoundAsJson) {
     topics.insert(event["topic"].get<std::string>());
     if (event["topic"] == "round/commit") commit = event;
   }
-  for (const char* topic : {"agent/joined", "round/begin", "round/pause", "round/transfer", "round/commit",
-                            "round/resume", "round/idle"}) {
+  for (const char* topic :
+       {"agent/joined", "round/begin", "round/pause", "round/transfer", "round/commit", "round/resume", "round/idle"}) {
     EXPECT_TRUE(topics.contains(topic)) << topic << " not seen; seen: " << nlohmann::json(topics).dump();
   }
   ASSERT_FALSE(commit.is_null());

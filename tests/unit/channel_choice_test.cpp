@@ -1,7 +1,7 @@
 // The channel of a round is the trainer's choice and the workers' capability: the coordinator refuses a GPU round,
-// naming the worker, when a worker bound host memory (it offers the host channels only), before anyone pauses; a GPU round with
-// no worker commits without touching a GPU. Runs the real coordinator and both agents in this process, with or
-// without CUDA in the build and with or without a GPU on the machine.
+// naming the worker, when a worker bound host memory (it offers the host channels only), before anyone pauses; a GPU
+// round with no worker commits without touching a GPU. Runs the real coordinator and both agents in this process, with
+// or without CUDA in the build and with or without a GPU on the machine.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -73,7 +73,10 @@ TEST_P(ChannelChoice, AGpuRoundIsRefusedNamingAWorkerBoundToHostMemory) {
   }
   std::atomic<int> pauses{0};
   worker_agent::PauseHooks hooks;
-  hooks.pause = [&](msg::PauseMode, std::uint64_t) { ++pauses; return worker_agent::PauseResult{}; };
+  hooks.pause = [&](msg::PauseMode, std::uint64_t) {
+    ++pauses;
+    return worker_agent::PauseResult{};
+  };
   hooks.resume = [](std::uint64_t) {};
   auto worker = worker_agent::WorkerAgent::start(std::move(workerOptions), std::move(hooks));
   ASSERT_TRUE(worker.has_value()) << worker.error().describe();
@@ -85,8 +88,8 @@ TEST_P(ChannelChoice, AGpuRoundIsRefusedNamingAWorkerBoundToHostMemory) {
   const auto outcome = trainer->waitOutcome(kGenerous);
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->kind, trainer_agent::OutcomeKind::Refused);
-  EXPECT_NE(outcome->detail.find("worker 'host-worker' cannot use channel " +
-                                 bus::channelName(GetParam()) + " (it offers shm, tcp)"),
+  EXPECT_NE(outcome->detail.find("worker 'host-worker' cannot use channel " + bus::channelName(GetParam()) +
+                                 " (it offers shm, tcp)"),
             std::string::npos)
       << outcome->detail;
   EXPECT_EQ(pauses.load(), 0) << "a refused round must not pause anyone";

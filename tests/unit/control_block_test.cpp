@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
 #include <atomic>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
@@ -17,11 +18,10 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
-#include <sys/wait.h>
 #include <thread>
 
-#include "test_environment.hpp"
 #include "scoped_env.hpp"
+#include "test_environment.hpp"
 #include "wsync/bus/state/bus_lock.hpp"
 #include "wsync/bus/state/control_block.hpp"
 
@@ -81,7 +81,7 @@ TEST_F(ControlBlockTest, CreateThenOpenSeesTheHeader) {
 TEST_F(ControlBlockTest, SegmentIsPrivateToTheUser) {
   auto owner = ControlBlockOwner::create(bus);
   ASSERT_TRUE(owner.has_value());
-  struct stat info{};
+  struct stat info {};
   ASSERT_EQ(::stat(("/dev/shm/" + owner->segmentName()).c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0600U);
   EXPECT_EQ(info.st_uid, ::geteuid());
@@ -111,7 +111,10 @@ TEST_F(ControlBlockTest, SecondOwnerIsRefusedAndNamesTheFirst) {
 }
 
 TEST_F(ControlBlockTest, DestroyingTheOwnerRemovesTheSegmentAndFreesTheBus) {
-  { auto owner = ControlBlockOwner::create(bus); ASSERT_TRUE(owner.has_value()); }
+  {
+    auto owner = ControlBlockOwner::create(bus);
+    ASSERT_TRUE(owner.has_value());
+  }
   EXPECT_EQ(ControlBlockView::open(bus).error().code, ControlBlockError::NoCoordinator);
   EXPECT_TRUE(ControlBlockOwner::create(bus).has_value());
 }
@@ -220,7 +223,10 @@ TEST_F(ControlBlockTest, SecondOwnerIsRefusedWhateverTheRuntimeFolderAndTheSegme
 }
 
 TEST_F(ControlBlockTest, TheBusNameIsFreedWithTheOwner) {
-  { auto owner = ControlBlockOwner::create(bus); ASSERT_TRUE(owner.has_value()); }
+  {
+    auto owner = ControlBlockOwner::create(bus);
+    ASSERT_TRUE(owner.has_value());
+  }
   auto again = BusLock::acquire(bus);
   EXPECT_TRUE(again.has_value()) << again.error().describe();
 }
@@ -247,8 +253,7 @@ TEST_F(ControlBlockTest, HeartbeatDismissesContendersSoThatTheHolderStaysNamed) 
   owner->beat(1);
   auto named = ControlBlockOwner::create(bus);
   ASSERT_FALSE(named.has_value());
-  EXPECT_NE(named.error().detail.find("pid " + std::to_string(::getpid())), std::string::npos)
-      << named.error().detail;
+  EXPECT_NE(named.error().detail.find("pid " + std::to_string(::getpid())), std::string::npos) << named.error().detail;
 }
 
 // Abstract names are not per user: another user can bind ours first. We cannot take it back, so we say who holds it.
@@ -427,8 +432,8 @@ TEST_F(ControlBlockTest, ReadersSeeConsistentStateWhileTheWriterRuns) {
     for (std::uint32_t n = 1; !stop.load(std::memory_order_relaxed); ++n) {
       owner->setCommitted(n, n);
       // Every field of the slot encodes n, so a mix of two writes is detectable.
-      (void)owner->assignSlot(0, SlotAssignment{"agent-" + std::to_string(n), msg::Role::Worker,
-                                                static_cast<std::int32_t>(n), n});
+      (void)owner->assignSlot(
+          0, SlotAssignment{"agent-" + std::to_string(n), msg::Role::Worker, static_cast<std::int32_t>(n), n});
     }
   });
 

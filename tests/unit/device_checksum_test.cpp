@@ -26,8 +26,8 @@ std::uint64_t definitionTerm(int lane, std::uint32_t tensor, std::uint64_t wordI
   const auto hi = static_cast<std::uint32_t>(value >> 32);
   const auto indexLo = static_cast<std::uint32_t>(wordIndex & 0xFFFF'FFFFU);
   const auto indexHi = static_cast<std::uint32_t>(wordIndex >> 32);
-  const std::uint32_t ka = (indexLo * k::kMulW[lane]) ^ (indexHi * k::kMulH[lane]) ^ (tensor * k::kMulT[lane]) ^
-                           k::kSeed[lane];
+  const std::uint32_t ka =
+      (indexLo * k::kMulW[lane]) ^ (indexHi * k::kMulH[lane]) ^ (tensor * k::kMulT[lane]) ^ k::kSeed[lane];
   const std::uint32_t kb = std::rotl(ka, 16) ^ k::kSeedB[lane];
   return std::uint64_t{static_cast<std::uint32_t>(lo + ka)} * std::uint64_t{static_cast<std::uint32_t>(hi + kb)};
 }

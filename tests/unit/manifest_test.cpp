@@ -73,16 +73,19 @@ TEST(Manifest, RefusalsNameTheTensor) {
   const std::vector<Case> cases = {
       {{}, ManifestError::Empty, "at least one"},
       {{{"", msg::DType::F32, {1}}}, ManifestError::InvalidName, "empty name"},
-      {{{std::string(kMaxTensorNameBytes + 1, 'n'), msg::DType::F32, {1}}}, ManifestError::InvalidName,
+      {{{std::string(kMaxTensorNameBytes + 1, 'n'), msg::DType::F32, {1}}},
+       ManifestError::InvalidName,
        "has a name of 1025 bytes, over 1024"},
       {{{"w", msg::DType::F32, {1}}, {"w", msg::DType::F32, {2}}}, ManifestError::DuplicateName, "'w'"},
       {{{"odd", msg::DType::Unknown, {1}}}, ManifestError::UnknownDType, "'odd'"},
-      {{{"deep", msg::DType::F32, std::vector<std::int64_t>(kMaxTensorRank + 1, 1)}}, ManifestError::RankTooLarge,
+      {{{"deep", msg::DType::F32, std::vector<std::int64_t>(kMaxTensorRank + 1, 1)}},
+       ManifestError::RankTooLarge,
        "'deep'"},
       {{{"neg", msg::DType::F32, {4, -1}}}, ManifestError::NegativeDimension, "[4, -1]"},
       {{{"huge", msg::DType::F64, {1LL << 40, 1LL << 40}}}, ManifestError::TooLarge, "'huge'"},
       {{{"a", msg::DType::U8, {kMaxManifestBytes / 2 + 1}}, {"b", msg::DType::U8, {kMaxManifestBytes / 2 + 1}}},
-       ManifestError::TooLarge, "'b'"},
+       ManifestError::TooLarge,
+       "'b'"},
   };
   for (const Case& c : cases) {
     auto manifest = Manifest::create(c.tensors);
@@ -190,7 +193,7 @@ const std::vector<std::pair<std::string, std::string>>& refusedNames() {
       {"esc\x1b[31m", "tensor 'esc\\x1b[31m' has a control byte at offset 3"},
       {"caf\xe9.weight", "tensor 'caf\\xe9.weight' is not UTF-8 at offset 3"},
       {"over\xc0\xafong", "tensor 'over\\xc0\\xafong' is not UTF-8 at offset 4"},  // an overlong '/'
-      {"cut\xe6\xa8", "tensor 'cut\\xe6\\xa8' is not UTF-8 at offset 3"},           // a truncated sequence
+      {"cut\xe6\xa8", "tensor 'cut\\xe6\\xa8' is not UTF-8 at offset 3"},          // a truncated sequence
       {"", "a tensor has an empty name"},
   };
   return names;

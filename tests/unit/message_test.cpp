@@ -145,8 +145,8 @@ TEST(Message, EveryBodyTypeRoundTrips) {
           EXPECT_NE(ack->detail()->str().find("lm_head.weight"), std::string::npos);
         });
   check(msg::Body::TransferPlan,
-        builder.finish(msg::CreateTransferPlanDirect(fbb, 3, 8, msg::ChannelKind::Nccl, &digest, 1 << 20, 1 << 18,
-                                                     4, 2, 256, "arena", &ncclId, 2, 4)),
+        builder.finish(msg::CreateTransferPlanDirect(fbb, 3, 8, msg::ChannelKind::Nccl, &digest, 1 << 20, 1 << 18, 4, 2,
+                                                     256, "arena", &ncclId, 2, 4)),
         [](const Message& m) {
           const auto* plan = m.as<msg::TransferPlan>();
           EXPECT_EQ(plan->bucket_count(), 4U);
@@ -175,11 +175,11 @@ TEST(Message, EveryBodyTypeRoundTrips) {
   {
     std::vector<flatbuffers::Offset<msg::AgentInfo>> agents{
         msg::CreateAgentInfoDirect(fbb, "trainer-0", msg::Role::Trainer, 0, 0, 8, 12)};
-    std::vector<flatbuffers::Offset<msg::TopicSequence>> sequences{
-        msg::CreateTopicSequenceDirect(fbb, "round/", 99), msg::CreateTopicSequenceDirect(fbb, "agent/", 4)};
+    std::vector<flatbuffers::Offset<msg::TopicSequence>> sequences{msg::CreateTopicSequenceDirect(fbb, "round/", 99),
+                                                                   msg::CreateTopicSequenceDirect(fbb, "agent/", 4)};
     check(msg::Body::SnapshotReply,
-          builder.finish(msg::CreateSnapshotReplyDirect(fbb, &sequences, 77, 8, "step-8", msg::RoundPhase::Transfer,
-                                                        4, 9, msg::PauseMode::Keep, true, &digest, &agents)),
+          builder.finish(msg::CreateSnapshotReplyDirect(fbb, &sequences, 77, 8, "step-8", msg::RoundPhase::Transfer, 4,
+                                                        9, msg::PauseMode::Keep, true, &digest, &agents)),
           [](const Message& m) {
             const auto* reply = m.as<msg::SnapshotReply>();
             EXPECT_EQ(reply->event_sequences()->Get(0)->family()->str(), "round/");
@@ -238,9 +238,9 @@ TEST(Message, RejectsEveryTruncationThatLosesData) {
     }
     const std::size_t lost = valid.size() - length;
     ASSERT_LT(lost, alignof(std::uint64_t)) << "a " << length << "-byte prefix of " << valid.size() << " was accepted";
-    ASSERT_TRUE(std::all_of(valid.begin() + static_cast<std::ptrdiff_t>(length), valid.end(),
-                            [](std::uint8_t byte) { return byte == 0; }))
-        << "the accepted prefix dropped non-padding bytes";
+    ASSERT_TRUE(std::all_of(valid.begin() + static_cast<std::ptrdiff_t>(length), valid.end(), [](std::uint8_t byte) {
+      return byte == 0;
+    })) << "the accepted prefix dropped non-padding bytes";
     EXPECT_EQ(result->as<msg::BeginUpdate>()->manifest()->tensors()->Get(0)->name()->str(), firstName);
   }
 }
@@ -390,8 +390,8 @@ std::string expectEnumOutOfRange(std::span<const std::uint8_t> bytes) {
 TEST(MessageEnums, RefusesABodyFieldOutOfRange) {
   MessageBuilder builder;
   auto& fbb = builder.fbb();
-  const auto pause = builder.finish(msg::CreateControlRequestDirect(fbb, msg::ControlAction::Pause,
-                                                                    static_cast<msg::PauseMode>(200), nullptr, "x"));
+  const auto pause = builder.finish(
+      msg::CreateControlRequestDirect(fbb, msg::ControlAction::Pause, static_cast<msg::PauseMode>(200), nullptr, "x"));
   EXPECT_EQ(expectEnumOutOfRange(pause), "ControlRequest.pause_mode = 200 is not one of Abort, Wait, Keep (0..2)");
 
   builder.reset();
@@ -399,8 +399,8 @@ TEST(MessageEnums, RefusesABodyFieldOutOfRange) {
   EXPECT_EQ(expectEnumOutOfRange(operatorPause), "OperatorPause.mode = 3 is not one of Abort, Wait, Keep (0..2)");
 
   builder.reset();
-  const auto hello = builder.finish(
-      msg::CreateAgentHelloDirect(fbb, "worker-0", static_cast<msg::Role>(77), kProtocolVersion));
+  const auto hello =
+      builder.finish(msg::CreateAgentHelloDirect(fbb, "worker-0", static_cast<msg::Role>(77), kProtocolVersion));
   EXPECT_EQ(expectEnumOutOfRange(hello),
             "AgentHello.role = 77 is not one of Unknown, Coordinator, Trainer, Worker, Monitor (0..4)");
 
@@ -414,8 +414,8 @@ TEST(MessageEnums, RefusesAVectorElementOutOfRange) {
   MessageBuilder builder;
   auto& fbb = builder.fbb();
   const std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm, static_cast<msg::ChannelKind>(9)};
-  const auto hello = builder.finish(msg::CreateAgentHelloDirect(fbb, "worker-0", msg::Role::Worker,
-                                                                kProtocolVersion, -1, 1, 0, "node", &channels));
+  const auto hello = builder.finish(
+      msg::CreateAgentHelloDirect(fbb, "worker-0", msg::Role::Worker, kProtocolVersion, -1, 1, 0, "node", &channels));
   EXPECT_EQ(expectEnumOutOfRange(hello), "AgentHello.channels[1] = 9 is not one of Shm, Nccl, CudaIpc, Tcp (0..3)");
 }
 
@@ -426,9 +426,8 @@ TEST(MessageEnums, RefusesAChannelContactOfAnUndeclaredKind) {
   const std::vector<flatbuffers::Offset<msg::ChannelContact>> contacts{
       msg::CreateChannelContactDirect(fbb, msg::ChannelKind::Tcp, "10.0.0.7:4100"),
       msg::CreateChannelContactDirect(fbb, static_cast<msg::ChannelKind>(7), "10.0.0.7:4101")};
-  const auto hello = builder.finish(msg::CreateAgentHelloDirect(fbb, "trainer-0", msg::Role::Trainer,
-                                                                kProtocolVersion, -1, 1, 0, "node", &channels, 0,
-                                                                nullptr, &contacts));
+  const auto hello = builder.finish(msg::CreateAgentHelloDirect(fbb, "trainer-0", msg::Role::Trainer, kProtocolVersion,
+                                                                -1, 1, 0, "node", &channels, 0, nullptr, &contacts));
   EXPECT_EQ(expectEnumOutOfRange(hello),
             "AgentHello.channel_contacts[1].kind = 7 is not one of Shm, Nccl, CudaIpc, Tcp (0..3)");
 }
@@ -446,8 +445,7 @@ TEST(MessageEnums, RefusesANestedTableFieldOutOfRange) {
   const auto begin = builder.finish(msg::CreateBeginUpdateDirect(fbb, 7, "step-7", &digest, manifest,
                                                                  msg::ChannelKind::Shm, msg::PauseMode::Keep, 96));
   const std::string detail = expectEnumOutOfRange(begin);
-  EXPECT_EQ(detail.rfind("BeginUpdate.manifest.tensors[2].dtype = 200 is not one of Unknown, Bool,", 0), 0U)
-      << detail;
+  EXPECT_EQ(detail.rfind("BeginUpdate.manifest.tensors[2].dtype = 200 is not one of Unknown, Bool,", 0), 0U) << detail;
 }
 
 TEST(MessageEnums, RefusesAFieldOfATableInAVectorOutOfRange) {
@@ -456,9 +454,8 @@ TEST(MessageEnums, RefusesAFieldOfATableInAVectorOutOfRange) {
   std::vector<flatbuffers::Offset<msg::AgentInfo>> agents{
       msg::CreateAgentInfoDirect(fbb, "trainer-0", msg::Role::Trainer, 0, 0, 8, 12, msg::AgentState::Sending),
       msg::CreateAgentInfoDirect(fbb, "worker-0", msg::Role::Worker, 1, 1, 8, 12, static_cast<msg::AgentState>(99))};
-  const auto reply = builder.finish(msg::CreateSnapshotReplyDirect(fbb, nullptr, 77, 8, "step-8",
-                                                                   msg::RoundPhase::Idle, 0, 0, msg::PauseMode::Wait,
-                                                                   false, nullptr, &agents));
+  const auto reply = builder.finish(msg::CreateSnapshotReplyDirect(
+      fbb, nullptr, 77, 8, "step-8", msg::RoundPhase::Idle, 0, 0, msg::PauseMode::Wait, false, nullptr, &agents));
   EXPECT_EQ(expectEnumOutOfRange(reply),
             "SnapshotReply.agents[1].state = 99 is not one of Unknown, Idle, Paused, Receiving, Sending, Staged "
             "(0..5)");
@@ -489,8 +486,8 @@ TEST(MessageEnums, EveryDeclaredValueDecodes) {
   for (const msg::Role role : msg::EnumValuesRole()) {
     const std::vector<msg::ChannelKind> channels(std::begin(msg::EnumValuesChannelKind()),
                                                  std::end(msg::EnumValuesChannelKind()));
-    decodes(builder.finish(
-        msg::CreateAgentHelloDirect(fbb, "agent", role, kProtocolVersion, -1, 1, 0, "node", &channels)));
+    decodes(
+        builder.finish(msg::CreateAgentHelloDirect(fbb, "agent", role, kProtocolVersion, -1, 1, 0, "node", &channels)));
   }
   {
     std::vector<flatbuffers::Offset<msg::TensorInfo>> tensors;

@@ -180,9 +180,10 @@ TEST(ModelCatalog, DeepSeekV3MatchesItsFp8Checkpoint) {
   // Layer 3, the first MoE layer, starts at 1 + 3 x 20: its experts follow its 12 attention tensors.
   const std::size_t moe = 1 + 3 * 20;
   EXPECT_EQ(t[moe].name, "model.layers.3.self_attn.q_a_proj.weight");
-  EXPECT_EQ(t[moe + 12], (TensorSpec{"model.layers.3.mlp.experts.0.gate_proj.weight", msg::DType::F8E4M3, {2048, 7168}}));
-  EXPECT_EQ(t[moe + 13], (TensorSpec{"model.layers.3.mlp.experts.0.gate_proj.weight_scale_inv", msg::DType::F32,
-                                     {16, 56}}));
+  EXPECT_EQ(t[moe + 12],
+            (TensorSpec{"model.layers.3.mlp.experts.0.gate_proj.weight", msg::DType::F8E4M3, {2048, 7168}}));
+  EXPECT_EQ(t[moe + 13],
+            (TensorSpec{"model.layers.3.mlp.experts.0.gate_proj.weight_scale_inv", msg::DType::F32, {16, 56}}));
   EXPECT_EQ(t[moe + 12 + 6 * 255 + 4].name, "model.layers.3.mlp.experts.255.down_proj.weight");
   EXPECT_EQ(t[moe + 12 + 6 * 256], (TensorSpec{"model.layers.3.mlp.gate.weight", msg::DType::BF16, {256, 7168}}));
   EXPECT_EQ(t[moe + 12 + 6 * 256 + 1],
@@ -221,9 +222,9 @@ TEST(ModelCatalog, TinyMixesDTypesAndShapes) {
 }
 
 TEST(ModelCatalog, EveryModelIsAValidManifest) {
-  for (const char* name : {"opt-125m", "qwen2.5-7b", "qwen3-30b-a3b", "tiny", "synthetic:1:1", "synthetic:9:1",
-                           "synthetic:1000:64", "synthetic:20000:2048", "synthetic:250000:65536",
-                           "synthetic:100:1048576"}) {
+  for (const char* name :
+       {"opt-125m", "qwen2.5-7b", "qwen3-30b-a3b", "tiny", "synthetic:1:1", "synthetic:9:1", "synthetic:1000:64",
+        "synthetic:20000:2048", "synthetic:250000:65536", "synthetic:100:1048576"}) {
     auto tensors = modelTensors(name);
     ASSERT_TRUE(tensors.has_value()) << name << ": " << tensors.error().describe();
     auto manifest = Manifest::create(*tensors);
@@ -270,7 +271,7 @@ TEST(ModelCatalog, SyntheticLooksLikeAModel) {
   }
   EXPECT_GT(vectors, 1000U);
   EXPECT_GT(matrices, 10000U);
-  EXPECT_GE(largest / smallest, 50U) << smallest << ".." << largest;   // about two orders of magnitude
+  EXPECT_GE(largest / smallest, 50U) << smallest << ".." << largest;  // about two orders of magnitude
   EXPECT_LE(largest / smallest, 1000U) << smallest << ".." << largest;
   EXPECT_EQ(*modelTensors("synthetic:20000:2048"), *tensors);  // deterministic
   EXPECT_NE(*modelTensors("synthetic:20000:2049"), *tensors);
@@ -284,10 +285,10 @@ TEST(ModelCatalog, RefusesUnknownNamesAndBadSpecs) {
   for (std::string_view known : knownModels()) {
     EXPECT_NE(unknown.error().detail.find(known), std::string::npos) << unknown.error().describe();
   }
-  for (const char* spec : {"synthetic:", "synthetic:10", "synthetic:10:", "synthetic::10", "synthetic:0:10",
-                           "synthetic:10:0", "synthetic:250001:100000", "synthetic:-1:10", "synthetic:+1:10",
-                           "synthetic:10:10x", "synthetic:5000:1", "synthetic:1:99999999999",
-                           "synthetic:99999999999999999999999:1"}) {
+  for (const char* spec :
+       {"synthetic:", "synthetic:10", "synthetic:10:", "synthetic::10", "synthetic:0:10", "synthetic:10:0",
+        "synthetic:250001:100000", "synthetic:-1:10", "synthetic:+1:10", "synthetic:10:10x", "synthetic:5000:1",
+        "synthetic:1:99999999999", "synthetic:99999999999999999999999:1"}) {
     auto tensors = modelTensors(spec);
     ASSERT_FALSE(tensors.has_value()) << spec;
     EXPECT_EQ(tensors.error().code, ModelCatalogError::InvalidSyntheticSpec) << spec;
@@ -377,8 +378,7 @@ TEST(ModelCatalog, PerturbChangesEveryBucketOfAPlan) {
         for (const Piece& piece : plan->piecesOfBucket(bucket)) {
           const auto begin = static_cast<std::ptrdiff_t>(piece.tensorOffset);
           const auto end = static_cast<std::ptrdiff_t>(piece.tensorOffset + piece.bytes);
-          changed = changed || !std::equal(current[piece.tensor].begin() + begin,
-                                           current[piece.tensor].begin() + end,
+          changed = changed || !std::equal(current[piece.tensor].begin() + begin, current[piece.tensor].begin() + end,
                                            previous[piece.tensor].begin() + begin);
         }
         ASSERT_TRUE(changed) << "bucket " << bucket << " of " << c.bucketBytes << " bytes, version " << version;

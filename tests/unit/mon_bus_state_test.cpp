@@ -53,14 +53,13 @@ bus::Message snapshot(std::uint64_t roundSeq, std::uint64_t round, msg::RoundPha
   std::vector<flatbuffers::Offset<msg::AgentInfo>> agents;
   std::uint32_t slot = 0;
   for (const AgentRow& row : rows) {
-    agents.push_back(msg::CreateAgentInfo(fbb, fbb.CreateString(row.id), row.role, slot++, 0, round - 1, 10,
-                                          row.state, row.transferRound, row.transferBytes));
+    agents.push_back(msg::CreateAgentInfo(fbb, fbb.CreateString(row.id), row.role, slot++, 0, round - 1, 10, row.state,
+                                          row.transferRound, row.transferBytes));
   }
   const msg::Digest128 digest;
-  const auto body = msg::CreateSnapshotReply(fbb, fbb.CreateVector(sequences), kEpoch, round - 1,
-                                             fbb.CreateString("step"), phase, round, round, msg::PauseMode::Keep,
-                                             phase != msg::RoundPhase::Idle, &digest, fbb.CreateVector(agents),
-                                             roundBytes);
+  const auto body = msg::CreateSnapshotReply(
+      fbb, fbb.CreateVector(sequences), kEpoch, round - 1, fbb.CreateString("step"), phase, round, round,
+      msg::PauseMode::Keep, phase != msg::RoundPhase::Idle, &digest, fbb.CreateVector(agents), roundBytes);
   return decoded(builder.finish(body, bus::EnvelopeStamp{kEpoch, 1}));
 }
 
@@ -101,8 +100,7 @@ TEST(MonBusState, ASnapshotOlderThanTheEventsDoesNotReopenARound) {
   EXPECT_FALSE(state.current().has_value());
   EXPECT_EQ(state.committedVersion(), 4U);
   // The next events still follow on without a gap.
-  EXPECT_EQ(state.apply("round/begin", transition(14, 5, msg::RoundPhase::Begin, 1000), now),
-            BusState::Applied::Used);
+  EXPECT_EQ(state.apply("round/begin", transition(14, 5, msg::RoundPhase::Begin, 1000), now), BusState::Applied::Used);
   EXPECT_EQ(state.gaps(), 0U);
 }
 

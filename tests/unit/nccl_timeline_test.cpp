@@ -10,8 +10,13 @@ namespace wsync::bus {
 namespace {
 
 NcclSliceTiming slice(double broadcastBegin, double broadcastEnd, double copyBegin, double copyEnd) {
-  return {.bucket = 0, .bytes = 1, .direct = false, .broadcastBegin = broadcastBegin, .broadcastEnd = broadcastEnd,
-          .copyBegin = copyBegin, .copyEnd = copyEnd};
+  return {.bucket = 0,
+          .bytes = 1,
+          .direct = false,
+          .broadcastBegin = broadcastBegin,
+          .broadcastEnd = broadcastEnd,
+          .copyBegin = copyBegin,
+          .copyEnd = copyEnd};
 }
 
 TEST(NcclTimeline, NothingToSummarizeIsAllZero) {

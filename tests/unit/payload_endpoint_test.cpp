@@ -37,8 +37,9 @@ class PayloadEndpointTest : public testing::Test {
     ASSERT_TRUE(opened.has_value()) << opened.error().describe();
     session_ = std::move(*opened);
     endpoint_ = std::make_unique<PayloadEndpoint>(
-        *session_, 0, kDeadline, [this](const msg::TransferPlan& plan, const ChannelSetup&)
-                                     -> tl::expected<std::unique_ptr<Channel>, ChannelFailure> {
+        *session_, 0, kDeadline,
+        [this](const msg::TransferPlan& plan,
+               const ChannelSetup&) -> tl::expected<std::unique_ptr<Channel>, ChannelFailure> {
           ++log_.opened;
           log_.keys.push_back(channelKey(plan));
           return std::make_unique<test::FakeChannel>(channelKey(plan), memory_, log_);

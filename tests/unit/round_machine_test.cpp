@@ -204,8 +204,9 @@ class RoundMachineTest : public testing::Test {
   }
 
   const AgentRecord& addAgent(const std::string& routingId, const std::string& agentId, msg::Role role,
-                              std::int32_t rank, std::vector<msg::ChannelKind> channels = {msg::ChannelKind::Shm,
-                                                                                           msg::ChannelKind::Nccl}) {
+                              std::int32_t rank,
+                              std::vector<msg::ChannelKind> channels = {msg::ChannelKind::Shm,
+                                                                        msg::ChannelKind::Nccl}) {
     AgentRecord record;
     record.routingId = routingId;
     record.agentId = agentId;
@@ -235,16 +236,14 @@ class RoundMachineTest : public testing::Test {
   const msg::PauseAck& pauseAck(std::uint64_t round, bool ok, msg::AbortReason reason = msg::AbortReason::None,
                                 const std::string& detail = {}, bool manifestUnknown = false) {
     auto& fbb = resetBuilder();
-    fbb.Finish(msg::CreatePauseAck(fbb, round, ok, 0, reason, optionalString(fbb, detail),
-                                   manifestUnknown));
+    fbb.Finish(msg::CreatePauseAck(fbb, round, ok, 0, reason, optionalString(fbb, detail), manifestUnknown));
     return *flatbuffers::GetRoot<msg::PauseAck>(fbb.GetBufferPointer());
   }
   const msg::UpdateDone& updateDone(std::uint64_t round, bool ok, std::uint64_t bytes, const bus::Digest& digest,
                                     msg::AbortReason reason = msg::AbortReason::None, const std::string& detail = {}) {
     auto& fbb = resetBuilder();
     const msg::Digest128 wireDigest = bus::toMessage(digest);
-    fbb.Finish(msg::CreateUpdateDone(fbb, round, 0, ok, bytes, &wireDigest, reason,
-                                     optionalString(fbb, detail)));
+    fbb.Finish(msg::CreateUpdateDone(fbb, round, 0, ok, bytes, &wireDigest, reason, optionalString(fbb, detail)));
     return *flatbuffers::GetRoot<msg::UpdateDone>(fbb.GetBufferPointer());
   }
   const msg::Abort& trainerCancel(std::uint64_t round, const std::string& detail) {
@@ -580,8 +579,8 @@ TEST_F(RoundMachineRefusalTest, WhatTheOwnerRefuses) {
 TEST_F(RoundMachineTest, AWorkerThatRefusesToPauseAbortsTheRoundNamingIt) {
   const std::uint64_t round = begin({.version = 2});
   machine().pauseAck(agent("w0-conn"), pauseAck(round, true));
-  machine().pauseAck(agent("w1-conn"), pauseAck(round, false, msg::AbortReason::ManifestMismatch,
-                                                "tensor 'head' is bound as F32"));
+  machine().pauseAck(agent("w1-conn"),
+                     pauseAck(round, false, msg::AbortReason::ManifestMismatch, "tensor 'head' is bound as F32"));
   const msg::Abort* abort = abortSentToAll();
   ASSERT_NE(abort, nullptr);
   EXPECT_EQ(abort->reason(), msg::AbortReason::ManifestMismatch);
@@ -657,8 +656,7 @@ TEST_F(RoundMachineTest, ATransferDeadlineCountsFromTheTransferAndAddsASecondPer
   const msg::Abort* abort = abortSentToAll();
   ASSERT_NE(abort, nullptr);
   EXPECT_EQ(abort->reason(), msg::AbortReason::Timeout);
-  EXPECT_EQ(text(abort->detail()),
-            "phase Transfer ran past its timeout; waiting for 'worker-1', trainer 'trainer'");
+  EXPECT_EQ(text(abort->detail()), "phase Transfer ran past its timeout; waiting for 'worker-1', trainer 'trainer'");
   expectAbortedAndResumed(round, 1, true, msg::AbortReason::Timeout);
 }
 
@@ -822,8 +820,8 @@ TEST_F(RoundMachineTest, AnOperatorsAbortEndsARoundAndSaysWhenThereIsNone) {
 TEST_F(RoundMachineTest, MessagesOfAnotherRoundOrPhaseOrAgentAreIgnored) {
   const std::uint64_t round = begin();
   addAgent("late-conn", "late", msg::Role::Worker, 2);
-  machine().pauseAck(agent("w0-conn"), pauseAck(round + 1, false));       // another round's
-  machine().pauseAck(agent("late-conn"), pauseAck(round, false));         // not a participant
+  machine().pauseAck(agent("w0-conn"), pauseAck(round + 1, false));         // another round's
+  machine().pauseAck(agent("late-conn"), pauseAck(round, false));           // not a participant
   machine().updateDone(agent("w0-conn"), updateDone(round, false, 0, {}));  // not in Transfer yet
   EXPECT_EQ(machine().phase(), msg::RoundPhase::Pause);
   ackAll(round);
@@ -856,8 +854,7 @@ TEST_F(RoundMachineTest, TheFaultHookIsCalledAtEveryPointAndAnOutageCutsTheReque
   const std::uint64_t round = begin({.version = 6});
   ackAll(round);
   doneAll(round);
-  EXPECT_EQ(faultHook_->reachedPoints,
-            (Names{"begin@6", "pause@6", "transfer@6", "verify@6", "commit@6", "resume@6"}));
+  EXPECT_EQ(faultHook_->reachedPoints, (Names{"begin@6", "pause@6", "transfer@6", "verify@6", "commit@6", "resume@6"}));
   EXPECT_EQ(cuts_, (Names{"250 ms: test fault at commit"}));
   EXPECT_EQ(block_->committedVersion(), 6u) << "the commit goes on: the machine only asks for the cut";
 }

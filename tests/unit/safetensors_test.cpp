@@ -108,9 +108,8 @@ TEST_F(Safetensors, WritesTheReferenceLayout) {
   ASSERT_TRUE(writeSafetensors(path, checkpoint.tensors, checkpoint.spans(), {{"format", "pt"}}).has_value());
 
   const std::vector<char> bytes = readFile(path);
-  const std::string json =
-      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"I64","shape":[],"data_offsets":[8,16]}})";
+  const std::string json = R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                           R"("b":{"dtype":"I64","shape":[],"data_offsets":[8,16]}})";
   const std::size_t headerBytes = (json.size() + 7) / 8 * 8;
   ASSERT_EQ(bytes.size(), 8 + headerBytes + 16);
   std::uint64_t length = 0;
@@ -152,10 +151,10 @@ TEST_F(Safetensors, KeepsWriteOrderAndSortsForeignFilesByOffset) {
 
   // A header that lists tensors in another order than their bytes, with a gap, trailing bytes and a field the
   // format does not define (ignored, as the reference reader does).
-  auto foreign = SafetensorsFile::open(
-      writeRaw(R"({"late":{"dtype":"U8","shape":[2],"data_offsets":[10,12],"note":"x"},)"
-               R"("early":{"dtype":"U16","shape":[2],"data_offsets":[0,4]}})",
-               16));
+  auto foreign =
+      SafetensorsFile::open(writeRaw(R"({"late":{"dtype":"U8","shape":[2],"data_offsets":[10,12],"note":"x"},)"
+                                     R"("early":{"dtype":"U16","shape":[2],"data_offsets":[0,4]}})",
+                                     16));
   ASSERT_TRUE(foreign.has_value()) << foreign.error().describe();
   ASSERT_EQ(foreign->tensors().size(), 2U);
   EXPECT_EQ(foreign->tensors()[0], (TensorSpec{"early", msg::DType::U16, {2}}));
@@ -224,10 +223,10 @@ TEST_F(Safetensors, RefusesMalformedHeadersNamingTheTensor) {
        "tensor 'w'"},
       {"dtype not a string", R"({"w":)" + entry("4", "[2]", "[0,8]") + "}", 8, SafetensorsError::UnknownDType,
        "tensor 'w'"},
-      {"shape not a list", R"({"w":)" + entry(R"("F32")", R"("2")", "[0,8]") + "}", 8,
-       SafetensorsError::InvalidShape, "tensor 'w'"},
-      {"negative dimension", R"({"w":)" + entry(R"("F32")", "[2,-1]", "[0,8]") + "}", 8,
-       SafetensorsError::InvalidShape, "tensor 'w' has shape entry -1"},
+      {"shape not a list", R"({"w":)" + entry(R"("F32")", R"("2")", "[0,8]") + "}", 8, SafetensorsError::InvalidShape,
+       "tensor 'w'"},
+      {"negative dimension", R"({"w":)" + entry(R"("F32")", "[2,-1]", "[0,8]") + "}", 8, SafetensorsError::InvalidShape,
+       "tensor 'w' has shape entry -1"},
       {"fractional dimension", R"({"w":)" + entry(R"("F32")", "[2.5]", "[0,8]") + "}", 8,
        SafetensorsError::InvalidShape, "tensor 'w'"},
       {"dimension past int64", R"({"w":)" + entry(R"("U8")", "[9223372036854775808]", "[0,8]") + "}", 8,
@@ -238,9 +237,9 @@ TEST_F(Safetensors, RefusesMalformedHeadersNamingTheTensor) {
        SafetensorsError::InvalidShape, "tensor 'w'"},
       {"nested shape", R"({"w":)" + entry(R"("U8")", "[[1]]", "[0,1]") + "}", 8, SafetensorsError::InvalidShape,
        "tensor 'w'"},
-      {"deeply nested shape", R"({"w":)" + entry(R"("U8")", std::string(100'000, '[') + std::string(100'000, ']'),
-                                                 "[0,1]") + "}",
-       8, SafetensorsError::InvalidShape, "tensor 'w'"},
+      {"deeply nested shape",
+       R"({"w":)" + entry(R"("U8")", std::string(100'000, '[') + std::string(100'000, ']'), "[0,1]") + "}", 8,
+       SafetensorsError::InvalidShape, "tensor 'w'"},
       {"one offset", R"({"w":)" + entry(R"("F32")", "[2]", "[8]") + "}", 8, SafetensorsError::InvalidOffsets,
        "tensor 'w'"},
       {"offsets reversed", R"({"w":)" + entry(R"("F32")", "[2]", "[8,0]") + "}", 8, SafetensorsError::InvalidOffsets,
@@ -256,8 +255,9 @@ TEST_F(Safetensors, RefusesMalformedHeadersNamingTheTensor) {
        4, SafetensorsError::OutOfBounds, "tensor 'w'"},
       {"overlap", R"({"a":)" + good + R"(,"b":)" + entry(R"("F32")", "[2]", "[4,12]") + "}", 12,
        SafetensorsError::Overlap, "tensor 'a' [0, 8) and tensor 'b' [4, 12)"},
-      {"overlap inside", R"({"big":)" + entry(R"("U8")", "[16]", "[0,16]") + R"(,"x":)" + good + R"(,"y":)" +
-                             entry(R"("U8")", "[2]", "[10,12]") + "}",
+      {"overlap inside",
+       R"({"big":)" + entry(R"("U8")", "[16]", "[0,16]") + R"(,"x":)" + good + R"(,"y":)" +
+           entry(R"("U8")", "[2]", "[10,12]") + "}",
        16, SafetensorsError::Overlap, "tensor 'big'"},
       {"same bytes", R"({"a":)" + good + R"(,"b":)" + good + "}", 8, SafetensorsError::Overlap, "tensor 'b'"},
   };
@@ -265,8 +265,7 @@ TEST_F(Safetensors, RefusesMalformedHeadersNamingTheTensor) {
     auto opened = SafetensorsFile::open(writeRaw(c.header, c.dataBytes));
     ASSERT_FALSE(opened.has_value()) << c.what;
     EXPECT_EQ(opened.error().code, c.error) << c.what << ": " << opened.error().describe();
-    EXPECT_NE(opened.error().detail.find(c.mentions), std::string::npos) << c.what << ": "
-                                                                         << opened.error().describe();
+    EXPECT_NE(opened.error().detail.find(c.mentions), std::string::npos) << c.what << ": " << opened.error().describe();
     EXPECT_NE(opened.error().detail.find("raw-"), std::string::npos) << "names the file: " << opened.error().describe();
   }
 }
@@ -343,20 +342,38 @@ TEST_F(Safetensors, WriterRefusesInconsistentInput) {
     std::string mentions;
   };
   const std::vector<Case> cases = {
-      {"short data", checkpoint.tensors, {spans[0].first(7), spans[1]}, SafetensorsError::SizeMismatch,
+      {"short data",
+       checkpoint.tensors,
+       {spans[0].first(7), spans[1]},
+       SafetensorsError::SizeMismatch,
        "tensor 'w' is F32 [2], 8 bytes, but its data has 7"},
       {"long data", checkpoint.tensors, {spans[0], spans[0]}, SafetensorsError::SizeMismatch, "tensor 'v'"},
       {"missing span", checkpoint.tensors, {spans[0]}, SafetensorsError::SizeMismatch, "2 tensors but 1 data span"},
-      {"duplicate", {{"w", msg::DType::F32, {2}}, {"w", msg::DType::U8, {3}}}, spans, SafetensorsError::InvalidEntry,
+      {"duplicate",
+       {{"w", msg::DType::F32, {2}}, {"w", msg::DType::U8, {3}}},
+       spans,
+       SafetensorsError::InvalidEntry,
        "tensor 'w'"},
-      {"reserved name", {{"__metadata__", msg::DType::F32, {2}}, {"v", msg::DType::U8, {3}}}, spans,
-       SafetensorsError::InvalidEntry, "'__metadata__'"},
-      {"unknown dtype", {{"w", msg::DType::Unknown, {2}}, {"v", msg::DType::U8, {3}}}, spans,
-       SafetensorsError::UnknownDType, "tensor 'w'"},
-      {"negative dimension", {{"w", msg::DType::F32, {-2}}, {"v", msg::DType::U8, {3}}}, spans,
-       SafetensorsError::InvalidShape, "tensor 'w'"},
-      {"not UTF-8", {{"w\xff", msg::DType::F32, {2}}, {"v", msg::DType::U8, {3}}}, spans,
-       SafetensorsError::InvalidEntry, "UTF-8"},
+      {"reserved name",
+       {{"__metadata__", msg::DType::F32, {2}}, {"v", msg::DType::U8, {3}}},
+       spans,
+       SafetensorsError::InvalidEntry,
+       "'__metadata__'"},
+      {"unknown dtype",
+       {{"w", msg::DType::Unknown, {2}}, {"v", msg::DType::U8, {3}}},
+       spans,
+       SafetensorsError::UnknownDType,
+       "tensor 'w'"},
+      {"negative dimension",
+       {{"w", msg::DType::F32, {-2}}, {"v", msg::DType::U8, {3}}},
+       spans,
+       SafetensorsError::InvalidShape,
+       "tensor 'w'"},
+      {"not UTF-8",
+       {{"w\xff", msg::DType::F32, {2}}, {"v", msg::DType::U8, {3}}},
+       spans,
+       SafetensorsError::InvalidEntry,
+       "UTF-8"},
   };
   ASSERT_TRUE(writeSafetensors(file("kept"), checkpoint.tensors, spans).has_value());
   const auto before = readFile(file("kept"));
@@ -364,8 +381,8 @@ TEST_F(Safetensors, WriterRefusesInconsistentInput) {
     auto written = writeSafetensors(file("kept"), c.tensors, c.data);
     ASSERT_FALSE(written.has_value()) << c.what;
     EXPECT_EQ(written.error().code, c.error) << c.what << ": " << written.error().describe();
-    EXPECT_NE(written.error().detail.find(c.mentions), std::string::npos) << c.what << ": "
-                                                                          << written.error().describe();
+    EXPECT_NE(written.error().detail.find(c.mentions), std::string::npos)
+        << c.what << ": " << written.error().describe();
   }
   EXPECT_EQ(readFile(file("kept")), before);  // a refused write leaves the old file as it was
   EXPECT_EQ(directoryEntries().size(), 1U);

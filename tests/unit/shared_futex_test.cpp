@@ -24,8 +24,8 @@ constexpr auto kReapInterval = 5ms;
 // A word in an anonymous shared mapping, as the control block and channel arenas provide.
 struct SharedWord {
   SharedWord() {
-    void* memory = ::mmap(nullptr, sizeof(std::atomic<std::uint32_t>), PROT_READ | PROT_WRITE,
-                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void* memory =
+        ::mmap(nullptr, sizeof(std::atomic<std::uint32_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     EXPECT_NE(memory, MAP_FAILED);
     word = new (memory) std::atomic<std::uint32_t>(0);
   }

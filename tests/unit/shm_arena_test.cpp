@@ -138,7 +138,8 @@ TEST(ShmArena, DigestDoesNotDependOnTheLayout) {
     auto plan = BucketPlan::build(model.manifest, bucket, 64);
     auto staging = stagingFor(model.manifest);
     tl::expected<TransferResult, ChannelFailure> received;
-    std::thread receiver([&] { received = owner->receive(1, *plan, views(staging), 0, Clock::now() + kTransferTimeout); });
+    std::thread receiver(
+        [&] { received = owner->receive(1, *plan, views(staging), 0, Clock::now() + kTransferTimeout); });
     const std::vector<std::uint32_t> one{0};
     auto sent = owner->send(1, *plan, views(model.tensors), one, Clock::now() + kTransferTimeout);
     receiver.join();
@@ -171,7 +172,8 @@ TEST(ShmArena, AbortReleasesAWaitingReceiver) {
   tl::expected<TransferResult, ChannelFailure> received;
   const auto start = Clock::now();
   // No sender: only the abort can end the wait before the long deadline.
-  std::thread receiver([&] { received = owner->receive(9, *plan, views(staging), 0, Clock::now() + kTransferTimeout); });
+  std::thread receiver(
+      [&] { received = owner->receive(9, *plan, views(staging), 0, Clock::now() + kTransferTimeout); });
   std::this_thread::sleep_for(50ms);
   owner->abortTransfer(9);
   receiver.join();
@@ -196,9 +198,8 @@ TEST(ShmArena, ACancelProbeReleasesAWaitingReceiverAndSender) {
   const auto start = Clock::now();
   // Receiver 0 takes part; receiver 1 never shows up, so the sender stalls after filling both buffers and
   // receiver 0 waits for a bucket that cannot come.
-  std::thread receiver([&] {
-    received = owner->receive(11, *plan, views(staging), 0, Clock::now() + kTransferTimeout, {}, cancelled);
-  });
+  std::thread receiver(
+      [&] { received = owner->receive(11, *plan, views(staging), 0, Clock::now() + kTransferTimeout, {}, cancelled); });
   std::thread sender([&] {
     const std::vector<std::uint32_t> receivers{0, 1};
     sent = owner->send(11, *plan, views(model.tensors), receivers, Clock::now() + kTransferTimeout, {}, cancelled);

@@ -14,8 +14,17 @@ namespace {
 constexpr std::size_t kGuard = 128;  // bytes checked untouched on each side of the target
 
 TEST(StreamingCopy, CopiesEveryByteAtAnyAlignmentAndTouchesNothingElse) {
-  const std::vector<std::uint64_t> sizes{0, 1, 15, 63, 64, 65, kStreamingCopyMinBytes - 1, kStreamingCopyMinBytes,
-                                         kStreamingCopyMinBytes + 1, 16 * 1024 + 37, 300'000};
+  const std::vector<std::uint64_t> sizes{0,
+                                         1,
+                                         15,
+                                         63,
+                                         64,
+                                         65,
+                                         kStreamingCopyMinBytes - 1,
+                                         kStreamingCopyMinBytes,
+                                         kStreamingCopyMinBytes + 1,
+                                         16 * 1024 + 37,
+                                         300'000};
   std::vector<std::byte> source(300'000 + 64);
   for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<std::byte>((i * 131 + 7) & 0xFF);
   for (const std::uint64_t bytes : sizes) {

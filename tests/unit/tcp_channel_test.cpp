@@ -22,8 +22,8 @@
 #include <optional>
 #include <thread>
 
-#include "scoped_env.hpp"
 #include "random_host_model.hpp"
+#include "scoped_env.hpp"
 #include "test_environment.hpp"
 #include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/channel/shm/shm_arena.hpp"
@@ -142,9 +142,7 @@ class TcpChannelTest : public testing::Test {
   std::shared_ptr<TcpListener> listener_;
 };
 
-TEST_F(TcpChannelTest, OneReceiverGetsEveryByteWithTheShmChannelsDigest) {
-  transferTo(1, 1, makeHostModel(1, 60, 3));
-}
+TEST_F(TcpChannelTest, OneReceiverGetsEveryByteWithTheShmChannelsDigest) { transferTo(1, 1, makeHostModel(1, 60, 3)); }
 
 // Several transfers through one listener, as a trainer's rounds go: each with its own token.
 TEST_F(TcpChannelTest, ThreeReceiversGetEveryByteAcrossTransfers) {

@@ -9,22 +9,22 @@
 #include <condition_variable>
 #include <cstring>
 #include <future>
-#include <stdexcept>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include <wsync/coordinator/coordinator_thread.hpp>
 #include "raw_client.hpp"
 #include "test_environment.hpp"
+#include "wsync/bus/channel/bucket_plan.hpp"
+#include "wsync/bus/channel/shm/shm_arena.hpp"
+#include "wsync/bus/protocol/dtype.hpp"
 #include "wsync/bus/session/agent_session.hpp"
 #include "wsync/bus/state/control_block.hpp"
 #include "wsync/bus/transport/bus_address.hpp"
 #include "wsync/bus/transport/router_endpoint.hpp"
-#include "wsync/bus/channel/bucket_plan.hpp"
-#include "wsync/bus/protocol/dtype.hpp"
 #include "wsync/cli/fault_injection.hpp"
 #include "wsync/cli/model_catalog.hpp"
-#include "wsync/bus/channel/shm/shm_arena.hpp"
 #include "wsync/coordinator/coordinator.hpp"
 #include "wsync/worker_agent/worker_agent.hpp"
 
@@ -88,8 +88,8 @@ class BareTrainer {
     bus::MessageBuilder builder;
     auto& fbb = builder.fbb();
     const msg::Digest128 digest = bus::toMessage(manifest_.digest());
-    const auto body = msg::CreateBeginUpdate(fbb, version, 0, &digest, manifest_.toMessage(fbb),
-                                             msg::ChannelKind::Shm, mode, manifest_.totalBytes());
+    const auto body = msg::CreateBeginUpdate(fbb, version, 0, &digest, manifest_.toMessage(fbb), msg::ChannelKind::Shm,
+                                             mode, manifest_.totalBytes());
     EXPECT_TRUE(session_->send(builder, body).has_value());
     const auto deadline = std::chrono::steady_clock::now() + kGenerous;
     while (std::chrono::steady_clock::now() < deadline) {
@@ -124,9 +124,8 @@ class BareTrainer {
     bus::MessageBuilder builder;
     auto& fbb = builder.fbb();
     const msg::Digest128 digest = bus::toMessage(sent ? sent->digest : bus::Digest{});
-    const auto body = msg::CreateUpdateDone(fbb, plan.round(), plan.version(), sent.has_value(),
-                                            sent ? sent->bytes : 0, &digest,
-                                            sent ? msg::AbortReason::None : msg::AbortReason::ChannelFailure);
+    const auto body = msg::CreateUpdateDone(fbb, plan.round(), plan.version(), sent.has_value(), sent ? sent->bytes : 0,
+                                            &digest, sent ? msg::AbortReason::None : msg::AbortReason::ChannelFailure);
     EXPECT_TRUE(session_->send(builder, body).has_value());
   }
 
@@ -413,8 +412,8 @@ TEST(WorkerAgent, AWorkerJoiningDuringAnOperatorsPauseIsPausedUntilTheOperatorRe
   // Round 2 begins after round 1 resumed: had that Resume reached the engine, it would be paused again for round 2.
   ASSERT_TRUE(trainer.publish(2, msg::PauseMode::Keep).committed);
   ASSERT_TRUE(operatorClient.request(msg::ControlAction::Resume));
-  EXPECT_EQ(engine.calls(4), (std::vector<std::string>{"pause Wait round 0", "applied 1 round 1", "applied 2 round 2",
-                                                      "resume at 2"}));
+  EXPECT_EQ(engine.calls(4),
+            (std::vector<std::string>{"pause Wait round 0", "applied 1 round 1", "applied 2 round 2", "resume at 2"}));
   EXPECT_TRUE(engine.holds(contentOf(2)));
   (*agent)->stop();
 }
@@ -431,12 +430,12 @@ TEST(WorkerAgent, APauseOrResumeOfRound0IsIgnored) {
   ASSERT_TRUE(agent.has_value()) << agent.error().describe();
 
   bus::MessageBuilder builder;
-  coordinator.send(builder, msg::CreatePause(builder.fbb(), 0, 0, msg::PauseMode::Abort));      // ignored
-  coordinator.send(builder, msg::CreateOperatorPause(builder.fbb(), msg::PauseMode::Wait));     // pauses
-  coordinator.send(builder, msg::CreateResume(builder.fbb(), 0, 0));                            // ignored
-  coordinator.send(builder, msg::CreateOperatorPause(builder.fbb(), msg::PauseMode::Keep));     // held already
-  coordinator.send(builder, msg::CreateOperatorResume(builder.fbb()));                          // resumes
-  coordinator.send(builder, msg::CreateOperatorPause(builder.fbb(), msg::PauseMode::Abort));    // pauses
+  coordinator.send(builder, msg::CreatePause(builder.fbb(), 0, 0, msg::PauseMode::Abort));    // ignored
+  coordinator.send(builder, msg::CreateOperatorPause(builder.fbb(), msg::PauseMode::Wait));   // pauses
+  coordinator.send(builder, msg::CreateResume(builder.fbb(), 0, 0));                          // ignored
+  coordinator.send(builder, msg::CreateOperatorPause(builder.fbb(), msg::PauseMode::Keep));   // held already
+  coordinator.send(builder, msg::CreateOperatorResume(builder.fbb()));                        // resumes
+  coordinator.send(builder, msg::CreateOperatorPause(builder.fbb(), msg::PauseMode::Abort));  // pauses
   EXPECT_EQ(engine.calls(3), (std::vector<std::string>{"pause Wait round 0", "resume at 0", "pause Abort round 0"}));
   (*agent)->stop();
 }
@@ -496,7 +495,7 @@ TEST(WorkerAgent, AnOperatorsPauseThatFailsLeavesTheEngineUnpaused) {
   ASSERT_TRUE(trainer.publish(1, msg::PauseMode::Keep).committed);  // the round asks again, and it pauses
   ASSERT_TRUE(operatorClient.request(msg::ControlAction::Resume));
   EXPECT_EQ(engine.calls(5), (std::vector<std::string>{"pause Wait round 0 failed", "pause Wait round 0 failed",
-                                                      "pause Wait round 0", "applied 1 round 1", "resume at 1"}));
+                                                       "pause Wait round 0", "applied 1 round 1", "resume at 1"}));
   (*agent)->stop();
 }
 

@@ -82,9 +82,9 @@ TEST(WorkerBindings, RefusesMalformedBindingsNamingTheTensor) {
   expectBindingError(bindings.bind("w", static_cast<DType>(200), {1}, buffers.make(2)), "unknown dtype 200");
   expectBindingError(bindings.bind("w", DType::F16, {4, -1}, buffers.make(2)), "tensor 'w': shape [4, -1]");
   expectBindingError(bindings.bind("w", DType::F16, {1LL << 40, 1LL << 40}, buffers.make(2)), "too large");
-  expectBindingError(bindings.bind("w", DType::F16, std::vector<std::int64_t>(bus::kMaxTensorRank + 1, 1),
-                                   buffers.make(2)),
-                     "dimensions");
+  expectBindingError(
+      bindings.bind("w", DType::F16, std::vector<std::int64_t>(bus::kMaxTensorRank + 1, 1), buffers.make(2)),
+      "dimensions");
   expectBindingError(bindings.bind("fc2.weight", DType::BF16, {8, 4}, buffers.make(63)),
                      "tensor 'fc2.weight': BF16 [8, 4] needs 64 bytes, the bound span has 63");
   // Refusals leave the bindings as they were.

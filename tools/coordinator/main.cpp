@@ -122,9 +122,10 @@ int main(int argc, char** argv) {
                    (*coordinator)->requestEndpoint(), (*coordinator)->eventEndpoint());
   (*coordinator)->run(stopRequested);
   const auto& stats = (*coordinator)->stats();
-  wsync::log::info("bus '{}' stopping: {} rounds committed, {} aborted, {} agents joined, {} died, {} requests "
-                   "rejected",
-                   options.bus, stats.roundsCommitted, stats.roundsAborted, stats.agentsJoined, stats.agentsDied,
-                   stats.requestsRejected);
+  wsync::log::info(
+      "bus '{}' stopping: {} rounds committed, {} aborted, {} agents joined, {} died, {} requests "
+      "rejected",
+      options.bus, stats.roundsCommitted, stats.roundsAborted, stats.agentsJoined, stats.agentsDied,
+      stats.requestsRejected);
   return 0;
 }

@@ -11,14 +11,14 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "wsync/cli/curve_flags.hpp"
-#include "wsync/bus/transport/bus_address.hpp"
-#include "wsync/bus/transport/dealer_endpoint.hpp"
-#include "wsync/bus/protocol/message.hpp"
 #include "wsync/bus/core/text.hpp"
 #include "wsync/bus/protocol/bus_json.hpp"
-#include "wsync/bus/transport/bus_request.hpp"
+#include "wsync/bus/protocol/message.hpp"
 #include "wsync/bus/protocol/wire_text.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
+#include "wsync/bus/transport/bus_request.hpp"
+#include "wsync/bus/transport/dealer_endpoint.hpp"
+#include "wsync/cli/curve_flags.hpp"
 
 namespace {
 
@@ -26,14 +26,13 @@ using namespace wsync;
 
 // Exit codes: scripts may rely on them.
 constexpr int kExitOk = 0;
-constexpr int kExitError = 1;         // the request could not be sent, or the answer made no sense
-constexpr int kExitUsage = 2;         // wrong command line
-constexpr int kExitNoCoordinator = 3; // nobody answered within --timeout-ms
-constexpr int kExitRefused = 4;       // the coordinator refused (nothing to abort, unknown agent, not paused...)
+constexpr int kExitError = 1;          // the request could not be sent, or the answer made no sense
+constexpr int kExitUsage = 2;          // wrong command line
+constexpr int kExitNoCoordinator = 3;  // nobody answered within --timeout-ms
+constexpr int kExitRefused = 4;        // the coordinator refused (nothing to abort, unknown agent, not paused...)
 
 // A coordinator answers within milliseconds; this covers one that is busy starting or under heavy load.
 constexpr std::int64_t kDefaultTimeoutMs = 5000;
-
 
 std::string lower(std::string_view name) {
   std::string out(name);
@@ -116,19 +115,18 @@ int main(int argc, char** argv) {
   if (resume->parsed()) action = msg::ControlAction::Resume;
   if (abort->parsed()) action = msg::ControlAction::AbortRound;
   if (evict->parsed()) action = msg::ControlAction::Evict;
-  const msg::PauseMode pauseMode = mode == "abort" ? msg::PauseMode::Abort
+  const msg::PauseMode pauseMode = mode == "abort"  ? msg::PauseMode::Abort
                                    : mode == "wait" ? msg::PauseMode::Wait
                                                     : msg::PauseMode::Keep;
   constexpr std::uint64_t kRequestSeq = 1;
   bus::MessageBuilder builder;
   auto& fbb = builder.fbb();
-  const auto bytes =
-      wantsSnapshot
-          ? builder.finish(msg::CreateSnapshotRequest(fbb), bus::EnvelopeStamp{0, kRequestSeq})
-          : builder.finish(msg::CreateControlRequest(fbb, action, pauseMode,
-                                                     agentId.empty() ? 0 : fbb.CreateString(agentId),
-                                                     reason.empty() ? 0 : fbb.CreateString(reason)),
-                           bus::EnvelopeStamp{0, kRequestSeq});
+  const auto bytes = wantsSnapshot
+                         ? builder.finish(msg::CreateSnapshotRequest(fbb), bus::EnvelopeStamp{0, kRequestSeq})
+                         : builder.finish(msg::CreateControlRequest(fbb, action, pauseMode,
+                                                                    agentId.empty() ? 0 : fbb.CreateString(agentId),
+                                                                    reason.empty() ? 0 : fbb.CreateString(reason)),
+                                          bus::EnvelopeStamp{0, kRequestSeq});
   auto answer = bus::requestOnce(*dealer, bytes, std::chrono::milliseconds(timeoutMs));
   if (!answer && answer.error().code == bus::RequestError::NoAnswer) {
     std::fprintf(stderr, "wsync-ctl: no coordinator answered on bus '%s' within %lld ms\n", busName.c_str(),

@@ -21,11 +21,11 @@
 
 #include "round_reporter.hpp"
 #include "verification.hpp"
-#include "wsync/bus/transport/bus_address.hpp"
+#include "wsync/bus/protocol/topics.hpp"
 #include "wsync/bus/state/control_block.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
 #include "wsync/bus/transport/event_subscriber.hpp"
 #include "wsync/cli/progress_bar.hpp"
-#include "wsync/bus/protocol/topics.hpp"
 
 namespace fs = std::filesystem;
 using namespace wsync;
@@ -43,12 +43,11 @@ constexpr std::chrono::seconds kTerminateGrace{5};
 // A child of the demo, its stdout and stderr appended to `logPath`; stopped (SIGTERM, then SIGKILL) and reaped when
 // the handle goes away, so that a failed demo leaves nothing running.
 tl::expected<cli::ChildProcess, std::string> start(const std::string& path, const std::vector<std::string>& args,
-                                                     const std::string& logPath) {
+                                                   const std::string& logPath) {
   const int log = ::open(logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log < 0) return tl::unexpected("cannot open " + logPath + ": " + std::strerror(errno));
   try {
-    auto child =
-        cli::ChildProcess::spawn(path, args, {.stdoutFd = log, .stderrFd = log, .stopGrace = kTerminateGrace});
+    auto child = cli::ChildProcess::spawn(path, args, {.stdoutFd = log, .stderrFd = log, .stopGrace = kTerminateGrace});
     ::close(log);
     return child;
   } catch (const std::exception& error) {
@@ -165,9 +164,10 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("wsync demo: 1 coordinator, 1 trainer, %u workers on bus '%s'; %u rounds of %s in pause mode '%s' over "
-              "the %s channel\n",
-              workers, bus.c_str(), rounds, model.c_str(), pauseMode.c_str(), channel.c_str());
+  std::printf(
+      "wsync demo: 1 coordinator, 1 trainer, %u workers on bus '%s'; %u rounds of %s in pause mode '%s' over "
+      "the %s channel\n",
+      workers, bus.c_str(), rounds, model.c_str(), pauseMode.c_str(), channel.c_str());
   if (onGpu) {
     std::printf("            trainer on GPU %d; workers on GPU", cudaDevices[0]);
     for (std::uint32_t index = 0; index < workers; ++index) std::printf("%s %d", index ? "," : "", workerDevice(index));
@@ -176,9 +176,8 @@ int main(int argc, char** argv) {
   std::printf("            logs, outputs and weight dumps in %s\n\n", workDir.c_str());
   std::fflush(stdout);
 
-  auto coordinator = start(
-      coordinatorBin, {"--bus", bus, "--bucket-mib", std::to_string(bucketMiB)},
-      (workDir / "coordinator.log").string());
+  auto coordinator = start(coordinatorBin, {"--bus", bus, "--bucket-mib", std::to_string(bucketMiB)},
+                           (workDir / "coordinator.log").string());
   if (!coordinator) return fail(coordinator.error(), workDir);
   if (!waitFor([&] { return bus::ControlBlockView::open(bus).has_value(); }, kStartTimeout)) {
     return fail("the coordinator did not come up (see coordinator.log)", workDir);
@@ -191,20 +190,26 @@ int main(int argc, char** argv) {
   if (!events) return fail(events.error().describe(), workDir);
   // PUB/SUB drops what is published before the subscription reaches the publisher; the first event received (the
   // coordinator beats every heartbeat interval) proves it has.
-  if (!waitFor([&] {
-        auto received = events->receive(std::chrono::milliseconds(50));
-        return received && received->has_value();
-      }, kStartTimeout)) {
+  if (!waitFor(
+          [&] {
+            auto received = events->receive(std::chrono::milliseconds(50));
+            return received && received->has_value();
+          },
+          kStartTimeout)) {
     return fail("no event from the coordinator (see coordinator.log)", workDir);
   }
 
   std::vector<cli::ChildProcess> workerProcesses;
   for (std::uint32_t index = 0; index < workers; ++index) {
     const std::string id = "worker-" + std::to_string(index);
-    std::vector<std::string> args{"--bus", bus, "--id", id, "--model", model, "--outputs",
-                                  (workDir / (id + ".jsonl")).string(), "--dump",
-                                  (workDir / (id + ".safetensors")).string(), "--concurrency", "4", "--tokens", "48",
-                                  "--step-ms", "2"};
+    std::vector<std::string> args{"--bus",         bus,
+                                  "--id",          id,
+                                  "--model",       model,
+                                  "--outputs",     (workDir / (id + ".jsonl")).string(),
+                                  "--dump",        (workDir / (id + ".safetensors")).string(),
+                                  "--concurrency", "4",
+                                  "--tokens",      "48",
+                                  "--step-ms",     "2"};
     for (auto& arg : channelArgs(workerDevice(index))) args.push_back(std::move(arg));
     auto worker = start(workerBin, args, (workDir / (id + ".log")).string());
     if (!worker) return fail(worker.error(), workDir);
@@ -216,10 +221,13 @@ int main(int argc, char** argv) {
   std::printf("%u workers registered and generating; the trainer starts publishing\n\n", workers);
   std::fflush(stdout);
 
-  std::vector<std::string> trainerArgs{"--bus", bus, "--id", "trainer-0", "--model", model, "--steps",
-                                       std::to_string(rounds), "--interval-ms", std::to_string(intervalMs),
-                                       "--pause-mode", pauseMode, "--dump",
-                                       (workDir / "trainer.safetensors").string()};
+  std::vector<std::string> trainerArgs{"--bus",         bus,
+                                       "--id",          "trainer-0",
+                                       "--model",       model,
+                                       "--steps",       std::to_string(rounds),
+                                       "--interval-ms", std::to_string(intervalMs),
+                                       "--pause-mode",  pauseMode,
+                                       "--dump",        (workDir / "trainer.safetensors").string()};
   for (auto& arg : channelArgs(cudaDevices[0])) trainerArgs.push_back(std::move(arg));
   auto trainer = start(trainerBin, trainerArgs, (workDir / "trainer.log").string());
   if (!trainer) return fail(trainer.error(), workDir);
@@ -236,8 +244,8 @@ int main(int argc, char** argv) {
     auto received = events->receive(std::chrono::milliseconds(100));
     if (const auto& transfer = reporter.transfer()) {
       const auto now = std::chrono::steady_clock::now();
-      if (!bar) bar.emplace("round " + std::to_string(transfer->round) + "  version " + std::to_string(transfer->version),
-                            now);
+      if (!bar)
+        bar.emplace("round " + std::to_string(transfer->round) + "  version " + std::to_string(transfer->version), now);
       bar->update(trainerBytesSent(*block, transfer->round), transfer->totalBytes, now);
     }
     if (received && *received && (*received)->message) {
@@ -246,8 +254,10 @@ int main(int argc, char** argv) {
       if (report) {
         std::printf("%s\n", demo::formatReport(*report).c_str());
         std::fflush(stdout);
-        if (report->committed) committed.insert(report->version);
-        else ++aborted;
+        if (report->committed)
+          committed.insert(report->version);
+        else
+          ++aborted;
       }
       // Round and agent events come in bursts: drain them before looking at the trainer. Beats come steadily.
       if (!(*received)->source.starts_with(bus::topics::kBus)) continue;
@@ -278,25 +288,26 @@ int main(int argc, char** argv) {
   std::uint64_t outputs = 0, straddling = 0, tokens = 0;
   for (std::uint32_t index = 0; index < workers; ++index) {
     const std::string id = "worker-" + std::to_string(index);
-    auto version = demo::compareWeights((workDir / "trainer.safetensors").string(),
-                                        (workDir / (id + ".safetensors")).string());
+    auto version =
+        demo::compareWeights((workDir / "trainer.safetensors").string(), (workDir / (id + ".safetensors")).string());
     if (!version) return fail(id + ": " + version.error(), workDir);
     if (*version != last) return fail(id + " holds version " + std::to_string(*version), workDir);
     auto summary = demo::checkOutputs((workDir / (id + ".jsonl")).string(), committed);
     if (!summary) return fail(id + ": " + summary.error(), workDir);
-    std::printf("  %s: holds version %llu, byte for byte the trainer's; %llu outputs (%llu tokens) with consistent "
-                "spans, %llu of them straddle versions\n",
-                id.c_str(), static_cast<unsigned long long>(*version),
-                static_cast<unsigned long long>(summary->outputs), static_cast<unsigned long long>(summary->tokens),
-                static_cast<unsigned long long>(summary->straddling));
+    std::printf(
+        "  %s: holds version %llu, byte for byte the trainer's; %llu outputs (%llu tokens) with consistent "
+        "spans, %llu of them straddle versions\n",
+        id.c_str(), static_cast<unsigned long long>(*version), static_cast<unsigned long long>(summary->outputs),
+        static_cast<unsigned long long>(summary->tokens), static_cast<unsigned long long>(summary->straddling));
     outputs += summary->outputs;
     straddling += summary->straddling;
     tokens += summary->tokens;
   }
   if (outputs == 0) return fail("the workers produced no outputs", workDir);
-  std::printf("\nDEMO PASSED: %u workers hold version %llu exactly as the trainer sent it; %llu outputs, %llu tokens, "
-              "every span consistent (%llu outputs carry tokens of two or more versions)\n",
-              workers, static_cast<unsigned long long>(last), static_cast<unsigned long long>(outputs),
-              static_cast<unsigned long long>(tokens), static_cast<unsigned long long>(straddling));
+  std::printf(
+      "\nDEMO PASSED: %u workers hold version %llu exactly as the trainer sent it; %llu outputs, %llu tokens, "
+      "every span consistent (%llu outputs carry tokens of two or more versions)\n",
+      workers, static_cast<unsigned long long>(last), static_cast<unsigned long long>(outputs),
+      static_cast<unsigned long long>(tokens), static_cast<unsigned long long>(straddling));
   return 0;
 }

@@ -28,11 +28,21 @@ std::optional<RoundReport> RoundReporter::onEvent(std::string_view topic, const 
       transfer_ = TransferInProgress{transition->round(), transition->version(), transition->total_bytes()};
     }
     switch (transition->phase()) {
-      case msg::RoundPhase::Begin: stamps_.begin = at; break;
-      case msg::RoundPhase::Pause: stamps_.pause = at; break;
-      case msg::RoundPhase::Transfer: stamps_.transfer = at; break;
-      case msg::RoundPhase::Verify: stamps_.verify = at; break;
-      case msg::RoundPhase::Resume: stamps_.resume = at; break;
+      case msg::RoundPhase::Begin:
+        stamps_.begin = at;
+        break;
+      case msg::RoundPhase::Pause:
+        stamps_.pause = at;
+        break;
+      case msg::RoundPhase::Transfer:
+        stamps_.transfer = at;
+        break;
+      case msg::RoundPhase::Verify:
+        stamps_.verify = at;
+        break;
+      case msg::RoundPhase::Resume:
+        stamps_.resume = at;
+        break;
       case msg::RoundPhase::Idle: {
         current_.pauseMs = millisBetween(stamps_.pause, stamps_.resume);
         current_.transferMs = millisBetween(stamps_.transfer, stamps_.verify);
@@ -42,7 +52,8 @@ std::optional<RoundReport> RoundReporter::onEvent(std::string_view topic, const 
         stamps_ = Stamps{};
         return done;
       }
-      default: break;
+      default:
+        break;
     }
     return std::nullopt;
   }
@@ -61,10 +72,11 @@ std::string formatReport(const RoundReport& report) {
   char line[512];
   if (report.committed) {
     std::snprintf(line, sizeof line,
-                  "round %3" PRIu64 "  version %3" PRIu64 "  %8.1f MB  to %u workers  pause %7.1f ms  transfer %7.1f ms"
+                  "round %3" PRIu64 "  version %3" PRIu64
+                  "  %8.1f MB  to %u workers  pause %7.1f ms  transfer %7.1f ms"
                   "  %6.2f GB/s",
-                  report.round, report.version, static_cast<double>(report.bytes) / 1e6, report.workers,
-                  report.pauseMs, report.transferMs, report.gigabytesPerSecond());
+                  report.round, report.version, static_cast<double>(report.bytes) / 1e6, report.workers, report.pauseMs,
+                  report.transferMs, report.gigabytesPerSecond());
   } else {
     std::snprintf(line, sizeof line, "round %3" PRIu64 "  version %3" PRIu64 "  ABORTED after %.1f ms: %s",
                   report.round, report.version, report.roundMs, report.abortReason.c_str());

@@ -38,8 +38,8 @@ tl::expected<std::uint64_t, std::string> compareWeights(const std::string& expec
     return found == file.metadata().end() ? std::string() : found->second;
   };
   if (versionOf(*expected) != versionOf(*actual)) {
-    return tl::unexpected("holds version '" + versionOf(*actual) + "', the trainer's last is '" +
-                          versionOf(*expected) + "'");
+    return tl::unexpected("holds version '" + versionOf(*actual) + "', the trainer's last is '" + versionOf(*expected) +
+                          "'");
   }
   try {
     return std::stoull(versionOf(*actual));
@@ -69,7 +69,8 @@ tl::expected<OutputSummary, std::string> checkOutputs(const std::string& path,
       for (std::size_t index = 0; index < spans.size(); ++index) {
         const auto first = spans[index].at(0).get<std::uint64_t>();
         const auto version = spans[index].at(1).get<std::uint64_t>();
-        if (index == 0 && first != 0) return tl::unexpected(where + ": the first span starts at token " + std::to_string(first));
+        if (index == 0 && first != 0)
+          return tl::unexpected(where + ": the first span starts at token " + std::to_string(first));
         if (index > 0 && first <= previousFirst) return tl::unexpected(where + ": span first tokens do not increase");
         if (first >= tokens) return tl::unexpected(where + ": a span starts past the output's end");
         if (index > 0 && version <= previousVersion) return tl::unexpected(where + ": versions do not increase");

@@ -9,7 +9,6 @@ namespace wsync::mon {
 
 namespace {
 
-
 double secondsBetween(std::uint64_t fromNs, std::uint64_t toNs) {
   if (fromNs == 0 || toNs == 0 || toNs < fromNs) return -1;
   return static_cast<double>(toNs - fromNs) / 1e9;
@@ -42,7 +41,8 @@ void BusState::applySnapshot(const bus::Message& reply, std::chrono::steady_cloc
   if (snapshot == nullptr) return;
   std::map<std::string, std::uint64_t> sequences;
   if (snapshot->event_sequences() != nullptr) {
-    for (const auto* sequence : *snapshot->event_sequences()) sequences[bus::text(sequence->family())] = sequence->seq();
+    for (const auto* sequence : *snapshot->event_sequences())
+      sequences[bus::text(sequence->family())] = sequence->seq();
   }
   // A periodic snapshot can be older than events already applied (the events published between the coordinator's
   // reply and this monitor reading it): a part of the state is taken from it only where it is at least as new as
@@ -77,8 +77,8 @@ void BusState::applySnapshot(const bus::Message& reply, std::chrono::steady_cloc
     if (snapshot->phase() == msg::RoundPhase::Idle) {
       current_.reset();
     } else if (!current_ || current_->round != snapshot->round()) {
-      current_ = CurrentRound{.round = snapshot->round(), .version = snapshot->round_version(),
-                              .phase = snapshot->phase()};
+      current_ =
+          CurrentRound{.round = snapshot->round(), .version = snapshot->round_version(), .phase = snapshot->phase()};
     } else {
       current_->phase = snapshot->phase();
     }
@@ -104,11 +104,20 @@ void BusState::noteStamp(const msg::RoundTransition& transition, std::uint64_t s
   if (!current_ || current_->round != transition.round()) return;
   CurrentRound& round = *current_;
   switch (transition.phase()) {
-    case msg::RoundPhase::Begin: round.beganNs = sentNs; break;
-    case msg::RoundPhase::Pause: round.pauseNs = sentNs; break;
-    case msg::RoundPhase::Transfer: round.transferNs = sentNs; break;
-    case msg::RoundPhase::Verify: round.verifyNs = sentNs; break;
-    default: break;
+    case msg::RoundPhase::Begin:
+      round.beganNs = sentNs;
+      break;
+    case msg::RoundPhase::Pause:
+      round.pauseNs = sentNs;
+      break;
+    case msg::RoundPhase::Transfer:
+      round.transferNs = sentNs;
+      break;
+    case msg::RoundPhase::Verify:
+      round.verifyNs = sentNs;
+      break;
+    default:
+      break;
   }
 }
 

@@ -41,7 +41,7 @@ struct RoundRecord {
   msg::AbortReason reason = msg::AbortReason::None;
   std::string detail;
   std::uint32_t workers = 0;
-  std::uint64_t bytes = 0;  // per worker
+  std::uint64_t bytes = 0;      // per worker
   double pauseSeconds = -1;     // pause sent -> every worker paused (the transfer began)
   double transferSeconds = -1;  // transfer began -> every digest in (verify)
   double totalSeconds = -1;     // begin -> commit or abort
@@ -58,11 +58,11 @@ struct CurrentRound {
   std::uint64_t transferNs = 0;
   std::uint64_t verifyNs = 0;
   // The payload's progress, from the agents' slots in the latest snapshot (refreshed often during a transfer).
-  std::uint64_t totalBytes = 0;       // per worker (0: unknown)
-  std::uint64_t bytesSent = 0;        // by the trainer
-  std::uint64_t slowestReceived = 0;  // by the worker furthest behind
+  std::uint64_t totalBytes = 0;                                           // per worker (0: unknown)
+  std::uint64_t bytesSent = 0;                                            // by the trainer
+  std::uint64_t slowestReceived = 0;                                      // by the worker furthest behind
   std::optional<std::chrono::steady_clock::time_point> transferSeenAt{};  // this monitor's clock
-  std::chrono::steady_clock::time_point progressAt{};                   // when bytesSent was sampled
+  std::chrono::steady_clock::time_point progressAt{};                     // when bytesSent was sampled
 
   // Bytes per second since the transfer began, as this monitor saw it (0: not known yet).
   double sendRate() const;
@@ -93,7 +93,9 @@ class BusState {
   std::uint64_t committedVersion() const { return committedVersion_; }
   const std::string& committedLabel() const { return committedLabel_; }
   bool coordinatorSeen() const { return lastBeat_.has_value(); }
-  std::chrono::steady_clock::time_point lastBeat() const { return lastBeat_.value_or(std::chrono::steady_clock::time_point{}); }
+  std::chrono::steady_clock::time_point lastBeat() const {
+    return lastBeat_.value_or(std::chrono::steady_clock::time_point{});
+  }
   const std::optional<CurrentRound>& current() const { return current_; }
   const std::deque<RoundRecord>& recent() const { return recent_; }
   const std::map<std::string, AgentView>& agents() const { return agents_; }

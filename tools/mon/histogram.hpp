@@ -8,7 +8,7 @@ namespace wsync::mon {
 class Histogram {
  public:
   // From 1 ms (a tiny round on one host) to 2 minutes (a GPU model over a slow network, the transfer timeout).
-  static constexpr std::array<double, 15> kBounds{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+  static constexpr std::array<double, 15> kBounds{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
                                                   0.5,   1.0,    2.5,   5.0,  10.0,  30.0, 120.0};
 
   void observe(double seconds) {

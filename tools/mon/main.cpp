@@ -5,26 +5,26 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <mutex>
 #include <optional>
 #include <thread>
 
-#include <CLI/CLI.hpp>
 #include <httplib.h>
+#include <CLI/CLI.hpp>
 
 #include "bus_state.hpp"
 #include "live_view.hpp"
 #include "prometheus_text.hpp"
-#include "wsync/cli/curve_flags.hpp"
+#include "wsync/bus/protocol/bus_json.hpp"
+#include "wsync/bus/protocol/message.hpp"
 #include "wsync/bus/transport/bus_address.hpp"
 #include "wsync/bus/transport/dealer_endpoint.hpp"
 #include "wsync/bus/transport/event_subscriber.hpp"
-#include "wsync/bus/protocol/message.hpp"
-#include "wsync/bus/protocol/bus_json.hpp"
+#include "wsync/cli/curve_flags.hpp"
 
 namespace {
 
@@ -90,8 +90,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 3'600'000));
   app.add_flag("--once", once, "print the view once, as soon as the bus's state is known, and exit");
-  app.add_option("--refresh-ms", refreshMs, "how often the live view is redrawn")->capture_default_str()->check(
-      CLI::Range(20, 60'000));
+  app.add_option("--refresh-ms", refreshMs, "how often the live view is redrawn")
+      ->capture_default_str()
+      ->check(CLI::Range(20, 60'000));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -125,8 +126,7 @@ int main(int argc, char** argv) {
   auto events = bus::EventSubscriber::connect(context, endpoints->events, {""}, *curve);
   auto requests = bus::DealerEndpoint::connect(context, endpoints->requests, "wsync-mon", *curve);
   if (!events || !requests) {
-    std::fprintf(stderr, "wsync-mon: %s\n",
-                 (!events ? events.error() : requests.error()).describe().c_str());
+    std::fprintf(stderr, "wsync-mon: %s\n", (!events ? events.error() : requests.error()).describe().c_str());
     return kExitError;
   }
 
@@ -140,10 +140,9 @@ int main(int argc, char** argv) {
       std::lock_guard lock(stateMutex);
       response.set_content(mon::prometheusText(state, busName, Clock::now()), "text/plain; version=0.0.4");
     });
-    const int port = listenAt->second == 0 ? server->bind_to_any_port(listenAt->first)
-                                           : (server->bind_to_port(listenAt->first, listenAt->second)
-                                                  ? listenAt->second
-                                                  : -1);
+    const int port = listenAt->second == 0
+                         ? server->bind_to_any_port(listenAt->first)
+                         : (server->bind_to_port(listenAt->first, listenAt->second) ? listenAt->second : -1);
     if (port < 0) {
       std::fprintf(stderr, "wsync-mon: --prometheus %s: cannot listen there\n", prometheus.c_str());
       return kExitError;
@@ -216,7 +215,8 @@ int main(int argc, char** argv) {
         live = true;
         askSnapshot();
       }
-      if ((*received)->source == "round/idle") nextSnapshot = std::min(nextSnapshot, Clock::now() + kSnapshotAfterRound);
+      if ((*received)->source == "round/idle")
+        nextSnapshot = std::min(nextSnapshot, Clock::now() + kSnapshotAfterRound);
       if ((*received)->source == "round/transfer") {
         nextSnapshot = std::min(nextSnapshot, Clock::now() + kSnapshotDuringTransfer);
       }

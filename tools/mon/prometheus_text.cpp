@@ -52,7 +52,9 @@ class Writer {
   std::string out_;
 };
 
-std::string label(const char* name, const std::string& value) { return std::string(name) + "=\"" + escaped(value) + "\""; }
+std::string label(const char* name, const std::string& value) {
+  return std::string(name) + "=\"" + escaped(value) + "\"";
+}
 
 }  // namespace
 
@@ -76,8 +78,8 @@ std::string prometheusText(const BusState& state, const std::string& busName,
   }
   out.family("wsync_agent_heartbeat_age_seconds", "gauge", "Time since the agent's last sign of life.");
   for (const auto& [id, agent] : state.agents()) {
-    const double age = static_cast<double>(agent.heartbeatAgeMs) / 1e3 +
-                       std::chrono::duration<double>(now - agent.seenAt).count();
+    const double age =
+        static_cast<double>(agent.heartbeatAgeMs) / 1e3 + std::chrono::duration<double>(now - agent.seenAt).count();
     out.sample("wsync_agent_heartbeat_age_seconds", label("agent", id), age);
   }
 

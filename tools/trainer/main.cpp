@@ -5,21 +5,21 @@
 #include <optional>
 #include <thread>
 
-#include <CLI/CLI.hpp>
-#include <cstdio>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
+#include <cstdio>
 
-#include "wsync/cli/fault_injection.hpp"
-#include "wsync/cli/curve_flags.hpp"
 #include "wsync/bus/channel/device_block.hpp"
 #include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/core/log.hpp"
+#include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/cli/curve_flags.hpp"
+#include "wsync/cli/fault_injection.hpp"
 #include "wsync/cli/log_flags.hpp"
 #include "wsync/cli/model_catalog.hpp"
 #include "wsync/cli/progress_bar.hpp"
-#include "wsync/bus/protocol/dtype.hpp"
-#include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/cli/safetensors.hpp"
 #include "wsync/trainer_agent/trainer_agent.hpp"
 
@@ -139,11 +139,12 @@ double millis(std::chrono::nanoseconds duration) { return std::chrono::duration<
 void logOutcome(const PublishOutcome& outcome) {
   if (outcome.committed()) {
     const double seconds = std::chrono::duration<double>(outcome.sending).count();
-    log::info("version {} committed in round {}: {:.1f} MB in {:.3f} ms (until plan {:.3f} ms, sending {:.3f} ms, "
-              "{:.2f} GB/s)",
-              outcome.version, outcome.round, static_cast<double>(outcome.bytes) / 1e6, millis(outcome.total),
-              millis(outcome.untilPlan), millis(outcome.sending),
-              seconds > 0 ? static_cast<double>(outcome.bytes) / seconds / 1e9 : 0.0);
+    log::info(
+        "version {} committed in round {}: {:.1f} MB in {:.3f} ms (until plan {:.3f} ms, sending {:.3f} ms, "
+        "{:.2f} GB/s)",
+        outcome.version, outcome.round, static_cast<double>(outcome.bytes) / 1e6, millis(outcome.total),
+        millis(outcome.untilPlan), millis(outcome.sending),
+        seconds > 0 ? static_cast<double>(outcome.bytes) / seconds / 1e9 : 0.0);
   } else {
     log::warn("version {} {}: {}{}{}", outcome.version, toString(outcome.kind),
               outcome.kind == OutcomeKind::Aborted ? msg::EnumNameAbortReason(outcome.reason) : "",
@@ -192,8 +193,8 @@ int main(int argc, char** argv) {
   curveFlags.addTo(app);
   app.add_option("--id", options.agentId, "agent id (default trainer-<pid>)");
   app.add_option("--rank", options.requestedRank, "trainer rank (default: assigned)");
-  app.add_option("--model", model,
-                 "opt-125m | tiny | synthetic:COUNT:MIB | file:PATH.safetensors")->capture_default_str();
+  app.add_option("--model", model, "opt-125m | tiny | synthetic:COUNT:MIB | file:PATH.safetensors")
+      ->capture_default_str();
   app.add_option("--steps", steps, "versions to publish (0: until SIGINT/SIGTERM)")->capture_default_str();
   app.add_option("--interval-ms", intervalMs, "pause between steps")->capture_default_str();
   app.add_option("--first-version", firstVersion, "first version (default: the committed version + 1)");
@@ -331,8 +332,8 @@ int main(int argc, char** argv) {
 
   if (!dumpPath.empty() && lastCommitted != 0) {
     if (!noPerturb) perturb(*weights, seed, lastCommitted);  // perturbations are idempotent per version
-    auto written = cli::writeSafetensors(dumpPath, weights->specs, hostViews,
-                                         {{"wsync_version", std::to_string(lastCommitted)}});
+    auto written =
+        cli::writeSafetensors(dumpPath, weights->specs, hostViews, {{"wsync_version", std::to_string(lastCommitted)}});
     if (!written) {
       log::error("dump: {}", written.error().describe());
       return 1;

@@ -85,9 +85,14 @@ tl::expected<EngineSummary, std::string> Engine::run() {
     if (const auto mode = gate_.requested()) {
       bool parkNow = true;
       switch (*mode) {
-        case msg::PauseMode::Abort: endAll(inFlight, true); break;
-        case msg::PauseMode::Keep: break;  // frozen as they are; their next tokens carry the new version
-        case msg::PauseMode::Wait: parkNow = inFlight.empty(); break;  // drain first, admitting nothing
+        case msg::PauseMode::Abort:
+          endAll(inFlight, true);
+          break;
+        case msg::PauseMode::Keep:
+          break;  // frozen as they are; their next tokens carry the new version
+        case msg::PauseMode::Wait:
+          parkNow = inFlight.empty();
+          break;  // drain first, admitting nothing
       }
       if (parkNow) {
         if (!gate_.park()) break;  // closed: the worker is stopping

@@ -11,15 +11,14 @@
 #include <string>
 #include <thread>
 
-
 #include <CLI/CLI.hpp>
 
 #include "engine.hpp"
 #include "model_weights.hpp"
-#include "wsync/cli/curve_flags.hpp"
-#include "wsync/cli/fault_injection.hpp"
 #include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/core/log.hpp"
+#include "wsync/cli/curve_flags.hpp"
+#include "wsync/cli/fault_injection.hpp"
 #include "wsync/cli/log_flags.hpp"
 #include "wsync/worker_agent/pause_gate.hpp"
 #include "wsync/worker_agent/worker_agent.hpp"
@@ -57,12 +56,17 @@ int main(int argc, char** argv) {
   app.add_option("--model", model, "opt-125m | tiny | synthetic:COUNT:MIB | file:PATH.safetensors (its shapes)")
       ->capture_default_str();
   app.add_option("--requests", engineOptions.requests, "requests to serve (0: endless)")->capture_default_str();
-  app.add_option("--tokens", engineOptions.tokens, "tokens per request")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--tokens", engineOptions.tokens, "tokens per request")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--concurrency", engineOptions.concurrency, "requests in flight")
       ->capture_default_str()
       ->check(CLI::Range(1U, 1'000'000U));
-  app.add_option("--step-ms", stepMs, "time per decode step in ms")->capture_default_str()->check(CLI::Range(0, 60'000));
-  app.add_option("--outputs", engineOptions.outputsPath, "JSON lines, one per request: request, tokens, aborted, spans");
+  app.add_option("--step-ms", stepMs, "time per decode step in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 60'000));
+  app.add_option("--outputs", engineOptions.outputsPath,
+                 "JSON lines, one per request: request, tokens, aborted, spans");
   app.add_option("--dump", dumpPath, "write the weights here at exit (safetensors, metadata wsync_version)");
   auto* exitAfter = app.add_option("--exit-after-version", exitAfterVersion,
                                    "stop once this version is applied and the in-flight requests are done");
@@ -120,8 +124,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
 
   // A worker takes every channel its weights' memory allows; the trainer's --channel picks one per round.
-  const bool onGpu = bus::channelMemory(bus::parseChannelName(channel).value_or(msg::ChannelKind::Shm)) ==
-                     bus::TensorMemory::Device;
+  const bool onGpu =
+      bus::channelMemory(bus::parseChannelName(channel).value_or(msg::ChannelKind::Shm)) == bus::TensorMemory::Device;
   options.bindingMemory = onGpu ? worker_agent::BindingMemory::Device : worker_agent::BindingMemory::Host;
   auto weights = worker_app::ModelWeights::load(model, onGpu ? std::optional<int>(options.cudaDevice) : std::nullopt);
   if (!weights) {
@@ -165,8 +169,8 @@ int main(int argc, char** argv) {
     }
   });
 
-  worker_app::Engine engine(engineOptions, *weights, gate, [raw = agent->get()] { return raw->appliedVersion(); },
-                            stopRequested);
+  worker_app::Engine engine(
+      engineOptions, *weights, gate, [raw = agent->get()] { return raw->appliedVersion(); }, stopRequested);
   auto summary = engine.run();
   // The engine has stopped: a pause from now on must not wait for it.
   gate.close();
@@ -192,10 +196,11 @@ int main(int argc, char** argv) {
   }
   if (summary) {
     const auto counters = (*agent)->counters();
-    log::info("stopped at version {}: {} requests ({} aborted), {} tokens; rounds: {} applied, {} aborted, {} "
-              "refused, {} failed transfers (weight checksum {:016x})",
-              finalVersion, summary->requestsEnded, summary->requestsAborted, summary->tokens, counters.roundsApplied,
-              counters.roundsAborted, counters.roundsRefused, counters.transfersFailed, summary->weightChecksum);
+    log::info(
+        "stopped at version {}: {} requests ({} aborted), {} tokens; rounds: {} applied, {} aborted, {} "
+        "refused, {} failed transfers (weight checksum {:016x})",
+        finalVersion, summary->requestsEnded, summary->requestsAborted, summary->tokens, counters.roundsApplied,
+        counters.roundsAborted, counters.roundsRefused, counters.transfersFailed, summary->weightChecksum);
   }
   return status;
 }

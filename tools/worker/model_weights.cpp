@@ -34,8 +34,8 @@ tl::expected<ModelWeights, ModelError> ModelWeights::load(std::string_view model
     specs = std::move(*listed);
   }
   auto manifest = bus::Manifest::create(specs);
-  if (!manifest) return tl::unexpected(ModelError{false, "model '" + std::string(model) + "': " +
-                                                             manifest.error().describe()});
+  if (!manifest)
+    return tl::unexpected(ModelError{false, "model '" + std::string(model) + "': " + manifest.error().describe()});
   ModelWeights weights;
   std::size_t offset = 0;
   for (std::size_t index = 0; index < specs.size(); ++index) {
@@ -48,8 +48,8 @@ tl::expected<ModelWeights, ModelError> ModelWeights::load(std::string_view model
   weights.block_ = std::make_unique<std::byte[]>(offset);  // zeroed: version 0 of every model is all zeros
   if (cudaDevice) {
     auto device = bus::DeviceBlock::allocate(*cudaDevice, offset);  // zeroed too
-    if (!device) return tl::unexpected(ModelError{false, "weights on GPU " + std::to_string(*cudaDevice) + ": " +
-                                                             device.error()});
+    if (!device)
+      return tl::unexpected(ModelError{false, "weights on GPU " + std::to_string(*cudaDevice) + ": " + device.error()});
     weights.device_ = std::move(*device);
   }
   weights.totalBytes_ = manifest->totalBytes();

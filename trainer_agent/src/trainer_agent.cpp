@@ -28,21 +28,30 @@ constexpr std::chrono::milliseconds kFateQueryRepeat{1000};
 
 std::string_view toString(TrainerError error) {
   switch (error) {
-    case TrainerError::Session: return "session";
-    case TrainerError::InvalidManifest: return "invalid manifest";
-    case TrainerError::NoManifest: return "no manifest declared";
-    case TrainerError::BufferMismatch: return "buffer mismatch";
-    case TrainerError::Busy: return "a version is in flight";
-    case TrainerError::Stopped: return "stopped";
+    case TrainerError::Session:
+      return "session";
+    case TrainerError::InvalidManifest:
+      return "invalid manifest";
+    case TrainerError::NoManifest:
+      return "no manifest declared";
+    case TrainerError::BufferMismatch:
+      return "buffer mismatch";
+    case TrainerError::Busy:
+      return "a version is in flight";
+    case TrainerError::Stopped:
+      return "stopped";
   }
   return "unknown trainer error";
 }
 
 std::string_view toString(OutcomeKind kind) {
   switch (kind) {
-    case OutcomeKind::Committed: return "committed";
-    case OutcomeKind::Aborted: return "aborted";
-    case OutcomeKind::Refused: return "refused";
+    case OutcomeKind::Committed:
+      return "committed";
+    case OutcomeKind::Aborted:
+      return "aborted";
+    case OutcomeKind::Refused:
+      return "refused";
   }
   return "unknown";
 }
@@ -133,8 +142,8 @@ tl::expected<void, TrainerFailure> TrainerAgent::declareManifest(std::vector<bus
 }
 
 tl::expected<void, TrainerFailure> TrainerAgent::publish(std::uint64_t version,
-                                                        std::span<const std::span<const std::byte>> tensors,
-                                                        PublishOptions options) {
+                                                         std::span<const std::span<const std::byte>> tensors,
+                                                         PublishOptions options) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return bus::fail(TrainerError::Stopped, "the agent is stopping");
@@ -146,16 +155,15 @@ tl::expected<void, TrainerFailure> TrainerAgent::publish(std::uint64_t version,
       job->tensors = namedTensors_;  // the caller's word: the array checked and kept when it named it first
     } else {
       if (tensors.size() != manifest_->size()) {
-        return bus::fail(TrainerError::BufferMismatch, std::to_string(tensors.size()) +
-                                                           " buffers for a manifest of " +
+        return bus::fail(TrainerError::BufferMismatch, std::to_string(tensors.size()) + " buffers for a manifest of " +
                                                            std::to_string(manifest_->size()) + " tensors");
       }
       for (std::size_t index = 0; index < tensors.size(); ++index) {
         if (tensors[index].size() != manifest_->tensorBytes(index)) {
-          return bus::fail(TrainerError::BufferMismatch,
-                           "tensor '" + manifest_->tensors()[index].name + "': buffer of " +
-                               std::to_string(tensors[index].size()) + " bytes, the manifest says " +
-                               std::to_string(manifest_->tensorBytes(index)));
+          return bus::fail(TrainerError::BufferMismatch, "tensor '" + manifest_->tensors()[index].name +
+                                                             "': buffer of " + std::to_string(tensors[index].size()) +
+                                                             " bytes, the manifest says " +
+                                                             std::to_string(manifest_->tensorBytes(index)));
         }
       }
       job->tensors = std::make_shared<const TensorArray>(tensors.begin(), tensors.end());
@@ -274,10 +282,9 @@ void TrainerAgent::handleFate(const msg::VersionReport& report) {
       break;
   }
   if (report.round() != 0) outcome.round = report.round();
-  outcome.detail = "the coordinator says, after the connection was lost: " +
-                   std::string(msg::EnumNameVersionFate(report.fate())) +
-                   (report.detail() != nullptr && report.detail()->size() != 0 ? ": " + report.detail()->str()
-                                                                               : std::string());
+  outcome.detail =
+      "the coordinator says, after the connection was lost: " + std::string(msg::EnumNameVersionFate(report.fate())) +
+      (report.detail() != nullptr && report.detail()->size() != 0 ? ": " + report.detail()->str() : std::string());
   log::info("version {}: {}", active_->version, outcome.detail);
   finish(std::move(outcome));
 }
@@ -287,11 +294,10 @@ void TrainerAgent::checkOutcomeDeadline() {
   if (Clock::now() < active_->outcomeDeadline) return;
   // The coordinator ends every round within its phase timeouts: an outcome this late was lost with a message, or
   // the coordinator is stuck. A new connection and the version's fate settle it either way.
-  session_->restartConnection("version " + std::to_string(active_->version) + ": no outcome within " +
-                              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 Clock::now() - active_->beganAt)
-                                                 .count()) +
-                              " ms, longer than its round can last");
+  session_->restartConnection(
+      "version " + std::to_string(active_->version) + ": no outcome within " +
+      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - active_->beganAt).count()) +
+      " ms, longer than its round can last");
 }
 
 void TrainerAgent::ioLoop() {
@@ -323,8 +329,8 @@ void TrainerAgent::ioLoop() {
     if (active_->began && !active_->fateUnknown) {
       bus::MessageBuilder builder;
       auto& fbb = builder.fbb();
-      (void)session_->send(builder, msg::CreateAbort(fbb, active_->round, active_->version,
-                                                     msg::AbortReason::Requested, fbb.CreateString("trainer stopped")));
+      (void)session_->send(builder, msg::CreateAbort(fbb, active_->round, active_->version, msg::AbortReason::Requested,
+                                                     fbb.CreateString("trainer stopped")));
     }
     finish(std::move(outcome));
   }
@@ -339,9 +345,9 @@ void TrainerAgent::beginRound() {
   auto& fbb = builder.fbb();
   const auto manifestOffset = withManifest ? manifest.toMessage(fbb) : flatbuffers::Offset<msg::Manifest>();
   const msg::Digest128 digest = bus::toMessage(manifest.digest());
-  const auto begin = msg::CreateBeginUpdate(fbb, job.version, fbb.CreateString(job.options.label), &digest,
-                                            manifestOffset, options_.channel, job.options.pauseMode,
-                                            manifest.totalBytes());
+  const auto begin =
+      msg::CreateBeginUpdate(fbb, job.version, fbb.CreateString(job.options.label), &digest, manifestOffset,
+                             options_.channel, job.options.pauseMode, manifest.totalBytes());
   job.beganAt = Clock::now();
   auto sent = session_->send(builder, begin);
   if (!sent) {
@@ -437,9 +443,9 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
     builder.reset();
     auto& fbb = builder.fbb();
     const msg::Digest128 wire = bus::toMessage(digest);
-    (void)session_->send(builder, msg::CreateUpdateDone(fbb, plan.round(), plan.version(), ok, bytes, &wire,
-                                                        ok ? msg::AbortReason::None : failure.reason,
-                                                        fbb.CreateString(failure.detail)));
+    (void)session_->send(
+        builder, msg::CreateUpdateDone(fbb, plan.round(), plan.version(), ok, bytes, &wire,
+                                       ok ? msg::AbortReason::None : failure.reason, fbb.CreateString(failure.detail)));
   };
   auto transfer = payload_->prepare(plan, *manifest_, std::nullopt);
   if (!transfer) {

@@ -8,9 +8,8 @@ bool PauseGate::pause(msg::PauseMode mode) {
   const std::uint64_t withdrawalsBefore = withdrawals_;
   withdrawnUnseen_.store(false, std::memory_order_relaxed);  // a new request: whatever the engine read, park for it
   request_.store(1U + static_cast<std::uint32_t>(mode), std::memory_order_release);
-  changed_.wait(lock, [&] {
-    return parked_ || closed_.load(std::memory_order_acquire) || withdrawals_ != withdrawalsBefore;
-  });
+  changed_.wait(
+      lock, [&] { return parked_ || closed_.load(std::memory_order_acquire) || withdrawals_ != withdrawalsBefore; });
   return parked_ || closed_.load(std::memory_order_acquire);
 }
 

@@ -13,11 +13,7 @@
 
 namespace wsync::worker_agent::detail {
 
-namespace {
-
-
-
-}  // namespace
+namespace {}  // namespace
 
 RoundHandler::RoundHandler(bus::AgentSession& session, std::shared_ptr<const WorkerBindings> bindings, PauseHooks hooks,
                            std::shared_ptr<bus::FaultHook> faultHook, AppliedVersion& appliedVersion,
@@ -106,8 +102,9 @@ PauseResult RoundHandler::follow(const EngineHolds& before) {
     hooks_.resume(version);
   } else if (now.any() && (before.round || before.operatorHold) && !now.round && !now.operatorHold) {
     // Resuming would generate from bytes of no committed version; the next committed round ends the wait.
-    log::warn("generation stays paused: the bound buffers were overwritten by a transfer that did not commit; "
-              "waiting for the next version");
+    log::warn(
+        "generation stays paused: the bound buffers were overwritten by a transfer that did not commit; "
+        "waiting for the next version");
   }
   setPhase(step_ == RoundStep::Staged ? bus::AgentPhase::Staged
            : enginePaused_            ? bus::AgentPhase::Paused
@@ -127,14 +124,30 @@ bool RoundHandler::pausedFor(const msg::TransferPlan& plan) const {
 
 void RoundHandler::handle(const bus::Message& message) {
   switch (message.type()) {
-    case msg::Body::Manifest: handleManifest(*message.as<msg::Manifest>()); return;
-    case msg::Body::Pause: handlePause(*message.as<msg::Pause>()); return;
-    case msg::Body::TransferPlan: handleTransferPlan(*message.as<msg::TransferPlan>()); return;
-    case msg::Body::Commit: handleCommit(*message.as<msg::Commit>()); return;
-    case msg::Body::Abort: handleAbort(*message.as<msg::Abort>()); return;
-    case msg::Body::Resume: handleResume(*message.as<msg::Resume>()); return;
-    case msg::Body::OperatorPause: handleOperatorPause(*message.as<msg::OperatorPause>()); return;
-    case msg::Body::OperatorResume: handleOperatorResume(); return;
+    case msg::Body::Manifest:
+      handleManifest(*message.as<msg::Manifest>());
+      return;
+    case msg::Body::Pause:
+      handlePause(*message.as<msg::Pause>());
+      return;
+    case msg::Body::TransferPlan:
+      handleTransferPlan(*message.as<msg::TransferPlan>());
+      return;
+    case msg::Body::Commit:
+      handleCommit(*message.as<msg::Commit>());
+      return;
+    case msg::Body::Abort:
+      handleAbort(*message.as<msg::Abort>());
+      return;
+    case msg::Body::Resume:
+      handleResume(*message.as<msg::Resume>());
+      return;
+    case msg::Body::OperatorPause:
+      handleOperatorPause(*message.as<msg::OperatorPause>());
+      return;
+    case msg::Body::OperatorResume:
+      handleOperatorResume();
+      return;
     case msg::Body::Error: {
       const auto& error = *message.as<msg::Error>();
       log::warn("the coordinator refused a request: {}: {}", msg::EnumNameErrorCode(error.code()),
@@ -232,8 +245,8 @@ void RoundHandler::handleManifest(const msg::Manifest& message) {
     manifests_.erase(oldest);
   }
   auto bindingMap = matchManifest(*manifest, *bindings_);
-  manifests_.push_back(std::make_unique<CachedManifest>(
-      CachedManifest{std::move(*manifest), std::move(bindingMap), {}, ++useCounter_}));
+  manifests_.push_back(
+      std::make_unique<CachedManifest>(CachedManifest{std::move(*manifest), std::move(bindingMap), {}, ++useCounter_}));
 }
 
 void RoundHandler::sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail,
@@ -290,9 +303,9 @@ void RoundHandler::handlePause(const msg::Pause& pause) {
     refusePause(pause, msg::AbortReason::ManifestMismatch, cached->bindingMap.error().detail);
     return;
   }
-  round_ = CurrentRound{pause.round(), pause.version(), pause.mode(),
-                        std::chrono::steady_clock::now() +
-                            session_.registration().roundBound(cached->manifest.totalBytes())};
+  round_ = CurrentRound{
+      pause.round(), pause.version(), pause.mode(),
+      std::chrono::steady_clock::now() + session_.registration().roundBound(cached->manifest.totalBytes())};
   // Pauses the engine unless it is paused already: by an operator, or by bindings a failed in-place receive tore.
   if (auto paused = enter(RoundStep::Paused); !paused) {
     if (pauseWithdrawn_) {
@@ -358,8 +371,7 @@ tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg
   }
   const bus::Manifest& manifest = cached->manifest;
   const bool inPlace = memory_ == BindingMemory::Device;
-  auto transfer = payload_.prepare(plan, manifest,
-                                   inPlace ? bus::TensorMemory::Device : bus::TensorMemory::Host);
+  auto transfer = payload_.prepare(plan, manifest, inPlace ? bus::TensorMemory::Device : bus::TensorMemory::Host);
   if (!transfer) return tl::unexpected(transfer.error());
   if (inPlace) {
     if (cached->inPlace.size() != manifest.size()) {
@@ -381,11 +393,11 @@ tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg
   }
   // The bound buffers never move (bindings are fixed when the worker starts), so their array keeps its token;
   // staging may be reallocated by prepare() and is named by none.
-  auto received = payload_.receive(*transfer, inPlace ? cached->inPlace : staging_.tensors(),
-                                   inPlace ? cached->inPlaceToken : 0,
-                                   [this, version = plan.version()](std::uint64_t bytes) {
-                                     if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
-                                   });
+  auto received =
+      payload_.receive(*transfer, inPlace ? cached->inPlace : staging_.tensors(), inPlace ? cached->inPlaceToken : 0,
+                       [this, version = plan.version()](std::uint64_t bytes) {
+                         if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
+                       });
   if (!received) return tl::unexpected(received.error());
   return StagedVersion{plan.round(), plan.version(), received->bytes, received->digest, cached};
 }
@@ -473,8 +485,7 @@ void RoundHandler::handleAbort(const msg::Abort& abort) {
     payload_.releasePeers();
   }
   log::warn("round {} (version {}) aborted: {}: {}; keeping version {}", abort.round(), abort.version(),
-            msg::EnumNameAbortReason(abort.reason()), bus::text(abort.detail()),
-            appliedVersion_.load());
+            msg::EnumNameAbortReason(abort.reason()), bus::text(abort.detail()), appliedVersion_.load());
   if (inRound(step_)) enter(RoundStep::Finished);  // drops what was staged
 }
 

@@ -76,8 +76,7 @@ class RoundHandler {
  public:
   RoundHandler(bus::AgentSession& session, std::shared_ptr<const WorkerBindings> bindings, PauseHooks hooks,
                std::shared_ptr<bus::FaultHook> faultHook, AppliedVersion& appliedVersion,
-               std::atomic<std::int32_t>& rank,
-               BindingMemory memory, int cudaDevice);
+               std::atomic<std::int32_t>& rank, BindingMemory memory, int cudaDevice);
 
   // Takes the session's view of the bus for committedVersion() and pauseRequested(), and records the granted rank:
   // at start and after every re-registration (a restarted coordinator has a new block, or new beats to mirror).
@@ -132,9 +131,10 @@ class RoundHandler {
   EngineHolds holds() const;
   // Called after every change of step_, operatorHold_ or bindingsTorn_ with what held the engine before it: calls
   // the pause hook when something begins to hold an engine that is not paused (the holds go from none to some, a
-  // round begins to hold it, or the last pause was withdrawn and something holds), under a PauseWatch when the hooks can withdraw it, the resume hook when nothing holds
-  // a paused engine any more, and writes the agent's phase. Returns the pause hook's failure when it was called and
-  // failed; pauseWithdrawn_ says whether the bus withdrew that pause meanwhile.
+  // round begins to hold it, or the last pause was withdrawn and something holds), under a PauseWatch when the hooks
+  // can withdraw it, the resume hook when nothing holds a paused engine any more, and writes the agent's phase. Returns
+  // the pause hook's failure when it was called and failed; pauseWithdrawn_ says whether the bus withdrew that pause
+  // meanwhile.
   PauseResult follow(const EngineHolds& before);
   // Moves to `step` and follows.
   PauseResult enter(RoundStep step);

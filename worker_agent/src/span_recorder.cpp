@@ -11,10 +11,14 @@ void SpanRecorder::record(std::uint64_t tokenIndex, std::uint64_t version) {
 
 std::string_view toString(SpanError error) {
   switch (error) {
-    case SpanError::FirstNotAtZero: return "first span does not start at token 0";
-    case SpanError::TokensNotIncreasing: return "span starts are not increasing";
-    case SpanError::VersionDecreasing: return "versions decrease";
-    case SpanError::PastLastToken: return "span starts past the last token";
+    case SpanError::FirstNotAtZero:
+      return "first span does not start at token 0";
+    case SpanError::TokensNotIncreasing:
+      return "span starts are not increasing";
+    case SpanError::VersionDecreasing:
+      return "versions decrease";
+    case SpanError::PastLastToken:
+      return "span starts past the last token";
   }
   return "unknown span error";
 }

@@ -7,7 +7,9 @@ namespace {
 // Each staged tensor starts on a cache line, so the copies in and out run at full width.
 constexpr std::uint64_t kStagingAlignment = 64;
 
-std::uint64_t alignUp(std::uint64_t value) { return (value + kStagingAlignment - 1) / kStagingAlignment * kStagingAlignment; }
+std::uint64_t alignUp(std::uint64_t value) {
+  return (value + kStagingAlignment - 1) / kStagingAlignment * kStagingAlignment;
+}
 
 }  // namespace
 

@@ -23,7 +23,7 @@ class Staging {
   std::unique_ptr<std::byte[]> block_;
   std::uint64_t capacity_ = 0;
   std::vector<std::span<std::byte>> tensors_;
-  bus::Digest laidOut_{};       // the manifest tensors_ is laid out for: the same one again costs nothing
+  bus::Digest laidOut_{};  // the manifest tensors_ is laid out for: the same one again costs nothing
   bool hasLayout_ = false;
 };
 

@@ -2,8 +2,8 @@
 
 #include "binding_ledger.hpp"
 #include "round_handler.hpp"
-#include "wsync/bus/core/log.hpp"
 #include "wsync/bus/channel/registry.hpp"
+#include "wsync/bus/core/log.hpp"
 
 namespace wsync::worker_agent {
 
@@ -34,8 +34,7 @@ VersionWait AppliedVersion::waitFor(std::uint64_t version, std::chrono::millisec
 
 }  // namespace detail
 
-tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(WorkerOptions options,
-                                                                             PauseHooks hooks) {
+tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(WorkerOptions options, PauseHooks hooks) {
   if (!hooks.pause || !hooks.resume) {
     return bus::fail(WorkerError::InvalidOptions, "the pause and resume hooks are required");
   }
@@ -72,7 +71,7 @@ tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(Wor
   auto opened = bus::AgentSession::open(agent->context_, std::move(session));
   if (!opened) {
     const auto code = opened.error().code == bus::SessionError::InvalidOptions ? WorkerError::InvalidOptions
-                                                                                : WorkerError::Registration;
+                                                                               : WorkerError::Registration;
     return bus::fail(code, opened.error().describe());
   }
   agent->session_ = std::move(*opened);

@@ -63,14 +63,14 @@ tl::expected<void, WorkerFailure> WorkerBindings::bind(std::string name, msg::DT
   }
   const auto bytes = byteCount(dtype, shape);
   if (!bytes) {
-    return bus::fail(WorkerError::InvalidBinding, quoted(name) + ": shape " + formatShape(shape) +
-                                                      " is negative or too large");
+    return bus::fail(WorkerError::InvalidBinding,
+                     quoted(name) + ": shape " + formatShape(shape) + " is negative or too large");
   }
   if (destination.size() != *bytes) {
-    return bus::fail(WorkerError::InvalidBinding,
-                     quoted(name) + ": " + std::string(bus::safetensorsName(dtype)) + " " + formatShape(shape) +
-                         " needs " + std::to_string(*bytes) + " bytes, the bound span has " +
-                         std::to_string(destination.size()));
+    return bus::fail(WorkerError::InvalidBinding, quoted(name) + ": " + std::string(bus::safetensorsName(dtype)) + " " +
+                                                      formatShape(shape) + " needs " + std::to_string(*bytes) +
+                                                      " bytes, the bound span has " +
+                                                      std::to_string(destination.size()));
   }
   if (const auto other = overlapping(destination)) {
     const TensorBinding& bound = tensors_[*other];
@@ -127,8 +127,8 @@ tl::expected<BindingMap, WorkerFailure> matchManifest(const bus::Manifest& manif
     const bus::TensorSpec& bound = bindings.tensors()[*index].spec;
     if (bound.dtype != tensor.dtype) {
       return bus::fail(WorkerError::ManifestMismatch, counts + quoted(tensor.name) + ": manifest dtype " +
-                                                          std::string(bus::safetensorsName(tensor.dtype)) +
-                                                          ", bound " + std::string(bus::safetensorsName(bound.dtype)));
+                                                          std::string(bus::safetensorsName(tensor.dtype)) + ", bound " +
+                                                          std::string(bus::safetensorsName(bound.dtype)));
     }
     if (bound.shape != tensor.shape) {
       return bus::fail(WorkerError::ManifestMismatch, counts + quoted(tensor.name) + ": manifest shape " +

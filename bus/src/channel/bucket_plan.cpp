@@ -64,11 +64,13 @@ tl::expected<BucketPlan, ManifestFailure> BucketPlan::build(const Manifest& mani
 }
 
 std::span<const Piece> BucketPlan::piecesOfBucket(std::uint32_t bucket) const {
-  return std::span(pieces_).subspan(bucketFirstPiece_[bucket], bucketFirstPiece_[bucket + 1] - bucketFirstPiece_[bucket]);
+  return std::span(pieces_).subspan(bucketFirstPiece_[bucket],
+                                    bucketFirstPiece_[bucket + 1] - bucketFirstPiece_[bucket]);
 }
 
 std::span<const Piece> BucketPlan::piecesOfTensor(std::uint32_t tensor) const {
-  return std::span(pieces_).subspan(tensorFirstPiece_[tensor], tensorFirstPiece_[tensor + 1] - tensorFirstPiece_[tensor]);
+  return std::span(pieces_).subspan(tensorFirstPiece_[tensor],
+                                    tensorFirstPiece_[tensor + 1] - tensorFirstPiece_[tensor]);
 }
 
 }  // namespace wsync::bus

@@ -8,7 +8,8 @@ namespace wsync::bus {
 std::string channelKey(const msg::TransferPlan& plan) {
   switch (plan.channel()) {
     case msg::ChannelKind::Shm:
-    case msg::ChannelKind::CudaIpc: return plan.arena() ? plan.arena()->str() : std::string();
+    case msg::ChannelKind::CudaIpc:
+      return plan.arena() ? plan.arena()->str() : std::string();
     case msg::ChannelKind::Nccl: {
       // NcclChannel::key(): a new unique id is a new communicator.
       if (plan.nccl_unique_id() == nullptr) return "nccl:";

@@ -40,8 +40,9 @@ bool PayloadEndpoint::roundEnded(std::uint64_t round) {
   // On another host the round's phase comes from the coordinator's beats, which may arrive after the plan did: a
   // view that has not reached this round's transfer yet is behind, not over (on the coordinator's host the block
   // is written before the plan is sent, and this never holds).
-  const bool behind = state.round < round || (state.round == round && (state.phase == msg::RoundPhase::Begin ||
-                                                                       state.phase == msg::RoundPhase::Pause));
+  const bool behind =
+      state.round < round ||
+      (state.round == round && (state.phase == msg::RoundPhase::Begin || state.phase == msg::RoundPhase::Pause));
   return !behind && (state.round != round || state.phase != msg::RoundPhase::Transfer);
 }
 
@@ -69,10 +70,10 @@ tl::expected<const BucketPlan*, PayloadFailure> PayloadEndpoint::bucketsFor(cons
   // The plan is a pure function of these numbers, so a disagreement means a different manifest or build: better
   // to fail here, naming both sides, than to move bytes into the wrong places.
   if (cached->plan.bucketCount() != plan.bucket_count() || manifest.totalBytes() != plan.total_bytes()) {
-    return tl::unexpected(localFailure(
-        "the coordinator plans " + std::to_string(plan.bucket_count()) + " buckets of " +
-                  std::to_string(plan.total_bytes()) + " bytes, this agent computes " +
-                  std::to_string(cached->plan.bucketCount()) + " of " + std::to_string(manifest.totalBytes())));
+    return tl::unexpected(localFailure("the coordinator plans " + std::to_string(plan.bucket_count()) + " buckets of " +
+                                       std::to_string(plan.total_bytes()) + " bytes, this agent computes " +
+                                       std::to_string(cached->plan.bucketCount()) + " of " +
+                                       std::to_string(manifest.totalBytes())));
   }
   return &cached->plan;
 }
@@ -103,10 +104,9 @@ tl::expected<Channel*, PayloadFailure> PayloadEndpoint::channelFor(const msg::Tr
   }
   if (memory && (*opened)->tensorMemory() != *memory) {
     const bool device = (*opened)->tensorMemory() == TensorMemory::Device;
-    return tl::unexpected(localFailure(
-        "channel " + channelName(plan.channel()) +
-                  (device ? " moves device memory and this agent's tensors are host memory"
-                          : " moves host memory and this agent's tensors are device memory")));
+    return tl::unexpected(localFailure("channel " + channelName(plan.channel()) +
+                                       (device ? " moves device memory and this agent's tensors are host memory"
+                                               : " moves host memory and this agent's tensors are device memory")));
   }
   if (faultHook_ != nullptr) faultHook_->decorateChannel(*opened);
   OpenChannel& slot = channels_[plan.channel()];
@@ -153,9 +153,10 @@ void PayloadEndpoint::finish(const PreparedTransfer& transfer) {
   }
 }
 
-tl::expected<TransferResult, PayloadFailure> PayloadEndpoint::send(
-    const PreparedTransfer& transfer, std::span<const std::span<const std::byte>> tensors, bool allocationsKept,
-    std::uint64_t layoutToken, const TransferProgress& progress) {
+tl::expected<TransferResult, PayloadFailure> PayloadEndpoint::send(const PreparedTransfer& transfer,
+                                                                   std::span<const std::span<const std::byte>> tensors,
+                                                                   bool allocationsKept, std::uint64_t layoutToken,
+                                                                   const TransferProgress& progress) {
   if (transfer.channel == nullptr) return TransferResult{transfer.totalBytes, Digest{}};
   begin(transfer, AgentPhase::Sending, progress);
   transfer.channel->setAllocationsKept(allocationsKept);

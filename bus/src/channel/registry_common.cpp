@@ -78,9 +78,8 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openChannel(const msg::Tr
 
 tl::expected<std::vector<std::unique_ptr<ChannelOwner>>, ChannelFailure> createChannelOwners(
     const ChannelOwnersConfig& config) {
-  auto shm = ShmChannelOwner::create(
-      config.busName,
-      ArenaGeometry{config.hostBucketBytes, config.bufferCount, static_cast<std::uint32_t>(kMaxArenaReceivers)});
+  auto shm = ShmChannelOwner::create(config.busName, ArenaGeometry{config.hostBucketBytes, config.bufferCount,
+                                                                   static_cast<std::uint32_t>(kMaxArenaReceivers)});
   if (!shm) return tl::unexpected(shm.error());
   std::vector<std::unique_ptr<ChannelOwner>> owners;
   owners.push_back(std::move(*shm));
@@ -95,10 +94,14 @@ TensorMemory channelMemory(msg::ChannelKind kind) {
 
 std::string channelName(msg::ChannelKind kind) {
   switch (kind) {
-    case msg::ChannelKind::Shm: return "shm";
-    case msg::ChannelKind::Nccl: return "nccl";
-    case msg::ChannelKind::CudaIpc: return "cuda_ipc";
-    case msg::ChannelKind::Tcp: return "tcp";
+    case msg::ChannelKind::Shm:
+      return "shm";
+    case msg::ChannelKind::Nccl:
+      return "nccl";
+    case msg::ChannelKind::CudaIpc:
+      return "cuda_ipc";
+    case msg::ChannelKind::Tcp:
+      return "tcp";
   }
   return msg::EnumNameChannelKind(kind);
 }

@@ -6,11 +6,11 @@
 #include <cuda_runtime_api.h>
 
 #include "channel/gpu/cuda_check.hpp"
+#include "channel/gpu_registry.hpp"
 #include "wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp"
 #include "wsync/bus/channel/cuda_ipc/cuda_ipc_channel_owner.hpp"
 #include "wsync/bus/channel/nccl/nccl_channel.hpp"
 #include "wsync/bus/channel/nccl/nccl_channel_owner.hpp"
-#include "channel/gpu_registry.hpp"
 
 namespace wsync::bus {
 
@@ -45,14 +45,13 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openGpuChannel(const msg:
                                                                       const ChannelSetup& setup) {
   const bool named = plan.arena() != nullptr && plan.arena()->size() != 0;
   if (gpu::visibleDeviceCount() == 0) {
-    return fail(ChannelError::Unsupported, "channel " + channelName(plan.channel()) +
-                                               " needs a GPU and this process sees none");
+    return fail(ChannelError::Unsupported,
+                "channel " + channelName(plan.channel()) + " needs a GPU and this process sees none");
   }
   WSYNC_CUDA_TRY(cudaSetDevice(setup.cudaDevice));
   if (plan.channel() == msg::ChannelKind::Nccl) return openNccl(plan, setup);
   if (plan.channel() != msg::ChannelKind::CudaIpc) {
-    return fail(ChannelError::Unsupported, "channel " + channelName(plan.channel()) +
-                                               " is unknown to this build");
+    return fail(ChannelError::Unsupported, "channel " + channelName(plan.channel()) + " is unknown to this build");
   }
   if (!named) return fail(ChannelError::NoArena, "the cuda_ipc plan names no segment");
   auto channel = gpu::CudaIpcChannel::open(plan.arena()->str());

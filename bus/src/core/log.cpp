@@ -31,8 +31,8 @@ Identity& identity() {
 
 struct Current {
   std::mutex mutex;
-  std::shared_ptr<spdlog::logger> logger;               // under mutex
-  std::shared_ptr<detail::StderrLineSink> sink;         // under mutex; null when the logger is the embedder's
+  std::shared_ptr<spdlog::logger> logger;        // under mutex
+  std::shared_ptr<detail::StderrLineSink> sink;  // under mutex; null when the logger is the embedder's
 };
 
 Current& current() {

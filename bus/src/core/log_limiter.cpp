@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/bus/core/log.hpp"
+#include "wsync/bus/protocol/client_text.hpp"
 
 namespace wsync::bus {
 namespace {

@@ -10,7 +10,7 @@ namespace wsync::bus::detail {
 
 tl::expected<std::uint64_t, SegmentProblem> privateSegmentSize(const boost::interprocess::shared_memory_object& shm,
                                                                const std::string& name) {
-  struct stat info{};
+  struct stat info {};
   if (::fstat(shm.get_mapping_handle().handle, &info) != 0) {
     return tl::unexpected(SegmentProblem{false, name + ": fstat: " + std::strerror(errno)});
   }

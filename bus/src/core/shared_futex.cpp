@@ -23,18 +23,22 @@ std::uint32_t* address(const std::atomic<std::uint32_t>& word) {
 
 FutexWait waitWhileEqual(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
                          std::chrono::nanoseconds timeout) {
-  if (timeout.count() <= 0) return word.load(std::memory_order_acquire) == expected ? FutexWait::TimedOut
-                                                                                    : FutexWait::Woken;
+  if (timeout.count() <= 0)
+    return word.load(std::memory_order_acquire) == expected ? FutexWait::TimedOut : FutexWait::Woken;
   timespec relative{};
   relative.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
   relative.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
   // FUTEX_WAIT without FUTEX_PRIVATE_FLAG: keyed by the physical page, so it works across processes.
   if (::syscall(SYS_futex, address(word), FUTEX_WAIT, expected, &relative, nullptr, 0) == 0) return FutexWait::Woken;
   switch (errno) {
-    case EAGAIN: return FutexWait::Woken;  // the word had already changed
-    case ETIMEDOUT: return FutexWait::TimedOut;
-    case EINTR: return FutexWait::Interrupted;
-    default: return FutexWait::Woken;      // EFAULT/EINVAL cannot happen for a valid word; let the caller re-check
+    case EAGAIN:
+      return FutexWait::Woken;  // the word had already changed
+    case ETIMEDOUT:
+      return FutexWait::TimedOut;
+    case EINTR:
+      return FutexWait::Interrupted;
+    default:
+      return FutexWait::Woken;  // EFAULT/EINVAL cannot happen for a valid word; let the caller re-check
   }
 }
 

@@ -9,7 +9,6 @@ namespace wsync::bus {
 
 namespace {
 
-
 std::string digestHex(const msg::Digest128* digest) {
   return digest == nullptr ? std::string() : bus::hex128(digest->hi(), digest->lo());
 }
@@ -63,7 +62,8 @@ nlohmann::json eventJson(std::string_view topic, const bus::Message& event) {
     out["digest"] = digestHex(commit->digest());
   } else if (const auto* control = event.as<msg::ControlRequest>()) {
     out["action"] = msg::EnumNameControlAction(control->action());
-    if (control->action() == msg::ControlAction::Pause) out["pause_mode"] = msg::EnumNamePauseMode(control->pause_mode());
+    if (control->action() == msg::ControlAction::Pause)
+      out["pause_mode"] = msg::EnumNamePauseMode(control->pause_mode());
     if (control->action() == msg::ControlAction::Evict) out["agent_id"] = bus::text(control->agent_id());
     out["reason"] = bus::text(control->reason());
   } else if (const auto* abort = event.as<msg::Abort>()) {

@@ -26,8 +26,8 @@ struct FieldCheck {
   std::size_t index = 0;         // in the type table; a table field's vtable slot follows from it
   std::size_t structOffset = 0;  // a struct's field: its byte offset in the struct
   fb::ElementaryType elementType = fb::ET_UTYPE;
-  bool repeated = false;         // a vector (table) or a fixed-length array (struct)
-  std::size_t arrayLength = 0;   // a struct's array: its length
+  bool repeated = false;                    // a vector (table) or a fixed-length array (struct)
+  std::size_t arrayLength = 0;              // a struct's array: its length
   const fb::TypeTable* enumType = nullptr;  // an enum field: its enum
   const Plan* child = nullptr;              // a table, struct or union field: what to check inside it
   const char* name = "?";
@@ -36,9 +36,9 @@ struct FieldCheck {
 // What to check in one table, struct or union type.
 struct Plan {
   const fb::TypeTable* type = nullptr;
-  bool holdsEnums = false;              // some field, at any depth, is an enum
-  std::vector<FieldCheck> fields;       // tables and structs
-  std::vector<const Plan*> members;     // unions: by member index; nullptr where there is nothing to check
+  bool holdsEnums = false;           // some field, at any depth, is an enum
+  std::vector<FieldCheck> fields;    // tables and structs
+  std::vector<const Plan*> members;  // unions: by member index; nullptr where there is nothing to check
 };
 
 bool isEnumField(const fb::TypeCode& code, const fb::TypeTable* ref) {
@@ -83,8 +83,8 @@ class Plans {
         for (std::size_t field = 0; field < type->num_elems && !plan.holdsEnums; ++field) {
           const fb::TypeTable* ref = referenced(type, field);
           if (ref == nullptr) continue;
-          plan.holdsEnums = isEnumField(type->type_codes[field], ref) ||
-                            (ref->st != fb::ST_ENUM && plans_.at(ref).holdsEnums);
+          plan.holdsEnums =
+              isEnumField(type->type_codes[field], ref) || (ref->st != fb::ST_ENUM && plans_.at(ref).holdsEnums);
         }
         changed = changed || plan.holdsEnums;
       }
@@ -175,9 +175,9 @@ class Walk {
   bool checkField(const std::uint8_t* start, const Plan& plan, const FieldCheck& check) {
     const bool inTable = plan.type->st == fb::ST_TABLE;
     const auto* table = reinterpret_cast<const fb::Table*>(start);
-    const std::uint8_t* at =
-        inTable ? table->GetAddressOf(fb::FieldIndexToOffset(static_cast<fb::voffset_t>(check.index)))
-                : start + check.structOffset;
+    const std::uint8_t* at = inTable
+                                 ? table->GetAddressOf(fb::FieldIndexToOffset(static_cast<fb::voffset_t>(check.index)))
+                                 : start + check.structOffset;
     if (at == nullptr) return true;  // absent: its default, which flatc requires to be declared
 
     if (check.child != nullptr && check.child->type->st == fb::ST_UNION) {
@@ -190,8 +190,7 @@ class Walk {
       if (tags == nullptr) return true;
       const auto* tagVector =
           reinterpret_cast<const fb::Vector<std::uint8_t>*>(tags + fb::ReadScalar<fb::uoffset_t>(tags));
-      const auto* values =
-          reinterpret_cast<const fb::Vector<fb::uoffset_t>*>(at + fb::ReadScalar<fb::uoffset_t>(at));
+      const auto* values = reinterpret_cast<const fb::Vector<fb::uoffset_t>*>(at + fb::ReadScalar<fb::uoffset_t>(at));
       const std::size_t count = std::min<std::size_t>(tagVector->size(), values->size());
       for (std::size_t i = 0; i < count; ++i) {
         const std::uint8_t* slot = values->Data() + i * sizeof(fb::uoffset_t);
@@ -215,8 +214,7 @@ class Walk {
       count = fb::ReadScalar<fb::uoffset_t>(vector);
       elements = vector + sizeof(fb::uoffset_t);
     }
-    const std::size_t stride =
-        fb::InlineSize(check.elementType, check.child != nullptr ? check.child->type : nullptr);
+    const std::size_t stride = fb::InlineSize(check.elementType, check.child != nullptr ? check.child->type : nullptr);
     for (std::size_t i = 0; i < count; ++i) {
       if (!checkElement(elements + i * stride, check)) {
         prepend(std::string(".") + check.name + "[" + std::to_string(i) + "]");
@@ -251,13 +249,27 @@ class Walk {
     std::int64_t value = 0;
     std::string text;  // filled only for a description
     switch (type) {
-      case fb::ET_CHAR: value = fb::ReadScalar<std::int8_t>(at); break;
-      case fb::ET_UCHAR: value = fb::ReadScalar<std::uint8_t>(at); break;
-      case fb::ET_SHORT: value = fb::ReadScalar<std::int16_t>(at); break;
-      case fb::ET_USHORT: value = fb::ReadScalar<std::uint16_t>(at); break;
-      case fb::ET_INT: value = fb::ReadScalar<std::int32_t>(at); break;
-      case fb::ET_UINT: value = fb::ReadScalar<std::uint32_t>(at); break;
-      case fb::ET_LONG: value = fb::ReadScalar<std::int64_t>(at); break;
+      case fb::ET_CHAR:
+        value = fb::ReadScalar<std::int8_t>(at);
+        break;
+      case fb::ET_UCHAR:
+        value = fb::ReadScalar<std::uint8_t>(at);
+        break;
+      case fb::ET_SHORT:
+        value = fb::ReadScalar<std::int16_t>(at);
+        break;
+      case fb::ET_USHORT:
+        value = fb::ReadScalar<std::uint16_t>(at);
+        break;
+      case fb::ET_INT:
+        value = fb::ReadScalar<std::int32_t>(at);
+        break;
+      case fb::ET_UINT:
+        value = fb::ReadScalar<std::uint32_t>(at);
+        break;
+      case fb::ET_LONG:
+        value = fb::ReadScalar<std::int64_t>(at);
+        break;
       case fb::ET_ULONG: {
         // flatc writes a ulong enum's values as the int64 of the same bits; compared alike here.
         const auto bits = fb::ReadScalar<std::uint64_t>(at);
@@ -265,7 +277,8 @@ class Walk {
         if (description_ != nullptr) text = std::to_string(bits);
         break;
       }
-      default: return true;  // no other type can be an enum's
+      default:
+        return true;  // no other type can be an enum's
     }
     const std::int64_t index = fb::LookupEnum(value, enumType.values, enumType.num_elems);
     if (index >= 0 && index < static_cast<std::int64_t>(enumType.num_elems)) return true;

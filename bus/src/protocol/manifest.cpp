@@ -105,17 +105,28 @@ tl::expected<void, ManifestFailure> validateTensorName(std::string_view name) {
 
 std::string_view toString(ManifestError error) {
   switch (error) {
-    case ManifestError::Empty: return "empty manifest";
-    case ManifestError::TooManyTensors: return "too many tensors";
-    case ManifestError::InvalidName: return "invalid tensor name";
-    case ManifestError::DuplicateName: return "duplicate tensor name";
-    case ManifestError::UnknownDType: return "unknown dtype";
-    case ManifestError::RankTooLarge: return "too many dimensions";
-    case ManifestError::NegativeDimension: return "negative dimension";
-    case ManifestError::TooLarge: return "manifest too large";
-    case ManifestError::DigestMismatch: return "manifest digest mismatch";
-    case ManifestError::InvalidPlan: return "invalid bucket plan";
-    case ManifestError::MessageTooLarge: return "manifest too large for a control message";
+    case ManifestError::Empty:
+      return "empty manifest";
+    case ManifestError::TooManyTensors:
+      return "too many tensors";
+    case ManifestError::InvalidName:
+      return "invalid tensor name";
+    case ManifestError::DuplicateName:
+      return "duplicate tensor name";
+    case ManifestError::UnknownDType:
+      return "unknown dtype";
+    case ManifestError::RankTooLarge:
+      return "too many dimensions";
+    case ManifestError::NegativeDimension:
+      return "negative dimension";
+    case ManifestError::TooLarge:
+      return "manifest too large";
+    case ManifestError::DigestMismatch:
+      return "manifest digest mismatch";
+    case ManifestError::InvalidPlan:
+      return "invalid bucket plan";
+    case ManifestError::MessageTooLarge:
+      return "manifest too large for a control message";
   }
   return "unknown manifest error";
 }

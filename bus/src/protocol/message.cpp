@@ -70,15 +70,24 @@ tl::expected<const msg::Envelope*, MessageError> verifyStructure(std::span<const
 
 std::string_view toString(MessageError error) {
   switch (error) {
-    case MessageError::Empty: return "empty message";
-    case MessageError::TooLarge: return "message larger than the protocol limit";
-    case MessageError::NotWsync: return "not a wsync message (file identifier)";
-    case MessageError::Unverifiable: return "message failed verification (truncated or corrupted)";
-    case MessageError::ProtocolMismatch: return "message of another protocol version";
-    case MessageError::MissingBody: return "message without a body";
-    case MessageError::BadFraming: return "unexpected ZeroMQ framing";
-    case MessageError::Misaligned: return "buffer not 8-byte aligned (Message::decode realigns)";
-    case MessageError::EnumOutOfRange: return "a field holds a value its enum does not declare";
+    case MessageError::Empty:
+      return "empty message";
+    case MessageError::TooLarge:
+      return "message larger than the protocol limit";
+    case MessageError::NotWsync:
+      return "not a wsync message (file identifier)";
+    case MessageError::Unverifiable:
+      return "message failed verification (truncated or corrupted)";
+    case MessageError::ProtocolMismatch:
+      return "message of another protocol version";
+    case MessageError::MissingBody:
+      return "message without a body";
+    case MessageError::BadFraming:
+      return "unexpected ZeroMQ framing";
+    case MessageError::Misaligned:
+      return "buffer not 8-byte aligned (Message::decode realigns)";
+    case MessageError::EnumOutOfRange:
+      return "a field holds a value its enum does not declare";
   }
   return "unknown message error";
 }

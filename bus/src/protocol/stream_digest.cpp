@@ -5,7 +5,8 @@
 #include <xxhash.h>
 #if defined(__x86_64__) || defined(__i386__)
 // libxxhash as Debian builds it runs XXH3 on SSE2; the *_dispatch entry points the same library exports pick AVX2 or
-// AVX-512 at run time, which hash several times faster on hosts that have them. The header maps the plain names onto them.
+// AVX-512 at run time, which hash several times faster on hosts that have them. The header maps the plain names onto
+// them.
 #include <xxh_x86dispatch.h>
 #endif
 

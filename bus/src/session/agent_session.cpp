@@ -8,30 +8,33 @@
 #include <cstring>
 #include <utility>
 
-#include "wsync/bus/transport/bounded_poll.hpp"
-#include "wsync/bus/transport/bus_address.hpp"
 #include "wsync/bus/core/clock.hpp"
 #include "wsync/bus/core/host_identity.hpp"
 #include "wsync/bus/core/log.hpp"
-#include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/core/text.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/transport/bounded_poll.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
 
 namespace wsync::bus {
 
 std::string_view toString(SessionError error) {
   switch (error) {
-    case SessionError::InvalidOptions: return "invalid session options";
-    case SessionError::Transport: return "transport failure";
-    case SessionError::Refused: return "refused by the coordinator";
-    case SessionError::Timeout: return "no answer from the coordinator";
-    case SessionError::ControlBlock: return "control block unavailable";
+    case SessionError::InvalidOptions:
+      return "invalid session options";
+    case SessionError::Transport:
+      return "transport failure";
+    case SessionError::Refused:
+      return "refused by the coordinator";
+    case SessionError::Timeout:
+      return "no answer from the coordinator";
+    case SessionError::ControlBlock:
+      return "control block unavailable";
   }
   return "unknown session error";
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 std::chrono::milliseconds Registration::roundBound(std::uint64_t payloadBytes) const {
   // A coordinator that sends no phase timeouts (a build before they were in the Welcome) sets no bound here.
@@ -196,8 +199,9 @@ tl::expected<void, SessionFailure> AgentSession::openSlot(const Registration& gr
   }
   mirror_->seed(granted.epoch, granted.committedVersion,
                 PauseState{granted.operatorPaused, granted.operatorPauseMode, 0});
-  RemoteSlotOptions slotOptions{requestEndpoint_, options_.curve,   options_.link,           options_.agentId,
-                                granted.slot,     granted.epoch,   granted.heartbeatTimeout, granted.secret};
+  RemoteSlotOptions slotOptions{requestEndpoint_,         options_.curve, options_.link,
+                                options_.agentId,         granted.slot,   granted.epoch,
+                                granted.heartbeatTimeout, granted.secret};
   auto slot = openRemoteSlot(*context_, std::move(slotOptions), appliedVersion(), mirror_);
   if (!slot) return fail(SessionError::Transport, "the slot's report connection: " + slot.error().describe());
   slot_ = std::move(*slot);
@@ -221,23 +225,23 @@ tl::expected<Registration, SessionFailure> AgentSession::registerAgent(std::uint
     if (now >= deadline) {
       // A CURVE client holding the wrong server key is dropped by the server without a word: only a hint helps.
       const std::string hint = options_.curve ? " (CURVE: is --server-key the coordinator's public key?)" : "";
-      return fail(SessionError::Timeout, lastRefusal.empty()
-                                             ? "no Welcome within " +
-                                                   std::to_string(options_.registrationTimeout.count()) + " ms" + hint
-                                             : lastRefusal);
+      return fail(SessionError::Timeout,
+                  lastRefusal.empty()
+                      ? "no Welcome within " + std::to_string(options_.registrationTimeout.count()) + " ms" + hint
+                      : lastRefusal);
     }
     if (refusedDuplicate_ && now >= nextHelloRetry_) {
       auto again = sendHello();
       if (!again) return tl::unexpected(again.error());
     }
-    auto received = dealer_.receive(std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now),
-                                             kDuplicateRetryInterval));
+    auto received = dealer_.receive(
+        std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now), kDuplicateRetryInterval));
     if (!received) return fail(SessionError::Transport, received.error().describe());
     // A refused key is final: say so now rather than after the registration timeout.
     if (auto refused = dealer_.handshakeRefusal()) return fail(SessionError::Refused, *refused);
     if (dealer_.linkLost()) {
       replaceConnection(std::chrono::milliseconds(0));  // says hello again on a new connection
-      linkLostPending_ = false;                          // nothing to leave yet: we never were registered
+      linkLostPending_ = false;                         // nothing to leave yet: we never were registered
       continue;
     }
     if (!*received || !(*received)->message) continue;  // nothing, or a malformed frame (counted by the socket)
@@ -273,18 +277,20 @@ tl::expected<SessionDelivery, SessionFailure> AgentSession::next(std::chrono::mi
   SessionDelivery delivery;
   while (true) {
     if (!linkLostPending_ && dealer_.linkLost()) {
-      log::warn("lost the connection to the coordinator (it exited, dropped this agent, or stopped answering for {} "
-                "ms): registering again on a new connection",
-                options_.link.timeout.count());
+      log::warn(
+          "lost the connection to the coordinator (it exited, dropped this agent, or stopped answering for {} "
+          "ms): registering again on a new connection",
+          options_.link.timeout.count());
       replaceConnection(std::chrono::milliseconds(0));
     }
     if (eventStreamLost()) {
       // The control connection may look fine (its ZMTP heartbeats flow) while the coordinator's beats stopped
       // reaching us or come from another coordinator: the mirror is then wrong and every transfer's cancel probe
       // takes the coordinator for gone. Only a new registration, with a new subscription, finds it again.
-      log::warn("no beat of the coordinator that welcomed us (epoch {:016x}) for over {} ms: registering again, with "
-                "a new subscription to its events",
-                registration_.epoch, registration_.heartbeatTimeout.count());
+      log::warn(
+          "no beat of the coordinator that welcomed us (epoch {:016x}) for over {} ms: registering again, with "
+          "a new subscription to its events",
+          registration_.epoch, registration_.heartbeatTimeout.count());
       mirror_.reset();
       replaceConnection(std::chrono::milliseconds(0));
     }
@@ -303,8 +309,7 @@ tl::expected<SessionDelivery, SessionFailure> AgentSession::next(std::chrono::mi
       wait = std::min(wait, kDuplicateRetryInterval);
     }
     const bool wasRegistered = registered();
-    zmq::pollitem_t items[] = {{dealer_.handle().handle(), 0, ZMQ_POLLIN, 0},
-                               {nullptr, wakeFd_, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{dealer_.handle().handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wakeFd_, ZMQ_POLLIN, 0}};
     try {
       // The heartbeat term is negative when this thread was preempted since sendHeartbeatIfDue read the clock:
       // bounded, so that it polls at once instead of forever.
@@ -362,9 +367,7 @@ void AgentSession::replaceConnection(std::chrono::milliseconds outage) {
   stopHeartbeatThread();
   slot_.reset();
   dealer_.handle().set(zmq::sockopt::linger, 0);  // what was queued for the dead connection is void
-  {
-    const DealerEndpoint cut = std::move(dealer_);
-  }
+  { const DealerEndpoint cut = std::move(dealer_); }
   if (outage.count() > 0) std::this_thread::sleep_for(outage);
   auto dealer = DealerEndpoint::connect(*context_, requestEndpoint_, options_.agentId, options_.curve, options_.link);
   if (!dealer) {

@@ -7,15 +7,13 @@
 namespace wsync::bus {
 
 tl::expected<std::shared_ptr<BusMirror>, TransportFailure> BusMirror::start(zmq::context_t& context,
-                                                                           const std::string& eventsEndpoint,
-                                                                           const std::optional<CurveClient>& curve) {
-  auto subscriber =
-      EventSubscriber::connect(context, eventsEndpoint, {std::string(topics::kBus) + "beat"}, curve);
+                                                                            const std::string& eventsEndpoint,
+                                                                            const std::optional<CurveClient>& curve) {
+  auto subscriber = EventSubscriber::connect(context, eventsEndpoint, {std::string(topics::kBus) + "beat"}, curve);
   if (!subscriber) return tl::unexpected(subscriber.error());
   std::shared_ptr<BusMirror> mirror(new BusMirror());
-  mirror->thread_ = std::thread([raw = mirror.get(), subscriber = std::move(*subscriber)]() mutable {
-    raw->run(std::move(subscriber));
-  });
+  mirror->thread_ = std::thread(
+      [raw = mirror.get(), subscriber = std::move(*subscriber)]() mutable { raw->run(std::move(subscriber)); });
   return mirror;
 }
 
@@ -29,8 +27,7 @@ void BusMirror::seed(std::uint64_t epoch, std::uint64_t committedVersion, const 
   epoch_.store(epoch, std::memory_order_release);
   // Versions never go back within a bus; a seed older than a beat already heard must not undo it.
   std::uint64_t known = committed_.load(std::memory_order_acquire);
-  while (committedVersion > known && !committed_.compare_exchange_weak(known, committedVersion)) {
-  }
+  while (committedVersion > known && !committed_.compare_exchange_weak(known, committedVersion)) {}
   pauseWord_.store(packPause(pause), std::memory_order_release);
   lastBeatMs_.store(monotonicMillis(), std::memory_order_release);
 }

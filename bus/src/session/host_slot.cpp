@@ -24,11 +24,10 @@ class HostSlot final : public AgentSlot {
 
 }  // namespace
 
-tl::expected<std::unique_ptr<AgentSlot>, ControlBlockFailure> openHostSlot(std::string_view busName,
-                                                                          std::uint32_t slot,
-                                                                          std::string_view agentId,
-                                                                          std::uint64_t appliedVersion,
-                                                                          std::uint64_t epoch) {
+tl::expected<std::unique_ptr<AgentSlot>, ControlBlockFailure> openHostSlot(std::string_view busName, std::uint32_t slot,
+                                                                           std::string_view agentId,
+                                                                           std::uint64_t appliedVersion,
+                                                                           std::uint64_t epoch) {
   auto writer = AgentSlotWriter::attach(busName, slot, agentId, appliedVersion, epoch);
   if (!writer) return tl::unexpected(writer.error());
   return std::make_unique<HostSlot>(std::move(*writer));

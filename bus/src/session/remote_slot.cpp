@@ -16,12 +16,12 @@ class RemoteSlot final : public AgentSlot {
  public:
   RemoteSlot(RemoteSlotOptions options, DealerEndpoint&& reports, std::uint64_t appliedVersion,
              std::shared_ptr<const BusMirror> mirror)
-      : options_(std::move(options)), reports_(std::move(reports)), mirror_(std::move(mirror)),
+      : options_(std::move(options)),
+        reports_(std::move(reports)),
+        mirror_(std::move(mirror)),
         appliedVersion_(appliedVersion) {}
 
-  void setAppliedVersion(std::uint64_t version) override {
-    appliedVersion_.store(version, std::memory_order_release);
-  }
+  void setAppliedVersion(std::uint64_t version) override { appliedVersion_.store(version, std::memory_order_release); }
   void setPhase(AgentPhase phase) override {
     phase_.store(static_cast<std::uint32_t>(phase), std::memory_order_release);
   }
@@ -68,12 +68,11 @@ class RemoteSlot final : public AgentSlot {
 }  // namespace
 
 tl::expected<std::unique_ptr<AgentSlot>, TransportFailure> openRemoteSlot(zmq::context_t& context,
-                                                                         RemoteSlotOptions options,
-                                                                         std::uint64_t appliedVersion,
-                                                                         std::shared_ptr<const BusMirror> mirror) {
-  auto reports = DealerEndpoint::connect(context, options.requestEndpoint,
-                                         options.agentId + std::string(kReportLabelSuffix), options.curve,
-                                         options.link);
+                                                                          RemoteSlotOptions options,
+                                                                          std::uint64_t appliedVersion,
+                                                                          std::shared_ptr<const BusMirror> mirror) {
+  auto reports = DealerEndpoint::connect(
+      context, options.requestEndpoint, options.agentId + std::string(kReportLabelSuffix), options.curve, options.link);
   if (!reports) return tl::unexpected(reports.error());
   return std::make_unique<RemoteSlot>(std::move(options), std::move(*reports), appliedVersion, std::move(mirror));
 }

@@ -11,11 +11,11 @@
 #include <boost/interprocess/shared_memory_object.hpp>
 
 #include "core/private_segment.hpp"
-#include "wsync/bus/transport/bus_address.hpp"
 #include "wsync/bus/core/clock.hpp"
 #include "wsync/bus/core/process_identity.hpp"
-#include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/core/text.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/transport/bus_address.hpp"
 
 namespace wsync::bus {
 namespace bip = boost::interprocess;
@@ -131,9 +131,9 @@ tl::expected<void, ControlBlockFailure> checkHeader(const ControlHeaderData& hea
   if (magic == 0) return fail(ControlBlockError::NotInitialized, name + " is still being initialised");
   if (magic != kControlBlockMagic || header.layoutVersion != kControlBlockLayoutVersion ||
       header.maxAgents != kMaxAgents || header.segmentBytes != kBlockBytes) {
-    return fail(ControlBlockError::LayoutMismatch,
-                name + " has layout " + std::to_string(header.layoutVersion) + ", this build reads " +
-                    std::to_string(kControlBlockLayoutVersion));
+    return fail(ControlBlockError::LayoutMismatch, name + " has layout " + std::to_string(header.layoutVersion) +
+                                                       ", this build reads " +
+                                                       std::to_string(kControlBlockLayoutVersion));
   }
   return {};
 }
@@ -236,8 +236,8 @@ std::optional<AgentSlotSnapshot> ControlBlockView::agentSlot(std::uint32_t slot)
   });
   if (!consistent) return std::nullopt;
   // The agent publishes its fields with claimedGeneration last (release), so the acquire here covers them.
-  snapshot.agentAttached = snapshot.generation != 0 &&
-                           source.claimedGeneration.load(std::memory_order_acquire) == snapshot.generation;
+  snapshot.agentAttached =
+      snapshot.generation != 0 && source.claimedGeneration.load(std::memory_order_acquire) == snapshot.generation;
   snapshot.appliedVersion = source.appliedVersion.load(std::memory_order_acquire);
   snapshot.heartbeatMs = source.heartbeatMs.load(std::memory_order_acquire);
   snapshot.phase = static_cast<AgentPhase>(source.phase.load(std::memory_order_acquire));
@@ -246,27 +246,27 @@ std::optional<AgentSlotSnapshot> ControlBlockView::agentSlot(std::uint32_t slot)
   return snapshot;
 }
 
-tl::expected<AgentSlotWriter, ControlBlockFailure> AgentSlotWriter::attach(std::string_view busName,
-                                                                           std::uint32_t slot,
+tl::expected<AgentSlotWriter, ControlBlockFailure> AgentSlotWriter::attach(std::string_view busName, std::uint32_t slot,
                                                                            std::string_view agentId,
                                                                            std::uint64_t appliedVersion,
                                                                            std::optional<std::uint64_t> epoch) {
   if (slot >= kMaxAgents) {
-    return fail(ControlBlockError::SlotOutOfRange, "slot " + std::to_string(slot) + " of " + std::to_string(kMaxAgents));
+    return fail(ControlBlockError::SlotOutOfRange,
+                "slot " + std::to_string(slot) + " of " + std::to_string(kMaxAgents));
   }
   auto view = map(busName, true);
   if (!view) return tl::unexpected(view.error());
   if (epoch && view->epoch() != *epoch) {
     return fail(ControlBlockError::SlotMismatch, view->segmentName() +
                                                      " belongs to another coordinator than the one that welcomed "
-                                                     "this agent (its epoch is " + hex64(view->epoch()) +
-                                                     ", the Welcome's " + hex64(*epoch) + ")");
+                                                     "this agent (its epoch is " +
+                                                     hex64(view->epoch()) + ", the Welcome's " + hex64(*epoch) + ")");
   }
   auto snapshot = view->agentSlot(slot);
   if (!snapshot || snapshot->occupancy != SlotOccupancy::Active || snapshot->agentId != agentId) {
-    return fail(ControlBlockError::SlotMismatch,
-                "slot " + std::to_string(slot) + " holds '" + (snapshot ? snapshot->agentId : "?") + "', not '" +
-                    std::string(agentId) + "'");
+    return fail(ControlBlockError::SlotMismatch, "slot " + std::to_string(slot) + " holds '" +
+                                                     (snapshot ? snapshot->agentId : "?") + "', not '" +
+                                                     std::string(agentId) + "'");
   }
   AgentSlotWriter writer(std::move(*view), slot);
   AgentSlotData& mine = writer.mine();
@@ -362,10 +362,11 @@ std::optional<std::uint32_t> ControlBlockOwner::findFreeSlot() const {
 }
 
 tl::expected<void, ControlBlockFailure> ControlBlockOwner::assignSlot(std::uint32_t slot,
-                                                                     const SlotAssignment& assignment) {
+                                                                      const SlotAssignment& assignment) {
   if (slot >= kMaxAgents) return fail(ControlBlockError::SlotOutOfRange, "slot " + std::to_string(slot));
   if (assignment.agentId.empty() || assignment.agentId.size() > kMaxAgentIdBytes) {
-    return fail(ControlBlockError::SlotMismatch, "agent id must be 1 to " + std::to_string(kMaxAgentIdBytes) + " bytes");
+    return fail(ControlBlockError::SlotMismatch,
+                "agent id must be 1 to " + std::to_string(kMaxAgentIdBytes) + " bytes");
   }
   AgentSlotData& target = data().agents[slot];
   writeSequenced(target.sequence, [&] {
@@ -381,7 +382,7 @@ tl::expected<void, ControlBlockFailure> ControlBlockOwner::assignSlot(std::uint3
 }
 
 tl::expected<void, ControlBlockFailure> ControlBlockOwner::writeRemoteAgent(std::uint32_t slot,
-                                                                           const RemoteAgentState& state) {
+                                                                            const RemoteAgentState& state) {
   if (slot >= kMaxAgents) return fail(ControlBlockError::SlotOutOfRange, "slot " + std::to_string(slot));
   AgentSlotData& target = data().agents[slot];
   // The same stores, in the same order, as AgentSlotWriter::attach and its setters.

@@ -13,8 +13,7 @@ namespace wsync::bus {
 namespace {
 
 bool isNameCharacter(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-         c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
 }
 
 // Creates `path` as 0700 if missing; accepts it only if it is a folder owned by us that nobody else can enter,
@@ -23,7 +22,7 @@ tl::expected<std::string, TransportFailure> ensurePrivateDirectory(const std::st
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
     return fail(TransportError::RuntimeDirFailed, path + ": " + std::strerror(errno));
   }
-  struct stat info{};
+  struct stat info {};
   if (::lstat(path.c_str(), &info) != 0) {
     return fail(TransportError::RuntimeDirFailed, path + ": " + std::strerror(errno));
   }
@@ -48,8 +47,7 @@ tl::expected<std::string, TransportFailure> validateBusName(std::string_view nam
   if (name.front() == '.') return fail(TransportError::InvalidBusName, "'" + std::string(name) + "' starts with '.'");
   for (char c : name) {
     if (!isNameCharacter(c)) {
-      return fail(TransportError::InvalidBusName,
-                  "'" + std::string(name) + "' has a character outside [A-Za-z0-9._-]");
+      return fail(TransportError::InvalidBusName, "'" + std::string(name) + "' has a character outside [A-Za-z0-9._-]");
     }
   }
   return std::string(name);

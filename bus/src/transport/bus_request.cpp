@@ -13,10 +13,14 @@ constexpr std::chrono::milliseconds kAnswerSlice{100};
 
 std::string_view toString(RequestError error) {
   switch (error) {
-    case RequestError::Transport: return "transport";
-    case RequestError::Refused: return "refused";
-    case RequestError::NoAnswer: return "no answer";
-    case RequestError::Undecodable: return "undecodable answer";
+    case RequestError::Transport:
+      return "transport";
+    case RequestError::Refused:
+      return "refused";
+    case RequestError::NoAnswer:
+      return "no answer";
+    case RequestError::Undecodable:
+      return "undecodable answer";
   }
   return "unknown request error";
 }

@@ -72,8 +72,9 @@ tl::expected<CurveKeyPair, std::string> readCurveKeyPair(const std::filesystem::
     if (line.starts_with("secret ")) keys.secretKey = trimmed(std::string_view(line).substr(7));
   }
   if (!isCurveKey(keys.publicKey) || !isCurveKey(keys.secretKey)) {
-    return tl::unexpected(path.string() + " is not a key-pair file (lines 'public KEY' and 'secret KEY', 40-character "
-                                          "Z85 keys; wsync-keygen makes one)");
+    return tl::unexpected(path.string() +
+                          " is not a key-pair file (lines 'public KEY' and 'secret KEY', 40-character "
+                          "Z85 keys; wsync-keygen makes one)");
   }
   return keys;
 }

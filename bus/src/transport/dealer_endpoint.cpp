@@ -6,9 +6,9 @@
 #include <random>
 
 #include "transport/frames.hpp"
+#include "wsync/bus/core/text.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/transport/socket_options.hpp"
-#include "wsync/bus/core/text.hpp"
 
 namespace wsync::bus {
 
@@ -30,7 +30,8 @@ std::string describeHandshakeFailure(std::uint16_t event, std::uint32_t value, c
            "): its public key is not on the coordinator's --allow-keys list";
   }
   if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
-    return "the coordinator at " + address + " and this client disagree on CURVE (one uses it, the other not): "
+    return "the coordinator at " + address +
+           " and this client disagree on CURVE (one uses it, the other not): "
            "give the client --curve-keys and --server-key for a coordinator started with --curve-keys";
   }
   if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC) {
@@ -45,14 +46,14 @@ std::string describeHandshakeFailure(std::uint16_t event, std::uint32_t value, c
 }  // namespace
 
 tl::expected<DealerEndpoint, TransportFailure> DealerEndpoint::connect(zmq::context_t& context,
-                                                                      const std::string& endpoint,
-                                                                      std::string_view label,
-                                                                      const std::optional<CurveClient>& curve,
-                                                                      const LinkHeartbeat& link) {
+                                                                       const std::string& endpoint,
+                                                                       std::string_view label,
+                                                                       const std::optional<CurveClient>& curve,
+                                                                       const LinkHeartbeat& link) {
   // ZeroMQ reserves routing ids starting with a zero byte.
   if (label.size() > kMaxAgentIdBytes || (!label.empty() && label.front() == '\0')) {
-    return fail(TransportError::ConnectFailed, "label must be at most " + std::to_string(kMaxAgentIdBytes) +
-                                                   " bytes and not start with a zero byte");
+    return fail(TransportError::ConnectFailed,
+                "label must be at most " + std::to_string(kMaxAgentIdBytes) + " bytes and not start with a zero byte");
   }
   try {
     zmq::socket_t socket(context, zmq::socket_type::dealer);
@@ -124,7 +125,8 @@ std::optional<std::string> DealerEndpoint::handshakeRefusal(std::chrono::millise
   const auto deadline = std::chrono::steady_clock::now() + patience;
   while (!refusal_) {
     readEvents();
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (refusal_ || left <= std::chrono::milliseconds{0}) break;
     zmq::pollitem_t item{monitor_.handle(), 0, ZMQ_POLLIN, 0};
     (void)zmq::poll(&item, 1, left);

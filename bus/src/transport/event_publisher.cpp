@@ -5,7 +5,8 @@
 
 namespace wsync::bus {
 
-tl::expected<EventPublisher, TransportFailure> EventPublisher::bind(zmq::context_t& context, const std::string& endpoint,
+tl::expected<EventPublisher, TransportFailure> EventPublisher::bind(zmq::context_t& context,
+                                                                    const std::string& endpoint,
                                                                     std::uint64_t ioThreadAffinity,
                                                                     const std::optional<CurveKeyPair>& curveServer) {
   try {

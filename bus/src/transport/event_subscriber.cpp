@@ -5,9 +5,10 @@
 
 namespace wsync::bus {
 
-tl::expected<EventSubscriber, TransportFailure> EventSubscriber::connect(
-    zmq::context_t& context, const std::string& endpoint, const std::vector<std::string>& topicPrefixes,
-    const std::optional<CurveClient>& curve) {
+tl::expected<EventSubscriber, TransportFailure> EventSubscriber::connect(zmq::context_t& context,
+                                                                         const std::string& endpoint,
+                                                                         const std::vector<std::string>& topicPrefixes,
+                                                                         const std::optional<CurveClient>& curve) {
   try {
     zmq::socket_t socket(context, zmq::socket_type::sub);
     applyCommonOptions(socket);

@@ -2,19 +2,28 @@
 
 #include <cerrno>
 
-#include "wsync/bus/transport/bounded_poll.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/transport/bounded_poll.hpp"
 
 namespace wsync::bus::detail {
 
 TransportFailure toFailure(const zmq::error_t& error, TransportError fallback, const std::string& context) {
   TransportError code = fallback;
   switch (error.num()) {
-    case EHOSTUNREACH: code = TransportError::PeerUnreachable; break;
-    case EAGAIN: code = TransportError::WouldBlock; break;
-    case EINTR: code = TransportError::Interrupted; break;
-    case ETERM: code = TransportError::Closed; break;
-    default: break;
+    case EHOSTUNREACH:
+      code = TransportError::PeerUnreachable;
+      break;
+    case EAGAIN:
+      code = TransportError::WouldBlock;
+      break;
+    case EINTR:
+      code = TransportError::Interrupted;
+      break;
+    case ETERM:
+      code = TransportError::Closed;
+      break;
+    default:
+      break;
   }
   return TransportFailure{code, context + ": " + error.what()};
 }
@@ -63,13 +72,14 @@ tl::expected<std::optional<Received>, TransportFailure> receiveMessage(zmq::sock
 tl::expected<void, TransportFailure> sendMessage(zmq::socket_t& socket, bool withPrefix, std::string_view prefix,
                                                  std::span<const std::uint8_t> bytes) {
   if (bytes.size() > kMaxMessageBytes) {
-    return tl::unexpected(TransportFailure{TransportError::MessageTooLarge,
-                                           std::to_string(bytes.size()) + " bytes (limit " +
-                                               std::to_string(kMaxMessageBytes) + ")"});
+    return tl::unexpected(
+        TransportFailure{TransportError::MessageTooLarge,
+                         std::to_string(bytes.size()) + " bytes (limit " + std::to_string(kMaxMessageBytes) + ")"});
   }
   try {
     if (withPrefix) {
-      if (!socket.send(zmq::buffer(prefix.data(), prefix.size()), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      if (!socket.send(zmq::buffer(prefix.data(), prefix.size()),
+                       zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
         return tl::unexpected(TransportFailure{TransportError::WouldBlock, std::string(prefix)});
       }
     }

@@ -5,7 +5,8 @@
 
 namespace wsync::bus {
 
-tl::expected<RouterEndpoint, TransportFailure> RouterEndpoint::bind(zmq::context_t& context, const std::string& endpoint,
+tl::expected<RouterEndpoint, TransportFailure> RouterEndpoint::bind(zmq::context_t& context,
+                                                                    const std::string& endpoint,
                                                                     std::uint64_t ioThreadAffinity,
                                                                     const std::optional<CurveKeyPair>& curveServer,
                                                                     const LinkHeartbeat& link) {
@@ -27,8 +28,7 @@ tl::expected<std::optional<Received>, TransportFailure> RouterEndpoint::receive(
   return detail::receiveMessage(socket_, timeout, 2, rejections_);
 }
 
-tl::expected<void, TransportFailure> RouterEndpoint::send(std::string_view peer,
-                                                          std::span<const std::uint8_t> bytes) {
+tl::expected<void, TransportFailure> RouterEndpoint::send(std::string_view peer, std::span<const std::uint8_t> bytes) {
   return detail::sendMessage(socket_, true, peer, bytes);
 }
 

@@ -3,8 +3,8 @@
 #include <array>
 #include <chrono>
 
-#include "wsync/bus/transport/curve.hpp"
 #include "wsync/bus/core/log.hpp"
+#include "wsync/bus/transport/curve.hpp"
 
 namespace wsync::bus {
 
@@ -84,8 +84,8 @@ void ZapAuthenticator::serve() {
                                   : "CURVE key " + clientKey + " is not on the allowlist");
       });
     }
-    const std::array<std::string, 6> reply{"1.0", requestId, admit ? "200" : "400",
-                                           admit ? "OK" : "not on the allowlist", admit ? clientKey : "", ""};
+    const std::array<std::string, 6> reply{
+        "1.0", requestId, admit ? "200" : "400", admit ? "OK" : "not on the allowlist", admit ? clientKey : "", ""};
     try {
       for (std::size_t index = 0; index < reply.size(); ++index) {
         socket_.send(zmq::buffer(reply[index]),

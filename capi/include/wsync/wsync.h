@@ -51,15 +51,15 @@ extern "C" {
 typedef int32_t wsync_status;
 enum {
   WSYNC_OK = 0,
-  WSYNC_TIMEOUT = 1,            /* nothing within the timeout; the call may be repeated */
-  WSYNC_INVALID_ARGUMENT = 2,   /* a NULL handle or pointer, an option out of range, a malformed tensor, a call
-                                   its handle's own callback may not make */
-  WSYNC_UNAVAILABLE = 3,        /* no coordinator answered, registration failed, the bus is in use */
-  WSYNC_MANIFEST_MISMATCH = 4,  /* tensors disagree with the declared manifest or with a worker's bindings */
-  WSYNC_BUSY = 5,               /* a version is still in flight: wait for its outcome first */
-  WSYNC_STOPPED = 6,            /* the handle was stopped, or its agent stopped by itself */
-  WSYNC_UNSUPPORTED = 7,        /* e.g. a GPU channel in a build without CUDA */
-  WSYNC_INTERNAL = 8            /* a bug or an unexpected system failure (the text says which) */
+  WSYNC_TIMEOUT = 1,           /* nothing within the timeout; the call may be repeated */
+  WSYNC_INVALID_ARGUMENT = 2,  /* a NULL handle or pointer, an option out of range, a malformed tensor, a call
+                                  its handle's own callback may not make */
+  WSYNC_UNAVAILABLE = 3,       /* no coordinator answered, registration failed, the bus is in use */
+  WSYNC_MANIFEST_MISMATCH = 4, /* tensors disagree with the declared manifest or with a worker's bindings */
+  WSYNC_BUSY = 5,              /* a version is still in flight: wait for its outcome first */
+  WSYNC_STOPPED = 6,           /* the handle was stopped, or its agent stopped by itself */
+  WSYNC_UNSUPPORTED = 7,       /* e.g. a GPU channel in a build without CUDA */
+  WSYNC_INTERNAL = 8           /* a bug or an unexpected system failure (the text says which) */
 };
 
 /* The ABI version the library was built with (WSYNC_ABI_VERSION of its header). */
@@ -141,10 +141,10 @@ WSYNC_EXPORT wsync_status wsync_log_configure(const char* program, const char* l
 
 /* Fixed for ABI 1: it carries no struct_size, so it never grows (new settings go to the configs that embed it). */
 typedef struct wsync_connection {
-  const char* bus;             /* required: the bus's name */
-  const char* transport;       /* NULL or "ipc": this host; "tcp://HOST:PORT": the coordinator's tcp endpoint */
-  const char* curve_keys;      /* tcp with CURVE: this client's key-pair file (wsync-keygen makes one) */
-  const char* server_key;      /* tcp with CURVE: the coordinator's public key (Z85) or a file holding it */
+  const char* bus;        /* required: the bus's name */
+  const char* transport;  /* NULL or "ipc": this host; "tcp://HOST:PORT": the coordinator's tcp endpoint */
+  const char* curve_keys; /* tcp with CURVE: this client's key-pair file (wsync-keygen makes one) */
+  const char* server_key; /* tcp with CURVE: the coordinator's public key (Z85) or a file holding it */
 } wsync_connection;
 
 /* A tensor: its name, element type, shape and memory. Declaring a manifest reads name, dtype and shape; publishing
@@ -167,18 +167,18 @@ typedef struct wsync_coordinator wsync_coordinator;
 
 typedef struct wsync_coordinator_config {
   uint32_t struct_size;
-  const char* bus;                /* required */
-  const char* transport;          /* NULL or "ipc"; "tcp://HOST:PORT" needs curve_keys + allowed_keys, or insecure */
-  int64_t heartbeat_interval_ms;  /* defaults: coordinator_options.hpp */
+  const char* bus;               /* required */
+  const char* transport;         /* NULL or "ipc"; "tcp://HOST:PORT" needs curve_keys + allowed_keys, or insecure */
+  int64_t heartbeat_interval_ms; /* defaults: coordinator_options.hpp */
   int64_t heartbeat_timeout_ms;
   int64_t pause_timeout_ms;
   int64_t transfer_timeout_ms;
-  uint64_t bucket_bytes;          /* shm rounds */
+  uint64_t bucket_bytes; /* shm rounds */
   uint32_t buffer_count;
-  uint64_t gpu_bucket_bytes;      /* nccl and cuda_ipc rounds */
-  const char* curve_keys;         /* tcp: the coordinator's key-pair file */
-  const char* allowed_keys;       /* tcp: the allowlist file of client public keys */
-  int32_t insecure;               /* tcp without CURVE, on a network the operator trusts */
+  uint64_t gpu_bucket_bytes; /* nccl and cuda_ipc rounds */
+  const char* curve_keys;    /* tcp: the coordinator's key-pair file */
+  const char* allowed_keys;  /* tcp: the allowlist file of client public keys */
+  int32_t insecure;          /* tcp without CURVE, on a network the operator trusts */
 } wsync_coordinator_config;
 
 WSYNC_EXPORT void wsync_coordinator_config_init(wsync_coordinator_config* config);
@@ -198,10 +198,10 @@ typedef struct wsync_trainer wsync_trainer;
 typedef struct wsync_trainer_config {
   uint32_t struct_size;
   wsync_connection connection;
-  const char* agent_id;   /* required, unique on the bus */
-  int32_t rank;           /* -1 (default): the coordinator assigns one */
-  wsync_channel channel;  /* default WSYNC_CHANNEL_SHM */
-  int32_t cuda_device;    /* GPU channels: the device the tensors are on */
+  const char* agent_id;  /* required, unique on the bus */
+  int32_t rank;          /* -1 (default): the coordinator assigns one */
+  wsync_channel channel; /* default WSYNC_CHANNEL_SHM */
+  int32_t cuda_device;   /* GPU channels: the device the tensors are on */
 } wsync_trainer_config;
 
 /* wsync_publish_options.flags */
@@ -219,9 +219,9 @@ enum {
 
 typedef struct wsync_publish_options {
   uint32_t struct_size;
-  const char* label;            /* optional text carried with the version */
-  wsync_pause_mode pause_mode;  /* default WSYNC_PAUSE_KEEP */
-  uint64_t flags;               /* WSYNC_PUBLISH_* (default 0); a caller built before it passes struct_size 24 */
+  const char* label;           /* optional text carried with the version */
+  wsync_pause_mode pause_mode; /* default WSYNC_PAUSE_KEEP */
+  uint64_t flags;              /* WSYNC_PUBLISH_* (default 0); a caller built before it passes struct_size 24 */
 } wsync_publish_options;
 
 typedef uint8_t wsync_outcome_kind;
@@ -243,18 +243,18 @@ typedef struct wsync_outcome {
   uint64_t bytes;
   uint64_t digest_lo; /* XXH3-128 of the payload */
   uint64_t digest_hi;
-  int64_t until_plan_ns; /* begin -> transfer plan: the round's registration and the workers' pause */
-  int64_t sending_ns;    /* the payload, through the channel */
-  int64_t total_ns;      /* begin -> outcome */
+  int64_t until_plan_ns;           /* begin -> transfer plan: the round's registration and the workers' pause */
+  int64_t sending_ns;              /* the payload, through the channel */
+  int64_t total_ns;                /* begin -> outcome */
   char detail[WSYNC_DETAIL_CHARS]; /* NUL-terminated; cut at a character boundary when longer */
 } wsync_outcome;
 
 typedef struct wsync_progress {
   uint32_t struct_size;
-  uint64_t version;     /* the version being sent (0: none yet) */
+  uint64_t version; /* the version being sent (0: none yet) */
   uint64_t bytes_sent;
   uint64_t bytes_total;
-  int32_t sending;      /* the payload is moving now */
+  int32_t sending; /* the payload is moving now */
 } wsync_progress;
 
 WSYNC_EXPORT void wsync_trainer_config_init(wsync_trainer_config* config);
@@ -306,16 +306,16 @@ typedef void (*wsync_withdraw_fn)(void* user_data, uint64_t round);
 typedef struct wsync_worker_config {
   uint32_t struct_size;
   wsync_connection connection;
-  const char* agent_id;             /* required, unique on the bus */
-  int32_t rank;                     /* -1 (default): the coordinator assigns the lowest free one */
-  wsync_memory memory;              /* default WSYNC_MEMORY_HOST */
-  int32_t cuda_device;              /* Device bindings: the device they are on */
-  int64_t registration_timeout_ms;  /* default 30 s */
-  wsync_pause_fn pause;             /* required */
-  wsync_resume_fn resume;           /* required */
-  wsync_applied_fn applied;         /* optional */
+  const char* agent_id;            /* required, unique on the bus */
+  int32_t rank;                    /* -1 (default): the coordinator assigns the lowest free one */
+  wsync_memory memory;             /* default WSYNC_MEMORY_HOST */
+  int32_t cuda_device;             /* Device bindings: the device they are on */
+  int64_t registration_timeout_ms; /* default 30 s */
+  wsync_pause_fn pause;            /* required */
+  wsync_resume_fn resume;          /* required */
+  wsync_applied_fn applied;        /* optional */
   void* user_data;
-  wsync_withdraw_fn withdraw;       /* optional; without it no message is read until the pause callback returns */
+  wsync_withdraw_fn withdraw; /* optional; without it no message is read until the pause callback returns */
 } wsync_worker_config;
 
 typedef struct wsync_worker_counters {

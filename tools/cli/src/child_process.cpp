@@ -147,8 +147,7 @@ void ChildProcess::stop(std::chrono::milliseconds grace) noexcept {
   ::kill(pid_, SIGKILL);
   // SIGKILL cannot be caught: the kernel tears the process down, so this wait ends.
   int raw = 0;
-  while (::waitpid(pid_, &raw, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(pid_, &raw, 0) < 0 && errno == EINTR) {}
   raw_ = raw;
   status_ = statusOf(raw);
 }

@@ -8,7 +8,6 @@ namespace wsync::cli {
 
 namespace {
 
-
 // XXH3-128 over the tensors' bytes in order: what the host channel (shm) reports for the same bytes.
 bus::TransferResult digestTensors(std::span<const std::span<std::byte>> tensors) {
   bus::StreamDigest stream;

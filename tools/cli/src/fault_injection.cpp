@@ -13,19 +13,24 @@ using bus::toString;
 
 std::string_view toString(FaultAction action) {
   switch (action) {
-    case FaultAction::Kill: return "kill";
-    case FaultAction::Stop: return "stop";
-    case FaultAction::Disconnect: return "disconnect";
-    case FaultAction::Delay: return "delay";
-    case FaultAction::CorruptReceive: return "corrupt-receive";
+    case FaultAction::Kill:
+      return "kill";
+    case FaultAction::Stop:
+      return "stop";
+    case FaultAction::Disconnect:
+      return "disconnect";
+    case FaultAction::Delay:
+      return "delay";
+    case FaultAction::CorruptReceive:
+      return "corrupt-receive";
   }
   return "unknown";
 }
 
 std::string describe(const FaultSpec& spec) {
   if (spec.action == FaultAction::CorruptReceive) return "corrupt-receive@" + std::to_string(spec.version);
-  std::string text = std::string(toString(spec.action)) + "@" + std::string(toString(spec.point)) + ":" +
-                     std::to_string(spec.version);
+  std::string text =
+      std::string(toString(spec.action)) + "@" + std::string(toString(spec.point)) + ":" + std::to_string(spec.version);
   if (spec.action == FaultAction::Disconnect || spec.action == FaultAction::Delay) {
     text += "+" + std::to_string(spec.outage.count());
   }
@@ -52,9 +57,10 @@ std::optional<std::uint64_t> number(std::string_view text) {
 }  // namespace
 
 tl::expected<FaultSpec, std::string> parseFaultSpec(std::string_view text) {
-  const std::string usage = "a fault is ACTION@POINT:VERSION[+MS] (ACTION kill|stop|disconnect|delay, POINT "
-                            "begin|pause|transfer|verify|commit|resume) or corrupt-receive@VERSION, not '" +
-                            std::string(text) + "'";
+  const std::string usage =
+      "a fault is ACTION@POINT:VERSION[+MS] (ACTION kill|stop|disconnect|delay, POINT "
+      "begin|pause|transfer|verify|commit|resume) or corrupt-receive@VERSION, not '" +
+      std::string(text) + "'";
   constexpr std::string_view kCorruptReceive = "corrupt-receive@";
   if (text.starts_with(kCorruptReceive)) {
     const auto version = number(text.substr(kCorruptReceive.size()));
@@ -65,13 +71,13 @@ tl::expected<FaultSpec, std::string> parseFaultSpec(std::string_view text) {
   const auto colon = text.find(':', at == std::string_view::npos ? 0 : at);
   if (at == std::string_view::npos || colon == std::string_view::npos) return tl::unexpected(usage);
   FaultSpec spec;
-  const auto action = byName(text.substr(0, at), {FaultAction::Kill, FaultAction::Stop, FaultAction::Disconnect,
-                                                  FaultAction::Delay});
+  const auto action =
+      byName(text.substr(0, at), {FaultAction::Kill, FaultAction::Stop, FaultAction::Disconnect, FaultAction::Delay});
   if (!action) return tl::unexpected("unknown fault action in '" + std::string(text) + "': " + usage);
   spec.action = *action;
-  const auto point = byName(text.substr(at + 1, colon - at - 1),
-                            {FaultPoint::Begin, FaultPoint::Pause, FaultPoint::Transfer, FaultPoint::Verify,
-                             FaultPoint::Commit, FaultPoint::Resume});
+  const auto point =
+      byName(text.substr(at + 1, colon - at - 1), {FaultPoint::Begin, FaultPoint::Pause, FaultPoint::Transfer,
+                                                   FaultPoint::Verify, FaultPoint::Commit, FaultPoint::Resume});
   if (!point) return tl::unexpected("unknown fault point in '" + std::string(text) + "': " + usage);
   spec.point = *point;
   std::string_view rest = text.substr(colon + 1);

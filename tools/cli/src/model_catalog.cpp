@@ -18,8 +18,8 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "tensor content is defined as little-endian words: a big-endian host would write other bytes");
 
-constexpr std::array<std::string_view, 6> kKnownModels{"opt-125m", "qwen2.5-7b", "qwen3-30b-a3b",
-                                                       "deepseek-v3:LAYERS", "tiny", "synthetic:COUNT:MIB"};
+constexpr std::array<std::string_view, 6> kKnownModels{"opt-125m",           "qwen2.5-7b", "qwen3-30b-a3b",
+                                                       "deepseek-v3:LAYERS", "tiny",       "synthetic:COUNT:MIB"};
 constexpr std::string_view kSyntheticPrefix = "synthetic:";
 constexpr std::string_view kDeepSeekPrefix = "deepseek-v3:";
 
@@ -212,14 +212,14 @@ std::vector<TensorSpec> deepSeekV3(int layers) {
 
 std::vector<TensorSpec> tiny() {
   return {
-      {"embed.weight", msg::DType::BF16, {64, 16}},              // 2048 bytes
-      {"layers.0.attn.qkv.weight", msg::DType::F16, {48, 16}},   // 1536
-      {"layers.0.attn.qkv.bias", msg::DType::F32, {48}},         // 192
-      {"layers.0.mlp.weight", msg::DType::BF16, {7, 33}},        // 462: not a multiple of 8, to exercise tails
-      {"layers.0.norm.weight", msg::DType::F32, {16}},           // 64
-      {"layers.0.router.unused", msg::DType::BF16, {0, 16}},     // 0: zero-byte tensors are legal and get no piece
-      {"step", msg::DType::I64, {}},                             // 8: a scalar
-      {"final_norm.bias", msg::DType::F32, {3}},                 // 12
+      {"embed.weight", msg::DType::BF16, {64, 16}},             // 2048 bytes
+      {"layers.0.attn.qkv.weight", msg::DType::F16, {48, 16}},  // 1536
+      {"layers.0.attn.qkv.bias", msg::DType::F32, {48}},        // 192
+      {"layers.0.mlp.weight", msg::DType::BF16, {7, 33}},       // 462: not a multiple of 8, to exercise tails
+      {"layers.0.norm.weight", msg::DType::F32, {16}},          // 64
+      {"layers.0.router.unused", msg::DType::BF16, {0, 16}},    // 0: zero-byte tensors are legal and get no piece
+      {"step", msg::DType::I64, {}},                            // 8: a scalar
+      {"final_norm.bias", msg::DType::F32, {3}},                // 12
   };
 }
 
@@ -255,8 +255,8 @@ void writePerturbation(std::span<std::byte> out, std::size_t begin, std::size_t 
 
 struct SyntheticKind {
   std::string_view suffix;
-  bool matrix;             // 2-D, else 1-D
-  std::uint32_t weight;    // relative size, as in a Llama-style layer with grouped KV heads
+  bool matrix;           // 2-D, else 1-D
+  std::uint32_t weight;  // relative size, as in a Llama-style layer with grouped KV heads
 };
 // Norms are vectors, K and V a quarter of Q, the MLP about 2.7x attention: sizes over two orders of magnitude.
 constexpr std::array<SyntheticKind, 9> kSyntheticLayer{{
@@ -283,17 +283,16 @@ tl::expected<std::vector<TensorSpec>, ModelCatalogFailure> synthetic(std::string
   const std::string_view arguments = name.substr(kSyntheticPrefix.size());
   const std::size_t colon = arguments.find(':');
   const auto count = parseDecimal(arguments.substr(0, colon));
-  const auto mebibytes =
-      colon == std::string_view::npos ? std::nullopt : parseDecimal(arguments.substr(colon + 1));
+  const auto mebibytes = colon == std::string_view::npos ? std::nullopt : parseDecimal(arguments.substr(colon + 1));
   if (!count || !mebibytes) {
     return fail(ModelCatalogError::InvalidSyntheticSpec,
                 "'" + std::string(name) + "' is not synthetic:COUNT:MIB with two decimal numbers");
   }
   constexpr std::uint64_t kMaxMebibytes = bus::kMaxManifestBytes >> 20;
   if (*count < 1 || *count > bus::kMaxTensors || *mebibytes < 1 || *mebibytes > kMaxMebibytes) {
-    return fail(ModelCatalogError::InvalidSyntheticSpec,
-                "'" + std::string(name) + "': COUNT must be 1.." + std::to_string(kMaxTensors) + " and MIB 1.." +
-                    std::to_string(kMaxMebibytes));
+    return fail(ModelCatalogError::InvalidSyntheticSpec, "'" + std::string(name) + "': COUNT must be 1.." +
+                                                             std::to_string(kMaxTensors) + " and MIB 1.." +
+                                                             std::to_string(kMaxMebibytes));
   }
   const std::uint64_t totalBytes = *mebibytes << 20;
   if (totalBytes / *count < kMinSyntheticBytesPerTensor) {
@@ -327,9 +326,8 @@ tl::expected<std::vector<TensorSpec>, ModelCatalogFailure> synthetic(std::string
     const auto target = static_cast<std::uint64_t>(Wide{totalElements} * weightSoFar / weightSum);
     const std::uint64_t need = target > elementsSoFar ? target - elementsSoFar : 1;
     const SyntheticKind& kind = kSyntheticLayer[i % kSyntheticLayer.size()];
-    TensorSpec tensor{"layers." + std::to_string(i / kSyntheticLayer.size()) + "." + std::string(kind.suffix),
-                      msg::DType::BF16,
-                      {}};
+    TensorSpec tensor{
+        "layers." + std::to_string(i / kSyntheticLayer.size()) + "." + std::string(kind.suffix), msg::DType::BF16, {}};
     const bool last = i + 1 == weights.size();
     if (kind.matrix && !last && need >= 8) {
       const std::uint64_t cols = std::min<std::uint64_t>(columns[i], need / 4);
@@ -348,9 +346,12 @@ tl::expected<std::vector<TensorSpec>, ModelCatalogFailure> synthetic(std::string
 
 std::string_view toString(ModelCatalogError error) {
   switch (error) {
-    case ModelCatalogError::UnknownModel: return "unknown model";
-    case ModelCatalogError::InvalidSyntheticSpec: return "invalid synthetic model";
-    case ModelCatalogError::InvalidLayerCount: return "invalid layer count";
+    case ModelCatalogError::UnknownModel:
+      return "unknown model";
+    case ModelCatalogError::InvalidSyntheticSpec:
+      return "invalid synthetic model";
+    case ModelCatalogError::InvalidLayerCount:
+      return "invalid layer count";
   }
   return "unknown model catalog error";
 }
@@ -366,8 +367,8 @@ tl::expected<std::vector<TensorSpec>, ModelCatalogFailure> modelTensors(std::str
   if (name.starts_with(kDeepSeekPrefix)) {
     const auto layers = parseDecimal(name.substr(kDeepSeekPrefix.size()));
     if (!layers || *layers < 1 || *layers > kDeepSeekLayers) {
-      return fail(ModelCatalogError::InvalidLayerCount, "'" + std::string(name) + "': LAYERS must be 1.." +
-                                                            std::to_string(kDeepSeekLayers) + ", in decimal");
+      return fail(ModelCatalogError::InvalidLayerCount,
+                  "'" + std::string(name) + "': LAYERS must be 1.." + std::to_string(kDeepSeekLayers) + ", in decimal");
     }
     return deepSeekV3(static_cast<int>(*layers));
   }

@@ -134,7 +134,8 @@ class HeaderReader {
 
   bool start_object(std::size_t /*elements*/) {
     switch (depth_++) {
-      case 0: return true;  // the header
+      case 0:
+        return true;  // the header
       case 1:
         if (name_ == kMetadataKey) {
           inMetadata_ = true;
@@ -145,20 +146,24 @@ class HeaderReader {
           seenFields_ = 0;
         }
         return true;
-      default: return container("an object");
+      default:
+        return container("an object");
     }
   }
   bool start_array(std::size_t /*elements*/) {
     switch (depth_++) {
-      case 0: return refuse(SafetensorsError::HeaderNotObject, "the header is a JSON array, not an object");
-      case 1: return wrongType("an array");
+      case 0:
+        return refuse(SafetensorsError::HeaderNotObject, "the header is a JSON array, not an object");
+      case 1:
+        return wrongType("an array");
       case 2:
         if (!inMetadata_ && (field_ == "shape" || field_ == "data_offsets")) {
           list_.clear();
           return true;
         }
         return container("an array");
-      default: return container("an array");
+      default:
+        return container("an array");
     }
   }
   bool key(string_t& key) {
@@ -249,9 +254,10 @@ class HeaderReader {
   bool scalar(const char* type, const std::string& text) {
     switch (depth_) {
       case 0:
-        return refuse(SafetensorsError::HeaderNotObject, "the header is a JSON " + std::string(type) +
-                                                             ", not an object");
-      case 1: return wrongType("a JSON " + std::string(type) + " (" + text.substr(0, 64) + ")");
+        return refuse(SafetensorsError::HeaderNotObject,
+                      "the header is a JSON " + std::string(type) + ", not an object");
+      case 1:
+        return wrongType("a JSON " + std::string(type) + " (" + text.substr(0, 64) + ")");
       case 2:
         if (inMetadata_) {
           return refuse(SafetensorsError::InvalidMetadata,
@@ -263,15 +269,15 @@ class HeaderReader {
         }
         return true;  // a field the format does not define: ignored, as the reference reader does
       default:
-        return refuse(fieldError(), label() + " has " + field_ + " entry " + text.substr(0, 64) +
-                                        ", not a non-negative integer");
+        return refuse(fieldError(),
+                      label() + " has " + field_ + " entry " + text.substr(0, 64) + ", not a non-negative integer");
     }
   }
 
   bool listEntry(std::uint64_t value) {
     if (list_.size() == kMaxHeaderListEntries) {
-      return refuse(fieldError(), label() + " has " + field_ + " of over " +
-                                      std::to_string(kMaxHeaderListEntries) + " entries");
+      return refuse(fieldError(),
+                    label() + " has " + field_ + " of over " + std::to_string(kMaxHeaderListEntries) + " entries");
     }
     if (field_ == "shape" && value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
       return refuse(SafetensorsError::InvalidShape,
@@ -301,11 +307,11 @@ class HeaderReader {
     current_.begin = offsets[0];
     current_.end = offsets[1];
     if (current_.end - current_.begin != *maybeBytes) {
-      return refuse(SafetensorsError::InvalidOffsets,
-                    label() + " has data_offsets " + listText(offsets) + " (" +
-                        std::to_string(current_.end - current_.begin) + " bytes), but " +
-                        std::string(safetensorsName(spec.dtype)) + " " + shapeText(spec.shape) + " is " +
-                        std::to_string(*maybeBytes) + " bytes");
+      return refuse(SafetensorsError::InvalidOffsets, label() + " has data_offsets " + listText(offsets) + " (" +
+                                                          std::to_string(current_.end - current_.begin) +
+                                                          " bytes), but " + std::string(safetensorsName(spec.dtype)) +
+                                                          " " + shapeText(spec.shape) + " is " +
+                                                          std::to_string(*maybeBytes) + " bytes");
     }
     if (current_.end > dataBytes_) {
       return refuse(SafetensorsError::OutOfBounds, label() + " has data_offsets " + listText(offsets) +
@@ -353,21 +359,36 @@ bool writeAll(int fd, std::span<const std::byte> bytes) {
 
 std::string_view toString(SafetensorsError error) {
   switch (error) {
-    case SafetensorsError::OpenFailed: return "cannot open safetensors file";
-    case SafetensorsError::TooShort: return "safetensors file too short";
-    case SafetensorsError::HeaderTooLarge: return "safetensors header too large";
-    case SafetensorsError::HeaderNotJson: return "safetensors header is not JSON";
-    case SafetensorsError::HeaderNotObject: return "safetensors header is not a JSON object";
-    case SafetensorsError::TooManyTensors: return "too many tensors";
-    case SafetensorsError::InvalidMetadata: return "invalid safetensors metadata";
-    case SafetensorsError::InvalidEntry: return "invalid tensor entry";
-    case SafetensorsError::UnknownDType: return "unknown dtype";
-    case SafetensorsError::InvalidShape: return "invalid shape";
-    case SafetensorsError::InvalidOffsets: return "invalid data offsets";
-    case SafetensorsError::OutOfBounds: return "tensor outside the data area";
-    case SafetensorsError::Overlap: return "overlapping tensors";
-    case SafetensorsError::SizeMismatch: return "tensor data size mismatch";
-    case SafetensorsError::WriteFailed: return "cannot write safetensors file";
+    case SafetensorsError::OpenFailed:
+      return "cannot open safetensors file";
+    case SafetensorsError::TooShort:
+      return "safetensors file too short";
+    case SafetensorsError::HeaderTooLarge:
+      return "safetensors header too large";
+    case SafetensorsError::HeaderNotJson:
+      return "safetensors header is not JSON";
+    case SafetensorsError::HeaderNotObject:
+      return "safetensors header is not a JSON object";
+    case SafetensorsError::TooManyTensors:
+      return "too many tensors";
+    case SafetensorsError::InvalidMetadata:
+      return "invalid safetensors metadata";
+    case SafetensorsError::InvalidEntry:
+      return "invalid tensor entry";
+    case SafetensorsError::UnknownDType:
+      return "unknown dtype";
+    case SafetensorsError::InvalidShape:
+      return "invalid shape";
+    case SafetensorsError::InvalidOffsets:
+      return "invalid data offsets";
+    case SafetensorsError::OutOfBounds:
+      return "tensor outside the data area";
+    case SafetensorsError::Overlap:
+      return "overlapping tensors";
+    case SafetensorsError::SizeMismatch:
+      return "tensor data size mismatch";
+    case SafetensorsError::WriteFailed:
+      return "cannot write safetensors file";
   }
   return "unknown safetensors error";
 }
@@ -408,7 +429,7 @@ tl::expected<SafetensorsFile, SafetensorsFailure> SafetensorsFile::open(const st
   const std::string where = path.string() + ": ";
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return fail(SafetensorsError::OpenFailed, where + errnoText("open"));
-  struct stat info{};
+  struct stat info {};
   if (::fstat(fd, &info) != 0) {
     const std::string text = errnoText("fstat");
     ::close(fd);
@@ -500,9 +521,9 @@ tl::expected<void, SafetensorsFailure> writeSafetensors(const std::filesystem::p
     const TensorSpec& tensor = tensors[i];
     if (tensor.name.empty() || tensor.name.size() > kMaxTensorNameBytes || tensor.name == kMetadataKey ||
         !names.insert(tensor.name).second) {
-      return fail(SafetensorsError::InvalidEntry,
-                  tensorLabel(tensor.name.substr(0, 64)) + " (number " + std::to_string(i) +
-                      ") has an empty, reserved, duplicate or over-long name");
+      return fail(SafetensorsError::InvalidEntry, tensorLabel(tensor.name.substr(0, 64)) + " (number " +
+                                                      std::to_string(i) +
+                                                      ") has an empty, reserved, duplicate or over-long name");
     }
     const std::size_t element = elementBytes(tensor.dtype);
     if (element == 0) {

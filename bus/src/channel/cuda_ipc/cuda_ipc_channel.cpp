@@ -12,15 +12,15 @@
 #include <thread>
 #include <vector>
 
-#include <boost/interprocess/shared_memory_object.hpp>
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
+#include <boost/interprocess/shared_memory_object.hpp>
 
-#include "core/private_segment.hpp"
 #include "channel/gpu/copy_reporter.hpp"
 #include "channel/gpu/copy_table.hpp"
 #include "channel/gpu/cuda_check.hpp"
+#include "core/private_segment.hpp"
 #include "wsync/bus/core/shared_futex.hpp"
 #include "wsync/bus/protocol/client_text.hpp"
 
@@ -143,7 +143,7 @@ struct CudaIpcChannel::State {
     std::uint64_t bufferId = 0;  // the driver's process-wide unique id of the allocation
   };
   std::vector<Exported> exported;
-  std::uint64_t generation = 0;          // last written (even)
+  std::uint64_t generation = 0;  // last written (even)
 
   // The allocation's unique id: a block freed and allocated again at the same address gets a new one.
   std::uint64_t bufferId(CUdeviceptr address) const {
@@ -163,8 +163,8 @@ struct CudaIpcChannel::State {
   std::vector<void*> importOf;  // by allocation index of importedGeneration
   std::uint64_t importedGeneration = 0;
   detail::CopyTable table;
-  std::optional<Digest> tableKey;          // layout key of this receiver's tensors the table copies into
-  std::uint64_t tableGeneration = 0;       // the export it copies from (0: none)
+  std::optional<Digest> tableKey;     // layout key of this receiver's tensors the table copies into
+  std::uint64_t tableGeneration = 0;  // the export it copies from (0: none)
   std::uint64_t totalBytes = 0;
 
   // Closes what `handles` (a new export) no longer names: the sender let that memory go, and a block it allocates
@@ -245,7 +245,8 @@ tl::expected<std::unique_ptr<CudaIpcChannel>, ChannelFailure> CudaIpcChannel::op
     bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_write);
     auto size = bus::detail::privateSegmentSize(shm, name);
     if (!size) return fail(size.error().unsafe ? ChannelError::Unsafe : ChannelError::SystemError, size.error().detail);
-    if (*size < controlBytes()) return fail(ChannelError::LayoutMismatch, name + " is too small for a cuda_ipc segment");
+    if (*size < controlBytes())
+      return fail(ChannelError::LayoutMismatch, name + " is too small for a cuda_ipc segment");
     region = bip::mapped_region(shm, bip::read_write, 0, *size);
   } catch (const bip::interprocess_exception& e) {
     if (e.get_error_code() == bip::not_found_error) return fail(ChannelError::NoArena, "no cuda_ipc segment " + name);
@@ -255,8 +256,8 @@ tl::expected<std::unique_ptr<CudaIpcChannel>, ChannelFailure> CudaIpcChannel::op
   if (header.magic.load(std::memory_order_acquire) != kIpcMagic || header.layoutVersion != kIpcLayoutVersion ||
       header.segmentBytes != region.get_size() ||
       header.segmentBytes != segmentBytes({header.maxReceivers, header.maxAllocations, header.maxTensors})) {
-    return fail(ChannelError::LayoutMismatch, name + " is not an initialised cuda_ipc segment of layout " +
-                                                  std::to_string(kIpcLayoutVersion));
+    return fail(ChannelError::LayoutMismatch,
+                name + " is not an initialised cuda_ipc segment of layout " + std::to_string(kIpcLayoutVersion));
   }
 
   auto state = std::make_unique<State>();
@@ -274,7 +275,8 @@ tl::expected<std::unique_ptr<CudaIpcChannel>, ChannelFailure> CudaIpcChannel::op
   }
   state->getAddressRange = reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(function);
   function = nullptr;
-  WSYNC_CUDA_TRY(cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &function, 12000, cudaEnableDefault, &found));
+  WSYNC_CUDA_TRY(
+      cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &function, 12000, cudaEnableDefault, &found));
   if (found != cudaDriverEntryPointSuccess || function == nullptr) {
     return fail(ChannelError::DeviceError, "the CUDA driver has no cuPointerGetAttribute");
   }
@@ -352,14 +354,14 @@ tl::expected<ExportTables, ChannelFailure> describeExport(const CudaIpcChannel::
     std::size_t size = 0;
     const auto address = reinterpret_cast<CUdeviceptr>(tensor.data());
     if (state.getAddressRange(&base, &size, address) != CUDA_SUCCESS || address + tensor.size() > base + size) {
-      return fail(ChannelError::PlanMismatch, "tensor " + std::to_string(index) +
-                                                  " is not inside one device allocation of this process");
+      return fail(ChannelError::PlanMismatch,
+                  "tensor " + std::to_string(index) + " is not inside one device allocation of this process");
     }
     auto [slot, added] = allocationOf.try_emplace(base, static_cast<std::uint32_t>(tables.allocations.size()));
     if (added) {
       if (tables.allocations.size() >= maxAllocations) {
-        return fail(ChannelError::InvalidGeometry, "more than " + std::to_string(maxAllocations) +
-                                                       " device allocations to export");
+        return fail(ChannelError::InvalidGeometry,
+                    "more than " + std::to_string(maxAllocations) + " device allocations to export");
       }
       cudaIpcMemHandle_t handle{};
       if (const cudaError_t error = cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(base)); error != cudaSuccess) {
@@ -376,8 +378,8 @@ tl::expected<ExportTables, ChannelFailure> describeExport(const CudaIpcChannel::
       tables.allocations.push_back(entry);
       tables.blocks.push_back(CudaIpcChannel::State::Exported{.base = base, .bufferId = state.bufferId(base)});
     }
-    tables.tensors[index] = IpcTensorData{.allocation = slot->second, .reserved = 0, .offset = address - base,
-                                          .bytes = tensor.size()};
+    tables.tensors[index] =
+        IpcTensorData{.allocation = slot->second, .reserved = 0, .offset = address - base, .bytes = tensor.size()};
   }
   return tables;
 }
@@ -453,8 +455,7 @@ tl::expected<void, ChannelFailure> CudaIpcChannel::exportTensors(std::span<const
   return {};
 }
 
-tl::expected<void, ChannelFailure> CudaIpcChannel::waitForReceivers(std::uint64_t transfer,
-                                                                    std::uint32_t receiverCount,
+tl::expected<void, ChannelFailure> CudaIpcChannel::waitForReceivers(std::uint64_t transfer, std::uint32_t receiverCount,
                                                                     Clock::time_point deadline) {
   const State& state = *state_;
   IpcControlData& data = control(region_);
@@ -505,8 +506,8 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::agreedResult(std::u
     }
   }
   if (first.bytes != state_->totalBytes) {
-    return fail(ChannelError::DigestMismatch, "receivers copied " + std::to_string(first.bytes) + " bytes of " +
-                                                  std::to_string(state_->totalBytes));
+    return fail(ChannelError::DigestMismatch,
+                "receivers copied " + std::to_string(first.bytes) + " bytes of " + std::to_string(state_->totalBytes));
   }
   reportProgress(first.bytes);  // one copy launch per version: nothing to report before its end
   return TransferResult{.bytes = first.bytes, .digest = Digest{.lo = first.digestLo, .hi = first.digestHi}};
@@ -519,8 +520,8 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
   State& state = *state_;
   IpcControlData& data = control(region_);
   if (receiver >= data.header.maxReceivers) {
-    return fail(ChannelError::InvalidGeometry, "receiver " + std::to_string(receiver) + " of " +
-                                                   std::to_string(data.header.maxReceivers));
+    return fail(ChannelError::InvalidGeometry,
+                "receiver " + std::to_string(receiver) + " of " + std::to_string(data.header.maxReceivers));
   }
   IpcReceiverData& slot = data.receivers[receiver];
   slot.pid = static_cast<std::uint32_t>(::getpid());
@@ -550,8 +551,7 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
   return reportCopy(slot, transfer, *sums);
 }
 
-tl::expected<void, ChannelFailure> CudaIpcChannel::waitForSender(std::uint64_t transfer,
-                                                                 Clock::time_point deadline) {
+tl::expected<void, ChannelFailure> CudaIpcChannel::waitForSender(std::uint64_t transfer, Clock::time_point deadline) {
   const State& state = *state_;
   const IpcControlData& data = control(region_);
   const auto waitStarted = Clock::now();
@@ -590,8 +590,8 @@ tl::expected<std::uint64_t, ChannelFailure> CudaIpcChannel::importExport() {
   state.closeImportsNotIn(handles);
   // A sender in this process (a trainer and its engine in one process, as verl's hybrid engine runs them): CUDA
   // opens no handle in the process that made it, and needs none; its memory is this process's already.
-  const bool sameProcess = data.sender.processToken == processToken() &&
-                           data.sender.senderPid == static_cast<std::uint32_t>(::getpid());
+  const bool sameProcess =
+      data.sender.processToken == processToken() && data.sender.senderPid == static_cast<std::uint32_t>(::getpid());
   if (sameProcess && data.sender.senderDevice != state.device) {
     if (auto reachable = reachSenderDevice(); !reachable) {
       state.importedGeneration = 0;
@@ -628,8 +628,8 @@ tl::expected<void, ChannelFailure> CudaIpcChannel::reachSenderDevice() {
   return {};
 }
 
-tl::expected<std::vector<void*>, ChannelFailure> CudaIpcChannel::openImports(
-    std::span<const HandleBytes> handles, bool sameProcess) {
+tl::expected<std::vector<void*>, ChannelFailure> CudaIpcChannel::openImports(std::span<const HandleBytes> handles,
+                                                                             bool sameProcess) {
   State& state = *state_;
   std::vector<void*> importOf(handles.size(), nullptr);
   for (std::size_t index = 0; index < handles.size(); ++index) {
@@ -747,8 +747,7 @@ tl::expected<DeviceChecksumSums, ChannelFailure> CudaIpcChannel::waitForCopy(con
   return *sums;
 }
 
-tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::reportCopy(IpcReceiverData& slot,
-                                                                        std::uint64_t transfer,
+tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::reportCopy(IpcReceiverData& slot, std::uint64_t transfer,
                                                                         const DeviceChecksumSums& sums) {
   State& state = *state_;
   const Digest digest = finishDeviceChecksum(sums, state.totalBytes);

@@ -76,9 +76,9 @@ __device__ __forceinline__ void storeOutside(unsigned char* dst, std::uint64_t o
 // Copies (dst may be null: reads only) `vectors` 16-byte vectors and folds them as whole words: vector i holds words
 // firstWord + 2i and + 2i + 1. Four loads in flight per thread down to the last vector: the last, partial round of a
 // run (a 44 KB tensor is one round of 32 KiB and a third) keeps as many bytes in flight per thread as a full one.
-__device__ __forceinline__ void copyVectors(const uint4* src, uint4* dst, std::uint64_t vectors, std::uint64_t firstWord,
-                                            std::uint32_t key0, std::uint32_t key1, std::uint64_t& sum0,
-                                            std::uint64_t& sum1) {
+__device__ __forceinline__ void copyVectors(const uint4* src, uint4* dst, std::uint64_t vectors,
+                                            std::uint64_t firstWord, std::uint32_t key0, std::uint32_t key1,
+                                            std::uint64_t& sum0, std::uint64_t& sum1) {
   for (std::uint64_t index = threadIdx.x; index < vectors; index += 4 * kCopyThreads) {
     uint4 values[4];
 #pragma unroll
@@ -173,9 +173,9 @@ __device__ __forceinline__ std::uint64_t copyWords(const unsigned char* src, uns
   return words;
 }
 
-__global__ void __launch_bounds__(kCopyThreads) copyRunsKernel(const CopyRun* runs, const std::uint32_t* chunkRuns,
-                                                              std::uint32_t chunkCount, DeviceChecksumSums* sums,
-                                                              CopyReport report) {
+__global__ void __launch_bounds__(kCopyThreads)
+    copyRunsKernel(const CopyRun* runs, const std::uint32_t* chunkRuns, std::uint32_t chunkCount,
+                   DeviceChecksumSums* sums, CopyReport report) {
   std::uint64_t sum0 = 0;
   std::uint64_t sum1 = 0;
   for (std::uint32_t chunk = blockIdx.x; chunk < chunkCount; chunk += gridDim.x) {
@@ -206,8 +206,8 @@ __global__ void __launch_bounds__(kCopyThreads) copyRunsKernel(const CopyRun* ru
         if (head % 8 == 0) {
           copyVectors(srcVectors, dstVectors, vectors, firstWord + head / 8, key0, key1, sum0, sum1);
         } else {
-          copyShiftedVectors(srcVectors, dstVectors, vectors, firstWord + head / 8 + 1,
-                             static_cast<unsigned>(head % 8), key0, key1, sum0, sum1);
+          copyShiftedVectors(srcVectors, dstVectors, vectors, firstWord + head / 8 + 1, static_cast<unsigned>(head % 8),
+                             key0, key1, sum0, sum1);
         }
         bodyBegin = head;
         bodyEnd = head + 16 * vectors;

@@ -18,8 +18,8 @@ inline constexpr unsigned kCopyThreads = 512;
 
 // One contiguous run, as the kernel reads it (plain data, uploaded as is).
 struct CopyRun {
-  std::uint64_t src = 0;         // device address of the run's first byte
-  std::uint64_t dst = 0;         // where to copy it; 0: only fold the checksum
+  std::uint64_t src = 0;  // device address of the run's first byte
+  std::uint64_t dst = 0;  // where to copy it; 0: only fold the checksum
   std::uint64_t bytes = 0;
   std::uint64_t firstWord = 0;   // the run's first byte / 8 within its tensor (runs start at multiples of 8)
   std::uint32_t tensor = 0;      // index in the manifest: part of the checksum's key

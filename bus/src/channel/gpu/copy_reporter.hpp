@@ -38,8 +38,8 @@ class CopyReporter {
 
  private:
   DeviceChecksumSums* deviceSums_ = nullptr;
-  std::uint32_t* doneBlocks_ = nullptr;   // device memory
-  HostCopyReport* host_ = nullptr;        // pinned, mapped
+  std::uint32_t* doneBlocks_ = nullptr;  // device memory
+  HostCopyReport* host_ = nullptr;       // pinned, mapped
   HostCopyReport* hostOnDevice_ = nullptr;
   std::uint64_t sequence_ = 0;
 };

@@ -17,9 +17,9 @@ inline ChannelFailure cudaFailure(const char* call, cudaError_t error) {
 
 // Returns the failure from the enclosing function (whose result is a tl::expected<_, ChannelFailure>) when a CUDA
 // call fails.
-#define WSYNC_CUDA_TRY(call)                                                        \
-  do {                                                                              \
-    if (const cudaError_t wsyncCudaError = (call); wsyncCudaError != cudaSuccess) { \
+#define WSYNC_CUDA_TRY(call)                                                                \
+  do {                                                                                      \
+    if (const cudaError_t wsyncCudaError = (call); wsyncCudaError != cudaSuccess) {         \
       return tl::unexpected(::wsync::bus::gpu::detail::cudaFailure(#call, wsyncCudaError)); \
-    }                                                                               \
+    }                                                                                       \
   } while (false)

@@ -32,9 +32,8 @@ tl::expected<NcclUniqueId, ChannelFailure> makeNcclUniqueId() {
   if (!library) return tl::unexpected(library.error());
   ncclUniqueId raw{};
   if (const ncclResult_t result = (*library)->getUniqueId(&raw); result != ncclSuccess) {
-    return fail(ChannelError::CommunicatorError,
-                std::string("ncclGetUniqueId: ") + (*library)->getErrorString(result) + ": " +
-                    (*library)->getLastError(nullptr));
+    return fail(ChannelError::CommunicatorError, std::string("ncclGetUniqueId: ") + (*library)->getErrorString(result) +
+                                                     ": " + (*library)->getLastError(nullptr));
   }
   NcclUniqueId id;
   std::memcpy(id.data(), raw.internal, id.size());

@@ -63,8 +63,8 @@ std::vector<BroadcastSlice> broadcastSlices(const BucketPlan& plan, std::uint64_
       std::uint64_t bytes = std::min(left, alignUp((left + cuts - 1) / cuts));
       if (firstSliceBytes != 0) {
         // No larger than what came before, nor than what comes after (bytes <= total - before - bytes).
-        const std::uint64_t limit = std::min({std::max(firstSliceBytes, before),
-                                              std::max(firstSliceBytes, (total - before) / 2), largest});
+        const std::uint64_t limit =
+            std::min({std::max(firstSliceBytes, before), std::max(firstSliceBytes, (total - before) / 2), largest});
         bytes = std::max(kSliceAlignment, limit / kSliceAlignment * kSliceAlignment);
         // The rest of the stream whole rather than a sliver of it as a broadcast of its own; where the whole would
         // outgrow the largest slice, in two halves (each within it, as the rest is under largest + firstSliceBytes).
@@ -108,9 +108,11 @@ std::vector<SlicePart> sliceParts(const BucketPlan& plan, const std::vector<Broa
         const std::uint64_t from = std::max(pieceStart, sliceStart);
         const std::uint64_t to = std::min(pieceStart + piece.bytes, sliceEnd);
         if (to > from) {
-          parts.push_back(SlicePart{.slice = index, .tensor = piece.tensor,
+          parts.push_back(SlicePart{.slice = index,
+                                    .tensor = piece.tensor,
                                     .tensorOffset = piece.tensorOffset + (from - pieceStart),
-                                    .sliceOffset = from - sliceStart, .bytes = to - from});
+                                    .sliceOffset = from - sliceStart,
+                                    .bytes = to - from});
         }
       }
       while (first < pieces.size() &&

@@ -46,13 +46,13 @@ constexpr std::uint32_t kUnoverlappedCopyBlocks = 1024;
 
 // How slice `slice` travels: straight between the tensors, or through a staging buffer.
 struct SliceRoute {
-  bool direct = false;         // its bucket is one piece that fills it: no staging buffer
-  std::uint32_t slot = 0;      // staged: the buffer it passes through (waits for it to be free, then frees it)
+  bool direct = false;     // its bucket is one piece that fills it: no staging buffer
+  std::uint32_t slot = 0;  // staged: the buffer it passes through (waits for it to be free, then frees it)
   std::uint32_t bucket = 0;
-  std::uint64_t address = 0;   // what is broadcast: the tensor's bytes (direct) or the buffer's
-  std::uint64_t bytes = 0;     // broadcast count
-  std::uint64_t payload = 0;   // of which tensor bytes (padding excluded): progress
-  std::size_t batch = 0;       // the pack/unpack (or, direct, the checksum-only) batch of the copy table
+  std::uint64_t address = 0;  // what is broadcast: the tensor's bytes (direct) or the buffer's
+  std::uint64_t bytes = 0;    // broadcast count
+  std::uint64_t payload = 0;  // of which tensor bytes (padding excluded): progress
+  std::size_t batch = 0;      // the pack/unpack (or, direct, the checksum-only) batch of the copy table
 };
 
 }  // namespace
@@ -74,9 +74,9 @@ struct NcclChannel::State {
   cudaStream_t copyStream = nullptr;
   std::vector<void*> buffers;
   std::uint64_t bufferBytes = 0;
-  std::vector<cudaEvent_t> bufferFree;  // per buffer: its last slice broadcast (sender) or unpacked (receiver)
-  std::vector<cudaEvent_t> sliceReady;  // per slice: packed (sender) or received (receiver)
-  std::vector<cudaEvent_t> sliceDone;   // per slice: broadcast (sender) or unpacked (receiver)
+  std::vector<cudaEvent_t> bufferFree;    // per buffer: its last slice broadcast (sender) or unpacked (receiver)
+  std::vector<cudaEvent_t> sliceReady;    // per slice: packed (sender) or received (receiver)
+  std::vector<cudaEvent_t> sliceDone;     // per slice: broadcast (sender) or unpacked (receiver)
   detail::NcclTimelineRecorder timeline;  // config.timeline; a no-op without it
   cudaEvent_t copyFinished = nullptr;
   cudaEvent_t commFinished = nullptr;
@@ -84,7 +84,7 @@ struct NcclChannel::State {
   DeviceChecksumSums* hostSums = nullptr;  // pinned
   detail::CopyTable table;
   std::vector<SliceRoute> routes;
-  std::optional<Digest> tensorsKey;  // layout key of the tensors `routes` and `table` were built for
+  std::optional<Digest> tensorsKey;    // layout key of the tensors `routes` and `table` were built for
   std::vector<std::uint64_t> planKey;  // ... and of the plan
   std::uint64_t totalBytes = 0;
 
@@ -125,10 +125,10 @@ struct NcclChannel::State {
       if (now > deadline) return fail(ChannelError::Timeout, std::string(call) + " did not complete in time");
       if (cancel && cancel()) return fail(ChannelError::Aborted, std::string("cancelled in ") + call);
       if (now - started > stallTimeout) {
-        return fail(ChannelError::Timeout, std::string(call) + " made no progress for " +
-                                               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                  stallTimeout).count()) +
-                                               " ms: a peer is dead or stuck");
+        return fail(ChannelError::Timeout,
+                    std::string(call) + " made no progress for " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(stallTimeout).count()) +
+                        " ms: a peer is dead or stuck");
       }
       std::this_thread::sleep_for(kPollInterval);
       nccl->commGetAsyncError(comm, &result);
@@ -203,12 +203,12 @@ tl::expected<void, ChannelFailure> splitBlockingChild(NcclChannel::State& state,
 tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(const NcclChannelConfig& config,
                                                                              Clock::time_point deadline) {
   if (config.worldSize < 2 || config.rank < 0 || static_cast<std::uint32_t>(config.rank) >= config.worldSize) {
-    return fail(ChannelError::InvalidGeometry, "rank " + std::to_string(config.rank) + " of world size " +
-                                                   std::to_string(config.worldSize));
+    return fail(ChannelError::InvalidGeometry,
+                "rank " + std::to_string(config.rank) + " of world size " + std::to_string(config.worldSize));
   }
   if (config.bufferCount < 2 || config.bufferCount > kMaxBuffers) {
-    return fail(ChannelError::InvalidGeometry, "buffer count " + std::to_string(config.bufferCount) +
-                                                   " (2 to " + std::to_string(kMaxBuffers) + ")");
+    return fail(ChannelError::InvalidGeometry,
+                "buffer count " + std::to_string(config.bufferCount) + " (2 to " + std::to_string(kMaxBuffers) + ")");
   }
   if (config.maxCtas < 0) {
     return fail(ChannelError::InvalidGeometry, "maxCtas " + std::to_string(config.maxCtas) + " (0: NCCL's choice)");
@@ -233,8 +233,10 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
     // Every rank loads the same NCCL as a rule; one that differs fails the split at the deadline, naming it.
     static std::once_flag warned;
     std::call_once(warned, [&] {
-      log::warn("NCCL {} has no ncclCommSplit (2.18 and later do): the nccl channel's broadcasts go through its "
-                "non-blocking communicator, 0.1-0.4 ms a call", state->nccl->version);
+      log::warn(
+          "NCCL {} has no ncclCommSplit (2.18 and later do): the nccl channel's broadcasts go through its "
+          "non-blocking communicator, 0.1-0.4 ms a call",
+          state->nccl->version);
     });
     enqueue = NcclEnqueue::NonBlocking;
   }
@@ -263,8 +265,8 @@ tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> NcclChannel::open(con
     ncclConfig.maxCTAs = config.maxCtas;
     ncclConfig.minCTAs = 1;  // NCCL refuses a minimum above the maximum
   }
-  const ncclResult_t started = state->nccl->commInitRankConfig(&state->joined, static_cast<int>(config.worldSize), id,
-                                                               config.rank, &ncclConfig);
+  const ncclResult_t started =
+      state->nccl->commInitRankConfig(&state->joined, static_cast<int>(config.worldSize), id, config.rank, &ncclConfig);
   if (started != ncclSuccess && started != ncclInProgress) {
     auto failure = ncclFailure(*state->nccl, state->joined, "ncclCommInitRankConfig", started);
     state->abort();
@@ -338,8 +340,8 @@ tl::expected<std::uint64_t, ChannelFailure> checkTensors(const BucketPlan& plan,
     total += planned;
   }
   if (!plan.pieces().empty() && plan.pieces().back().tensor >= tensorCount) {
-    return fail(ChannelError::PlanMismatch, "the plan has more tensors than the " + std::to_string(tensorCount) +
-                                                " given");
+    return fail(ChannelError::PlanMismatch,
+                "the plan has more tensors than the " + std::to_string(tensorCount) + " given");
   }
   return total;
 }
@@ -420,8 +422,7 @@ tl::expected<void, ChannelFailure> NcclChannel::allocate(const std::vector<Broad
 }
 
 template <typename Byte>
-tl::expected<void, ChannelFailure> NcclChannel::route(const BucketPlan& plan,
-                                                      const std::vector<BroadcastSlice>& slices,
+tl::expected<void, ChannelFailure> NcclChannel::route(const BucketPlan& plan, const std::vector<BroadcastSlice>& slices,
                                                       std::span<const std::span<Byte>> tensors) {
   State& state = *state_;
   const bool sender = config_.rank == 0;
@@ -479,8 +480,8 @@ tl::expected<void, ChannelFailure> NcclChannel::enqueueSlices(Clock::time_point 
       return queued;
     }
   }
-  WSYNC_CUDA_TRY(cudaMemcpyAsync(state.hostSums, state.deviceSums, sizeof(DeviceChecksumSums),
-                                 cudaMemcpyDeviceToHost, state.copyStream));
+  WSYNC_CUDA_TRY(cudaMemcpyAsync(state.hostSums, state.deviceSums, sizeof(DeviceChecksumSums), cudaMemcpyDeviceToHost,
+                                 state.copyStream));
   WSYNC_CUDA_TRY(cudaEventRecord(state.copyFinished, state.copyStream));
   WSYNC_CUDA_TRY(cudaEventRecord(state.commFinished, state.commStream));
   return {};
@@ -527,8 +528,8 @@ tl::expected<void, ChannelFailure> NcclChannel::enqueueReceive(std::size_t index
 tl::expected<void, ChannelFailure> NcclChannel::copy(std::size_t index) {
   State& state = *state_;
   WSYNC_CUDA_TRY(state.timeline.mark(index, detail::SliceEvent::CopyBegin, state.copyStream));
-  if (auto launched = state.table.launch(state.routes[index].batch, state.deviceSums, {}, copyBlocks(index),
-                                         state.copyStream);
+  if (auto launched =
+          state.table.launch(state.routes[index].batch, state.deviceSums, {}, copyBlocks(index), state.copyStream);
       !launched) {
     return tl::unexpected(launched.error());
   }
@@ -565,8 +566,7 @@ tl::expected<void, ChannelFailure> NcclChannel::broadcast(std::size_t index, Clo
     result = state.nccl->broadcast(target, target, bytes, ncclUint8, 0, comm, state.commStream);
   }
   const auto returned = Clock::now();
-  if (auto settled = state.settle(comm, "ncclBroadcast", result, deadline, cancel_, config_.stallTimeout);
-      !settled) {
+  if (auto settled = state.settle(comm, "ncclBroadcast", result, deadline, cancel_, config_.stallTimeout); !settled) {
     return settled;
   }
   state.timeline.timeCall(index, called, returned, result == ncclInProgress);
@@ -652,19 +652,18 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::send(std::uint64_t /*t
                                                                std::uint32_t receiverCount,
                                                                Clock::time_point deadline) {
   if (receiverCount + 1 != config_.worldSize || config_.rank != 0) {
-    return fail(ChannelError::InvalidGeometry, "send is rank 0's, to the " + std::to_string(config_.worldSize - 1) +
-                                                   " other ranks");
+    return fail(ChannelError::InvalidGeometry,
+                "send is rank 0's, to the " + std::to_string(config_.worldSize - 1) + " other ranks");
   }
   return run(plan, tensors, deadline);
 }
 
 tl::expected<TransferResult, ChannelFailure> NcclChannel::receive(std::uint64_t /*transfer*/, const BucketPlan& plan,
                                                                   std::span<const std::span<std::byte>> tensors,
-                                                                  std::uint32_t receiver,
-                                                                  Clock::time_point deadline) {
+                                                                  std::uint32_t receiver, Clock::time_point deadline) {
   if (static_cast<std::int32_t>(receiver) + 1 != config_.rank) {
-    return fail(ChannelError::InvalidGeometry, "receiver " + std::to_string(receiver) + " is not rank " +
-                                                   std::to_string(config_.rank) + " - 1");
+    return fail(ChannelError::InvalidGeometry,
+                "receiver " + std::to_string(receiver) + " is not rank " + std::to_string(config_.rank) + " - 1");
   }
   return run(plan, tensors, deadline);
 }

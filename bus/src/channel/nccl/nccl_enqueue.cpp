@@ -21,8 +21,10 @@ std::optional<NcclEnqueue> ncclEnqueueNamed(std::string_view name) {
 
 std::string_view toString(NcclEnqueue enqueue) {
   switch (enqueue) {
-    case NcclEnqueue::BlockingChild: return "child";
-    case NcclEnqueue::NonBlocking: return "nonblocking";
+    case NcclEnqueue::BlockingChild:
+      return "child";
+    case NcclEnqueue::NonBlocking:
+      return "nonblocking";
   }
   return "unknown";
 }

@@ -24,8 +24,8 @@ tl::expected<NcclLibrary, ChannelFailure> load() {
   void* handle = dlopen(kNcclSoname, RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
-    return fail(ChannelError::Unsupported, std::string("cannot load NCCL (") + kNcclSoname + "): " +
-                                               (why != nullptr ? why : "unknown reason") +
+    return fail(ChannelError::Unsupported, std::string("cannot load NCCL (") + kNcclSoname +
+                                               "): " + (why != nullptr ? why : "unknown reason") +
                                                "; install NCCL or put its lib directory on LD_LIBRARY_PATH");
   }
   NcclLibrary library;
@@ -43,7 +43,8 @@ tl::expected<NcclLibrary, ChannelFailure> load() {
   resolve(handle, "ncclGetErrorString", library.getErrorString, missing);
   resolve(handle, "ncclGetLastError", library.getLastError, missing);
   if (!missing.empty()) {
-    return fail(ChannelError::Unsupported, std::string(kNcclSoname) + " lacks " + missing + " (NCCL 2.14 or later is needed)");
+    return fail(ChannelError::Unsupported,
+                std::string(kNcclSoname) + " lacks " + missing + " (NCCL 2.14 or later is needed)");
   }
   // Optional: only the blocking child needs it (nccl_enqueue.hpp).
   library.commSplit = reinterpret_cast<decltype(library.commSplit)>(dlsym(handle, "ncclCommSplit"));

@@ -61,7 +61,7 @@ class NcclTimelineRecorder {
 
   bool on_ = false;
   cudaEvent_t origin_ = nullptr;
-  std::vector<cudaEvent_t> events_;  // 4 per slice (SliceEvent)
+  std::vector<cudaEvent_t> events_;      // 4 per slice (SliceEvent)
   std::vector<NcclSliceTiming> layout_;  // per slice: bucket, bytes, direct
   std::vector<double> callMs_;
   std::vector<double> settleMs_;

@@ -7,9 +7,9 @@
 #include <boost/interprocess/shared_memory_object.hpp>
 
 #include "core/private_segment.hpp"
+#include "wsync/bus/channel/shm/streaming_copy.hpp"
 #include "wsync/bus/core/shared_futex.hpp"
 #include "wsync/bus/protocol/stream_digest.hpp"
-#include "wsync/bus/channel/shm/streaming_copy.hpp"
 
 namespace wsync::bus {
 namespace bip = boost::interprocess;
@@ -37,8 +37,8 @@ tl::expected<void, ChannelFailure> checkGeometry(const ArenaGeometry& geometry) 
                                                    std::to_string(kMaxArenaBuffers) + " (fill one, drain another)");
   }
   if (geometry.maxReceivers == 0 || geometry.maxReceivers > kMaxArenaReceivers) {
-    return fail(ChannelError::InvalidGeometry, std::to_string(geometry.maxReceivers) + " receivers: use 1 to " +
-                                                   std::to_string(kMaxArenaReceivers));
+    return fail(ChannelError::InvalidGeometry,
+                std::to_string(geometry.maxReceivers) + " receivers: use 1 to " + std::to_string(kMaxArenaReceivers));
   }
   if (geometry.bucketBytes == 0 || geometry.bucketBytes % kArenaBufferAlignment != 0 ||
       geometry.bucketBytes > (std::uint64_t{1} << 40)) {
@@ -60,10 +60,12 @@ tl::expected<void, ChannelFailure> await(const std::atomic<std::uint32_t>& notif
     const std::uint32_t seen = notify.load(std::memory_order_acquire);
     if (ready()) return {};
     if (header.abortedTransfer.load(std::memory_order_acquire) == transfer) {
-      return fail(ChannelError::Aborted, std::string("transfer ") + std::to_string(transfer) + " aborted while " + what);
+      return fail(ChannelError::Aborted,
+                  std::string("transfer ") + std::to_string(transfer) + " aborted while " + what);
     }
     if (cancelled && cancelled()) {
-      return fail(ChannelError::Aborted, std::string("transfer ") + std::to_string(transfer) + " cancelled while " + what);
+      return fail(ChannelError::Aborted,
+                  std::string("transfer ") + std::to_string(transfer) + " cancelled while " + what);
     }
     const auto now = Clock::now();
     if (now >= deadline) return fail(ChannelError::Timeout, std::string("timed out while ") + what);
@@ -88,12 +90,10 @@ tl::expected<void, ChannelFailure> checkBindings(const BucketPlan& plan, std::sp
   }
   for (const Piece& piece : plan.pieces()) {
     if (piece.tensor >= tensors.size() || piece.tensorOffset + piece.bytes > tensors[piece.tensor].size()) {
-      return fail(ChannelError::PlanMismatch, "tensor " + std::to_string(piece.tensor) + " needs " +
-                                                  std::to_string(piece.tensorOffset + piece.bytes) +
-                                                  " bytes, the bound buffer has " +
-                                                  std::to_string(piece.tensor < tensors.size()
-                                                                     ? tensors[piece.tensor].size()
-                                                                     : 0));
+      return fail(ChannelError::PlanMismatch,
+                  "tensor " + std::to_string(piece.tensor) + " needs " +
+                      std::to_string(piece.tensorOffset + piece.bytes) + " bytes, the bound buffer has " +
+                      std::to_string(piece.tensor < tensors.size() ? tensors[piece.tensor].size() : 0));
     }
   }
   return {};
@@ -166,12 +166,12 @@ tl::expected<ShmArena, ChannelFailure> ShmArena::open(const std::string& name) {
   const auto& header = static_cast<const ArenaControlData*>(region->get_address())->header;
   if (header.magic.load(std::memory_order_acquire) != kArenaMagic || header.layoutVersion != kArenaLayoutVersion ||
       header.dataOffset != dataOffset() || header.segmentBytes != region->get_size()) {
-    return fail(ChannelError::LayoutMismatch, name + " is not an initialised arena of layout " +
-                                                  std::to_string(kArenaLayoutVersion));
+    return fail(ChannelError::LayoutMismatch,
+                name + " is not an initialised arena of layout " + std::to_string(kArenaLayoutVersion));
   }
   const ArenaGeometry geometry{header.bucketBytes, header.bufferCount, header.maxReceivers};
-  if (auto valid = checkGeometry(geometry); !valid ||
-      dataOffset() + geometry.bufferCount * geometry.bucketBytes != header.segmentBytes) {
+  if (auto valid = checkGeometry(geometry);
+      !valid || dataOffset() + geometry.bufferCount * geometry.bucketBytes != header.segmentBytes) {
     return fail(ChannelError::LayoutMismatch, name + " has an inconsistent geometry");
   }
   return ShmArena(std::move(*region), name, geometry, false);
@@ -204,8 +204,8 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transf
   if (auto bound = checkBindings(plan, tensors, geometry_); !bound) return tl::unexpected(bound.error());
   for (std::uint32_t receiver : receivers) {
     if (receiver >= geometry_.maxReceivers) {
-      return fail(ChannelError::PlanMismatch, "receiver " + std::to_string(receiver) + " of " +
-                                                  std::to_string(geometry_.maxReceivers));
+      return fail(ChannelError::PlanMismatch,
+                  "receiver " + std::to_string(receiver) + " of " + std::to_string(geometry_.maxReceivers));
     }
   }
   ArenaControlData& arena = control();

@@ -4,8 +4,8 @@
 
 namespace wsync::bus {
 
-tl::expected<std::unique_ptr<ShmChannelOwner>, ChannelFailure> ShmChannelOwner::create(
-    std::string_view busName, const ArenaGeometry& geometry) {
+tl::expected<std::unique_ptr<ShmChannelOwner>, ChannelFailure> ShmChannelOwner::create(std::string_view busName,
+                                                                                       const ArenaGeometry& geometry) {
   auto arena = ShmArena::create(segmentName(busName, "shm"), geometry);
   if (!arena) return tl::unexpected(arena.error());
   return std::unique_ptr<ShmChannelOwner>(new ShmChannelOwner(std::move(*arena)));

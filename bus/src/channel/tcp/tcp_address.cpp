@@ -68,8 +68,8 @@ std::string formatTcpContact(std::string_view host, std::uint16_t port) {
 
 tl::expected<TcpContact, ChannelFailure> parseTcpContact(std::string_view contact) {
   auto invalid = [&] {
-    return fail(ChannelError::InvalidGeometry, "'" + std::string(contact.substr(0, 300)) +
-                                                   "' is not a tcp contact (HOST:PORT or [ADDRESS]:PORT)");
+    return fail(ChannelError::InvalidGeometry,
+                "'" + std::string(contact.substr(0, 300)) + "' is not a tcp contact (HOST:PORT or [ADDRESS]:PORT)");
   };
   const std::size_t colon = contact.rfind(':');
   if (colon == std::string_view::npos || colon == 0) return invalid();

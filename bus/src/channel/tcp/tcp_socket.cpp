@@ -61,8 +61,8 @@ std::string Socket::peerName() const {
 std::string systemText(int error) { return std::strerror(error); }
 
 bool meansPeerGone(int error) {
-  return error == ECONNRESET || error == EPIPE || error == ETIMEDOUT || error == EHOSTUNREACH ||
-         error == ENETUNREACH || error == ECONNABORTED || error == ENOTCONN;
+  return error == ECONNRESET || error == EPIPE || error == ETIMEDOUT || error == EHOSTUNREACH || error == ENETUNREACH ||
+         error == ECONNABORTED || error == ENOTCONN;
 }
 
 }  // namespace wsync::bus::tcp

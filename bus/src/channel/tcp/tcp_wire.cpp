@@ -105,13 +105,20 @@ std::optional<std::uint64_t> decodeAck(std::span<const std::byte, kAckBytes> byt
 
 const char* describe(Refusal refusal) {
   switch (refusal) {
-    case Refusal::None: return "no reason given";
-    case Refusal::Token: return "its token is not the round's";
-    case Refusal::Receiver: return "its receiver index is out of range or taken by another connection";
-    case Refusal::PayloadBytes: return "it expects another number of payload bytes than the sender moves";
-    case Refusal::Stale: return "it asked for a transfer the sender has finished";
-    case Refusal::WireVersion: return "it speaks another version of the tcp channel's frames than the sender";
-    case Refusal::AgentId: return "its agent id names no agent";
+    case Refusal::None:
+      return "no reason given";
+    case Refusal::Token:
+      return "its token is not the round's";
+    case Refusal::Receiver:
+      return "its receiver index is out of range or taken by another connection";
+    case Refusal::PayloadBytes:
+      return "it expects another number of payload bytes than the sender moves";
+    case Refusal::Stale:
+      return "it asked for a transfer the sender has finished";
+    case Refusal::WireVersion:
+      return "it speaks another version of the tcp channel's frames than the sender";
+    case Refusal::AgentId:
+      return "its agent id names no agent";
   }
   return "an unknown reason";
 }

@@ -25,8 +25,8 @@ tl::expected<void, ChannelFailure> TransferWatch::check(std::string_view what) {
 tl::expected<int, ChannelFailure> TransferWatch::poll(std::span<pollfd> fds, std::string_view what) {
   const auto left = deadline_ - Clock::now();
   // Rounded up: a wait of 0 ms would spin until the deadline.
-  const auto sliceMs = std::clamp<std::int64_t>(
-      std::chrono::ceil<std::chrono::milliseconds>(left).count(), 0, kPollSlice.count());
+  const auto sliceMs =
+      std::clamp<std::int64_t>(std::chrono::ceil<std::chrono::milliseconds>(left).count(), 0, kPollSlice.count());
   const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(sliceMs));
   if (ready < 0 && errno != EINTR) {
     return fail(ChannelError::SystemError, "poll while " + std::string(what) + ": " + systemText(errno));

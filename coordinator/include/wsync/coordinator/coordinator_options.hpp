@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "wsync/bus/transport/curve.hpp"
 #include "wsync/bus/core/fault_hook.hpp"
+#include "wsync/bus/transport/curve.hpp"
 #include "wsync/bus/transport/socket_options.hpp"
 
 namespace wsync::coordinator {

@@ -24,11 +24,11 @@
 
 #include <tl/expected.hpp>
 
-#include "wsync/bus/transport/curve.hpp"
-#include "wsync/bus/session/agent_session.hpp"
 #include "wsync/bus/core/failure.hpp"
 #include "wsync/bus/core/fault_hook.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/session/agent_session.hpp"
+#include "wsync/bus/transport/curve.hpp"
 
 namespace wsync::bus {
 class ChannelListeners;
@@ -198,7 +198,7 @@ class TrainerAgent {
   // I/O thread only.
   std::unique_ptr<Job> active_;
   std::unique_ptr<bus::PayloadEndpoint> payload_;  // the channel and bucket plan, reused round after round
-  std::uint64_t manifestSentEpoch_ = 0;             // the coordinator epoch that has our manifest
+  std::uint64_t manifestSentEpoch_ = 0;            // the coordinator epoch that has our manifest
   std::thread io_;
 };
 

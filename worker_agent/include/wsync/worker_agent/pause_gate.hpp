@@ -59,8 +59,8 @@ class PauseGate {
   mutable std::atomic<bool> withdrawnUnseen_{false};
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  bool parked_ = false;          // guarded by mutex_
-  std::uint64_t resumes_ = 0;    // guarded by mutex_; park() waits for it to move
+  bool parked_ = false;            // guarded by mutex_
+  std::uint64_t resumes_ = 0;      // guarded by mutex_; park() waits for it to move
   std::uint64_t withdrawals_ = 0;  // guarded by mutex_; pause() returns when it moves
 };
 

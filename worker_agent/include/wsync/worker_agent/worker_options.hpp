@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include <tl/expected.hpp>
 #include <wsync/schemas/control_generated.h>
+#include <tl/expected.hpp>
 
 #include "wsync/bus/core/fault_hook.hpp"
 #include "wsync/bus/session/agent_session.hpp"
@@ -41,7 +41,7 @@ enum class BindingMemory : std::uint8_t { Host, Device };
 
 struct WorkerOptions {
   std::string bus;
-  std::string transport = "ipc";  // or tcp://HOST:PORT
+  std::string transport = "ipc";            // or tcp://HOST:PORT
   std::optional<bus::CurveClient> curve{};  // tcp to a coordinator that requires CURVE (bus/curve.hpp)
   std::string agentId;
   std::int32_t requestedRank = -1;  // -1: the coordinator assigns the lowest free one

@@ -14,7 +14,7 @@ namespace wsync::bus {
 
 // A contiguous run of one tensor's bytes inside one bucket.
 struct Piece {
-  std::uint32_t tensor = 0;        // index in the manifest
+  std::uint32_t tensor = 0;  // index in the manifest
   std::uint32_t bucket = 0;
   std::uint64_t bucketOffset = 0;  // where the run starts in the bucket
   std::uint64_t tensorOffset = 0;  // where the run starts in the tensor
@@ -48,9 +48,9 @@ class BucketPlan {
   std::uint64_t bucketBytes_ = 0;
   std::uint32_t alignment_ = 1;
   std::vector<Piece> pieces_;
-  std::vector<std::uint64_t> bucketEnds_;         // used bytes per bucket
-  std::vector<std::uint32_t> bucketFirstPiece_;   // index into pieces_, one past the end at [bucketCount]
-  std::vector<std::uint32_t> tensorFirstPiece_;   // index into pieces_, one past the end at [tensor count]
+  std::vector<std::uint64_t> bucketEnds_;        // used bytes per bucket
+  std::vector<std::uint32_t> bucketFirstPiece_;  // index into pieces_, one past the end at [bucketCount]
+  std::vector<std::uint32_t> tensorFirstPiece_;  // index into pieces_, one past the end at [tensor count]
 };
 
 }  // namespace wsync::bus

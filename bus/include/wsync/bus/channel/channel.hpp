@@ -20,8 +20,8 @@
 #include <span>
 #include <string>
 
-#include <tl/expected.hpp>
 #include <wsync/schemas/control_generated.h>
+#include <tl/expected.hpp>
 
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/channel/channel_error.hpp"

@@ -17,12 +17,12 @@ enum class ChannelError : std::uint8_t {
   Aborted,          // cancelled: the round's owner ended it (abort word, cancel probe)
   Overwritten,      // a bucket changed while it was being copied: this transfer was abandoned
   SystemError,
-  Unsupported,      // the plan names a channel this build or this agent does not have
-  DeviceError,      // a CUDA call failed (the detail names it and CUDA's message)
+  Unsupported,        // the plan names a channel this build or this agent does not have
+  DeviceError,        // a CUDA call failed (the detail names it and CUDA's message)
   CommunicatorError,  // NCCL failed, or the communicator was aborted and must be rebuilt
-  DigestMismatch,   // receivers of one transfer computed different digests (cuda_ipc compares them itself)
-  PeerGone,         // a peer closed or reset its connection mid-transfer (tcp): it died or gave up
-  Refused,          // the peer refused this side (tcp: a receiver's token, index or byte count is not the round's)
+  DigestMismatch,     // receivers of one transfer computed different digests (cuda_ipc compares them itself)
+  PeerGone,           // a peer closed or reset its connection mid-transfer (tcp): it died or gave up
+  Refused,            // the peer refused this side (tcp: a receiver's token, index or byte count is not the round's)
 };
 
 std::string_view toString(ChannelError error);

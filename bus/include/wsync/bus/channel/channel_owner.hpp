@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include <tl/expected.hpp>
 #include <wsync/schemas/control_generated.h>
+#include <tl/expected.hpp>
 
 #include "wsync/bus/channel/channel.hpp"
 #include "wsync/bus/channel/channel_contact.hpp"
@@ -22,15 +22,15 @@ namespace wsync::bus {
 // One agent of a round, as an owner sees it.
 struct ChannelMember {
   std::string agentId;
-  std::string memberKey;  // stable for the registration (the routing id of its connection)
-  bool sameHost = false;  // on the coordinator's host: it can open the coordinator's shared memory
-  std::string host;       // its hostname, for refusals that name where it is
+  std::string memberKey;                 // stable for the registration (the routing id of its connection)
+  bool sameHost = false;                 // on the coordinator's host: it can open the coordinator's shared memory
+  std::string host;                      // its hostname, for refusals that name where it is
   std::vector<ChannelContact> contacts;  // where it listens, from its hello (a sender's tcp address)
 };
 
 // What the agents of one round need to open the channel, carried in their TransferPlan.
 struct ChannelGrant {
-  std::string segment;               // a shared-memory segment they open (shm arena, cuda_ipc segment), or empty
+  std::string segment;  // a shared-memory segment they open (shm arena, cuda_ipc segment), or empty
   // The round's group id (TransferPlan nccl_unique_id): a communicator's id (NCCL unique id), the token a receiver
   // presents to the sender (tcp), or empty.
   std::vector<std::uint8_t> groupId;

@@ -18,8 +18,8 @@
 #include <span>
 #include <string>
 
-#include <tl/expected.hpp>
 #include <wsync/schemas/control_generated.h>
+#include <tl/expected.hpp>
 
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/channel/channel.hpp"
@@ -40,18 +40,18 @@ struct PayloadFailure {
 
 // A transfer ready to run: valid until the next prepare() or reset().
 struct PreparedTransfer {
-  Channel* channel = nullptr;         // null: nothing to move (no receivers)
+  Channel* channel = nullptr;  // null: nothing to move (no receivers)
   const BucketPlan* buckets = nullptr;
   std::uint64_t round = 0;
   std::uint64_t version = 0;
   std::uint64_t totalBytes = 0;
-  std::int32_t receiver = -1;         // this agent's receiver index; -1 for the sender
+  std::int32_t receiver = -1;  // this agent's receiver index; -1 for the sender
   std::uint32_t receiverCount = 0;
 };
 
 // How an endpoint opens the channel a plan names: openChannel (registry.hpp), or a test channel in unit tests.
 using ChannelOpener = std::function<tl::expected<std::unique_ptr<Channel>, ChannelFailure>(const msg::TransferPlan&,
-                                                                                            const ChannelSetup&)>;
+                                                                                           const ChannelSetup&)>;
 
 class PayloadEndpoint {
  public:

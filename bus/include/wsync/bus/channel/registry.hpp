@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include <tl/expected.hpp>
 #include <wsync/schemas/control_generated.h>
+#include <tl/expected.hpp>
 
 #include "wsync/bus/channel/channel.hpp"
 #include "wsync/bus/channel/channel_listeners.hpp"

@@ -8,8 +8,8 @@
 //    "version":13,"msg":"..."}
 //
 // Lines go to stderr. On a terminal a status line (a progress bar) can sit under them: each log
-// line is printed above it, and it is redrawn after (showStatusLine). A program embedding an agent can route wsync's lines into its
-// own spdlog setup with setLogger().
+// line is printed above it, and it is redrawn after (showStatusLine). A program embedding an agent can route wsync's
+// lines into its own spdlog setup with setLogger().
 //
 // Threading: every function may be called from any thread.
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
+#include <sys/types.h>
 #include <cstdint>
 #include <optional>
-#include <sys/types.h>
 
 namespace wsync::bus {
 

@@ -9,9 +9,9 @@
 namespace wsync::bus {
 
 enum class FutexWait : std::uint8_t {
-  Woken,         // woken, or the word already differed from `expected`: look at it again
+  Woken,  // woken, or the word already differed from `expected`: look at it again
   TimedOut,
-  Interrupted,   // a signal arrived: look at the word and at the reason for the signal
+  Interrupted,  // a signal arrived: look at the word and at the reason for the signal
 };
 
 // Sleeps while `word` == `expected`, at most `timeout`. Spurious wake-ups are possible, so callers loop on their

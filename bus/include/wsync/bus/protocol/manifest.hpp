@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include <tl/expected.hpp>
 #include <wsync/schemas/control_generated.h>
+#include <tl/expected.hpp>
 
 #include "wsync/bus/protocol/manifest_error.hpp"
 #include "wsync/bus/protocol/protocol.hpp"

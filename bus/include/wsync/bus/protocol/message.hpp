@@ -8,8 +8,8 @@
 #include <string_view>
 #include <utility>
 
-#include <tl/expected.hpp>
 #include <wsync/schemas/control_generated.h>
+#include <tl/expected.hpp>
 #include <zmq.hpp>
 
 #include "wsync/bus/protocol/message_error.hpp"

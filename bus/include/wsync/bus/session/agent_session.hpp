@@ -14,15 +14,15 @@
 #include <zmq.hpp>
 
 #include "wsync/bus/channel/channel_contact.hpp"
+#include "wsync/bus/core/failure.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/protocol/message.hpp"
+#include "wsync/bus/protocol/registration_secret.hpp"
 #include "wsync/bus/session/agent_slot.hpp"
 #include "wsync/bus/session/bus_mirror.hpp"
 #include "wsync/bus/session/bus_view.hpp"
 #include "wsync/bus/transport/curve.hpp"
 #include "wsync/bus/transport/dealer_endpoint.hpp"
-#include "wsync/bus/core/failure.hpp"
-#include "wsync/bus/protocol/manifest.hpp"
-#include "wsync/bus/protocol/message.hpp"
-#include "wsync/bus/protocol/registration_secret.hpp"
 #include "wsync/bus/transport/socket_options.hpp"
 
 namespace wsync::bus {
@@ -54,9 +54,9 @@ inline constexpr std::chrono::milliseconds kNoRoundBound = std::chrono::hours(24
 
 struct SessionOptions {
   std::string bus;
-  std::string transport = "ipc";  // or tcp://HOST:PORT (see resolveEndpoints)
+  std::string transport = "ipc";       // or tcp://HOST:PORT (see resolveEndpoints)
   std::optional<CurveClient> curve{};  // tcp to a coordinator that requires CURVE (curve.hpp)
-  std::string agentId;            // 1..kMaxAgentIdBytes bytes
+  std::string agentId;                 // 1..kMaxAgentIdBytes bytes
   msg::Role role = msg::Role::Unknown;
   std::int32_t requestedRank = -1;
   std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm};
@@ -168,8 +168,8 @@ class AgentSession {
   zmq::socket_ref handle() { return dealer_.handle(); }
 
  private:
-  AgentSession(zmq::context_t& context, SessionOptions options, std::string requestEndpoint,
-               std::string eventEndpoint, DealerEndpoint&& dealer, int wakeFd)
+  AgentSession(zmq::context_t& context, SessionOptions options, std::string requestEndpoint, std::string eventEndpoint,
+               DealerEndpoint&& dealer, int wakeFd)
       : context_(&context),
         options_(std::move(options)),
         requestEndpoint_(std::move(requestEndpoint)),
@@ -210,7 +210,7 @@ class AgentSession {
   bool remote_ = false;
   std::atomic<std::uint64_t> appliedVersion_{0};
   std::uint64_t requestSeq_ = 0;
-  std::uint64_t helloSeq_ = 0;        // seq of the hello the current registration answers
+  std::uint64_t helloSeq_ = 0;  // seq of the hello the current registration answers
   bool awaitingWelcome_ = false;
   bool linkLostPending_ = false;  // replaceConnection() ran and next() has not reported it yet
   bool refusedDuplicate_ = false;

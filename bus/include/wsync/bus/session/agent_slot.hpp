@@ -45,11 +45,10 @@ class AgentSlot {
 
 // The slot `slot` of `busName`'s control block on this host, claimed for `agentId` (AgentSlotWriter::attach: a
 // slot holding someone else, or a block of another epoch than the Welcome's, is refused).
-tl::expected<std::unique_ptr<AgentSlot>, ControlBlockFailure> openHostSlot(std::string_view busName,
-                                                                          std::uint32_t slot,
-                                                                          std::string_view agentId,
-                                                                          std::uint64_t appliedVersion,
-                                                                          std::uint64_t epoch);
+tl::expected<std::unique_ptr<AgentSlot>, ControlBlockFailure> openHostSlot(std::string_view busName, std::uint32_t slot,
+                                                                           std::string_view agentId,
+                                                                           std::uint64_t appliedVersion,
+                                                                           std::uint64_t epoch);
 
 // Where an agent on another host reports its slot, and what it reports as.
 struct RemoteSlotOptions {
@@ -58,15 +57,15 @@ struct RemoteSlotOptions {
   LinkHeartbeat link{};
   std::string agentId;
   std::uint32_t slot = 0;
-  std::uint64_t epoch = 0;                       // the Welcome's: reports are stamped with it
+  std::uint64_t epoch = 0;                        // the Welcome's: reports are stamped with it
   std::chrono::milliseconds heartbeatTimeout{0};  // the Welcome's: how long a silent coordinator counts as alive
   RegistrationSecret secret{};                    // the Welcome's: every report carries it
 };
 
 // The slot of an agent that cannot map the coordinator's block, reading the bus from `mirror`.
 tl::expected<std::unique_ptr<AgentSlot>, TransportFailure> openRemoteSlot(zmq::context_t& context,
-                                                                         RemoteSlotOptions options,
-                                                                         std::uint64_t appliedVersion,
-                                                                         std::shared_ptr<const BusMirror> mirror);
+                                                                          RemoteSlotOptions options,
+                                                                          std::uint64_t appliedVersion,
+                                                                          std::shared_ptr<const BusMirror> mirror);
 
 }  // namespace wsync::bus

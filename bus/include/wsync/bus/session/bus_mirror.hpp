@@ -34,8 +34,8 @@ class BusMirror final : public BusView {
  public:
   // Subscribes to `eventsEndpoint`'s beats (as a CURVE client with `curve` where the bus requires it).
   static tl::expected<std::shared_ptr<BusMirror>, TransportFailure> start(zmq::context_t& context,
-                                                                         const std::string& eventsEndpoint,
-                                                                         const std::optional<CurveClient>& curve);
+                                                                          const std::string& eventsEndpoint,
+                                                                          const std::optional<CurveClient>& curve);
   ~BusMirror() override;
   BusMirror(const BusMirror&) = delete;
   BusMirror& operator=(const BusMirror&) = delete;

@@ -16,14 +16,14 @@
 #include <utility>
 #include <vector>
 
+#include <wsync/schemas/control_generated.h>
 #include <boost/interprocess/mapped_region.hpp>
 #include <tl/expected.hpp>
-#include <wsync/schemas/control_generated.h>
 
+#include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/bus/state/bus_lock.hpp"
 #include "wsync/bus/state/control_block_data.hpp"
 #include "wsync/bus/state/control_block_error.hpp"
-#include "wsync/bus/protocol/manifest.hpp"
 
 namespace wsync::bus {
 
@@ -168,9 +168,7 @@ class AgentSlotWriter : public ControlBlockView {
 
   std::uint32_t slot() const { return slot_; }
   void setAppliedVersion(std::uint64_t version) { mine().appliedVersion.store(version, std::memory_order_release); }
-  void setPhase(AgentPhase phase) {
-    mine().phase.store(static_cast<std::uint32_t>(phase), std::memory_order_release);
-  }
+  void setPhase(AgentPhase phase) { mine().phase.store(static_cast<std::uint32_t>(phase), std::memory_order_release); }
   void beat(std::uint64_t nowMs) { mine().heartbeatMs.store(nowMs, std::memory_order_release); }
   // Called after every bucket of a transfer: one relaxed store each, cheap enough for the data path.
   void setTransferProgress(std::uint64_t round, std::uint64_t bytes) {
@@ -192,7 +190,7 @@ struct ReplacedBlock {
   std::uint64_t epoch = 0;
   std::uint64_t committedVersion = 0;
   std::uint64_t committedRound = 0;
-  std::uint64_t lastRound = 0;  // the round in progress or last finished, committed or not
+  std::uint64_t lastRound = 0;                  // the round in progress or last finished, committed or not
   std::optional<msg::PauseMode> operatorPause;  // an operator's pause that held when it died
   Digest committedDigest{};                     // the committed payload's digest (zero: unknown)
 };
@@ -224,9 +222,7 @@ class ControlBlockOwner : public ControlBlockView {
   void setPauseState(const PauseState& state);
   void setRoundState(const RoundState& state);
   void setOperatorPause(std::optional<msg::PauseMode> mode);
-  void setEventsPublished(std::uint64_t count) {
-    data().bus.eventsPublished.store(count, std::memory_order_release);
-  }
+  void setEventsPublished(std::uint64_t count) { data().bus.eventsPublished.store(count, std::memory_order_release); }
 
   // The lowest free slot, if any.
   std::optional<std::uint32_t> findFreeSlot() const;

@@ -29,12 +29,12 @@ struct AtomicBytesData {
 // Written once by the creating coordinator before `magic`, which publishes the block (release store); read-only
 // afterwards except the heartbeat.
 struct alignas(kCacheLineBytes) ControlHeaderData {
-  std::atomic<std::uint64_t> magic;           // 0 while the creator initialises
+  std::atomic<std::uint64_t> magic;  // 0 while the creator initialises
   std::uint32_t layoutVersion;
   std::uint32_t maxAgents;
   std::uint64_t segmentBytes;
-  std::uint64_t epoch;                        // random, new for every coordinator start
-  std::uint64_t creatorStartTicks;            // creator's start time (/proc/PID/stat), so pid reuse is told apart
+  std::uint64_t epoch;              // random, new for every coordinator start
+  std::uint64_t creatorStartTicks;  // creator's start time (/proc/PID/stat), so pid reuse is told apart
   std::uint32_t creatorPid;
   std::uint32_t reserved;
   std::atomic<std::uint64_t> coordinatorHeartbeatMs;  // writer: coordinator (CLOCK_MONOTONIC milliseconds)
@@ -44,9 +44,9 @@ struct alignas(kCacheLineBytes) ControlHeaderData {
 struct alignas(kCacheLineBytes) BusStateData {
   std::atomic<std::uint64_t> committedVersion;  // the version every worker switches to; never goes back
   std::atomic<std::uint64_t> committedRound;
-  std::atomic<std::uint64_t> pauseWord;         // packed PauseState: one load gives a consistent triple
-  std::atomic<std::uint64_t> roundWord;         // packed RoundState
-  std::atomic<std::uint64_t> eventsPublished;   // events published so far, all topic families together
+  std::atomic<std::uint64_t> pauseWord;        // packed PauseState: one load gives a consistent triple
+  std::atomic<std::uint64_t> roundWord;        // packed RoundState
+  std::atomic<std::uint64_t> eventsPublished;  // events published so far, all topic families together
   std::atomic<std::uint32_t> activeAgents;
   // An operator's pause (wsync-ctl pause until resume): 0 none, else 1 + msg::PauseMode. Kept here, not only in the
   // coordinator's memory, so that a restarted coordinator holds it (the layout-2 word was reserved and always 0).
@@ -61,24 +61,24 @@ struct alignas(kCacheLineBytes) BusStateData {
 // One agent. The first half is written by the coordinator under `sequence` (odd while it rewrites the slot);
 // the second half, on its own cache line, by the agent that holds the slot.
 struct alignas(kCacheLineBytes) AgentSlotData {
-  std::atomic<std::uint64_t> sequence;       // writer: coordinator
-  std::atomic<std::uint64_t> generation;     // writer: coordinator; bumped whenever the slot is (re)assigned
-  std::atomic<std::uint32_t> occupancy;      // writer: coordinator; SlotOccupancy
-  std::atomic<std::uint32_t> role;           // writer: coordinator; msg::Role
-  std::atomic<std::int32_t> rank;            // writer: coordinator
-  std::atomic<std::uint32_t> pid;            // writer: coordinator
-  AtomicBytesData<64> agentId;               // writer: coordinator; NUL-padded
+  std::atomic<std::uint64_t> sequence;    // writer: coordinator
+  std::atomic<std::uint64_t> generation;  // writer: coordinator; bumped whenever the slot is (re)assigned
+  std::atomic<std::uint32_t> occupancy;   // writer: coordinator; SlotOccupancy
+  std::atomic<std::uint32_t> role;        // writer: coordinator; msg::Role
+  std::atomic<std::int32_t> rank;         // writer: coordinator
+  std::atomic<std::uint32_t> pid;         // writer: coordinator
+  AtomicBytesData<64> agentId;            // writer: coordinator; NUL-padded
 
   alignas(kCacheLineBytes) std::atomic<std::uint64_t> appliedVersion;  // writer: agent
-  std::atomic<std::uint64_t> heartbeatMs;        // writer: agent (CLOCK_MONOTONIC milliseconds)
+  std::atomic<std::uint64_t> heartbeatMs;                              // writer: agent (CLOCK_MONOTONIC milliseconds)
   std::atomic<std::uint64_t> claimedGeneration;  // writer: agent; its fields are valid when this == generation
   std::atomic<std::uint32_t> phase;              // writer: agent; AgentPhase
   std::uint32_t reserved;
   // How far this agent's side of a transfer has got, for monitors and progress bars: the round, and the bytes of
   // its tensors moved so far (stored after each bucket; a reader pairing the two may see a new round with the last
   // round's count for an instant, which a progress display can afford).
-  std::atomic<std::uint64_t> transferRound;      // writer: agent
-  std::atomic<std::uint64_t> transferBytes;      // writer: agent
+  std::atomic<std::uint64_t> transferRound;  // writer: agent
+  std::atomic<std::uint64_t> transferBytes;  // writer: agent
 };
 
 struct ControlBlockData {

@@ -4,7 +4,6 @@
 // process check is a syscall plus a /proc read, so the answer is kept for kCoordinatorCheckInterval.
 #include <chrono>
 
-
 namespace wsync::bus {
 
 // Short against any transfer deadline, long against the polling of a wait loop.

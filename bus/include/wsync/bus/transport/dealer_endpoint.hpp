@@ -8,8 +8,8 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
-#include "wsync/bus/transport/curve.hpp"
 #include "wsync/bus/protocol/received.hpp"
+#include "wsync/bus/transport/curve.hpp"
 #include "wsync/bus/transport/rejection_counters.hpp"
 #include "wsync/bus/transport/socket_options.hpp"
 #include "wsync/bus/transport/transport_error.hpp"
@@ -81,7 +81,7 @@ class DealerEndpoint {
   zmq::socket_t socket_;
   zmq::socket_t monitor_;  // the socket monitor's events: handshake outcomes and disconnections
   std::string routingId_;
-  bool watchHandshake_;    // tcp: a refused security handshake is reported (ipc has none)
+  bool watchHandshake_;  // tcp: a refused security handshake is reported (ipc has none)
   RejectionCounters rejections_;
   std::optional<std::string> refusal_;
   bool connected_ = false;  // a handshake succeeded at least once

@@ -1,8 +1,8 @@
 #pragma once
-#include <optional>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -10,9 +10,9 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
-#include "wsync/bus/transport/curve.hpp"
 #include "wsync/bus/protocol/message.hpp"
 #include "wsync/bus/protocol/topics.hpp"
+#include "wsync/bus/transport/curve.hpp"
 #include "wsync/bus/transport/transport_error.hpp"
 
 namespace wsync::bus {

@@ -8,8 +8,8 @@
 #include <tl/expected.hpp>
 #include <zmq.hpp>
 
-#include "wsync/bus/transport/curve.hpp"
 #include "wsync/bus/protocol/received.hpp"
+#include "wsync/bus/transport/curve.hpp"
 #include "wsync/bus/transport/rejection_counters.hpp"
 #include "wsync/bus/transport/transport_error.hpp"
 

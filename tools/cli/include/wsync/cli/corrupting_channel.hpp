@@ -30,10 +30,9 @@ class CorruptingChannel final : public bus::Channel {
                                                               std::span<const std::span<const std::byte>> tensors,
                                                               std::uint32_t receiverCount,
                                                               std::chrono::steady_clock::time_point deadline) override;
-  tl::expected<bus::TransferResult, bus::ChannelFailure> receive(std::uint64_t transfer, const bus::BucketPlan& plan,
-                                                                 std::span<const std::span<std::byte>> tensors,
-                                                                 std::uint32_t receiver,
-                                                                 std::chrono::steady_clock::time_point deadline) override;
+  tl::expected<bus::TransferResult, bus::ChannelFailure> receive(
+      std::uint64_t transfer, const bus::BucketPlan& plan, std::span<const std::span<std::byte>> tensors,
+      std::uint32_t receiver, std::chrono::steady_clock::time_point deadline) override;
 
  private:
   bus::TransferResult corrupt(const bus::TransferResult& received, std::span<const std::span<std::byte>> tensors);

@@ -21,10 +21,10 @@ namespace wsync::cli {
 using bus::FaultPoint;
 
 enum class FaultAction : std::uint8_t {
-  Kill,        // SIGKILL on itself: a crash, nothing cleaned up
-  Stop,        // SIGSTOP on itself: frozen until someone sends SIGCONT (or SIGKILL)
-  Disconnect,  // drops its control connection and stays silent for the outage, then reconnects
-  Delay,       // holds the calling thread for the outage: a slow process, to widen a phase
+  Kill,            // SIGKILL on itself: a crash, nothing cleaned up
+  Stop,            // SIGSTOP on itself: frozen until someone sends SIGCONT (or SIGKILL)
+  Disconnect,      // drops its control connection and stays silent for the outage, then reconnects
+  Delay,           // holds the calling thread for the outage: a slow process, to widen a phase
   CorruptReceive,  // spoils what its receive of the version brought (point Transfer): a bit flip in transit
 };
 

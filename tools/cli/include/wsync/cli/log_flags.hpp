@@ -31,7 +31,8 @@ class LogFlags {
 
   // After parsing: makes wsync's logger write this program's lines with the flags given.
   void apply(const std::string& program) const {
-    log::configure(log::Options{.program = program, .level = *log::parseLevel(level_), .format = *log::parseFormat(format_)});
+    log::configure(
+        log::Options{.program = program, .level = *log::parseLevel(level_), .format = *log::parseFormat(format_)});
   }
 
  private:

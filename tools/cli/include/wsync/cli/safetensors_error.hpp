@@ -20,12 +20,12 @@ enum class SafetensorsError : std::uint8_t {
   InvalidMetadata,  // "__metadata__" is not an object of strings
   InvalidEntry,     // a tensor's entry is not an object with dtype, shape and data_offsets, or its name is unusable
   UnknownDType,
-  InvalidShape,     // not a list of at most kMaxTensorRank non-negative integers, or too many bytes
-  InvalidOffsets,   // data_offsets is not [begin, end] with end - begin the byte count of dtype and shape
-  OutOfBounds,      // a tensor's bytes lie past the end of the data area
-  Overlap,          // two tensors share bytes
-  SizeMismatch,     // writing: a data span's size differs from its spec's byte count, or the counts differ
-  WriteFailed,      // writing: creating, writing or renaming the file failed
+  InvalidShape,    // not a list of at most kMaxTensorRank non-negative integers, or too many bytes
+  InvalidOffsets,  // data_offsets is not [begin, end] with end - begin the byte count of dtype and shape
+  OutOfBounds,     // a tensor's bytes lie past the end of the data area
+  Overlap,         // two tensors share bytes
+  SizeMismatch,    // writing: a data span's size differs from its spec's byte count, or the counts differ
+  WriteFailed,     // writing: creating, writing or renaming the file failed
 };
 
 std::string_view toString(SafetensorsError error);

@@ -16,10 +16,10 @@ struct IpcRoundTiming {
   std::int64_t allCopied = 0;      // every receiver's done seen
   // Receiver
   std::int64_t receiveCalled = 0;
-  std::int64_t sawPublished = 0;   // woke and saw the transfer's number
-  std::int64_t launched = 0;       // tables read, the copy enqueued
-  std::int64_t copied = 0;         // its event seen complete
-  std::int64_t reported = 0;       // digest written, done published, the sender woken
+  std::int64_t sawPublished = 0;  // woke and saw the transfer's number
+  std::int64_t launched = 0;      // tables read, the copy enqueued
+  std::int64_t copied = 0;        // its event seen complete
+  std::int64_t reported = 0;      // digest written, done published, the sender woken
   // Receiver, with CudaIpcChannel::setTimeline(true): the copy kernel between CUDA events (ms); else 0.
   double copyGpuMs = 0;
 };

@@ -109,8 +109,8 @@ std::uint64_t maxSliceBytes(const NcclChannelConfig& config, std::uint64_t bucke
 class NcclChannel final : public Channel {
  public:
   // Joins the communicator (every rank must call it, within `deadline`) on the current CUDA device.
-  static tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> open(const NcclChannelConfig& config,
-                                                                         std::chrono::steady_clock::time_point deadline);
+  static tl::expected<std::unique_ptr<NcclChannel>, ChannelFailure> open(
+      const NcclChannelConfig& config, std::chrono::steady_clock::time_point deadline);
   ~NcclChannel() override;
   NcclChannel(const NcclChannel&) = delete;
   NcclChannel& operator=(const NcclChannel&) = delete;

@@ -37,14 +37,14 @@ struct NcclHostTiming {
 
 // A rank's transfer in a few figures (milliseconds), for comparing the channel's broadcasts with a raw one.
 struct NcclTimelineSummary {
-  double broadcastBusy = 0;   // the broadcasts' own durations, summed
-  double broadcastSpan = 0;   // the first broadcast's begin to the last one's end
-  double broadcastGaps = 0;   // span - busy: the communication stream waited (for a pack, or for a buffer to free)
-  double copyBusy = 0;        // the packs or unpacks, summed
+  double broadcastBusy = 0;        // the broadcasts' own durations, summed
+  double broadcastSpan = 0;        // the first broadcast's begin to the last one's end
+  double broadcastGaps = 0;        // span - busy: the communication stream waited (for a pack, or for a buffer to free)
+  double copyBusy = 0;             // the packs or unpacks, summed
   double copyBesideBroadcast = 0;  // of which ran while a broadcast did (both streams busy)
-  double head = 0;            // the start to the first broadcast's begin (the sender's first pack)
-  double tail = 0;            // the last broadcast's end to the last copy's end (a receiver's last unpack)
-  double total = 0;           // the start to the last end of either stream
+  double head = 0;                 // the start to the first broadcast's begin (the sender's first pack)
+  double tail = 0;                 // the last broadcast's end to the last copy's end (a receiver's last unpack)
+  double total = 0;                // the start to the last end of either stream
   std::uint64_t slices = 0;
 };
 

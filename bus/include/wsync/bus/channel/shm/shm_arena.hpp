@@ -14,8 +14,8 @@
 
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/channel/channel_error.hpp"
-#include "wsync/bus/channel/transfer_result.hpp"
 #include "wsync/bus/channel/shm/shm_arena_data.hpp"
+#include "wsync/bus/channel/transfer_result.hpp"
 
 namespace wsync::bus {
 

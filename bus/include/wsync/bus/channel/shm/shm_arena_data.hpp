@@ -24,7 +24,7 @@ struct alignas(kCacheLineBytes) ArenaHeaderData {
   std::uint32_t layoutVersion;
   std::uint32_t bufferCount;
   std::uint64_t bucketBytes;
-  std::uint64_t dataOffset;     // first buffer, from the segment start
+  std::uint64_t dataOffset;  // first buffer, from the segment start
   std::uint64_t segmentBytes;
   std::uint32_t maxReceivers;
   std::uint32_t reserved;

@@ -9,7 +9,7 @@ class ShmChannelOwner final : public ChannelOwner {
  public:
   // Creates the arena "wsync-<euid>-<bus>-shm" (replacing one left by a dead coordinator).
   static tl::expected<std::unique_ptr<ShmChannelOwner>, ChannelFailure> create(std::string_view busName,
-                                                                                const ArenaGeometry& geometry);
+                                                                               const ArenaGeometry& geometry);
 
   msg::ChannelKind kind() const override { return msg::ChannelKind::Shm; }
   TensorMemory tensorMemory() const override { return TensorMemory::Host; }

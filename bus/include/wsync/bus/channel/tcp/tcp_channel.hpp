@@ -59,9 +59,9 @@ inline constexpr std::size_t kMaxTcpPendingHandshakes = 512;
 inline constexpr std::chrono::milliseconds kTcpSenderGoneGrace{5'000};
 
 struct TcpChannelConfig {
-  std::shared_ptr<TcpListener> listener;  // the sender's; null on a receiver
-  std::string senderContact;              // where the receivers connect: HOST:PORT
-  std::vector<std::uint8_t> token;        // the round's, kTcpTokenBytes
+  std::shared_ptr<TcpListener> listener;                            // the sender's; null on a receiver
+  std::string senderContact;                                        // where the receivers connect: HOST:PORT
+  std::vector<std::uint8_t> token;                                  // the round's, kTcpTokenBytes
   std::chrono::milliseconds senderGoneGrace = kTcpSenderGoneGrace;  // a receiver's (tests shorten it)
   // This end's agent (empty: unnamed): a receiver presents it in its hello and the sender in its answer, so that
   // each side's faults name the other by agent id.
