@@ -9,6 +9,7 @@
 # Expects the build carried in .carry/ (docs/testing.md, "GPU tests"): the relocatable install (bin/, lib/), the test
 # binaries wsync_gpu_tests and wsync_test_gpu_peer beside the programs in bin/, and the python component in .carry/py
 # (cmake --install build --prefix .carry; cmake --install build --component python --prefix .carry/py).
+# BENCH=PATH runs the benchmark steps with another build's wsync-bench (a before/after pair on the same GPUs).
 # Experiments beyond these steps are one-off commands of their own; their results say how they were made.
 set -u
 
@@ -40,13 +41,13 @@ STEP[asan-tests]='mkdir -p $C/asan/bin $C/asan/lib && tar xzf $C/asan/bin.tgz -C
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $C/asan/bin/wsync_gpu_tests'
 # protect_shadow_gap=0: the CUDA driver maps memory where ASan would otherwise protect its shadow gap.
 STEP_WHY[asan-tests]="the C++ GPU tests under ASan+UBSan (scripts/test.sh's build-asan, packed as .carry/asan/*.tgz)"
-STEP[ipc-rows]='$C/bin/wsync-bench gpu --channel cuda_ipc --allocations-kept --layout-kept --models $ROW_MODELS \
+STEP[ipc-rows]='$BENCH gpu --channel cuda_ipc --allocations-kept --layout-kept --models $ROW_MODELS \
     --warmup 2 --reps 10 --commit $COMMIT --out $R/ipc-rows.md --json $R/ipc-rows.json'
 STEP_WHY[ipc-rows]="cuda_ipc on one GPU against a device copy of the same bytes in the same run"
-STEP[nccl-rows]='$C/bin/wsync-bench gpu --channel nccl --receivers 1 --layout-kept --bucket-mib 1024 \
+STEP[nccl-rows]='$BENCH gpu --channel nccl --receivers 1 --layout-kept --bucket-mib 1024 \
     --models $ROW_MODELS --warmup 2 --reps 10 --commit $COMMIT --out $R/nccl-rows.md --json $R/nccl-rows.json'
 STEP_WHY[nccl-rows]="nccl, one receiver on another GPU, against a raw ncclBroadcast of the same bytes (2 GPUs)"
-STEP[nccl-socket-rows]='$C/bin/wsync-bench gpu --channel nccl --nccl-network --receivers 1 --layout-kept \
+STEP[nccl-socket-rows]='$BENCH gpu --channel nccl --nccl-network --receivers 1 --layout-kept \
     --bucket-mib 1024 --models $ROW_MODELS --warmup 1 --reps 5 --commit $COMMIT --out $R/nccl-socket-rows.md \
     --json $R/nccl-socket-rows.json'
 STEP_WHY[nccl-socket-rows]="nccl through NCCL's socket transport, both ranks on one GPU, against raw NCCL the same way"
@@ -73,7 +74,8 @@ find "$R" -type f -mmin +60 -delete 2>/dev/null
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export WSYNC_TEST_BIN_DIR=$C/bin WSYNC_BIN_DIR=$C/bin WSYNC_LIBRARY=$C/py/wsync/_native/lib/libwsync.so
 export PYTHONPATH=$PWD/python LD_LIBRARY_PATH=$C/lib WSYNC_COMMIT=$COMMIT WSYNC_LOG_LEVEL=warn
-export C R COMMIT ROW_MODELS
+BENCH=${BENCH:-$C/bin/wsync-bench}
+export C R COMMIT ROW_MODELS BENCH
 start=$SECONDS
 for name in "$@"; do
   left=$((BUDGET_S - (SECONDS - start)))
