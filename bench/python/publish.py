@@ -86,13 +86,13 @@ def same_nccl_env():
 
 def trainer_program() -> str:
     """wsync-trainer: $WSYNC_TRAINER, else beside $WSYNC_BIN_DIR (an install's bin/, or a build tree's
-    coordinator/ whose sibling is trainer_agent/), else PATH."""
+    tools/coordinator/ whose sibling is tools/trainer/), else PATH."""
     candidates = [os.environ.get("WSYNC_TRAINER", "")]
     bin_dir = os.environ.get("WSYNC_BIN_DIR")
     if bin_dir:
         candidates += [
             os.path.join(bin_dir, "wsync-trainer"),
-            os.path.join(bin_dir, "..", "trainer_agent", "wsync-trainer"),
+            os.path.join(bin_dir, "..", "trainer", "wsync-trainer"),
         ]
     candidates.append(shutil.which("wsync-trainer") or "")
     for candidate in candidates:
