@@ -40,7 +40,7 @@ STEP[asan-tests]='mkdir -p $C/asan/bin $C/asan/lib && tar xzf $C/asan/bin.tgz -C
   ASAN_OPTIONS=protect_shadow_gap=0:halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $C/asan/bin/wsync_gpu_tests'
 # protect_shadow_gap=0: the CUDA driver maps memory where ASan would otherwise protect its shadow gap.
-STEP_WHY[asan-tests]="the C++ GPU tests under ASan+UBSan (scripts/test.sh's build-asan, packed as .carry/asan/*.tgz)"
+STEP_WHY[asan-tests]="the C++ GPU tests under ASan+UBSan (tools/test.sh's build-asan, packed as .carry/asan/*.tgz)"
 STEP[ipc-rows]='$BENCH gpu --channel cuda_ipc --allocations-kept --layout-kept --models $ROW_MODELS \
     --warmup 2 --reps 10 --commit $COMMIT --out $R/ipc-rows.md --json $R/ipc-rows.json'
 STEP_WHY[ipc-rows]="cuda_ipc on one GPU against a device copy of the same bytes in the same run"

@@ -1,4 +1,4 @@
-# Every dependency comes from a Debian package (scripts/install-deps.sh installs them); CUDA and NCCL are optional.
+# Every dependency comes from a Debian package (tools/install-deps.sh installs them); CUDA and NCCL are optional.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq>=4.3)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash>=0.8)     # libxxhash-dev: XXH3-128 digests

@@ -38,7 +38,7 @@ class PrometheusScrape : public RoundFixture {
 
 TEST_F(PrometheusScrape, APrometheusServerStoresTheBusMetrics) {
   ASSERT_TRUE(std::filesystem::exists(WSYNC_PROMETHEUS_BIN))
-      << WSYNC_PROMETHEUS_BIN << " is missing: scripts/install-deps.sh installs Debian's prometheus";
+      << WSYNC_PROMETHEUS_BIN << " is missing: tools/install-deps.sh installs Debian's prometheus";
   startCoordinator();
   auto worker = startWorker("w0");
   waitForAgents(1);

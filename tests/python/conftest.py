@@ -1,5 +1,5 @@
 """Fixtures of the Python tests: the built libwsync.so and wsync-coordinator (WSYNC_LIBRARY / WSYNC_BIN_DIR, as
-scripts/test.sh sets them, else found in build/), unique bus names, coordinators, and helper processes that report
+tools/test.sh sets them, else found in build/), unique bus names, coordinators, and helper processes that report
 JSON lines."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ HELPERS = Path(__file__).resolve().parent / "helpers"
 
 
 def _find_native() -> None:
-    """WSYNC_LIBRARY and WSYNC_BIN_DIR from the build tree when not set (scripts/test.sh sets them)."""
+    """WSYNC_LIBRARY and WSYNC_BIN_DIR from the build tree when not set (tools/test.sh sets them)."""
     build = Path(os.environ.get("WSYNC_BUILD_DIR", REPO_ROOT / "build"))
     if not os.environ.get("WSYNC_LIBRARY"):
         found = sorted(build.glob("**/libwsync.so"))

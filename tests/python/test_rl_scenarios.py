@@ -82,7 +82,7 @@ def checks(result: dict) -> list:
     return [check["check"] for check in result["checks"]]
 
 
-# ---- CPU: every run of scripts/test.sh ------------------------------------------------------------------------------
+# ---- CPU: every run of tools/test.sh ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("channel", ["shm", "tcp"])

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that wsync needs to build and test, and only those that are missing.
 # Quiet when everything is there; runs 'apt-get update' only when something has to be installed.
-# Usage: scripts/install-deps.sh [--fuzz] [--python] [--style] [--help]
+# Usage: tools/install-deps.sh [--fuzz] [--python] [--style] [--help]
 set -euo pipefail
 
 # Every package the build needs, in one place. The code is C++20, built with g++ 12 and CMake.
@@ -37,23 +37,23 @@ fuzz_packages=(
 )
 
 style_packages=(
-  clang-format  # the C++ style (.clang-format), which scripts/test.sh checks before it builds
+  clang-format  # the C++ style (.clang-format), which tools/test.sh checks before it builds
 )
 
 python_packages=(
-  python3-venv  # the virtual environment scripts/test.sh runs pytest in (pytest itself comes from PyPI)
+  python3-venv  # the virtual environment tools/test.sh runs pytest in (pytest itself comes from PyPI)
   python3-numpy # numpy arrays in the Python package's tests
   python3-torch # torch CPU tensors (Debian's 1.13) in the Python package's tests; bf16 included, no fp8
 )
 
 usage() {
   cat <<EOF
-Usage: scripts/install-deps.sh [--fuzz] [--python] [--style]
+Usage: tools/install-deps.sh [--fuzz] [--python] [--style]
 
 Installs the missing Debian packages that wsync needs (uses sudo when not root).
-  --fuzz    also the clang toolchain and libFuzzer, for scripts/test.sh --fuzz
+  --fuzz    also the clang toolchain and libFuzzer, for tools/test.sh --fuzz
   --python  also what the Python package's tests need (python3-venv, python3-numpy, python3-torch)
-  --style   also clang-format, for scripts/test.sh's check of the C++ style
+  --style   also clang-format, for tools/test.sh's check of the C++ style
   -h, --help
 EOF
 }

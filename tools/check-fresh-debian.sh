@@ -13,13 +13,13 @@ readonly SRC_IN_ROOT=/src/wsync
 
 usage() {
   cat <<EOF
-Usage: scripts/check-fresh-debian.sh [options] [-- args for the script]
+Usage: tools/check-fresh-debian.sh [options] [-- args for the script]
 
 Runs 'bash .ci/run' (or the quickstart) in a throw-away copy of a pristine minimal Debian 12 root, on a fresh
 clone of the repository's committed HEAD. Reports the exit code and the elapsed time.
 
 Options:
-  --quickstart          run scripts/quickstart.sh instead of .ci/run
+  --quickstart          run tools/quickstart.sh instead of .ci/run
   --cache DIR           where the pristine root, the runs and the logs live
                         (default: \$WSYNC_FRESH_DEBIAN_DIR or /var/tmp/wsync-fresh-debian)
   --mirror URL          Debian mirror (default: the one this host's apt sources use)
@@ -241,7 +241,7 @@ if ((cuda)) && [[ -d /usr/local/cuda/ ]]; then
 fi
 
 if [[ "$entry" == quickstart ]]; then
-  command=(bash scripts/quickstart.sh "${script_args[@]}")
+  command=(bash tools/quickstart.sh "${script_args[@]}")
 else
   command=(bash .ci/run "${script_args[@]}")
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is missing, builds the demo's programs into build/ and runs the demo.
-# build/ is configured exactly as scripts/test.sh configures it (test.sh --build-only --target wsync-demo does the
+# build/ is configured exactly as tools/test.sh configures it (test.sh --build-only --target wsync-demo does the
 # work: the demo and the coordinator, trainer and worker it starts, not the tests), so the test command afterwards
 # builds only the rest. Each step's time is printed as it ends; exits with the demo's exit code.
 set -euo pipefail
@@ -15,7 +15,7 @@ DEMO=(build/tools/demo/wsync-demo --workers 3 --rounds 20 --model opt-125m --pau
 
 case "${1:-}" in
   -h | --help)
-    echo "Usage: scripts/quickstart.sh [DEMO OPTIONS]"
+    echo "Usage: tools/quickstart.sh [DEMO OPTIONS]"
     echo "Installs missing Debian packages, builds build/ and runs the demo: ${DEMO[*]}"
     echo "DEMO OPTIONS override those (e.g. --rounds 5 --workers 8); see build/tools/demo/wsync-demo --help"
     exit 0 ;;
@@ -23,8 +23,8 @@ esac
 DEMO+=("$@")
 readonly DEMO
 
-echo "quickstart: installing missing packages and building the demo in build/ (scripts/test.sh --build-only)"
-bash scripts/test.sh --build-only --target wsync-demo
+echo "quickstart: installing missing packages and building the demo in build/ (tools/test.sh --build-only)"
+bash tools/test.sh --build-only --target wsync-demo
 
 if [[ ! -x "${DEMO[0]}" ]]; then
   echo "quickstart: the demo ${DEMO[0]} was not built" >&2

@@ -33,9 +33,9 @@ readonly ASAN_DEFAULTS LSAN_DEFAULTS UBSAN_DEFAULTS TSAN_DEFAULTS
 
 usage() {
   cat <<EOF
-Usage: scripts/test.sh [options]
+Usage: tools/test.sh [options]
 
-Installs missing Debian packages (scripts/install-deps.sh --python --style), checks the C++ style (clang-format,
+Installs missing Debian packages (tools/install-deps.sh --python --style), checks the C++ style (clang-format,
 .clang-format), builds build/ (RelWithDebInfo, WSYNC_WERROR=ON)
 and runs ctest, then the Python style (ruff $RUFF_VERSION in build/ruff-venv: format --check and check) and the
 Python tests (pytest tests/python in build/python-venv, a virtual environment that sees Debian's torch and numpy);
@@ -54,7 +54,7 @@ Options:
                        -L python: only the Python tests (the plain build, the style, pytest and the wheel)
   --no-python          skip the Python style, the Python tests and the wheel
   --build-only         install, configure and build build/, run nothing
-  --target TARGET      with --build-only: build only TARGET and what it needs (repeatable; scripts/quickstart.sh
+  --target TARGET      with --build-only: build only TARGET and what it needs (repeatable; tools/quickstart.sh
                        builds the demo's programs this way, and the test command builds the rest later)
   -h, --help           this text
 EOF
@@ -186,8 +186,8 @@ deps_flags=()
 [[ -n "$fuzz_seconds" ]] && deps_flags+=(--fuzz)
 ((build_only || python_only)) || deps_flags+=(--style)
 ((python_tests)) && deps_flags+=(--python)
-stage "dependencies (scripts/install-deps.sh${deps_flags[*]:+ ${deps_flags[*]}})"
-bash scripts/install-deps.sh "${deps_flags[@]}"
+stage "dependencies (tools/install-deps.sh${deps_flags[*]:+ ${deps_flags[*]}})"
+bash tools/install-deps.sh "${deps_flags[@]}"
 echo "toolchain: $(g++ --version | head -n1); $(cmake --version | head -n1); $jobs cores"
 
 # The Python tests run in build/python-venv: Debian's python3 with its site packages (python3-torch, python3-numpy)
@@ -251,7 +251,7 @@ cpp_style() {
 }
 ((build_only || python_only)) || cpp_style
 
-# build/ is shared with scripts/quickstart.sh (same arguments), so neither reconfigures the other's tree.
+# build/ is shared with tools/quickstart.sh (same arguments), so neither reconfigures the other's tree.
 configure_and_build build -DWSYNC_WERROR=ON -DWSYNC_SANITIZE= -DWSYNC_FUZZ=OFF
 if ((build_only)); then
   exit 0
