@@ -75,7 +75,7 @@ def _register_once(registry: Any, class_name: str) -> None:
 
 def _incompatibility() -> str | None:
     """Why this process's vLLM cannot take backend "wsync", or None. The interface is checked by shape, not by
-    version number: engine.py is written against vLLM 0.33's (docs/vllm.md)."""
+    version number: engine.py is written against vLLM 0.32's and 0.33's (docs/vllm.md)."""
     try:
         from vllm.config.weight_transfer import WeightTransferConfig
         from vllm.distributed.weight_transfer import factory  # noqa: F401
@@ -98,16 +98,32 @@ def _incompatibility() -> str | None:
 
 
 def _trainer_interface_matches() -> bool:
+    """Whether this vLLM's trainer side has one of the two shapes engine.py is written for, 0.32's or 0.33's; a
+    warning names the difference when not, and the trainer side is not registered (the worker side still is)."""
+    problem = _trainer_incompatibility()
+    if problem is not None:
+        _log.warning("wsync: trainer-side backend %r not registered: %s", BACKEND, problem)
+        return False
+    return True
+
+
+def _trainer_incompatibility() -> str | None:
     from vllm.distributed.weight_transfer import base
 
     engine = getattr(base, "TrainerWeightTransferEngine", None)
-    if engine is None:
-        return False
+    source = getattr(base, "WeightSource", None)
+    if engine is None or source is None:
+        return "this vLLM has no TrainerWeightTransferEngine or WeightSource"
     params = list(inspect.signature(engine.trainer_init).parameters)
     if params != ["init_info", "client", "source"]:
-        _log.info("wsync: trainer_init takes %s; trainer-side backend %r not registered", params, BACKEND)
-        return False
-    return True
+        return f"trainer_init takes {params}, not (init_info, client, source)"
+    init_params = set(inspect.signature(engine.__init__).parameters) - {"self"}
+    if init_params not in ({"client", "source", "is_sender"}, {"client", "source", "is_sender", "rank"}):
+        return f"TrainerWeightTransferEngine.__init__ takes {sorted(init_params)}, not 0.32's or 0.33's keywords"
+    # 0.33: iter_full() yields whole tensors; 0.32: iteration does, and metadata() is a method.
+    if not (hasattr(source, "iter_full") or callable(getattr(source, "metadata", None))):
+        return "WeightSource has neither iter_full() nor a metadata() method"
+    return None
 
 
 def __getattr__(name: str) -> Any:

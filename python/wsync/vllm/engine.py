@@ -1,4 +1,4 @@
-"""vLLM's weight-transfer engines for backend "wsync" (vLLM's interface as of 0.33: docs/vllm.md).
+"""vLLM's weight-transfer engines for backend "wsync" (vLLM's interfaces of 0.32 and 0.33: docs/vllm.md).
 
 Imported by vLLM's registry when a worker creates the "wsync" engine (or by a trainer's
 `WeightTransferTrainerFactory.trainer_init`), never by `import wsync` or `import wsync.vllm`: this module imports
@@ -16,6 +16,8 @@ Trainer side: `WsyncTrainerWeightTransferEngine` over a `WeightSource`, publishi
 from __future__ import annotations
 
 import contextlib
+import inspect
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -215,6 +217,42 @@ class WsyncTrainerInitInfo(TrainerInitInfo):
         return Connection(self.bus, options.get("transport"), options.get("curve_keys"), options.get("server_key"))
 
 
+# vLLM 0.33's TrainerWeightTransferEngine takes the trainer's rank; 0.32's does not (it keeps only is_sender).
+_BASE_TAKES_RANK = "rank" in inspect.signature(TrainerWeightTransferEngine.__init__).parameters
+
+
+def source_metadata(source: WeightSource) -> list[Any]:
+    """The source's ParamMeta list: a method in vLLM 0.32 (`metadata()`), a cached property in 0.33."""
+    metadata = source.metadata
+    return list(metadata() if callable(metadata) else metadata)
+
+
+def check_full_source(source: WeightSource) -> None:
+    """Raises unless `source` yields every tensor of the model whole on this rank, as a wsync version needs.
+    vLLM 0.33 says so with `implements_iter_full()`; in 0.32 iteration materializes every tensor, and a source
+    whose `held_names()` is a part of the model (pipeline or expert parallel producers) yields None for the rest."""
+    implements_iter_full = getattr(source, "implements_iter_full", None)
+    if implements_iter_full is not None:
+        if not implements_iter_full():
+            raise TypeError(f"wsync publishes full tensors, but {type(source).__name__} does not implement iter_full()")
+        return
+    held_names = getattr(source, "held_names", None)
+    held = held_names() if held_names is not None else None
+    if held is not None:
+        missing = [m.name for m in source_metadata(source) if m.name not in set(held)]
+        if missing:
+            raise TypeError(
+                f"wsync publishes whole versions from one rank, but {type(source).__name__} holds only part of the "
+                f"model here ({len(missing)} tensors missing, the first {missing[0]!r})"
+            )
+
+
+def full_tensors(source: WeightSource) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, full tensor) for every tensor of the source: `iter_full()` in vLLM 0.33, iteration in 0.32."""
+    iter_full = getattr(source, "iter_full", None)
+    return iter_full() if iter_full is not None else iter(source)
+
+
 _WORKER_OPTIONS = ("agent_id", "transport", "curve_keys", "server_key", "registration_timeout", "layerwise_reload")
 
 
@@ -236,7 +274,11 @@ class WsyncTrainerWeightTransferEngine(TrainerWeightTransferEngine[WsyncTrainerI
         rank: int = 0,
         sender: WsyncSender | None = None,
     ) -> None:
-        super().__init__(client=client, source=source, is_sender=is_sender, rank=rank)
+        if _BASE_TAKES_RANK:
+            super().__init__(client=client, source=source, is_sender=is_sender, rank=rank)
+        else:
+            super().__init__(client=client, source=source, is_sender=is_sender)
+            self.rank = rank
         self.sender = sender
 
     @classmethod
@@ -249,8 +291,7 @@ class WsyncTrainerWeightTransferEngine(TrainerWeightTransferEngine[WsyncTrainerI
     ) -> WsyncTrainerWeightTransferEngine:
         if source is None:
             raise ValueError("wsync weight transfer publishes whole versions: it needs a WeightSource")
-        if not source.implements_iter_full():
-            raise TypeError(f"wsync publishes full tensors, but {type(source).__name__} does not implement iter_full()")
+        check_full_source(source)
         unknown = set(init_info.worker_options) - set(_WORKER_OPTIONS)
         if unknown:
             raise ValueError(f"unknown worker_options {sorted(unknown)}; known: {list(_WORKER_OPTIONS)}")
@@ -270,7 +311,7 @@ class WsyncTrainerWeightTransferEngine(TrainerWeightTransferEngine[WsyncTrainerI
                 layerwise_reload=options.get("layerwise_reload"),
             )
             manifest = [
-                TensorSpec(m.name, str(m.dtype).removeprefix("torch."), tuple(m.shape)) for m in source.metadata
+                TensorSpec(m.name, str(m.dtype).removeprefix("torch."), tuple(m.shape)) for m in source_metadata(source)
             ]
             info = sender.init_info(manifest)
             if "registration_timeout" in options:
@@ -281,7 +322,7 @@ class WsyncTrainerWeightTransferEngine(TrainerWeightTransferEngine[WsyncTrainerI
     def send_weights(self, version: int | None = None) -> None:
         """Publishes the next version (or `version`) and has vLLM load it. Called on every trainer rank."""
         assert self.source is not None
-        tensors = [(name, tensor.detach()) for name, tensor in self.source.iter_full()]
+        tensors = [(name, tensor.detach()) for name, tensor in full_tensors(self.source)]
         if self.sender is not None:
             self.sender.sync(self.client, tensors, version)
 

@@ -1,0 +1,125 @@
+"""A trainer process for the vLLM stage: the tiny Qwen3 in float32, publishing its versions over a wsync bus.
+
+Commands arrive as JSON lines on stdin; every answer is one JSON line on stdout ({"event": ...}), and a failure is
+{"event": "error", "type": ..., "message": ...} without ending the process, so a test can go on after a refused
+round. Ops:
+  init_info                        the workers' init info for this trainer's manifest (for vLLM's init)
+  publish {version}                step the model to `version`, publish it over wsync, wait for its outcome
+  sync {url, version}              the same, then vLLM's update over HTTP: WsyncSender.sync with vLLM's client
+  factory_init {url}               vLLM's own trainer side: WeightTransferTrainerFactory.trainer_init(...)
+  factory_send {version}           step the model, then the factory's engine.send_weights()
+  greedy {prompts, max_tokens}     this model's own greedy continuations (what vLLM must produce)
+  extra_tensor / wrong_shape       publish a manifest vLLM's model does not fit (a tensor it lacks, a wrong shape)
+Arguments: BUS CHANNEL SEED.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import tiny_model
+
+import wsync
+from wsync.vllm import WsyncSender
+
+# vLLM's HTTP client waits this long for one call (an update_weights includes waiting for the version).
+HTTP_TIMEOUT_S = 120.0
+
+
+def say(event: str, **fields) -> None:
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+class Trainer:
+    def __init__(self, bus: str, channel: str, seed: int) -> None:
+        self.model = tiny_model.model(seed)
+        self.version = 0
+        self.sender = WsyncSender(bus, agent_id="trainer-0", channel=channel, pause_mode="keep")
+        self.factory_engine = None
+
+    def tensors(self) -> list[tuple[str, torch.Tensor]]:
+        return [(name, parameter.detach()) for name, parameter in self.model.named_parameters()]
+
+    def step_to(self, version: int) -> None:
+        for next_version in range(self.version + 1, version + 1):
+            tiny_model.step(self.model, next_version)
+        self.version = max(self.version, version)
+
+    def init_info(self, **_) -> None:
+        say("init_info", info=self.sender.init_info(self.tensors()))
+
+    def publish(self, version: int, **_) -> None:
+        self.step_to(version)
+        outcome = self.sender.publish(self.tensors(), version)
+        say("published", version=outcome.version)
+
+    def sync(self, url: str, version: int, **_) -> None:
+        from vllm.distributed.weight_transfer.clients import HTTPVLLMWeightSyncClient
+
+        self.step_to(version)
+        served = self.sender.sync(HTTPVLLMWeightSyncClient(url, timeout=HTTP_TIMEOUT_S), self.tensors(), version)
+        say("synced", version=served)
+
+    def factory_init(self, url: str, **_) -> None:
+        from vllm.distributed.weight_transfer.base import ModuleSource
+        from vllm.distributed.weight_transfer.clients import HTTPVLLMWeightSyncClient
+        from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
+
+        from wsync.vllm.engine import WsyncTrainerInitInfo
+
+        # The factory's engine has its own wsync Trainer: this one leaves the bus first.
+        self.sender.close()
+        info = WsyncTrainerInitInfo(self.sender.bus, rank=0, channel=self.sender.channel, agent_id="trainer-factory")
+        self.factory_engine = WeightTransferTrainerFactory.trainer_init(
+            info, client=HTTPVLLMWeightSyncClient(url, timeout=HTTP_TIMEOUT_S), source=ModuleSource(self.model)
+        )
+        say("factory_ready", engine=type(self.factory_engine).__name__)
+
+    def factory_send(self, version: int, **_) -> None:
+        self.step_to(version)
+        self.factory_engine.send_weights(version)
+        say("factory_sent", version=version)
+
+    def greedy(self, prompts: list[list[int]], max_tokens: int, **_) -> None:
+        say("greedy", tokens=tiny_model.greedy(self.model, prompts, max_tokens))
+
+    def extra_tensor(self, version: int, **_) -> None:
+        tensors = [*self.tensors(), ("model.layers.0.mlp.not_in_vllm.weight", torch.zeros(4, 4))]
+        self.sender.init_info(tensors)  # the manifest vLLM would be told of
+        outcome = self.sender.publish(tensors, version)
+        say("published", version=outcome.version)
+
+    def wrong_shape(self, version: int, **_) -> None:
+        tensors = self.tensors()
+        name, tensor = tensors[1]
+        tensors[1] = (name, torch.zeros(tensor.shape[0] + 1, *tensor.shape[1:]))
+        outcome = self.sender.publish(tensors, version)
+        say("published", version=outcome.version)
+
+
+def main() -> None:
+    bus, channel, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    trainer = Trainer(bus, channel, seed)
+    say("ready", manifest=len(trainer.tensors()))
+    for line in sys.stdin:
+        command = json.loads(line)
+        op = command.pop("op")
+        try:
+            getattr(trainer, op)(**command)
+        except (wsync.Error, ValueError, TypeError, RuntimeError, OSError) as error:
+            say("error", op=op, type=type(error).__name__, message=str(error), trace=traceback.format_exc()[-2000:])
+    if trainer.factory_engine is not None:
+        trainer.factory_engine.shutdown()
+    else:
+        trainer.sender.close()
+
+
+if __name__ == "__main__":
+    main()
