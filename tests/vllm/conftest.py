@@ -244,6 +244,15 @@ class Server:
         assert response.status_code == 200, f"GET {path}: {response.status_code} {response.text[:2000]}"
         return response.json()
 
+    def metrics(self) -> dict[str, float]:
+        """vLLM's Prometheus gauges and counters without labels' detail: name -> value (the last sample)."""
+        values: dict[str, float] = {}
+        for line in requests.get(f"{self.url}/metrics", timeout=30).text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                values[name.split("{")[0]] = float(value)
+        return values
+
     def generate(self, prompt: list[int], max_tokens: int, timeout: float = 300.0) -> dict:
         """One greedy completion through the token-in/token-out API: its choice (token_ids, finish_reason,
         weight_versions)."""

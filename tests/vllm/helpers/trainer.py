@@ -5,7 +5,9 @@ Commands arrive as JSON lines on stdin; every answer is one JSON line on stdout 
 round. Ops:
   init_info                        the workers' init info for this trainer's manifest (for vLLM's init)
   publish {version}                step the model to `version`, publish it over wsync, wait for its outcome
-  sync {url, version}              the same, then vLLM's update over HTTP: WsyncSender.sync with vLLM's client
+  init_http {url}                  WsyncSender.init through vLLM's HTTP client: every vLLM worker binds its staging
+  sync {url, version, pause_mode}  step and publish, then vLLM's update over HTTP: WsyncSender.sync with vLLM's
+                                   client (between the server's /pause?mode= and /resume when pause_mode is given)
   factory_init {url}               vLLM's own trainer side: WeightTransferTrainerFactory.trainer_init(...)
   factory_send {version}           step the model, then the factory's engine.send_weights()
   greedy {prompts, max_tokens}     this model's own greedy continuations (what vLLM must produce)
@@ -26,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tiny_model
 
-import wsync
 from wsync.vllm import WsyncSender
 
 # vLLM's HTTP client waits this long for one call (an update_weights includes waiting for the version).
@@ -35,6 +36,19 @@ HTTP_TIMEOUT_S = 120.0
 
 def say(event: str, **fields) -> None:
     print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def http_client(url: str):
+    from vllm.distributed.weight_transfer.clients import HTTPVLLMWeightSyncClient
+
+    return HTTPVLLMWeightSyncClient(url, timeout=HTTP_TIMEOUT_S)
+
+
+def http_post(url: str, path: str, params: dict | None = None) -> None:
+    import requests
+
+    response = requests.post(f"{url}{path}", params=params, timeout=HTTP_TIMEOUT_S)
+    response.raise_for_status()
 
 
 class Trainer:
@@ -60,25 +74,41 @@ class Trainer:
         outcome = self.sender.publish(self.tensors(), version)
         say("published", version=outcome.version)
 
-    def sync(self, url: str, version: int, **_) -> None:
-        from vllm.distributed.weight_transfer.clients import HTTPVLLMWeightSyncClient
+    def init_http(self, url: str, **_) -> None:
+        self.sender.init(http_client(url), self.tensors())
+        say("initialized")
 
+    def sync(self, url: str, version: int, pause_mode: str | None = None, **_) -> None:
+        """WsyncSender.sync against vLLM's server; with `pause_mode`, between the server's /pause and /resume."""
         self.step_to(version)
-        served = self.sender.sync(HTTPVLLMWeightSyncClient(url, timeout=HTTP_TIMEOUT_S), self.tensors(), version)
+        pause = resume = None
+        if pause_mode is not None:
+            self.sender.pause_mode = pause_mode
+
+            def pause(mode: str) -> None:
+                http_post(url, "/pause", params={"mode": mode})
+
+            def resume() -> None:
+                http_post(url, "/resume")
+
+        served = self.sender.sync(http_client(url), self.tensors(), version, pause=pause, resume=resume)
         say("synced", version=served)
 
     def factory_init(self, url: str, **_) -> None:
         from vllm.distributed.weight_transfer.base import ModuleSource
-        from vllm.distributed.weight_transfer.clients import HTTPVLLMWeightSyncClient
         from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
+        from vllm.plugins import load_general_plugins
 
         from wsync.vllm.engine import WsyncTrainerInitInfo
 
+        # A trainer process is not one of vLLM's: nothing has loaded the plugins (and with them backend "wsync")
+        # yet. vLLM's own loader does it, through the package's entry point.
+        load_general_plugins()
         # The factory's engine has its own wsync Trainer: this one leaves the bus first.
         self.sender.close()
         info = WsyncTrainerInitInfo(self.sender.bus, rank=0, channel=self.sender.channel, agent_id="trainer-factory")
         self.factory_engine = WeightTransferTrainerFactory.trainer_init(
-            info, client=HTTPVLLMWeightSyncClient(url, timeout=HTTP_TIMEOUT_S), source=ModuleSource(self.model)
+            info, client=http_client(url), source=ModuleSource(self.model)
         )
         say("factory_ready", engine=type(self.factory_engine).__name__)
 
@@ -113,7 +143,7 @@ def main() -> None:
         op = command.pop("op")
         try:
             getattr(trainer, op)(**command)
-        except (wsync.Error, ValueError, TypeError, RuntimeError, OSError) as error:
+        except Exception as error:  # noqa: BLE001 - every failure is an answer; the test decides
             say("error", op=op, type=type(error).__name__, message=str(error), trace=traceback.format_exc()[-2000:])
     if trainer.factory_engine is not None:
         trainer.factory_engine.shutdown()
