@@ -32,6 +32,7 @@ from vllm.distributed.weight_transfer.base import (
 
 from ..connection import Connection
 from .modes import check_pause_mode
+from .placement import Placement, placements
 from .sender import PUBLISH_TIMEOUT_S, WsyncSender
 from .staging import (
     APPLY_TIMEOUT_S,
@@ -118,6 +119,7 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         self._layerwise_reload = True
         self._reloading = False
         self.loaded_version = 0
+        self.placements: list[Placement] = []
 
     @property
     def receiver(self) -> StagingReceiver | None:
@@ -125,8 +127,14 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
 
     def init_transfer_engine(self, init_info: WsyncInitInfo) -> None:
         """Binds staging tensors for `init_info`'s manifest to a new wsync Worker (replacing an earlier one: a
-        changed manifest is a new init)."""
+        changed manifest is a new init). A manifest this model cannot load fails first, naming the tensor, and
+        leaves the current receiver as it was."""
+        with _mtp_check_disabled():
+            found = placements(
+                self.model, init_info.manifest, tensor_parallel=self.parallel_config.tensor_parallel_size
+            )
         self._close_receiver()
+        self.placements = found
         template = init_info.agent_id
         agent_id = agent_id_from(
             template,
@@ -154,10 +162,22 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
 
     def receive_weights(self, update_info: WsyncUpdateInfo) -> None:
         receiver = self._require_receiver()
-        with _mtp_check_disabled():
-            self.loaded_version = receiver.load_into(self.model, update_info.version, update_info.timeout, keep=True)
+        try:
+            with _mtp_check_disabled():
+                self.loaded_version = receiver.load_into(
+                    self.model, update_info.version, update_info.timeout, keep=True
+                )
+        except BaseException:
+            # vLLM ends the update here without finish_weight_update. The layerwise reload moved every layer's
+            # tensors aside when it started; finalizing it puts back those of each layer that loaded nothing, so
+            # the engine goes on serving the weights it had (a version that never came loads nothing at all).
+            self._end_reload()
+            raise
 
     def finish_weight_update(self) -> None:
+        self._end_reload()
+
+    def _end_reload(self) -> None:
         try:
             if self._reloading:
                 from vllm.model_executor.model_loader.reload import finalize_layerwise_reload

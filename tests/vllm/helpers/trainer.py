@@ -11,14 +11,21 @@ round. Ops:
   factory_init {url}               vLLM's own trainer side: WeightTransferTrainerFactory.trainer_init(...)
   factory_send {version}           step the model, then the factory's engine.send_weights()
   greedy {prompts, max_tokens}     this model's own greedy continuations (what vLLM must produce)
+  step {version}                   step the model to `version` without publishing it
+  digests                          SHA-256 of every tensor's bytes, by name
+  publish_then_die {version}       begin publishing `version`, then SIGKILL this process mid-transfer
   extra_tensor / wrong_shape       publish a manifest vLLM's model does not fit (a tensor it lacks, a wrong shape)
 Arguments: BUS CHANNEL SEED.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -30,8 +37,18 @@ import tiny_model
 
 from wsync.vllm import WsyncSender
 
+# publish_then_die gives its transfer this long to be under way before the process kills itself regardless.
+DIE_WITHIN_S = 10.0
 # vLLM's HTTP client waits this long for one call (an update_weights includes waiting for the version).
 HTTP_TIMEOUT_S = 120.0
+
+
+def tensor_digests(module: torch.nn.Module) -> dict[str, str]:
+    """SHA-256 of each parameter's bytes, by name: what the engine's plain tensors must equal."""
+    return {
+        name: hashlib.sha256(parameter.detach().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+        for name, parameter in module.named_parameters()
+    }
 
 
 def say(event: str, **fields) -> None:
@@ -117,12 +134,27 @@ class Trainer:
         self.factory_engine.send_weights(version)
         say("factory_sent", version=version)
 
+    def step(self, version: int, **_) -> None:
+        self.step_to(version)
+        say("stepped", version=self.version)
+
+    def digests(self, **_) -> None:
+        say("digests", digests=tensor_digests(self.model))
+
+    def publish_then_die(self, version: int, **_) -> None:
+        """Begins publishing `version` and kills this process (SIGKILL: no goodbye) once its transfer is under way."""
+        self.step_to(version)
+        self.sender.trainer.publish(version, self.tensors(), pause_mode="keep")
+        deadline = time.monotonic() + DIE_WITHIN_S
+        while not self.sender.trainer.progress().sending and time.monotonic() < deadline:
+            pass
+        os.kill(os.getpid(), signal.SIGKILL)
+
     def greedy(self, prompts: list[list[int]], max_tokens: int, **_) -> None:
         say("greedy", tokens=tiny_model.greedy(self.model, prompts, max_tokens))
 
     def extra_tensor(self, version: int, **_) -> None:
         tensors = [*self.tensors(), ("model.layers.0.mlp.not_in_vllm.weight", torch.zeros(4, 4))]
-        self.sender.init_info(tensors)  # the manifest vLLM would be told of
         outcome = self.sender.publish(tensors, version)
         say("published", version=outcome.version)
 
