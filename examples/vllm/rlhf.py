@@ -6,7 +6,7 @@ synchronous, as in vLLM's example: generate, train a step, update the engine's w
 What changes from vLLM's nccl example:
 * the engine is created with `WeightTransferConfig(backend="wsync")`; the wsync package's vLLM plugin registers
   the backend in every vLLM process (nothing to import on the engine side);
-* a wsync coordinator runs the bus (`wsync.Coordinator(BUS)`), here in the driver;
+* a wsync coordinator runs the bus (`wsync.Coordinator(bus)`), here in the driver;
 * the trainer publishes with `wsync.vllm.WsyncSender`: `sender.init(client, params)` once (every vLLM worker binds
   staging tensors for the trainer's manifest and joins the bus), then `sender.sync(client, params)` per update.
   `sync` publishes a version over the bus, where every worker verifies it before it commits, and only then drives
@@ -44,7 +44,6 @@ from vllm.distributed.weight_transfer.clients import RayVLLMWeightSyncClient
 import wsync
 from wsync.vllm import WsyncSender
 
-BUS = "rlhf"
 # The stand-in for an RL objective: raise the probability of this token at every position of the rollouts. The
 # learning rate is small enough that a step changes some greedy tokens, not all of them.
 TARGET_TOKEN = 7
@@ -106,6 +105,7 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--model", help="a Hugging Face checkpoint folder (default: a tiny random Qwen3)")
     parser.add_argument("--iterations", type=int, default=2, help="generate / train / update rounds")
     parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument("--bus", default="rlhf", help="the wsync bus (one coordinator per bus)")
     parser.add_argument("--report", help="write the outputs and checks to this JSON file")
     return parser.parse_args()
 
@@ -119,13 +119,13 @@ def main() -> int:
     from tiny_qwen3 import PROMPTS
 
     # The coordinator of the bus: one per bus, anywhere the trainer and the engine's workers can reach.
-    with wsync.Coordinator(BUS):
+    with wsync.Coordinator(arguments.bus):
         ray.init(
             num_cpus=2,
             include_dashboard=False,
             runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}},
         )
-        train_model = TrainModel.remote(arguments.model, BUS)
+        train_model = TrainModel.remote(arguments.model, arguments.bus)
         llm = ray.remote(num_cpus=0)(LLM).remote(
             model=arguments.model,
             dtype="float32",  # the trainer's, so that greedy outputs agree token for token
