@@ -12,9 +12,9 @@ import transformers
 PROMPTS = [[5, 6, 7, 8], [9, 10, 11], [300, 4, 77, 12, 9], [42, 43]]
 
 
-def save(directory: Path, seed: int = 0) -> Path:
-    """Writes config.json and model.safetensors of a 2-layer Qwen3 (float32, about 1 MB) and returns the folder."""
-    config = transformers.Qwen3Config(
+def config() -> transformers.Qwen3Config:
+    """A 2-layer Qwen3 in float32, about 1 MB (vLLM's CPU attention takes head sizes from 32 up)."""
+    return transformers.Qwen3Config(
         vocab_size=512,
         hidden_size=64,
         intermediate_size=128,
@@ -28,6 +28,16 @@ def save(directory: Path, seed: int = 0) -> Path:
         bos_token_id=1,
         eos_token_id=2,
     )
+
+
+def model(seed: int = 0) -> transformers.Qwen3ForCausalLM:
+    """The model at `seed`, in float32 and evaluation mode."""
     torch.manual_seed(seed)
-    transformers.Qwen3ForCausalLM(config).save_pretrained(directory, safe_serialization=True)
+    return transformers.Qwen3ForCausalLM(config()).to(torch.float32).eval()
+
+
+def save(directory: Path, seed: int = 0) -> Path:
+    """Writes config.json and model.safetensors of model(seed) and returns the folder."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    model(seed).save_pretrained(directory, safe_serialization=True)
     return Path(directory)

@@ -7,50 +7,17 @@ greedy tokens vLLM must produce after the version lands.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import torch
 import transformers
 
-VOCAB = 512
-HIDDEN = 64
-LAYERS = 2
-HEADS = 2
-KV_HEADS = 1
-HEAD_DIM = 64
-INTERMEDIATE = 128
-MAX_POSITIONS = 2048
+# One model for the examples and the tests: examples/vllm/tiny_qwen3.py makes it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "vllm"))
+from tiny_qwen3 import config, model, save
 
-
-def config() -> transformers.Qwen3Config:
-    return transformers.Qwen3Config(
-        vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        intermediate_size=INTERMEDIATE,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS,
-        head_dim=HEAD_DIM,
-        max_position_embeddings=MAX_POSITIONS,
-        tie_word_embeddings=False,
-        torch_dtype="float32",
-        bos_token_id=1,
-        eos_token_id=2,
-    )
-
-
-def model(seed: int = 0) -> transformers.Qwen3ForCausalLM:
-    """The trainer's model, initialised from `seed`, in evaluation mode."""
-    torch.manual_seed(seed)
-    made = transformers.Qwen3ForCausalLM(config()).to(torch.float32)
-    return made.eval()
-
-
-def save(directory: Path, seed: int = 0) -> Path:
-    """Writes the checkpoint vLLM starts from (config.json and model.safetensors) and returns its folder."""
-    directory.mkdir(parents=True, exist_ok=True)
-    model(seed).save_pretrained(directory, safe_serialization=True)
-    return directory
+__all__ = ["config", "greedy", "model", "save", "step"]
 
 
 @torch.no_grad()
