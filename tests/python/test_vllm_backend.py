@@ -285,7 +285,9 @@ def cpu_accelerator_sync(monkeypatch):
 
 def vllm_stand_in_config():
     """The two attributes WeightTransferEngine.__init__ reads from a VllmConfig."""
-    return SimpleNamespace(parallel_config=SimpleNamespace(data_parallel_index=0, tensor_parallel_size=1), model_config=None)
+    return SimpleNamespace(
+        parallel_config=SimpleNamespace(data_parallel_index=0, tensor_parallel_size=1), model_config=None
+    )
 
 
 def create_engine(model):
