@@ -54,7 +54,8 @@ constexpr std::array kCountersFields{
 static_assert(sizeof(wsync_worker_counters) == 40, "ABI 1's layout");
 
 static_assert(WSYNC_MEMORY_HOST == static_cast<int>(worker_agent::BindingMemory::Host) &&
-              WSYNC_MEMORY_DEVICE == static_cast<int>(worker_agent::BindingMemory::Device));
+              WSYNC_MEMORY_DEVICE == static_cast<int>(worker_agent::BindingMemory::Device) &&
+              WSYNC_MEMORY_HOST_IN_PLACE == static_cast<int>(worker_agent::BindingMemory::HostInPlace));
 
 wsync_worker_config workerDefaults() {
   wsync_worker_config config{};
@@ -127,8 +128,9 @@ tl::expected<worker_agent::WorkerOptions, std::pair<wsync_status, std::string>> 
   if (config.pause == nullptr || config.resume == nullptr) {
     return invalid("the pause and resume callbacks are required");
   }
-  if (config.memory > WSYNC_MEMORY_DEVICE) {
-    return invalid("memory is " + std::to_string(config.memory) + ": WSYNC_MEMORY_HOST or WSYNC_MEMORY_DEVICE");
+  if (config.memory > WSYNC_MEMORY_HOST_IN_PLACE) {
+    return invalid("memory is " + std::to_string(config.memory) +
+                   ": WSYNC_MEMORY_HOST, WSYNC_MEMORY_DEVICE or WSYNC_MEMORY_HOST_IN_PLACE");
   }
   if (config.memory == WSYNC_MEMORY_DEVICE && !builtWith(msg::ChannelKind::Nccl) &&
       !builtWith(msg::ChannelKind::CudaIpc)) {

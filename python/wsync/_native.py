@@ -89,7 +89,8 @@ PAUSE_MODES = {"abort": 0, "wait": 1, "keep": 2}
 PAUSE_MODE_NAMES = {value: name for name, value in PAUSE_MODES.items()}
 CHANNELS = {"shm": 0, "nccl": 1, "cuda_ipc": 2, "tcp": 3}
 HOST_CHANNELS = ("shm", "tcp")  # the channels of host tensors; the others move GPU tensors
-MEMORY_KINDS = {"host": 0, "device": 1}
+# wsync.h's wsync_memory; "host_in_place": host tensors received in place while paused (no staging copy).
+MEMORY_KINDS = {"host": 0, "device": 1, "host_in_place": 2}
 OUTCOME_KINDS = {0: OutcomeKind.COMMITTED, 1: OutcomeKind.ABORTED, 2: OutcomeKind.REFUSED}
 DETAIL_CHARS = 1024
 

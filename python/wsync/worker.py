@@ -55,6 +55,11 @@ class Worker(Closing):
     engine goes on serving its version. on_resume(version): generation may go on. on_applied(version, round): a
     version was just written (the engine is still paused). With loop= (an asyncio loop), any of them may be a
     coroutine function: it runs on that loop and the agent waits for it.
+    memory: "host" (shm, tcp: a round lands in the agent's staging copy and is copied into the tensors on commit, so
+    a failed round leaves them untouched), "device" (nccl, cuda_ipc: received in place while paused) or
+    "host_in_place" (shm, tcp, received in place while paused, no staging copy); in place, a failed round leaves the
+    tensors holding no committed version, so the engine stays paused until a version commits into them. Default:
+    "device" when every tensor is on a GPU, else "host".
     on_withdraw(round), optional: called on another thread while on_pause still runs, at most once, when the bus no
     longer wants that pause (the round was aborted, say by the pause timeout a long drain in "wait" mode ran past; an
     operator's pause was lifted). The engine should stop quiescing and go on generating, and on_pause return soon:
@@ -102,10 +107,10 @@ class Worker(Closing):
         if memory is None:
             memory = "device" if devices and all(device[0] == "cuda" for device in devices) else "host"
         if memory not in N.MEMORY_KINDS:
-            raise InvalidArgumentError(f"memory '{memory}': use 'host' or 'device'")
+            raise InvalidArgumentError(f"memory '{memory}': use one of {sorted(N.MEMORY_KINDS)}")
         if memory == "device" and cuda_device is None:
             cuda_device = devices[0][1] if devices and devices[0][0] == "cuda" else 0
-        wanted = HOST if memory == "host" else ("cuda", cuda_device)
+        wanted = ("cuda", cuda_device) if memory == "device" else HOST
         for info in infos:
             if info.device != wanted:
                 raise InvalidArgumentError(

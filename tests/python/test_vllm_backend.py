@@ -487,7 +487,8 @@ def make_receiver(**options):
 @needs_torch
 def test_staging_tensors_follow_the_manifest_and_load_into_the_model(fake_wsync):
     receiver, worker = make_receiver()
-    assert worker.options["memory"] == "host" and worker.options["cuda_device"] is None
+    # vLLM never serves from the staging tensors: a host round lands in them directly, with no staging copy of its own.
+    assert worker.options["memory"] == "host_in_place" and worker.options["cuda_device"] is None
     assert [(n, str(t.dtype), tuple(t.shape)) for n, t in worker.tensors.items()] == [
         (s.name, f"torch.{s.dtype}", s.shape) for s in wsender.manifest_of(trainer_tensors(0.0))
     ]
@@ -654,7 +655,7 @@ def test_vllm_engine_runs_an_update_through_vllms_base_methods(fake_wsync, cpu_a
         )
     )
     worker = FakeWorker.instances[-1]
-    assert worker.agent_id == "vllm-0-0" and worker.options["memory"] == "host"
+    assert worker.agent_id == "vllm-0-0" and worker.options["memory"] == "host_in_place"
     worker.deliver(1, trainer_tensors(1.0))
     engine.start_weight_update()
     engine.update_weights(wsender.update_info_for(1))  # vLLM's own: parse, receive_weights, synchronize

@@ -394,6 +394,41 @@ TEST(WorkerAgent, NeverAppliesACorruptedReceive) {
   EXPECT_EQ((*agent)->counters().roundsAborted, 1U);
 }
 
+// HostInPlace bindings take the round straight into the engine's buffers (no staging copy), so a receive that
+// fails leaves them holding no committed version: the engine stays paused, not resumed on the old version, until a
+// version commits into them.
+TEST(WorkerAgent, AnInPlaceHostWorkerStaysPausedAfterATornReceiveUntilAVersionCommits) {
+  const std::string bus = test::uniqueBusName("winplace");
+  coordinator::CoordinatorThread coordinator(coordinatorOptions(bus));
+  FakeEngine engine;
+  WorkerOptions options = optionsFor(bus, engine);
+  options.bindingMemory = BindingMemory::HostInPlace;
+  auto spec = cli::parseFaultSpec("corrupt-receive@2");
+  ASSERT_TRUE(spec.has_value()) << spec.error();
+  options.faultHook = std::make_shared<cli::FaultInjector>(*spec);
+  auto agent = WorkerAgent::start(std::move(options), engine.hooks());
+  ASSERT_TRUE(agent.has_value()) << agent.error().describe();
+  BareTrainer trainer(bus);
+
+  ASSERT_TRUE(trainer.publish(1, msg::PauseMode::Keep).committed);
+  EXPECT_EQ(engine.calls(3), (std::vector<std::string>{"pause Keep round 1", "applied 1 round 1", "resume at 1"}));
+  EXPECT_TRUE(engine.holds(contentOf(1)));
+
+  const RoundOutcome corrupted = trainer.publish(2, msg::PauseMode::Keep);
+  EXPECT_FALSE(corrupted.committed);
+  EXPECT_EQ(corrupted.reason, msg::AbortReason::DigestMismatch) << corrupted.detail;
+  EXPECT_EQ(engine.calls(4).back(), "pause Keep round 2");
+  EXPECT_FALSE(engine.holds(contentOf(1))) << "the receive did not go into the bound buffers";
+  EXPECT_EQ((*agent)->appliedVersion(), 1U);
+
+  ASSERT_TRUE(trainer.publish(3, msg::PauseMode::Keep).committed);
+  const auto calls = engine.calls(6);
+  EXPECT_EQ(std::vector<std::string>(calls.begin() + 4, calls.end()),
+            (std::vector<std::string>{"applied 3 round 3", "resume at 3"}))
+      << "the engine was resumed between the torn receive and the next commit";
+  EXPECT_TRUE(engine.holds(contentOf(3)));
+}
+
 // The operator's pause is its own message (OperatorPause, OperatorResume): a worker that registers while it holds is
 // paused by it, rounds run and apply meanwhile, their Resumes leave the engine paused, and the operator's resume
 // ends it.

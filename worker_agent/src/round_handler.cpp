@@ -370,8 +370,9 @@ tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg
                                                           " is not one this worker accepted");
   }
   const bus::Manifest& manifest = cached->manifest;
-  const bool inPlace = memory_ == BindingMemory::Device;
-  auto transfer = payload_.prepare(plan, manifest, inPlace ? bus::TensorMemory::Device : bus::TensorMemory::Host);
+  const bool inPlace = memory_ != BindingMemory::Host;
+  auto transfer = payload_.prepare(
+      plan, manifest, memory_ == BindingMemory::Device ? bus::TensorMemory::Device : bus::TensorMemory::Host);
   if (!transfer) return tl::unexpected(transfer.error());
   if (inPlace) {
     if (cached->inPlace.size() != manifest.size()) {
@@ -457,7 +458,7 @@ void RoundHandler::handleCommit(const msg::Commit& commit) {
 
 void RoundHandler::applyStaged() {
   // The round holds the engine (Staged), so this copy is atomic with respect to generation: no step sees a mix of
-  // versions. Device bindings received in place: the bytes are already there, and now they are a committed version.
+  // versions. Bindings received in place: the bytes are already there, and now they are a committed version.
   const StagedVersion staged = staged_;
   if (memory_ == BindingMemory::Host) {
     const BindingMap& map = *staged.manifest->bindingMap;

@@ -113,8 +113,11 @@ enum {
 /* Where a worker's bound tensors live. */
 typedef uint8_t wsync_memory;
 enum {
-  WSYNC_MEMORY_HOST = 0,  /* received into a staging copy, applied on commit (shm, tcp) */
-  WSYNC_MEMORY_DEVICE = 1 /* received in place while paused (nccl, cuda_ipc; builds with CUDA) */
+  WSYNC_MEMORY_HOST = 0,         /* received into a staging copy, applied on commit (shm, tcp) */
+  WSYNC_MEMORY_DEVICE = 1,       /* received in place while paused (nccl, cuda_ipc; builds with CUDA) */
+  WSYNC_MEMORY_HOST_IN_PLACE = 2 /* host memory received in place while paused (shm, tcp): no staging copy, and after
+                                    a failed round the engine stays paused until a version commits; for memory the
+                                    engine does not serve from (its own staging) */
 };
 
 /* Why a round ended without a commit: schemas/control.fbs's AbortReason (0: none). */

@@ -8,8 +8,8 @@ Worker; wsync receives, verifies and applies versions into the staging tensors, 
 `load_weights`. docs/vllm.md says why, and what it costs.
 
 Two parties touch the staging tensors, and never at the same time:
-  - wsync writes them between its pause hook and its resume hook (a round in progress, or Device bindings torn by
-    a transfer that did not commit);
+  - wsync writes them between its pause hook and its resume hook (a round in progress, or bindings torn by
+    a transfer that did not commit: they are received in place);
   - vLLM reads them between `acquire()` and `release()` (from the first `update_weights` of an update to its
     `finish_weight_update`: vLLM's layerwise reload may keep references to them until it finalizes).
 The pause hook waits for vLLM to release them for at most `staging_wait` seconds, then refuses the pause, which
@@ -144,7 +144,10 @@ class StagingReceiver:
             on_pause=self._on_pause,
             on_resume=self._on_resume,
             on_withdraw=self._on_withdraw,
-            memory=memory,
+            # vLLM never serves from the staging tensors, so a round may land in them directly: a host worker's
+            # own staging copy of the round would be a second copy of the model. A round that fails then leaves
+            # them holding no version, and wsync keeps them "paused" (unreadable here) until one commits.
+            memory="host_in_place" if memory == "host" else memory,
             cuda_device=cuda_device,
             registration_timeout=registration_timeout,
         )

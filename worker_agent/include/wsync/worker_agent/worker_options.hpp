@@ -37,7 +37,11 @@ inline constexpr std::chrono::milliseconds kRegistrationTimeout = bus::kRegistra
 //    into the bound buffers while the engine is paused: no second copy of the model in GPU memory. If such a
 //    round then fails (a dead peer, an abort, a digest mismatch), the buffers hold bytes of no committed version,
 //    so the engine stays paused until the next round commits into them: it never serves a torn model.
-enum class BindingMemory : std::uint8_t { Host, Device };
+//  - HostInPlace: host buffers on the shm and tcp channels, received as Device bindings are: straight into the bound
+//    buffers while paused, with the same rule after a failed round. For buffers the engine does not serve from
+//    (its own staging, read only between versions, as the vLLM backend's): the copy a Host worker keeps for the
+//    round is not needed, and neither is the copy on Commit.
+enum class BindingMemory : std::uint8_t { Host, Device, HostInPlace };
 
 struct WorkerOptions {
   std::string bus;
