@@ -185,9 +185,10 @@ def engine_arguments(model_dir: Path) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def llm(model_dir):
-    """An offline vLLM engine (its engine core and worker in their own processes, as vLLM runs them)."""
+    """An offline vLLM engine (its engine core and worker in their own processes, as vLLM runs them), shared by the
+    session's tests: each begins with its own bus and its own init, so none depends on another's state."""
     from vllm import LLM
     from vllm.config import WeightTransferConfig
 
@@ -273,8 +274,9 @@ class Server:
         self.log.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(model_dir, tmp_path_factory):
+    """vLLM's server, shared as `llm` is."""
     running = Server(model_dir, tmp_path_factory.mktemp("vllm-server") / "server.log")
     yield running
     running.stop()

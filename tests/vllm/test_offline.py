@@ -21,3 +21,25 @@ def test_three_versions_reach_the_offline_engine(llm, coordinator, trainers, cha
         assert spans == [[(str(version), 0, GREEDY_TOKENS)]] * len(PROMPTS)
         assert llm.get_weight_version() == str(version)
         previous = tokens
+
+
+def engine_placements(worker) -> dict[str, list]:
+    """Runs in vLLM's worker (collective_rpc): the wsync engine's placement of each manifest tensor, as
+    [parameters, whole] (lists: what comes back through vLLM's RPC)."""
+    return {p.name: [list(p.parameters), p.whole] for p in worker.weight_transfer_engine.placements}
+
+
+def test_the_placement_probe_finds_qwen3s_fused_and_whole_tensors(llm, coordinator, trainers):
+    trainer = trainers(coordinator.bus, "shm")
+    llm.init_weight_transfer_engine({"init_info": trainer.ask("init_info", "init_info")["info"]})
+    placements = llm.collective_rpc(engine_placements)[0]
+    layer = "model.layers.0"
+    fused = {f"{layer}.self_attn.{p}_proj.weight": f"{layer}.self_attn.qkv_proj.weight" for p in ("q", "k", "v")} | {
+        f"{layer}.mlp.{p}_proj.weight": f"{layer}.mlp.gate_up_proj.weight" for p in ("gate", "up")
+    }
+    for name, parameter in fused.items():
+        assert placements[name] == [[parameter], False], (name, placements[name])
+    whole = ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", f"{layer}.self_attn.o_proj.weight"]
+    whole += [f"{layer}.mlp.down_proj.weight", f"{layer}.input_layernorm.weight", f"{layer}.self_attn.q_norm.weight"]
+    for name in whole:
+        assert placements[name] == [[name], True], (name, placements[name])
