@@ -582,6 +582,32 @@ def test_a_failing_load_releases_the_staging_tensors(fake_wsync):
 
 
 @needs_torch
+def test_a_cpu_engines_staging_gives_its_pages_back_once_a_version_is_loaded(fake_wsync):
+    elements = 1 << 20  # 4 MiB: whole pages inside
+    receiver = wstaging.StagingReceiver("rl", [wstaging.TensorSpec("big", "float32", (elements,))], agent_id="v")
+    worker = FakeWorker.instances[-1]
+    loaded = []
+
+    class Model:
+        def load_weights(self, weights):
+            loaded.extend(float(tensor.sum()) for _, tensor in weights)
+
+    assert worker.deliver(1, {"big": torch.ones(elements)})
+    receiver.load_into(Model(), 1)
+    assert loaded == [float(elements)]
+    given = receiver.give_back(1)
+    assert given >= (elements * 4) - 2 * os.sysconf("SC_PAGE_SIZE")
+    # The pages went back to the kernel: they read as zeros now, so version 1 may not be loaded from them again.
+    assert float(worker.tensors["big"].sum()) < elements
+    with pytest.raises(ValueError, match="given back"):
+        receiver.acquire(1)
+    assert worker.deliver(2, {"big": torch.full((elements,), 2.0)})
+    receiver.load_into(Model(), 2)
+    assert loaded[-1] == 2.0 * elements
+    receiver.close()
+
+
+@needs_torch
 def test_sender_publishes_first_then_drives_vllms_update(fake_wsync):
     log = []
     sender = wsender.WsyncSender("rl", channel="shm", pause_mode="abort")

@@ -176,6 +176,9 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
 
     def finish_weight_update(self) -> None:
         self._end_reload()
+        # The version is in vLLM's own weights now: a CPU engine's staging gives its pages back until the next one.
+        if self._receiver is not None and self.loaded_version:
+            self._receiver.give_back(self.loaded_version)
 
     def _end_reload(self) -> None:
         try:

@@ -82,6 +82,28 @@ def agent_id_from(template: str | None, **fields: Any) -> str:
         ) from None
 
 
+_MADV_DONTNEED = 4
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def _give_back_pages(tensor: Any) -> int:
+    """madvise(MADV_DONTNEED) over the whole pages inside a host tensor's bytes: their memory goes back to the
+    kernel and reads as zeros until written again. The partial pages at either end stay (they may hold an
+    allocator's header or another allocation). Returns the bytes given back."""
+    import ctypes
+
+    start = tensor.data_ptr()
+    end = start + tensor.numel() * tensor.element_size()
+    first = (start + _PAGE_BYTES - 1) // _PAGE_BYTES * _PAGE_BYTES
+    last = end // _PAGE_BYTES * _PAGE_BYTES
+    if last <= first:
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), _MADV_DONTNEED) != 0:
+        return 0  # the pages stay: only memory is lost, never bytes a reader needs
+    return last - first
+
+
 class StagingReceiver:
     """A wsync Worker over staging tensors laid out as the trainer's manifest, and the guard between wsync writing
     them and vLLM reading them.
@@ -122,6 +144,9 @@ class StagingReceiver:
         self._pause_mode: str | None = None
         self._on_device = memory == "device"
         self._device = device
+        # Pageable host staging (a CPU engine's) can give its pages back between versions; pinned pages cannot.
+        self._pageable = memory == "host" and not on_gpu
+        self._given_back_version: int | None = None  # its pages were given back after this version loaded
 
         self._staging: dict[str, Any] = {}
         for spec in manifest:
@@ -175,6 +200,10 @@ class StagingReceiver:
         version's name would mislabel every output)."""
         version = int(version)
         with self._cond:
+            if version == self._given_back_version:
+                raise ValueError(
+                    f"version {version} was loaded already, and its staging given back: load a newer version"
+                )
             if self._held_version is not None:
                 if self._held_version == version:
                     return version
@@ -209,6 +238,19 @@ class StagingReceiver:
         with self._cond:
             self._held_version = None
             self._cond.notify_all()
+
+    def give_back(self, version: int) -> int:
+        """After `version` was loaded (and released): gives the staging tensors' pages back to the kernel, so that
+        between versions a CPU engine holds no copy of the model. The memory stays bound and mapped; the next round
+        faults fresh pages in as it writes every byte of them, and vLLM reads them only once a version has
+        committed into them (acquire). Pinned and device staging keep their memory. Returns the bytes given back."""
+        if not self._pageable:
+            return 0
+        with self._cond:
+            if self._held_version is not None or self._paused:
+                return 0  # vLLM or a round has them: the next finish gives them back
+            self._given_back_version = int(version)
+            return sum(_give_back_pages(tensor) for tensor in self._staging.values())
 
     def load_into(self, model: Any, version: int, timeout: float = APPLY_TIMEOUT_S, keep: bool = False) -> int:
         """Acquires `version` and feeds the staging tensors to `model.load_weights`. Releases them afterwards unless
