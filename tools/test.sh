@@ -383,4 +383,6 @@ if ((python_tests)); then
   build_wheel
   ((vllm_only)) || WSYNC_WHEEL="$REPO_ROOT/$(wheel_file)" run_pytest "wheel"
 fi
-((vllm_tests)) && vllm_stage
+if ((vllm_tests)); then
+  vllm_stage
+fi
