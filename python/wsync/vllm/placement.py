@@ -82,8 +82,13 @@ def _recording_loaders(parameters: dict[str, Any]) -> Iterator[list[tuple[str, b
     for name, parameter in parameters.items():
         saved[name] = getattr(parameter, "weight_loader", _NO_LOADER)
 
-        def record(param: Any, loaded: Any, *shard: Any, _name: str = name, **shard_keywords: Any) -> None:
-            calls.append((_name, bool(shard or shard_keywords)))
+        def record(*arguments: Any, _name: str = name, **keywords: Any) -> bool | None:
+            # (param, loaded_weight) come first, by position or by name (vLLM's fused MoE loader names them);
+            # anything else says which part of the parameter the tensor is: a shard id, an expert id.
+            shard = arguments[2:] or {k for k in keywords if k not in ("param", "loaded_weight", "return_success")}
+            calls.append((_name, bool(shard)))
+            # A loader asked for its success (return_success=True) answers True when it took the tensor.
+            return True if keywords.get("return_success") else None
 
         parameter.weight_loader = record
     try:
