@@ -157,13 +157,19 @@ class TrainerProcess:
                 self.process.wait(10)
 
 
+_test_seeds = itertools.count(1)
+
+
 @pytest.fixture
 def trainers():
-    """Starts trainer processes (trainers(bus, channel, seed=0)); stops any still running when the test ends."""
+    """Starts trainer processes (trainers(bus, channel)); stops any still running when the test ends. The trainers of
+    one test share a model seed no other test uses: the engines outlive a test, and a test's first version must
+    differ from whatever the previous test left them serving."""
     started: list[TrainerProcess] = []
+    test_seed = next(_test_seeds)
 
-    def start(bus: str, channel: str, seed: int = 0) -> TrainerProcess:
-        trainer = TrainerProcess(bus, channel, seed)
+    def start(bus: str, channel: str, seed: int | None = None) -> TrainerProcess:
+        trainer = TrainerProcess(bus, channel, test_seed if seed is None else seed)
         started.append(trainer)
         return trainer
 

@@ -11,6 +11,8 @@ from conftest import PROMPTS
 LONG_TOKENS = 1500
 # A drain ("wait") lasts as long as the request: shorter, so the test does not wait on it for long.
 DRAINED_TOKENS = 400
+# Tokens the long request has decoded before the update starts.
+IN_FLIGHT_TOKENS = 20
 
 
 class InFlight:
@@ -37,17 +39,22 @@ class InFlight:
             raise self.error
         return self.choice
 
-    def wait_until_generating(self) -> None:
-        """Until the server reports a running request (vLLM's own metric), so the update finds it in flight."""
+    def wait_until_generating(self, baseline: float) -> None:
+        """Until vLLM's count of generated tokens has grown past `baseline` (taken before the request started) by
+        enough to show this request decoding, so the update finds it in flight. vLLM's running-requests gauge
+        keeps its last step's value while the engine idles, so it cannot say this."""
         import time
 
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            metrics = self.server.metrics()
-            if metrics.get("vllm:num_requests_running", 0) >= 1:
+            if generated_tokens(self.server) >= baseline + IN_FLIGHT_TOKENS:
                 return
             time.sleep(0.05)
-        raise AssertionError("the long request never started running")
+        raise AssertionError("the long request never started decoding")
+
+
+def generated_tokens(server) -> float:
+    return server.metrics().get("vllm:generation_tokens_total", 0.0)
 
 
 def spans_of(choice: dict) -> list[tuple[str, int, int]]:
@@ -58,8 +65,9 @@ def update_around(server, coordinator, trainers, mode: str, max_tokens: int) -> 
     trainer = trainers(coordinator.bus, "shm")
     trainer.ask("init_http", "initialized", url=server.url)
     before = server.get("/weight_info")["weight_version"]
+    baseline = generated_tokens(server)
     request = InFlight(server, max_tokens)
-    request.wait_until_generating()
+    request.wait_until_generating(baseline)
     trainer.ask("sync", "synced", url=server.url, version=1, pause_mode=mode)
     assert server.get("/weight_info") == {"weight_version": "1"}
     return before, request.result()
