@@ -4,10 +4,9 @@ why, and takes the next good version."""
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 from conftest import GREEDY_TOKENS, PROMPTS, offline_generate, offline_load
+from worker_probes import parameter_digests
 
 import wsync
 
@@ -16,25 +15,13 @@ MISSING_VERSION_TIMEOUT_S = 3.0
 EXTRA = "model.layers.0.mlp.not_in_vllm.weight"
 
 
-def live_digests(model) -> dict[str, str]:
-    """Runs in vLLM's worker (LLM.apply_model): SHA-256 of the bytes of each parameter vLLM keeps whole, by vLLM's
-    name. On the CPU vLLM repacks each linear layer's weight for its GEMM and leaves an empty parameter behind."""
-    import torch
-
-    return {
-        name: hashlib.sha256(parameter.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
-        for name, parameter in model.named_parameters()
-        if parameter.numel() > 0
-    }
-
-
 def check_serving(llm, trainer, version: int) -> None:
     """vLLM serves exactly the trainer's `version`: greedy tokens, the label, and the bytes of every tensor vLLM
     keeps under the checkpoint's name (embeddings and norms here; on the CPU vLLM repacks the linear layers)."""
     tokens, spans = offline_generate(llm)
     assert tokens == trainer.ask("greedy", "greedy", prompts=PROMPTS, max_tokens=GREEDY_TOKENS)["tokens"]
     assert spans == [[(str(version), 0, GREEDY_TOKENS)]] * len(PROMPTS)
-    live = llm.apply_model(live_digests)[0]
+    live = llm.apply_model(parameter_digests)[0]
     expected = trainer.ask("digests", "digests")["digests"]
     plain = sorted(set(live) & set(expected))
     assert "model.embed_tokens.weight" in plain and "model.norm.weight" in plain, plain

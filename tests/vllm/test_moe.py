@@ -4,13 +4,12 @@ from wsync served token for token as the trainer's own model computes it."""
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 import tiny_model
 import torch
 import transformers
 from conftest import GREEDY_TOKENS, PROMPTS, engine_arguments, offline_generate, offline_load
+from worker_probes import engine_placements, parameter_digests
 
 
 def moe_config() -> transformers.Qwen3MoeConfig:
@@ -30,20 +29,6 @@ def moe_config() -> transformers.Qwen3MoeConfig:
         tie_word_embeddings=False,
         torch_dtype="float32",
     )
-
-
-def digest(tensor) -> str:
-    return hashlib.sha256(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
-
-
-def whole_digests(model) -> dict[str, str]:
-    """Runs in vLLM's worker (LLM.apply_model): SHA-256 of each non-empty parameter's bytes, by vLLM's name."""
-    return {name: digest(parameter) for name, parameter in model.named_parameters() if parameter.numel() > 0}
-
-
-def engine_placements(worker) -> dict[str, list]:
-    """Runs in vLLM's worker: the wsync engine's placement of each manifest tensor, as [parameters, whole]."""
-    return {p.name: [list(p.parameters), p.whole] for p in worker.weight_transfer_engine.placements}
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +71,8 @@ def test_a_qwen3_moe_version_is_placed_and_served(moe, coordinator):
     # vLLM's fused MoE kernel on the CPU sums the experts in another order than Hugging Face's: a near-tie can flip
     # a later greedy token, so the tokens are compared at the first step, and the bytes where vLLM keeps them whole.
     assert [t[0] for t in tokens] == [t[0] for t in tiny_model.greedy(model, PROMPTS, 1)]
-    live = llm.apply_model(whole_digests)[0]
-    expected = {name: digest(tensor) for name, tensor in model.named_parameters()}
+    live = llm.apply_model(parameter_digests)[0]
+    expected = parameter_digests(model)
     kept = sorted(set(live) & set(expected))
     assert {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"} <= set(kept), kept
     assert {name: live[name] for name in kept} == {name: expected[name] for name in kept}

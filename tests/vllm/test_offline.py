@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import GREEDY_TOKENS, PROMPTS, offline_generate, offline_load
+from worker_probes import engine_placements
 
 
 @pytest.mark.parametrize("channel", ["shm", "tcp"])
@@ -21,12 +22,6 @@ def test_three_versions_reach_the_offline_engine(llm, coordinator, trainers, cha
         assert spans == [[(str(version), 0, GREEDY_TOKENS)]] * len(PROMPTS)
         assert llm.get_weight_version() == str(version)
         previous = tokens
-
-
-def engine_placements(worker) -> dict[str, list]:
-    """Runs in vLLM's worker (collective_rpc): the wsync engine's placement of each manifest tensor, as
-    [parameters, whole] (lists: what comes back through vLLM's RPC)."""
-    return {p.name: [list(p.parameters), p.whole] for p in worker.weight_transfer_engine.placements}
 
 
 def test_the_placement_probe_finds_qwen3s_fused_and_whole_tensors(llm, coordinator, trainers):

@@ -4,6 +4,7 @@ flight: its tokens, finish reason and weight-version spans are what each mode pr
 from __future__ import annotations
 
 import threading
+import time
 
 from conftest import PROMPTS
 
@@ -43,8 +44,6 @@ class InFlight:
         """Until vLLM's count of generated tokens has grown past `baseline` (taken before the request started) by
         enough to show this request decoding, so the update finds it in flight. vLLM's running-requests gauge
         keeps its last step's value while the engine idles, so it cannot say this."""
-        import time
-
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if generated_tokens(self.server) >= baseline + IN_FLIGHT_TOKENS:

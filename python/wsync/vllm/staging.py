@@ -21,6 +21,8 @@ torch and wsync are imported when a receiver is made, never when this module is 
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import socket
 import threading
@@ -86,20 +88,22 @@ _MADV_DONTNEED = 4
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
+@functools.cache
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _give_back_pages(tensor: Any) -> int:
     """madvise(MADV_DONTNEED) over the whole pages inside a host tensor's bytes: their memory goes back to the
     kernel and reads as zeros until written again. The partial pages at either end stay (they may hold an
     allocator's header or another allocation). Returns the bytes given back."""
-    import ctypes
-
     start = tensor.data_ptr()
     end = start + tensor.numel() * tensor.element_size()
     first = (start + _PAGE_BYTES - 1) // _PAGE_BYTES * _PAGE_BYTES
     last = end // _PAGE_BYTES * _PAGE_BYTES
     if last <= first:
         return 0
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), _MADV_DONTNEED) != 0:
+    if _libc().madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), _MADV_DONTNEED) != 0:
         return 0  # the pages stay: only memory is lost, never bytes a reader needs
     return last - first
 

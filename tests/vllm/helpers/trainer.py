@@ -20,7 +20,6 @@ Arguments: BUS CHANNEL SEED.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -34,6 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tiny_model
+from worker_probes import parameter_digests
 
 from wsync.vllm import WsyncSender
 
@@ -41,14 +41,6 @@ from wsync.vllm import WsyncSender
 DIE_WITHIN_S = 10.0
 # vLLM's HTTP client waits this long for one call (an update_weights includes waiting for the version).
 HTTP_TIMEOUT_S = 120.0
-
-
-def tensor_digests(module: torch.nn.Module) -> dict[str, str]:
-    """SHA-256 of each parameter's bytes, by name: what the engine's plain tensors must equal."""
-    return {
-        name: hashlib.sha256(parameter.detach().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
-        for name, parameter in module.named_parameters()
-    }
 
 
 def say(event: str, **fields) -> None:
@@ -139,7 +131,7 @@ class Trainer:
         say("stepped", version=self.version)
 
     def digests(self, **_) -> None:
-        say("digests", digests=tensor_digests(self.model))
+        say("digests", digests=parameter_digests(self.model))
 
     def publish_then_die(self, version: int, **_) -> None:
         """Begins publishing `version` and kills this process (SIGKILL: no goodbye) once its transfer is under way."""
