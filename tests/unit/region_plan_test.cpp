@@ -1,0 +1,357 @@
+// The region plan: carried out on host memory, it puts every checkpoint element each receiver binds into its place,
+// each local byte written exactly once, from any layout of sources (dim-k shards, uneven, replicated) into any
+// bindings (whole, slices, fused, stacked); replicated regions are spread over their holders; runs are exact.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <random>
+
+#include "wsync/bus/channel/region_plan.hpp"
+#include "wsync/bus/protocol/dtype.hpp"
+
+namespace wsync::bus {
+namespace {
+
+std::vector<std::string> names(const char* prefix, std::size_t count) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < count; ++i) out.push_back(std::string(prefix) + " " + std::to_string(i));
+  return out;
+}
+
+tl::expected<RegionPlan, RegionFailure> planOf(const Manifest& manifest, std::vector<SourceHoldings> sources,
+                                               std::vector<ReceiverBindings> receivers) {
+  const auto sourceNames = names("source", sources.size());
+  const auto receiverNames = names("receiver", receivers.size());
+  return RegionPlan::build(manifest, std::move(sources), std::move(receivers), sourceNames, receiverNames);
+}
+
+// Calls visit(index) for every index of `box` in row-major order.
+void forEachIndex(const Box& box, const std::function<void(const std::vector<std::int64_t>&)>& visit) {
+  if (volume(box) == 0) return;
+  std::vector<std::int64_t> at = box.offset;
+  while (true) {
+    visit(at);
+    std::size_t d = at.size();
+    while (true) {
+      if (d == 0) return;
+      --d;
+      if (++at[d] < box.offset[d] + box.extent[d]) break;
+      at[d] = box.offset[d];
+    }
+  }
+}
+
+std::uint64_t linear(std::span<const std::int64_t> shape, const std::vector<std::int64_t>& index) {
+  std::uint64_t element = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    element = element * static_cast<std::uint64_t>(shape[d]) + static_cast<std::uint64_t>(index[d]);
+  }
+  return element;
+}
+
+// The byte at `offset` of checkpoint tensor `tensor`: distinct across tensors and positions.
+std::byte checkpointByte(std::uint32_t tensor, std::uint64_t offset) {
+  return static_cast<std::byte>((tensor * 131 + offset * 7 + offset / 251) & 0xFF);
+}
+
+// Runs the plan on host memory: every source's buffers cut from the checkpoint, every delivery copied by its runs.
+// Returns each receiver's local tensors and counts, per byte, how often it was written.
+struct Outcome {
+  std::vector<std::vector<std::vector<std::byte>>> locals;  // [receiver][local]
+  std::vector<std::vector<std::vector<int>>> writes;
+};
+
+Outcome carryOut(const Manifest& manifest, const RegionPlan& plan) {
+  std::vector<std::vector<std::vector<std::byte>>> buffers(plan.sourceCount());
+  for (std::uint32_t s = 0; s < plan.sourceCount(); ++s) {
+    for (const HeldRegion& held : plan.holdings(s).regions) {
+      const TensorSpec& spec = manifest.tensors()[held.tensor];
+      const std::size_t element = elementBytes(spec.dtype);
+      std::vector<std::byte> buffer;
+      forEachIndex(held.box, [&](const std::vector<std::int64_t>& index) {
+        const std::uint64_t at = linear(spec.shape, index) * element;
+        for (std::size_t b = 0; b < element; ++b) buffer.push_back(checkpointByte(held.tensor, at + b));
+      });
+      buffers[s].push_back(std::move(buffer));
+    }
+  }
+  Outcome outcome;
+  for (std::uint32_t r = 0; r < plan.receiverCount(); ++r) {
+    std::vector<std::vector<std::byte>> locals;
+    std::vector<std::vector<int>> writes;
+    for (const LocalTensor& local : plan.bindings(r).locals) {
+      const std::uint64_t bytes = volume(wholeBox(local.shape)) * elementBytes(local.dtype);
+      locals.emplace_back(bytes, std::byte{0});
+      writes.emplace_back(bytes, 0);
+    }
+    for (std::uint32_t s = 0; s < plan.sourceCount(); ++s) {
+      std::uint64_t moved = 0;
+      for (const Delivery& delivery : plan.deliveries(s, r)) {
+        const Segment& segment = plan.segments()[delivery.segment];
+        EXPECT_EQ(segment.source, s);
+        const auto& from = buffers[s][segment.held];
+        auto& to = locals[plan.localOf(r, delivery)];
+        auto& counted = writes[plan.localOf(r, delivery)];
+        std::uint64_t copied = 0;
+        for (const CopyRun& run : plan.copyRuns(r, delivery)) {
+          EXPECT_LE(run.source + run.bytes, from.size());
+          EXPECT_LE(run.destination + run.bytes, to.size());
+          std::memcpy(to.data() + run.destination, from.data() + run.source, run.bytes);
+          for (std::uint64_t b = 0; b < run.bytes; ++b) ++counted[run.destination + b];
+          copied += run.bytes;
+        }
+        EXPECT_EQ(copied, segment.bytes);
+        moved += segment.bytes;
+      }
+      EXPECT_EQ(moved, plan.bytes(s, r));
+    }
+    outcome.locals.push_back(std::move(locals));
+    outcome.writes.push_back(std::move(writes));
+  }
+  return outcome;
+}
+
+std::uint32_t indexOf(const Manifest& manifest, const std::string& name) {
+  for (std::uint32_t index = 0; index < manifest.size(); ++index) {
+    if (manifest.tensors()[index].name == name) return index;
+  }
+  ADD_FAILURE() << "no tensor '" << name << "'";
+  return 0;
+}
+
+// Checks that every receiver's local tensors hold exactly the checkpoint elements its bindings name.
+void expectBound(const Manifest& manifest, const RegionPlan& plan) {
+  const Outcome outcome = carryOut(manifest, plan);
+  for (std::uint32_t r = 0; r < plan.receiverCount(); ++r) {
+    const ReceiverBindings& bindings = plan.bindings(r);
+    for (std::size_t l = 0; l < bindings.locals.size(); ++l) {
+      for (std::size_t b = 0; b < outcome.writes[r][l].size(); ++b) {
+        ASSERT_EQ(outcome.writes[r][l][b], 1)
+            << "receiver " << r << " local " << bindings.locals[l].name << " byte " << b;
+      }
+    }
+    for (const BoundRegion& bound : bindings.regions) {
+      const std::uint32_t tensor = indexOf(manifest, bound.tensor);
+      const TensorSpec& spec = manifest.tensors()[tensor];
+      const LocalTensor& local = bindings.locals[bound.local];
+      const std::size_t element = elementBytes(spec.dtype);
+      std::vector<std::uint64_t> expected;  // checkpoint byte offsets, in the region's order
+      forEachIndex(bound.region, [&](const std::vector<std::int64_t>& index) {
+        expected.push_back(linear(spec.shape, index) * element);
+      });
+      std::size_t next = 0;
+      forEachIndex(Box{bound.localOffset, bound.localExtent}, [&](const std::vector<std::int64_t>& index) {
+        const std::uint64_t at = linear(local.shape, index) * element;
+        for (std::size_t b = 0; b < element; ++b) {
+          ASSERT_EQ(outcome.locals[r][bound.local][at + b], checkpointByte(tensor, expected[next] + b))
+              << "receiver " << r << " local " << local.name << " region " << format(bound.region);
+        }
+        ++next;
+      });
+    }
+  }
+}
+
+TEST(RegionPlan, RunsOfABoxFollowTheBuffersLayout) {
+  const std::vector<std::int64_t> shape = {4, 6};
+  EXPECT_EQ(runsOf(shape, wholeBox(shape), 2), (std::vector<ByteRun>{{0, 48}}));
+  EXPECT_EQ(runsOf(shape, Box{{1, 0}, {2, 6}}, 2), (std::vector<ByteRun>{{12, 24}}));  // rows: one run
+  EXPECT_EQ(runsOf(shape, Box{{0, 3}, {4, 3}}, 2),                                     // columns: a run a row
+            (std::vector<ByteRun>{{6, 6}, {18, 6}, {30, 6}, {42, 6}}));
+  EXPECT_EQ(runsOf(std::vector<std::int64_t>{}, Box{}, 4), (std::vector<ByteRun>{{0, 4}}));  // a scalar
+  EXPECT_TRUE(runsOf(shape, Box{{0, 0}, {0, 6}}, 2).empty());
+  EXPECT_EQ(pairRuns(std::vector<ByteRun>{{0, 10}, {20, 10}}, std::vector<ByteRun>{{100, 5}, {200, 15}}),
+            (std::vector<CopyRun>{{0, 100, 5}, {5, 200, 5}, {20, 205, 10}}));
+}
+
+TEST(RegionPlan, OneWholeSourceIntoWholeReceiversIsOneSegmentATensorSharedByAll) {
+  const Manifest manifest =
+      *Manifest::create({{"a", msg::DType::F32, {3, 5}}, {"b", msg::DType::BF16, {7}}, {"c", msg::DType::U8, {2, 2}}});
+  auto plan = planOf(manifest, {wholeHoldings(manifest)}, {wholeBindings(manifest), wholeBindings(manifest)});
+  ASSERT_TRUE(plan) << plan.error().describe();
+  ASSERT_EQ(plan->segments().size(), 3U);
+  for (std::uint32_t t = 0; t < 3; ++t) {
+    EXPECT_EQ(plan->segments()[t].tensor, t);
+    EXPECT_EQ(plan->segments()[t].targetCount, 2U);
+    EXPECT_EQ(plan->segments()[t].bytes, manifest.tensorBytes(t));
+  }
+  EXPECT_EQ(plan->bytes(0, 0), manifest.totalBytes());
+  EXPECT_EQ(plan->bytes(0, 1), manifest.totalBytes());
+  EXPECT_EQ(plan->bytesRead(0), manifest.totalBytes());
+  expectBound(manifest, *plan);
+}
+
+TEST(RegionPlan, Dim0ShardsOfFourSourcesIntoAWholeReceiverEachSendTheirShard) {
+  const Manifest manifest = *Manifest::create({{"w", msg::DType::BF16, {10, 8}}, {"v", msg::DType::F32, {3}}});
+  // FSDP2: 3 rows a rank (the last 1); the vector 1, 1, 1, 0.
+  std::vector<SourceHoldings> sources(4);
+  const std::int64_t rowsOf[4] = {3, 3, 3, 1};
+  std::int64_t first = 0;
+  for (std::uint32_t s = 0; s < 4; ++s) {
+    sources[s].regions.push_back(HeldRegion{0, Box{{first, 0}, {rowsOf[s], 8}}});
+    sources[s].regions.push_back(HeldRegion{1, Box{{std::min<std::int64_t>(s, 3)}, {s < 3 ? 1 : 0}}});
+    first += rowsOf[s];
+  }
+  auto plan = planOf(manifest, sources, {wholeBindings(manifest)});
+  ASSERT_TRUE(plan) << plan.error().describe();
+  for (std::uint32_t s = 0; s < 4; ++s) {
+    EXPECT_EQ(plan->bytes(s, 0), static_cast<std::uint64_t>(rowsOf[s]) * 8 * 2 + (s < 3 ? 4 : 0)) << "source " << s;
+  }
+  EXPECT_EQ(plan->bytesReceived(0), manifest.totalBytes());
+  expectBound(manifest, *plan);
+}
+
+TEST(RegionPlan, ReplicatedRegionsAreSpreadOverTheirHolders) {
+  std::vector<TensorSpec> tensors;
+  for (int t = 0; t < 8; ++t) tensors.push_back({"t" + std::to_string(t), msg::DType::F32, {16}});
+  const Manifest manifest = *Manifest::create(std::move(tensors));
+  auto plan = planOf(manifest, {wholeHoldings(manifest), wholeHoldings(manifest)},
+                     {wholeBindings(manifest), wholeBindings(manifest)});
+  ASSERT_TRUE(plan) << plan.error().describe();
+  // Each tensor read once, by one source, for both receivers; the two sources share the tensors evenly.
+  EXPECT_EQ(plan->segments().size(), 8U);
+  EXPECT_EQ(plan->bytesRead(0), manifest.totalBytes() / 2);
+  EXPECT_EQ(plan->bytesRead(1), manifest.totalBytes() / 2);
+  EXPECT_EQ(plan->bytesReceived(0), manifest.totalBytes());
+  expectBound(manifest, *plan);
+}
+
+TEST(RegionPlan, TensorParallelReceiversGetOnlyTheirSlices) {
+  // Column-parallel q [8, 4] (rows split) and row-parallel o [4, 8] (columns split), from two dim-0 shards each.
+  const Manifest manifest = *Manifest::create({{"q", msg::DType::BF16, {8, 4}}, {"o", msg::DType::BF16, {4, 8}}});
+  const std::vector<SourceHoldings> sources = {
+      {{HeldRegion{0, Box{{0, 0}, {4, 4}}}, HeldRegion{1, Box{{0, 0}, {2, 8}}}}},
+      {{HeldRegion{0, Box{{4, 0}, {4, 4}}}, HeldRegion{1, Box{{2, 0}, {2, 8}}}}}};
+  std::vector<ReceiverBindings> receivers(2);
+  for (std::size_t r = 0; r < 2; ++r) {
+    const auto first = static_cast<std::int64_t>(4 * r);
+    receivers[r].locals = {{"q", msg::DType::BF16, {4, 4}}, {"o", msg::DType::BF16, {4, 4}}};
+    receivers[r].regions = {{"q", Box{{first, 0}, {4, 4}}, 0, {0, 0}, {4, 4}},
+                            {"o", Box{{0, first}, {4, 4}}, 1, {0, 0}, {4, 4}}};
+  }
+  auto plan = planOf(manifest, sources, receivers);
+  ASSERT_TRUE(plan) << plan.error().describe();
+  for (std::uint32_t r = 0; r < 2; ++r) EXPECT_EQ(plan->bytesReceived(r), manifest.totalBytes() / 2);
+  // Receiver 0's q rows come only from source 0; o's columns from both.
+  EXPECT_EQ(plan->bytes(0, 0), (4 * 4 + 2 * 4) * 2U);
+  EXPECT_EQ(plan->bytes(1, 0), (2 * 4) * 2U);
+  expectBound(manifest, *plan);
+}
+
+TEST(RegionPlan, ARefusalNamesTheReceiverOrSource) {
+  const Manifest manifest = *Manifest::create({{"w", msg::DType::BF16, {4, 4}}});
+  ReceiverBindings outside;
+  outside.locals = {{"w", msg::DType::BF16, {4, 4}}};
+  outside.regions = {{"w", Box{{2, 0}, {4, 4}}, 0, {0, 0}, {4, 4}}};
+  auto refused = planOf(manifest, {wholeHoldings(manifest)}, {wholeBindings(manifest), outside});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, RegionError::OutsideTensor);
+  EXPECT_EQ(refused.error().detail.rfind("receiver 1 binds region [2:6, 0:4] of tensor 'w' [4, 4]", 0), 0U)
+      << refused.error().detail;
+  auto gap = planOf(manifest, {SourceHoldings{{HeldRegion{0, Box{{0, 0}, {3, 4}}}}}}, {wholeBindings(manifest)});
+  ASSERT_FALSE(gap);
+  EXPECT_EQ(gap.error().code, RegionError::Gap);
+  EXPECT_EQ(gap.error().detail, "no source holds region [3:4, 0:4] of tensor 'w' [4, 4]");
+}
+
+// Random layouts: tensors of rank 0 to 3 held by 1 to 4 sources in dim-k ranges (uneven, some empty, some
+// replicated), bound by 1 to 3 receivers whole, as a slice along any dimension, as two slices in swapped order
+// (a fused tensor), stacked under a leading dimension of 1, or not at all.
+TEST(RegionPlan, RandomLayoutsPutEveryBoundElementInItsPlaceOnce) {
+  std::mt19937 random(20261202);
+  auto uniform = [&](std::int64_t low, std::int64_t high) {
+    return std::uniform_int_distribution<std::int64_t>(low, high)(random);
+  };
+  const msg::DType dtypes[] = {msg::DType::U8, msg::DType::BF16, msg::DType::F32};
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<TensorSpec> tensors;
+    const auto tensorCount = uniform(1, 6);
+    for (std::int64_t t = 0; t < tensorCount; ++t) {
+      std::vector<std::int64_t> shape(static_cast<std::size_t>(uniform(0, 3)));
+      for (auto& dim : shape) dim = uniform(1, 7);
+      tensors.push_back({"t" + std::to_string(t), dtypes[uniform(0, 2)], shape});
+    }
+    const Manifest manifest = *Manifest::create(tensors);
+    const auto sourceCount = static_cast<std::uint32_t>(uniform(1, 4));
+    std::vector<SourceHoldings> sources(sourceCount);
+    for (std::uint32_t t = 0; t < manifest.size(); ++t) {
+      const auto& shape = manifest.tensors()[t].shape;
+      if (shape.empty() || uniform(0, 3) == 0) {  // replicated whole on some sources (at least one)
+        const auto first = static_cast<std::uint32_t>(uniform(0, sourceCount - 1));
+        for (std::uint32_t s = 0; s < sourceCount; ++s) {
+          if (s == first || uniform(0, 1) == 1) sources[s].regions.push_back(HeldRegion{t, wholeBox(shape)});
+        }
+        continue;
+      }
+      const auto dim = static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(shape.size()) - 1));
+      std::vector<std::int64_t> cuts = {0, shape[dim]};
+      for (std::uint32_t s = 1; s < sourceCount; ++s) cuts.push_back(uniform(0, shape[dim]));
+      std::sort(cuts.begin(), cuts.end());
+      for (std::uint32_t s = 0; s + 1 < cuts.size(); ++s) {
+        Box box = wholeBox(shape);
+        box.offset[dim] = cuts[s];
+        box.extent[dim] = cuts[s + 1] - cuts[s];
+        if (box.extent[dim] == 0) continue;
+        sources[s].regions.push_back(HeldRegion{t, box});
+        const auto replica = static_cast<std::uint32_t>(uniform(0, sourceCount - 1));
+        if (replica != s && uniform(0, 2) == 0) sources[replica].regions.push_back(HeldRegion{t, box});
+      }
+    }
+    const auto receiverCount = static_cast<std::uint32_t>(uniform(1, 3));
+    std::vector<ReceiverBindings> receivers(receiverCount);
+    for (auto& bindings : receivers) {
+      for (std::uint32_t t = 0; t < manifest.size(); ++t) {
+        const TensorSpec& spec = manifest.tensors()[t];
+        const auto local = static_cast<std::uint32_t>(bindings.locals.size());
+        const std::string name = spec.name + "_local";
+        const auto form = uniform(0, 4);
+        if (form == 0) continue;
+        if (form == 1 || spec.shape.empty()) {
+          const Box whole = wholeBox(spec.shape);
+          bindings.locals.push_back({name, spec.dtype, spec.shape});
+          bindings.regions.push_back({spec.name, whole, local, whole.offset, whole.extent});
+          continue;
+        }
+        const auto dim = static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(spec.shape.size()) - 1));
+        const std::int64_t begin = uniform(0, spec.shape[dim] - 1);
+        const std::int64_t end = uniform(begin + 1, spec.shape[dim]);
+        Box slice = wholeBox(spec.shape);
+        slice.offset[dim] = begin;
+        slice.extent[dim] = end - begin;
+        if (form == 2) {  // a TP slice
+          bindings.locals.push_back({name, spec.dtype, slice.extent});
+          bindings.regions.push_back(
+              {spec.name, slice, local, std::vector<std::int64_t>(slice.extent.size(), 0), slice.extent});
+        } else if (form == 3) {  // stacked under a leading 1: an expert of a stack
+          std::vector<std::int64_t> stacked = {1};
+          stacked.insert(stacked.end(), slice.extent.begin(), slice.extent.end());
+          bindings.locals.push_back({name, spec.dtype, stacked});
+          bindings.regions.push_back({spec.name, slice, local, std::vector<std::int64_t>(stacked.size(), 0), stacked});
+        } else {  // the slice in two halves, the second first: two regions into one fused local tensor
+          const std::int64_t split = uniform(begin, end);
+          Box low = slice;
+          low.extent[dim] = split - begin;
+          Box high = slice;
+          high.offset[dim] = split;
+          high.extent[dim] = end - split;
+          bindings.locals.push_back({name, spec.dtype, slice.extent});
+          std::vector<std::int64_t> highAt(slice.extent.size(), 0);
+          std::vector<std::int64_t> lowAt(slice.extent.size(), 0);
+          lowAt[dim] = end - split;
+          bindings.regions.push_back({spec.name, high, local, highAt, high.extent});
+          bindings.regions.push_back({spec.name, low, local, lowAt, low.extent});
+        }
+      }
+    }
+    auto plan = planOf(manifest, sources, receivers);
+    ASSERT_TRUE(plan) << "trial " << trial << ": " << plan.error().describe();
+    expectBound(manifest, *plan);
+    if (testing::Test::HasFatalFailure()) {
+      FAIL() << "trial " << trial;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace wsync::bus
