@@ -1,9 +1,33 @@
 #include "wsync/bus/channel/channel.hpp"
 
+#include "wsync/bus/channel/channel_owner.hpp"
+
 #include "wsync/bus/channel/tcp/tcp_channel.hpp"
 #include "wsync/bus/core/text.hpp"
 
 namespace wsync::bus {
+
+tl::expected<RegionTransferResult, ChannelFailure> Channel::sendRegions(
+    std::uint64_t /*transfer*/, const RegionPlan& /*plan*/, std::uint32_t /*source*/,
+    std::span<const std::span<const std::byte>> /*buffers*/, std::chrono::steady_clock::time_point /*deadline*/) {
+  return fail(ChannelError::Unsupported,
+              "channel " + std::string(msg::EnumNameChannelKind(kind())) + " does not carry sharded sources");
+}
+
+tl::expected<RegionTransferResult, ChannelFailure> Channel::receiveRegions(
+    std::uint64_t /*transfer*/, const RegionPlan& /*plan*/, std::uint32_t /*receiver*/,
+    std::span<const std::span<std::byte>> /*locals*/, std::chrono::steady_clock::time_point /*deadline*/) {
+  return fail(ChannelError::Unsupported,
+              "channel " + std::string(msg::EnumNameChannelKind(kind())) + " does not carry sliced receivers");
+}
+
+tl::expected<ChannelGrant, std::string> ChannelOwner::prepareSources(std::span<const ChannelMember> senders,
+                                                                     std::span<const ChannelMember> receivers) {
+  if (senders.size() == 1) return prepare(senders.front(), receivers);
+  return tl::unexpected("channel " + std::string(msg::EnumNameChannelKind(kind())) +
+                        " carries one source a round, and " + std::to_string(senders.size()) +
+                        " sources hold this version");
+}
 
 std::string channelKey(const msg::TransferPlan& plan) {
   switch (plan.channel()) {

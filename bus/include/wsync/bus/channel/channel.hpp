@@ -26,6 +26,8 @@
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/channel/channel_error.hpp"
 #include "wsync/bus/channel/layout_key.hpp"
+#include "wsync/bus/channel/region_plan.hpp"
+#include "wsync/bus/channel/region_transfer.hpp"
 #include "wsync/bus/channel/transfer_result.hpp"
 
 namespace wsync::bus {
@@ -91,6 +93,20 @@ class Channel {
                                                                std::span<const std::span<std::byte>> tensors,
                                                                std::uint32_t receiver,
                                                                std::chrono::steady_clock::time_point deadline) = 0;
+
+  // Region transfers (docs/regions.md): several sources, each sending its segments of `plan` to the receivers that
+  // bind them. Whether this channel carries them; one that does not refuses both calls (Unsupported).
+  virtual bool carriesRegions() const { return false; }
+  // Source `source`: sends its segments from `buffers` (indexed like its holdings' regions), and reports what it sent
+  // each receiver (indexed by receiver).
+  virtual tl::expected<RegionTransferResult, ChannelFailure> sendRegions(
+      std::uint64_t transfer, const RegionPlan& plan, std::uint32_t source,
+      std::span<const std::span<const std::byte>> buffers, std::chrono::steady_clock::time_point deadline);
+  // Receiver `receiver`: fills `locals` (indexed like its bindings' local tensors) from every source, and reports
+  // what it took from each (indexed by source).
+  virtual tl::expected<RegionTransferResult, ChannelFailure> receiveRegions(
+      std::uint64_t transfer, const RegionPlan& plan, std::uint32_t receiver,
+      std::span<const std::span<std::byte>> locals, std::chrono::steady_clock::time_point deadline);
 
  protected:
   void reportProgress(std::uint64_t bytesDone) const {

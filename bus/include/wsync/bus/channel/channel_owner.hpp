@@ -55,6 +55,10 @@ class ChannelOwner {
   // run on this channel, naming the agent at fault.
   virtual tl::expected<ChannelGrant, std::string> prepare(const ChannelMember& sender,
                                                           std::span<const ChannelMember> receivers) = 0;
+  // The same for a region round of several sources (docs/regions.md), in source order. A channel that carries one
+  // source a round refuses more than one.
+  virtual tl::expected<ChannelGrant, std::string> prepareSources(std::span<const ChannelMember> senders,
+                                                                 std::span<const ChannelMember> receivers);
   // `round` ended without a commit: every sender and receiver still waiting on it gives up within one wait slice.
   // `transferBegun`: the agents may have opened and used the channel, so what they hold may be inconsistent (an
   // NCCL communicator aborted on some ranks only) and the next round gets new resources.

@@ -1,0 +1,39 @@
+#pragma once
+// What a region transfer reports (docs/regions.md, "Verification"): each side's bytes and digest per peer, a
+// source's entry r for what it sent receiver r, a receiver's entry s for what it took from source s. The
+// coordinator commits a version only when every pair agrees.
+//
+// The host channels' pair digest (PairDigest) is XXH3-128 over the XXH3-128 digests of the pair's segments, in the
+// source's send order, each with its segment index: a source hashes each segment's bytes once however many receivers
+// share it, and a receiver hashes what it took as it copies. Both depend only on the plan and the bytes, never on
+// how a channel cuts segments into buckets.
+#include <cstdint>
+#include <vector>
+
+#include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/protocol/stream_digest.hpp"
+
+namespace wsync::bus {
+
+struct PairResult {
+  std::uint64_t bytes = 0;
+  Digest digest;
+
+  friend bool operator==(const PairResult&, const PairResult&) = default;
+};
+
+// Indexed by receiver on a source, by source on a receiver.
+using RegionTransferResult = std::vector<PairResult>;
+
+// Folds the segments of one (source, receiver) pair into its digest, in send order.
+class PairDigest {
+ public:
+  void add(std::uint32_t segment, std::uint64_t bytes, const Digest& digest);
+  PairResult result() const { return PairResult{bytes_, stream_.digest()}; }
+
+ private:
+  StreamDigest stream_;
+  std::uint64_t bytes_ = 0;
+};
+
+}  // namespace wsync::bus

@@ -1,0 +1,18 @@
+#include "wsync/bus/channel/region_transfer.hpp"
+
+namespace wsync::bus {
+
+void PairDigest::add(std::uint32_t segment, std::uint64_t bytes, const Digest& digest) {
+  // Fixed-size records: no two sequences of segments fold to the same bytes.
+  struct Record {
+    std::uint64_t segment;
+    std::uint64_t bytes;
+    std::uint64_t lo;
+    std::uint64_t hi;
+  };
+  const Record record{segment, bytes, digest.lo, digest.hi};
+  stream_.add(&record, sizeof record);
+  bytes_ += bytes;
+}
+
+}  // namespace wsync::bus
