@@ -255,6 +255,27 @@ TEST(RegionPlan, ARefusalNamesTheReceiverOrSource) {
   EXPECT_EQ(gap.error().detail, "no source holds region [3:4, 0:4] of tensor 'w' [4, 4]");
 }
 
+// A receiver that plans with its own bindings alone takes the same deliveries, in the same order, from the same
+// sources, as the plan with every receiver gives it.
+void expectPlansAlike(const RegionPlan& full, std::uint32_t receiver, const std::vector<SourceHoldings>& sources) {
+  const Manifest manifest = *Manifest::create(std::vector<TensorSpec>(full.tensors().begin(), full.tensors().end()));
+  auto alone = planOf(manifest, sources, {full.bindings(receiver)});
+  ASSERT_TRUE(alone) << alone.error().describe();
+  for (std::uint32_t s = 0; s < full.sourceCount(); ++s) {
+    const auto expected = full.deliveries(s, receiver);
+    const auto got = alone->deliveries(s, 0);
+    ASSERT_EQ(got.size(), expected.size()) << "source " << s << " receiver " << receiver;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const Segment& a = full.segments()[expected[i].segment];
+      const Segment& b = alone->segments()[got[i].segment];
+      EXPECT_EQ(b.held, a.held);
+      EXPECT_EQ(b.bytes, a.bytes);
+      EXPECT_EQ(got[i].bound, expected[i].bound);
+      EXPECT_EQ(alone->boxOf(b), full.boxOf(a));
+    }
+  }
+}
+
 // Random layouts: tensors of rank 0 to 3 held by 1 to 4 sources in dim-k ranges (uneven, some empty, some
 // replicated), bound by 1 to 3 receivers whole, as a slice along any dimension, as two slices in swapped order
 // (a fused tensor), stacked under a leading dimension of 1, or not at all.
@@ -347,6 +368,7 @@ TEST(RegionPlan, RandomLayoutsPutEveryBoundElementInItsPlaceOnce) {
     auto plan = planOf(manifest, sources, receivers);
     ASSERT_TRUE(plan) << "trial " << trial << ": " << plan.error().describe();
     expectBound(manifest, *plan);
+    for (std::uint32_t r = 0; r < receiverCount; ++r) expectPlansAlike(*plan, r, sources);
     if (testing::Test::HasFatalFailure()) {
       FAIL() << "trial " << trial;
     }

@@ -15,14 +15,26 @@ struct Holders {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> holders;  // (source, held region index)
 };
 
-// One receiver's want of one distinct region's part: the part, and where it goes.
-struct Want {
-  std::uint32_t distinct = 0;
+// One receiver's part of one distinct held region, where it goes, and the holder that sends it.
+struct Choice {
+  std::uint32_t source = 0;
+  std::uint32_t held = 0;  // the region of the source's holdings
+  std::uint32_t tensor = 0;
+  std::uint32_t distinct = 0;  // index among the tensor's distinct held regions, which are sorted by box
   Box part;
   SegmentTarget target;
 };
 
 bool lessBox(const Box& a, const Box& b) { return std::tie(a.offset, a.extent) < std::tie(b.offset, b.extent); }
+
+// A source's send order, and a receiver's delivery order from each source: by tensor, held region, part, then
+// receiver and bound region.
+bool sendOrderLess(const Choice& a, const Choice& b) {
+  if (a.tensor != b.tensor) return a.tensor < b.tensor;
+  if (a.distinct != b.distinct) return a.distinct < b.distinct;
+  if (a.part != b.part) return lessBox(a.part, b.part);
+  return std::tie(a.target.receiver, a.target.bound) < std::tie(b.target.receiver, b.target.bound);
+}
 
 // Where `part` (a sub-box of bound region `region`, in tensor coordinates) lies in the local tensor: the dimensions
 // of the region and of its place that are not 1 correspond in order (BoundRegion), so each such dimension of the
@@ -144,64 +156,69 @@ tl::expected<RegionPlan, RegionFailure> RegionPlan::build(const Manifest& manife
     std::sort(distinct.begin(), distinct.end(),
               [](const Holders& a, const Holders& b) { return lessBox(*a.box, *b.box); });
   }
-  std::vector<std::vector<SegmentTarget>> wanted(manifest.size());
+  // Each receiver's parts, each given to the holder that sends this receiver the fewest bytes so far (ties to the
+  // lowest source). What a receiver takes from whom then depends only on the holdings and its own bindings: a
+  // receiver plans without the others' bindings, and receivers with equal bindings choose alike and share segments.
+  std::vector<Choice> choices;
+  std::vector<std::uint64_t> load(sourceCount);
+  std::vector<std::uint32_t> bound;
   for (std::uint32_t receiver = 0; receiver < receiverCount; ++receiver) {
-    const auto& regions = plan.receivers_[receiver].regions;
-    for (std::uint32_t index = 0; index < regions.size(); ++index) {
-      wanted[plan.boundTensors_[receiver][index]].push_back(SegmentTarget{receiver, index});
-    }
-  }
-
-  std::vector<std::uint64_t> load(sourceCount, 0);  // bytes each source sends so far
-  std::vector<std::vector<std::uint32_t>> order(sourceCount);
-  plan.sourceRead_.assign(sourceCount, 0);
-  std::vector<Want> wants;
-  for (std::uint32_t tensor = 0; tensor < manifest.size(); ++tensor) {
-    if (wanted[tensor].empty()) continue;
-    const std::size_t element = elementBytes(manifest.tensors()[tensor].dtype);
-    wants.clear();
-    for (const SegmentTarget& target : wanted[tensor]) {
-      const Box& region = plan.receivers_[target.receiver].regions[target.bound].region;
+    const auto& tensorOf = plan.boundTensors_[receiver];
+    bound.resize(tensorOf.size());
+    for (std::uint32_t index = 0; index < bound.size(); ++index) bound[index] = index;
+    std::stable_sort(bound.begin(), bound.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return tensorOf[a] < tensorOf[b]; });
+    std::fill(load.begin(), load.end(), 0);
+    const std::size_t first = choices.size();
+    for (const std::uint32_t index : bound) {
+      const std::uint32_t tensor = tensorOf[index];
+      const Box& region = plan.receivers_[receiver].regions[index].region;
       for (std::uint32_t distinct = 0; distinct < held[tensor].size(); ++distinct) {
         if (!meets(*held[tensor][distinct].box, region)) continue;
-        wants.push_back(Want{distinct, intersect(*held[tensor][distinct].box, region), target});
+        choices.push_back(Choice{0, 0, tensor, distinct, intersect(*held[tensor][distinct].box, region),
+                                 SegmentTarget{receiver, index}});
       }
     }
-    std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) {
-      if (a.distinct != b.distinct) return a.distinct < b.distinct;
-      if (a.part != b.part) return lessBox(a.part, b.part);
-      return std::tie(a.target.receiver, a.target.bound) < std::tie(b.target.receiver, b.target.bound);
-    });
-    for (std::size_t first = 0; first < wants.size();) {
-      std::size_t end = first + 1;
-      while (end < wants.size() && wants[end].distinct == wants[first].distinct &&
-             wants[end].part == wants[first].part) {
-        ++end;
-      }
-      const std::uint64_t bytes = volume(wants[first].part) * element;
-      const auto targetCount = static_cast<std::uint32_t>(end - first);
-      // The least loaded holder; ties go to the lowest source, so every agent picks the same.
-      const auto& holders = held[tensor][wants[first].distinct].holders;
+    // Within one receiver, in the order its deliveries will have, so the balance is the same wherever it is computed.
+    std::sort(choices.begin() + static_cast<std::ptrdiff_t>(first), choices.end(), sendOrderLess);
+    for (auto choice = choices.begin() + static_cast<std::ptrdiff_t>(first); choice != choices.end(); ++choice) {
+      const auto& holders = held[choice->tensor][choice->distinct].holders;
       auto chosen = holders.front();
       for (const auto& holder : holders) {
         if (load[holder.first] < load[chosen.first]) chosen = holder;
       }
-      load[chosen.first] += bytes * targetCount;
-      plan.sourceRead_[chosen.first] += bytes;
-      order[chosen.first].push_back(static_cast<std::uint32_t>(plan.segments_.size()));
-      plan.segments_.push_back(Segment{chosen.first, chosen.second, tensor, bytes,
-                                       static_cast<std::uint32_t>(plan.targets_.size()), targetCount});
-      for (std::size_t index = first; index < end; ++index) plan.targets_.push_back(wants[index].target);
-      first = end;
+      choice->source = chosen.first;
+      choice->held = chosen.second;
+      load[chosen.first] += volume(choice->part) * elementBytes(manifest.tensors()[choice->tensor].dtype);
     }
   }
 
-  plan.sourceFirst_.reserve(sourceCount + 1);
-  for (const auto& sent : order) {
-    plan.sourceFirst_.push_back(static_cast<std::uint32_t>(plan.sendOrder_.size()));
-    plan.sendOrder_.insert(plan.sendOrder_.end(), sent.begin(), sent.end());
+  // Segments: equal parts of one source, in its send order (manifest order, then by box), with their targets.
+  std::sort(choices.begin(), choices.end(), [](const Choice& a, const Choice& b) {
+    if (a.source != b.source) return a.source < b.source;
+    return sendOrderLess(a, b);
+  });
+  plan.sourceRead_.assign(sourceCount, 0);
+  plan.sourceFirst_.assign(sourceCount + 1, 0);
+  for (std::size_t first = 0; first < choices.size();) {
+    const Choice& head = choices[first];
+    std::size_t end = first + 1;
+    while (end < choices.size() && choices[end].source == head.source && choices[end].tensor == head.tensor &&
+           choices[end].distinct == head.distinct && choices[end].part == head.part) {
+      ++end;
+    }
+    const std::uint64_t bytes = volume(head.part) * elementBytes(manifest.tensors()[head.tensor].dtype);
+    plan.sourceRead_[head.source] += bytes;
+    plan.sendOrder_.push_back(static_cast<std::uint32_t>(plan.segments_.size()));
+    plan.segments_.push_back(Segment{head.source, head.held, head.tensor, bytes,
+                                     static_cast<std::uint32_t>(plan.targets_.size()),
+                                     static_cast<std::uint32_t>(end - first)});
+    for (std::size_t index = first; index < end; ++index) plan.targets_.push_back(choices[index].target);
+    ++plan.sourceFirst_[head.source + 1];
+    first = end;
   }
-  plan.sourceFirst_.push_back(static_cast<std::uint32_t>(plan.sendOrder_.size()));
+  for (std::size_t source = 0; source < sourceCount; ++source)
+    plan.sourceFirst_[source + 1] += plan.sourceFirst_[source];
 
   // Deliveries pair by pair, each in its source's send order.
   plan.pairBytes_.assign(sourceCount * receiverCount, 0);

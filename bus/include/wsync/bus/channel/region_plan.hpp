@@ -5,11 +5,13 @@
 // carry digests of the declarations instead of the plan.
 //
 // A *segment* is a box of one tensor that one source reads once: the common part of a region the source holds and
-// a region a receiver binds, sent to every receiver that binds exactly that box (data-parallel engines binding the
-// whole tensor share one). Each source sends its segments in plan order (manifest order, then by box), each
-// receiver takes those addressed to it; a segment's bytes are the box's elements in row-major order, on the wire
-// and in the digests alike. Among sources holding equal regions (replicas), each segment goes to the one with the
-// fewest bytes to send so far: replicated tensors are spread over their holders.
+// a region a receiver binds, sent to every receiver that takes exactly that box from that source (data-parallel
+// engines binding the whole tensor share one). Each source sends its segments in plan order (manifest order, then
+// by box), each receiver takes those addressed to it; a segment's bytes are the box's elements in row-major order,
+// on the wire and in the digests alike. Where sources hold equal regions (replicas), each of a receiver's parts
+// goes to the holder that sends that receiver the fewest bytes so far. So what a receiver takes from whom depends
+// only on the holdings and its own bindings: a receiver plans with its own bindings alone (a plan of one receiver)
+// and gets the deliveries a source computes for it with everyone's.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -74,6 +76,7 @@ class RegionPlan {
   std::uint32_t receiverCount() const { return static_cast<std::uint32_t>(receivers_.size()); }
   const SourceHoldings& holdings(std::uint32_t source) const { return sources_[source]; }
   const ReceiverBindings& bindings(std::uint32_t receiver) const { return receivers_[receiver]; }
+  const std::vector<TensorSpec>& tensors() const { return tensors_; }
 
   const std::vector<Segment>& segments() const { return segments_; }
   const std::vector<SegmentTarget>& targets() const { return targets_; }

@@ -3,10 +3,10 @@
 // source's entry r for what it sent receiver r, a receiver's entry s for what it took from source s. The
 // coordinator commits a version only when every pair agrees.
 //
-// The host channels' pair digest (PairDigest) is XXH3-128 over the XXH3-128 digests of the pair's segments, in the
-// source's send order, each with its segment index: a source hashes each segment's bytes once however many receivers
-// share it, and a receiver hashes what it took as it copies. Both depend only on the plan and the bytes, never on
-// how a channel cuts segments into buckets.
+// The host channels' pair digest (PairDigest) is XXH3-128 over the XXH3-128 digests of the pair's deliveries, in the
+// source's send order, each with its position and bytes: a source hashes each segment's bytes once however many
+// receivers share it, and a receiver hashes what it took as it copies. Both depend only on the plan and the bytes,
+// never on how a channel cuts segments into buckets, and a receiver that plans alone (RegionPlan) folds the same.
 #include <cstdint>
 #include <vector>
 
@@ -28,12 +28,14 @@ using RegionTransferResult = std::vector<PairResult>;
 // Folds the segments of one (source, receiver) pair into its digest, in send order.
 class PairDigest {
  public:
-  void add(std::uint32_t segment, std::uint64_t bytes, const Digest& digest);
+  // The next delivery of the pair: its bytes and their digest.
+  void add(std::uint64_t bytes, const Digest& digest);
   PairResult result() const { return PairResult{bytes_, stream_.digest()}; }
 
  private:
   StreamDigest stream_;
   std::uint64_t bytes_ = 0;
+  std::uint64_t deliveries_ = 0;
 };
 
 }  // namespace wsync::bus
