@@ -13,18 +13,18 @@ round. Ops:
   greedy {prompts, max_tokens}     this model's own greedy continuations (what vLLM must produce)
   step {version}                   step the model to `version` without publishing it
   digests                          SHA-256 of every tensor's bytes, by name
-  publish_then_die {version}       begin publishing `version`, then SIGKILL this process mid-transfer
+  publish_then_die {version}       publish `version` with its last tensor in memory that faults on any access:
+                                   the agent's copy crashes this process (SIGSEGV) in the middle of the transfer
   extra_tensor / wrong_shape       publish a manifest vLLM's model does not fit (a tensor it lacks, a wrong shape)
 Arguments: BUS CHANNEL SEED.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
-import os
-import signal
+import mmap
 import sys
-import time
 import traceback
 from pathlib import Path
 
@@ -37,8 +37,8 @@ from worker_probes import parameter_digests
 
 from wsync.vllm import WsyncSender
 
-# publish_then_die gives its transfer this long to be under way before the process kills itself regardless.
-DIE_WITHIN_S = 10.0
+# mprotect(2)'s "no access at all".
+PROT_NONE = 0
 # vLLM's HTTP client waits this long for one call (an update_weights includes waiting for the version).
 HTTP_TIMEOUT_S = 120.0
 
@@ -134,13 +134,21 @@ class Trainer:
         say("digests", digests=parameter_digests(self.model))
 
     def publish_then_die(self, version: int, **_) -> None:
-        """Begins publishing `version` and kills this process (SIGKILL: no goodbye) once its transfer is under way."""
+        """Publishes `version` with its last tensor's bytes in pages that fault on any access. The agent sends the
+        tensors in manifest order, so its I/O thread crashes the process once the transfer is under way and before
+        the last bytes go: a trainer dead mid-transfer, at that point every time (a kill timed from here races a
+        transfer of a few MiB, which may have committed before the signal)."""
         self.step_to(version)
-        self.sender.trainer.publish(version, self.tensors(), pause_mode="keep")
-        deadline = time.monotonic() + DIE_WITHIN_S
-        while not self.sender.trainer.progress().sending and time.monotonic() < deadline:
-            pass
-        os.kill(os.getpid(), signal.SIGKILL)
+        tensors = self.tensors()
+        name, last = tensors[-1]
+        self.trap = mmap.mmap(-1, last.numel() * last.element_size())
+        trapped = torch.frombuffer(self.trap, dtype=last.dtype).view(last.shape)
+        trapped.copy_(last)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.mprotect(ctypes.c_void_p(trapped.data_ptr()), ctypes.c_size_t(len(self.trap)), PROT_NONE) != 0:
+            raise OSError(ctypes.get_errno(), "mprotect of the trapped tensor failed")
+        self.sender.trainer.publish(version, [*tensors[:-1], (name, trapped)], pause_mode="keep")
+        say("publishing", version=version, trapped=name)
 
     def greedy(self, prompts: list[list[int]], max_tokens: int, **_) -> None:
         say("greedy", tokens=tiny_model.greedy(self.model, prompts, max_tokens))
