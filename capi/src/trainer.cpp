@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/protocol/region.hpp"
 #include "wsync/trainer_agent/trainer_agent.hpp"
 #include "wsync/worker_agent/worker_bindings.hpp"
 
@@ -24,6 +26,8 @@ struct wsync_trainer {
   // tensors repeats lastTensors' own, so the GPU channels do not read the array again.
   std::uint64_t tokensIssued = 0;
   std::uint64_t lastTensorsToken = 0;
+  // wsync_trainer_declare_holdings: a publish then takes one tensor per region.
+  std::optional<wsync::bus::SourceHoldings> holdings;
 };
 
 namespace wsync::capi {
@@ -171,6 +175,37 @@ tl::expected<std::vector<std::span<const std::byte>>, std::pair<wsync_status, st
   return spans;
 }
 
+// The same for a rank of a sharded trainer: one tensor per held region, carrying its manifest tensor's name and dtype
+// and the region's extents as its shape.
+tl::expected<std::vector<std::span<const std::byte>>, std::pair<wsync_status, std::string>> publishedRegions(
+    const bus::Manifest& manifest, const bus::SourceHoldings& holdings, std::span<const wsync_tensor> tensors) {
+  auto status = [](wsync_status code, std::string text) { return tl::unexpected(std::pair{code, std::move(text)}); };
+  if (tensors.size() != holdings.regions.size()) {
+    return status(WSYNC_MANIFEST_MISMATCH, std::to_string(tensors.size()) + " tensors for holdings of " +
+                                               std::to_string(holdings.regions.size()) + " regions");
+  }
+  std::vector<std::span<const std::byte>> spans;
+  spans.reserve(tensors.size());
+  for (std::size_t index = 0; index < tensors.size(); ++index) {
+    auto spec = tensorSpecOf(tensors[index], index);
+    if (!spec) return status(WSYNC_INVALID_ARGUMENT, std::move(spec.error()));
+    const bus::HeldRegion& held = holdings.regions[index];
+    const bus::TensorSpec& declared = manifest.tensors()[held.tensor];
+    const std::string which = "tensor " + std::to_string(index) + " ('" + spec->name + "')";
+    if (spec->name != declared.name || spec->dtype != declared.dtype || spec->shape != held.box.extent) {
+      return status(WSYNC_MANIFEST_MISMATCH, which + ": " + msg::EnumNameDType(spec->dtype) + " x " +
+                                                 worker_agent::formatShape(spec->shape) + ", and region " +
+                                                 std::to_string(index) + " is '" + declared.name + "' " +
+                                                 bus::format(held.box) + " (" + msg::EnumNameDType(declared.dtype) +
+                                                 " x " + worker_agent::formatShape(held.box.extent) + ")");
+    }
+    auto memory = tensorMemoryOf(tensors[index], *spec, index);
+    if (!memory) return status(WSYNC_INVALID_ARGUMENT, std::move(memory.error()));
+    spans.emplace_back(*memory);
+  }
+  return spans;
+}
+
 wsync_outcome outcomeOf(const trainer_agent::PublishOutcome& outcome) {
   wsync_outcome out{};
   out.struct_size = sizeof(out);
@@ -247,6 +282,40 @@ wsync_status wsync_trainer_declare_manifest(wsync_trainer* trainer, const wsync_
     }
     trainer->lastTensors.clear();  // another manifest's memory is never published again
     trainer->published = false;
+    trainer->holdings.reset();
+    return WSYNC_OK;
+  });
+}
+
+wsync_status wsync_trainer_declare_holdings(wsync_trainer* trainer, const wsync_region* regions, size_t count,
+                                            uint32_t source_rank, uint32_t source_count) {
+  return capi::guarded(__func__, [&]() -> wsync_status {
+    if (trainer == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "trainer is NULL");
+    if (count > 0 && regions == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "regions is NULL");
+    if (count > bus::kMaxRegionsPerAgent) {
+      return capi::fail(WSYNC_INVALID_ARGUMENT,
+                        std::to_string(count) + " regions, at most " + std::to_string(bus::kMaxRegionsPerAgent));
+    }
+    bus::SourceHoldings holdings;
+    holdings.regions.reserve(count);
+    for (std::size_t index = 0; index < count; ++index) {
+      const wsync_region& region = regions[index];
+      if (region.ndim > bus::kMaxTensorRank ||
+          (region.ndim > 0 && (region.offset == nullptr || region.extent == nullptr))) {
+        return capi::fail(WSYNC_INVALID_ARGUMENT,
+                          "region " + std::to_string(index) + ": ndim " + std::to_string(region.ndim) +
+                              " with its offsets and extents (at most " + std::to_string(bus::kMaxTensorRank) + ")");
+      }
+      holdings.regions.push_back(bus::HeldRegion{
+          region.tensor, bus::Box{std::vector<std::int64_t>(region.offset, region.offset + region.ndim),
+                                  std::vector<std::int64_t>(region.extent, region.extent + region.ndim)}});
+    }
+    if (auto declared = trainer->agent->declareHoldings(holdings, source_rank, source_count); !declared) {
+      return capi::failWith(declared.error());
+    }
+    trainer->holdings = std::move(holdings);
+    trainer->lastTensors.clear();  // of the whole tensors: never published as regions
+    trainer->published = false;
     return WSYNC_OK;
   });
 }
@@ -294,7 +363,8 @@ wsync_status wsync_trainer_publish(wsync_trainer* trainer, uint64_t version, con
     } else {
       auto array = capi::tensorArrayOf(tensors, count);
       if (!array) return capi::fail(WSYNC_INVALID_ARGUMENT, std::move(array.error()));
-      auto spans = capi::publishedTensors(*manifest, *array);
+      auto spans = trainer->holdings ? capi::publishedRegions(*manifest, *trainer->holdings, *array)
+                                     : capi::publishedTensors(*manifest, *array);
       if (!spans) return capi::fail(spans.error().first, std::move(spans.error().second));
       checked = std::move(*spans);
     }

@@ -32,18 +32,19 @@ namespace wsync::capi {
 namespace {
 
 constexpr std::array kWorkerConfigFields{
-    WSYNC_CAPI_FIELD(wsync_worker_config, connection),  WSYNC_CAPI_FIELD(wsync_worker_config, agent_id),
-    WSYNC_CAPI_FIELD(wsync_worker_config, rank),        WSYNC_CAPI_FIELD(wsync_worker_config, memory),
-    WSYNC_CAPI_FIELD(wsync_worker_config, cuda_device), WSYNC_CAPI_FIELD(wsync_worker_config, registration_timeout_ms),
-    WSYNC_CAPI_FIELD(wsync_worker_config, pause),       WSYNC_CAPI_FIELD(wsync_worker_config, resume),
-    WSYNC_CAPI_FIELD(wsync_worker_config, applied),     WSYNC_CAPI_FIELD(wsync_worker_config, user_data),
-    WSYNC_CAPI_FIELD(wsync_worker_config, withdraw),
+    WSYNC_CAPI_FIELD(wsync_worker_config, connection),   WSYNC_CAPI_FIELD(wsync_worker_config, agent_id),
+    WSYNC_CAPI_FIELD(wsync_worker_config, rank),         WSYNC_CAPI_FIELD(wsync_worker_config, memory),
+    WSYNC_CAPI_FIELD(wsync_worker_config, cuda_device),  WSYNC_CAPI_FIELD(wsync_worker_config, registration_timeout_ms),
+    WSYNC_CAPI_FIELD(wsync_worker_config, pause),        WSYNC_CAPI_FIELD(wsync_worker_config, resume),
+    WSYNC_CAPI_FIELD(wsync_worker_config, applied),      WSYNC_CAPI_FIELD(wsync_worker_config, user_data),
+    WSYNC_CAPI_FIELD(wsync_worker_config, withdraw),     WSYNC_CAPI_FIELD(wsync_worker_config, regions),
+    WSYNC_CAPI_FIELD(wsync_worker_config, region_count),
 };
 // ABI 1's first layout ended at user_data (104 bytes): a caller built against it passes that struct_size, and its
 // config has no withdraw callback.
-static_assert(sizeof(wsync_worker_config) == 112 && offsetof(wsync_worker_config, user_data) == 96 &&
-                  offsetof(wsync_worker_config, withdraw) == 104,
-              "ABI 1's layout");
+static_assert(sizeof(wsync_worker_config) == 128 && offsetof(wsync_worker_config, user_data) == 96 &&
+                  offsetof(wsync_worker_config, withdraw) == 104 && offsetof(wsync_worker_config, regions) == 112,
+              "ABI 1's layout (regions appended: a caller built before them passes struct_size 112)");
 
 constexpr std::array kCountersFields{
     WSYNC_CAPI_FIELD(wsync_worker_counters, rounds_applied),
@@ -151,6 +152,32 @@ tl::expected<worker_agent::WorkerOptions, std::pair<wsync_status, std::string>> 
     if (!memory) return invalid(std::move(memory.error()));
     auto bound = options.bindings.bind(std::move(spec->name), spec->dtype, std::move(spec->shape), *memory);
     if (!bound) return invalid("tensor " + std::to_string(index) + ": " + bound.error().detail);
+  }
+  if (config.region_count > 0 && config.regions == nullptr) return invalid("regions is NULL and region_count is not 0");
+  for (std::size_t index = 0; index < config.region_count; ++index) {
+    const wsync_bound_region& region = config.regions[index];
+    const std::string which = "region " + std::to_string(index);
+    if (region.tensor == nullptr) return invalid(which + ": tensor is NULL");
+    if (region.ndim > bus::kMaxTensorRank ||
+        (region.ndim > 0 && (region.offset == nullptr || region.extent == nullptr))) {
+      return invalid(which + " of '" + region.tensor + "': ndim " + std::to_string(region.ndim) +
+                     " with its offsets and extents (at most " + std::to_string(bus::kMaxTensorRank) + ")");
+    }
+    if (region.local >= tensors.size()) {
+      return invalid(which + " of '" + region.tensor + "' goes into tensor " + std::to_string(region.local) + " of " +
+                     std::to_string(tensors.size()));
+    }
+    const std::uint32_t localRank = tensors[region.local].ndim;
+    if (localRank > 0 && (region.local_offset == nullptr || region.local_extent == nullptr)) {
+      return invalid(which + " of '" + region.tensor + "': local_offset or local_extent is NULL");
+    }
+    bus::Box box{std::vector<std::int64_t>(region.offset, region.offset + region.ndim),
+                 std::vector<std::int64_t>(region.extent, region.extent + region.ndim)};
+    auto bound =
+        options.bindings.bindRegion(region.tensor, std::move(box), options.bindings.tensors()[region.local].spec.name,
+                                    std::vector<std::int64_t>(region.local_offset, region.local_offset + localRank),
+                                    std::vector<std::int64_t>(region.local_extent, region.local_extent + localRank));
+    if (!bound) return invalid(which + ": " + bound.error().detail);
   }
   std::move(*identity).moveInto(options);
   options.bindingMemory = static_cast<worker_agent::BindingMemory>(config.memory);

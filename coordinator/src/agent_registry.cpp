@@ -4,6 +4,10 @@
 
 namespace wsync::coordinator {
 
+bus::ChannelMember channelMember(const AgentRecord& agent) {
+  return bus::ChannelMember{agent.agentId, agent.routingId, agent.sameHost, agent.hostname, agent.contacts};
+}
+
 const AgentRecord* AgentRegistry::find(std::string_view routingId) const {
   const auto found = agents_.find(routingId);
   return found == agents_.end() ? nullptr : &found->second;

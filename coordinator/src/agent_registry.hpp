@@ -4,6 +4,7 @@
 // Threading: the coordinator's one thread.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,8 +13,10 @@
 #include <wsync/schemas/control_generated.h>
 
 #include "wsync/bus/channel/channel_contact.hpp"
+#include "wsync/bus/channel/channel_owner.hpp"
 #include "wsync/bus/core/process_identity.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/protocol/region.hpp"
 #include "wsync/bus/protocol/registration_secret.hpp"
 
 namespace wsync::coordinator {
@@ -30,7 +33,12 @@ struct AgentRecord {
   std::string hostname;             // as it reported it: for messages naming where an agent is
   std::uint64_t lastMessageMs = 0;  // CLOCK_MONOTONIC, like the shared-memory heartbeat word
   std::uint64_t appliedVersion = 0;
-  std::vector<bus::Digest> knownManifests;    // sent to this worker already
+  std::vector<bus::Digest> knownManifests;  // sent to this worker already
+  // A worker that binds slices (AgentHello bindings, docs/regions.md), or null: it binds every tensor whole.
+  std::shared_ptr<const bus::ReceiverBindings> bindings;
+  bus::Digest bindingsDigest;
+  // Holdings and bindings sent to this agent already (region rounds): later rounds name them by digest.
+  std::vector<bus::Digest> knownDeclarations;
   std::vector<msg::ChannelKind> channels;     // payload channels it can use (AgentHello)
   std::vector<bus::ChannelContact> contacts;  // where it listens for them (AgentHello channel_contacts)
   // Proof of the registration (registration_secret.hpp): handed out in its Welcome, asked of a hello that would
@@ -39,6 +47,9 @@ struct AgentRecord {
   // The CURVE key its connection was admitted with (empty without CURVE): every message for it must come with it.
   std::string peerKey;
 };
+
+// The agent as a payload channel's owner sees it.
+bus::ChannelMember channelMember(const AgentRecord& agent);
 
 class AgentRegistry {
  public:

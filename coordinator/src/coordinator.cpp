@@ -99,10 +99,11 @@ tl::expected<std::unique_ptr<Coordinator>, CoordinatorFailure> Coordinator::star
   // Agents learn the phase timeouts from their Welcome (32-bit milliseconds, about 49 days).
   constexpr auto kLongestTimeout = std::chrono::milliseconds(std::numeric_limits<std::uint32_t>::max());
   if (options.pauseTimeout.count() <= 0 || options.transferTimeout.count() <= 0 ||
-      options.pauseTimeout > kLongestTimeout || options.transferTimeout > kLongestTimeout ||
+      options.sourcesTimeout.count() <= 0 || options.pauseTimeout > kLongestTimeout ||
+      options.transferTimeout > kLongestTimeout || options.sourcesTimeout > kLongestTimeout ||
       options.heartbeatTimeout > kLongestTimeout) {
     return bus::fail(CoordinatorError::InvalidOptions,
-                     "the pause, transfer and heartbeat timeouts must be positive "
+                     "the pause, transfer, sources and heartbeat timeouts must be positive "
                      "and under 2^32 ms");
   }
   if (options.link.timeout.count() <= 0) {
@@ -165,7 +166,7 @@ Coordinator::Impl::Impl(CoordinatorOptions options, bus::ControlBlockOwner&& blo
     // The versions and round numbers go on from where the dead coordinator left them, and so does an operator's
     // pause. Nothing an agent reports changes the committed version: only a commit of this bus does.
     rounds_.carryOver(
-        CommittedVersion{replaced->committedVersion, replaced->committedRound, replaced->committedDigest, {}},
+        CommittedVersion{replaced->committedVersion, replaced->committedRound, replaced->committedDigest, {}, {}},
         replaced->lastRound);
     pause_.carryOver(replaced->operatorPause);
     askedOperatorPause_ = replaced->operatorPause;

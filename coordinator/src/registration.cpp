@@ -10,6 +10,7 @@
 #include "wsync/bus/core/host_identity.hpp"
 #include "wsync/bus/protocol/client_text.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/protocol/region_message.hpp"
 #include "wsync/bus/protocol/topics.hpp"
 
 namespace wsync::coordinator {
@@ -145,6 +146,10 @@ void Coordinator::Impl::handleHello(const std::string& source, const std::string
     const auto& operatorPause = pause_.operatorPause();
     auto& fbb = outbox_.start();
     const msg::Digest128 digest = bus::toMessage(committed.digest);
+    // A worker of the last region round that lost its Commit learns its digest here, and applies what it staged.
+    const auto receiver = committed.receiverDigests.find(agent.agentId);
+    const msg::Digest128 receiverDigest =
+        bus::toMessage(receiver != committed.receiverDigests.end() ? receiver->second : bus::Digest{});
     const auto welcome = msg::CreateWelcome(
         fbb, fbb.CreateString(agent.agentId), agent.slot, agent.rank, agents_.workerCount(), block_.epoch(),
         committed.version, static_cast<std::uint32_t>(options_.heartbeatInterval.count()),
@@ -153,7 +158,8 @@ void Coordinator::Impl::handleHello(const std::string& source, const std::string
         static_cast<std::uint32_t>(options_.transferTimeout.count()),
         static_cast<std::uint32_t>(kTransferTimeoutPerGiB.count()), operatorPause.has_value(),
         operatorPause.value_or(msg::PauseMode::Keep), fbb.CreateString(bus::thisHost().key),
-        fbb.CreateString(hostname_), agent.secret.toMessage(fbb));
+        fbb.CreateString(hostname_), agent.secret.toMessage(fbb), &receiverDigest,
+        static_cast<std::uint32_t>(options_.sourcesTimeout.count()));
     outbox_.send(source, welcome);
   };
 
@@ -198,6 +204,19 @@ void Coordinator::Impl::handleHello(const std::string& source, const std::string
     refuse(source, seq, msg::ErrorCode::Internal, secret.error());
     return;
   }
+  std::shared_ptr<const bus::ReceiverBindings> bindings;
+  if (hello.bindings() != nullptr) {
+    if (hello.role() != msg::Role::Worker) {
+      refuse(source, seq, msg::ErrorCode::NotAllowed, "only a worker binds regions (a trainer declares holdings)");
+      return;
+    }
+    auto decoded = bus::bindingsFromMessage(*hello.bindings());
+    if (!decoded) {
+      refuse(source, seq, msg::ErrorCode::InvalidField, "bindings: " + decoded.error().describe());
+      return;
+    }
+    bindings = std::make_shared<const bus::ReceiverBindings>(std::move(*decoded));
+  }
   std::string rankProblem;
   const auto rank = agents_.freeRank(hello.role(), hello.requested_rank(), rankProblem);
   if (!rank) {
@@ -219,6 +238,11 @@ void Coordinator::Impl::handleHello(const std::string& source, const std::string
   agent.appliedVersion = hello.applied_version();
   agent.secret = *secret;
   agent.peerKey = peerKey;
+  if (bindings != nullptr) {
+    agent.bindingsDigest = bus::digestOf(*bindings);
+    agent.knownDeclarations.push_back(agent.bindingsDigest);  // its own: never sent back to it
+    agent.bindings = std::move(bindings);
+  }
   if (hello.channels() != nullptr) {
     for (const auto kind : *hello.channels()) agent.channels.push_back(static_cast<msg::ChannelKind>(kind));
   }

@@ -38,7 +38,27 @@ Participant* RoundMachine::findParticipant(const std::string& routingId) {
   return nullptr;
 }
 
-const RoundMachine::CachedManifest* RoundMachine::cacheManifest(bus::Manifest&& manifest) {
+RoundSource* RoundMachine::findSource(const std::string& routingId) {
+  if (!round_) return nullptr;
+  for (auto& source : round_->sources) {
+    if (!source.routingId.empty() && source.routingId == routingId) return &source;
+  }
+  return nullptr;
+}
+
+const RoundSource& RoundMachine::firstSource() const {
+  const auto first = std::find_if(round_->sources.begin(), round_->sources.end(),
+                                  [](const RoundSource& source) { return !source.routingId.empty(); });
+  return first != round_->sources.end() ? *first : round_->sources.front();
+}
+
+std::string RoundMachine::sourceName(std::size_t source) const {
+  const std::string& agentId = round_->sources[source].agentId;
+  if (round_->sources.size() == 1) return "trainer '" + agentId + "'";
+  return "trainer rank " + std::to_string(source) + " ('" + agentId + "')";
+}
+
+RoundMachine::CachedManifest* RoundMachine::cacheManifest(bus::Manifest&& manifest) {
   const bus::Digest digest = manifest.digest();
   if (auto found = manifests_.find(digest); found != manifests_.end()) return &found->second;
   auto plan = bus::BucketPlan::build(manifest, parts_.options.bucketBytes, parts_.options.alignment);
@@ -78,7 +98,7 @@ const bus::ChannelOwner* RoundMachine::ownerOf(msg::ChannelKind kind) const {
 }
 
 tl::expected<void, std::string> RoundMachine::prepareChannel(ActiveRound& next, msg::ChannelKind kind,
-                                                             const AgentRecord& trainer,
+                                                             std::span<const AgentRecord* const> senders,
                                                              const std::vector<const AgentRecord*>& workers) {
   const std::string channelName = bus::channelName(kind);
   auto offers = [&](const AgentRecord& agent) {
@@ -94,13 +114,12 @@ tl::expected<void, std::string> RoundMachine::prepareChannel(ActiveRound& next, 
       return tl::unexpected("worker '" + worker->agentId + "' cannot use channel " + channelName + " (it offers " +
                             (offered.empty() ? std::string("none") : offered) + ")");
     }
-    receivers.push_back(
-        bus::ChannelMember{worker->agentId, worker->routingId, worker->sameHost, worker->hostname, worker->contacts});
+    receivers.push_back(channelMember(*worker));
   }
   next.owner = ownerOf(kind);
   if (next.owner == nullptr) return tl::unexpected("channel " + channelName + " is unknown to this coordinator");
-  const bus::ChannelMember sender{trainer.agentId, trainer.routingId, trainer.sameHost, trainer.hostname,
-                                  trainer.contacts};
+  std::vector<bus::ChannelMember> members;
+  for (const AgentRecord* sender : senders) members.push_back(channelMember(*sender));
   if (!next.owner->crossesHosts()) {
     std::string elsewhere;
     auto note = [&](const char* role, const bus::ChannelMember& member) {
@@ -108,7 +127,7 @@ tl::expected<void, std::string> RoundMachine::prepareChannel(ActiveRound& next, 
       elsewhere +=
           std::string(elsewhere.empty() ? "" : ", ") + role + " '" + member.agentId + "' on host '" + member.host + "'";
     };
-    note("trainer", sender);
+    for (const bus::ChannelMember& sender : members) note("trainer", sender);
     for (const bus::ChannelMember& receiver : receivers) note("worker", receiver);
     if (!elsewhere.empty()) {
       return tl::unexpected("channel " + channelName + " needs every agent on the coordinator's host ('" +
@@ -117,7 +136,9 @@ tl::expected<void, std::string> RoundMachine::prepareChannel(ActiveRound& next, 
                             " on another: choose a channel that crosses hosts");
     }
   }
-  auto grant = next.owner->prepare(sender, receivers);
+  // A region round asks for its sources' resources even when it has one: its agents move regions, not buckets.
+  auto grant =
+      next.regions ? next.owner->prepareSources(members, receivers) : next.owner->prepare(members.front(), receivers);
   if (!grant) return tl::unexpected(grant.error());
   next.grant = std::move(*grant);
   return {};
@@ -139,109 +160,123 @@ void RoundMachine::setPhase(msg::RoundPhase phase, const std::string& detail) {
   parts_.outbox.publish(bus::topics::topicOf(bus::topics::kRound, msg::EnumNameRoundPhase(phase)), body);
 }
 
-void RoundMachine::begin(const AgentRecord& trainer, std::uint64_t seq, const msg::BeginUpdate& begin) {
-  const std::string& source = trainer.routingId;
-  auto refuse = [&](msg::ErrorCode code, const std::string& detail) {
-    ++parts_.stats.requestsRejected;
-    parts_.outbox.refuse(source, seq, code, detail, committed_.version);
+tl::expected<RoundMachine::CachedManifest*, Refusal> RoundMachine::checkBegin(const msg::BeginUpdate& begin) {
+  auto refusal = [](msg::ErrorCode code, std::string detail) {
+    return tl::unexpected(Refusal{code, std::move(detail)});
   };
-  if (trainer.role != msg::Role::Trainer) {
-    refuse(msg::ErrorCode::NotAllowed, "only a trainer can begin an update");
-    return;
-  }
-  if (round_) {
-    refuse(msg::ErrorCode::RoundInProgress, "round " + std::to_string(round_->id) + " (version " +
-                                                std::to_string(round_->version) + " from '" + round_->trainerAgentId +
-                                                "') is in phase " + msg::EnumNameRoundPhase(round_->phase));
-    return;
-  }
   if (begin.version() <= committed_.version) {
-    refuse(msg::ErrorCode::VersionNotIncreasing, "version " + std::to_string(begin.version()) +
-                                                     " is not above the committed version " +
-                                                     std::to_string(committed_.version));
-    return;
+    return refusal(msg::ErrorCode::VersionNotIncreasing, "version " + std::to_string(begin.version()) +
+                                                             " is not above the committed version " +
+                                                             std::to_string(committed_.version));
   }
   if (begin.version() > bus::kMaxVersion) {
-    refuse(msg::ErrorCode::InvalidField, "version " + std::to_string(begin.version()) +
-                                             " is above the highest a bus "
-                                             "takes, " +
-                                             std::to_string(bus::kMaxVersion) + " (2^63 - 1)");
-    return;
+    return refusal(msg::ErrorCode::InvalidField, "version " + std::to_string(begin.version()) +
+                                                     " is above the highest a bus takes, " +
+                                                     std::to_string(bus::kMaxVersion) + " (2^63 - 1)");
   }
   if (begin.label() != nullptr) {
-    if (const std::string problem = bus::checkClientText("label", begin.label()->string_view(), bus::kMaxLabelBytes);
+    if (std::string problem = bus::checkClientText("label", begin.label()->string_view(), bus::kMaxLabelBytes);
         !problem.empty()) {
-      refuse(msg::ErrorCode::InvalidField, problem);
-      return;
+      return refusal(msg::ErrorCode::InvalidField, std::move(problem));
     }
   }
-  if (begin.manifest_digest() == nullptr) {
-    refuse(msg::ErrorCode::Malformed, "BeginUpdate without a manifest digest");
-    return;
-  }
+  if (begin.manifest_digest() == nullptr)
+    return refusal(msg::ErrorCode::Malformed, "BeginUpdate without a manifest digest");
   const bus::Digest digest = bus::fromMessage(*begin.manifest_digest());
   if (begin.manifest() != nullptr) {
     auto manifest = bus::Manifest::fromMessage(*begin.manifest());
-    if (!manifest) {
-      refuse(msg::ErrorCode::Malformed, "manifest: " + manifest.error().describe());
-      return;
-    }
+    if (!manifest) return refusal(msg::ErrorCode::Malformed, "manifest: " + manifest.error().describe());
     if (manifest->digest() != digest) {
-      refuse(msg::ErrorCode::Malformed,
-             "the manifest's digest " + bus::hex(manifest->digest()) + " differs from the round's " + bus::hex(digest));
-      return;
+      return refusal(msg::ErrorCode::Malformed, "the manifest's digest " + bus::hex(manifest->digest()) +
+                                                    " differs from the round's " + bus::hex(digest));
     }
     if (cacheManifest(std::move(*manifest)) == nullptr) {
-      refuse(msg::ErrorCode::Malformed, "the manifest cannot be cut into buckets");
-      return;
+      return refusal(msg::ErrorCode::Malformed, "the manifest cannot be cut into buckets");
     }
   }
   const auto cached = manifests_.find(digest);
   if (cached == manifests_.end()) {
-    refuse(msg::ErrorCode::UnknownManifest,
-           "manifest " + bus::hex(digest) + " is unknown to this coordinator: send it with BeginUpdate");
-    return;
+    return refusal(msg::ErrorCode::UnknownManifest,
+                   "manifest " + bus::hex(digest) + " is unknown to this coordinator: send it with BeginUpdate");
   }
   if (begin.total_bytes() != cached->second.manifest.totalBytes()) {
-    refuse(msg::ErrorCode::Malformed, "total_bytes " + std::to_string(begin.total_bytes()) + " but the manifest has " +
-                                          std::to_string(cached->second.manifest.totalBytes()));
+    return refusal(msg::ErrorCode::Malformed, "total_bytes " + std::to_string(begin.total_bytes()) +
+                                                  " but the manifest has " +
+                                                  std::to_string(cached->second.manifest.totalBytes()));
+  }
+  return &cached->second;
+}
+
+void RoundMachine::refuse(const AgentRecord& agent, std::uint64_t seq, const Refusal& refusal) {
+  ++parts_.stats.requestsRejected;
+  parts_.outbox.refuse(agent.routingId, seq, refusal.code, refusal.detail, committed_.version);
+}
+
+void RoundMachine::begin(const AgentRecord& trainer, std::uint64_t seq, const msg::BeginUpdate& begin) {
+  if (trainer.role != msg::Role::Trainer) {
+    refuse(trainer, seq, Refusal{msg::ErrorCode::NotAllowed, "only a trainer can begin an update"});
+    return;
+  }
+  if (round_) {
+    // The other ranks of a sharded trainer join the round their first rank began; a trainer of one source waits its
+    // turn like any other.
+    if (round_->regions && round_->phase == msg::RoundPhase::Begin && begin.source_count() > 1 &&
+        findSource(trainer.routingId) == nullptr) {
+      joinRegions(trainer, seq, begin);
+      return;
+    }
+    refuse(trainer, seq,
+           Refusal{msg::ErrorCode::RoundInProgress,
+                   "round " + std::to_string(round_->id) + " (version " + std::to_string(round_->version) + " from '" +
+                       firstSource().agentId + "') is in phase " + msg::EnumNameRoundPhase(round_->phase)});
+    return;
+  }
+  auto cached = checkBegin(begin);
+  if (!cached) {
+    refuse(trainer, seq, cached.error());
+    return;
+  }
+  if (isRegionBegin(begin)) {
+    beginRegions(trainer, seq, begin, **cached);
     return;
   }
 
   const std::vector<const AgentRecord*> workers = parts_.agents.workersByRank();
-
   ActiveRound next;
-  if (auto prepared = prepareChannel(next, begin.channel(), trainer, workers); !prepared) {
-    refuse(msg::ErrorCode::NotAllowed, prepared.error());
+  const AgentRecord* const senders[] = {&trainer};
+  if (auto prepared = prepareChannel(next, begin.channel(), senders, workers); !prepared) {
+    refuse(trainer, seq, Refusal{msg::ErrorCode::NotAllowed, prepared.error()});
     return;
   }
   const bool gpuChannel = next.owner->tensorMemory() == bus::TensorMemory::Device;
   next.id = ++roundCounter_;
   next.version = begin.version();
   next.label = begin.label() ? begin.label()->str() : std::string();
-  next.manifestDigest = digest;
-  next.totalBytes = cached->second.manifest.totalBytes();
+  next.manifestDigest = (*cached)->manifest.digest();
+  next.totalBytes = (*cached)->manifest.totalBytes();
   next.bucketBytes = gpuChannel ? parts_.options.gpuBucketBytes : parts_.options.bucketBytes;
-  next.bucketCount = gpuChannel ? cached->second.gpuBucketCount : cached->second.bucketCount;
+  next.bucketCount = gpuChannel ? (*cached)->gpuBucketCount : (*cached)->bucketCount;
   next.mode = begin.pause_mode();
-  next.trainerRoutingId = source;
-  next.trainerAgentId = trainer.agentId;
+  next.channel = begin.channel();
+  next.sources.push_back(sourceOf(trainer));
   next.begun = parts_.now();
-  for (const AgentRecord* worker : workers)
-    next.participants.push_back(Participant{worker->routingId, worker->agentId, false, false, 0, bus::Digest{}});
-  cached->second.lastUsedRound = next.id;
+  for (const AgentRecord* worker : workers) next.participants.push_back(participantOf(*worker));
+  (*cached)->lastUsedRound = next.id;
   round_ = std::move(next);
   setPhase(msg::RoundPhase::Begin);
   strike(bus::FaultPoint::Begin);
+  pauseWorkers((*cached)->manifest);
+}
 
+void RoundMachine::pauseWorkers(const bus::Manifest& manifest) {
   // Pause: the word in shared memory first (engines polling it react without a message), then each worker.
   parts_.pause.roundPaused(round_->id, round_->mode);
   setPhase(msg::RoundPhase::Pause);
   round_->deadline = parts_.now() + parts_.options.pauseTimeout;
   for (const Participant& participant : round_->participants) {
-    sendManifestIfNew(*parts_.agents.find(participant.routingId), cached->second.manifest);
+    sendManifestIfNew(*parts_.agents.find(participant.routingId), manifest);
   }
-  const msg::Digest128 wireDigest = bus::toMessage(digest);
+  const msg::Digest128 wireDigest = bus::toMessage(manifest.digest());
   const auto pause = msg::CreatePause(parts_.outbox.start(), round_->id, round_->version, round_->mode, &wireDigest);
   const auto bytes = parts_.outbox.stamp(pause);
   for (const Participant& participant : round_->participants) parts_.outbox.send(participant.routingId, bytes);
@@ -302,7 +337,16 @@ void RoundMachine::startTransfer() {
   const std::uint64_t gib = (round_->totalBytes + (std::uint64_t{1} << 30) - 1) >> 30;
   round_->deadline =
       parts_.now() + parts_.options.transferTimeout + kTransferTimeoutPerGiB * static_cast<std::int64_t>(gib);
+  if (round_->regions) {
+    sendDeclarations();
+    sendRegionPlans();
+  } else {
+    sendPlans();
+  }
+  strike(bus::FaultPoint::Transfer);
+}
 
+void RoundMachine::sendPlans() {
   const auto receivers = static_cast<std::uint32_t>(round_->participants.size());
   const bus::ChannelGrant& grant = round_->grant;
   auto sendPlan = [&](const std::string& peer, std::int32_t receiver) {
@@ -321,35 +365,38 @@ void RoundMachine::startTransfer() {
   for (std::uint32_t index = 0; index < receivers; ++index) {
     sendPlan(round_->participants[index].routingId, static_cast<std::int32_t>(index));
   }
-  sendPlan(round_->trainerRoutingId, -1);
-  strike(bus::FaultPoint::Transfer);
+  sendPlan(round_->sources.front().routingId, -1);
 }
 
 void RoundMachine::updateDone(const AgentRecord& agent, const msg::UpdateDone& done) {
   if (!round_ || done.round() != round_->id || round_->phase != msg::RoundPhase::Transfer) return;
-  const bool fromTrainer = agent.routingId == round_->trainerRoutingId;
-  Participant* participant = fromTrainer ? nullptr : findParticipant(agent.routingId);
-  if (!fromTrainer && participant == nullptr) return;
+  RoundSource* source = findSource(agent.routingId);
+  Participant* participant = source != nullptr ? nullptr : findParticipant(agent.routingId);
+  if (source == nullptr && participant == nullptr) return;
   if (!done.ok()) {
+    if (round_->regions) forgetDeclarations(agent.routingId);
     const auto reason = done.reason() == msg::AbortReason::None ? msg::AbortReason::ChannelFailure : done.reason();
-    abortRound(reason,
-               std::string(fromTrainer ? "trainer '" : "worker '") + agent.agentId +
-                   "' failed the transfer: " + clientDetail(done.detail(), "no reason given"),
-               agent.agentId);
+    const std::string who = source != nullptr ? sourceName(static_cast<std::size_t>(source - round_->sources.data()))
+                                              : "worker '" + agent.agentId + "'";
+    abortRound(reason, who + " failed the transfer: " + clientDetail(done.detail(), "no reason given"), agent.agentId);
+    return;
+  }
+  if (round_->regions) {
+    regionDone(agent, done);
     return;
   }
   const bus::Digest digest = done.digest() ? bus::fromMessage(*done.digest()) : bus::Digest{};
-  if (fromTrainer) {
-    round_->trainerDone = true;
-    round_->trainerBytes = done.bytes();
-    round_->trainerDigest = digest;
+  if (source != nullptr) {
+    source->done = true;
+    source->bytes = done.bytes();
+    source->digest = digest;
   } else {
     participant->done = true;
     participant->bytes = done.bytes();
     participant->digest = digest;
   }
-  if (round_->trainerDone && std::all_of(round_->participants.begin(), round_->participants.end(),
-                                         [](const Participant& p) { return p.done; })) {
+  if (round_->sources.front().done && std::all_of(round_->participants.begin(), round_->participants.end(),
+                                                  [](const Participant& p) { return p.done; })) {
     verifyAndCommit();
   }
 }
@@ -357,54 +404,77 @@ void RoundMachine::updateDone(const AgentRecord& agent, const msg::UpdateDone& d
 void RoundMachine::verifyAndCommit() {
   setPhase(msg::RoundPhase::Verify);
   strike(bus::FaultPoint::Verify);
-  if (round_->trainerBytes != round_->totalBytes) {
+  const RoundSource& trainer = round_->sources.front();
+  if (trainer.bytes != round_->totalBytes) {
     abortRound(msg::AbortReason::ByteCountMismatch,
-               "trainer '" + round_->trainerAgentId + "' sent " + std::to_string(round_->trainerBytes) +
-                   " bytes, the manifest has " + std::to_string(round_->totalBytes),
-               round_->trainerAgentId);
+               sourceName(0) + " sent " + std::to_string(trainer.bytes) + " bytes, the manifest has " +
+                   std::to_string(round_->totalBytes),
+               trainer.agentId);
     return;
   }
   for (const Participant& participant : round_->participants) {
-    if (participant.bytes != round_->trainerBytes) {
+    if (participant.bytes != trainer.bytes) {
       abortRound(msg::AbortReason::ByteCountMismatch,
                  "worker '" + participant.agentId + "' received " + std::to_string(participant.bytes) +
-                     " bytes, the trainer sent " + std::to_string(round_->trainerBytes),
+                     " bytes, the trainer sent " + std::to_string(trainer.bytes),
                  participant.agentId);
       return;
     }
-    if (participant.digest != round_->trainerDigest) {
+    if (participant.digest != trainer.digest) {
       abortRound(msg::AbortReason::DigestMismatch,
                  "worker '" + participant.agentId + "' received bytes with digest " + bus::hex(participant.digest) +
-                     ", the trainer sent " + bus::hex(round_->trainerDigest),
+                     ", the trainer sent " + bus::hex(trainer.digest),
                  participant.agentId);
       return;
     }
   }
+  round_->versionDigest = trainer.digest;
+  announceCommit();
+}
 
-  committed_ = CommittedVersion{round_->version, round_->id, round_->trainerDigest, round_->label};
+void RoundMachine::announceCommit() {
+  std::map<std::string, bus::Digest, std::less<>> receiverDigests;
+  if (round_->regions) {
+    for (const Participant& participant : round_->participants) {
+      receiverDigests.emplace(participant.agentId, participant.receiverDigest);
+    }
+  }
+  committed_ =
+      CommittedVersion{round_->version, round_->id, round_->versionDigest, round_->label, std::move(receiverDigests)};
   log::setVersion(committed_.version);
-  parts_.block.setCommitted(round_->version, round_->id, round_->trainerDigest);
+  parts_.block.setCommitted(round_->version, round_->id, round_->versionDigest);
   recordOutcome(true, msg::AbortReason::None, {});
   round_->phase = msg::RoundPhase::Commit;
   parts_.block.setRoundState(bus::RoundState{msg::RoundPhase::Commit, round_->id});
   // The sharpest point of all: the bus has decided (shared memory says so), nobody has been told.
   strike(bus::FaultPoint::Commit);
-  auto buildCommit = [&] {
+  // A worker of a region round is told its own digest: it applies only bytes that are what it took (docs/regions.md).
+  auto buildCommit = [&](const bus::Digest& receiverDigest) {
     auto& fbb = parts_.outbox.start();
-    const msg::Digest128 digest = bus::toMessage(round_->trainerDigest);
-    return msg::CreateCommit(fbb, round_->id, round_->version, fbb.CreateString(round_->label), round_->trainerBytes,
-                             &digest);
+    const msg::Digest128 digest = bus::toMessage(round_->versionDigest);
+    const msg::Digest128 receiver = bus::toMessage(receiverDigest);
+    return msg::CreateCommit(fbb, round_->id, round_->version, fbb.CreateString(round_->label), round_->totalBytes,
+                             &digest, round_->regions ? &receiver : nullptr);
   };
-  const auto bytes = parts_.outbox.stamp(buildCommit());
+  const auto bytes = parts_.outbox.stamp(buildCommit(bus::Digest{}));
   // The trainer first: on a host with fewer cores than processes, workers copying the version into their weights
   // would otherwise delay the trainer's outcome by their whole apply.
-  parts_.outbox.send(round_->trainerRoutingId, bytes);
-  for (const Participant& participant : round_->participants) parts_.outbox.send(participant.routingId, bytes);
-  parts_.outbox.publish(std::string(bus::topics::kRound) + "commit", buildCommit());
+  for (const RoundSource& source : round_->sources) parts_.outbox.send(source.routingId, bytes);
+  for (const Participant& participant : round_->participants) {
+    if (round_->regions) {
+      parts_.outbox.send(participant.routingId, parts_.outbox.stamp(buildCommit(participant.receiverDigest)));
+    } else {
+      parts_.outbox.send(participant.routingId, bytes);
+    }
+  }
+  parts_.outbox.publish(std::string(bus::topics::kRound) + "commit", buildCommit(bus::Digest{}));
   ++parts_.stats.roundsCommitted;
-  log::info("round {} committed version {} ({} bytes to {} workers, {:.1f} ms in transfer, {:.1f} ms in all)",
-            round_->id, round_->version, round_->trainerBytes, round_->participants.size(),
-            millisBetween(round_->transferStarted, parts_.now()), millisBetween(round_->begun, parts_.now()));
+  log::info(
+      "round {} committed version {} ({} bytes from {} source{} to {} workers, {:.1f} ms in transfer, {:.1f} ms "
+      "in all)",
+      round_->id, round_->version, round_->totalBytes, round_->sources.size(), round_->sources.size() == 1 ? "" : "s",
+      round_->participants.size(), millisBetween(round_->transferStarted, parts_.now()),
+      millisBetween(round_->begun, parts_.now()));
   resumeWorkers(true);
 }
 
@@ -427,14 +497,18 @@ void RoundMachine::abortRound(msg::AbortReason reason, const std::string& detail
   if (!round_) return;
   // Wakes every sender and receiver of this transfer within one wait slice: nobody hangs on a dead peer (the agents'
   // cancel probes also see the round's phase in the control block change).
-  round_->owner->abort(round_->id, round_->phase >= msg::RoundPhase::Transfer);
+  if (round_->owner != nullptr) round_->owner->abort(round_->id, round_->phase >= msg::RoundPhase::Transfer);
   auto buildAbort = [&] {
     auto& fbb = parts_.outbox.start();
     return msg::CreateAbort(fbb, round_->id, round_->version, reason, fbb.CreateString(detail),
                             fbb.CreateString(agentId));
   };
   const auto bytes = parts_.outbox.stamp(buildAbort());
-  if (parts_.agents.contains(round_->trainerRoutingId)) parts_.outbox.send(round_->trainerRoutingId, bytes);
+  for (const RoundSource& source : round_->sources) {
+    if (!source.routingId.empty() && parts_.agents.contains(source.routingId)) {
+      parts_.outbox.send(source.routingId, bytes);
+    }
+  }
   for (const Participant& participant : round_->participants) {
     if (parts_.agents.contains(participant.routingId)) parts_.outbox.send(participant.routingId, bytes);
   }
@@ -452,21 +526,25 @@ void RoundMachine::abortRound(msg::AbortReason reason, const std::string& detail
 }
 
 void RoundMachine::recordOutcome(bool committed, msg::AbortReason reason, const std::string& detail) {
-  history_.push_back(RoundRecord{round_->id, round_->version, round_->trainerAgentId, committed, reason, detail});
+  history_.push_back(RoundRecord{round_->id, round_->version, firstSource().agentId, committed, reason, detail});
   if (history_.size() > kRoundHistory) history_.pop_front();
 }
 
 void RoundMachine::trainerAbort(const AgentRecord& agent, const msg::Abort& abort) {
-  if (!round_ || agent.routingId != round_->trainerRoutingId || abort.round() != round_->id) return;
+  if (!round_ || abort.round() != round_->id) return;
+  const RoundSource* source = findSource(agent.routingId);
+  if (source == nullptr) return;
   abortRound(msg::AbortReason::Requested,
-             "trainer '" + agent.agentId + "' cancelled: " + clientDetail(abort.detail(), "no reason given"),
+             sourceName(static_cast<std::size_t>(source - round_->sources.data())) +
+                 " cancelled: " + clientDetail(abort.detail(), "no reason given"),
              agent.agentId);
 }
 
 void RoundMachine::agentGone(const AgentRecord& agent, const std::string& why) {
   if (!round_) return;
-  if (agent.routingId == round_->trainerRoutingId) {
-    abortRound(msg::AbortReason::AgentDied, "trainer '" + agent.agentId + "': " + why, agent.agentId);
+  if (const RoundSource* source = findSource(agent.routingId)) {
+    abortRound(msg::AbortReason::AgentDied,
+               sourceName(static_cast<std::size_t>(source - round_->sources.data())) + ": " + why, agent.agentId);
     return;
   }
   if (findParticipant(agent.routingId) != nullptr) {
@@ -484,8 +562,14 @@ void RoundMachine::checkDeadline() {
       add("'" + participant.agentId + "'");
     }
   }
-  if (round_->phase == msg::RoundPhase::Transfer && !round_->trainerDone)
-    add("trainer '" + round_->trainerAgentId + "'");
+  for (std::size_t index = 0; index < round_->sources.size(); ++index) {
+    const RoundSource& source = round_->sources[index];
+    if (round_->phase == msg::RoundPhase::Begin && source.routingId.empty()) {
+      add("trainer rank " + std::to_string(index) + " (it never began version " + std::to_string(round_->version) +
+          ")");
+    }
+    if (round_->phase == msg::RoundPhase::Transfer && !source.done) add(sourceName(index));
+  }
   abortRound(msg::AbortReason::Timeout,
              std::string("phase ") + msg::EnumNameRoundPhase(round_->phase) + " ran past its timeout; waiting for " +
                  (missing.empty() ? std::string("nobody") : missing),

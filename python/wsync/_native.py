@@ -188,6 +188,31 @@ APPLIED_FN = CFUNCTYPE(None, c_void_p, c_uint64, c_uint64)
 WITHDRAW_FN = CFUNCTYPE(None, c_void_p, c_uint64)
 
 
+class RegionStruct(Structure):
+    """wsync_region: a box of manifest tensor `tensor`."""
+
+    _fields_ = [
+        ("tensor", c_uint32),
+        ("ndim", c_uint32),
+        ("offset", POINTER(c_int64)),
+        ("extent", POINTER(c_int64)),
+    ]
+
+
+class BoundRegionStruct(Structure):
+    """wsync_bound_region: region offset/extent of checkpoint tensor `tensor` into bound tensor `local`."""
+
+    _fields_ = [
+        ("tensor", c_char_p),
+        ("ndim", c_uint32),
+        ("offset", POINTER(c_int64)),
+        ("extent", POINTER(c_int64)),
+        ("local", c_uint32),
+        ("local_offset", POINTER(c_int64)),
+        ("local_extent", POINTER(c_int64)),
+    ]
+
+
 class WorkerConfig(Structure):
     _fields_ = [
         ("struct_size", c_uint32),
@@ -202,6 +227,8 @@ class WorkerConfig(Structure):
         ("applied", APPLIED_FN),
         ("user_data", c_void_p),
         ("withdraw", WITHDRAW_FN),
+        ("regions", POINTER(BoundRegionStruct)),
+        ("region_count", c_size_t),
     ]
 
 
@@ -237,6 +264,7 @@ _FUNCTIONS = {
     "wsync_publish_options_init": (None, [POINTER(PublishOptions)]),
     "wsync_trainer_start": (_S, [POINTER(TrainerConfig), POINTER(c_void_p)]),
     "wsync_trainer_declare_manifest": (_S, [c_void_p, POINTER(Tensor), c_size_t]),
+    "wsync_trainer_declare_holdings": (_S, [c_void_p, POINTER(RegionStruct), c_size_t, c_uint32, c_uint32]),
     "wsync_trainer_publish": (_S, [c_void_p, c_uint64, POINTER(Tensor), c_size_t, POINTER(PublishOptions)]),
     "wsync_trainer_wait": (_S, [c_void_p, c_int64, POINTER(OutcomeStruct)]),
     "wsync_trainer_progress": (_S, [c_void_p, POINTER(ProgressStruct)]),

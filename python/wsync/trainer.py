@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _native as N
+from . import _regions
 from ._closing import Closing
 from ._tensors import HOST, TensorArray, TensorInfo, describe, device_text, named_items
 from .connection import Connection
@@ -118,7 +119,12 @@ class PublishHandle:
 class Trainer(Closing):
     """One trainer rank's agent on bus `bus` (a name, or a Connection for a bus on another host). The first publish
     declares the manifest: names, dtypes and shapes in the order given; every later version carries exactly those
-    tensors."""
+    tensors.
+
+    A sharded trainer (FSDP2, TP: a state dict of torch DTensors) needs no gather: every rank makes its own Trainer
+    and publishes its own state dict; each sends only its shards (docs/regions.md), and the version commits once
+    every rank has sent and every worker has taken its slices. Its rank among the trainer's ranks is
+    `source_rank` of `source_count` (by default torch.distributed's rank and world size)."""
 
     def __init__(
         self,
@@ -127,6 +133,8 @@ class Trainer(Closing):
         channel: str = "shm",
         cuda_device: int | None = None,
         rank: int = -1,
+        source_rank: int | None = None,
+        source_count: int | None = None,
     ):
         if channel not in N.CHANNELS:
             raise InvalidArgumentError(f"channel '{channel}': use one of {', '.join(N.CHANNELS)}")
@@ -169,6 +177,9 @@ class Trainer(Closing):
         self._in_flight: PublishHandle | None = None
         self._options = N.PublishOptions()
         lib.wsync_publish_options_init(ctypes.byref(self._options))
+        self._source = (source_rank, source_count)
+        self._shards: _regions.Shards | None = None  # a sharded trainer's last publish
+        self._holdings_key: tuple | None = None  # what the agent holds declared
 
     # -- publishing ------------------------------------------------------------------------------------------
     def declare(self, tensors: Any) -> list[str]:
@@ -200,6 +211,12 @@ class Trainer(Closing):
             raise InvalidArgumentError(f"pause_mode '{pause_mode}': use one of {', '.join(N.PAUSE_MODES)}")
         if not isinstance(version, int) or version < 0 or version >= 1 << 64:
             raise InvalidArgumentError(f"version {version!r}: versions are integers in [0, 2^64)")
+        shards = self._shards if tensors is None else None
+        if tensors is not None:
+            pairs = named_items(tensors, "publish")
+            shards = _regions.split(pairs, *self._source)
+        if shards is not None:
+            return self._publish_shards(version, shards, label, mode, stream, event)
         with self._lock:
             handle = self._require_open()
             self._settle_previous()
@@ -240,6 +257,55 @@ class Trainer(Closing):
             published = PublishHandle(self, version, manifest.infos, kept)
             self._in_flight = published
             return published
+
+    def _publish_shards(
+        self, version: int, shards: _regions.Shards, label: str | None, mode: int, stream: Any, event: Any
+    ) -> PublishHandle:
+        """publish() for a rank of a sharded trainer: the manifest of the global tensors, the holdings of its shards,
+        and its local shards as the buffers (one a region)."""
+        with self._lock:
+            handle = self._require_open()
+            self._settle_previous()
+            if self._manifest is None:
+                self._declare(shards.manifest)
+            elif self._manifest_key() != shards.manifest_key():
+                raise ManifestMismatchError(
+                    "the state dict's tensors differ from the declared manifest (a trainer declares one manifest "
+                    "for its life)"
+                )
+            if self._holdings_key != shards.holdings_key():
+                regions = _regions.RegionArray(shards.regions)
+                N.check(
+                    self._lib.wsync_trainer_declare_holdings(
+                        handle, regions.array, regions.count, shards.rank, shards.count
+                    )
+                )
+                self._holdings_key = shards.holdings_key()
+            for info in shards.local:
+                self._check_place(info)
+            local = TensorArray(shards.local)
+            self._plan_sync(shards.local)
+            self._synchronise(stream, event)
+            kept = self._allocations_kept()
+            options = self._options
+            label_bytes = N.encode(label)
+            options.label = label_bytes
+            options.pause_mode = mode
+            options.flags = N.PUBLISH_ALLOCATIONS_KEPT if kept else 0
+            status = self._lib.wsync_trainer_publish(
+                handle, version, local.pointer(), local.count, ctypes.byref(options)
+            )
+            options.label = None
+            if status != N.OK:
+                raise N.error(status)
+            self._agent_has_manifest_memory = False
+            self._shards = shards
+            published = PublishHandle(self, version, (local, shards), kept)
+            self._in_flight = published
+            return published
+
+    def _manifest_key(self) -> tuple:
+        return tuple((info.name, info.dtype, info.shape) for info in self._manifest.infos)
 
     def _settle_previous(self) -> None:
         previous = self._in_flight

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _native as N
+from . import _regions
 from ._closing import Closing
 from ._tensors import HOST, TensorArray, describe, device_text, named_items
 from .connection import Connection
@@ -67,7 +68,13 @@ class Worker(Closing):
     normally if it had. PauseGate.withdraw does both. Without it, the agent reads nothing from the coordinator until
     on_pause returns. Callbacks run on the agent's I/O thread, one at a time (on_withdraw excepted); none may close
     the worker or wait for a version (both wait for the callback): that raises InvalidArgumentError and the worker
-    goes on."""
+    goes on.
+    slices, optional (docs/regions.md): what a worker of a tensor-parallel or expert-parallel engine receives, as
+    (checkpoint tensor, region, bound tensor[, place]) tuples: region a tuple of slices (or (start, stop) pairs) of
+    the checkpoint tensor, each with both bounds; place the same of the bound tensor (default: all of it). E.g. TP
+    rank 1 of 2 binding its half of a column-parallel weight: ("w", (slice(512, 1024), slice(0, 768)), "w"). A bound
+    tensor that no slice goes into receives the checkpoint tensor of its own name whole; the coordinator refuses a
+    round whose manifest these do not fit, naming the tensor, before the engine pauses."""
 
     def __init__(
         self,
@@ -83,6 +90,7 @@ class Worker(Closing):
         cuda_device: int | None = None,
         rank: int = -1,
         registration_timeout: float = 30.0,
+        slices: Any = None,
     ):
         lib = N.lib()
         self.connection = Connection.of(bus)
@@ -139,6 +147,9 @@ class Worker(Closing):
         config.cuda_device = cuda_device if cuda_device is not None else 0
         config.registration_timeout_ms = int(registration_timeout * 1000)
         config.pause, config.resume, config.applied, config.withdraw = self._callbacks
+        # A worker of a tensor-parallel (or expert-parallel) engine binds only its slices (docs/regions.md).
+        self._slices = _regions.BoundRegionArray(slices or (), infos)
+        config.regions, config.region_count = self._slices.pointer(), self._slices.count
         tensors_array = self._tensors
 
         def start():

@@ -15,8 +15,9 @@ namespace wsync::test {
 
 struct FakeChannelOwnerLog {
   struct Prepared {
-    std::string sender;                  // agent ids
+    std::string sender;                  // agent ids; a region round's sources joined by commas
     std::vector<std::string> receivers;  // in receiver order
+    bool sources = false;                // prepareSources (a region round), not prepare
   };
   struct Aborted {
     std::uint64_t round = 0;
@@ -36,6 +37,7 @@ struct FakeChannelTraits {
   bool crossesHosts = false;
   std::uint32_t maxReceivers = 64;
   bus::ChannelGrant grant{};  // what every prepare hands out
+  bool regions = true;        // whether prepareSources hands it out too, or refuses as a channel without regions
 };
 
 class FakeChannelOwner final : public bus::ChannelOwner {
@@ -52,6 +54,16 @@ class FakeChannelOwner final : public bus::ChannelOwner {
     FakeChannelOwnerLog::Prepared call{sender.agentId, {}};
     for (const bus::ChannelMember& receiver : receivers) call.receivers.push_back(receiver.agentId);
     log_.prepared.push_back(std::move(call));
+    if (log_.refuseNextPrepare) return tl::unexpected(*std::exchange(log_.refuseNextPrepare, std::nullopt));
+    return traits_.grant;
+  }
+  tl::expected<bus::ChannelGrant, std::string> prepareSources(std::span<const bus::ChannelMember> senders,
+                                                              std::span<const bus::ChannelMember> receivers) override {
+    FakeChannelOwnerLog::Prepared call{{}, {}, true};
+    for (const bus::ChannelMember& sender : senders) call.sender += (call.sender.empty() ? "" : ",") + sender.agentId;
+    for (const bus::ChannelMember& receiver : receivers) call.receivers.push_back(receiver.agentId);
+    log_.prepared.push_back(std::move(call));
+    if (!traits_.regions) return tl::unexpected(std::string("the fake channel carries no region rounds"));
     if (log_.refuseNextPrepare) return tl::unexpected(*std::exchange(log_.refuseNextPrepare, std::nullopt));
     return traits_.grant;
   }

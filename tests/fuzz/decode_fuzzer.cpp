@@ -36,17 +36,23 @@ constexpr std::size_t fieldCount(Result (*)(flatbuffers::FlatBufferBuilder&, Arg
 }
 static_assert(fieldCount(&msg::CreateEnvelope) == 6);  // the union counts twice: body_type and body
 static_assert(fieldCount(&msg::CreateChannelContact) == 2);
-static_assert(fieldCount(&msg::CreateAgentHello) == 12);
-static_assert(fieldCount(&msg::CreateWelcome) == 19);
+static_assert(fieldCount(&msg::CreateAgentHello) == 13);
+static_assert(fieldCount(&msg::CreateWelcome) == 21);
 static_assert(fieldCount(&msg::CreateHeartbeat) == 1);
 static_assert(fieldCount(&msg::CreateTensorInfo) == 3);
 static_assert(fieldCount(&msg::CreateManifest) == 3);
-static_assert(fieldCount(&msg::CreateBeginUpdate) == 7);
+static_assert(fieldCount(&msg::CreateBeginUpdate) == 11);
+static_assert(fieldCount(&msg::CreateRegion) == 3);
+static_assert(fieldCount(&msg::CreateHoldings) == 3);
+static_assert(fieldCount(&msg::CreateLocalTensorInfo) == 3);
+static_assert(fieldCount(&msg::CreateBoundRegionInfo) == 6);
+static_assert(fieldCount(&msg::CreateBindings) == 3);
+static_assert(fieldCount(&msg::CreatePairDone) == 2);
 static_assert(fieldCount(&msg::CreatePause) == 4);
 static_assert(fieldCount(&msg::CreatePauseAck) == 6);
-static_assert(fieldCount(&msg::CreateTransferPlan) == 16);
-static_assert(fieldCount(&msg::CreateUpdateDone) == 7);
-static_assert(fieldCount(&msg::CreateCommit) == 5);
+static_assert(fieldCount(&msg::CreateTransferPlan) == 21);
+static_assert(fieldCount(&msg::CreateUpdateDone) == 8);
+static_assert(fieldCount(&msg::CreateCommit) == 6);
 static_assert(fieldCount(&msg::CreateAbort) == 5);
 static_assert(fieldCount(&msg::CreateResume) == 2);
 static_assert(fieldCount(&msg::CreateSnapshotRequest) == 0);
@@ -65,7 +71,7 @@ static_assert(fieldCount(&msg::CreateVersionReport) == 6);
 static_assert(fieldCount(&msg::CreateOperatorPause) == 1);
 static_assert(fieldCount(&msg::CreateOperatorResume) == 0);
 static_assert(fieldCount(&msg::CreateSlotReport) == 7);
-static_assert(msg::Body::MAX == msg::Body::SlotReport, "a new Body member needs a case in walkBody()");
+static_assert(msg::Body::MAX == msg::Body::Bindings, "a new Body member needs a case in walkBody()");
 
 // Folds everything the walk reads into one value (FNV-1a over 64-bit words), so that no read can be optimised
 // away and two walks of the same message can be compared.
@@ -145,6 +151,65 @@ class Fold {
   std::size_t undeclaredEnums_ = 0;
 };
 
+void walk(const msg::Region& region, Fold& fold) {
+  fold.add(region.tensor());
+  fold.add(region.offset());
+  fold.add(region.extent());
+}
+
+void walk(const msg::Holdings& holdings, Fold& fold) {
+  fold.add(holdings.digest());
+  fold.add(holdings.manifest_digest());
+  if (const auto* regions = holdings.regions()) {
+    fold.add(regions->size());
+    for (const msg::Region* region : *regions) {
+      WSYNC_FUZZ_CHECK(region != nullptr);
+      walk(*region, fold);
+    }
+  } else {
+    fold.addAbsent();
+  }
+}
+
+void walk(const msg::LocalTensorInfo& local, Fold& fold) {
+  WSYNC_FUZZ_CHECK(local.name() != nullptr);  // required
+  fold.add(local.name());
+  fold.add(local.dtype(), msg::EnumNameDType(local.dtype()));
+  fold.add(local.shape());
+}
+
+void walk(const msg::BoundRegionInfo& bound, Fold& fold) {
+  WSYNC_FUZZ_CHECK(bound.tensor() != nullptr);  // required
+  fold.add(bound.tensor());
+  fold.add(bound.offset());
+  fold.add(bound.extent());
+  fold.add(bound.local());
+  fold.add(bound.local_offset());
+  fold.add(bound.local_extent());
+}
+
+void walk(const msg::Bindings& bindings, Fold& fold) {
+  fold.add(bindings.digest());
+  if (const auto* locals = bindings.locals()) {
+    fold.add(locals->size());
+    for (const msg::LocalTensorInfo* local : *locals) {
+      WSYNC_FUZZ_CHECK(local != nullptr);
+      walk(*local, fold);
+    }
+  } else {
+    fold.addAbsent();
+  }
+  if (const auto* regions = bindings.regions()) {
+    fold.add(regions->size());
+    for (const msg::BoundRegionInfo* bound : *regions) {
+      WSYNC_FUZZ_CHECK(bound != nullptr);
+      walk(*bound, fold);
+    }
+  } else {
+    fold.addAbsent();
+  }
+}
+
 void walk(const msg::AgentHello& hello, Fold& fold) {
   WSYNC_FUZZ_CHECK(hello.agent_id() != nullptr);  // required: the Verifier refuses a hello without one
   fold.add(hello.agent_id());
@@ -173,6 +238,11 @@ void walk(const msg::AgentHello& hello, Fold& fold) {
     fold.addAbsent();
   }
   fold.add(hello.registration_secret());
+  if (const msg::Bindings* bindings = hello.bindings()) {
+    walk(*bindings, fold);
+  } else {
+    fold.addAbsent();
+  }
 }
 
 void walk(const msg::Welcome& welcome, Fold& fold) {
@@ -195,6 +265,8 @@ void walk(const msg::Welcome& welcome, Fold& fold) {
   fold.add(welcome.host_key());
   fold.add(welcome.hostname());
   fold.add(welcome.registration_secret());
+  fold.add(welcome.committed_receiver_digest());
+  fold.add(welcome.sources_timeout_ms());
 }
 
 void walk(const msg::Heartbeat& heartbeat, Fold& fold) { fold.add(heartbeat.applied_version()); }
@@ -232,6 +304,14 @@ void walk(const msg::BeginUpdate& begin, Fold& fold) {
   fold.add(begin.channel(), msg::EnumNameChannelKind(begin.channel()));
   fold.add(begin.pause_mode(), msg::EnumNamePauseMode(begin.pause_mode()));
   fold.add(begin.total_bytes());
+  fold.add(begin.source_rank());
+  fold.add(begin.source_count());
+  fold.add(begin.holdings_digest());
+  if (const msg::Holdings* holdings = begin.holdings()) {
+    walk(*holdings, fold);
+  } else {
+    fold.addAbsent();
+  }
 }
 
 void walk(const msg::Pause& pause, Fold& fold) {
@@ -267,6 +347,30 @@ void walk(const msg::TransferPlan& plan, Fold& fold) {
   fold.add(plan.receiver());
   fold.add(plan.receiver_count());
   fold.add(plan.sender_contact());
+  fold.add(plan.regions());
+  fold.add(plan.source());
+  for (const auto* digests : {plan.holdings_digests(), plan.bindings_digests()}) {
+    if (digests == nullptr) {
+      fold.addAbsent();
+      continue;
+    }
+    fold.add(digests->size());
+    for (const msg::Digest128* digest : *digests) fold.add(digest);
+  }
+  if (const auto* contacts = plan.source_contacts()) {
+    fold.add(contacts->size());
+    for (const flatbuffers::String* contact : *contacts) {
+      WSYNC_FUZZ_CHECK(contact != nullptr);
+      fold.add(contact);
+    }
+  } else {
+    fold.addAbsent();
+  }
+}
+
+void walk(const msg::PairDone& pair, Fold& fold) {
+  fold.add(pair.bytes());
+  fold.add(pair.digest());
 }
 
 void walk(const msg::UpdateDone& done, Fold& fold) {
@@ -277,6 +381,15 @@ void walk(const msg::UpdateDone& done, Fold& fold) {
   fold.add(done.digest());
   fold.add(done.reason(), msg::EnumNameAbortReason(done.reason()));
   fold.add(done.detail());
+  if (const auto* pairs = done.pairs()) {
+    fold.add(pairs->size());
+    for (const msg::PairDone* pair : *pairs) {
+      WSYNC_FUZZ_CHECK(pair != nullptr);
+      walk(*pair, fold);
+    }
+  } else {
+    fold.addAbsent();
+  }
 }
 
 void walk(const msg::Commit& commit, Fold& fold) {
@@ -285,6 +398,7 @@ void walk(const msg::Commit& commit, Fold& fold) {
   fold.add(commit.label());
   fold.add(commit.bytes());
   fold.add(commit.digest());
+  fold.add(commit.receiver_digest());
 }
 
 void walk(const msg::Abort& abort, Fold& fold) {
@@ -508,6 +622,12 @@ void walkBody(const msg::Envelope& envelope, Fold& fold) {
       return;
     case msg::Body::SlotReport:
       walkBodyAs<msg::SlotReport>(envelope, fold);
+      return;
+    case msg::Body::Holdings:
+      walkBodyAs<msg::Holdings>(envelope, fold);
+      return;
+    case msg::Body::Bindings:
+      walkBodyAs<msg::Bindings>(envelope, fold);
       return;
   }
   // A member added by a newer protocol: the Verifier does not look inside it, so neither may we.

@@ -15,6 +15,7 @@
 #include "wsync/bus/protocol/message.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
 #include "wsync/bus/protocol/received.hpp"
+#include "wsync/bus/protocol/region.hpp"
 #include "wsync/bus/transport/router_endpoint.hpp"
 
 namespace wsync::bus {
@@ -25,7 +26,8 @@ using Bytes = std::vector<std::uint8_t>;
 Bytes toBytes(std::span<const std::uint8_t> span) { return Bytes(span.begin(), span.end()); }
 
 // A message with strings, vectors and nested tables, so truncation and corruption hit every kind of field.
-Bytes beginUpdateWithManifest(std::size_t tensorCount = 3) {
+// `regionCount` held regions of rank 2 ride along as the BeginUpdate's holdings (none: no holdings).
+Bytes beginUpdateWithManifest(std::size_t tensorCount = 3, std::size_t regionCount = 0) {
   MessageBuilder builder;
   auto& fbb = builder.fbb();
   std::vector<flatbuffers::Offset<msg::TensorInfo>> tensors;
@@ -36,8 +38,21 @@ Bytes beginUpdateWithManifest(std::size_t tensorCount = 3) {
   }
   const msg::Digest128 digest(0x1111, 0x2222);
   auto manifest = msg::CreateManifestDirect(fbb, &digest, &tensors, 4096);
-  auto body = msg::CreateBeginUpdateDirect(fbb, 7, "step-7", &digest, manifest, msg::ChannelKind::Shm,
-                                           msg::PauseMode::Keep, 4096);
+  flatbuffers::Offset<msg::Holdings> holdings;
+  if (regionCount > 0) {
+    const std::vector<std::int64_t> offset{0, 0};
+    const std::vector<std::int64_t> extent{768, 1};
+    const auto offsets = fbb.CreateVector(offset);
+    const auto extents = fbb.CreateVector(extent);
+    std::vector<flatbuffers::Offset<msg::Region>> regions;
+    for (std::size_t i = 0; i < regionCount; ++i) {
+      regions.push_back(msg::CreateRegion(fbb, static_cast<std::uint32_t>(i % tensorCount), offsets, extents));
+    }
+    holdings = msg::CreateHoldingsDirect(fbb, &digest, &digest, &regions);
+  }
+  auto body =
+      msg::CreateBeginUpdateDirect(fbb, 7, "step-7", &digest, manifest, msg::ChannelKind::Shm, msg::PauseMode::Keep,
+                                   4096, 0, 1, regionCount > 0 ? &digest : nullptr, holdings);
   return toBytes(builder.finish(body, EnvelopeStamp{0xE, 42}));
 }
 
@@ -314,10 +329,20 @@ TEST(Message, AcceptsBodyTypeFromNewerProtocol) {
 }
 
 TEST(Message, RejectsTooManyTables) {
-  // One table per tensor: a manifest just over the verifier's table budget.
-  const Bytes bytes = beginUpdateWithManifest(kMaxVerifierTables + 1);
+  // One table per tensor and per held region: a manifest and holdings just over the verifier's table budget.
+  const Bytes bytes = beginUpdateWithManifest(kMaxTensors, kMaxVerifierTables - kMaxTensors + 1);
   ASSERT_LT(bytes.size(), kMaxMessageBytes);
   EXPECT_EQ(Message::decode(bytes).error(), MessageError::Unverifiable);
+}
+
+// The largest manifest with the most regions a rank may hold, in one BeginUpdate: within the verifier's budget and
+// the message size.
+TEST(Message, AManifestAndHoldingsOfTheMostAllowedDecode) {
+  const Bytes bytes = beginUpdateWithManifest(kMaxTensors, kMaxRegionsPerAgent);
+  ASSERT_LT(bytes.size(), kMaxMessageBytes);
+  auto message = Message::decode(bytes);
+  ASSERT_TRUE(message.has_value()) << toString(message.error());
+  EXPECT_EQ(message->as<msg::BeginUpdate>()->holdings()->regions()->size(), kMaxRegionsPerAgent);
 }
 
 // The most tensors a manifest may have, a table each, and the tables around them: within the verifier's budget. (It

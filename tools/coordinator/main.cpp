@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--transfer-timeout-ms", transferTimeoutMs, "base allowance of a transfer (plus 1 s per GiB)")
       ->capture_default_str();
+  std::int64_t sourcesTimeoutMs = options.sourcesTimeout.count();
+  app.add_option("--sources-timeout-ms", sourcesTimeoutMs,
+                 "longest wait, after a sharded trainer's first rank began a version, for its last rank")
+      ->capture_default_str();
   std::int64_t linkTimeoutMs = options.link.timeout.count();
   app.add_option("--link-timeout-ms", linkTimeoutMs,
                  "silence after which a connection is dropped (ZMTP heartbeats; its agent registers again)")
@@ -103,6 +107,7 @@ int main(int argc, char** argv) {
   options.heartbeatTimeout = std::chrono::milliseconds(heartbeatTimeoutMs);
   options.pauseTimeout = std::chrono::milliseconds(pauseTimeoutMs);
   options.transferTimeout = std::chrono::milliseconds(transferTimeoutMs);
+  options.sourcesTimeout = std::chrono::milliseconds(sourcesTimeoutMs);
   options.link.timeout = std::chrono::milliseconds(linkTimeoutMs);
   options.receiveMemoryBudget = receiveBudgetMiB << 20;
 

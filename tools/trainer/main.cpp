@@ -19,6 +19,7 @@
 #include "wsync/cli/fault_injection.hpp"
 #include "wsync/cli/log_flags.hpp"
 #include "wsync/cli/model_catalog.hpp"
+#include "wsync/cli/model_layouts.hpp"
 #include "wsync/cli/progress_bar.hpp"
 #include "wsync/cli/safetensors.hpp"
 #include "wsync/trainer_agent/trainer_agent.hpp"
@@ -185,6 +186,7 @@ int main(int argc, char** argv) {
   std::string channel = "shm";
   bool noPerturb = false;
   bool printOnly = false;
+  std::string shard;
 
   CLI::App app{"wsync-trainer: publishes model versions to the workers of a bus"};
   app.add_option("--bus", options.bus, "bus name (required unless --print-manifest)");
@@ -217,6 +219,9 @@ int main(int argc, char** argv) {
                  "silence of the coordinator after which its connection counts as lost (and the agent registers again)")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{100}, std::int64_t{3'600'000}));
+  app.add_option("--shard", shard,
+                 "RANK/RANKS: this process is one rank of a sharded trainer and publishes only its rows of every "
+                 "tensor (dim 0, as FSDP2 shards); every rank of the trainer runs with the same model and steps");
   app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] (docs/faults.md)")->group("Testing");
   cli::LogFlags logFlags;
   logFlags.addTo(app);
@@ -281,12 +286,28 @@ int main(int argc, char** argv) {
   }
   log::info("rank {}, {} tensors, {:.1f} MB per version, committed version {}", trainer.rank(), weights->specs.size(),
             static_cast<double>(trainer.manifest()->totalBytes()) / 1e6, trainer.committedVersion());
+  std::optional<bus::SourceHoldings> holdings;
+  if (!shard.empty()) {
+    auto part = cli::parsePart(shard);
+    if (!part) {
+      log::error("--shard {}", part.error());
+      return 2;
+    }
+    holdings = cli::rowShards(weights->specs, *part);
+    if (auto declared = trainer.declareHoldings(*holdings, part->rank, part->count); !declared) {
+      log::error("--shard {}: {}", shard, declared.error().describe());
+      return 1;
+    }
+    log::info("rank {} of {} of a sharded trainer: {} regions", part->rank, part->count, holdings->regions.size());
+  }
 
   std::uint64_t version = std::max(firstVersion, trainer.committedVersion() + 1);
   std::uint64_t lastCommitted = 0;
   std::uint64_t failures = 0;
   const auto hostViews = weights->views();
-  const auto& views = onDevice ? onDevice->views : hostViews;
+  const auto& wholeViews = onDevice ? onDevice->views : hostViews;
+  // A rank publishes its rows of each tensor: subspans of the whole model it steps like every other rank.
+  const auto views = holdings ? cli::shardViews(*holdings, weights->specs, wholeViews) : wholeViews;
   bool uploaded = false;
   for (std::uint64_t step = 0; (steps == 0 || step < steps) && !stopRequested.load(); ++step) {
     if (version > bus::kMaxVersion) {

@@ -70,6 +70,10 @@ int main(int argc, char** argv) {
   app.add_option("--dump", dumpPath, "write the weights here at exit (safetensors, metadata wsync_version)");
   auto* exitAfter = app.add_option("--exit-after-version", exitAfterVersion,
                                    "stop once this version is applied and the in-flight requests are done");
+  std::string slice;
+  app.add_option("--slice", slice,
+                 "RANK/RANKS: this worker is one rank of a tensor-parallel engine and receives only its columns of "
+                 "each tensor (the last dim); --dump then writes those slices");
   app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] | corrupt-receive@VERSION (docs/faults.md)");
   app.add_option("--channel", channel,
                  "shm or tcp: weights in host memory (the worker takes both); nccl or cuda_ipc: weights on a GPU, "
@@ -127,7 +131,17 @@ int main(int argc, char** argv) {
   const bool onGpu =
       bus::channelMemory(bus::parseChannelName(channel).value_or(msg::ChannelKind::Shm)) == bus::TensorMemory::Device;
   options.bindingMemory = onGpu ? worker_agent::BindingMemory::Device : worker_agent::BindingMemory::Host;
-  auto weights = worker_app::ModelWeights::load(model, onGpu ? std::optional<int>(options.cudaDevice) : std::nullopt);
+  std::optional<cli::Part> part;
+  if (!slice.empty()) {
+    auto parsed = cli::parsePart(slice);
+    if (!parsed) {
+      log::error("--slice {}", parsed.error());
+      return kExitUsage;
+    }
+    part = *parsed;
+  }
+  auto weights =
+      worker_app::ModelWeights::load(model, onGpu ? std::optional<int>(options.cudaDevice) : std::nullopt, part);
   if (!weights) {
     log::error("--model {}: {}", model, weights.error().detail);
     return weights.error().usage ? kExitUsage : kExitError;

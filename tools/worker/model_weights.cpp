@@ -21,7 +21,8 @@ std::uint64_t mix(std::uint64_t value) {  // splitmix64's finaliser: spreads the
 
 }  // namespace
 
-tl::expected<ModelWeights, ModelError> ModelWeights::load(std::string_view model, std::optional<int> cudaDevice) {
+tl::expected<ModelWeights, ModelError> ModelWeights::load(std::string_view model, std::optional<int> cudaDevice,
+                                                          std::optional<cli::Part> slice) {
   std::vector<bus::TensorSpec> specs;
   if (model.starts_with(kFilePrefix)) {
     const std::string path(model.substr(kFilePrefix.size()));
@@ -33,10 +34,14 @@ tl::expected<ModelWeights, ModelError> ModelWeights::load(std::string_view model
     if (!listed) return tl::unexpected(ModelError{true, listed.error().describe()});
     specs = std::move(*listed);
   }
+  ModelWeights weights;
+  if (slice) {
+    weights.slices_ = cli::columnSlices(specs, *slice);
+    for (std::size_t index = 0; index < specs.size(); ++index) specs[index] = weights.slices_[index].local;
+  }
   auto manifest = bus::Manifest::create(specs);
   if (!manifest)
     return tl::unexpected(ModelError{false, "model '" + std::string(model) + "': " + manifest.error().describe()});
-  ModelWeights weights;
   std::size_t offset = 0;
   for (std::size_t index = 0; index < specs.size(); ++index) {
     const auto size = static_cast<std::size_t>(manifest->tensorBytes(index));
@@ -63,6 +68,14 @@ tl::expected<void, worker_agent::WorkerFailure> ModelWeights::bindAll(worker_age
     const std::span<std::byte> destination =
         onDevice() ? std::span<std::byte>(device_.data() + offsets_[index], sizes_[index]) : bytes(index);
     if (auto bound = bindings.bind(spec.name, spec.dtype, spec.shape, destination); !bound) return bound;
+    if (!slices_.empty() && slices_[index].sliced) {
+      // The checkpoint tensor of the same name, its columns of this rank, into the whole local tensor.
+      if (auto bound = bindings.bindRegion(spec.name, slices_[index].region, spec.name,
+                                           std::vector<std::int64_t>(spec.shape.size(), 0), spec.shape);
+          !bound) {
+        return bound;
+      }
+    }
   }
   return {};
 }

@@ -16,6 +16,7 @@
 
 #include "wsync/bus/channel/device_block.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/cli/model_layouts.hpp"
 #include "wsync/worker_agent/worker_bindings.hpp"
 
 namespace wsync::worker_app {
@@ -28,8 +29,10 @@ struct ModelError {
 class ModelWeights {
  public:
   // "opt-125m", "tiny", "synthetic:COUNT:MIB" (bus/model_catalog.hpp) or "file:PATH.safetensors" (its shapes).
-  // With `cudaDevice`, the weights live on that GPU.
-  static tl::expected<ModelWeights, ModelError> load(std::string_view model, std::optional<int> cudaDevice = {});
+  // With `cudaDevice`, the weights live on that GPU. With `slice`, this worker is one rank of a tensor-parallel
+  // engine and holds only its columns of each tensor (cli::columnSlices): tensors() are its local tensors.
+  static tl::expected<ModelWeights, ModelError> load(std::string_view model, std::optional<int> cudaDevice = {},
+                                                     std::optional<cli::Part> slice = {});
 
   const std::vector<bus::TensorSpec>& tensors() const { return tensors_; }
   std::uint64_t totalBytes() const { return totalBytes_; }
@@ -44,6 +47,7 @@ class ModelWeights {
 
  private:
   std::vector<bus::TensorSpec> tensors_;
+  std::vector<cli::SlicedTensor> slices_;  // with a slice: each local tensor's region of the checkpoint
   std::vector<std::size_t> offsets_;
   std::vector<std::size_t> sizes_;
   std::vector<std::size_t> nonEmpty_;  // indices of tensors with at least one byte, for sample()

@@ -5,6 +5,8 @@
 #include "wsync/bus/channel/payload_endpoint.hpp"
 #include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/core/log.hpp"
+#include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/bus/protocol/region_message.hpp"
 
 namespace wsync::trainer_agent {
 
@@ -60,6 +62,7 @@ std::string_view toString(OutcomeKind kind) {
 struct TrainerAgent::Job {
   std::uint64_t version = 0;
   std::shared_ptr<const TensorArray> tensors;  // never null
+  std::shared_ptr<const Holdings> holdings;    // a sharded trainer's rank; null: the whole model
   PublishOptions options;
   bool began = false;
   bool manifestResent = false;
@@ -136,7 +139,28 @@ tl::expected<void, TrainerFailure> TrainerAgent::declareManifest(std::vector<bus
   auto manifest = bus::Manifest::create(std::move(tensors));
   if (!manifest) return bus::fail(TrainerError::InvalidManifest, manifest.error().describe());
   manifest_ = std::move(*manifest);
+  holdings_.reset();      // of the manifest it replaces
   namedTensors_.reset();  // checked against the manifest it replaces
+  namedToken_ = 0;
+  return {};
+}
+
+tl::expected<void, TrainerFailure> TrainerAgent::declareHoldings(bus::SourceHoldings holdings, std::uint32_t rank,
+                                                                 std::uint32_t count) {
+  std::lock_guard lock(mutex_);
+  if (inFlight_) return bus::fail(TrainerError::Busy, "declare the holdings between versions");
+  if (!manifest_) return bus::fail(TrainerError::NoManifest, "call declareManifest() first");
+  if (count == 0 || count > bus::kMaxSources || rank >= count) {
+    return bus::fail(TrainerError::InvalidManifest, "rank " + std::to_string(rank) + " of " + std::to_string(count) +
+                                                        " ranks: a sharded trainer has 1 to " +
+                                                        std::to_string(bus::kMaxSources) + " ranks, numbered from 0");
+  }
+  if (auto checked = bus::checkHoldings(*manifest_, holdings, "trainer rank " + std::to_string(rank)); !checked) {
+    return bus::fail(TrainerError::InvalidManifest, checked.error().describe());
+  }
+  const bus::Digest digest = bus::digestOf(holdings);
+  holdings_ = std::make_shared<const Holdings>(Holdings{std::move(holdings), digest, rank, count});
+  namedTensors_.reset();  // checked against the manifest's tensors, not these regions
   namedToken_ = 0;
   return {};
 }
@@ -154,18 +178,7 @@ tl::expected<void, TrainerFailure> TrainerAgent::publish(std::uint64_t version,
     if (options.layoutToken != 0 && options.layoutToken == namedToken_) {
       job->tensors = namedTensors_;  // the caller's word: the array checked and kept when it named it first
     } else {
-      if (tensors.size() != manifest_->size()) {
-        return bus::fail(TrainerError::BufferMismatch, std::to_string(tensors.size()) + " buffers for a manifest of " +
-                                                           std::to_string(manifest_->size()) + " tensors");
-      }
-      for (std::size_t index = 0; index < tensors.size(); ++index) {
-        if (tensors[index].size() != manifest_->tensorBytes(index)) {
-          return bus::fail(TrainerError::BufferMismatch, "tensor '" + manifest_->tensors()[index].name +
-                                                             "': buffer of " + std::to_string(tensors[index].size()) +
-                                                             " bytes, the manifest says " +
-                                                             std::to_string(manifest_->tensorBytes(index)));
-        }
-      }
+      if (auto checked = checkBuffers(tensors); !checked) return tl::unexpected(std::move(checked.error()));
       job->tensors = std::make_shared<const TensorArray>(tensors.begin(), tensors.end());
       if (options.layoutToken != 0) {
         namedTensors_ = job->tensors;
@@ -173,12 +186,48 @@ tl::expected<void, TrainerFailure> TrainerAgent::publish(std::uint64_t version,
       }
     }
     if (!options.allocationsKept) allocationsDoubted_.store(true, std::memory_order_relaxed);
+    job->holdings = holdings_;
     job->options = std::move(options);
     pending_ = std::move(job);
     inFlight_ = true;
     outcome_.reset();
   }
   session_->wake();
+  return {};
+}
+
+tl::expected<void, TrainerFailure> TrainerAgent::checkBuffers(
+    std::span<const std::span<const std::byte>> tensors) const {
+  if (holdings_ != nullptr) {
+    const auto& regions = holdings_->holdings.regions;
+    if (tensors.size() != regions.size()) {
+      return bus::fail(TrainerError::BufferMismatch, std::to_string(tensors.size()) + " buffers for holdings of " +
+                                                         std::to_string(regions.size()) + " regions");
+    }
+    for (std::size_t index = 0; index < tensors.size(); ++index) {
+      const bus::TensorSpec& spec = manifest_->tensors()[regions[index].tensor];
+      const std::uint64_t bytes = bus::volume(regions[index].box) * bus::elementBytes(spec.dtype);
+      if (tensors[index].size() != bytes) {
+        return bus::fail(TrainerError::BufferMismatch, "region " + std::to_string(index) + " (tensor '" + spec.name +
+                                                           "' " + bus::format(regions[index].box) + "): buffer of " +
+                                                           std::to_string(tensors[index].size()) +
+                                                           " bytes, the region has " + std::to_string(bytes));
+      }
+    }
+    return {};
+  }
+  if (tensors.size() != manifest_->size()) {
+    return bus::fail(TrainerError::BufferMismatch, std::to_string(tensors.size()) + " buffers for a manifest of " +
+                                                       std::to_string(manifest_->size()) + " tensors");
+  }
+  for (std::size_t index = 0; index < tensors.size(); ++index) {
+    if (tensors[index].size() != manifest_->tensorBytes(index)) {
+      return bus::fail(TrainerError::BufferMismatch, "tensor '" + manifest_->tensors()[index].name + "': buffer of " +
+                                                         std::to_string(tensors[index].size()) +
+                                                         " bytes, the manifest says " +
+                                                         std::to_string(manifest_->tensorBytes(index)));
+    }
+  }
   return {};
 }
 
@@ -246,6 +295,7 @@ void TrainerAgent::reregistered() {
   noteCommitted(session_->registration().committedVersion);
   payload_->reset();
   manifestSentEpoch_ = 0;
+  holdingsSent_ = bus::Digest{};
   if (active_ && active_->began) {
     active_->fateUnknown = true;
     askFate();
@@ -345,9 +395,18 @@ void TrainerAgent::beginRound() {
   auto& fbb = builder.fbb();
   const auto manifestOffset = withManifest ? manifest.toMessage(fbb) : flatbuffers::Offset<msg::Manifest>();
   const msg::Digest128 digest = bus::toMessage(manifest.digest());
-  const auto begin =
-      msg::CreateBeginUpdate(fbb, job.version, fbb.CreateString(job.options.label), &digest, manifestOffset,
-                             options_.channel, job.options.pauseMode, manifest.totalBytes());
+  // A rank's holdings go with its first round on this registration, and again when they change or the coordinator
+  // lost them (it refuses as UnknownManifest, and both are sent again).
+  const Holdings* holdings = job.holdings.get();
+  const bool withHoldings = holdings != nullptr && (withManifest || holdingsSent_ != holdings->digest);
+  const msg::Digest128 holdingsDigest = bus::toMessage(holdings != nullptr ? holdings->digest : bus::Digest{});
+  const auto holdingsOffset =
+      withHoldings ? bus::toMessage(fbb, holdings->holdings, manifest.digest()) : flatbuffers::Offset<msg::Holdings>();
+  const auto begin = msg::CreateBeginUpdate(
+      fbb, job.version, fbb.CreateString(job.options.label), &digest, manifestOffset, options_.channel,
+      job.options.pauseMode, manifest.totalBytes(), holdings != nullptr ? holdings->rank : 0,
+      holdings != nullptr ? holdings->count : 1, holdings != nullptr ? &holdingsDigest : nullptr, holdingsOffset);
+  if (holdings != nullptr) payload_->declarations().addOwn(holdings->holdings, manifest.digest());
   job.beganAt = Clock::now();
   auto sent = session_->send(builder, begin);
   if (!sent) {
@@ -358,8 +417,11 @@ void TrainerAgent::beginRound() {
   }
   job.began = true;
   job.beginSeq = session_->lastRequestSeq();
-  job.outcomeDeadline = job.beganAt + session_->registration().roundBound(manifest.totalBytes());
+  // A rank waits for the others to begin too, for up to the coordinator's sources timeout.
+  job.outcomeDeadline = job.beganAt + session_->registration().roundBound(manifest.totalBytes()) +
+                        (holdings != nullptr ? session_->registration().sourcesTimeout : std::chrono::milliseconds(0));
   if (withManifest) manifestSentEpoch_ = session_->registration().epoch;
+  if (withHoldings) holdingsSent_ = holdings->digest;
   strike(bus::FaultPoint::Begin, job.version);
   strikeDuringPause(job.version);
 }
@@ -392,6 +454,7 @@ void TrainerAgent::handle(const bus::Message& message) {
     if (error->code() == msg::ErrorCode::UnknownManifest && !active_->manifestResent) {
       active_->manifestResent = true;  // the coordinator dropped it from its cache: send it again, once
       active_->began = false;
+      holdingsSent_ = bus::Digest{};  // or the holdings: both go again
       return;
     }
     PublishOutcome outcome = outcomeOf(OutcomeKind::Refused);
@@ -404,12 +467,29 @@ void TrainerAgent::handle(const bus::Message& message) {
     handleFate(*report);
     return;
   }
+  // A region round's declarations come before its plan, whatever this agent is doing.
+  if (const auto* holdings = message.as<msg::Holdings>()) {
+    if (auto added = payload_->declarations().add(*holdings); !added) {
+      log::warn("refused holdings the coordinator sent: {}", added.error().describe());
+    }
+    return;
+  }
+  if (const auto* bindings = message.as<msg::Bindings>()) {
+    if (auto added = payload_->declarations().add(*bindings); !added) {
+      log::warn("refused bindings the coordinator sent: {}", added.error().describe());
+    }
+    return;
+  }
   if (!active_ || !active_->began || active_->fateUnknown) return;
   if (const auto* plan = message.as<msg::TransferPlan>()) {
     if (plan->version() != active_->version || plan->receiver() != -1) return;
     active_->round = plan->round();
     active_->planAt = Clock::now();
-    sendPayload(*plan);
+    if (plan->regions()) {
+      sendRegions(*plan);
+    } else {
+      sendPayload(*plan);
+    }
     return;
   }
   if (const auto* commit = message.as<msg::Commit>()) {
@@ -471,6 +551,57 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
     return;
   }
   reply(true, sent->bytes, sent->digest, bus::PayloadFailure{});
+  strike(bus::FaultPoint::Verify, job.version);
+}
+
+void TrainerAgent::sendRegions(const msg::TransferPlan& plan) {
+  Job& job = *active_;
+  bus::MessageBuilder builder;
+  auto reply = [&](const bus::RegionTransferResult& pairs, const bus::PayloadFailure* failure) {
+    builder.reset();
+    auto& fbb = builder.fbb();
+    std::uint64_t bytes = 0;
+    for (const bus::PairResult& pair : pairs) bytes += pair.bytes;
+    const auto entries = bus::toMessage(fbb, pairs);
+    (void)session_->send(builder,
+                         msg::CreateUpdateDone(fbb, plan.round(), plan.version(), failure == nullptr, bytes, nullptr,
+                                               failure != nullptr ? failure->reason : msg::AbortReason::None,
+                                               failure != nullptr ? fbb.CreateString(failure->detail) : 0, entries));
+  };
+  // A trainer that declared no holdings holds the whole model: its buffers are the manifest's tensors, which are the
+  // regions of its whole holdings in the same order.
+  const std::int32_t rank = job.holdings != nullptr ? static_cast<std::int32_t>(job.holdings->rank) : 0;
+  if (plan.source() != rank) {
+    const bus::PayloadFailure failure{msg::AbortReason::AgentRefused, bus::FailureCause::Local,
+                                      "the plan makes this trainer source " + std::to_string(plan.source()) +
+                                          ", and it is rank " + std::to_string(rank)};
+    reply({}, &failure);
+    return;
+  }
+  if (job.holdings == nullptr) payload_->declarations().addOwn(bus::wholeHoldings(*manifest_), manifest_->digest());
+  auto transfer = payload_->prepareRegions(plan, *manifest_, std::nullopt);
+  if (!transfer) {
+    reply({}, &transfer.error());
+    return;
+  }
+  const std::uint64_t total = transfer->regions->bytesRead(static_cast<std::uint32_t>(plan.source()));
+  progressBytes_.store(0, std::memory_order_relaxed);
+  progressTotal_.store(total, std::memory_order_relaxed);
+  progressVersion_.store(job.version, std::memory_order_relaxed);
+  progressSending_.store(true, std::memory_order_release);
+  const auto started = Clock::now();
+  auto sent = payload_->sendRegions(*transfer, *job.tensors, [this, version = job.version](std::uint64_t bytes) {
+    progressBytes_.store(bytes, std::memory_order_relaxed);
+    if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
+  });
+  job.sending = Clock::now() - started;
+  progressSending_.store(false, std::memory_order_release);
+  if (session_->registered()) session_->slot().setPhase(bus::AgentPhase::Idle);
+  if (!sent) {
+    reply({}, &sent.error());
+    return;
+  }
+  reply(*sent, nullptr);
   strike(bus::FaultPoint::Verify, job.version);
 }
 

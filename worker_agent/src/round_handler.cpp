@@ -7,6 +7,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "wsync/bus/channel/region_transfer.hpp"
 #include "wsync/bus/core/log.hpp"
 #include "wsync/bus/core/text.hpp"
 #include "wsync/bus/protocol/wire_text.hpp"
@@ -25,7 +26,11 @@ RoundHandler::RoundHandler(bus::AgentSession& session, std::shared_ptr<const Wor
       memory_(memory),
       appliedVersion_(appliedVersion),
       rank_(rank),
-      payload_(session, cudaDevice, kTransferDeadline, bus::openChannel, faultHook_.get()) {}
+      regionBindings_(bindings_->regionBindings()),
+      payload_(session, cudaDevice, kTransferDeadline, bus::openChannel, faultHook_.get()) {
+  for (const TensorBinding& binding : bindings_->tensors()) destinations_.push_back(binding.destination);
+  if (regionBindings_) payload_.declarations().addOwn(*regionBindings_);
+}
 
 std::shared_ptr<const bus::BusView> RoundHandler::busView() const {
   std::lock_guard lock(viewMutex_);
@@ -148,6 +153,12 @@ void RoundHandler::handle(const bus::Message& message) {
     case msg::Body::OperatorResume:
       handleOperatorResume();
       return;
+    case msg::Body::Holdings:
+      handleDeclaration(*message.as<msg::Holdings>());
+      return;
+    case msg::Body::Bindings:
+      handleDeclaration(*message.as<msg::Bindings>());
+      return;
     case msg::Body::Error: {
       const auto& error = *message.as<msg::Error>();
       log::warn("the coordinator refused a request: {}: {}", msg::EnumNameErrorCode(error.code()),
@@ -181,9 +192,10 @@ void RoundHandler::reregistered() {
   // Without a lost link first (the coordinator restarted and no longer knew us), the round may still be Staged.
   const bool holdsStaged = step_ == RoundStep::Staged || step_ == RoundStep::Detached;
   // The staged version was committed if the bus's last commit is exactly it: its Commit was lost with the link.
-  const bool missedCommit = holdsStaged && welcome.committedDigest != bus::Digest{} &&
-                            staged_.round == welcome.committedRound && staged_.version == welcome.committedVersion &&
-                            staged_.digest == welcome.committedDigest;
+  // A region round's is named by this worker's own digest.
+  const bus::Digest committed = staged_.regions ? welcome.committedReceiverDigest : welcome.committedDigest;
+  const bool missedCommit = holdsStaged && committed != bus::Digest{} && staged_.round == welcome.committedRound &&
+                            staged_.version == welcome.committedVersion && staged_.digest == committed;
   // One change, so that the engine is not resumed and paused again in between: an operator's pause outlives
   // coordinators and links (the Welcome says whether it still holds), and a missed Commit is applied from Staged,
   // where the round holds the engine, so that the copy cannot race generation.
@@ -244,9 +256,26 @@ void RoundHandler::handleManifest(const msg::Manifest& message) {
     });
     manifests_.erase(oldest);
   }
-  auto bindingMap = matchManifest(*manifest, *bindings_);
+  auto bindingMap = regionBindings_ ? matchRegions(*manifest) : matchManifest(*manifest, *bindings_);
   manifests_.push_back(
       std::make_unique<CachedManifest>(CachedManifest{std::move(*manifest), std::move(bindingMap), {}, ++useCounter_}));
+}
+
+tl::expected<BindingMap, WorkerFailure> RoundHandler::matchRegions(const bus::Manifest& manifest) const {
+  // The coordinator checks the same before it pauses anyone; checked here too, so that a worker never pauses for a
+  // manifest its slices do not fit, whatever the coordinator says.
+  if (auto checked = bus::checkBindings(manifest, *regionBindings_, "this worker"); !checked) {
+    return bus::fail(WorkerError::ManifestMismatch, checked.error().describe());
+  }
+  return BindingMap{};  // a region round places every byte by the plan, not by a map of names
+}
+
+template <typename Declaration>
+void RoundHandler::handleDeclaration(const Declaration& declaration) {
+  // One that does not decode is dropped: the round that needs it fails naming its digest.
+  if (auto added = payload_.declarations().add(declaration); !added) {
+    log::warn("refused a declaration the coordinator sent: {}", added.error().describe());
+  }
 }
 
 void RoundHandler::sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail,
@@ -259,13 +288,16 @@ void RoundHandler::sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason r
 }
 
 void RoundHandler::sendUpdateDone(std::uint64_t round, std::uint64_t version, bool ok,
-                                  const bus::TransferResult& result, msg::AbortReason reason,
-                                  const std::string& detail) {
+                                  const bus::TransferResult& result, msg::AbortReason reason, const std::string& detail,
+                                  const bus::RegionTransferResult* pairs) {
   builder_.reset();
   auto& fbb = builder_.fbb();
   const msg::Digest128 digest = bus::toMessage(result.digest);
+  const auto entries = pairs != nullptr
+                           ? bus::toMessage(fbb, *pairs)
+                           : flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<msg::PairDone>>>();
   const auto body = msg::CreateUpdateDone(fbb, round, version, ok, result.bytes, &digest, reason,
-                                          detail.empty() ? 0 : fbb.CreateString(detail));
+                                          detail.empty() ? 0 : fbb.CreateString(detail), entries);
   if (auto sent = session_.send(builder_, body); !sent) log::warn("UpdateDone not sent: {}", sent.error().describe());
 }
 
@@ -369,6 +401,10 @@ tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg
                                                           bus::hex(bus::fromMessage(*plan.manifest_digest())) +
                                                           " is not one this worker accepted");
   }
+  if (regionBindings_ && !plan.regions()) {
+    return refuse(msg::AbortReason::ManifestMismatch, "this worker binds slices, and the plan is of whole tensors");
+  }
+  if (plan.regions()) return receiveRegions(plan, *cached);
   const bus::Manifest& manifest = cached->manifest;
   const bool inPlace = memory_ != BindingMemory::Host;
   auto transfer = payload_.prepare(
@@ -403,6 +439,50 @@ tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg
   return StagedVersion{plan.round(), plan.version(), received->bytes, received->digest, cached};
 }
 
+tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receiveRegions(const msg::TransferPlan& plan,
+                                                                              CachedManifest& cached) {
+  // A worker that binds everything whole takes part in region rounds too (the trainer is sharded, or another worker
+  // binds slices): its locals are then its bound tensors in manifest order, as wholeBindings() declares them.
+  std::vector<std::span<std::byte>> wholeInPlace;
+  if (!regionBindings_) {
+    payload_.declarations().addOwn(bus::wholeBindings(cached.manifest));
+  }
+  const bool inPlace = memory_ != BindingMemory::Host;
+  auto transfer = payload_.prepareRegions(
+      plan, cached.manifest, memory_ == BindingMemory::Device ? bus::TensorMemory::Device : bus::TensorMemory::Host);
+  if (!transfer) return tl::unexpected(transfer.error());
+  std::span<const std::span<std::byte>> locals;
+  if (regionBindings_) {
+    if (inPlace) {
+      locals = destinations_;
+    } else {
+      std::vector<std::uint64_t> sizes;
+      for (const auto& destination : destinations_) sizes.push_back(destination.size());
+      staging_.prepareLocals(sizes);
+      locals = staging_.tensors();
+    }
+  } else if (inPlace) {
+    for (const std::uint32_t binding : *cached.bindingMap)
+      wholeInPlace.push_back(bindings_->tensors()[binding].destination);
+    locals = wholeInPlace;
+  } else {
+    staging_.prepare(cached.manifest);
+    locals = staging_.tensors();
+  }
+  if (inPlace) {
+    const EngineHolds before = holds();
+    bindingsTorn_ = true;
+    follow(before);  // the round holds the engine already: nothing changes for it
+  }
+  auto received = payload_.receiveRegions(*transfer, locals, [this, version = plan.version()](std::uint64_t bytes) {
+    if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
+  });
+  if (!received) return tl::unexpected(received.error());
+  StagedVersion staged{plan.round(), plan.version(), 0, bus::receiverDigestOf(*received), &cached, true, *received};
+  for (const bus::PairResult& pair : *received) staged.bytes += pair.bytes;
+  return staged;
+}
+
 void RoundHandler::handleTransferPlan(const msg::TransferPlan& plan) {
   if (plan.receiver() < 0) {
     log::debug("ignoring a sender's plan for round {}: workers only receive", plan.round());
@@ -426,7 +506,7 @@ void RoundHandler::handleTransferPlan(const msg::TransferPlan& plan) {
   staged_ = *received;
   enter(RoundStep::Staged);
   sendUpdateDone(plan.round(), plan.version(), true, bus::TransferResult{staged_.bytes, staged_.digest},
-                 msg::AbortReason::None, {});
+                 msg::AbortReason::None, {}, staged_.regions ? &staged_.pairs : nullptr);
   strike(bus::FaultPoint::Verify, plan.version());
 }
 
@@ -439,6 +519,15 @@ void RoundHandler::handleCommit(const msg::Commit& commit) {
     refusal = "nothing is staged";
   } else if (staged_.round != commit.round()) {
     refusal = "round " + std::to_string(staged_.round) + " is staged";
+  } else if (staged_.regions) {
+    // A region round's Commit names this worker's own digest over what it took from every source.
+    const bus::Digest own = commit.receiver_digest() ? bus::fromMessage(*commit.receiver_digest()) : bus::Digest{};
+    if (commit.receiver_digest() == nullptr || staged_.digest != own) {
+      refusal =
+          "the staged slices' digest " + bus::hex(staged_.digest) + " differs from the committed " + bus::hex(own);
+    } else if (staged_.version != commit.version()) {
+      refusal = "the staged version " + std::to_string(staged_.version) + " differs from the committed one";
+    }
   } else if (commit.digest() == nullptr || staged_.digest != digest) {
     refusal = "the staged digest " + bus::hex(staged_.digest) + " differs from the committed " + bus::hex(digest);
   } else if (staged_.version != commit.version() || staged_.bytes != commit.bytes()) {
@@ -460,7 +549,13 @@ void RoundHandler::applyStaged() {
   // The round holds the engine (Staged), so this copy is atomic with respect to generation: no step sees a mix of
   // versions. Bindings received in place: the bytes are already there, and now they are a committed version.
   const StagedVersion staged = staged_;
-  if (memory_ == BindingMemory::Host) {
+  if (memory_ == BindingMemory::Host && staged.regions && regionBindings_) {
+    const auto tensors = staging_.tensors();
+    for (std::size_t index = 0; index < destinations_.size(); ++index) {
+      if (!tensors[index].empty())
+        std::memcpy(destinations_[index].data(), tensors[index].data(), tensors[index].size());
+    }
+  } else if (memory_ == BindingMemory::Host) {
     const BindingMap& map = *staged.manifest->bindingMap;
     const auto tensors = staging_.tensors();
     for (std::size_t index = 0; index < map.size(); ++index) {

@@ -36,8 +36,12 @@ struct StagedVersion {
   std::uint64_t round = 0;
   std::uint64_t version = 0;
   std::uint64_t bytes = 0;
-  bus::Digest digest;
+  bus::Digest digest;  // a region round's: the receiver digest over `pairs` (bus::receiverDigestOf)
   const CachedManifest* manifest = nullptr;
+  // A region round (docs/regions.md): what was taken from each source; staging (or the bound buffers) holds the
+  // bound tensors, not the manifest's.
+  bool regions = false;
+  bus::RegionTransferResult pairs;
 };
 
 // Where this worker stands in an update round: one value, so that nothing can say "in a round" while something
@@ -121,12 +125,21 @@ class RoundHandler {
 
   // Receives the payload into staging (or in place); returns what was received or why it failed.
   tl::expected<StagedVersion, bus::PayloadFailure> receive(const msg::TransferPlan& plan);
+  // The same for a region round: this worker's slices from every source.
+  tl::expected<StagedVersion, bus::PayloadFailure> receiveRegions(const msg::TransferPlan& plan,
+                                                                  CachedManifest& cached);
+  // A worker that binds slices: its bindings checked against `manifest` (what handleManifest keeps as bindingMap).
+  tl::expected<BindingMap, WorkerFailure> matchRegions(const bus::Manifest& manifest) const;
+  // Holdings and Bindings the coordinator sends before a region round's plan.
+  template <typename Declaration>
+  void handleDeclaration(const Declaration& declaration);
 
   // `manifestUnknown`: refused for a manifest this worker does not hold, which the coordinator then sends again.
   void sendPauseAck(std::uint64_t round, bool ok, msg::AbortReason reason, const std::string& detail,
                     bool manifestUnknown = false);
   void sendUpdateDone(std::uint64_t round, std::uint64_t version, bool ok, const bus::TransferResult& result,
-                      msg::AbortReason reason, const std::string& detail);
+                      msg::AbortReason reason, const std::string& detail,
+                      const bus::RegionTransferResult* pairs = nullptr);
   void setPhase(bus::AgentPhase phase);
   EngineHolds holds() const;
   // Called after every change of step_, operatorHold_ or bindingsTorn_ with what held the engine before it: calls
@@ -147,6 +160,9 @@ class RoundHandler {
 
   bus::AgentSession& session_;
   const std::shared_ptr<const WorkerBindings> bindings_;  // shared with the process's BindingLedger
+  // What it declared in its hello when it binds slices (WorkerBindings::regionBindings); empty otherwise.
+  const std::optional<bus::ReceiverBindings> regionBindings_;
+  std::vector<std::span<std::byte>> destinations_;  // the bound buffers in bind order: a region round's locals
   const PauseHooks hooks_;
   const std::shared_ptr<bus::FaultHook> faultHook_;  // before payload_, which opens its channels through it
   const BindingMemory memory_;

@@ -1,5 +1,7 @@
 #include "staging.hpp"
 
+#include <vector>
+
 namespace wsync::worker_agent::detail {
 
 namespace {
@@ -17,8 +19,24 @@ void Staging::prepare(const bus::Manifest& manifest) {
   // Every round of the same manifest needs the same layout: keep the per-round cost independent of the number of
   // tensors (the layout walk is a pass over every tensor).
   if (hasLayout_ && laidOut_ == manifest.digest()) return;
+  std::vector<std::uint64_t> sizes(manifest.size());
+  for (std::size_t index = 0; index < manifest.size(); ++index) sizes[index] = manifest.tensorBytes(index);
+  layOut(sizes);
+  laidOut_ = manifest.digest();
+  hasLayout_ = true;
+  localsLaidOut_ = false;
+}
+
+void Staging::prepareLocals(std::span<const std::uint64_t> sizes) {
+  if (localsLaidOut_) return;
+  layOut(sizes);
+  hasLayout_ = false;
+  localsLaidOut_ = true;
+}
+
+void Staging::layOut(std::span<const std::uint64_t> sizes) {
   std::uint64_t needed = 0;
-  for (std::size_t index = 0; index < manifest.size(); ++index) needed += alignUp(manifest.tensorBytes(index));
+  for (const std::uint64_t bytes : sizes) needed += alignUp(bytes);
   if (needed > capacity_) {
     block_.reset();  // the old block goes first, so two copies of the model never coexist
     // Not initialised: every byte is written by a receive before anything reads it.
@@ -26,15 +44,12 @@ void Staging::prepare(const bus::Manifest& manifest) {
     capacity_ = needed;
   }
   tensors_.clear();
-  tensors_.reserve(manifest.size());
+  tensors_.reserve(sizes.size());
   std::uint64_t offset = 0;
-  for (std::size_t index = 0; index < manifest.size(); ++index) {
-    const std::uint64_t bytes = manifest.tensorBytes(index);
+  for (const std::uint64_t bytes : sizes) {
     tensors_.emplace_back(block_.get() + offset, static_cast<std::size_t>(bytes));
     offset += alignUp(bytes);
   }
-  laidOut_ = manifest.digest();
-  hasLayout_ = true;
 }
 
 }  // namespace wsync::worker_agent::detail

@@ -16,6 +16,8 @@ class Staging {
  public:
   // Lays out a buffer per tensor of `manifest`, reusing the block when it is large enough.
   void prepare(const bus::Manifest& manifest);
+  // The same for a worker that binds slices: a buffer per bound tensor (`sizes`, in bind order), laid out once.
+  void prepareLocals(std::span<const std::uint64_t> sizes);
   std::span<const std::span<std::byte>> tensors() const { return tensors_; }
   std::uint64_t capacity() const { return capacity_; }
 
@@ -25,6 +27,9 @@ class Staging {
   std::vector<std::span<std::byte>> tensors_;
   bus::Digest laidOut_{};  // the manifest tensors_ is laid out for: the same one again costs nothing
   bool hasLayout_ = false;
+  bool localsLaidOut_ = false;  // tensors_ holds the bound tensors (prepareLocals), which never change
+
+  void layOut(std::span<const std::uint64_t> sizes);
 };
 
 }  // namespace wsync::worker_agent::detail

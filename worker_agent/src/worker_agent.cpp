@@ -68,6 +68,10 @@ tl::expected<std::unique_ptr<WorkerAgent>, WorkerFailure> WorkerAgent::start(Wor
   }
   session.registrationTimeout = options.registrationTimeout;
   session.link = options.link;
+  // A worker that binds slices says so in every hello: the coordinator plans every round with its bindings.
+  if (auto regions = bindings->regionBindings()) {
+    session.bindings = std::make_shared<const bus::ReceiverBindings>(std::move(*regions));
+  }
   auto opened = bus::AgentSession::open(agent->context_, std::move(session));
   if (!opened) {
     const auto code = opened.error().code == bus::SessionError::InvalidOptions ? WorkerError::InvalidOptions

@@ -86,6 +86,67 @@ tl::expected<void, WorkerFailure> WorkerBindings::bind(std::string name, msg::DT
   return {};
 }
 
+tl::expected<void, WorkerFailure> WorkerBindings::bindRegion(std::string tensor, bus::Box region,
+                                                             std::string_view local,
+                                                             std::vector<std::int64_t> localOffset,
+                                                             std::vector<std::int64_t> localExtent) {
+  const auto index = find(local);
+  if (!index) {
+    return bus::fail(WorkerError::InvalidBinding, "region " + bus::format(region) + " of " + quoted(tensor) +
+                                                      " goes into " + quoted(local) + ", which is not bound");
+  }
+  const TensorBinding& into = tensors_[*index];
+  if (auto valid = bus::validateTensorName(tensor); !valid) {
+    return bus::fail(WorkerError::InvalidBinding, std::move(valid.error().detail));
+  }
+  if (region.offset.size() != region.extent.size() || localOffset.size() != localExtent.size() ||
+      localOffset.size() != into.spec.shape.size()) {
+    return bus::fail(WorkerError::InvalidBinding,
+                     "region " + bus::format(region) + " of " + quoted(tensor) + " into " + quoted(local) + " " +
+                         formatShape(into.spec.shape) + ": the place has " + std::to_string(localOffset.size()) +
+                         " offsets and " + std::to_string(localExtent.size()) + " extents");
+  }
+  const std::string where = "region " + bus::format(region) + " of " + quoted(tensor) + " into " + quoted(local) + " " +
+                            formatShape(into.spec.shape);
+  if (!bus::boxWithin(bus::Box{localOffset, localExtent}, into.spec.shape)) {
+    return bus::fail(WorkerError::InvalidBinding,
+                     where + ": the place " + bus::format(bus::Box{localOffset, localExtent}) + " is outside it");
+  }
+  // The element order is the same on both sides exactly when the extents agree leaving out those of 1.
+  auto squeezed = [](const std::vector<std::int64_t>& extent) {
+    std::vector<std::int64_t> kept;
+    for (const std::int64_t dim : extent) {
+      if (dim != 1) kept.push_back(dim);
+    }
+    return kept;
+  };
+  if (squeezed(region.extent) != squeezed(localExtent)) {
+    return bus::fail(WorkerError::InvalidBinding, where + ": the region's extents " + formatShape(region.extent) +
+                                                      " differ from the place's " + formatShape(localExtent));
+  }
+  regions_.push_back(bus::BoundRegion{std::move(tensor), std::move(region), static_cast<std::uint32_t>(*index),
+                                      std::move(localOffset), std::move(localExtent)});
+  return {};
+}
+
+std::optional<bus::ReceiverBindings> WorkerBindings::regionBindings() const {
+  if (regions_.empty()) return std::nullopt;
+  bus::ReceiverBindings bindings;
+  std::vector<bool> filled(tensors_.size(), false);
+  for (const TensorBinding& binding : tensors_) {
+    bindings.locals.push_back(bus::LocalTensor{binding.spec.name, binding.spec.dtype, binding.spec.shape});
+  }
+  bindings.regions = regions_;
+  for (const bus::BoundRegion& bound : regions_) filled[bound.local] = true;
+  for (std::size_t index = 0; index < tensors_.size(); ++index) {
+    if (filled[index]) continue;
+    const bus::TensorSpec& spec = tensors_[index].spec;
+    bindings.regions.push_back(bus::BoundRegion{spec.name, bus::wholeBox(spec.shape), static_cast<std::uint32_t>(index),
+                                                std::vector<std::int64_t>(spec.shape.size(), 0), spec.shape});
+  }
+  return bindings;
+}
+
 std::optional<std::size_t> WorkerBindings::find(std::string_view name) const {
   const auto found = byName_.find(std::string(name));
   if (found == byName_.end()) return std::nullopt;

@@ -185,6 +185,74 @@ tl::expected<TransferResult, PayloadFailure> PayloadEndpoint::receive(const Prep
   return *received;
 }
 
+tl::expected<PreparedTransfer, PayloadFailure> PayloadEndpoint::prepareRegions(const msg::TransferPlan& plan,
+                                                                               const Manifest& manifest,
+                                                                               std::optional<TensorMemory> memory) {
+  auto refuse = [](std::string detail) {
+    return tl::unexpected(PayloadFailure{msg::AbortReason::ManifestMismatch, FailureCause::Local, std::move(detail)});
+  };
+  if (!plan.regions()) return refuse("the plan is not of a region round");
+  auto regions = declarations_.planFor(plan, manifest);
+  if (!regions) return refuse("region plan: " + regions.error());
+  const RegionPlan& planned = **regions;
+  if (planned.receiverCount() != plan.receiver_count() ||
+      (plan.source() >= 0 && static_cast<std::uint32_t>(plan.source()) >= planned.sourceCount()) ||
+      (plan.receiver() >= 0 && static_cast<std::uint32_t>(plan.receiver()) >= planned.receiverCount()) ||
+      (plan.source() < 0) == (plan.receiver() < 0)) {
+    return refuse("the plan names source " + std::to_string(plan.source()) + " and receiver " +
+                  std::to_string(plan.receiver()) + " of " + std::to_string(planned.sourceCount()) + " sources and " +
+                  std::to_string(plan.receiver_count()) + " receivers, and the declarations have " +
+                  std::to_string(planned.receiverCount()) + " receivers");
+  }
+  PreparedTransfer transfer;
+  transfer.round = plan.round();
+  transfer.version = plan.version();
+  transfer.totalBytes = manifest.totalBytes();
+  transfer.receiver = plan.receiver();
+  transfer.receiverCount = plan.receiver_count();
+  transfer.source = plan.source();
+  transfer.regions = std::move(*regions);
+  // Nobody to move to: the coordinator made no channel resources for the round, and the version counts as sent.
+  if (transfer.receiverCount == 0) return transfer;
+  auto channel = channelFor(plan, memory);
+  if (!channel) return tl::unexpected(channel.error());
+  if (!(*channel)->carriesRegions()) {
+    return tl::unexpected(localFailure("channel " + channelName(plan.channel()) + " carries no region rounds"));
+  }
+  transfer.channel = *channel;
+  return transfer;
+}
+
+tl::expected<RegionTransferResult, PayloadFailure> PayloadEndpoint::sendRegions(
+    const PreparedTransfer& transfer, std::span<const std::span<const std::byte>> buffers,
+    const TransferProgress& progress) {
+  if (transfer.regions == nullptr || transfer.source < 0) {
+    return tl::unexpected(localFailure("the plan gives this agent no source index"));
+  }
+  if (transfer.channel == nullptr) return RegionTransferResult{};
+  begin(transfer, AgentPhase::Sending, progress);
+  auto sent =
+      transfer.channel->sendRegions(transfer.round, *transfer.regions, static_cast<std::uint32_t>(transfer.source),
+                                    buffers, std::chrono::steady_clock::now() + transferDeadline_);
+  finish(transfer);
+  if (!sent) return tl::unexpected(failure(sent.error()));
+  return *sent;
+}
+
+tl::expected<RegionTransferResult, PayloadFailure> PayloadEndpoint::receiveRegions(
+    const PreparedTransfer& transfer, std::span<const std::span<std::byte>> locals, const TransferProgress& progress) {
+  if (transfer.regions == nullptr || transfer.channel == nullptr || transfer.receiver < 0) {
+    return tl::unexpected(localFailure("the plan gives this agent no receiver index"));
+  }
+  begin(transfer, AgentPhase::Receiving, progress);
+  auto received =
+      transfer.channel->receiveRegions(transfer.round, *transfer.regions, static_cast<std::uint32_t>(transfer.receiver),
+                                       locals, std::chrono::steady_clock::now() + transferDeadline_);
+  finish(transfer);
+  if (!received) return tl::unexpected(failure(received.error()));
+  return *received;
+}
+
 void PayloadEndpoint::releasePeers() {
   for (auto& [kind, open] : channels_) open.channel->releasePeers();
 }

@@ -13,6 +13,7 @@
 #include "wsync/bus/core/log.hpp"
 #include "wsync/bus/core/text.hpp"
 #include "wsync/bus/protocol/protocol.hpp"
+#include "wsync/bus/protocol/region_message.hpp"
 #include "wsync/bus/transport/bounded_poll.hpp"
 #include "wsync/bus/transport/bus_address.hpp"
 
@@ -98,11 +99,13 @@ tl::expected<void, SessionFailure> AgentSession::sendHello() {
   }
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<msg::ChannelContact>>> contactVector;
   if (!contacts.empty()) contactVector = fbb.CreateVector(contacts);
+  const auto bindings =
+      options_.bindings != nullptr ? toMessage(fbb, *options_.bindings) : flatbuffers::Offset<msg::Bindings>();
   const auto hello = msg::CreateAgentHello(
       fbb, fbb.CreateString(options_.agentId), options_.role, kProtocolVersion, options_.requestedRank, 1,
       static_cast<std::uint32_t>(getpid()), fbb.CreateString(thisHost().name),
       flatbuffers::Offset<flatbuffers::Vector<msg::ChannelKind>>(channelVector.o), appliedVersion(),
-      fbb.CreateString(thisHost().key), contactVector, registration_.secret.toMessage(fbb));
+      fbb.CreateString(thisHost().key), contactVector, registration_.secret.toMessage(fbb), bindings);
   helloSeq_ = requestSeq_ + 1;
   awaitingWelcome_ = true;
   refusedDuplicate_ = false;
@@ -158,6 +161,10 @@ tl::expected<bool, SessionFailure> AgentSession::handleRegistrationReply(const M
   granted.heartbeatTimeout = std::chrono::milliseconds(welcome->heartbeat_timeout_ms());
   granted.committedRound = welcome->committed_round();
   if (welcome->committed_digest() != nullptr) granted.committedDigest = fromMessage(*welcome->committed_digest());
+  granted.sourcesTimeout = std::chrono::milliseconds(welcome->sources_timeout_ms());
+  if (welcome->committed_receiver_digest() != nullptr) {
+    granted.committedReceiverDigest = fromMessage(*welcome->committed_receiver_digest());
+  }
   granted.pauseTimeout = std::chrono::milliseconds(welcome->pause_timeout_ms());
   granted.transferTimeout = std::chrono::milliseconds(welcome->transfer_timeout_ms());
   granted.transferTimeoutPerGiB = std::chrono::milliseconds(welcome->transfer_timeout_per_gib_ms());

@@ -260,6 +260,15 @@ typedef struct wsync_progress {
   int32_t sending; /* the payload is moving now */
 } wsync_progress;
 
+/* A box of a manifest tensor (docs/regions.md): elements [offset[d], offset[d] + extent[d]) in each of its ndim
+ * dimensions. */
+typedef struct wsync_region {
+  uint32_t tensor;       /* the tensor's index in the manifest */
+  uint32_t ndim;         /* the tensor's rank */
+  const int64_t* offset; /* ndim entries each; may be NULL when ndim is 0 */
+  const int64_t* extent;
+} wsync_region;
+
 WSYNC_EXPORT void wsync_trainer_config_init(wsync_trainer_config* config);
 WSYNC_EXPORT void wsync_publish_options_init(wsync_publish_options* options);
 /* Registers with the bus's coordinator, waiting for it up to 30 s. */
@@ -268,8 +277,17 @@ WSYNC_EXPORT wsync_status wsync_trainer_start(const wsync_trainer_config* config
  * first tensor that cannot be in a manifest. */
 WSYNC_EXPORT wsync_status wsync_trainer_declare_manifest(wsync_trainer* trainer, const wsync_tensor* tensors,
                                                          size_t count);
+/* Makes this trainer rank `source_rank` of the `source_count` ranks of a sharded trainer (docs/regions.md): each
+ * version it publishes holds `regions` of the manifest (its shards), and every rank publishes every version; the
+ * coordinator commits a version once every rank sent its regions and every worker took its slices. After it,
+ * wsync_trainer_publish takes one tensor per region, in this order: the manifest tensor's name and dtype, the
+ * region's extents as its shape, dense. WSYNC_INVALID_ARGUMENT names a region outside its tensor, two that overlap,
+ * a rank out of range. Cleared by the next wsync_trainer_declare_manifest. */
+WSYNC_EXPORT wsync_status wsync_trainer_declare_holdings(wsync_trainer* trainer, const wsync_region* regions,
+                                                         size_t count, uint32_t source_rank, uint32_t source_count);
 /* Starts publishing `version` from `tensors`, in manifest order: each must carry the manifest's name, dtype and
- * shape (WSYNC_MANIFEST_MISMATCH names the first that does not). Returns once the round is handed to the agent;
+ * shape (WSYNC_MANIFEST_MISMATCH names the first that does not); after wsync_trainer_declare_holdings, one a held
+ * region. Returns once the round is handed to the agent;
  * the memory is read until the outcome is known. `options` may be NULL. */
 WSYNC_EXPORT wsync_status wsync_trainer_publish(wsync_trainer* trainer, uint64_t version, const wsync_tensor* tensors,
                                                 size_t count, const wsync_publish_options* options);
@@ -319,7 +337,25 @@ typedef struct wsync_worker_config {
   wsync_applied_fn applied;        /* optional */
   void* user_data;
   wsync_withdraw_fn withdraw; /* optional; without it no message is read until the pause callback returns */
+  /* Optional (docs/regions.md): slices this worker receives, e.g. its tensor-parallel part. A bound tensor that no
+   * region goes into receives the checkpoint tensor of its own name whole; with none at all, every bound tensor
+   * does (the default). */
+  const struct wsync_bound_region* regions;
+  size_t region_count;
 } wsync_worker_config;
+
+/* Region `offset`/`extent` (ndim entries each: the checkpoint tensor's rank) of checkpoint tensor `tensor` goes into
+ * the bound tensor `local` (an index into wsync_worker_start's tensors) at `local_offset`/`local_extent` (that
+ * tensor's ndim entries each). The region's extents, leaving out those of 1, must equal the place's. */
+typedef struct wsync_bound_region {
+  const char* tensor;
+  uint32_t ndim;
+  const int64_t* offset;
+  const int64_t* extent;
+  uint32_t local;
+  const int64_t* local_offset;
+  const int64_t* local_extent;
+} wsync_bound_region;
 
 typedef struct wsync_worker_counters {
   uint32_t struct_size;

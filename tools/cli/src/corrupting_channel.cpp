@@ -53,6 +53,27 @@ tl::expected<bus::TransferResult, bus::ChannelFailure> CorruptingChannel::receiv
   return corrupt(*received, tensors);
 }
 
+tl::expected<bus::RegionTransferResult, bus::ChannelFailure> CorruptingChannel::receiveRegions(
+    std::uint64_t transfer, const bus::RegionPlan& plan, std::uint32_t receiver,
+    std::span<const std::span<std::byte>> locals, std::chrono::steady_clock::time_point deadline) {
+  auto received = inner_->receiveRegions(transfer, plan, receiver, locals, deadline);
+  if (!received || !corruptNow_()) return received;
+  if (inner_->tensorMemory() == bus::TensorMemory::Host) {
+    for (const auto& local : locals) {
+      if (local.empty()) continue;
+      local[0] ^= std::byte{0x01};
+      break;
+    }
+  }
+  for (bus::PairResult& pair : *received) {
+    if (pair.bytes == 0) continue;
+    log::warn("test fault: spoiled a region receive (digest {} -> wrong)", bus::hex(pair.digest));
+    pair.digest.lo ^= 1;
+    break;
+  }
+  return received;
+}
+
 bus::TransferResult CorruptingChannel::corrupt(const bus::TransferResult& received,
                                                std::span<const std::span<std::byte>> tensors) {
   if (inner_->tensorMemory() == bus::TensorMemory::Device) {

@@ -17,6 +17,10 @@ inline constexpr std::chrono::milliseconds kDefaultHeartbeatInterval{200};
 inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{2000};
 // Covers `wait` mode, where workers finish their in-flight generations before they acknowledge.
 inline constexpr std::chrono::milliseconds kDefaultPauseTimeout{30'000};
+// A sharded trainer's ranks begin a version each on their own (after their own optimizer step): the round waits
+// this long after the first rank's BeginUpdate for the last (docs/regions.md). A rank's step seldom lags the others
+// by more than seconds; a rank that never comes (it died, it publishes another version) is named when this runs out.
+inline constexpr std::chrono::milliseconds kDefaultSourcesTimeout{30'000};
 // The payload's base allowance; kTransferTimeoutPerGiB is added per GiB of the manifest.
 inline constexpr std::chrono::milliseconds kDefaultTransferTimeout{120'000};
 // Generous for a slow shared host: the shm channel moves several GB/s.
@@ -40,6 +44,12 @@ inline constexpr std::uint64_t kDefaultGpuBucketBytes = std::uint64_t{1} << 30;
 inline constexpr std::uint32_t kDefaultAlignment = 256;
 // Manifests kept by digest; a trainer re-declaring an older one resends it.
 inline constexpr std::size_t kMaxCachedManifests = 8;
+// Sources' holdings kept by digest (docs/regions.md): every rank of the largest sharded trainers of a few manifests;
+// a rank whose holdings were dropped is refused as UnknownManifest and sends them again.
+inline constexpr std::size_t kMaxCachedHoldings = 4096;
+// Declarations the coordinator remembers having sent each agent; an agent that lacks one fails its round, and is
+// sent everything again in the next.
+inline constexpr std::size_t kMaxKnownDeclarations = 2 * kMaxCachedHoldings;
 // Outcomes of the last rounds, for a trainer that lost its connection and asks what became of its version
 // (VersionQuery): it asks within seconds, and this covers minutes of rounds back to back.
 inline constexpr std::size_t kRoundHistory = 1024;
@@ -55,6 +65,7 @@ struct CoordinatorOptions {
   std::chrono::milliseconds heartbeatInterval = kDefaultHeartbeatInterval;
   std::chrono::milliseconds heartbeatTimeout = kDefaultHeartbeatTimeout;
   std::chrono::milliseconds pauseTimeout = kDefaultPauseTimeout;
+  std::chrono::milliseconds sourcesTimeout = kDefaultSourcesTimeout;
   std::chrono::milliseconds transferTimeout = kDefaultTransferTimeout;
   std::uint64_t bucketBytes = kDefaultBucketBytes;
   std::uint32_t bufferCount = kDefaultBufferCount;

@@ -27,6 +27,7 @@
 #include "wsync/bus/core/failure.hpp"
 #include "wsync/bus/core/fault_hook.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/protocol/region.hpp"
 #include "wsync/bus/session/agent_session.hpp"
 #include "wsync/bus/transport/curve.hpp"
 
@@ -125,8 +126,15 @@ class TrainerAgent {
   tl::expected<void, TrainerFailure> declareManifest(std::vector<bus::TensorSpec> tensors);
   const std::optional<bus::Manifest>& manifest() const { return manifest_; }
 
-  // Starts publishing `version` from `tensors` (indexed like the manifest). Returns once the round is handed to
-  // the agent; the buffers are read until the outcome is known and must not change before.
+  // A rank of a sharded trainer (docs/regions.md): what it holds of every version, a region per buffer it publishes,
+  // as rank `rank` of `count`. Every rank of the trainer publishes each version; the coordinator commits it once all
+  // have sent their shards. Checked against the manifest here (InvalidManifest names the region); cleared by the next
+  // declareManifest(). Without it the trainer holds the whole model, one source alone.
+  tl::expected<void, TrainerFailure> declareHoldings(bus::SourceHoldings holdings, std::uint32_t rank,
+                                                     std::uint32_t count);
+  // Starts publishing `version` from `tensors` (indexed like the manifest, or like the declared holdings' regions,
+  // each buffer dense in its region's extents). Returns once the round is handed to the agent; the buffers are read
+  // until the outcome is known and must not change before.
   tl::expected<void, TrainerFailure> publish(std::uint64_t version, std::span<const std::span<const std::byte>> tensors,
                                              PublishOptions options = {});
   // The outcome of the version in flight: nothing yet (poll), or wait for it up to `timeout`.
@@ -154,6 +162,9 @@ class TrainerAgent {
   void handle(const bus::Message& message);
   void beginRound();
   void sendPayload(const msg::TransferPlan& plan);
+  void sendRegions(const msg::TransferPlan& plan);
+  // publish()'s check of its buffers: one a tensor of the manifest, or one a region of the declared holdings.
+  tl::expected<void, TrainerFailure> checkBuffers(std::span<const std::span<const std::byte>> tensors) const;
   // Test faults (options_.faultHook); a disconnect drops the session's connection for its outage.
   void strike(bus::FaultPoint point, std::uint64_t version);
   void strikeDuringPause(std::uint64_t version);
@@ -174,6 +185,14 @@ class TrainerAgent {
   std::unique_ptr<bus::AgentSession> session_;
   std::int32_t rank_ = -1;
   std::optional<bus::Manifest> manifest_;
+  // declareHoldings(): what this rank holds, shared with each job (the I/O thread declares it with the round).
+  struct Holdings {
+    bus::SourceHoldings holdings;
+    bus::Digest digest;
+    std::uint32_t rank = 0;
+    std::uint32_t count = 1;
+  };
+  std::shared_ptr<const Holdings> holdings_;
   // The span array of the last publish that named one (PublishOptions::layoutToken), shared with its job: a publish
   // naming it again is neither checked against the manifest again nor copied (100,000 tensors: 1.6 MB).
   using TensorArray = std::vector<std::span<const std::byte>>;
@@ -198,6 +217,7 @@ class TrainerAgent {
   // I/O thread only.
   std::unique_ptr<Job> active_;
   std::unique_ptr<bus::PayloadEndpoint> payload_;  // the channel and bucket plan, reused round after round
+  bus::Digest holdingsSent_{};                     // the holdings the coordinator has from this registration
   std::uint64_t manifestSentEpoch_ = 0;            // the coordinator epoch that has our manifest
   std::thread io_;
 };

@@ -14,6 +14,7 @@
 #include <tl/expected.hpp>
 
 #include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/protocol/region.hpp"
 #include "wsync/worker_agent/worker_error.hpp"
 
 namespace wsync::worker_agent {
@@ -33,6 +34,20 @@ class WorkerBindings {
   tl::expected<void, WorkerFailure> bind(std::string name, msg::DType dtype, std::vector<std::int64_t> shape,
                                          std::span<std::byte> destination);
 
+  // A slice (docs/regions.md): region `region` of checkpoint tensor `tensor` goes into the bound tensor `local` at
+  // `localOffset`/`localExtent` (the region's extents, leaving out those of 1). A bound tensor with no region bound
+  // into it receives the checkpoint tensor of its own name whole. Checked here for what needs no manifest (a known
+  // local tensor, ranks and extents that agree, a place inside it); the coordinator checks the rest against each
+  // manifest before any engine pauses (bus::checkBindings), and so does the worker.
+  tl::expected<void, WorkerFailure> bindRegion(std::string tensor, bus::Box region, std::string_view local,
+                                               std::vector<std::int64_t> localOffset,
+                                               std::vector<std::int64_t> localExtent);
+  // What a worker that bound slices declares in its hello: every bound tensor as a local tensor, in bind order, and
+  // every bound region (a whole one for each tensor nothing was bound into). Nothing when no region was bound: the
+  // worker receives every tensor whole, by name.
+  std::optional<bus::ReceiverBindings> regionBindings() const;
+  bool slices() const { return !regions_.empty(); }
+
   const std::vector<TensorBinding>& tensors() const { return tensors_; }
   std::size_t size() const { return tensors_.size(); }
   std::uint64_t totalBytes() const { return totalBytes_; }
@@ -47,6 +62,7 @@ class WorkerBindings {
   std::unordered_map<std::string, std::size_t> byName_;
   std::map<std::uintptr_t, std::size_t> byAddress_;  // each non-empty span's first byte -> its index in tensors_
   std::uint64_t totalBytes_ = 0;
+  std::vector<bus::BoundRegion> regions_;
 };
 
 // For each tensor of a manifest, the index of its binding in WorkerBindings::tensors().

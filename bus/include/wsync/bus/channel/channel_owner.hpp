@@ -37,6 +37,7 @@ struct ChannelGrant {
   std::string senderContact;  // where the receivers reach the sender (tcp: its contact), or empty
   // Members have ranks in a group: the sender 0, receiver i rank i + 1 (TransferPlan nccl_rank/nccl_world_size).
   bool ranked = false;
+  std::vector<std::string> sourceContacts;  // a region round's: where the receivers reach each source, or empty
 };
 
 class ChannelOwner {

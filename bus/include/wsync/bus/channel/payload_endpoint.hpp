@@ -23,6 +23,9 @@
 
 #include "wsync/bus/channel/bucket_plan.hpp"
 #include "wsync/bus/channel/channel.hpp"
+#include "wsync/bus/channel/region_declarations.hpp"
+#include "wsync/bus/channel/region_plan.hpp"
+#include "wsync/bus/channel/region_transfer.hpp"
 #include "wsync/bus/channel/registry.hpp"
 #include "wsync/bus/core/fault_hook.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
@@ -47,6 +50,9 @@ struct PreparedTransfer {
   std::uint64_t totalBytes = 0;
   std::int32_t receiver = -1;  // this agent's receiver index; -1 for the sender
   std::uint32_t receiverCount = 0;
+  // A region round (docs/regions.md): the plan every agent computes, and this agent's source index (-1: a receiver).
+  std::shared_ptr<const RegionPlan> regions;
+  std::int32_t source = -1;
 };
 
 // How an endpoint opens the channel a plan names: openChannel (registry.hpp), or a test channel in unit tests.
@@ -80,6 +86,21 @@ class PayloadEndpoint {
   tl::expected<TransferResult, PayloadFailure> receive(const PreparedTransfer& transfer,
                                                        std::span<const std::span<std::byte>> tensors,
                                                        std::uint64_t layoutToken, const TransferProgress& progress);
+
+  // A region round's (TransferPlan regions): the plan from the declarations this agent holds, then the channel.
+  // `memory` as for prepare().
+  tl::expected<PreparedTransfer, PayloadFailure> prepareRegions(const msg::TransferPlan& plan, const Manifest& manifest,
+                                                                std::optional<TensorMemory> memory);
+  // A source: sends its segments from `buffers` (indexed like its holdings' regions); per receiver.
+  tl::expected<RegionTransferResult, PayloadFailure> sendRegions(const PreparedTransfer& transfer,
+                                                                 std::span<const std::span<const std::byte>> buffers,
+                                                                 const TransferProgress& progress);
+  // A receiver: fills `locals` (indexed like its bindings' local tensors) from every source; per source.
+  tl::expected<RegionTransferResult, PayloadFailure> receiveRegions(const PreparedTransfer& transfer,
+                                                                    std::span<const std::span<std::byte>> locals,
+                                                                    const TransferProgress& progress);
+  // The holdings and bindings the coordinator sent this agent, and its own (RegionDeclarations).
+  RegionDeclarations& declarations() { return declarations_; }
 
   // A peer taking part may have died (an abort for AgentDied): let go of what the channels hold of it.
   void releasePeers();
@@ -115,6 +136,7 @@ class PayloadEndpoint {
   CoordinatorWatch coordinatorWatch_;
   std::map<msg::ChannelKind, OpenChannel> channels_;
   std::deque<CachedBuckets> buckets_;  // newest first, at most kCachedBucketPlans
+  RegionDeclarations declarations_;
 };
 
 }  // namespace wsync::bus

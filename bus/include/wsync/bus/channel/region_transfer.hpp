@@ -8,7 +8,11 @@
 // receivers share it, and a receiver hashes what it took as it copies. Both depend only on the plan and the bytes,
 // never on how a channel cuts segments into buckets, and a receiver that plans alone (RegionPlan) folds the same.
 #include <cstdint>
+#include <span>
 #include <vector>
+
+#include <flatbuffers/flatbuffers.h>
+#include <wsync/schemas/control_generated.h>
 
 #include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/bus/protocol/stream_digest.hpp"
@@ -37,5 +41,17 @@ class PairDigest {
   std::uint64_t bytes_ = 0;
   std::uint64_t deliveries_ = 0;
 };
+
+// A receiver's digest over what it took from each source, in source order: what its Commit carries, and what it
+// checks its staged bytes against before it applies them.
+Digest receiverDigestOf(std::span<const PairResult> fromSources);
+// A region round's version digest: over every source's holdings digest and what it sent each receiver, in source
+// order. It names the committed version the way the trainer's digest names a version of one source.
+Digest versionDigestOf(std::span<const Digest> holdings, std::span<const RegionTransferResult> sent);
+
+// UpdateDone's per-peer reports of a region round.
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<msg::PairDone>>> toMessage(
+    flatbuffers::FlatBufferBuilder& fbb, const RegionTransferResult& pairs);
+RegionTransferResult pairsFromMessage(const flatbuffers::Vector<flatbuffers::Offset<msg::PairDone>>* pairs);
 
 }  // namespace wsync::bus

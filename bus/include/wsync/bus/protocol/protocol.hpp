@@ -25,11 +25,12 @@ inline constexpr std::uint16_t kProtocolVersion = 6;
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{32} << 20;
 
 // Verifier limits: our schema nests at most 4 deep (Envelope > BeginUpdate > Manifest > TensorInfo); the table
-// budget covers a manifest of kMaxTensors (250,000, manifest.hpp) tensors, a table each, and the tables around it
-// in the message that carries it, while bounding the work a hostile buffer can cause. (It was 250,000 flat: a
-// BeginUpdate with a manifest of the most tensors a manifest may have was refused, and its trainer waited.)
+// budget covers two lists of kMaxTensors (250,000, manifest.hpp) tables, a table each (a BeginUpdate carrying a
+// manifest and the source's holdings, a hello carrying a worker's local tensors and bound regions: region.hpp), and
+// the tables around them in the message, while bounding the work a hostile buffer can cause. (It was 250,000 flat:
+// a BeginUpdate with a manifest of the most tensors a manifest may have was refused, and its trainer waited.)
 inline constexpr unsigned kMaxVerifierDepth = 16;
-inline constexpr unsigned kMaxVerifierTables = 250'000 + 64;
+inline constexpr unsigned kMaxVerifierTables = 2 * 250'000 + 64;
 
 // Longest address in a hello's channel contact: a DNS name (253 bytes) with brackets, a colon and a port.
 inline constexpr std::size_t kMaxContactAddressBytes = 262;

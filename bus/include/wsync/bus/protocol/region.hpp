@@ -15,6 +15,7 @@
 
 #include "wsync/bus/core/failure.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
+#include "wsync/bus/protocol/protocol.hpp"
 
 namespace wsync::bus {
 
@@ -36,10 +37,18 @@ std::string_view toString(RegionError error);
 
 using RegionFailure = Failure<RegionError>;
 
-// Limits that keep a hostile set of regions from costing unbounded memory or time: a frontier model's 100,000
-// tensors held in a few regions each by a rank, or received in a few slices each by a worker, are far inside.
-inline constexpr std::size_t kMaxRegionsPerAgent = 1'000'000;
+// Limits that keep a hostile set of regions from costing unbounded memory or time, and let each declaration travel
+// in one message (a table a region or local tensor, within the verifier's budget): a frontier model's 100,000
+// tensors held in a region or two each by a rank, or received in a slice or two each by a worker, are inside.
+inline constexpr std::size_t kMaxRegionsPerAgent = kMaxTensors;
 inline constexpr std::size_t kMaxLocalTensors = kMaxTensors;
+static_assert(kMaxTensors + kMaxRegionsPerAgent + 16 <= kMaxVerifierTables,
+              "a manifest and a source's holdings must fit one message's verifier budget");
+static_assert(kMaxLocalTensors + kMaxRegionsPerAgent + 16 <= kMaxVerifierTables,
+              "a worker's bindings must fit one message's verifier budget");
+// Sources of one version: the ranks of the largest sharded trainers, with room. The plan's pair tables are sources
+// x receivers entries.
+inline constexpr std::uint32_t kMaxSources = 4096;
 
 // A box: elements [offset[d], offset[d] + extent[d]) in every dimension d.
 struct Box {

@@ -17,6 +17,7 @@
 #include "wsync/bus/core/failure.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/bus/protocol/message.hpp"
+#include "wsync/bus/protocol/region.hpp"
 #include "wsync/bus/protocol/registration_secret.hpp"
 #include "wsync/bus/session/agent_slot.hpp"
 #include "wsync/bus/session/bus_mirror.hpp"
@@ -62,6 +63,8 @@ struct SessionOptions {
   std::vector<msg::ChannelKind> channels{msg::ChannelKind::Shm};
   // Where peers reach this agent for the channels that need it (ChannelListeners::contacts()), in every hello.
   std::vector<ChannelContact> channelContacts{};
+  // A worker that binds slices (docs/regions.md): what it binds, in every hello. Null: every tensor whole.
+  std::shared_ptr<const ReceiverBindings> bindings{};
   std::chrono::milliseconds registrationTimeout = kRegistrationTimeout;
   LinkHeartbeat link{};  // how soon a silent coordinator's connection counts as lost
 };
@@ -78,9 +81,12 @@ struct Registration {
   // The last commit: an agent that lost its connection mid-round learns from it what the bus decided.
   std::uint64_t committedRound = 0;
   Digest committedDigest{};  // zero when the coordinator does not know it (it restarted since)
+  // The last commit was a region round: this worker's receiver digest in it (docs/regions.md); zero otherwise.
+  Digest committedReceiverDigest{};
   // The coordinator's phase timeouts, from which an agent bounds its own wait for a round's outcome (roundBound).
   std::chrono::milliseconds pauseTimeout{0};
   std::chrono::milliseconds transferTimeout{0};
+  std::chrono::milliseconds sourcesTimeout{0};  // a region round's wait for its last rank (docs/regions.md)
   std::chrono::milliseconds transferTimeoutPerGiB{0};
   bool operatorPaused = false;  // an operator's pause holds: a worker keeps its engine paused
   msg::PauseMode operatorPauseMode = msg::PauseMode::Keep;

@@ -33,6 +33,17 @@ class CorruptingChannel final : public bus::Channel {
   tl::expected<bus::TransferResult, bus::ChannelFailure> receive(
       std::uint64_t transfer, const bus::BucketPlan& plan, std::span<const std::span<std::byte>> tensors,
       std::uint32_t receiver, std::chrono::steady_clock::time_point deadline) override;
+  bool carriesRegions() const override { return inner_->carriesRegions(); }
+  tl::expected<bus::RegionTransferResult, bus::ChannelFailure> sendRegions(
+      std::uint64_t transfer, const bus::RegionPlan& plan, std::uint32_t source,
+      std::span<const std::span<const std::byte>> buffers, std::chrono::steady_clock::time_point deadline) override {
+    return inner_->sendRegions(transfer, plan, source, buffers, deadline);
+  }
+  // A region round's receive is spoiled by a flipped byte in its first non-empty local tensor (host memory) and a
+  // wrong digest for its first source that sent anything, which the coordinator's pair check must catch.
+  tl::expected<bus::RegionTransferResult, bus::ChannelFailure> receiveRegions(
+      std::uint64_t transfer, const bus::RegionPlan& plan, std::uint32_t receiver,
+      std::span<const std::span<std::byte>> locals, std::chrono::steady_clock::time_point deadline) override;
 
  private:
   bus::TransferResult corrupt(const bus::TransferResult& received, std::span<const std::span<std::byte>> tensors);
