@@ -121,6 +121,10 @@ tl::expected<bip::mapped_region, ChannelFailure> mapArena(const std::string& nam
 
 }  // namespace
 
+std::string sourceArenaName(const std::string& arena, std::uint32_t source) {
+  return arena + "-s" + std::to_string(source);
+}
+
 tl::expected<ShmArena, ChannelFailure> ShmArena::create(const std::string& name, const ArenaGeometry& geometry) {
   if (auto valid = checkGeometry(geometry); !valid) return tl::unexpected(valid.error());
   auto region = mapArena(name, true, geometry);

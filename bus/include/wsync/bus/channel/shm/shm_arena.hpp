@@ -28,6 +28,12 @@ constexpr ReceiverSet firstReceivers(std::uint32_t count) {
   return count >= 64 ? ~ReceiverSet{0} : (ReceiverSet{1} << count) - 1;
 }
 
+// A region round's sources each fill a ring of their own: an arena of the bus's geometry named after the bus's,
+// "<arena>-s<source>" (docs/shm-channel.md, "Region transfers"). The shm channel stays on one host, whose trainer
+// ranks are tens at most, and every ring holds bufferCount x bucketBytes of shared memory for the coordinator's life.
+inline constexpr std::uint32_t kMaxRegionSources = 64;
+std::string sourceArenaName(const std::string& arena, std::uint32_t source);
+
 struct ArenaGeometry {
   std::uint64_t bucketBytes = 0;
   std::uint32_t bufferCount = 2;
