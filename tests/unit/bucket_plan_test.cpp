@@ -110,6 +110,11 @@ TEST(BucketPlan, RandomManifestsHoldTheInvariants) {
     expectCovers(manifest, *plan);
     // Deterministic: what trainer and workers compute separately must agree.
     EXPECT_EQ(BucketPlan::build(manifest, bucket, alignment)->pieces(), plan->pieces());
+    // A list of sizes packs as a manifest of tensors of those sizes (a region source's segments).
+    auto fromSizes = BucketPlan::fromSizes(sizes, bucket, alignment);
+    ASSERT_TRUE(fromSizes.has_value()) << fromSizes.error().describe();
+    EXPECT_EQ(fromSizes->pieces(), plan->pieces());
+    EXPECT_EQ(fromSizes->bucketCount(), plan->bucketCount());
   }
 }
 
@@ -119,6 +124,9 @@ TEST(BucketPlan, RefusesBadParameters) {
   EXPECT_EQ(BucketPlan::build(manifest, 64, 3).error().code, ManifestError::InvalidPlan);
   EXPECT_EQ(BucketPlan::build(manifest, 100, 64).error().code, ManifestError::InvalidPlan);
   EXPECT_EQ(BucketPlan::build(manifest, 0, 1).error().code, ManifestError::InvalidPlan);
+  const std::vector<std::uint64_t> overflowing = {~std::uint64_t{0}, 1};
+  EXPECT_EQ(BucketPlan::fromSizes(overflowing, 64, 64).error().code, ManifestError::InvalidPlan);
+  EXPECT_TRUE(BucketPlan::fromSizes({}, 64, 64).has_value());
 }
 
 // A Qwen3-30B-A3B-shaped manifest (18,867 tensors, 61 GB) plans in one pass with pieces <= tensors + buckets.

@@ -7,6 +7,13 @@ namespace wsync::bus {
 
 tl::expected<BucketPlan, ManifestFailure> BucketPlan::build(const Manifest& manifest, std::uint64_t bucketBytes,
                                                             std::uint32_t alignment) {
+  std::vector<std::uint64_t> sizes(manifest.size());
+  for (std::uint32_t tensor = 0; tensor < manifest.size(); ++tensor) sizes[tensor] = manifest.tensorBytes(tensor);
+  return fromSizes(sizes, bucketBytes, alignment);
+}
+
+tl::expected<BucketPlan, ManifestFailure> BucketPlan::fromSizes(std::span<const std::uint64_t> sizes,
+                                                                std::uint64_t bucketBytes, std::uint32_t alignment) {
   if (alignment == 0 || !std::has_single_bit(alignment)) {
     return fail(ManifestError::InvalidPlan, "alignment " + std::to_string(alignment) + " is not a power of two");
   }
@@ -15,21 +22,31 @@ tl::expected<BucketPlan, ManifestFailure> BucketPlan::build(const Manifest& mani
                                                 " is not a positive multiple of the alignment " +
                                                 std::to_string(alignment));
   }
+  if (sizes.size() >= std::numeric_limits<std::uint32_t>::max()) {
+    return fail(ManifestError::InvalidPlan, std::to_string(sizes.size()) + " runs are too many for one plan");
+  }
   // Bounds the plan's memory: pieces <= tensors + buckets.
-  if (manifest.totalBytes() / bucketBytes > std::numeric_limits<std::uint32_t>::max() / 2) {
+  std::uint64_t totalBytes = 0;
+  for (const std::uint64_t size : sizes) {
+    if (size > std::numeric_limits<std::uint64_t>::max() - totalBytes) {
+      return fail(ManifestError::InvalidPlan, "the runs' sizes overflow 64 bits");
+    }
+    totalBytes += size;
+  }
+  if (totalBytes / bucketBytes > std::numeric_limits<std::uint32_t>::max() / 2) {
     return fail(ManifestError::InvalidPlan, "bucket size " + std::to_string(bucketBytes) + " makes too many buckets");
   }
 
   BucketPlan plan;
   plan.bucketBytes_ = bucketBytes;
   plan.alignment_ = alignment;
-  plan.tensorFirstPiece_.reserve(manifest.size() + 1);
+  plan.tensorFirstPiece_.reserve(sizes.size() + 1);
   const std::uint64_t mask = alignment - 1U;
   std::uint32_t bucket = 0;
   std::uint64_t offset = 0;  // next free byte in `bucket`
-  for (std::uint32_t tensor = 0; tensor < manifest.size(); ++tensor) {
+  for (std::uint32_t tensor = 0; tensor < sizes.size(); ++tensor) {
     plan.tensorFirstPiece_.push_back(static_cast<std::uint32_t>(plan.pieces_.size()));
-    std::uint64_t remaining = manifest.tensorBytes(tensor);
+    std::uint64_t remaining = sizes[tensor];
     if (remaining == 0) continue;
     offset = (offset + mask) & ~mask;
     if (offset == bucketBytes) {

@@ -6,6 +6,7 @@
 
 #include <boost/interprocess/shared_memory_object.hpp>
 
+#include "channel/shm/digest_copy.hpp"
 #include "core/private_segment.hpp"
 #include "wsync/bus/channel/shm/streaming_copy.hpp"
 #include "wsync/bus/core/shared_futex.hpp"
@@ -19,9 +20,6 @@ using Clock = std::chrono::steady_clock;
 
 // Longest single sleep on a futex word: an abort (which wakes nobody) or a deadline is noticed within it.
 constexpr std::chrono::milliseconds kWaitSlice{20};
-// A piece is copied and digested in slices of this size, so that the digest reads what the copy has just brought
-// into L1/L2 instead of reading the whole piece (up to a bucket) from memory a second time.
-constexpr std::uint64_t kDigestSlice = 16 * 1024;
 
 std::uint64_t ticketOf(std::uint64_t transfer, std::uint32_t bucket) {
   return (transfer << 32) | (std::uint64_t{bucket} + 1);
@@ -50,10 +48,11 @@ tl::expected<void, ChannelFailure> checkGeometry(const ArenaGeometry& geometry) 
 }
 
 // Waits until `ready()`, sleeping on `notify` (whose writer bumps it after each change that can make `ready` true).
-template <typename Ready>
+// `what()` says what it waits for ("receiver 2 to drain bucket 5"), built only when the wait fails.
+template <typename Ready, typename What>
 tl::expected<void, ChannelFailure> await(const std::atomic<std::uint32_t>& notify, Ready&& ready,
                                          const ArenaHeaderData& header, std::uint64_t transfer,
-                                         Clock::time_point deadline, const char* what,
+                                         Clock::time_point deadline, What&& what,
                                          const std::function<bool()>& cancelled) {
   while (true) {
     // Read the notify word before the condition: a change after this load makes the futex return at once.
@@ -61,14 +60,14 @@ tl::expected<void, ChannelFailure> await(const std::atomic<std::uint32_t>& notif
     if (ready()) return {};
     if (header.abortedTransfer.load(std::memory_order_acquire) == transfer) {
       return fail(ChannelError::Aborted,
-                  std::string("transfer ") + std::to_string(transfer) + " aborted while " + what);
+                  "transfer " + std::to_string(transfer) + " aborted while waiting for " + what());
     }
     if (cancelled && cancelled()) {
       return fail(ChannelError::Aborted,
-                  std::string("transfer ") + std::to_string(transfer) + " cancelled while " + what);
+                  "transfer " + std::to_string(transfer) + " cancelled while waiting for " + what());
     }
     const auto now = Clock::now();
-    if (now >= deadline) return fail(ChannelError::Timeout, std::string("timed out while ") + what);
+    if (now >= deadline) return fail(ChannelError::Timeout, "timed out while waiting for " + what());
     (void)waitWhileEqual(notify, seen, std::min<Clock::duration>(kWaitSlice, deadline - now));
   }
 }
@@ -99,29 +98,6 @@ tl::expected<void, ChannelFailure> checkBindings(const BucketPlan& plan, std::sp
   return {};
 }
 
-// The sender: copies a piece of a tensor into a bucket and digests the tensor's bytes, slice by slice. Ordinary
-// stores: the receivers read the bucket next, and should find it in the cache.
-void packAndDigest(std::byte* target, const std::byte* source, std::uint64_t bytes, StreamDigest& digest) {
-  for (std::uint64_t offset = 0; offset < bytes; offset += kDigestSlice) {
-    const std::uint64_t slice = std::min(kDigestSlice, bytes - offset);
-    std::memcpy(target + offset, source + offset, slice);
-    digest.add(source + offset, slice);
-  }
-}
-
-// A receiver: copies a piece out of a bucket into its tensor with streaming stores (nothing reads the new version
-// before the round commits, and a cached destination line costs a read from memory first) and digests the bytes it
-// copied, from the bucket slice the copy has just brought into L1. The bucket cannot change between the two reads
-// unnoticed: the sender only refills a buffer every receiver has drained, and the ticket is checked again after
-// the copy. This is the receiver's whole cost per byte, so the one that decides the channel's speed.
-void unpackAndDigest(std::byte* target, const std::byte* source, std::uint64_t bytes, StreamDigest& digest) {
-  for (std::uint64_t offset = 0; offset < bytes; offset += kDigestSlice) {
-    const std::uint64_t slice = std::min(kDigestSlice, bytes - offset);
-    streamingCopy(target + offset, source + offset, slice);
-    digest.add(source + offset, slice);
-  }
-}
-
 tl::expected<bip::mapped_region, ChannelFailure> mapArena(const std::string& name, bool create,
                                                           const ArenaGeometry& geometry) {
   const std::uint64_t bytes = dataOffset() + geometry.bufferCount * geometry.bucketBytes;
@@ -144,6 +120,10 @@ tl::expected<bip::mapped_region, ChannelFailure> mapArena(const std::string& nam
 }
 
 }  // namespace
+
+std::string sourceArenaName(const std::string& arena, std::uint32_t source) {
+  return arena + "-s" + std::to_string(source);
+}
 
 tl::expected<ShmArena, ChannelFailure> ShmArena::create(const std::string& name, const ArenaGeometry& geometry) {
   if (auto valid = checkGeometry(geometry); !valid) return tl::unexpected(valid.error());
@@ -195,6 +175,61 @@ void ShmArena::abortTransfer(std::uint64_t transfer) {
   control().header.abortedTransfer.store(transfer, std::memory_order_release);
 }
 
+tl::expected<void, ChannelFailure> ShmArena::awaitDrained(std::uint64_t transfer, std::uint32_t bucket,
+                                                          ReceiverSet receivers, Clock::time_point deadline,
+                                                          const std::function<bool()>& cancelled) const {
+  ArenaControlData& arena = control();
+  const std::uint64_t ticket = ticketOf(transfer, bucket);
+  for (std::uint32_t receiver = 0; receivers != 0; ++receiver, receivers >>= 1) {
+    if ((receivers & 1U) == 0) continue;
+    const ArenaDrainData& drain = arena.drains[bucket % geometry_.bufferCount][receiver];
+    auto drained = await(
+        drain.notify, [&] { return drain.ticket.load(std::memory_order_acquire) >= ticket; }, arena.header, transfer,
+        deadline, [&] { return "receiver " + std::to_string(receiver) + " to drain bucket " + std::to_string(bucket); },
+        cancelled);
+    if (!drained) return drained;
+  }
+  return {};
+}
+
+void ShmArena::publishFilled(std::uint64_t transfer, std::uint32_t bucket) const {
+  ArenaFillData& fill = control().fills[bucket % geometry_.bufferCount];
+  publish(fill.ticket, fill.notify, ticketOf(transfer, bucket));
+}
+
+tl::expected<const std::byte*, ChannelFailure> ShmArena::awaitFilled(std::uint64_t transfer, std::uint32_t bucket,
+                                                                     Clock::time_point deadline,
+                                                                     const std::function<bool()>& cancelled) const {
+  ArenaControlData& arena = control();
+  const std::uint64_t wanted = ticketOf(transfer, bucket);
+  const ArenaFillData& fill = arena.fills[bucket % geometry_.bufferCount];
+  auto filled = await(
+      fill.notify, [&] { return fill.ticket.load(std::memory_order_acquire) >= wanted; }, arena.header, transfer,
+      deadline, [&] { return "the sender to fill bucket " + std::to_string(bucket); }, cancelled);
+  if (!filled) return tl::unexpected(filled.error());
+  if (fill.ticket.load(std::memory_order_acquire) != wanted) {
+    return fail(ChannelError::Overwritten, "bucket " + std::to_string(bucket) + " was replaced before it was read");
+  }
+  return bucketBuffer(bucket);
+}
+
+tl::expected<void, ChannelFailure> ShmArena::publishDrained(std::uint64_t transfer, std::uint32_t bucket,
+                                                            std::uint32_t receiver) const {
+  ArenaControlData& arena = control();
+  const std::uint32_t index = bucket % geometry_.bufferCount;
+  const std::uint64_t wanted = ticketOf(transfer, bucket);
+  finishStreamingCopies();  // the bucket's bytes land before its drain ticket says so
+  // Seqlock-style: if the sender moved on during the copy (only after an abort), the copy may be torn. The fence
+  // keeps the copy's reads before the re-check, which an acquire load alone would not.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (arena.fills[index].ticket.load(std::memory_order_relaxed) != wanted) {
+    return fail(ChannelError::Overwritten, "bucket " + std::to_string(bucket) + " changed while it was copied");
+  }
+  ArenaDrainData& drain = arena.drains[index][receiver];
+  publish(drain.ticket, drain.notify, wanted);
+  return {};
+}
+
 tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transfer, const BucketPlan& plan,
                                                             std::span<const std::span<const std::byte>> tensors,
                                                             std::span<const std::uint32_t> receivers,
@@ -202,33 +237,27 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transf
                                                             const std::function<void(std::uint64_t)>& progress,
                                                             const std::function<bool()>& cancelled) {
   if (auto bound = checkBindings(plan, tensors, geometry_); !bound) return tl::unexpected(bound.error());
+  ReceiverSet everyone = 0;
   for (std::uint32_t receiver : receivers) {
     if (receiver >= geometry_.maxReceivers) {
       return fail(ChannelError::PlanMismatch,
                   "receiver " + std::to_string(receiver) + " of " + std::to_string(geometry_.maxReceivers));
     }
+    everyone |= ReceiverSet{1} << receiver;
   }
-  ArenaControlData& arena = control();
   StreamDigest digest;
   for (std::uint32_t bucket = 0; bucket < plan.bucketCount(); ++bucket) {
-    const std::uint32_t index = bucket % geometry_.bufferCount;
     if (bucket >= geometry_.bufferCount) {
       // The buffer still holds bucket - bufferCount until every receiver has copied it out.
-      const std::uint64_t previous = ticketOf(transfer, bucket - geometry_.bufferCount);
-      for (std::uint32_t receiver : receivers) {
-        ArenaDrainData& drain = arena.drains[index][receiver];
-        auto drained = await(
-            drain.notify, [&] { return drain.ticket.load(std::memory_order_acquire) >= previous; }, arena.header,
-            transfer, deadline, "waiting for a receiver to drain a buffer", cancelled);
-        if (!drained) return tl::unexpected(drained.error());
-      }
+      auto drained = awaitDrained(transfer, bucket - geometry_.bufferCount, everyone, deadline, cancelled);
+      if (!drained) return tl::unexpected(drained.error());
     }
-    std::byte* target = buffer(index);
+    std::byte* target = bucketBuffer(bucket);
     for (const Piece& piece : plan.piecesOfBucket(bucket)) {
       const std::byte* source = tensors[piece.tensor].data() + piece.tensorOffset;
       packAndDigest(target + piece.bucketOffset, source, piece.bytes, digest);
     }
-    publish(arena.fills[index].ticket, arena.fills[index].notify, ticketOf(transfer, bucket));
+    publishFilled(transfer, bucket);
     if (progress) progress(digest.bytes());
   }
   // Only once every receiver has copied out the last bucket: the next transfer's first bufferCount buckets refill
@@ -237,14 +266,8 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::send(std::uint64_t transf
   // buckets a slow receiver has not read (it would fail with Overwritten, and the sender would wait for it).
   // Receivers copy buckets in order, so the last one stands for all.
   if (const std::uint32_t count = plan.bucketCount(); count > 0) {
-    const std::uint64_t last = ticketOf(transfer, count - 1);
-    for (std::uint32_t receiver : receivers) {
-      ArenaDrainData& drain = arena.drains[(count - 1) % geometry_.bufferCount][receiver];
-      auto drained = await(
-          drain.notify, [&] { return drain.ticket.load(std::memory_order_acquire) >= last; }, arena.header, transfer,
-          deadline, "waiting for a receiver to drain the last bucket", cancelled);
-      if (!drained) return tl::unexpected(drained.error());
-    }
+    auto drained = awaitDrained(transfer, count - 1, everyone, deadline, cancelled);
+    if (!drained) return tl::unexpected(drained.error());
   }
   return TransferResult{digest.bytes(), digest.digest()};
 }
@@ -259,33 +282,15 @@ tl::expected<TransferResult, ChannelFailure> ShmArena::receive(std::uint64_t tra
     return fail(ChannelError::PlanMismatch,
                 "receiver " + std::to_string(receiver) + " of " + std::to_string(geometry_.maxReceivers));
   }
-  ArenaControlData& arena = control();
   StreamDigest digest;
   for (std::uint32_t bucket = 0; bucket < plan.bucketCount(); ++bucket) {
-    const std::uint32_t index = bucket % geometry_.bufferCount;
-    const std::uint64_t wanted = ticketOf(transfer, bucket);
-    ArenaFillData& fill = arena.fills[index];
-    auto filled = await(
-        fill.notify, [&] { return fill.ticket.load(std::memory_order_acquire) >= wanted; }, arena.header, transfer,
-        deadline, "waiting for the sender to fill a buffer", cancelled);
-    if (!filled) return tl::unexpected(filled.error());
-    if (fill.ticket.load(std::memory_order_acquire) != wanted) {
-      return fail(ChannelError::Overwritten, "bucket " + std::to_string(bucket) + " was replaced before it was read");
-    }
-    const std::byte* source = buffer(index);
+    auto source = awaitFilled(transfer, bucket, deadline, cancelled);
+    if (!source) return tl::unexpected(source.error());
     for (const Piece& piece : plan.piecesOfBucket(bucket)) {
       std::byte* target = tensors[piece.tensor].data() + piece.tensorOffset;
-      unpackAndDigest(target, source + piece.bucketOffset, piece.bytes, digest);
+      unpackAndDigest(target, *source + piece.bucketOffset, piece.bytes, digest);
     }
-    finishStreamingCopies();  // the bucket's bytes land before its drain ticket says so
-    // Seqlock-style: if the sender moved on during the copy (only after an abort), the copy may be torn. The fence
-    // keeps the copy's reads before the re-check, which an acquire load alone would not.
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (fill.ticket.load(std::memory_order_relaxed) != wanted) {
-      return fail(ChannelError::Overwritten, "bucket " + std::to_string(bucket) + " changed while it was copied");
-    }
-    ArenaDrainData& drain = arena.drains[index][receiver];
-    publish(drain.ticket, drain.notify, wanted);
+    if (auto drained = publishDrained(transfer, bucket, receiver); !drained) return tl::unexpected(drained.error());
     if (progress) progress(digest.bytes());
   }
   return TransferResult{digest.bytes(), digest.digest()};

@@ -30,6 +30,10 @@ class BucketPlan {
   // last is full up to alignment padding. Zero-byte tensors get no piece.
   static tl::expected<BucketPlan, ManifestFailure> build(const Manifest& manifest, std::uint64_t bucketBytes,
                                                          std::uint32_t alignment);
+  // The same packing of a list of byte runs, "tensor" i being `sizes[i]` bytes: what a region source's stream of
+  // segments is cut into (shm/region_stream.hpp), where the runs are segments rather than manifest tensors.
+  static tl::expected<BucketPlan, ManifestFailure> fromSizes(std::span<const std::uint64_t> sizes,
+                                                             std::uint64_t bucketBytes, std::uint32_t alignment);
 
   std::uint64_t bucketBytes() const { return bucketBytes_; }
   std::uint32_t alignment() const { return alignment_; }

@@ -19,6 +19,21 @@
 
 namespace wsync::bus {
 
+// Receivers of one arena as bits (receiver r is bit r): whom a bucket is for, whom the sender waits for.
+using ReceiverSet = std::uint64_t;
+static_assert(kMaxArenaReceivers <= 64, "a ReceiverSet has one bit a receiver");
+
+// The receivers 0..count-1.
+constexpr ReceiverSet firstReceivers(std::uint32_t count) {
+  return count >= 64 ? ~ReceiverSet{0} : (ReceiverSet{1} << count) - 1;
+}
+
+// A region round's sources each fill a ring of their own: an arena of the bus's geometry named after the bus's,
+// "<arena>-s<source>" (docs/shm-channel.md, "Region transfers"). The shm channel stays on one host, whose trainer
+// ranks are tens at most, and every ring holds bufferCount x bucketBytes of shared memory for the coordinator's life.
+inline constexpr std::uint32_t kMaxRegionSources = 64;
+std::string sourceArenaName(const std::string& arena, std::uint32_t source);
+
 struct ArenaGeometry {
   std::uint64_t bucketBytes = 0;
   std::uint32_t bufferCount = 2;
@@ -65,6 +80,30 @@ class ShmArena {
                                                        std::chrono::steady_clock::time_point deadline,
                                                        const std::function<void(std::uint64_t)>& progress = {},
                                                        const std::function<bool()>& cancelled = {});
+
+  // The ring's hand-off, one bucket at a time (docs/shm-channel.md, "Hand-off"): what send and receive are made of,
+  // and the region transfers (shm_region_transfer.cpp), whose buckets each go to a set of receivers of their own.
+  // Bucket k of a transfer lives in buffer k mod bufferCount. Every wait gives up on the arena's abort word, on
+  // `cancelled` and at `deadline`, and a failure names the receiver or bucket it waited for.
+  //
+  // Sender: waits until every receiver in `receivers` has drained bucket `bucket` of `transfer` (those the bucket
+  // was for: before its buffer is refilled with bucket + bufferCount, and at the end of a transfer).
+  tl::expected<void, ChannelFailure> awaitDrained(std::uint64_t transfer, std::uint32_t bucket, ReceiverSet receivers,
+                                                  std::chrono::steady_clock::time_point deadline,
+                                                  const std::function<bool()>& cancelled) const;
+  // Sender: the buffer bucket `bucket` goes into (bucketBytes long), to fill once its previous occupant is drained.
+  std::byte* bucketBuffer(std::uint32_t bucket) const { return buffer(bucket % geometry_.bufferCount); }
+  // Sender: tells the receivers that bucket `bucket` of `transfer` is in its buffer.
+  void publishFilled(std::uint64_t transfer, std::uint32_t bucket) const;
+  // Receiver: waits until bucket `bucket` of `transfer` is in its buffer, and returns the buffer; Overwritten if
+  // the sender has already replaced it (possible only after an abort).
+  tl::expected<const std::byte*, ChannelFailure> awaitFilled(std::uint64_t transfer, std::uint32_t bucket,
+                                                             std::chrono::steady_clock::time_point deadline,
+                                                             const std::function<bool()>& cancelled) const;
+  // Receiver: after copying the bucket out, checks that it did not change during the copy (Overwritten otherwise)
+  // and tells the sender `receiver` has drained it. Orders this thread's streaming stores before the ticket.
+  tl::expected<void, ChannelFailure> publishDrained(std::uint64_t transfer, std::uint32_t bucket,
+                                                    std::uint32_t receiver) const;
 
  private:
   ShmArena(boost::interprocess::mapped_region&& region, std::string name, ArenaGeometry geometry, bool owner)
