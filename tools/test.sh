@@ -285,11 +285,12 @@ vllm_stage() {
   stage "vllm venv ($VLLM_VENV: tools/vllm-venv.sh)"
   bash tools/vllm-venv.sh "$REPO_ROOT/$VLLM_VENV"
   "$VLLM_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall "$wheel"
-  stage "vllm: contract tests against the installed vLLM (pytest tests/python/test_vllm_backend.py)"
+  # With the venv's torch 2 come the tests Debian's torch 1.13 cannot run: FSDP2's DTensors published as shards.
+  stage "vllm: contract tests against the installed vLLM, and torch 2's (pytest tests/python/test_vllm_backend.py test_regions.py)"
   library="$(find build -path '*-venv' -prune -o -name libwsync.so \( -type f -o -type l \) -print -quit)"
   WSYNC_LIBRARY="$REPO_ROOT/$library" WSYNC_BIN_DIR="$REPO_ROOT/build/tools/coordinator" \
     timeout --signal=INT --kill-after=30 "$PYTEST_TIMEOUT_SECONDS" \
-    "$VLLM_VENV/bin/python" -m pytest tests/python/test_vllm_backend.py -p no:cacheprovider
+    "$VLLM_VENV/bin/python" -m pytest tests/python/test_vllm_backend.py tests/python/test_regions.py -p no:cacheprovider
   stage "vllm: live engines (pytest tests/vllm)"
   env -u WSYNC_LIBRARY -u WSYNC_BIN_DIR -u PYTHONPATH \
     timeout --signal=INT --kill-after=30 "$VLLM_TESTS_TIMEOUT_SECONDS" \

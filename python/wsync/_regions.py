@@ -170,7 +170,9 @@ class BoundRegionArray:
             offset, extent = _bounds(region, None, f"slice {position} of '{tensor}'")
             place = item[3] if len(item) == 4 else tuple(slice(None) for _ in local.shape)
             local_offset, local_extent = _bounds(place, local.shape, f"slice {position} into '{into}'")
-            arrays = [(c_int64 * max(len(values), 1))(*values) for values in (offset, extent, local_offset, local_extent)]
+            arrays = [
+                (c_int64 * max(len(values), 1))(*values) for values in (offset, extent, local_offset, local_extent)
+            ]
             name = str(tensor).encode()
             self._keep += [name, *arrays]
             entry.tensor, entry.ndim, entry.local = name, len(offset), index[into]

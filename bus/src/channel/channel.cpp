@@ -23,10 +23,11 @@ tl::expected<RegionTransferResult, ChannelFailure> Channel::receiveRegions(
 
 tl::expected<ChannelGrant, std::string> ChannelOwner::prepareSources(std::span<const ChannelMember> senders,
                                                                      std::span<const ChannelMember> receivers) {
-  if (senders.size() == 1) return prepare(senders.front(), receivers);
-  return tl::unexpected("channel " + std::string(msg::EnumNameChannelKind(kind())) +
-                        " carries one source a round, and " + std::to_string(senders.size()) +
-                        " sources hold this version");
+  // Refused here, by the coordinator, before any engine pauses: the agents would only find out at the transfer.
+  (void)receivers;
+  return tl::unexpected("channel " + std::string(msg::EnumNameChannelKind(kind())) + " carries no region rounds yet (" +
+                        std::to_string(senders.size()) + (senders.size() == 1 ? " source" : " sources") +
+                        ", or workers that bind slices: docs/regions.md); use shm");
 }
 
 std::string channelKey(const msg::TransferPlan& plan) {

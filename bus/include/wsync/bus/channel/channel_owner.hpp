@@ -56,8 +56,8 @@ class ChannelOwner {
   // run on this channel, naming the agent at fault.
   virtual tl::expected<ChannelGrant, std::string> prepare(const ChannelMember& sender,
                                                           std::span<const ChannelMember> receivers) = 0;
-  // The same for a region round of several sources (docs/regions.md), in source order. A channel that carries one
-  // source a round refuses more than one.
+  // The same for a region round (docs/regions.md): its sources in source order, however many. A channel without
+  // region transfers refuses (the default), so that the round is refused before any engine pauses.
   virtual tl::expected<ChannelGrant, std::string> prepareSources(std::span<const ChannelMember> senders,
                                                                  std::span<const ChannelMember> receivers);
   // `round` ended without a commit: every sender and receiver still waiting on it gives up within one wait slice.

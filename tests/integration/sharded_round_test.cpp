@@ -1,0 +1,115 @@
+// Region rounds end to end with the real binaries (docs/regions.md): a trainer of two ranks, each publishing only
+// its rows of every tensor (wsync-trainer --shard), to a tensor-parallel engine of two workers, each receiving only
+// its columns (wsync-worker --slice), beside a worker that takes the whole model. Every worker must hold exactly
+// its part of the trainer's last committed version, and a round that loses a rank, a corrupted slice or a rank that
+// never begins must leave every worker on the version before.
+#include <csignal>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "round_fixture.hpp"
+#include "weight_dumps.hpp"
+
+namespace wsync::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ShardedRound : public RoundFixture {
+ protected:
+  // The TP engine's two workers and a whole one, registered.
+  void startWorkers(const std::vector<std::string>& slicedExtra = {}) {
+    std::vector<std::string> first{"--slice", "0/2", "--dump", path("tp0.safetensors")};
+    first.insert(first.end(), slicedExtra.begin(), slicedExtra.end());
+    workers_.push_back(startWorker("tp0", first));
+    workers_.push_back(startWorker("tp1", {"--slice", "1/2", "--dump", path("tp1.safetensors")}));
+    workers_.push_back(startWorker("whole", {"--dump", path("whole.safetensors")}));
+    waitForAgents(3);
+  }
+  void stopWorkers() {
+    for (ChildProcess& worker : workers_) worker.signal(SIGTERM);
+    for (ChildProcess& worker : workers_) ASSERT_EQ(worker.wait(kPatience), 0);
+  }
+  // What every worker dumped is its part of what the trainer dumped, at `version`.
+  void expectEveryWorkersPart(std::uint64_t version) {
+    expectSlicedWeights(path("trainer.safetensors"), path("tp0.safetensors"), version, cli::Part{0, 2});
+    expectSlicedWeights(path("trainer.safetensors"), path("tp1.safetensors"), version, cli::Part{1, 2});
+    expectSameWeights(path("trainer.safetensors"), path("whole.safetensors"), version);
+  }
+
+  std::vector<ChildProcess> workers_;
+};
+
+TEST_F(ShardedRound, EveryWorkerHoldsExactlyItsSliceOfEveryRanksShards) {
+  startCoordinator();
+  startWorkers();
+  auto rank0 = startTrainer("t0", {"--shard", "0/2", "--steps", "3", "--dump", path("trainer.safetensors")});
+  auto rank1 = startTrainer("t1", {"--shard", "1/2", "--steps", "3"});
+  for (std::uint64_t version = 1; version <= 3; ++version) {
+    const auto outcome = nextOutcome();
+    EXPECT_TRUE(outcome.committed) << outcome.detail;
+    EXPECT_EQ(outcome.version, version);
+  }
+  EXPECT_EQ(rank0.wait(kPatience), 0);
+  EXPECT_EQ(rank1.wait(kPatience), 0);
+  for (const char* worker : {"tp0", "tp1", "whole"}) EXPECT_TRUE(waitForApplied(worker, 3)) << worker;
+  stopWorkers();
+  expectEveryWorkersPart(3);
+}
+
+TEST_F(ShardedRound, ARankKilledMidTransferLeavesEveryWorkerOnThePreviousVersion) {
+  startCoordinator();
+  startWorkers();
+  auto rank0 = startTrainer("t0", {"--shard", "0/2", "--steps", "1", "--dump", path("trainer.safetensors")});
+  auto doomed = startTrainer("t1", {"--shard", "1/2", "--steps", "3", "--fault", "kill@transfer:2"});
+  EXPECT_TRUE(nextOutcome().committed);
+  EXPECT_EQ(rank0.wait(kPatience), 0);
+  // Rank 0 has stopped after version 1; rank 1 begins version 2 alone and dies after its first bucket, or waits in
+  // vain for rank 0: either way version 2 is never committed, and the round names rank 1 or the missing rank 0.
+  auto late = startTrainer("t0", {"--shard", "0/2", "--steps", "1", "--first-version", "2"});
+  const auto aborted = nextOutcome();
+  EXPECT_FALSE(aborted.committed);
+  EXPECT_EQ(aborted.version, 2U);
+  EXPECT_EQ(aborted.reason, msg::AbortReason::AgentDied) << aborted.detail;
+  EXPECT_EQ(aborted.agentId, "t1");
+  EXPECT_EQ(doomed.wait(kPatience), 128 + SIGKILL);
+  late.wait(kPatience);
+  for (const char* worker : {"tp0", "tp1", "whole"}) EXPECT_EQ(appliedVersion(worker), 1U) << worker;
+  stopWorkers();
+  expectEveryWorkersPart(1);
+}
+
+TEST_F(ShardedRound, ASpoiledSliceIsNeverAppliedAndTheRoundNamesItsWorker) {
+  startCoordinator();
+  startWorkers({"--fault", "corrupt-receive@2"});
+  auto rank0 = startTrainer("t0", {"--shard", "0/2", "--steps", "2", "--dump", path("trainer.safetensors")});
+  auto rank1 = startTrainer("t1", {"--shard", "1/2", "--steps", "2"});
+  EXPECT_TRUE(nextOutcome().committed);
+  const auto aborted = nextOutcome();
+  EXPECT_FALSE(aborted.committed);
+  EXPECT_EQ(aborted.reason, msg::AbortReason::DigestMismatch);
+  EXPECT_EQ(aborted.agentId, "tp0");
+  EXPECT_THAT(aborted.detail, HasSubstr("trainer rank"));
+  rank0.wait(kPatience);
+  rank1.wait(kPatience);
+  for (const char* worker : {"tp0", "tp1", "whole"}) EXPECT_EQ(appliedVersion(worker), 1U) << worker;
+  stopWorkers();
+  expectEveryWorkersPart(1);
+}
+
+TEST_F(ShardedRound, ARankThatNeverBeginsIsNamedAndNoEnginePauses) {
+  startCoordinator({"--sources-timeout-ms", "500"});
+  startWorkers();
+  auto lonely = startTrainer("t0", {"--shard", "0/2", "--steps", "1"});
+  const auto aborted = nextOutcome();
+  EXPECT_FALSE(aborted.committed);
+  EXPECT_EQ(aborted.reason, msg::AbortReason::Timeout);
+  EXPECT_THAT(aborted.detail, HasSubstr("trainer rank 1 (it never began version 1)"));
+  EXPECT_FALSE(aborted.reachedTransfer);
+  EXPECT_EQ(lonely.wait(kPatience), 4) << "the trainer reports a version that was not committed";
+  stopWorkers();
+}
+
+}  // namespace
+}  // namespace wsync::test
