@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """An FSDP2 trainer updating data-parallel inference workers through wsync (vLLM's EP/DP weight-sync example):
-the trainer's ranks hold the policy sharded with PyTorch FSDP2 (`fully_shard`); for each version every rank takes
-part in gathering the full tensors (DTensor.full_tensor(), a collective), and rank 0 publishes them; each inference
-worker, a process of its own, holds a full copy and takes every version.
+the trainer's ranks hold the policy sharded with PyTorch FSDP2 (`fully_shard`); for each version every rank
+publishes its own shards (its DTensors as they are: no gather, docs/regions.md), and the version commits once every
+rank has sent; each inference worker, a process of its own, holds a full copy and takes every version.
+`--publish gathered` does what frameworks did before: every rank gathers the full tensors (DTensor.full_tensor(),
+a collective) and rank 0 publishes them, the baseline the shards are measured against.
 
     python examples/rl/fsdp2_to_dp.py --model qwen3-small --trainer-devices cuda:0,cuda:1 \\
         --engine-devices cuda:2,cuda:3 --channel nccl                   # 4 GPUs
@@ -51,14 +53,16 @@ class TrainerGroup:
     """The FSDP2 ranks, a process each, driven in lockstep: every command goes to every rank (collectives need all
     of them); rank 0's answer is returned."""
 
-    def __init__(self, bus, model, seed, devices: list[str], channel, backend, init_file):
+    def __init__(self, bus, model, seed, devices: list[str], channel, backend, init_file, publish):
         context = multiprocessing.get_context("spawn")
         self.connections, self.processes = [], []
         for rank, device in enumerate(devices):
             parent, child = context.Pipe()
             process = context.Process(
                 target=S.serve,
-                args=(child, RankServer, rank, len(devices), bus, model, seed, device, channel, backend, init_file),
+                args=(
+                    child, RankServer, rank, len(devices), bus, model, seed, device, channel, backend, init_file, publish
+                ),
                 name=f"trainer-rank{rank}",
                 daemon=True,
             )
@@ -84,9 +88,10 @@ class TrainerGroup:
 
 
 class RankServer:
-    """One FSDP2 rank: its shards of the policy; rank 0 also the wsync.Trainer and the last gathered tensors."""
+    """One FSDP2 rank: its shards of the policy and its wsync.Trainer (publishing its shards), or, gathering, rank 0
+    alone holds one; rank 0 keeps the last gathered tensors for the checks."""
 
-    def __init__(self, rank, world, bus, model_name, seed, device, channel, backend, init_file):
+    def __init__(self, rank, world, bus, model_name, seed, device, channel, backend, init_file, publish):
         deterministic()
         if torch.device(device).type == "cuda":
             torch.cuda.set_device(torch.device(device))
@@ -101,10 +106,10 @@ class RankServer:
         for layer in self.model.model.layers:
             fully_shard(layer, mesh=mesh)
         fully_shard(self.model, mesh=mesh)
-        self.rank, self.model_name, self.device = rank, model_name, device
+        self.rank, self.model_name, self.device, self.publish = rank, model_name, device, publish
         self.trainer = (
-            wsync.Trainer(bus, agent_id="trainer", channel=channel, cuda_device=S.device_index(device))
-            if rank == 0
+            wsync.Trainer(bus, agent_id=f"trainer-{rank}", channel=channel, cuda_device=S.device_index(device))
+            if rank == 0 or publish == "shards"
             else None
         )
         self.full = {}
@@ -113,18 +118,32 @@ class RankServer:
         if command == "train":  # every rank, each on data of its own
             steps, train_seed = args
             return policy_models.train_steps(self.model, steps, train_seed + self.rank)
-        if command == "publish":  # every rank gathers; rank 0 publishes the full tensors
+        if command == "publish":
             version, pause_mode = args
             started = time.monotonic()
-            gathered = {name: parameter.full_tensor() for name, parameter in self.model.named_parameters()}
-            gather_s = time.monotonic() - started
+            if self.publish == "shards":
+                # Every rank its own shards, at once: the version commits when all have sent.
+                outcome = self.trainer.publish(version, self.model.named_parameters(), pause_mode=pause_mode)
+                outcome = outcome.wait(S.COMMAND_TIMEOUT_SECONDS)
+                published_s, gather_s = time.monotonic() - started, 0.0
+                # Gathered only for the checks below, after the version committed and outside its time.
+                gathered = {name: parameter.full_tensor() for name, parameter in self.model.named_parameters()}
+            else:  # every rank gathers; rank 0 publishes the full tensors
+                gathered = {name: parameter.full_tensor() for name, parameter in self.model.named_parameters()}
+                gather_s = time.monotonic() - started
+                outcome = None
+                if self.rank == 0:
+                    outcome = self.trainer.publish(version, gathered, pause_mode=pause_mode)
+                    outcome = outcome.wait(S.COMMAND_TIMEOUT_SECONDS)
+                published_s = time.monotonic() - started
             if self.rank != 0:
                 return None
             self.full = gathered
-            outcome = self.trainer.publish(version, self.full, pause_mode=pause_mode).wait(S.COMMAND_TIMEOUT_SECONDS)
             return {
                 **S.outcome_record(outcome),
                 "gather_s": gather_s,
+                # From the step's end to the version committed: the gather and the publish, or the shards' publish.
+                "update_s": published_s,
                 "digests": policy_models.digests(self.full.items()),
                 "sharded": type(next(self.model.parameters())).__name__,
             }
@@ -183,6 +202,12 @@ def main() -> None:
     parser.add_argument("--trainer-devices", default="cpu,cpu", help="one device per FSDP2 rank")
     parser.add_argument("--engine-devices", default="cpu,cpu", help="one device per inference worker")
     parser.add_argument("--backend", help="torch.distributed backend (default: nccl on GPUs, gloo on the CPU)")
+    parser.add_argument(
+        "--publish",
+        default="shards",
+        choices=["shards", "gathered"],
+        help="every rank its shards (default), or rank 0 the full tensors every rank gathered (the baseline)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--train-steps", type=int, default=3)
     parser.add_argument("--prompts", type=int, default=8)
@@ -231,6 +256,7 @@ def main() -> None:
                 arguments.channel,
                 backend,
                 os.path.join(workdir, "rendezvous"),
+                arguments.publish,
             )
             before = None
             for version in VERSIONS:
@@ -238,12 +264,16 @@ def main() -> None:
                     losses = group.call("train", arguments.train_steps, arguments.seed + 1)
                     report.say(f"rank 0 trained {arguments.train_steps} FSDP2 steps: losses {losses}")
                 outcome = group.call("publish", version, "wait")
-                report.say(
-                    f"gathered in {outcome['gather_s'] * 1000:.1f} ms from {outcome['sharded']} shards; "
-                    f"{S.describe_outcome(outcome)}"
+                how = (
+                    f"{len(trainer_devices)} ranks published their {outcome['sharded']} shards"
+                    if arguments.publish == "shards"
+                    else f"gathered in {outcome['gather_s'] * 1000:.1f} ms from {outcome['sharded']} shards"
                 )
+                report.say(f"{how}; updated in {outcome['update_s'] * 1000:.1f} ms; {S.describe_outcome(outcome)}")
                 report.check(f"version {version} committed", outcome["kind"] == "committed", outcome["detail"])
-                report.timing(f"v{version}", {key: outcome[key] for key in ("total_s", "gather_s", "bytes")})
+                report.timing(
+                    f"v{version}", {key: outcome[key] for key in ("total_s", "gather_s", "update_s", "bytes")}
+                )
                 served = [engine.receive() for engine in engines]
                 for engine, answer in zip(engines, served):
                     report.same_weights(

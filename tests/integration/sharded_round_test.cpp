@@ -98,6 +98,23 @@ TEST_F(ShardedRound, ASpoiledSliceIsNeverAppliedAndTheRoundNamesItsWorker) {
   expectEveryWorkersPart(1);
 }
 
+// The coordinator killed after it committed a region round and before it told anyone: the block says the round
+// committed, and every worker applies the slices it staged once the next coordinator welcomes it.
+TEST_F(ShardedRound, ACommitWhoseCoordinatorDiedBeforeTellingIsAppliedByEveryWorker) {
+  startCoordinator({"--fault", "kill@commit:2"});
+  startWorkers();
+  auto rank0 = startTrainer("t0", {"--shard", "0/2", "--steps", "2", "--dump", path("trainer.safetensors")});
+  auto rank1 = startTrainer("t1", {"--shard", "1/2", "--steps", "2"});
+  ASSERT_EQ(coordinator_->wait(kPatience), 128 + SIGKILL) << "the commit fault never struck";
+  startCoordinator();
+  EXPECT_EQ(block_->committedVersion(), 2U);
+  for (const char* worker : {"tp0", "tp1", "whole"}) EXPECT_TRUE(waitForApplied(worker, 2)) << worker;
+  EXPECT_EQ(rank0.wait(kPatience), 0) << "each rank must learn that version 2 was committed";
+  EXPECT_EQ(rank1.wait(kPatience), 0);
+  stopWorkers();
+  expectEveryWorkersPart(2);
+}
+
 TEST_F(ShardedRound, ARankThatNeverBeginsIsNamedAndNoEnginePauses) {
   startCoordinator({"--sources-timeout-ms", "500"});
   startWorkers();

@@ -174,3 +174,22 @@ def test_slices_that_are_not_boxes_are_refused_when_bound(coordinator):
             on_pause=lambda *_: None,
             on_resume=lambda *_: None,
         )
+
+
+def test_the_fsdp2_example_publishes_shards_to_data_parallel_engines(tmp_path):
+    """examples/rl/fsdp2_to_dp.py as a user runs it: every rank publishes its shards, and its own checks (every
+    engine byte for byte and token for token the unsharded model's, before and after training) pass."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "rl" / "fsdp2_to_dp.py"
+    record = tmp_path / "record.json"
+    done = subprocess.run(
+        [sys.executable, str(example), "--json", str(record)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    checks = json.loads(record.read_text())["checks"]
+    assert all(check["passed"] for check in checks), [check for check in checks if not check["passed"]]
+    assert any("holds version 2 byte for byte" in check["check"] for check in checks)

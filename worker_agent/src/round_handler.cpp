@@ -192,10 +192,15 @@ void RoundHandler::reregistered() {
   // Without a lost link first (the coordinator restarted and no longer knew us), the round may still be Staged.
   const bool holdsStaged = step_ == RoundStep::Staged || step_ == RoundStep::Detached;
   // The staged version was committed if the bus's last commit is exactly it: its Commit was lost with the link.
-  // A region round's is named by this worker's own digest.
-  const bus::Digest committed = staged_.regions ? welcome.committedReceiverDigest : welcome.committedDigest;
-  const bool missedCommit = holdsStaged && committed != bus::Digest{} && staged_.round == welcome.committedRound &&
-                            staged_.version == welcome.committedVersion && staged_.digest == committed;
+  // A region round's commit: the bus committed this very round, which it does only once every pair, this worker's
+  // included, agreed with what it reported. The coordinator that ran it names this worker's digest; a new one (the
+  // old died after the commit) knows only the round, which is enough: round numbers are never reused on a bus.
+  const bool regionCommit = staged_.regions && (welcome.committedReceiverDigest == bus::Digest{} ||
+                                                welcome.committedReceiverDigest == staged_.digest);
+  const bool wholeCommit =
+      !staged_.regions && welcome.committedDigest != bus::Digest{} && staged_.digest == welcome.committedDigest;
+  const bool missedCommit = holdsStaged && staged_.round == welcome.committedRound &&
+                            staged_.version == welcome.committedVersion && (regionCommit || wholeCommit);
   // One change, so that the engine is not resumed and paused again in between: an operator's pause outlives
   // coordinators and links (the Welcome says whether it still holds), and a missed Commit is applied from Staged,
   // where the round holds the engine, so that the copy cannot race generation.

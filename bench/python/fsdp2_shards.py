@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""FSDP2 ranks publishing their shards (docs/regions.md) against the gather the field does first, in the same run:
+examples/rl/fsdp2_to_dp.py with --publish shards and with --publish gathered (every rank DTensor.full_tensor(),
+rank 0 publishes), alternating, on the same machine and devices. The figure is the update: from the end of a
+training step to the version committed in every engine (the gather and the publish, or the shards' publish), and
+the ratio gathered / shards. Writes a markdown report.
+
+    python bench/python/fsdp2_shards.py --out bench/results/fsdp2-shards-DATE-MACHINE-COMMIT.md \\
+        [--models tiny,qwen3-small] [--repeats 3] [--trainer-devices cpu,cpu] [--engine-devices cpu,cpu]
+
+Needs torch >= 2.6 (FSDP2), the example's transformers, and wsync's library and programs (WSYNC_LIBRARY,
+WSYNC_BIN_DIR, PYTHONPATH with python/), as the example does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "rl" / "fsdp2_to_dp.py"
+# One run of the example: two ranks, two engines, two versions on a small model.
+RUN_TIMEOUT_S = 900
+
+
+def run(model: str, publish: str, arguments) -> list[float]:
+    """The update times (s) of every version of one run, or SystemExit naming the failed run."""
+    with tempfile.TemporaryDirectory() as work:
+        record = Path(work) / "record.json"
+        command = [
+            sys.executable, str(EXAMPLE), "--model", model, "--publish", publish, "--json", str(record),
+            "--trainer-devices", arguments.trainer_devices, "--engine-devices", arguments.engine_devices,
+            "--channel", arguments.channel,
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        timings = json.loads(record.read_text())["timings"]
+        return [timings[key]["update_s"] for key in sorted(timings)]
+
+
+def commit() -> str:
+    if os.environ.get("WSYNC_COMMIT"):
+        return os.environ["WSYNC_COMMIT"]
+    try:
+        return subprocess.check_output(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], text=True).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--models", default="tiny,qwen3-small")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each mode per model, alternating")
+    parser.add_argument("--trainer-devices", default="cpu,cpu")
+    parser.add_argument("--engine-devices", default="cpu,cpu")
+    parser.add_argument("--channel", default="shm")
+    arguments = parser.parse_args()
+    import torch
+
+    rows = []
+    for model in arguments.models.split(","):
+        times: dict[str, list[float]] = {"shards": [], "gathered": []}
+        for _ in range(arguments.repeats):
+            for publish in ("shards", "gathered"):  # alternating: drift on a shared machine hits both
+                times[publish] += run(model, publish, arguments)
+                print(f"{model} {publish}: {[round(t * 1000, 1) for t in times[publish]]} ms", flush=True)
+        shards, gathered = statistics.median(times["shards"]), statistics.median(times["gathered"])
+        rows.append((model, len(times["shards"]), shards, gathered, gathered / shards))
+    lines = [
+        "# FSDP2 ranks publishing their shards vs gathering first (examples/rl/fsdp2_to_dp.py)",
+        "",
+        f"- date: {datetime.date.today()}; commit: {commit()}; machine: {platform.node()} ({os.cpu_count()} CPUs), "
+        f"torch {torch.__version__}",
+        f"- trainer devices {arguments.trainer_devices} (FSDP2, gloo on the CPU), engines {arguments.engine_devices}, "
+        f"channel {arguments.channel}; {arguments.repeats} runs of each mode per model, alternating, 2 versions each",
+        "- update: from a training step's end to the version committed in every engine; median over every version",
+        "",
+        "| model | versions | shards (ms) | gathered, then rank 0 publishes (ms) | gathered / shards |",
+        "|---|---|---|---|---|",
+    ]
+    for model, count, shards, gathered, ratio in rows:
+        lines.append(f"| {model} | {count} | {shards * 1000:.1f} | {gathered * 1000:.1f} | {ratio:.2f}x |")
+    Path(arguments.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
