@@ -112,15 +112,7 @@ tl::expected<void, WorkerFailure> WorkerBindings::bindRegion(std::string tensor,
     return bus::fail(WorkerError::InvalidBinding,
                      where + ": the place " + bus::format(bus::Box{localOffset, localExtent}) + " is outside it");
   }
-  // The element order is the same on both sides exactly when the extents agree leaving out those of 1.
-  auto squeezed = [](const std::vector<std::int64_t>& extent) {
-    std::vector<std::int64_t> kept;
-    for (const std::int64_t dim : extent) {
-      if (dim != 1) kept.push_back(dim);
-    }
-    return kept;
-  };
-  if (squeezed(region.extent) != squeezed(localExtent)) {
+  if (!bus::sameElementOrder(region.extent, localExtent)) {
     return bus::fail(WorkerError::InvalidBinding, where + ": the region's extents " + formatShape(region.extent) +
                                                       " differ from the place's " + formatShape(localExtent));
   }

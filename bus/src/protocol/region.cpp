@@ -130,6 +130,10 @@ std::uint64_t volume(const Box& box) {
   return elements;
 }
 
+bool sameElementOrder(std::span<const std::int64_t> a, std::span<const std::int64_t> b) {
+  return squeezed(a) == squeezed(b);
+}
+
 bool boxWithin(const Box& inner, std::span<const std::int64_t> shape) {
   if (inner.offset.size() != shape.size() || inner.extent.size() != shape.size()) return false;
   for (std::size_t d = 0; d < shape.size(); ++d) {
@@ -340,7 +344,7 @@ tl::expected<std::vector<std::uint32_t>, RegionFailure> checkBindings(const Mani
       return fail(RegionError::OutsideTensor, where + " into " + format(place) + " of local " + quoted(local.name) +
                                                   " " + formatShape(local.shape) + ", outside it");
     }
-    if (squeezed(bound.region.extent) != squeezed(bound.localExtent)) {
+    if (!sameElementOrder(bound.region.extent, bound.localExtent)) {
       return fail(RegionError::ShapeMismatch,
                   where + " into " + format(place) + " of local " + quoted(local.name) + ": the extents differ");
     }

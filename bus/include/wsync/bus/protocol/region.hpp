@@ -63,6 +63,9 @@ Box wholeBox(std::span<const std::int64_t> shape);
 std::uint64_t volume(const Box& box);
 // Whether `inner` lies within a tensor of `shape` (same rank, offsets and extents non-negative).
 bool boxWithin(const Box& inner, std::span<const std::int64_t> shape);
+// Whether boxes of these extents hold their elements in the same row-major order: the extents agree once those of 1
+// are left out (a region [I, H] of an expert goes into a place [1, I, H] of a stacked tensor).
+bool sameElementOrder(std::span<const std::int64_t> a, std::span<const std::int64_t> b);
 // The common part of two boxes of one rank; empty (some extent 0) when they do not meet.
 Box intersect(const Box& a, const Box& b);
 bool meets(const Box& a, const Box& b);
