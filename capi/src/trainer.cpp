@@ -259,7 +259,8 @@ wsync_status wsync_trainer_start(const wsync_trainer_config* config, wsync_train
                              .lastTensors = {},
                              .published = false,
                              .tokensIssued = 0,
-                             .lastTensorsToken = 0};
+                             .lastTensorsToken = 0,
+                             .holdings = {}};
     return WSYNC_OK;
   });
 }

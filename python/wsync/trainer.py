@@ -213,8 +213,8 @@ class Trainer(Closing):
             raise InvalidArgumentError(f"version {version!r}: versions are integers in [0, 2^64)")
         shards = self._shards if tensors is None else None
         if tensors is not None:
-            pairs = named_items(tensors, "publish")
-            shards = _regions.split(pairs, *self._source)
+            tensors = named_items(tensors, "publish")  # once: a generator (named_parameters()) reads only once
+            shards = _regions.split(tensors, *self._source)
         if shards is not None:
             return self._publish_shards(version, shards, label, mode, stream, event)
         with self._lock:

@@ -58,6 +58,21 @@ TEST_F(ShardedRound, EveryWorkerHoldsExactlyItsSliceOfEveryRanksShards) {
   expectEveryWorkersPart(3);
 }
 
+// A trainer that holds the whole model, to an engine that binds slices: the round is a region round of one source.
+TEST_F(ShardedRound, AWholeTrainerFeedsSlicedWorkersTheirSlicesOnly) {
+  startCoordinator();
+  startWorkers();
+  auto trainer = startTrainer("t0", {"--steps", "2", "--dump", path("trainer.safetensors")});
+  for (std::uint64_t version = 1; version <= 2; ++version) {
+    const auto outcome = nextOutcome();
+    EXPECT_TRUE(outcome.committed) << outcome.detail;
+  }
+  EXPECT_EQ(trainer.wait(kPatience), 0);
+  for (const char* worker : {"tp0", "tp1", "whole"}) EXPECT_TRUE(waitForApplied(worker, 2)) << worker;
+  stopWorkers();
+  expectEveryWorkersPart(2);
+}
+
 TEST_F(ShardedRound, ARankKilledMidTransferLeavesEveryWorkerOnThePreviousVersion) {
   startCoordinator();
   startWorkers();

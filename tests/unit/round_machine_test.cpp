@@ -200,7 +200,7 @@ TEST_F(RoundMachineRefusalTest, ASecondRoundWhileOneRunsNamesTheRunningOne) {
 }
 
 TEST_F(RoundMachineRefusalTest, AVersionNotAboveTheCommittedOne) {
-  machine().carryOver(CommittedVersion{9, 4, kPayloadDigest, {}}, 6);
+  machine().carryOver(CommittedVersion{9, 4, kPayloadDigest, {}, {}}, 6);
   refusedFor({.version = 9}, msg::ErrorCode::VersionNotIncreasing, "not above the committed version 9");
 }
 
@@ -546,7 +546,7 @@ TEST_F(RoundMachineTest, AnAbortedRoundReachesResumeButNotVerifyOrCommit) {
 }
 
 TEST_F(RoundMachineTest, ACarriedOverVersionAndRoundNumberGoOn) {
-  machine().carryOver(CommittedVersion{9, 4, kPayloadDigest, "old"}, 6);
+  machine().carryOver(CommittedVersion{9, 4, kPayloadDigest, "old", {}}, 6);
   EXPECT_EQ(machine().committed().version, 9u);
   EXPECT_EQ(machine().lastRound(), 6u);
   EXPECT_EQ(machine().fateOf(9).fate, msg::VersionFate::Committed);
@@ -558,7 +558,7 @@ TEST_F(RoundMachineTest, ACarriedOverVersionAndRoundNumberGoOn) {
 }
 
 TEST_F(RoundMachineTest, TheFateOfVersionsNeverSeen) {
-  machine().carryOver(CommittedVersion{9, 4, kPayloadDigest, {}}, 4);
+  machine().carryOver(CommittedVersion{9, 4, kPayloadDigest, {}, {}}, 4);
   EXPECT_EQ(machine().fateOf(12).fate, msg::VersionFate::NotCommitted);
   EXPECT_EQ(machine().fateOf(12).reason, msg::AbortReason::Lost);
   EXPECT_EQ(machine().fateOf(3).fate, msg::VersionFate::Superseded);

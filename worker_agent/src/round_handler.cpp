@@ -21,12 +21,12 @@ RoundHandler::RoundHandler(bus::AgentSession& session, std::shared_ptr<const Wor
                            std::atomic<std::int32_t>& rank, BindingMemory memory, int cudaDevice)
     : session_(session),
       bindings_(std::move(bindings)),
+      regionBindings_(bindings_->regionBindings()),
       hooks_(std::move(hooks)),
       faultHook_(std::move(faultHook)),
       memory_(memory),
       appliedVersion_(appliedVersion),
       rank_(rank),
-      regionBindings_(bindings_->regionBindings()),
       payload_(session, cudaDevice, kTransferDeadline, bus::openChannel, faultHook_.get()) {
   for (const TensorBinding& binding : bindings_->tensors()) destinations_.push_back(binding.destination);
   if (regionBindings_) payload_.declarations().addOwn(*regionBindings_);
@@ -441,7 +441,7 @@ tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receive(const msg
                          if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
                        });
   if (!received) return tl::unexpected(received.error());
-  return StagedVersion{plan.round(), plan.version(), received->bytes, received->digest, cached};
+  return StagedVersion{plan.round(), plan.version(), received->bytes, received->digest, cached, false, {}};
 }
 
 tl::expected<StagedVersion, bus::PayloadFailure> RoundHandler::receiveRegions(const msg::TransferPlan& plan,
