@@ -56,13 +56,12 @@ class TrainerGroup:
     def __init__(self, bus, model, seed, devices: list[str], channel, backend, init_file, publish):
         context = multiprocessing.get_context("spawn")
         self.connections, self.processes = [], []
+        settings = (channel, backend, init_file, publish)
         for rank, device in enumerate(devices):
             parent, child = context.Pipe()
             process = context.Process(
                 target=S.serve,
-                args=(
-                    child, RankServer, rank, len(devices), bus, model, seed, device, channel, backend, init_file, publish
-                ),
+                args=(child, RankServer, rank, len(devices), bus, model, seed, device, *settings),
                 name=f"trainer-rank{rank}",
                 daemon=True,
             )
