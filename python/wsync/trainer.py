@@ -238,21 +238,8 @@ class Trainer(Closing):
                 manifest = self._rebind(named_items(tensors, "publish"))
             self._synchronise(stream, event)
             kept = self._allocations_kept()
-            options = self._options
-            label_bytes = N.encode(label)
-            options.label = label_bytes
-            options.pause_mode = mode
-            options.flags = (N.PUBLISH_ALLOCATIONS_KEPT if kept else 0) | (N.PUBLISH_SAME_TENSORS if same else 0)
-            status = self._lib.wsync_trainer_publish(
-                handle,
-                version,
-                None if same else manifest.pointer(),
-                0 if same else manifest.count,
-                ctypes.byref(options),
-            )
-            options.label = None
-            if status != N.OK:
-                raise N.error(status)
+            flags = N.PUBLISH_SAME_TENSORS if same else 0
+            self._publish_call(handle, version, None if same else manifest, label, mode, kept, flags)
             self._agent_has_manifest_memory = True
             published = PublishHandle(self, version, manifest.infos, kept)
             self._in_flight = published
@@ -287,22 +274,32 @@ class Trainer(Closing):
             self._plan_sync(shards.local)
             self._synchronise(stream, event)
             kept = self._allocations_kept()
-            options = self._options
-            label_bytes = N.encode(label)
-            options.label = label_bytes
-            options.pause_mode = mode
-            options.flags = N.PUBLISH_ALLOCATIONS_KEPT if kept else 0
-            status = self._lib.wsync_trainer_publish(
-                handle, version, local.pointer(), local.count, ctypes.byref(options)
-            )
-            options.label = None
-            if status != N.OK:
-                raise N.error(status)
+            self._publish_call(handle, version, local, label, mode, kept, 0)
             self._agent_has_manifest_memory = False
             self._shards = shards
             published = PublishHandle(self, version, (local, shards), kept)
             self._in_flight = published
             return published
+
+    def _publish_call(
+        self, handle, version: int, array: TensorArray | None, label: str | None, mode: int, kept: bool, flags: int
+    ) -> None:
+        """wsync_trainer_publish with this trainer's options (`array` None: the same tensors again)."""
+        options = self._options
+        label_bytes = N.encode(label)
+        options.label = label_bytes
+        options.pause_mode = mode
+        options.flags = (N.PUBLISH_ALLOCATIONS_KEPT if kept else 0) | flags
+        status = self._lib.wsync_trainer_publish(
+            handle,
+            version,
+            None if array is None else array.pointer(),
+            0 if array is None else array.count,
+            ctypes.byref(options),
+        )
+        options.label = None
+        if status != N.OK:
+            raise N.error(status)
 
     def _manifest_key(self) -> tuple:
         return tuple((info.name, info.dtype, info.shape) for info in self._manifest.infos)

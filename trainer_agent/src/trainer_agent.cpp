@@ -516,6 +516,24 @@ void TrainerAgent::handle(const bus::Message& message) {
   }
 }
 
+template <typename Send>
+auto TrainerAgent::sendTimed(std::uint64_t total, Send&& send) {
+  Job& job = *active_;
+  progressBytes_.store(0, std::memory_order_relaxed);
+  progressTotal_.store(total, std::memory_order_relaxed);
+  progressVersion_.store(job.version, std::memory_order_relaxed);
+  progressSending_.store(true, std::memory_order_release);
+  const auto started = Clock::now();
+  auto sent = send(bus::TransferProgress([this, version = job.version](std::uint64_t bytes) {
+    progressBytes_.store(bytes, std::memory_order_relaxed);
+    if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
+  }));
+  job.sending = Clock::now() - started;
+  progressSending_.store(false, std::memory_order_release);
+  if (session_->registered()) session_->slot().setPhase(bus::AgentPhase::Idle);
+  return sent;
+}
+
 void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
   Job& job = *active_;
   bus::MessageBuilder builder;
@@ -532,20 +550,10 @@ void TrainerAgent::sendPayload(const msg::TransferPlan& plan) {
     reply(false, 0, {}, transfer.error());
     return;
   }
-  progressBytes_.store(0, std::memory_order_relaxed);
-  progressTotal_.store(manifest_->totalBytes(), std::memory_order_relaxed);
-  progressVersion_.store(job.version, std::memory_order_relaxed);
-  progressSending_.store(true, std::memory_order_release);
-  const auto started = Clock::now();
   const bool allocationsKept = !allocationsDoubted_.exchange(false, std::memory_order_relaxed);
-  auto sent = payload_->send(*transfer, *job.tensors, allocationsKept, job.options.layoutToken,
-                             [this, version = job.version](std::uint64_t bytes) {
-                               progressBytes_.store(bytes, std::memory_order_relaxed);
-                               if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
-                             });
-  job.sending = Clock::now() - started;
-  progressSending_.store(false, std::memory_order_release);
-  if (session_->registered()) session_->slot().setPhase(bus::AgentPhase::Idle);
+  auto sent = sendTimed(manifest_->totalBytes(), [&](const bus::TransferProgress& progress) {
+    return payload_->send(*transfer, *job.tensors, allocationsKept, job.options.layoutToken, progress);
+  });
   if (!sent) {
     reply(false, 0, {}, sent.error());
     return;
@@ -585,18 +593,9 @@ void TrainerAgent::sendRegions(const msg::TransferPlan& plan) {
     return;
   }
   const std::uint64_t total = transfer->regions->bytesRead(static_cast<std::uint32_t>(plan.source()));
-  progressBytes_.store(0, std::memory_order_relaxed);
-  progressTotal_.store(total, std::memory_order_relaxed);
-  progressVersion_.store(job.version, std::memory_order_relaxed);
-  progressSending_.store(true, std::memory_order_release);
-  const auto started = Clock::now();
-  auto sent = payload_->sendRegions(*transfer, *job.tensors, [this, version = job.version](std::uint64_t bytes) {
-    progressBytes_.store(bytes, std::memory_order_relaxed);
-    if (bytes > 0) strike(bus::FaultPoint::Transfer, version);  // after the first bucket
+  auto sent = sendTimed(total, [&](const bus::TransferProgress& progress) {
+    return payload_->sendRegions(*transfer, *job.tensors, progress);
   });
-  job.sending = Clock::now() - started;
-  progressSending_.store(false, std::memory_order_release);
-  if (session_->registered()) session_->slot().setPhase(bus::AgentPhase::Idle);
   if (!sent) {
     reply({}, &sent.error());
     return;

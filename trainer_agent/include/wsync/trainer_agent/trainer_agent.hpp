@@ -163,6 +163,9 @@ class TrainerAgent {
   void beginRound();
   void sendPayload(const msg::TransferPlan& plan);
   void sendRegions(const msg::TransferPlan& plan);
+  // Runs `send` (given the progress callback) as the version's transfer: progress, the sending time, the fault point.
+  template <typename Send>
+  auto sendTimed(std::uint64_t total, Send&& send);
   // publish()'s check of its buffers: one a tensor of the manifest, or one a region of the declared holdings.
   tl::expected<void, TrainerFailure> checkBuffers(std::span<const std::span<const std::byte>> tensors) const;
   // Test faults (options_.faultHook); a disconnect drops the session's connection for its outage.
