@@ -150,30 +150,14 @@ def test_a_worker_whose_slice_falls_outside_a_tensor_is_refused_by_name_and_nobo
 
 def test_slices_that_are_not_boxes_are_refused_when_bound(coordinator):
     tensors = {"w": np.zeros((4, 4), dtype=np.float32)}
-    with pytest.raises(wsync.InvalidArgumentError, match="step"):
-        wsync.Worker(
-            coordinator.bus,
-            tensors=tensors,
-            slices=[("w", (slice(0, 4, 2), slice(0, 4)), "w")],
-            on_pause=lambda *_: None,
-            on_resume=lambda *_: None,
-        )
-    with pytest.raises(wsync.InvalidArgumentError, match="both bounds"):
-        wsync.Worker(
-            coordinator.bus,
-            tensors=tensors,
-            slices=[("w", (slice(None), slice(0, 4)), "w")],
-            on_pause=lambda *_: None,
-            on_resume=lambda *_: None,
-        )
-    with pytest.raises(wsync.InvalidArgumentError, match="not bound"):
-        wsync.Worker(
-            coordinator.bus,
-            tensors=tensors,
-            slices=[("w", ((0, 4), (0, 4)), "v")],
-            on_pause=lambda *_: None,
-            on_resume=lambda *_: None,
-        )
+    refused = [
+        ("step", ("w", (slice(0, 4, 2), slice(0, 4)), "w")),
+        ("both bounds", ("w", (slice(None), slice(0, 4)), "w")),
+        ("not bound", ("w", ((0, 4), (0, 4)), "v")),
+    ]
+    for says, bound in refused:
+        with pytest.raises(wsync.InvalidArgumentError, match=says):
+            paused_worker(coordinator.bus, "w", tensors, [bound])
 
 
 def test_the_fsdp2_example_publishes_shards_to_data_parallel_engines(tmp_path):
