@@ -1,8 +1,8 @@
-// Region rounds end to end with the real binaries (docs/regions.md): a trainer of two ranks, each publishing only
-// its rows of every tensor (wsync-trainer --shard), to a tensor-parallel engine of two workers, each receiving only
-// its columns (wsync-worker --slice), beside a worker that takes the whole model. Every worker must hold exactly
-// its part of the trainer's last committed version, and a round that loses a rank, a corrupted slice or a rank that
-// never begins must leave every worker on the version before.
+// Region rounds end to end with the real binaries (docs/regions.md), over shm and over tcp: a trainer of two ranks,
+// each publishing only its rows of every tensor (wsync-trainer --shard), to a tensor-parallel engine of two workers,
+// each receiving only its columns (wsync-worker --slice), beside a worker that takes the whole model. Every worker must
+// hold exactly its part of the trainer's last committed version, and a round that loses a rank, a corrupted slice or a
+// rank that never begins must leave every worker on the version before.
 #include <csignal>
 
 #include <gmock/gmock.h>
@@ -16,8 +16,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class ShardedRound : public RoundFixture {
+// Each case runs on every host channel that carries region rounds: the trainer's --channel picks it, and the
+// workers offer both.
+class ShardedRound : public RoundFixture, public ::testing::WithParamInterface<const char*> {
  protected:
+  // A trainer rank on this case's channel.
+  ChildProcess startRank(const std::string& id, std::vector<std::string> args) {
+    args.insert(args.end(), {"--channel", GetParam()});
+    return startTrainer(id, args);
+  }
   // The TP engine's two workers and a whole one, registered.
   void startWorkers(const std::vector<std::string>& slicedExtra = {}) {
     std::vector<std::string> first{"--slice", "0/2", "--dump", path("tp0.safetensors")};
@@ -41,11 +48,11 @@ class ShardedRound : public RoundFixture {
   std::vector<ChildProcess> workers_;
 };
 
-TEST_F(ShardedRound, EveryWorkerHoldsExactlyItsSliceOfEveryRanksShards) {
+TEST_P(ShardedRound, EveryWorkerHoldsExactlyItsSliceOfEveryRanksShards) {
   startCoordinator();
   startWorkers();
-  auto rank0 = startTrainer("t0", {"--shard", "0/2", "--steps", "3", "--dump", path("trainer.safetensors")});
-  auto rank1 = startTrainer("t1", {"--shard", "1/2", "--steps", "3"});
+  auto rank0 = startRank("t0", {"--shard", "0/2", "--steps", "3", "--dump", path("trainer.safetensors")});
+  auto rank1 = startRank("t1", {"--shard", "1/2", "--steps", "3"});
   for (std::uint64_t version = 1; version <= 3; ++version) {
     const auto outcome = nextOutcome();
     EXPECT_TRUE(outcome.committed) << outcome.detail;
@@ -59,10 +66,10 @@ TEST_F(ShardedRound, EveryWorkerHoldsExactlyItsSliceOfEveryRanksShards) {
 }
 
 // A trainer that holds the whole model, to an engine that binds slices: the round is a region round of one source.
-TEST_F(ShardedRound, AWholeTrainerFeedsSlicedWorkersTheirSlicesOnly) {
+TEST_P(ShardedRound, AWholeTrainerFeedsSlicedWorkersTheirSlicesOnly) {
   startCoordinator();
   startWorkers();
-  auto trainer = startTrainer("t0", {"--steps", "2", "--dump", path("trainer.safetensors")});
+  auto trainer = startRank("t0", {"--steps", "2", "--dump", path("trainer.safetensors")});
   for (std::uint64_t version = 1; version <= 2; ++version) {
     const auto outcome = nextOutcome();
     EXPECT_TRUE(outcome.committed) << outcome.detail;
@@ -73,16 +80,16 @@ TEST_F(ShardedRound, AWholeTrainerFeedsSlicedWorkersTheirSlicesOnly) {
   expectEveryWorkersPart(2);
 }
 
-TEST_F(ShardedRound, ARankKilledMidTransferLeavesEveryWorkerOnThePreviousVersion) {
+TEST_P(ShardedRound, ARankKilledMidTransferLeavesEveryWorkerOnThePreviousVersion) {
   startCoordinator();
   startWorkers();
-  auto rank0 = startTrainer("t0", {"--shard", "0/2", "--steps", "1", "--dump", path("trainer.safetensors")});
-  auto doomed = startTrainer("t1", {"--shard", "1/2", "--steps", "3", "--fault", "kill@transfer:2"});
+  auto rank0 = startRank("t0", {"--shard", "0/2", "--steps", "1", "--dump", path("trainer.safetensors")});
+  auto doomed = startRank("t1", {"--shard", "1/2", "--steps", "3", "--fault", "kill@transfer:2"});
   EXPECT_TRUE(nextOutcome().committed);
   EXPECT_EQ(rank0.wait(kPatience), 0);
   // Rank 0 has stopped after version 1; rank 1 begins version 2 alone and dies after its first bucket, or waits in
   // vain for rank 0: either way version 2 is never committed, and the round names rank 1 or the missing rank 0.
-  auto late = startTrainer("t0", {"--shard", "0/2", "--steps", "1", "--first-version", "2"});
+  auto late = startRank("t0", {"--shard", "0/2", "--steps", "1", "--first-version", "2"});
   const auto aborted = nextOutcome();
   EXPECT_FALSE(aborted.committed);
   EXPECT_EQ(aborted.version, 2U);
@@ -95,11 +102,11 @@ TEST_F(ShardedRound, ARankKilledMidTransferLeavesEveryWorkerOnThePreviousVersion
   expectEveryWorkersPart(1);
 }
 
-TEST_F(ShardedRound, ASpoiledSliceIsNeverAppliedAndTheRoundNamesItsWorker) {
+TEST_P(ShardedRound, ASpoiledSliceIsNeverAppliedAndTheRoundNamesItsWorker) {
   startCoordinator();
   startWorkers({"--fault", "corrupt-receive@2"});
-  auto rank0 = startTrainer("t0", {"--shard", "0/2", "--steps", "2", "--dump", path("trainer.safetensors")});
-  auto rank1 = startTrainer("t1", {"--shard", "1/2", "--steps", "2"});
+  auto rank0 = startRank("t0", {"--shard", "0/2", "--steps", "2", "--dump", path("trainer.safetensors")});
+  auto rank1 = startRank("t1", {"--shard", "1/2", "--steps", "2"});
   EXPECT_TRUE(nextOutcome().committed);
   const auto aborted = nextOutcome();
   EXPECT_FALSE(aborted.committed);
@@ -115,11 +122,11 @@ TEST_F(ShardedRound, ASpoiledSliceIsNeverAppliedAndTheRoundNamesItsWorker) {
 
 // The coordinator killed after it committed a region round and before it told anyone: the block says the round
 // committed, and every worker applies the slices it staged once the next coordinator welcomes it.
-TEST_F(ShardedRound, ACommitWhoseCoordinatorDiedBeforeTellingIsAppliedByEveryWorker) {
+TEST_P(ShardedRound, ACommitWhoseCoordinatorDiedBeforeTellingIsAppliedByEveryWorker) {
   startCoordinator({"--fault", "kill@commit:2"});
   startWorkers();
-  auto rank0 = startTrainer("t0", {"--shard", "0/2", "--steps", "2", "--dump", path("trainer.safetensors")});
-  auto rank1 = startTrainer("t1", {"--shard", "1/2", "--steps", "2"});
+  auto rank0 = startRank("t0", {"--shard", "0/2", "--steps", "2", "--dump", path("trainer.safetensors")});
+  auto rank1 = startRank("t1", {"--shard", "1/2", "--steps", "2"});
   ASSERT_EQ(coordinator_->wait(kPatience), 128 + SIGKILL) << "the commit fault never struck";
   startCoordinator();
   EXPECT_EQ(block_->committedVersion(), 2U);
@@ -130,10 +137,10 @@ TEST_F(ShardedRound, ACommitWhoseCoordinatorDiedBeforeTellingIsAppliedByEveryWor
   expectEveryWorkersPart(2);
 }
 
-TEST_F(ShardedRound, ARankThatNeverBeginsIsNamedAndNoEnginePauses) {
+TEST_P(ShardedRound, ARankThatNeverBeginsIsNamedAndNoEnginePauses) {
   startCoordinator({"--sources-timeout-ms", "500"});
   startWorkers();
-  auto lonely = startTrainer("t0", {"--shard", "0/2", "--steps", "1"});
+  auto lonely = startRank("t0", {"--shard", "0/2", "--steps", "1"});
   const auto aborted = nextOutcome();
   EXPECT_FALSE(aborted.committed);
   EXPECT_EQ(aborted.reason, msg::AbortReason::Timeout);
@@ -142,6 +149,10 @@ TEST_F(ShardedRound, ARankThatNeverBeginsIsNamedAndNoEnginePauses) {
   EXPECT_EQ(lonely.wait(kPatience), 4) << "the trainer reports a version that was not committed";
   stopWorkers();
 }
+
+std::string channelName(const ::testing::TestParamInfo<const char*>& param) { return param.param; }
+
+INSTANTIATE_TEST_SUITE_P(HostChannels, ShardedRound, ::testing::Values("shm", "tcp"), channelName);
 
 }  // namespace
 }  // namespace wsync::test

@@ -16,6 +16,7 @@
 
 #include "random_host_model.hpp"
 #include "region_layouts.hpp"
+#include "region_rounds.hpp"
 #include "test_environment.hpp"
 #include "wsync/bus/channel/shm/region_stream.hpp"
 #include "wsync/bus/channel/shm/shm_channel.hpp"
@@ -27,16 +28,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using test::absentSide;
+using test::Buffers;
+using test::constSpansOf;
+using test::expectPairsAgree;
+using test::expectRoundDelivered;
 using test::planOf;
+using test::RegionRound;
+using test::RoundOptions;
+using test::shardedModel;
+using test::spansOf;
 
-// Generous: a transfer of a few MB takes milliseconds; only a broken hand-off comes near it.
-constexpr auto kTransferTimeout = 30s;
+constexpr auto kTransferTimeout = test::kRegionTransferTimeout;
 // How long the timeout tests let a side wait before it must report Timeout.
 constexpr auto kShortDeadline = 300ms;
 // How long the fault tests let the sides settle into their waits before they abort them.
 constexpr auto kSettle = 50ms;
-
-using Buffers = std::vector<std::vector<std::vector<std::byte>>>;  // [source][held region]
 
 std::vector<ChannelMember> members(const char* prefix, std::size_t count) {
   std::vector<ChannelMember> out;
@@ -61,117 +68,16 @@ Rings ringsFor(const ArenaGeometry& geometry, std::uint32_t sources, std::uint32
   return Rings{std::move(*owner), grant->segment};
 }
 
-template <typename Byte>
-std::vector<std::span<Byte>> spansOf(std::vector<std::vector<std::byte>>& buffers) {
-  return {buffers.begin(), buffers.end()};
-}
-
-std::vector<std::span<const std::byte>> constSpansOf(const std::vector<std::vector<std::byte>>& buffers) {
-  return {buffers.begin(), buffers.end()};
-}
-
-ChannelFailure absent() { return ChannelFailure{ChannelError::Unsupported, "did not take part"}; }
-
-struct RegionRound {
-  std::vector<tl::expected<RegionTransferResult, ChannelFailure>> sent;      // [source]
-  std::vector<tl::expected<RegionTransferResult, ChannelFailure>> received;  // [receiver]
-  std::vector<std::vector<std::vector<std::byte>>> locals;                   // [receiver][local]
-};
-
-// How the sides of a round take part: an absent side never starts (dead, or never given the plan); `setUp` prepares
-// each side's channel (progress, cancel probe) before its transfer.
-struct RoundOptions {
-  std::vector<std::uint32_t> absentSources;
-  std::vector<std::uint32_t> absentReceivers;
-  Clock::duration timeout = kTransferTimeout;
-  std::function<void(Channel&, bool source, std::uint32_t index)> setUp;
-};
-
-bool listed(const std::vector<std::uint32_t>& list, std::uint32_t index) {
-  return std::find(list.begin(), list.end(), index) != list.end();
-}
-
-// Every source and receiver on a thread of its own, each with its own channel, as processes would.
+// Every source and receiver with its own ShmChannel over the arena's rings.
 RegionRound runRound(const std::string& arena, std::uint64_t transfer, const RegionPlan& plan, const Buffers& buffers,
                      const RoundOptions& options = {}) {
-  RegionRound round;
-  round.sent.assign(plan.sourceCount(), tl::unexpected(absent()));
-  round.received.assign(plan.receiverCount(), tl::unexpected(absent()));
-  for (std::uint32_t r = 0; r < plan.receiverCount(); ++r) round.locals.push_back(test::localsOf(plan.bindings(r)));
-  const auto deadline = Clock::now() + options.timeout;
-  std::vector<std::thread> threads;
-  for (std::uint32_t s = 0; s < plan.sourceCount(); ++s) {
-    if (listed(options.absentSources, s)) continue;
-    threads.emplace_back([&, s] {
-      auto channel = ShmChannel::open(arena);
-      if (!channel) {
-        round.sent[s] = tl::unexpected(channel.error());
-        return;
-      }
-      if (options.setUp) options.setUp(**channel, true, s);
-      round.sent[s] = (*channel)->sendRegions(transfer, plan, s, constSpansOf(buffers[s]), deadline);
-    });
-  }
-  for (std::uint32_t r = 0; r < plan.receiverCount(); ++r) {
-    if (listed(options.absentReceivers, r)) continue;
-    threads.emplace_back([&, r] {
-      auto channel = ShmChannel::open(arena);
-      if (!channel) {
-        round.received[r] = tl::unexpected(channel.error());
-        return;
-      }
-      if (options.setUp) options.setUp(**channel, false, r);
-      round.received[r] = (*channel)->receiveRegions(transfer, plan, r, spansOf<std::byte>(round.locals[r]), deadline);
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  return round;
-}
-
-// What source s sent receiver r, computed from the sources' buffers alone by the digest rule (region_transfer.hpp):
-// each delivery's segment bytes in segment order, folded in send order.
-PairResult expectedPair(const RegionPlan& plan, const Buffers& buffers, std::uint32_t s, std::uint32_t r) {
-  PairDigest pair;
-  for (const Delivery& delivery : plan.deliveries(s, r)) {
-    const Segment& segment = plan.segments()[delivery.segment];
-    StreamDigest digest;
-    for (const ByteRun& run : plan.sourceRuns(segment))
-      digest.add(buffers[s][segment.held].data() + run.offset, run.bytes);
-    pair.add(segment.bytes, digest.digest());
-  }
-  return pair.result();
-}
-
-// Every side succeeded, and every pair's two reports agree with each other and with the checkpoint.
-void expectPairsAgree(const RegionPlan& plan, const Buffers& buffers, const RegionRound& round) {
-  for (std::uint32_t s = 0; s < plan.sourceCount(); ++s) {
-    ASSERT_TRUE(round.sent[s].has_value()) << "source " << s << ": " << round.sent[s].error().describe();
-    ASSERT_EQ(round.sent[s]->size(), plan.receiverCount());
-  }
-  for (std::uint32_t r = 0; r < plan.receiverCount(); ++r) {
-    ASSERT_TRUE(round.received[r].has_value()) << "receiver " << r << ": " << round.received[r].error().describe();
-    ASSERT_EQ(round.received[r]->size(), plan.sourceCount());
-  }
-  for (std::uint32_t s = 0; s < plan.sourceCount(); ++s) {
-    for (std::uint32_t r = 0; r < plan.receiverCount(); ++r) {
-      const PairResult& sent = (*round.sent[s])[r];
-      EXPECT_EQ(sent, (*round.received[r])[s]) << "source " << s << " receiver " << r;
-      EXPECT_EQ(sent, expectedPair(plan, buffers, s, r)) << "source " << s << " receiver " << r;
-      EXPECT_EQ(sent.bytes, plan.bytes(s, r)) << "source " << s << " receiver " << r;
-      if (plan.deliveries(s, r).empty()) {
-        EXPECT_EQ(sent, PairDigest().result()) << "source " << s << " receiver " << r;
-      }
-    }
-  }
-}
-
-// The round succeeded and every receiver holds exactly the checkpoint's elements it binds.
-void expectRoundDelivered(const Manifest& manifest, const RegionPlan& plan, const Buffers& buffers,
-                          const RegionRound& round) {
-  expectPairsAgree(plan, buffers, round);
-  for (std::uint32_t r = 0; r < plan.receiverCount(); ++r) {
-    test::expectBoundElements(manifest, plan.bindings(r), round.locals[r], "receiver " + std::to_string(r));
-  }
+  const test::RegionChannelFactory open =
+      [&arena](bool, std::uint32_t) -> tl::expected<std::unique_ptr<Channel>, ChannelFailure> {
+    auto channel = ShmChannel::open(arena);
+    if (!channel) return tl::unexpected(channel.error());
+    return std::unique_ptr<Channel>(std::move(*channel));
+  };
+  return test::runRegionRound(open, transfer, plan, buffers, options);
 }
 
 // One source holding the whole model into three whole receivers: the round wsync has always run, through the
@@ -189,7 +95,7 @@ TEST(ShmRegionTransfer, OneWholeSourceIntoWholeReceiversLandsWhatTheLegacyRoundD
   ASSERT_TRUE(buckets.has_value());
   ASSERT_GT(buckets->bucketCount(), 4 * geometry.bufferCount) << "the test must make buffers go round";
   std::vector<std::vector<std::vector<std::byte>>> staging(kReceivers, test::stagingFor(model.manifest));
-  std::vector<tl::expected<TransferResult, ChannelFailure>> legacy(kReceivers, tl::unexpected(absent()));
+  std::vector<tl::expected<TransferResult, ChannelFailure>> legacy(kReceivers, tl::unexpected(absentSide()));
   {
     std::vector<std::thread> receivers;
     for (std::uint32_t r = 0; r < kReceivers; ++r) {
@@ -206,67 +112,9 @@ TEST(ShmRegionTransfer, OneWholeSourceIntoWholeReceiversLandsWhatTheLegacyRoundD
     ASSERT_TRUE(sent.has_value()) << sent.error().describe();
   }
 
-  // The region round.
-  auto plan = planOf(model.manifest, {wholeHoldings(model.manifest)},
-                     std::vector<ReceiverBindings>(kReceivers, wholeBindings(model.manifest)));
-  ASSERT_TRUE(plan.has_value()) << plan.error().describe();
-  const Buffers buffers{model.tensors};
-  const RegionRound round = runRound(arena, 2, *plan, buffers);
-  expectPairsAgree(*plan, buffers, round);
-  for (std::uint32_t r = 0; r < kReceivers; ++r) {
-    ASSERT_TRUE(legacy[r].has_value()) << legacy[r].error().describe();
-    EXPECT_EQ(staging[r], model.tensors) << "legacy receiver " << r;
-    EXPECT_EQ(round.locals[r], model.tensors) << "region receiver " << r;
-    EXPECT_EQ((*round.received[r])[0].bytes, legacy[r]->bytes) << "receiver " << r;
-  }
-}
-
-// A model of a few layers, sharded by dim 0 over `sources` (FSDP2: ceil-sized shards, the last smaller), its norm
-// replicated on every source and a small bias held by the last; bound by three tensor-parallel receivers (row
-// slices of embed and qkv cut 3 ways, column slices of o), one that binds the whole model (o's column halves
-// swapped), and one that binds only the norm and the bias (nothing from most sources).
-test::RegionLayout shardedModel(std::uint32_t sources) {
-  std::vector<TensorSpec> tensors = {{"embed", msg::DType::BF16, {300, 64}},
-                                     {"qkv", msg::DType::BF16, {192, 128}},
-                                     {"o", msg::DType::BF16, {128, 192}},
-                                     {"norm", msg::DType::F32, {128}},
-                                     {"bias", msg::DType::U8, {7}}};
-  test::RegionLayout layout{*Manifest::create(tensors), std::vector<SourceHoldings>(sources), {}};
-  for (std::uint32_t t = 0; t < 3; ++t) {
-    const auto& shape = tensors[t].shape;
-    const std::int64_t rows = (shape[0] + sources - 1) / sources;
-    for (std::uint32_t s = 0; s < sources; ++s) {
-      const std::int64_t first = std::min<std::int64_t>(s * rows, shape[0]);
-      const std::int64_t count = std::min<std::int64_t>(rows, shape[0] - first);
-      if (count > 0) layout.sources[s].regions.push_back(HeldRegion{t, Box{{first, 0}, {count, shape[1]}}});
-    }
-  }
-  for (std::uint32_t s = 0; s < sources; ++s) layout.sources[s].regions.push_back(HeldRegion{3, Box{{0}, {128}}});
-  layout.sources[sources - 1].regions.push_back(HeldRegion{4, Box{{0}, {7}}});
-
-  constexpr std::int64_t kTp = 3;
-  for (std::int64_t rank = 0; rank < kTp; ++rank) {
-    ReceiverBindings bindings;
-    bindings.locals = {{"embed", msg::DType::BF16, {100, 64}},
-                       {"qkv", msg::DType::BF16, {64, 128}},
-                       {"o", msg::DType::BF16, {128, 64}},
-                       {"norm", msg::DType::F32, {128}}};
-    bindings.regions = {{"embed", Box{{rank * 100, 0}, {100, 64}}, 0, {0, 0}, {100, 64}},
-                        {"qkv", Box{{rank * 64, 0}, {64, 128}}, 1, {0, 0}, {64, 128}},
-                        {"o", Box{{0, rank * 64}, {128, 64}}, 2, {0, 0}, {128, 64}},
-                        {"norm", Box{{0}, {128}}, 3, {0}, {128}}};
-    layout.receivers.push_back(std::move(bindings));
-  }
-  // The whole model, o with its column halves swapped (a fused local tensor: a run a row on both sides).
-  ReceiverBindings whole = wholeBindings(layout.manifest);
-  whole.regions[2] = {"o", Box{{0, 0}, {128, 96}}, 2, {0, 96}, {128, 96}};
-  whole.regions.push_back({"o", Box{{0, 96}, {128, 96}}, 2, {0, 0}, {128, 96}});
-  layout.receivers.push_back(std::move(whole));
-  ReceiverBindings small;
-  small.locals = {{"norm", msg::DType::F32, {128}}, {"bias", msg::DType::U8, {7}}};
-  small.regions = {{"norm", Box{{0}, {128}}, 0, {0}, {128}}, {"bias", Box{{0}, {7}}, 1, {0}, {7}}};
-  layout.receivers.push_back(std::move(small));
-  return layout;
+  test::expectTheRoundOfOneSendersBytes(
+      model, [&arena](const RegionPlan& plan, const Buffers& buffers) { return runRound(arena, 2, plan, buffers); },
+      legacy, staging);
 }
 
 // Buckets of 4 KiB cut every shard into several (and hold several small segments each); buckets of 1 MiB hold a

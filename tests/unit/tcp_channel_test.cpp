@@ -362,9 +362,9 @@ int connectWhenListening(std::uint16_t port) {
   return -1;
 }
 
-// The first bytes of a hello as a receiver of this wire version sends them (magic "WSYNCTP1", version 2): a sender
+// The first bytes of a hello as a receiver of this wire version sends them (magic "WSYNCTP1", version 3): a sender
 // reading them waits for the rest, which a trickling stranger never completes in time.
-constexpr std::array<std::uint8_t, 12> kHelloStart{'W', 'S', 'Y', 'N', 'C', 'T', 'P', '1', 2, 0, 0, 0};
+constexpr std::array<std::uint8_t, 12> kHelloStart{'W', 'S', 'Y', 'N', 'C', 'T', 'P', '1', 3, 0, 0, 0};
 
 // Strangers' connections to a sender, silent or trickling the start of a hello a byte at a time, watched from their
 // side: when each one sees its connection closed (end of stream or reset), and whether the sender ever sent one of

@@ -1,5 +1,7 @@
 #include "wsync/bus/channel/channel.hpp"
 
+#include <vector>
+
 #include "wsync/bus/channel/channel_owner.hpp"
 
 #include "wsync/bus/channel/tcp/tcp_channel.hpp"
@@ -42,9 +44,15 @@ std::string channelKey(const msg::TransferPlan& plan) {
     }
     case msg::ChannelKind::Tcp: {
       // TcpChannel::key(): each round's token opens a channel of its own.
-      const std::string contact = plan.sender_contact() ? plan.sender_contact()->str() : std::string();
-      if (plan.nccl_unique_id() == nullptr) return tcpChannelKey(contact, {});
-      return tcpChannelKey(contact, std::span(plan.nccl_unique_id()->data(), plan.nccl_unique_id()->size()));
+      std::span<const std::uint8_t> token;
+      if (plan.nccl_unique_id() != nullptr)
+        token = std::span(plan.nccl_unique_id()->data(), plan.nccl_unique_id()->size());
+      if (plan.regions() && plan.source_contacts() != nullptr && plan.source_contacts()->size() > 0) {
+        std::vector<std::string> contacts;
+        for (const auto* contact : *plan.source_contacts()) contacts.push_back(contact->str());
+        return tcpChannelKey(contacts, token);
+      }
+      return tcpChannelKey(plan.sender_contact() ? plan.sender_contact()->str() : std::string(), token);
     }
   }
   return std::string(msg::EnumNameChannelKind(plan.channel()));

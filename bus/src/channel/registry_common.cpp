@@ -29,10 +29,19 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openTcp(const msg::Transf
                                                                const ChannelSetup& setup) {
   TcpChannelConfig config;
   if (const auto* token = plan.nccl_unique_id(); token != nullptr) config.token.assign(token->begin(), token->end());
-  if (plan.sender_contact() == nullptr || plan.sender_contact()->size() == 0) {
+  if (plan.regions()) {
+    // Every source's contact, in source order: a receiver reaches each, a source only admits.
+    if (const auto* contacts = plan.source_contacts(); contacts != nullptr) {
+      for (const auto* contact : *contacts) config.sourceContacts.push_back(contact->str());
+    }
+    if (config.sourceContacts.empty() && plan.receiver() >= 0) {
+      return fail(ChannelError::InvalidGeometry, "the tcp plan of a region round names no source contacts");
+    }
+  } else if (plan.sender_contact() == nullptr || plan.sender_contact()->size() == 0) {
     return fail(ChannelError::InvalidGeometry, "the tcp plan names no sender contact");
+  } else {
+    config.senderContact = plan.sender_contact()->str();
   }
-  config.senderContact = plan.sender_contact()->str();
   config.agentId = setup.agentId;
   if (plan.receiver() < 0) {
     const auto* listeners = dynamic_cast<const BuildListeners*>(setup.listeners.get());

@@ -34,15 +34,17 @@ std::string receiverLabel(std::uint32_t index, const std::string& agentId, const
 
 }  // namespace
 
-ReceiverAdmission::ReceiverAdmission(std::uint64_t transfer, std::span<const std::uint8_t> token,
-                                     std::uint64_t payloadBytes, std::uint32_t receiverCount, TcpListener& listener,
-                                     std::string senderAgentId)
+ReceiverAdmission::ReceiverAdmission(std::uint64_t transfer, std::span<const std::uint8_t> token, std::uint32_t source,
+                                     ExpectedPayloads payloads, TcpListener& listener, std::string senderAgentId)
     : transfer_(transfer),
       token_(token),
-      payloadBytes_(payloadBytes),
+      source_(source),
+      payloads_(std::move(payloads)),
       listener_(listener),
       senderAgentId_(std::move(senderAgentId)),
-      labels_(receiverCount) {}
+      labels_(payloads_.size()),
+      expected_(static_cast<std::uint32_t>(std::count_if(payloads_.begin(), payloads_.end(),
+                                                         [](const auto& payload) { return payload.has_value(); }))) {}
 
 ReceiverAdmission::~ReceiverAdmission() {
   // However the send ends, the port refuses connections again.
@@ -68,7 +70,7 @@ tl::expected<void, ChannelFailure> ReceiverAdmission::start() {
 std::vector<std::uint32_t> ReceiverAdmission::missing() const {
   std::vector<std::uint32_t> indexes;
   for (std::uint32_t index = 0; index < labels_.size(); ++index) {
-    if (labels_[index].empty()) indexes.push_back(index);
+    if (payloads_[index] && labels_[index].empty()) indexes.push_back(index);
   }
   return indexes;
 }
@@ -203,16 +205,26 @@ void ReceiverAdmission::readHello(Pending& connection, std::vector<AdmittedRecei
     }
   }
   std::string label = receiverLabel(hello->receiver, hello->agentId, connection.socket.peerName());
+  if (hello->source != source_) {
+    refuse(connection, Admission::Refused, Refusal::Source,
+           label + " asks for source " + std::to_string(hello->source) + ", this is source " + std::to_string(source_));
+    return;
+  }
+  if (hello->receiver < payloads_.size() && !payloads_[hello->receiver]) {
+    refuse(connection, Admission::Refused, Refusal::Source,
+           label + " takes nothing from source " + std::to_string(source_) + " in this transfer");
+    return;
+  }
   if (hello->receiver >= labels_.size() || !labels_[hello->receiver].empty()) {
     refuse(connection, Admission::Refused, Refusal::Receiver,
            label + ": index " + std::to_string(hello->receiver) + " of " + std::to_string(labels_.size()) +
                (hello->receiver < labels_.size() ? " is taken by " + labels_[hello->receiver] : " is out of range"));
     return;
   }
-  if (hello->payloadBytes != payloadBytes_) {
+  if (const std::uint64_t payload = *payloads_[hello->receiver]; hello->payloadBytes != payload) {
     refuse(connection, Admission::Refused, Refusal::PayloadBytes,
-           label + " expects " + std::to_string(hello->payloadBytes) + " bytes, this transfer moves " +
-               std::to_string(payloadBytes_));
+           label + " expects " + std::to_string(hello->payloadBytes) + " bytes, this transfer moves it " +
+               std::to_string(payload));
     return;
   }
   labels_[hello->receiver] = label;

@@ -2,7 +2,9 @@
 // The admission of one tcp transfer's receivers (docs/tcp-channel.md, "Admission"): the sender's listener listens
 // while it lasts; every connection it accepts is a pending handshake, all of them polled at once beside the
 // receivers already admitted, and each dropped unless it presents a whole hello within kTcpHelloDeadline; a hello
-// with the round's token, a free index and the payload's size is admitted, any other answered why not and closed.
+// with the round's token, this source's index, a free index of an expected receiver and that receiver's payload size
+// is admitted, any other answered why not and closed. In a round of one sender every receiver is expected with the
+// same payload; in a region round only those that take a segment from this source, each with its own.
 // Once every receiver is in, the listener stops listening and whatever is still pending is dropped. Strangers thus
 // hold at most kMaxTcpPendingHandshakes descriptors, each for at most the deadline, and only while a send admits.
 //
@@ -14,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,10 +37,14 @@ struct AdmittedReceiver {
   std::string label;  // "receiver 'w0' (index 2, 10.0.0.7:51234)": how every error names it
 };
 
+// What the sender expects of receiver i: the payload it moves to it, or nothing when the receiver takes nothing
+// from this sender (it does not connect, and one that does is refused).
+using ExpectedPayloads = std::vector<std::optional<std::uint64_t>>;
+
 class ReceiverAdmission {
  public:
-  ReceiverAdmission(std::uint64_t transfer, std::span<const std::uint8_t> token, std::uint64_t payloadBytes,
-                    std::uint32_t receiverCount, TcpListener& listener, std::string senderAgentId);
+  ReceiverAdmission(std::uint64_t transfer, std::span<const std::uint8_t> token, std::uint32_t source,
+                    ExpectedPayloads payloads, TcpListener& listener, std::string senderAgentId);
   // Stops listening (whatever happened) and logs what was dropped or refused, once per transfer.
   ~ReceiverAdmission();
   ReceiverAdmission(const ReceiverAdmission&) = delete;
@@ -46,9 +53,10 @@ class ReceiverAdmission {
   // Starts listening.
   tl::expected<void, ChannelFailure> start();
   // Whether every receiver is in (the admission is closed).
-  bool complete() const { return admitted_ == labels_.size(); }
+  bool complete() const { return admitted_ == expected_; }
   std::uint32_t admitted() const { return admitted_; }
-  // Receivers not admitted yet, by index.
+  std::uint32_t expected() const { return expected_; }
+  // Receivers expected and not admitted yet, by index.
   std::vector<std::uint32_t> missing() const;
 
   // Drops the pending connections past their deadline, then appends what to poll this pass: the listener while it
@@ -78,10 +86,12 @@ class ReceiverAdmission {
 
   const std::uint64_t transfer_;
   const std::span<const std::uint8_t> token_;
-  const std::uint64_t payloadBytes_;
+  const std::uint32_t source_;
+  const ExpectedPayloads payloads_;
   TcpListener& listener_;
   const std::string senderAgentId_;  // in every answer
   std::vector<std::string> labels_;  // by index: the admitted receiver's label, empty while missing
+  std::uint32_t expected_ = 0;
   std::uint32_t admitted_ = 0;
   std::deque<Pending> pending_;  // oldest first
   bool polledListener_ = false;  // whether the last addPollEntries put the listener first

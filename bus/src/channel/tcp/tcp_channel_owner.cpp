@@ -7,15 +7,10 @@
 
 namespace wsync::bus {
 
-std::uint32_t TcpChannelOwner::maxReceivers() const { return kMaxTcpReceivers; }
+namespace {
 
-tl::expected<ChannelGrant, std::string> TcpChannelOwner::prepare(const ChannelMember& sender,
-                                                                 std::span<const ChannelMember> receivers) {
-  if (receivers.empty()) return ChannelGrant{};  // nothing moves: no sender to reach
-  if (receivers.size() > kMaxTcpReceivers) {
-    return tl::unexpected(std::to_string(receivers.size()) + " workers exceed the tcp channel's " +
-                          std::to_string(kMaxTcpReceivers) + " receivers");
-  }
+// The sender's tcp contact from its hello, or why it has none.
+tl::expected<std::string, std::string> contactOf(const ChannelMember& sender) {
   const auto contact = std::find_if(sender.contacts.begin(), sender.contacts.end(), [](const ChannelContact& offered) {
     return offered.kind == msg::ChannelKind::Tcp;
   });
@@ -24,13 +19,50 @@ tl::expected<ChannelGrant, std::string> TcpChannelOwner::prepare(const ChannelMe
                           "' offered no tcp contact in its hello: it has no listener its receivers could connect to "
                           "(an agent that sends on tcp opens one at start)");
   }
+  return contact->address;
+}
+
+// A grant with a fresh admission token, or why there is none.
+tl::expected<ChannelGrant, std::string> grantWithToken(std::size_t receivers) {
+  if (receivers > kMaxTcpReceivers) {
+    return tl::unexpected(std::to_string(receivers) + " workers exceed the tcp channel's " +
+                          std::to_string(kMaxTcpReceivers) + " receivers");
+  }
   ChannelGrant grant;
   grant.groupId.resize(kTcpTokenBytes);
   // The kernel's CSPRNG: a stranger cannot predict a token from earlier ones.
   if (auto filled = fillRandom(grant.groupId); !filled) {
     return tl::unexpected("no random bytes for a tcp admission token: " + filled.error());
   }
-  grant.senderContact = contact->address;
+  return grant;
+}
+
+}  // namespace
+
+std::uint32_t TcpChannelOwner::maxReceivers() const { return kMaxTcpReceivers; }
+
+tl::expected<ChannelGrant, std::string> TcpChannelOwner::prepare(const ChannelMember& sender,
+                                                                 std::span<const ChannelMember> receivers) {
+  if (receivers.empty()) return ChannelGrant{};  // nothing moves: no sender to reach
+  auto grant = grantWithToken(receivers.size());
+  if (!grant) return grant;
+  auto contact = contactOf(sender);
+  if (!contact) return tl::unexpected(std::move(contact.error()));
+  grant->senderContact = std::move(*contact);
+  return grant;
+}
+
+tl::expected<ChannelGrant, std::string> TcpChannelOwner::prepareSources(std::span<const ChannelMember> senders,
+                                                                        std::span<const ChannelMember> receivers) {
+  if (senders.empty()) return tl::unexpected(std::string("a region round on tcp needs at least one source"));
+  if (receivers.empty()) return ChannelGrant{};
+  auto grant = grantWithToken(receivers.size());
+  if (!grant) return grant;
+  for (const ChannelMember& sender : senders) {
+    auto contact = contactOf(sender);
+    if (!contact) return tl::unexpected(std::move(contact.error()));
+    grant->sourceContacts.push_back(std::move(*contact));
+  }
   return grant;
 }
 

@@ -54,7 +54,8 @@ std::array<std::byte, kHelloBytes> encode(const ReceiverHello& hello) {
   put(bytes.data() + 16, hello.transfer);
   put(bytes.data() + 24, hello.payloadBytes);
   std::memcpy(bytes.data() + 32, hello.token.data(), hello.token.size());
-  putAgentId(bytes.data() + 48, hello.agentId);
+  put(bytes.data() + 48, hello.source);
+  putAgentId(bytes.data() + 56, hello.agentId);
   return bytes;
 }
 
@@ -64,7 +65,8 @@ std::optional<ReceiverHello> decodeHello(std::span<const std::byte, kHelloBytes>
   hello.transfer = get<std::uint64_t>(bytes.data() + 16);
   hello.payloadBytes = get<std::uint64_t>(bytes.data() + 24);
   std::memcpy(hello.token.data(), bytes.data() + 32, hello.token.size());
-  auto agentId = getAgentId(bytes.data() + 48);
+  hello.source = get<std::uint32_t>(bytes.data() + 48);
+  auto agentId = getAgentId(bytes.data() + 56);
   if (!agentId) return std::nullopt;
   hello.agentId = std::move(*agentId);
   return hello;
@@ -83,7 +85,7 @@ std::optional<SenderAnswer> decodeAnswer(std::span<const std::byte, kAnswerBytes
   if (get<std::uint64_t>(bytes.data()) != kWireMagic) return std::nullopt;
   const auto admission = get<std::uint32_t>(bytes.data() + 8);
   const auto refusal = get<std::uint32_t>(bytes.data() + 12);
-  if (admission < 1 || admission > 3 || refusal > static_cast<std::uint32_t>(Refusal::AgentId)) return std::nullopt;
+  if (admission < 1 || admission > 3 || refusal > static_cast<std::uint32_t>(Refusal::Source)) return std::nullopt;
   SenderAnswer answer{static_cast<Admission>(admission), static_cast<Refusal>(refusal), {}};
   if (auto agentId = getAgentId(bytes.data() + 16); agentId && checkAgentId(*agentId).empty()) {
     answer.agentId = std::move(*agentId);
@@ -119,6 +121,8 @@ const char* describe(Refusal refusal) {
       return "it speaks another version of the tcp channel's frames than the sender";
     case Refusal::AgentId:
       return "its agent id names no agent";
+    case Refusal::Source:
+      return "it asked for another source of the round, or takes nothing from this one";
   }
   return "an unknown reason";
 }

@@ -3,9 +3,11 @@
 // little-endian:
 //
 //   receiver -> sender  hello   magic, wire version, receiver index, transfer, payload bytes, token,
-//                               agent id (its length, then 64 bytes zero-padded)                           120 bytes
+//                               source index, 4 bytes of zeroes,
+//                               agent id (its length, then 64 bytes zero-padded)                           128 bytes
 //   sender -> receiver  answer  magic, admission, refusal, agent id (as in the hello)                       88 bytes
-//   sender -> receiver  the payload: the tensors' bytes in manifest order (payload_stream.hpp)
+//   sender -> receiver  the payload: the tensors' bytes in manifest order, or in a region round the segments
+//                       the receiver takes from this source in its send order (payload_stream.hpp)
 //   receiver -> sender  ack     magic, bytes received                                                       16 bytes
 //
 // The agent ids say who is at each end, so that a fault names the agent rather than an address; each side's is its
@@ -24,8 +26,8 @@ namespace wsync::bus::tcp {
 
 inline constexpr std::uint64_t kWireMagic = 0x315054434e595357ULL;  // "WSYNCTP1" read little-endian
 // Bumped when a frame changes: a receiver of another version is refused (WireVersion), once its first 12 bytes say
-// which it speaks. 2: the agent ids.
-inline constexpr std::uint32_t kWireVersion = 2;
+// which it speaks. 2: the agent ids. 3: the source index (region rounds).
+inline constexpr std::uint32_t kWireVersion = 3;
 
 // Bytes of an agent id's field: room for the longest id (kMaxAgentIdBytes).
 inline constexpr std::size_t kAgentIdField = 64;
@@ -33,7 +35,7 @@ static_assert(kMaxAgentIdBytes < kAgentIdField);
 
 // The start of every hello, whatever its version: magic and wire version.
 inline constexpr std::size_t kHelloPrefixBytes = 12;
-inline constexpr std::size_t kHelloBytes = 56 + kAgentIdField;
+inline constexpr std::size_t kHelloBytes = 64 + kAgentIdField;
 inline constexpr std::size_t kAnswerBytes = 24 + kAgentIdField;
 inline constexpr std::size_t kAckBytes = 16;
 
@@ -44,6 +46,9 @@ struct ReceiverHello {
   std::uint64_t transfer = 0;
   std::uint64_t payloadBytes = 0;  // what the receiver expects: a sender that moves another count refuses it
   AdmissionToken token{};
+  // The source the receiver means to reach (0 in a round of one sender): a contact list that points it at another
+  // source is refused by name, rather than found by the digests after the bytes moved.
+  std::uint32_t source = 0;
   std::string agentId;  // empty: unnamed (a test's or a tool's channel)
 };
 
@@ -61,6 +66,7 @@ enum class Refusal : std::uint32_t {
   Stale = 4,
   WireVersion = 5,
   AgentId = 6,
+  Source = 7,
 };
 
 struct SenderAnswer {

@@ -7,6 +7,10 @@
 // is reported. Both sides stream XXH3-128 over the bytes as the shm channel does, so their digests are the shm
 // channel's for the same tensors. The coordinator's side is TcpChannelOwner (tcp_channel_owner.hpp).
 //
+// Region rounds (docs/regions.md): every source listens as a sender does; each receiver connects to every source that
+// has a segment for it (the plan's source contacts), presenting the source index it means, and reads the segments it
+// takes from each, from all of them at once; each source streams each of its receivers its own deliveries.
+//
 // Connections last one transfer: a receiver connects when its transfer starts and closes after its last byte and
 // ack, so nothing carries from one round to the next but the sender's listener, which listens only while a send
 // admits its receivers (each connection's hello within kTcpHelloDeadline, all of them polled at once).
@@ -32,6 +36,7 @@ namespace wsync::bus {
 namespace tcp {
 class Socket;
 class TransferWatch;
+struct Incoming;
 }  // namespace tcp
 
 // The round's admission token (ChannelGrant::groupId): 128 random bits, which no stranger guesses in a round's life.
@@ -66,11 +71,14 @@ struct TcpChannelConfig {
   // This end's agent (empty: unnamed): a receiver presents it in its hello and the sender in its answer, so that
   // each side's faults name the other by agent id.
   std::string agentId{};
+  // A region round's receiver: where each source listens, in source order (senderContact is then empty).
+  std::vector<std::string> sourceContacts{};
 };
 
 class TcpChannel final : public Channel {
  public:
-  // A receiver's end resolves the sender's contact here: a name that does not resolve fails now, not mid-round.
+  // A receiver's end resolves the sender's contact (every source's) here: a name that does not resolve fails now,
+  // not mid-round.
   static tl::expected<std::unique_ptr<TcpChannel>, ChannelFailure> open(TcpChannelConfig config);
   ~TcpChannel() override;
 
@@ -97,20 +105,52 @@ class TcpChannel final : public Channel {
                                                        std::uint32_t receiver,
                                                        std::chrono::steady_clock::time_point deadline) override;
 
+  // Region rounds: as send() and receive(), a source admitting only the receivers it has segments for.
+  bool carriesRegions() const override { return true; }
+  tl::expected<RegionTransferResult, ChannelFailure> sendRegions(
+      std::uint64_t transfer, const RegionPlan& plan, std::uint32_t source,
+      std::span<const std::span<const std::byte>> buffers, std::chrono::steady_clock::time_point deadline) override;
+  tl::expected<RegionTransferResult, ChannelFailure> receiveRegions(
+      std::uint64_t transfer, const RegionPlan& plan, std::uint32_t receiver,
+      std::span<const std::span<std::byte>> locals, std::chrono::steady_clock::time_point deadline) override;
+
  private:
   struct SenderAddress {
     sockaddr_storage address;
     socklen_t length;
   };
+  // A sender as a receiver reaches it: its contact resolved, and how errors name it.
+  struct SenderTarget {
+    std::string contact;
+    std::string name;  // "the tcp sender", "tcp source 2"
+    std::vector<SenderAddress> addresses;
+  };
 
-  TcpChannel(TcpChannelConfig config, std::vector<SenderAddress> addresses);
-  // receive() but for the wait after a lost sender.
+  TcpChannel(TcpChannelConfig config, std::vector<SenderTarget> senders);
+  static tl::expected<std::vector<SenderAddress>, ChannelFailure> resolveSender(const std::string& senderContact);
+  // receive() and receiveRegions() but for the wait after a lost sender.
   tl::expected<TransferResult, ChannelFailure> receiveFromSender(std::uint64_t transfer, const BucketPlan& plan,
                                                                  std::span<const std::span<std::byte>> tensors,
                                                                  std::uint32_t receiver, tcp::TransferWatch& watch);
+  tl::expected<RegionTransferResult, ChannelFailure> receiveFromSources(std::uint64_t transfer, const RegionPlan& plan,
+                                                                        std::uint32_t receiver,
+                                                                        std::span<const std::span<std::byte>> locals,
+                                                                        tcp::TransferWatch& watch);
+  // A sender closed its connection (PeerGone): waits up to senderGoneGrace for the round to end (see receive()).
+  ChannelFailure waitAfterSenderGone(ChannelFailure failure, tcp::TransferWatch& watch) const;
+  // Connects to senders_[source] and is admitted as `receiver` expecting `payloadBytes`, into `into`.
+  tl::expected<void, ChannelFailure> connect(std::uint64_t transfer, std::uint32_t receiver, std::uint32_t source,
+                                             std::uint64_t payloadBytes, tcp::TransferWatch& watch,
+                                             tcp::Incoming& into);
+  // Reads every admitted connection's payload to its end and acknowledges each.
+  tl::expected<void, ChannelFailure> readAll(std::span<tcp::Incoming> incoming, tcp::TransferWatch& watch);
+  tl::expected<void, ChannelFailure> acknowledge(tcp::Incoming& connection, tcp::TransferWatch& watch);
+  // What a receiver waits for, for a timeout's detail: the senders still sending.
+  static std::string readingWhat(std::span<const tcp::Incoming> incoming);
+  std::string selfName(std::uint32_t receiver) const;
 
   TcpChannelConfig config_;
-  std::vector<SenderAddress> senderAddresses_;  // the contact resolved (a receiver's end)
+  std::vector<SenderTarget> senders_;  // the contacts resolved (a receiver's end): the sender, or every source
   std::string key_;
   std::function<bool()> cancelProbe_;
   std::vector<tcp::Socket> parked_;  // a failed transfer's receivers, until this channel goes (see send)
@@ -118,5 +158,7 @@ class TcpChannel final : public Channel {
 
 // A tcp channel's key(): its sender's contact and the round's token, so that every round opens its own.
 std::string tcpChannelKey(std::string_view senderContact, std::span<const std::uint8_t> token);
+// A region round's: every source's contact, in source order, and the round's token.
+std::string tcpChannelKey(std::span<const std::string> sourceContacts, std::span<const std::uint8_t> token);
 
 }  // namespace wsync::bus
