@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 #include <boost/interprocess/shared_memory_object.hpp>
 
+#include "channel/cuda_ipc/ipc_segment.hpp"
 #include "channel/gpu/copy_reporter.hpp"
 #include "channel/gpu/copy_table.hpp"
 #include "channel/gpu/cuda_check.hpp"
@@ -26,176 +27,7 @@
 
 namespace wsync::bus::gpu {
 namespace bip = boost::interprocess;
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-static_assert(kIpcHandleBytes == sizeof(cudaIpcMemHandle_t));
-
-// Longest single sleep on a futex word, so a cancel, an abort or a deadline is noticed within it.
-constexpr std::chrono::milliseconds kWaitSlice{1};
-// Blocks of the receiver's copy kernel: every SM, several blocks each, since nothing else shares the work.
-constexpr std::uint32_t kCopyBlocks = 1024;
-// While the receiver waits for its copy's report it asks the stream this often, for a kernel that failed and so
-// never reports: between, the wait reads host memory alone (a stream query is a call into the driver).
-constexpr std::chrono::microseconds kStreamCheckInterval{500};
-constexpr std::uint32_t kNoAllocation = 0xFFFFFFFFU;
-
-std::uint64_t controlBytes() {
-  return (sizeof(IpcControlData) + kCacheLineBytes - 1) / kCacheLineBytes * kCacheLineBytes;
-}
-
-std::uint64_t segmentBytes(const IpcGeometry& geometry) {
-  return controlBytes() + std::uint64_t{geometry.maxAllocations} * sizeof(IpcAllocationData) +
-         std::uint64_t{geometry.maxTensors} * sizeof(IpcTensorData);
-}
-
-IpcControlData& control(const bip::mapped_region& region) {
-  return *static_cast<IpcControlData*>(region.get_address());
-}
-
-IpcAllocationData* allocations(const bip::mapped_region& region) {
-  return reinterpret_cast<IpcAllocationData*>(static_cast<std::byte*>(region.get_address()) +
-                                              control(region).header.allocationsOffset);
-}
-
-IpcTensorData* tensorTable(const bip::mapped_region& region) {
-  return reinterpret_cast<IpcTensorData*>(static_cast<std::byte*>(region.get_address()) +
-                                          control(region).header.tensorsOffset);
-}
-
-void publish(std::atomic<std::uint64_t>& word, std::atomic<std::uint32_t>& notify, std::uint64_t value) {
-  word.store(value, std::memory_order_release);
-  notify.fetch_add(1, std::memory_order_release);
-  wakeAll(notify);
-}
-
-std::int64_t monotonicNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
-
-// This process's IpcSenderData::processToken: drawn once, never 0.
-std::uint64_t processToken() {
-  static const std::uint64_t token = [] {
-    std::random_device device;
-    std::uint64_t drawn = 0;
-    while (drawn == 0) drawn = (std::uint64_t{device()} << 32) ^ device();
-    return drawn;
-  }();
-  return token;
-}
-
-// Receiver `index` by the agent id it wrote into its slot for `transfer`, else by index alone (it has not reached
-// this transfer, or wrote no name, or one that names no agent: the slot is another process's writing).
-std::string receiverName(const IpcReceiverData& slot, std::uint32_t index, std::uint64_t transfer) {
-  const std::string byIndex = "receiver " + std::to_string(index);
-  // Its name from an earlier transfer may be another process's: this slot goes to whoever has this index now.
-  if (slot.namedTransfer.load(std::memory_order_acquire) != transfer) return byIndex + " (not yet in this transfer)";
-  const std::uint32_t length = slot.agentIdBytes.load(std::memory_order_relaxed);
-  std::array<char, kIpcAgentIdWords * 8> bytes{};
-  for (std::size_t word = 0; word < kIpcAgentIdWords; ++word) {
-    const std::uint64_t value = slot.agentIdWords[word].load(std::memory_order_relaxed);
-    std::memcpy(bytes.data() + word * 8, &value, 8);
-  }
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if (slot.namedTransfer.load(std::memory_order_relaxed) != transfer || length > kMaxAgentIdBytes) return byIndex;
-  const std::string agentId(bytes.data(), length);
-  if (!checkAgentId(agentId).empty()) return byIndex;
-  return "receiver '" + agentId + "' (index " + std::to_string(index) + ")";
-}
-
-// Receiver's side of receiverName: the name for `transfer`, written before anything of the transfer can fail.
-void nameReceiver(IpcReceiverData& slot, const std::string& agentId, std::uint64_t transfer) {
-  slot.namedTransfer.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  std::array<char, kIpcAgentIdWords * 8> bytes{};
-  const std::size_t length = std::min(agentId.size(), kMaxAgentIdBytes);
-  std::memcpy(bytes.data(), agentId.data(), length);
-  for (std::size_t word = 0; word < kIpcAgentIdWords; ++word) {
-    std::uint64_t value = 0;
-    std::memcpy(&value, bytes.data() + word * 8, 8);
-    slot.agentIdWords[word].store(value, std::memory_order_relaxed);
-  }
-  slot.agentIdBytes.store(static_cast<std::uint32_t>(length), std::memory_order_relaxed);
-  slot.namedTransfer.store(transfer, std::memory_order_release);
-}
-
-}  // namespace
-
-struct CudaIpcChannel::State {
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  // The copy kernel reports its end and its checksum here: a round submits one launch to the GPU.
-  detail::CopyReporter reporter;
-  bool reporterClean = true;  // false after a launch that may not have run: reset before the next
-  IpcRoundTiming timing;
-  std::chrono::microseconds spinWait{0};  // setSpinWait
-  // setTimeline(true): timing events around the receiver's copy.
-  cudaEvent_t copyBegin = nullptr;
-  cudaEvent_t copyEnd = nullptr;
-  PFN_cuMemGetAddressRange_v3020 getAddressRange = nullptr;
-  PFN_cuPointerGetAttribute_v4000 getPointerAttribute = nullptr;
-
-  // Sender: what the tables describe now.
-  std::optional<Digest> exportKey;  // layout key of the tensors exported
-  struct Exported {
-    CUdeviceptr base = 0;
-    std::uint64_t bufferId = 0;  // the driver's process-wide unique id of the allocation
-  };
-  std::vector<Exported> exported;
-  std::uint64_t generation = 0;  // last written (even)
-
-  // The allocation's unique id: a block freed and allocated again at the same address gets a new one.
-  std::uint64_t bufferId(CUdeviceptr address) const {
-    unsigned long long id = 0;
-    if (getPointerAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, address) != CUDA_SUCCESS) return 0;
-    return id;
-  }
-  // Whether the allocations exported last still are the ones they were.
-  bool exportStillValid() const {
-    return std::all_of(exported.begin(), exported.end(), [&](const Exported& entry) {
-      return entry.bufferId != 0 && bufferId(entry.base) == entry.bufferId;
-    });
-  }
-
-  // Receiver: handles opened, by handle, with the generation whose tables were last read.
-  std::map<HandleBytes, void*> imports;
-  std::vector<void*> importOf;  // by allocation index of importedGeneration
-  std::uint64_t importedGeneration = 0;
-  detail::CopyTable table;
-  std::optional<Digest> tableKey;     // layout key of this receiver's tensors the table copies into
-  std::uint64_t tableGeneration = 0;  // the export it copies from (0: none)
-  std::uint64_t totalBytes = 0;
-
-  // Closes what `handles` (a new export) no longer names: the sender let that memory go, and a block it allocates
-  // again in the same place cannot be opened while the old mapping stands (cudaErrorAlreadyMapped).
-  void closeImportsNotIn(std::span<const HandleBytes> handles) {
-    const std::set<HandleBytes> named(handles.begin(), handles.end());
-    for (auto entry = imports.begin(); entry != imports.end();) {
-      if (named.contains(entry->first)) {
-        ++entry;
-      } else {
-        cudaIpcCloseMemHandle(entry->second);
-        entry = imports.erase(entry);
-      }
-    }
-  }
-
-  void closeImports() {
-    for (auto& [handle, address] : imports) cudaIpcCloseMemHandle(address);
-    imports.clear();
-    importOf.clear();
-    importedGeneration = 0;
-    tableGeneration = 0;
-  }
-
-  ~State() {
-    closeImports();
-    if (copyBegin != nullptr) cudaEventDestroy(copyBegin);
-    if (copyEnd != nullptr) cudaEventDestroy(copyEnd);
-    if (stream != nullptr) cudaStreamDestroy(stream);
-  }
-};
+using namespace ipc;  // the segment's parts (ipc_segment.hpp), shared with cuda_ipc_regions.cpp
 
 tl::expected<std::unique_ptr<CudaIpcSegment>, ChannelFailure> CudaIpcSegment::create(const std::string& name,
                                                                                      const IpcGeometry& geometry) {
@@ -432,7 +264,9 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::send(std::uint64_t 
   state.timing.exportChecked = monotonicNs();
   publish(data.sender.readyTransfer, data.sender.notify, transfer);
   state.timing.published = monotonicNs();
-  if (auto copied = waitForReceivers(transfer, receiverCount, deadline); !copied) {
+  std::vector<std::uint32_t> receivers(receiverCount);
+  for (std::uint32_t index = 0; index < receiverCount; ++index) receivers[index] = index;
+  if (auto copied = waitForReceivers(transfer, receivers, deadline); !copied) {
     return tl::unexpected(copied.error());
   }
   state.timing.allCopied = monotonicNs();
@@ -455,19 +289,21 @@ tl::expected<void, ChannelFailure> CudaIpcChannel::exportTensors(std::span<const
   return {};
 }
 
-tl::expected<void, ChannelFailure> CudaIpcChannel::waitForReceivers(std::uint64_t transfer, std::uint32_t receiverCount,
+tl::expected<void, ChannelFailure> CudaIpcChannel::waitForReceivers(std::uint64_t transfer,
+                                                                    std::span<const std::uint32_t> receivers,
                                                                     Clock::time_point deadline) {
   const State& state = *state_;
   IpcControlData& data = control(region_);
   const IpcHeaderData& header = data.header;
   // Done or failed, unless aborted, cancelled or late.
-  std::uint32_t finished = 0;
+  std::size_t done = 0;
   const auto waitStarted = Clock::now();
-  while (finished < receiverCount) {
+  while (done < receivers.size()) {
+    const std::uint32_t finished = receivers[done];
     IpcReceiverData& receiver = data.receivers[finished];
     const std::uint32_t seen = receiver.notify.load(std::memory_order_acquire);
     if (receiver.doneTransfer.load(std::memory_order_acquire) == transfer) {
-      ++finished;
+      ++done;
       continue;
     }
     if (receiver.failedTransfer.load(std::memory_order_acquire) == transfer) {
@@ -545,8 +381,9 @@ tl::expected<TransferResult, ChannelFailure> CudaIpcChannel::receive(std::uint64
   const detail::CopyReport report = state.reporter.next();
   if (auto launched = launchCopy(report); !launched) return failed(launched.error());
   state.timing.launched = monotonicNs();
-  auto sums = waitForCopy(report);
+  auto sums = waitForCopy(state.reporter, report);
   if (!sums) return failed(sums.error());
+  state.reporterClean = true;
   state.timing.copied = monotonicNs();
   return reportCopy(slot, transfer, *sums);
 }
@@ -718,7 +555,8 @@ tl::expected<void, ChannelFailure> CudaIpcChannel::launchCopy(const detail::Copy
   return {};
 }
 
-tl::expected<DeviceChecksumSums, ChannelFailure> CudaIpcChannel::waitForCopy(const detail::CopyReport& report) {
+tl::expected<DeviceChecksumSums, ChannelFailure> CudaIpcChannel::waitForCopy(const detail::CopyReporter& reporter,
+                                                                             const detail::CopyReport& report) {
   State& state = *state_;
   // The copy takes milliseconds while the engine is paused, and the round waits for its end: the thread reads the
   // report in a loop, yielding the core in between, where a sleep's wake-up (often twice what was asked on a VM)
@@ -727,7 +565,7 @@ tl::expected<DeviceChecksumSums, ChannelFailure> CudaIpcChannel::waitForCopy(con
   // kept alive by the open handles.
   std::optional<DeviceChecksumSums> sums;
   auto lastCheck = Clock::now();
-  while (!(sums = state.reporter.reported(report))) {
+  while (!(sums = reporter.reported(report))) {
     if (Clock::now() - lastCheck < kStreamCheckInterval) {
       std::this_thread::yield();
       continue;
@@ -736,14 +574,13 @@ tl::expected<DeviceChecksumSums, ChannelFailure> CudaIpcChannel::waitForCopy(con
     const cudaError_t status = cudaStreamQuery(state.stream);
     if (status == cudaSuccess) {
       // Everything enqueued ran, so the report (fenced before the kernel's end) is there if the kernel made it.
-      sums = state.reporter.reported(report);
+      sums = reporter.reported(report);
       if (!sums) return fail(ChannelError::DeviceError, "the copy kernel ended without reporting");
       break;
     }
     if (status != cudaErrorNotReady) return tl::unexpected(detail::cudaFailure("copy from the sender", status));
     std::this_thread::yield();
   }
-  state.reporterClean = true;
   return *sums;
 }
 

@@ -1,6 +1,7 @@
 #include "channel/gpu/copy_table.hpp"
 
 #include "channel/gpu/cuda_check.hpp"
+#include "wsync/bus/protocol/stream_digest.hpp"
 
 namespace wsync::bus::gpu::detail {
 
@@ -37,7 +38,20 @@ void CopyTable::add(std::uint64_t src, std::uint64_t dst, std::uint64_t bytes, s
   batch.bytes += bytes;
 }
 
+tl::expected<void, ChannelFailure> CopyTable::uploadIfChanged() {
+  StreamDigest digest;
+  digest.add(reinterpret_cast<const std::byte*>(runs_.data()), runs_.size() * sizeof(CopyRun));
+  digest.add(reinterpret_cast<const std::byte*>(chunkRuns_.data()), chunkRuns_.size() * sizeof(std::uint32_t));
+  const Digest described = digest.digest();
+  if (uploaded_ == described) return {};
+  uploaded_.reset();
+  if (auto done = upload(); !done) return done;
+  uploaded_ = described;
+  return {};
+}
+
 tl::expected<void, ChannelFailure> CopyTable::upload() {
+  uploaded_.reset();
   if (runs_.size() > runCapacity_) {
     cudaFree(deviceRuns_);
     deviceRuns_ = nullptr;

@@ -2,6 +2,7 @@
 // Private to bus/gpu: batches of copy runs in device memory, built on the host once per layout and reused by every
 // transfer with that layout (a round's per-tensor host work is then a comparison of the layout's key).
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -9,6 +10,7 @@
 
 #include "channel/gpu/copy_kernel.hpp"
 #include "wsync/bus/channel/channel_error.hpp"
+#include "wsync/bus/protocol/manifest.hpp"
 
 namespace wsync::bus::gpu::detail {
 
@@ -26,6 +28,9 @@ class CopyTable {
   void add(std::uint64_t src, std::uint64_t dst, std::uint64_t bytes, std::uint32_t tensor, std::uint64_t tensorOffset);
   // Copies the description to the device (growing the device arrays if needed) and waits for the copy.
   tl::expected<void, ChannelFailure> upload();
+  // upload(), unless the device holds this description already (the last upload's, by XXH3-128 of the host
+  // arrays): a layout described again every round costs its host work, not a copy to the device.
+  tl::expected<void, ChannelFailure> uploadIfChanged();
 
   std::size_t batchCount() const { return batches_.size(); }
   std::uint64_t batchBytes(std::size_t batch) const { return batches_[batch].bytes; }
@@ -50,6 +55,7 @@ class CopyTable {
   std::uint32_t* deviceChunkRuns_ = nullptr;
   std::size_t runCapacity_ = 0;
   std::size_t chunkCapacity_ = 0;
+  std::optional<Digest> uploaded_;  // of the description the device holds (uploadIfChanged)
 };
 
 }  // namespace wsync::bus::gpu::detail

@@ -32,10 +32,13 @@
 #include "wsync/bus/channel/cuda_ipc/cuda_ipc_timing.hpp"
 #include "wsync/bus/channel/device_checksum.hpp"
 #include "wsync/bus/channel/gpu/gpu_runtime.hpp"
+#include "wsync/bus/channel/region_plan.hpp"
+#include "wsync/bus/channel/region_transfer.hpp"
 
 namespace wsync::bus::gpu {
 namespace detail {
-struct CopyReport;  // bus/src/channel/gpu/copy_kernel.hpp
+struct CopyReport;   // bus/src/channel/gpu/copy_kernel.hpp
+class CopyReporter;  // bus/src/channel/gpu/copy_reporter.hpp
 }  // namespace detail
 
 struct IpcGeometry {
@@ -88,6 +91,20 @@ class CudaIpcChannel final : public Channel {
                                                        std::uint32_t receiver,
                                                        std::chrono::steady_clock::time_point deadline) override;
 
+  // Region rounds (docs/gpu-channels.md, "Region rounds"; cuda_ipc_regions.cpp). Source s exports its buffers on a
+  // segment of its own (cudaIpcSourceSegmentName) as a sender exports its tensors, checks the sample
+  // (region_samples.hpp) of what each of its receivers takes from its own buffers, and waits until every receiver
+  // it has segments for is done. A receiver opens the segment of every source it takes from (its handles kept across
+  // rounds, as a receiver's are), copies every piece from every source in one launch, then checks the sample of what
+  // landed in its local tensors, one small launch per source, and reports each source its pair's digest.
+  bool carriesRegions() const override { return true; }
+  tl::expected<RegionTransferResult, ChannelFailure> sendRegions(
+      std::uint64_t transfer, const RegionPlan& plan, std::uint32_t source,
+      std::span<const std::span<const std::byte>> buffers, std::chrono::steady_clock::time_point deadline) override;
+  tl::expected<RegionTransferResult, ChannelFailure> receiveRegions(
+      std::uint64_t transfer, const RegionPlan& plan, std::uint32_t receiver,
+      std::span<const std::span<std::byte>> locals, std::chrono::steady_clock::time_point deadline) override;
+
   // This end's agent: a receiver writes it into its slot at each receive, so that the sender's faults name it by
   // agent id rather than by index alone. Empty (the default): named by index.
   void setAgentId(std::string agentId) { agentId_ = std::move(agentId); }
@@ -111,6 +128,7 @@ class CudaIpcChannel final : public Channel {
   void setSpinWait(std::chrono::microseconds spin);
 
   struct State;
+  struct RegionState;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -121,8 +139,8 @@ class CudaIpcChannel final : public Channel {
   // The steps of send(), in order: export (when the tensors changed), publish, wait, compare.
   // 1. The tensors' blocks exported and the segment's tables written, when a tensor moved or a block was replaced.
   tl::expected<void, ChannelFailure> exportTensors(std::span<const std::span<const std::byte>> tensors);
-  // 2. Receivers 0..receiverCount-1 done with `transfer`, or the first failure, abort, cancel or the deadline.
-  tl::expected<void, ChannelFailure> waitForReceivers(std::uint64_t transfer, std::uint32_t receiverCount,
+  // 2. `receivers` done with `transfer`, or the first failure, abort, cancel or the deadline.
+  tl::expected<void, ChannelFailure> waitForReceivers(std::uint64_t transfer, std::span<const std::uint32_t> receivers,
                                                       Clock::time_point deadline);
   // 3. The result every receiver agrees on, or DigestMismatch.
   tl::expected<TransferResult, ChannelFailure> agreedResult(std::uint64_t transfer, std::uint32_t receiverCount);
@@ -141,16 +159,37 @@ class CudaIpcChannel final : public Channel {
                                                 const Digest& tensorsKey, std::uint64_t generation);
   // 4. The copy: one kernel launch, which reports its own end to `report`.
   tl::expected<void, ChannelFailure> launchCopy(const detail::CopyReport& report);
-  tl::expected<DeviceChecksumSums, ChannelFailure> waitForCopy(const detail::CopyReport& report);
+  // The sums of `report`'s launch, reported to `reporter`, once it ended.
+  tl::expected<DeviceChecksumSums, ChannelFailure> waitForCopy(const detail::CopyReporter& reporter,
+                                                               const detail::CopyReport& report);
   // 5. Bytes and digest into this receiver's slot, the sender woken.
   tl::expected<TransferResult, ChannelFailure> reportCopy(IpcReceiverData& slot, std::uint64_t transfer,
                                                           const DeviceChecksumSums& sums);
+
+  // Region rounds (cuda_ipc_regions.cpp). The channel on source `source`'s segment, opened at its first round.
+  tl::expected<CudaIpcChannel*, ChannelFailure> linkOf(std::uint32_t source);
+  // A source's table (RegionState): the checks of its receivers' samples in its buffers, uploaded.
+  tl::expected<void, ChannelFailure> describeSourceChecks(const RegionPlan& plan, std::uint32_t source,
+                                                          std::span<const std::span<const std::byte>> buffers,
+                                                          std::span<const std::uint32_t> receivers);
+  // A receiver's table: the copies from every source in `sources` (whose exports it imported) and the checks of what
+  // lands, uploaded.
+  tl::expected<void, ChannelFailure> describeReceiverCopies(const RegionPlan& plan, std::uint32_t receiver,
+                                                            std::span<const std::span<std::byte>> locals,
+                                                            std::span<const std::uint32_t> sources);
+  // The sums of every check launched, in launch order.
+  tl::expected<std::vector<DeviceChecksumSums>, ChannelFailure> waitForChecks(std::size_t count);
 
   boost::interprocess::mapped_region region_;
   std::string name_;
   std::function<bool()> cancel_;
   std::string agentId_;
   std::unique_ptr<State> state_;
+  std::vector<std::unique_ptr<CudaIpcChannel>> links_;  // [source], opened as needed
+  std::unique_ptr<RegionState> regions_;
 };
+
+// The segment of source `source` of a region round on the cuda_ipc channel whose segment is `segment`.
+std::string cudaIpcSourceSegmentName(const std::string& segment, std::uint32_t source);
 
 }  // namespace wsync::bus::gpu

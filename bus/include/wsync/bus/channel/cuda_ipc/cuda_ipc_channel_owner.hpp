@@ -5,6 +5,7 @@
 // coordinator's host. Nothing here needs a GPU.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "wsync/bus/channel/channel_owner.hpp"
 #include "wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp"
@@ -22,11 +23,20 @@ class CudaIpcChannelOwner final : public ChannelOwner {
   bool crossesHosts() const override { return false; }
   tl::expected<ChannelGrant, std::string> prepare(const ChannelMember& sender,
                                                   std::span<const ChannelMember> receivers) override;
+  // A region round: the bus's segment, which names the round, and one more per source
+  // (cudaIpcSourceSegmentName), made at the first round that has that many sources and kept, as the bus's is.
+  tl::expected<ChannelGrant, std::string> prepareSources(std::span<const ChannelMember> senders,
+                                                         std::span<const ChannelMember> receivers) override;
   void abort(std::uint64_t round, bool transferBegun) override;
+  // Source segments made so far.
+  std::size_t sourceSegmentCount() const { return sourceSegments_.size(); }
 
  private:
+  tl::expected<void, std::string> ensureSegment();
+
   std::string busName_;
   std::unique_ptr<CudaIpcSegment> segment_;
+  std::vector<std::unique_ptr<CudaIpcSegment>> sourceSegments_;
 };
 
 }  // namespace wsync::bus::gpu
