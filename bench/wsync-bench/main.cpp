@@ -15,6 +15,7 @@
 #include "wsync/bus/core/log.hpp"
 #ifdef WSYNC_HAVE_CUDA
 #include "gpu.hpp"
+#include "regions.hpp"
 #endif
 
 namespace wsync::bench {
@@ -171,6 +172,19 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
 #ifdef WSYNC_HAVE_CUDA
+  RegionBenchConfig regions;
+  CLI::App& regionsMode =
+      addMode(app, "regions", "Region rounds over cuda_ipc (M sharded sources) vs a device copy of what each receives",
+              regions, quick, status, [&](Report& report) { runRegionBenchmark(regions, report); });
+  list(regionsMode, "--models", regions.models, "Models (cli::modelTensors)");
+  list(regionsMode, "--sources", regions.sources, "Source process counts M")
+      ->check(CLI::Range(std::uint32_t{1}, std::uint32_t{64}));
+  list(regionsMode, "--layouts", regions.layouts, "Receivers: whole (1, every tensor whole), tp2 (2 TP halves)")
+      ->check(CLI::IsMember({"whole", "tp2"}));
+  option(regionsMode, "--warmup", regions.warmup, "Rounds before the measured ones");
+  option(regionsMode, "--reps", regions.reps, "Measured rounds")->check(CLI::Range(std::size_t{1}, std::size_t{60}));
+  option(regionsMode, "--device", regions.device, "The GPU of every process");
+
   GpuBenchConfig gpu;
   CLI::App& gpuMode = addMode(app, "gpu", "The nccl and cuda_ipc channels vs raw ncclBroadcast / cudaMemcpy", gpu,
                               quick, status, [&](Report& report) { runGpuBenchmark(gpu, report); });

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/bus/protocol/stream_digest.hpp"
 
 namespace wsync::bus {
 namespace {
@@ -238,6 +239,19 @@ tl::expected<RegionPlan, RegionFailure> RegionPlan::build(const Manifest& manife
     plan.deliveries_.insert(plan.deliveries_.end(), pair.begin(), pair.end());
   }
   plan.pairFirst_.push_back(static_cast<std::uint32_t>(plan.deliveries_.size()));
+  // What the plan is a function of, for those that keep what they derived from it across rounds.
+  StreamDigest digest;
+  const Digest manifestDigest = manifest.digest();
+  digest.add(&manifestDigest, sizeof manifestDigest);
+  for (const SourceHoldings& holdings : plan.sources_) {
+    const Digest of = digestOf(holdings);
+    digest.add(&of, sizeof of);
+  }
+  for (const ReceiverBindings& bindings : plan.receivers_) {
+    const Digest of = digestOf(bindings);
+    digest.add(&of, sizeof of);
+  }
+  plan.digest_ = digest.digest();
   return plan;
 }
 

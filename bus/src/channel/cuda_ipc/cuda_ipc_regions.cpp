@@ -14,6 +14,7 @@
 #include "wsync/bus/channel/cuda_ipc/cuda_ipc_channel.hpp"
 #include "wsync/bus/channel/region_samples.hpp"
 #include "wsync/bus/protocol/dtype.hpp"
+#include "wsync/bus/protocol/stream_digest.hpp"
 
 namespace wsync::bus::gpu {
 using namespace ipc;  // the segment's parts (ipc_segment.hpp)
@@ -54,10 +55,29 @@ tl::expected<CudaIpcChannel*, ChannelFailure> CudaIpcChannel::linkOf(std::uint32
   return links_[source].get();
 }
 
+namespace {
+
+// The key of a table: the plan, this side's index, its buffers' layout, and what it reads from (each source's
+// export generation on a receiver).
+Digest tableKeyOf(const RegionPlan& plan, std::uint32_t index, const Digest& buffers,
+                  std::span<const std::uint64_t> generations) {
+  StreamDigest digest;
+  digest.add(&plan.digest(), sizeof(Digest));
+  digest.add(&index, sizeof index);
+  digest.add(&buffers, sizeof buffers);
+  digest.add(generations.data(), generations.size_bytes());
+  return digest.digest();
+}
+
+}  // namespace
+
 tl::expected<void, ChannelFailure> CudaIpcChannel::describeSourceChecks(
     const RegionPlan& plan, std::uint32_t source, std::span<const std::span<const std::byte>> buffers,
     std::span<const std::uint32_t> receivers) {
   RegionState& regions = *regions_;
+  const Digest key = tableKeyOf(plan, source, layoutKeyOf(buffers), {});
+  if (regions.tableKey == key) return {};
+  regions.tableKey.reset();
   regions.table.clear();
   regions.firstCheck = 0;
   for (const std::uint32_t receiver : receivers) {
@@ -71,6 +91,7 @@ tl::expected<void, ChannelFailure> CudaIpcChannel::describeSourceChecks(
     }
   }
   if (auto uploaded = regions.table.uploadIfChanged(); !uploaded) return uploaded;
+  regions.tableKey = key;
   return {};
 }
 
@@ -79,6 +100,14 @@ tl::expected<void, ChannelFailure> CudaIpcChannel::describeReceiverCopies(const 
                                                                           std::span<const std::span<std::byte>> locals,
                                                                           std::span<const std::uint32_t> sources) {
   RegionState& regions = *regions_;
+  std::vector<std::uint64_t> generations;
+  for (const std::uint32_t source : sources) {
+    generations.push_back(source);
+    generations.push_back(links_[source]->state_->importedGeneration);
+  }
+  const Digest key = tableKeyOf(plan, receiver, layoutKeyOf(locals), generations);
+  if (regions.tableKey == key) return {};
+  regions.tableKey.reset();
   regions.table.clear();
   // Batch 0: every piece from every source, straight from its memory into the local tensors, no checksum.
   regions.table.beginBatch();
@@ -123,6 +152,7 @@ tl::expected<void, ChannelFailure> CudaIpcChannel::describeReceiverCopies(const 
     }
   }
   if (auto uploaded = regions.table.uploadIfChanged(); !uploaded) return uploaded;
+  regions.tableKey = key;
   return {};
 }
 
@@ -290,6 +320,7 @@ tl::expected<RegionTransferResult, ChannelFailure> CudaIpcChannel::receiveRegion
     return tl::unexpected(std::move(failure));
   };
   State& state = *state_;
+  state.timing = IpcRoundTiming{.receiveCalled = monotonicNs()};
   if (const cudaError_t error = cudaSetDevice(state.device); error != cudaSuccess) {
     return failed(detail::cudaFailure("cudaSetDevice", error));
   }
@@ -302,6 +333,7 @@ tl::expected<RegionTransferResult, ChannelFailure> CudaIpcChannel::receiveRegion
       return failed(ChannelFailure{imported.error().code, sourceName(source) + ": " + imported.error().detail});
     }
   }
+  state.timing.sawPublished = monotonicNs();
   if (!regions_) regions_ = std::make_unique<RegionState>();
   if (auto built = describeReceiverCopies(plan, receiver, locals, sources); !built) return failed(built.error());
   RegionState& regions = *regions_;
@@ -314,8 +346,10 @@ tl::expected<RegionTransferResult, ChannelFailure> CudaIpcChannel::receiveRegion
       return failed(launched.error());
     }
   }
+  state.timing.launched = monotonicNs();
   auto sums = waitForChecks(sources.size());
   if (!sums) return failed(sums.error());
+  state.timing.copied = monotonicNs();
   for (std::size_t at = 0; at < sources.size(); ++at) {
     const PairResult pair = pairOf(plan.bytes(sources[at], receiver), (*sums)[at]);
     result[sources[at]] = pair;
@@ -325,6 +359,7 @@ tl::expected<RegionTransferResult, ChannelFailure> CudaIpcChannel::receiveRegion
     slot.digestHi = pair.digest.hi;
     publish(slot.doneTransfer, slot.notify, transfer);
   }
+  state.timing.reported = monotonicNs();
   reportProgress(plan.bytesReceived(receiver));
   return result;
 }

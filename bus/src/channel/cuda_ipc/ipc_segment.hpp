@@ -205,6 +205,9 @@ struct CudaIpcChannel::State {
 struct CudaIpcChannel::RegionState {
   detail::CopyTable table;
   std::size_t firstCheck = 0;  // the table's first checking batch
+  // What the table was described for (the plan's digest, this side's index and buffers, each source's export): a
+  // round of the same layout launches it as it is, with no host work per run.
+  std::optional<Digest> tableKey;
   // One per checking batch, each with its own sums and report; reset before reuse after a launch that failed.
   std::vector<detail::CopyReporter> reporters;
   std::vector<detail::CopyReport> reports;  // the last round's, by checking batch

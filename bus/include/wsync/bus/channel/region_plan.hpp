@@ -72,6 +72,9 @@ class RegionPlan {
                                                        std::span<const std::string> sourceNames,
                                                        std::span<const std::string> receiverNames);
 
+  // XXH3-128 of the manifest's digest and every declaration's (digestOf): equal digests mean equal plans, so that a
+  // channel keeps what it derived from a plan (its copy tables) across rounds.
+  const Digest& digest() const { return digest_; }
   std::uint32_t sourceCount() const { return static_cast<std::uint32_t>(sources_.size()); }
   std::uint32_t receiverCount() const { return static_cast<std::uint32_t>(receivers_.size()); }
   const SourceHoldings& holdings(std::uint32_t source) const { return sources_[source]; }
@@ -125,6 +128,7 @@ class RegionPlan {
   std::vector<std::uint32_t> pairFirst_;    // into deliveries_, one past the end at [pairs]
   std::vector<std::uint64_t> pairBytes_;    // [source * receiverCount + receiver]
   std::vector<std::uint64_t> sourceRead_;
+  Digest digest_;
 };
 
 // The contiguous runs of box `part` inside a dense row-major buffer of `shape` (elements of `elementBytes`), in the
