@@ -82,16 +82,16 @@ TEST(RegionSamples, BothSidesFoldTheSameSampleForEveryPairOfRandomLayouts) {
   EXPECT_GT(sampledPairs, 200);
 }
 
-// One tensor of 1 MiB cut by columns into odd-sized rows (3 bf16 elements, 6 bytes a row): rows that are not whole
-// words, each its own range with its last word padded.
+// A tensor of 16 MiB: a window every stride. A small tensor: whole. Columns of a bf16 tensor cut into rows of 6
+// bytes: rows that are not whole words, each its own range with its last word padded.
 TEST(RegionSamples, AWindowEveryStrideAndSmallSegmentsWhole) {
-  const Manifest manifest = *Manifest::create({{"w", msg::DType::F32, {1024, 256}}, {"n", msg::DType::BF16, {3}}});
+  const Manifest manifest = *Manifest::create({{"w", msg::DType::F32, {4096, 1024}}, {"n", msg::DType::BF16, {3}}});
   auto plan = planOf(manifest, {wholeHoldings(manifest)}, {wholeBindings(manifest)});
   ASSERT_TRUE(plan.has_value());
   const Segment& big = plan->segments()[0];
-  ASSERT_EQ(big.bytes, 1U << 20);
+  ASSERT_EQ(big.bytes, 16U << 20);
   const auto runs = sampledRuns(*plan, big, plan->sourceRuns(big));
-  ASSERT_EQ(runs.size(), (1U << 20) / (kSampleStrideWords * 8));
+  ASSERT_EQ(runs.size(), (16U << 20) / (kSampleStrideWords * 8));
   for (std::size_t k = 0; k < runs.size(); ++k) {
     EXPECT_EQ(runs[k], (SampledRun{k * kSampleStrideWords * 8, kSampleWindowWords * 8, k * kSampleStrideWords}));
   }
@@ -99,16 +99,16 @@ TEST(RegionSamples, AWindowEveryStrideAndSmallSegmentsWhole) {
   EXPECT_EQ(sampledRuns(*plan, small, plan->sourceRuns(small)), (std::vector<SampledRun>{{0, 6, 0}}));
 
   // Columns 1..3 of a bf16 tensor: rows of 6 bytes, one word each (padded), one range a row.
-  const Manifest narrow = *Manifest::create({{"v", msg::DType::BF16, {600, 8}}});
+  const Manifest narrow = *Manifest::create({{"v", msg::DType::BF16, {10000, 8}}});
   ReceiverBindings slice;
-  slice.locals = {{"v", msg::DType::BF16, {600, 3}}};
-  slice.regions = {{"v", Box{{0, 1}, {600, 3}}, 0, {0, 0}, {600, 3}}};
+  slice.locals = {{"v", msg::DType::BF16, {10000, 3}}};
+  slice.regions = {{"v", Box{{0, 1}, {10000, 3}}, 0, {0, 0}, {10000, 3}}};
   auto sliced = planOf(narrow, {wholeHoldings(narrow)}, {slice});
   ASSERT_TRUE(sliced.has_value()) << sliced.error().describe();
   const Segment& cut = sliced->segments()[0];
   EXPECT_EQ(segmentRowBytes(*sliced, cut), 6U);
   const auto source = sampledRuns(*sliced, cut, sliced->sourceRuns(cut));
-  ASSERT_EQ(source.size(), kSampleWindowWords);      // 600 words: the first window's 512 rows
+  ASSERT_EQ(source.size(), kSampleWindowWords);      // 10,000 words: the first window's rows
   EXPECT_EQ(source[1], (SampledRun{16 + 2, 6, 1}));  // row 1 of the whole tensor, column 1
   const auto destination = sampledRuns(*sliced, cut, sliced->destinationRuns(0, sliced->deliveries(0, 0)[0]));
   ASSERT_EQ(destination.size(), kSampleWindowWords);
@@ -117,7 +117,7 @@ TEST(RegionSamples, AWindowEveryStrideAndSmallSegmentsWhole) {
 
 // A byte changed in a sampled window changes the sums; one outside every window does not (the sample's limit).
 TEST(RegionSamples, AByteOutOfPlaceInASampleChangesTheSums) {
-  const Manifest manifest = *Manifest::create({{"w", msg::DType::F32, {1024, 256}}});
+  const Manifest manifest = *Manifest::create({{"w", msg::DType::F32, {4096, 1024}}});
   auto plan = planOf(manifest, {wholeHoldings(manifest)}, {wholeBindings(manifest)});
   ASSERT_TRUE(plan.has_value());
   const Buffers buffers = test::sourceBuffers(manifest, *plan);

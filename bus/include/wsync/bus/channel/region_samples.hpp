@@ -24,8 +24,10 @@
 
 namespace wsync::bus {
 
-inline constexpr std::uint64_t kSampleWindowWords = 512;    // 4 KiB
-inline constexpr std::uint64_t kSampleStrideWords = 32768;  // 256 KiB: a 64th of every segment
+// A window is a copy kernel's work item of a good size (a block reads it in a few passes, where a 4 KiB one left
+// most of a block idle and cost a launch of tens of thousands of them); a stride of 64 windows keeps the check a 64th.
+inline constexpr std::uint64_t kSampleWindowWords = 8192;    // 64 KiB
+inline constexpr std::uint64_t kSampleStrideWords = 524288;  // 4 MiB: a 64th of every segment
 
 // A piece of a sample: `bytes` at `offset` of one buffer, whose first byte starts word `firstWord` of the segment's
 // word space.
