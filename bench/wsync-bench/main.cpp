@@ -184,6 +184,12 @@ int main(int argc, char** argv) {
   option(regionsMode, "--warmup", regions.warmup, "Rounds before the measured ones");
   option(regionsMode, "--reps", regions.reps, "Measured rounds")->check(CLI::Range(std::size_t{1}, std::size_t{60}));
   option(regionsMode, "--device", regions.device, "The GPU of every process");
+  option(regionsMode, "--source-allocation", regions.sourceAllocation,
+         "one: a source's buffers back to back in one cudaMalloc; tensor: a cudaMalloc each")
+      ->check(CLI::IsMember({"one", "tensor"}));
+  option(regionsMode, "--receiver-allocation", regions.receiverAllocation,
+         "one: a receiver's local tensors back to back in one cudaMalloc; tensor: a cudaMalloc each")
+      ->check(CLI::IsMember({"one", "tensor"}));
 
   GpuBenchConfig gpu;
   CLI::App& gpuMode = addMode(app, "gpu", "The nccl and cuda_ipc channels vs raw ncclBroadcast / cudaMemcpy", gpu,

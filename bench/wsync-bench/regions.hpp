@@ -20,6 +20,10 @@ struct RegionBenchConfig {
   std::size_t warmup = 2;
   std::size_t reps = 10;
   int device = 0;
+  // How each side's buffers are allocated. one: back to back in a block per process (a flat parameter buffer);
+  // tensor: a block each (a caching allocator's segment per large tensor).
+  std::string sourceAllocation = "one";
+  std::string receiverAllocation = "one";
 
   void quick() {
     models = {"qwen2.5-7b"};

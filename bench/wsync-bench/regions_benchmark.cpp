@@ -6,8 +6,9 @@
 // shared mapping for the start of each round and the results, and open real cuda_ipc segments made by a real
 // CudaIpcChannelOwner, so the receivers map the sources' memory through CUDA IPC as workers do. A round is timed by
 // each receiver from the common start (every source publishes then) to its receiveRegions' return: the sources'
-// checks, the receiver's copy and its checks, and the hand-offs. The baseline is the same receiver's cudaMemcpy of
-// as many bytes, device to device, in two halves one way and back (no second buffer of the size).
+// checks, the receiver's copy and its checks, and the hand-offs. The baseline is the same receivers' cudaMemcpy of
+// as many bytes each, device to device, in two halves one way and back (no second buffer of the size), all of them
+// from a common start as in a round.
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@
 #include <wsync/cli/model_layouts.hpp>
 
 #include "bench_failure.hpp"
+#include "gpu.hpp"
 #include "regions.hpp"
 
 namespace wsync::bench {
@@ -55,9 +57,10 @@ constexpr std::size_t kMaxRegionReceivers = 2;
 
 // What the processes share: written before the fork or by one process each.
 struct SharedRun {
-  std::atomic<std::uint32_t> ready;                     // processes set up
-  std::atomic<std::int64_t> start[kMaxRegionReps + 1];  // steady_clock ns of each round's start (0: not yet)
-  std::atomic<std::uint32_t> done[kMaxRegionReps + 1];  // processes done with each round
+  std::atomic<std::uint32_t> ready;  // processes set up
+  // steady_clock ns of each round's start (0: not yet), the rounds then the baseline's copies; processes done with it
+  std::atomic<std::int64_t> start[2 * kMaxRegionReps];
+  std::atomic<std::uint32_t> done[2 * kMaxRegionReps];
   std::atomic<std::uint32_t> failed;
   std::int64_t roundNs[kMaxRegionReps][kMaxRegionReceivers];
   std::int64_t copyNs[kMaxRegionReps][kMaxRegionReceivers];
@@ -137,25 +140,33 @@ bus::RegionPlan planOf(const Layout& layout) {
   return std::move(*plan);
 }
 
-// Views of `sizes` bytes each, back to back (256-byte aligned) in one block on the current device.
+// Views of `sizes` bytes each on the current device: back to back (256-byte aligned) in one block, as a flat
+// parameter buffer holds them ("one"), or a block each, as a caching allocator gives large tensors ("tensor").
 struct DeviceBuffers {
-  bus::DeviceBlock block;
+  std::vector<bus::DeviceBlock> blocks;
   std::vector<std::span<std::byte>> views;
 };
 
-DeviceBuffers allocate(int device, const std::vector<std::uint64_t>& sizes) {
+DeviceBuffers allocate(int device, const std::vector<std::uint64_t>& sizes, const std::string& allocation) {
+  DeviceBuffers buffers;
+  auto take = [&](std::uint64_t bytes) -> std::byte* {
+    auto block = bus::DeviceBlock::allocate(device, std::max<std::uint64_t>(bytes, 256));
+    if (!block) throw BenchFailure("cudaMalloc of " + std::to_string(bytes) + " bytes: " + block.error());
+    buffers.blocks.push_back(std::move(*block));
+    return static_cast<std::byte*>(buffers.blocks.back().data());
+  };
+  if (allocation == "tensor") {
+    for (const std::uint64_t size : sizes) buffers.views.emplace_back(take(size), size);
+    return buffers;
+  }
   std::uint64_t total = 0;
   std::vector<std::uint64_t> offsets;
   for (const std::uint64_t size : sizes) {
     offsets.push_back(total);
     total += (size + 255) / 256 * 256;
   }
-  auto block = bus::DeviceBlock::allocate(device, std::max<std::uint64_t>(total, 256));
-  if (!block) throw BenchFailure("cudaMalloc of " + std::to_string(total) + " bytes: " + block.error());
-  DeviceBuffers buffers{std::move(*block), {}};
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    buffers.views.emplace_back(static_cast<std::byte*>(buffers.block.data()) + offsets[i], sizes[i]);
-  }
+  std::byte* base = take(total);
+  for (std::size_t i = 0; i < sizes.size(); ++i) buffers.views.emplace_back(base + offsets[i], sizes[i]);
   return buffers;
 }
 
@@ -170,15 +181,16 @@ void waitForStart(const SharedRun& run, std::size_t rep) {
   while (nowNs() < run.start[rep].load()) {}
 }
 
-void runSource(SharedRun& run, const Layout& layout, const std::string& segment, std::uint32_t source, int device,
-               std::size_t rounds) {
+void runSource(SharedRun& run, const Layout& layout, const std::string& segment, std::uint32_t source,
+               const RegionBenchConfig& config, std::size_t rounds) {
+  const int device = config.device;
   check(cudaSetDevice(device), "cudaSetDevice");
   const bus::RegionPlan plan = planOf(layout);
   std::vector<std::uint64_t> sizes;
   for (const bus::HeldRegion& held : layout.sources[source].regions) {
     sizes.push_back(bus::volume(held.box) * bus::elementBytes(layout.manifest.tensors()[held.tensor].dtype));
   }
-  DeviceBuffers buffers = allocate(device, sizes);
+  DeviceBuffers buffers = allocate(device, sizes, config.sourceAllocation);
   for (std::size_t i = 0; i < buffers.views.size(); ++i) {
     check(launchContentFill(buffers.views[i].data(), buffers.views[i].size(), 7 + source, static_cast<std::uint32_t>(i),
                             1, nullptr),
@@ -195,17 +207,22 @@ void runSource(SharedRun& run, const Layout& layout, const std::string& segment,
             "source " + std::to_string(source) + " round " + std::to_string(rep));
     run.done[rep].fetch_add(1);
   }
+  for (std::size_t rep = rounds; rep < 2 * rounds; ++rep) {  // the receivers' baseline: nothing of this side's
+    waitForStart(run, rep);
+    run.done[rep].fetch_add(1);
+  }
 }
 
-void runReceiver(SharedRun& run, const Layout& layout, const std::string& segment, std::uint32_t receiver, int device,
-                 std::size_t rounds) {
+void runReceiver(SharedRun& run, const Layout& layout, const std::string& segment, std::uint32_t receiver,
+                 const RegionBenchConfig& config, std::size_t rounds) {
+  const int device = config.device;
   check(cudaSetDevice(device), "cudaSetDevice");
   const bus::RegionPlan plan = planOf(layout);
   std::vector<std::uint64_t> sizes;
   for (const bus::LocalTensor& local : layout.receivers[receiver].locals) {
     sizes.push_back(bus::volume(bus::wholeBox(local.shape)) * bus::elementBytes(local.dtype));
   }
-  DeviceBuffers locals = allocate(device, sizes);
+  DeviceBuffers locals = allocate(device, sizes, config.receiverAllocation);
   auto channel = orThrow(bus::gpu::CudaIpcChannel::open(segment), "open the channel");
   run.receivedBytes[receiver] = plan.bytesReceived(receiver);
   run.ready.fetch_add(1);
@@ -220,24 +237,24 @@ void runReceiver(SharedRun& run, const Layout& layout, const std::string& segmen
     for (int phase = 0; phase < 4; ++phase) run.phaseNs[rep][receiver][phase] = instants[phase] - start;
     run.done[rep].fetch_add(1);
   }
-  // The baseline: as many bytes copied device to device, half one way and back, timed by events.
+  // The baseline: as many bytes copied device to device, half one way and back, in one block that takes the local
+  // tensors' place (they may be blocks of their own). Every receiver copies from the same common start, as the
+  // rounds have them copy at once, timed the same way: from the start to its copy's end.
+  locals = DeviceBuffers{};
   const std::uint64_t half = plan.bytesReceived(receiver) / 2 / 256 * 256;
-  std::byte* base = static_cast<std::byte*>(locals.block.data());
-  cudaEvent_t begin = nullptr;
-  cudaEvent_t end = nullptr;
-  check(cudaEventCreate(&begin), "event");
-  check(cudaEventCreate(&end), "event");
+  const DeviceBuffers scratch = allocate(device, {2 * half}, "one");
+  std::byte* base = scratch.views[0].data();
   for (std::size_t rep = 0; rep < rounds; ++rep) {
-    check(cudaEventRecord(begin), "event");
+    waitForStart(run, rounds + rep);
+    const std::int64_t start = run.start[rounds + rep].load();
     check(cudaMemcpyAsync(base + half, base, half, cudaMemcpyDeviceToDevice), "baseline copy");
     check(cudaMemcpyAsync(base, base + half, half, cudaMemcpyDeviceToDevice), "baseline copy");
-    check(cudaEventRecord(end), "event");
-    check(cudaEventSynchronize(end), "event");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, begin, end), "event");
+    check(cudaStreamSynchronize(nullptr), "baseline copy");
     // Scaled to the bytes received exactly (the halves round down to 256 bytes).
-    run.copyNs[rep][receiver] = static_cast<std::int64_t>(ms * 1e6 * static_cast<double>(plan.bytesReceived(receiver)) /
-                                                          static_cast<double>(2 * half));
+    run.copyNs[rep][receiver] =
+        static_cast<std::int64_t>(static_cast<double>(nowNs() - start) *
+                                  static_cast<double>(plan.bytesReceived(receiver)) / static_cast<double>(2 * half));
+    run.done[rounds + rep].fetch_add(1);
   }
 }
 
@@ -286,9 +303,9 @@ RegionRow measure(const RegionBenchConfig& config, const std::string& model, boo
     if (child == 0) {
       const int status = runPart(*run, [&] {
         if (p < sources) {
-          runSource(*run, layout, grant->segment, p, config.device, rounds);
+          runSource(*run, layout, grant->segment, p, config, rounds);
         } else {
-          runReceiver(*run, layout, grant->segment, p - sources, config.device, rounds);
+          runReceiver(*run, layout, grant->segment, p - sources, config, rounds);
         }
       });
       std::_Exit(status);
@@ -299,7 +316,7 @@ RegionRow measure(const RegionBenchConfig& config, const std::string& model, boo
   while (run->ready.load() < sources + receivers && run->failed.load() == 0 && Clock::now() < setupDeadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  for (std::size_t rep = 0; rep < rounds && run->failed.load() == 0 && run->ready.load() == sources + receivers;
+  for (std::size_t rep = 0; rep < 2 * rounds && run->failed.load() == 0 && run->ready.load() == sources + receivers;
        ++rep) {
     run->start[rep].store(nowNs() + std::chrono::nanoseconds(kRegionStartLead).count(), std::memory_order_release);
     const auto deadline = Clock::now() + kRegionRoundTimeout;
@@ -325,7 +342,9 @@ RegionRow measure(const RegionBenchConfig& config, const std::string& model, boo
         if (run->roundNs[rep][r] > run->roundNs[rep][slowest]) slowest = r;
       }
       row.roundMs.push_back(static_cast<double>(run->roundNs[rep][slowest]) / 1e6);
-      row.copyMs.push_back(static_cast<double>(run->copyNs[rep][slowest]) / 1e6);
+      std::int64_t copyNs = 0;
+      for (std::uint32_t r = 0; r < receivers; ++r) copyNs = std::max(copyNs, run->copyNs[rep][r]);
+      row.copyMs.push_back(static_cast<double>(copyNs) / 1e6);
       for (int phase = 0; phase < 4; ++phase) {
         row.phaseMs[phase].push_back(static_cast<double>(run->phaseNs[rep][slowest][phase]) / 1e6);
       }
@@ -343,7 +362,9 @@ void runRegionBenchmark(const RegionBenchConfig& config, Report& report) {
                                   {"layouts", config.layouts},
                                   {"warmup", config.warmup},
                                   {"reps", config.reps},
-                                  {"device", config.device}});
+                                  {"device", config.device},
+                                  {"source_allocation", config.sourceAllocation},
+                                  {"receiver_allocation", config.receiverAllocation}});
   Table table({{"model", "model"},
                {"receivers", "receivers"},
                {"sources", "M sources"},
@@ -386,17 +407,21 @@ void runRegionBenchmark(const RegionBenchConfig& config, Report& report) {
       }
     }
   }
-  report.section("rounds", "Region rounds over cuda_ipc vs a device copy of the bytes each receiver receives",
-                 "M source processes hold FSDP2 dim-0 shards (cli::rowShards); the receivers bind every tensor whole, "
-                 "or tensor-parallel halves (row-parallel o_proj and down_proj by their last dim, the rest by dim 0). "
-                 "A round: from the common start to the slowest receiver's return (copy, sampled checks, hand-offs); "
-                 "the copy: cudaMemcpy of as many bytes on the same GPU, in the same run. Medians (range).",
-                 table);
+  report.section(
+      "rounds", "Region rounds over cuda_ipc vs a device copy of the bytes each receiver receives",
+      "M source processes hold FSDP2 dim-0 shards (cli::rowShards); the receivers bind every tensor whole, "
+      "or tensor-parallel halves (row-parallel o_proj and down_proj by their last dim, the rest by dim 0). "
+      "A round: from the common start to the slowest receiver's return (copy, sampled checks, hand-offs); "
+      "the copy: cudaMemcpy of as many bytes on the same GPU, every receiver at once from a common start as in "
+      "the rounds, timed the same way, in the same run. Medians (range).",
+      table);
   report.section("phases", "Where a round's time goes (the slowest receiver, ms from the common start, medians)",
                  "The instants each receiver's channel keeps (IpcRoundTiming): every source's publish seen; the copy "
                  "and the checks enqueued (the table described, or found for the same layout); the checks' reports "
                  "read (the copy ended before them on the stream); each source's slot written and woken.",
                  phases);
+  // Only now: this process touches CUDA after the last fork.
+  report.json["machine"].update(describeGpus());
 }
 
 }  // namespace wsync::bench
