@@ -229,10 +229,15 @@ void RoundMachine::planRegions() {
   for (const AgentRecord* worker : workers) {
     bindings.push_back(worker->bindings != nullptr ? *worker->bindings : bus::wholeBindings(manifest));
     receiverNames.push_back(workerName(worker->agentId));
+    // Each worker's bindings alone too, so that the abort names the worker as its agent (as a rank's holdings do
+    // above), not only in its text: monitors and the trainer see whom to fix.
+    if (auto checked = bus::checkBindings(manifest, bindings.back(), receiverNames.back()); !checked) {
+      abortRound(msg::AbortReason::ManifestMismatch, checked.error().describe(), worker->agentId);
+      return;
+    }
   }
   auto plan = bus::RegionPlan::build(manifest, std::move(holdings), std::move(bindings), sourceNames, receiverNames);
-  if (!plan) {
-    // The sources passed above: what is left is a worker's bindings against the manifest.
+  if (!plan) {  // every input passed its check above: cannot happen
     abortRound(msg::AbortReason::ManifestMismatch, plan.error().describe(), {});
     return;
   }

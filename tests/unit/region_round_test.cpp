@@ -330,6 +330,7 @@ TEST_F(RegionRoundTest, AWorkersBindingsThatDoNotFitAbortBeforeAnyEnginePausesNa
   ASSERT_NE(abort, nullptr);
   EXPECT_EQ(abort->reason(), msg::AbortReason::ManifestMismatch);
   EXPECT_NE(text(abort->detail()).find("worker 'worker-1'"), std::string::npos) << text(abort->detail());
+  EXPECT_EQ(text(abort->agent_id()), "worker-1");
   EXPECT_TRUE(wire_.bodiesTo("w0-conn").empty());
 }
 

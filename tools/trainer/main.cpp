@@ -1,6 +1,7 @@
 // wsync-trainer: stands in for a trainer. Publishes a synthetic model (a catalog model's tensors, perturbed every
 // step) or a .safetensors checkpoint for K steps, and prints each version's outcome. With --channel nccl or
 // cuda_ipc the model lives on a GPU: each step is computed on the host and uploaded before it is published.
+#include <algorithm>
 #include <csignal>
 #include <optional>
 #include <thread>
@@ -135,6 +136,24 @@ int printManifest(const std::string& model) {
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
+// --shard-skew (test only): each region's first row moves `rows` earlier (later when negative), clamped to the
+// region's end; a region left without rows is dropped. Rank R > 0 then also holds rows of rank R - 1 (a partial
+// overlap, which no sharding makes) or leaves rows that no rank holds (a gap): the layouts the coordinator must
+// refuse, naming the tensor and the rows, before any engine pauses.
+bus::SourceHoldings skewRows(bus::SourceHoldings holdings, std::int64_t rows) {
+  bus::SourceHoldings skewed;
+  for (bus::HeldRegion& held : holdings.regions) {
+    if (!held.box.offset.empty()) {
+      const std::int64_t end = held.box.offset[0] + held.box.extent[0];
+      held.box.offset[0] = std::clamp<std::int64_t>(held.box.offset[0] - rows, 0, end);
+      held.box.extent[0] = end - held.box.offset[0];
+      if (held.box.extent[0] == 0) continue;
+    }
+    skewed.regions.push_back(std::move(held));
+  }
+  return skewed;
+}
+
 double millis(std::chrono::nanoseconds duration) { return std::chrono::duration<double, std::milli>(duration).count(); }
 
 void logOutcome(const PublishOutcome& outcome) {
@@ -223,11 +242,22 @@ int main(int argc, char** argv) {
                  "RANK/RANKS: this process is one rank of a sharded trainer and publishes only its rows of every "
                  "tensor (dim 0, as FSDP2 shards); every rank of the trainer runs with the same model and steps");
   app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] (docs/faults.md)")->group("Testing");
+  std::int64_t shardSkew = 0;
+  app.add_option("--shard-skew", shardSkew,
+                 "TEST ONLY: with --shard, this rank's rows of every tensor begin ROWS earlier (ROWS > 0: it also "
+                 "holds rows of the rank before, a partial overlap) or later (ROWS < 0: rows that no rank holds, a "
+                 "gap), clamped to the tensor; the coordinator must refuse the layout (tests/integration/"
+                 "region_faults_test.cpp)")
+      ->group("Testing");
   cli::LogFlags logFlags;
   logFlags.addTo(app);
   CLI11_PARSE(app, argc, argv);
   logFlags.apply("wsync-trainer");
   if (printOnly) return printManifest(model);
+  if (shardSkew != 0 && shard.empty()) {
+    log::error("--shard-skew moves the rows of a --shard rank: give --shard too");
+    return 2;
+  }
   if (options.bus.empty()) {
     log::error("--bus is required");
     return 2;
@@ -294,6 +324,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     holdings = cli::rowShards(weights->specs, *part);
+    if (shardSkew != 0) holdings = skewRows(std::move(*holdings), shardSkew);
     if (auto declared = trainer.declareHoldings(*holdings, part->rank, part->count); !declared) {
       log::error("--shard {}: {}", shard, declared.error().describe());
       return 1;

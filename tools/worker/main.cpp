@@ -74,7 +74,14 @@ int main(int argc, char** argv) {
   app.add_option("--slice", slice,
                  "RANK/RANKS: this worker is one rank of a tensor-parallel engine and receives only its columns of "
                  "each tensor (the last dim); --dump then writes those slices");
-  app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] | corrupt-receive@VERSION (docs/faults.md)");
+  app.add_option("--fault", fault, "TEST ONLY: ACTION@POINT:VERSION[+MS] | corrupt-receive@VERSION (docs/faults.md)")
+      ->group("Testing");
+  std::int64_t sliceSkew = 0;
+  app.add_option("--slice-skew", sliceSkew,
+                 "TEST ONLY: with --slice, this worker's columns of every sliced tensor begin COLUMNS later, its "
+                 "local tensors unchanged; columns taken past a tensor's end are a region that no source holds, "
+                 "which the coordinator must refuse, naming the worker (tests/integration/region_faults_test.cpp)")
+      ->group("Testing");
   app.add_option("--channel", channel,
                  "shm or tcp: weights in host memory (the worker takes both); nccl or cuda_ipc: weights on a GPU, "
                  "received in place while paused")
@@ -140,12 +147,17 @@ int main(int argc, char** argv) {
     }
     part = *parsed;
   }
+  if (sliceSkew != 0 && !part) {
+    log::error("--slice-skew moves the columns of a --slice worker: give --slice too");
+    return kExitUsage;
+  }
   auto weights =
       worker_app::ModelWeights::load(model, onGpu ? std::optional<int>(options.cudaDevice) : std::nullopt, part);
   if (!weights) {
     log::error("--model {}: {}", model, weights.error().detail);
     return weights.error().usage ? kExitUsage : kExitError;
   }
+  if (sliceSkew != 0) weights->skewSlices(sliceSkew);
   if (auto bound = weights->bindAll(options.bindings); !bound) {
     log::error("{}", bound.error().describe());
     return kExitError;

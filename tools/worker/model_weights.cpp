@@ -62,6 +62,12 @@ tl::expected<ModelWeights, ModelError> ModelWeights::load(std::string_view model
   return weights;
 }
 
+void ModelWeights::skewSlices(std::int64_t columns) {
+  for (cli::SlicedTensor& slice : slices_) {
+    if (slice.sliced) slice.region.offset.back() += columns;
+  }
+}
+
 tl::expected<void, worker_agent::WorkerFailure> ModelWeights::bindAll(worker_agent::WorkerBindings& bindings) const {
   for (std::size_t index = 0; index < tensors_.size(); ++index) {
     const auto& spec = tensors_[index];

@@ -38,6 +38,10 @@ class ModelWeights {
   std::uint64_t totalBytes() const { return totalBytes_; }
   std::span<std::byte> bytes(std::size_t index) const { return {block_.get() + offsets_[index], sizes_[index]}; }
 
+  // Test only (wsync-worker --slice-skew): the region of the checkpoint each sliced tensor is bound to begins
+  // `columns` later, its local tensor unchanged; past the tensor's end it is a region that no source holds. Before
+  // bindAll().
+  void skewSlices(std::int64_t columns);
   tl::expected<void, worker_agent::WorkerFailure> bindAll(worker_agent::WorkerBindings& bindings) const;
   // A few bytes of the weights, as a decode step would read them; `salt` picks where.
   std::uint64_t sample(std::uint64_t salt) const;
