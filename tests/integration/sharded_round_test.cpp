@@ -8,44 +8,20 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "round_fixture.hpp"
-#include "weight_dumps.hpp"
+#include "region_round_fixture.hpp"
 
 namespace wsync::test {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Each case runs on every host channel that carries region rounds: the trainer's --channel picks it, and the
-// workers offer both.
-class ShardedRound : public RoundFixture, public ::testing::WithParamInterface<const char*> {
+// Each case runs on every host channel that carries region rounds.
+class ShardedRound : public RegionRoundFixture, public ::testing::WithParamInterface<const char*> {
  protected:
-  // A trainer rank on this case's channel.
-  ChildProcess startRank(const std::string& id, std::vector<std::string> args) {
-    args.insert(args.end(), {"--channel", GetParam()});
-    return startTrainer(id, args);
+  void SetUp() override {
+    channel_ = GetParam();
+    RegionRoundFixture::SetUp();
   }
-  // The TP engine's two workers and a whole one, registered.
-  void startWorkers(const std::vector<std::string>& slicedExtra = {}) {
-    std::vector<std::string> first{"--slice", "0/2", "--dump", path("tp0.safetensors")};
-    first.insert(first.end(), slicedExtra.begin(), slicedExtra.end());
-    workers_.push_back(startWorker("tp0", first));
-    workers_.push_back(startWorker("tp1", {"--slice", "1/2", "--dump", path("tp1.safetensors")}));
-    workers_.push_back(startWorker("whole", {"--dump", path("whole.safetensors")}));
-    waitForAgents(3);
-  }
-  void stopWorkers() {
-    for (ChildProcess& worker : workers_) worker.signal(SIGTERM);
-    for (ChildProcess& worker : workers_) ASSERT_EQ(worker.wait(kPatience), 0);
-  }
-  // What every worker dumped is its part of what the trainer dumped, at `version`.
-  void expectEveryWorkersPart(std::uint64_t version) {
-    expectSlicedWeights(path("trainer.safetensors"), path("tp0.safetensors"), version, cli::Part{0, 2});
-    expectSlicedWeights(path("trainer.safetensors"), path("tp1.safetensors"), version, cli::Part{1, 2});
-    expectSameWeights(path("trainer.safetensors"), path("whole.safetensors"), version);
-  }
-
-  std::vector<ChildProcess> workers_;
 };
 
 TEST_P(ShardedRound, EveryWorkerHoldsExactlyItsSliceOfEveryRanksShards) {
@@ -60,7 +36,7 @@ TEST_P(ShardedRound, EveryWorkerHoldsExactlyItsSliceOfEveryRanksShards) {
   }
   EXPECT_EQ(rank0.wait(kPatience), 0);
   EXPECT_EQ(rank1.wait(kPatience), 0);
-  for (const char* worker : {"tp0", "tp1", "whole"}) EXPECT_TRUE(waitForApplied(worker, 3)) << worker;
+  for (const char* worker : kWorkerIds) EXPECT_TRUE(waitForApplied(worker, 3)) << worker;
   stopWorkers();
   expectEveryWorkersPart(3);
 }
@@ -75,7 +51,7 @@ TEST_P(ShardedRound, AWholeTrainerFeedsSlicedWorkersTheirSlicesOnly) {
     EXPECT_TRUE(outcome.committed) << outcome.detail;
   }
   EXPECT_EQ(trainer.wait(kPatience), 0);
-  for (const char* worker : {"tp0", "tp1", "whole"}) EXPECT_TRUE(waitForApplied(worker, 2)) << worker;
+  for (const char* worker : kWorkerIds) EXPECT_TRUE(waitForApplied(worker, 2)) << worker;
   stopWorkers();
   expectEveryWorkersPart(2);
 }
@@ -97,7 +73,7 @@ TEST_P(ShardedRound, ARankKilledMidTransferLeavesEveryWorkerOnThePreviousVersion
   EXPECT_EQ(aborted.agentId, "t1");
   EXPECT_EQ(doomed.wait(kPatience), 128 + SIGKILL);
   late.wait(kPatience);
-  for (const char* worker : {"tp0", "tp1", "whole"}) EXPECT_EQ(appliedVersion(worker), 1U) << worker;
+  expectEveryWorkerOn(1);
   stopWorkers();
   expectEveryWorkersPart(1);
 }
@@ -115,7 +91,7 @@ TEST_P(ShardedRound, ASpoiledSliceIsNeverAppliedAndTheRoundNamesItsWorker) {
   EXPECT_THAT(aborted.detail, HasSubstr("trainer rank"));
   rank0.wait(kPatience);
   rank1.wait(kPatience);
-  for (const char* worker : {"tp0", "tp1", "whole"}) EXPECT_EQ(appliedVersion(worker), 1U) << worker;
+  expectEveryWorkerOn(1);
   stopWorkers();
   expectEveryWorkersPart(1);
 }
@@ -130,7 +106,7 @@ TEST_P(ShardedRound, ACommitWhoseCoordinatorDiedBeforeTellingIsAppliedByEveryWor
   ASSERT_EQ(coordinator_->wait(kPatience), 128 + SIGKILL) << "the commit fault never struck";
   startCoordinator();
   EXPECT_EQ(block_->committedVersion(), 2U);
-  for (const char* worker : {"tp0", "tp1", "whole"}) EXPECT_TRUE(waitForApplied(worker, 2)) << worker;
+  for (const char* worker : kWorkerIds) EXPECT_TRUE(waitForApplied(worker, 2)) << worker;
   EXPECT_EQ(rank0.wait(kPatience), 0) << "each rank must learn that version 2 was committed";
   EXPECT_EQ(rank1.wait(kPatience), 0);
   stopWorkers();
