@@ -433,14 +433,14 @@ int main(int argc, char** argv) {
   for (int bl : {2 * sms, 1024}) {
     char name[64];
     snprintf(name, 64, "wsync copyRuns %u runs %d blk", (unsigned)runs.size(), bl);
-    time(name, [&] { launchCopyRuns(dRuns, dChunks, chunks, sums, {}, bl, st); });
+    time(name, [&] { launchCopyRuns(dRuns, dChunks, chunks, chunks, sums, {}, bl, st); });
   }
   // VERIFY: wsync's kernel moved every byte, and its sums are the host reference's (each run a tensor of its own).
   if (getenv("VERIFY") != nullptr) {
     std::vector<unsigned char> from(bytes), to(bytes);
     CK(cudaMemset(dst, 0, bytes));
     CK(cudaMemset(sums, 0, sizeof(DeviceChecksumSums)));
-    CK(launchCopyRuns(dRuns, dChunks, chunks, sums, {}, 1024, st));
+    CK(launchCopyRuns(dRuns, dChunks, chunks, chunks, sums, {}, 1024, st));
     CK(cudaStreamSynchronize(st));
     DeviceChecksumSums device{}, host{};
     CK(cudaMemcpy(&device, sums, sizeof device, cudaMemcpyDeviceToHost));
@@ -517,7 +517,7 @@ int main(int argc, char** argv) {
         "kernel+memset+copy back, event with yield",
         [&] {
           cudaMemsetAsync(sums, 0, sizeof(DeviceChecksumSums), st);
-          launchCopyRuns(dRuns, dChunks, chunks, sums, {}, 1024, st);
+          launchCopyRuns(dRuns, dChunks, chunks, chunks, sums, {}, 1024, st);
           cudaMemcpyAsync(reporter->deviceSums(), sums, 16, cudaMemcpyDeviceToDevice, st);
           cudaEventRecord(done, st);
         },
@@ -529,7 +529,7 @@ int main(int argc, char** argv) {
         "kernel reporting, report read with yield",
         [&] {
           report = reporter->next();
-          launchCopyRuns(dRuns, dChunks, chunks, reporter->deviceSums(), report, 1024, st);
+          launchCopyRuns(dRuns, dChunks, chunks, chunks, reporter->deviceSums(), report, 1024, st);
         },
         [&] {
           while (!reporter->reported(report)) std::this_thread::yield();
@@ -538,19 +538,19 @@ int main(int argc, char** argv) {
         "kernel reporting, report read, no yield",
         [&] {
           report = reporter->next();
-          launchCopyRuns(dRuns, dChunks, chunks, reporter->deviceSums(), report, 1024, st);
+          launchCopyRuns(dRuns, dChunks, chunks, chunks, reporter->deviceSums(), report, 1024, st);
         },
         [&] {
           while (!reporter->reported(report)) {}
         });
     view(
-        "kernel, cudaStreamSynchronize", [&] { launchCopyRuns(dRuns, dChunks, chunks, sums, {}, 1024, st); },
+        "kernel, cudaStreamSynchronize", [&] { launchCopyRuns(dRuns, dChunks, chunks, chunks, sums, {}, 1024, st); },
         [&] { cudaStreamSynchronize(st); });
     view(
         "empty reporting kernel, report read",
         [&] {
           report = reporter->next();
-          launchCopyRuns(dRuns, dChunks, 0, reporter->deviceSums(), report, 1024, st);
+          launchCopyRuns(dRuns, dChunks, 0, 0, reporter->deviceSums(), report, 1024, st);
         },
         [&] {
           while (!reporter->reported(report)) {}
@@ -559,7 +559,7 @@ int main(int argc, char** argv) {
   // The sums wsync's kernel folds, to check the bulk kernel's against.
   DeviceChecksumSums want{}, got{};
   CK(cudaMemset(sums, 0, sizeof want));
-  launchCopyRuns(dRuns, dChunks, chunks, sums, {}, 1024, st);
+  launchCopyRuns(dRuns, dChunks, chunks, chunks, sums, {}, 1024, st);
   CK(cudaMemcpy(&want, sums, sizeof want, cudaMemcpyDeviceToHost));
   auto bulk = [&](const char* what, auto kernel, int stageBytes, int blocks, int threads = 256) -> int {
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, stageBytes));

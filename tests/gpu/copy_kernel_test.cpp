@@ -29,6 +29,7 @@ using bus::gpu::detail::CopyReport;
 using bus::gpu::detail::CopyReporter;
 using bus::gpu::detail::CopyTable;
 using bus::gpu::detail::kCopyChunkBytes;
+using bus::gpu::detail::kWarpChunkBytes;
 
 // What the destination holds where no run writes: any byte the kernel stores out of place shows.
 constexpr unsigned char kUntouched = 0xA5;
@@ -37,8 +38,10 @@ constexpr std::uint64_t kGuardBytes = 48;
 constexpr auto kReportWait = std::chrono::seconds(30);
 
 // Lengths ending at every kind of place: inside the first word, on a word, inside a vector, past several rounds of
-// the block's vectors, and past a chunk.
-constexpr std::uint64_t kShortLengths[] = {1, 3, 8, 13, 16, 24, 31, 100, 517, 4100, 40'003};
+// a warp's vectors (runs shorter than kWarpChunkBytes are a warp's), either side of a warp's longest run, past
+// several rounds of the block's vectors, and past a chunk; short and long runs interleaved in one batch.
+constexpr std::uint64_t kShortLengths[] = {
+    1, 3, 8, 13, 16, 24, 31, 100, 517, 4100, 20'011, kWarpChunkBytes - 3, kWarpChunkBytes, 40'003};
 constexpr std::uint64_t kChunkLengths[] = {kCopyChunkBytes + 5, 3 * kCopyChunkBytes + 12};
 constexpr std::uint64_t kChunkOffsets[] = {0, 3, 4, 8, 12};
 

@@ -15,6 +15,9 @@ namespace wsync::bus::gpu::detail {
 inline constexpr std::uint64_t kCopyChunkBytes = 128 * 1024;
 // Threads per block of the copy kernel: 128 KiB chunks are 16 vectors of 16 bytes per thread.
 inline constexpr unsigned kCopyThreads = 512;
+// A run shorter than this is copied by one warp, not a block: a block's threads would have fewer than four vectors
+// in flight each, most of them none.
+inline constexpr std::uint64_t kWarpChunkBytes = 4 * 16 * kCopyThreads;
 
 // One contiguous run, as the kernel reads it (plain data, uploaded as is).
 struct CopyRun {
@@ -46,11 +49,13 @@ struct CopyReport {
   std::uint64_t sequence = 0;
 };
 
-// Copies (and checksums) `runCount` runs, split in `chunkCount` chunks; chunkRuns[c] is the run of chunk c. `sums`
-// (device memory, may be null) receives the lanes' sums by atomic addition. At most `maxBlocks` blocks. With a
+// Copies (and checksums) runs split in `chunkCount` chunks; chunkRuns[c] is the run of chunk c. The first
+// `blockChunks` chunks are a block's each, the rest (runs shorter than kWarpChunkBytes, a chunk each) a warp's.
+// `sums` (device memory, may be null) receives the lanes' sums by atomic addition. At most `maxBlocks` blocks. With a
 // report (and sums), the last block to finish hands the sums over to it.
-cudaError_t launchCopyRuns(const CopyRun* runs, const std::uint32_t* chunkRuns, std::uint32_t chunkCount,
-                           DeviceChecksumSums* sums, CopyReport report, std::uint32_t maxBlocks, cudaStream_t stream);
+cudaError_t launchCopyRuns(const CopyRun* runs, const std::uint32_t* chunkRuns, std::uint32_t blockChunks,
+                           std::uint32_t chunkCount, DeviceChecksumSums* sums, CopyReport report,
+                           std::uint32_t maxBlocks, cudaStream_t stream);
 
 // Loads the kernel's module now. CUDA loads modules lazily at the first launch, and that first launch can wait for
 // kernels already running on the device: behind an NCCL kernel spinning on a dead peer it would never return, out of

@@ -21,7 +21,8 @@ class CopyTable {
   CopyTable(const CopyTable&) = delete;
   CopyTable& operator=(const CopyTable&) = delete;
 
-  // Host side: forget every batch, then describe new ones.
+  // Host side: forget every batch, then describe new ones (each whole before the upload: a batch's blocks' chunks
+  // come first, its warps' after them).
   void clear();
   void beginBatch();
   // A run of `bytes` of tensor `tensor` starting at byte `tensorOffset` (a multiple of 8) of the tensor.
@@ -45,12 +46,17 @@ class CopyTable {
     std::uint32_t firstRun = 0;
     std::uint32_t firstChunk = 0;  // into the chunk table
     std::uint32_t chunkCount = 0;
+    std::uint32_t blockChunks = 0;  // the first chunks, a block's each; the rest are a warp's (launchCopyRuns)
     std::uint64_t bytes = 0;
   };
+
+  // Puts the open batch's short runs' chunks after its blocks' chunks.
+  void closeBatch();
 
   std::vector<CopyRun> runs_;
   std::vector<std::uint32_t> chunkRuns_;  // run index within its batch, one per chunk
   std::vector<Batch> batches_;
+  std::vector<std::uint32_t> shortRuns_;  // the open batch's runs shorter than kWarpChunkBytes, in its numbering
   CopyRun* deviceRuns_ = nullptr;
   std::uint32_t* deviceChunkRuns_ = nullptr;
   std::size_t runCapacity_ = 0;
