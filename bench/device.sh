@@ -51,6 +51,10 @@ STEP[nccl-socket-rows]='$BENCH gpu --channel nccl --nccl-network --receivers 1 -
     --bucket-mib 1024 --models $ROW_MODELS --warmup 1 --reps 5 --commit $COMMIT --out $R/nccl-socket-rows.md \
     --json $R/nccl-socket-rows.json'
 STEP_WHY[nccl-socket-rows]="nccl through NCCL's socket transport, both ranks on one GPU, against raw NCCL the same way"
+STEP[regions]='$BENCH regions --models qwen2.5-7b,deepseek-v3:8 --sources 1,2,4,8 --layouts whole,tp2 \
+    --source-allocation tensor --receiver-allocation tensor --warmup 2 --reps 5 --commit $COMMIT \
+    --out $R/regions.md --json $R/regions.json'
+STEP_WHY[regions]="region rounds over cuda_ipc: M sharded sources into whole or TP receivers, against a device copy"
 STEP[publish]='python3 bench/python/publish.py --channel cuda_ipc --models $ROW_MODELS --warmup 2 --reps 10 \
     --commit $COMMIT --out $R/publish.md --json $R/publish.json'
 STEP_WHY[publish]="the Python trainer's publish over cuda_ipc beside the C++ agent and a torch copy"
