@@ -56,14 +56,6 @@ class ControlTest : public RoundFixture {
     }
     return false;
   }
-  bool waitForRoundPhase(msg::RoundPhase phase) {
-    const auto deadline = std::chrono::steady_clock::now() + kPatience;
-    while (block_->roundState().phase != phase) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return true;
-  }
   // A worker whose engine needs minutes to drain its requests: a round in `wait` mode stays in its pause phase.
   // Its log (at info) goes to `stderrPath` where given.
   ChildProcess startSlowDrainingWorker(const std::string& id, const std::string& stderrPath = {}) {

@@ -82,14 +82,19 @@ class RegionFaults : public RegionRoundFixture {
     stopWorkers();
     expectEveryWorkersPart(version);
   }
-  // Until the round in the control block is in `phase`.
-  bool waitForRoundPhase(msg::RoundPhase phase) {
-    const auto deadline = std::chrono::steady_clock::now() + kPatience;
-    while (block_->roundState().phase != phase) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return true;
+  // Rank 1 of version 2 started with `skew` (--shard-skew): the layout is refused before any engine pauses, with
+  // `named` in the abort's text and the rank's log; the next round commits.
+  void expectASkewedRankRefused(const std::string& skew, const std::string& named) {
+    ASSERT_NO_FATAL_FAILURE(commitTheVersionBefore());
+    auto rank0 = startRank("t0", {"--shard", "0/2", "--steps", "1"});
+    auto skewed = startRank("t1", {"--shard", "1/2", "--steps", "1", "--shard-skew=" + skew}, path("t1.log"));
+    const auto aborted = expectAborted(2, msg::AbortReason::LayoutMismatch);
+    EXPECT_THAT(aborted.detail, HasSubstr(named));
+    EXPECT_FALSE(aborted.reachedTransfer) << "refused before any engine paused";
+    EXPECT_EQ(rank0.wait(kPatience), kTrainerNotCommitted);
+    EXPECT_EQ(skewed.wait(kPatience), kTrainerNotCommitted);
+    EXPECT_THAT(readTextFile(path("t1.log")), HasSubstr("version 2 aborted: LayoutMismatch: " + named));
+    expectTheNextRoundCommits(3);
   }
   // Until `agentId` holds no slot: an agent that left must not be a participant of the next round.
   bool waitForGone(const std::string& agentId) {
@@ -104,34 +109,15 @@ class RegionFaults : public RegionRoundFixture {
 
 // Rank 1 holds one row of rank 0's too (--shard-skew 1): a partial overlap, which no sharding makes.
 TEST_F(RegionFaults, ARankWhoseRowsOverlapAnotherRanksIsRefusedNamingBothAndTheRows) {
-  ASSERT_NO_FATAL_FAILURE(commitTheVersionBefore());
-  auto rank0 = startRank("t0", {"--shard", "0/2", "--steps", "1"});
-  auto skewed = startRank("t1", {"--shard", "1/2", "--steps", "1", "--shard-skew", "1"}, path("t1.log"));
-  const auto aborted = expectAborted(2, msg::AbortReason::LayoutMismatch);
-  const std::string overlap =
+  expectASkewedRankRefused(
+      "1",
       "overlapping regions: trainer rank 0 ('t0') holds region [0:32, 0:16] and trainer rank 1 ('t1') region [31:64, "
-      "0:16] of tensor 'embed.weight' [64, 16]: they overlap in [31:32, 0:16] but differ";
-  EXPECT_THAT(aborted.detail, HasSubstr(overlap));
-  EXPECT_FALSE(aborted.reachedTransfer) << "refused before any engine paused";
-  EXPECT_EQ(rank0.wait(kPatience), kTrainerNotCommitted);
-  EXPECT_EQ(skewed.wait(kPatience), kTrainerNotCommitted);
-  EXPECT_THAT(readTextFile(path("t1.log")), HasSubstr("version 2 aborted: LayoutMismatch: " + overlap));
-  expectTheNextRoundCommits(3);
+      "0:16] of tensor 'embed.weight' [64, 16]: they overlap in [31:32, 0:16] but differ");
 }
 
 // Rank 1's rows begin one later (--shard-skew -1): the row between the ranks is held by none.
 TEST_F(RegionFaults, RowsThatNoRankHoldsAreRefusedNamingTheTensorAndTheRows) {
-  ASSERT_NO_FATAL_FAILURE(commitTheVersionBefore());
-  auto rank0 = startRank("t0", {"--shard", "0/2", "--steps", "1"});
-  auto skewed = startRank("t1", {"--shard", "1/2", "--steps", "1", "--shard-skew=-1"}, path("t1.log"));
-  const auto aborted = expectAborted(2, msg::AbortReason::LayoutMismatch);
-  const std::string gap = "gap: no source holds region [32:33, 0:16] of tensor 'embed.weight' [64, 16]";
-  EXPECT_THAT(aborted.detail, HasSubstr(gap));
-  EXPECT_FALSE(aborted.reachedTransfer) << "refused before any engine paused";
-  EXPECT_EQ(rank0.wait(kPatience), kTrainerNotCommitted);
-  EXPECT_EQ(skewed.wait(kPatience), kTrainerNotCommitted);
-  EXPECT_THAT(readTextFile(path("t1.log")), HasSubstr("version 2 aborted: LayoutMismatch: " + gap));
-  expectTheNextRoundCommits(3);
+  expectASkewedRankRefused("-1", "gap: no source holds region [32:33, 0:16] of tensor 'embed.weight' [64, 16]");
 }
 
 // A fourth worker binds tp1's columns one further on (--slice-skew 1): its last column is past the tensor's end, a

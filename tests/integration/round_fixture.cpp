@@ -190,6 +190,15 @@ bool RoundFixture::waitForApplied(const std::string& agentId, std::uint64_t vers
   return false;
 }
 
+bool RoundFixture::waitForRoundPhase(msg::RoundPhase phase) {
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (block_->roundState().phase != phase) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 bool RoundFixture::waitForAppliedAtLeast(const std::string& agentId, std::uint64_t version,
                                          std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -72,6 +72,8 @@ class RoundFixture : public ::testing::Test {
   // one an event named may be gone again by the time the test looks.
   bool waitForAppliedAtLeast(const std::string& agentId, std::uint64_t version,
                              std::chrono::seconds timeout = kPatience);
+  // Until the round in the control block is in `phase`.
+  bool waitForRoundPhase(msg::RoundPhase phase);
   std::string path(const std::string& name) const { return directory_ + "/" + name; }
 
   std::string bus_;
