@@ -117,6 +117,7 @@ wsync_status failWith(const trainer_agent::TrainerFailure& failure) {
     case trainer_agent::TrainerError::Stopped:
       return fail(WSYNC_STOPPED, failure.describe());
     case trainer_agent::TrainerError::InvalidManifest:
+    case trainer_agent::TrainerError::InvalidHoldings:
     case trainer_agent::TrainerError::NoManifest:
       return fail(WSYNC_INVALID_ARGUMENT, failure.describe());
     case trainer_agent::TrainerError::BufferMismatch:
@@ -292,6 +293,9 @@ wsync_status wsync_trainer_declare_holdings(wsync_trainer* trainer, const wsync_
                                             uint32_t source_rank, uint32_t source_count) {
   return capi::guarded(__func__, [&]() -> wsync_status {
     if (trainer == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "trainer is NULL");
+    if (!trainer->agent->manifest()) {
+      return capi::fail(WSYNC_INVALID_ARGUMENT, "no manifest: call wsync_trainer_declare_manifest first");
+    }
     if (count > 0 && regions == nullptr) return capi::fail(WSYNC_INVALID_ARGUMENT, "regions is NULL");
     if (count > bus::kMaxRegionsPerAgent) {
       return capi::fail(WSYNC_INVALID_ARGUMENT,
@@ -301,11 +305,12 @@ wsync_status wsync_trainer_declare_holdings(wsync_trainer* trainer, const wsync_
     holdings.regions.reserve(count);
     for (std::size_t index = 0; index < count; ++index) {
       const wsync_region& region = regions[index];
-      if (region.ndim > bus::kMaxTensorRank ||
-          (region.ndim > 0 && (region.offset == nullptr || region.extent == nullptr))) {
-        return capi::fail(WSYNC_INVALID_ARGUMENT,
-                          "region " + std::to_string(index) + ": ndim " + std::to_string(region.ndim) +
-                              " with its offsets and extents (at most " + std::to_string(bus::kMaxTensorRank) + ")");
+      const std::string which = "region " + std::to_string(index) + ": ndim " + std::to_string(region.ndim);
+      if (region.ndim > bus::kMaxTensorRank) {
+        return capi::fail(WSYNC_INVALID_ARGUMENT, which + " is above " + std::to_string(bus::kMaxTensorRank));
+      }
+      if (region.ndim > 0 && (region.offset == nullptr || region.extent == nullptr)) {
+        return capi::fail(WSYNC_INVALID_ARGUMENT, which + " but its offset or extent is NULL");
       }
       holdings.regions.push_back(bus::HeldRegion{
           region.tensor, bus::Box{std::vector<std::int64_t>(region.offset, region.offset + region.ndim),

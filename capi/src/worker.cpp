@@ -158,10 +158,10 @@ tl::expected<worker_agent::WorkerOptions, std::pair<wsync_status, std::string>> 
     const wsync_bound_region& region = config.regions[index];
     const std::string which = "region " + std::to_string(index);
     if (region.tensor == nullptr) return invalid(which + ": tensor is NULL");
-    if (region.ndim > bus::kMaxTensorRank ||
-        (region.ndim > 0 && (region.offset == nullptr || region.extent == nullptr))) {
-      return invalid(which + " of '" + region.tensor + "': ndim " + std::to_string(region.ndim) +
-                     " with its offsets and extents (at most " + std::to_string(bus::kMaxTensorRank) + ")");
+    const std::string ranked = which + " of '" + region.tensor + "': ndim " + std::to_string(region.ndim);
+    if (region.ndim > bus::kMaxTensorRank) return invalid(ranked + " is above " + std::to_string(bus::kMaxTensorRank));
+    if (region.ndim > 0 && (region.offset == nullptr || region.extent == nullptr)) {
+      return invalid(ranked + " but its offset or extent is NULL");
     }
     if (region.local >= tensors.size()) {
       return invalid(which + " of '" + region.tensor + "' goes into tensor " + std::to_string(region.local) + " of " +

@@ -262,5 +262,81 @@ TEST(CApiNames, StatusesDtypesAndReasonsHaveTheirNames) {
   EXPECT_STREQ(wsync_last_error(), "");
 }
 
+// A sharded trainer's holdings and a sliced worker's regions that cannot be: each refused by name, at the call.
+TEST_F(CApi, HoldingsAndSlicesThatCannotBeAreRefusedByName) {
+  ASSERT_NO_FATAL_FAILURE(startCoordinator());
+  Trainer trainer = startTrainer(bus_);
+  ASSERT_TRUE(trainer);
+  const std::int64_t origin[] = {0, 0};
+  const std::int64_t middle[] = {64, 0};
+  const std::int64_t late[] = {200, 0};
+  const std::int64_t half[] = {128, 16};
+  using Answer = std::pair<wsync_status, std::string>;
+  auto holdings = [&](std::vector<wsync_region> regions, std::uint32_t rank, std::uint32_t count) {
+    const wsync_status status =
+        wsync_trainer_declare_holdings(trainer.get(), regions.data(), regions.size(), rank, count);
+    return Answer{status, lastError()};
+  };
+  EXPECT_EQ(holdings({{0, 2, origin, half}}, 0, 2).first, WSYNC_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError(), "no manifest: call wsync_trainer_declare_manifest first");
+  declare(trainer.get());
+  EXPECT_EQ(holdings({{0, 2, late, half}}, 0, 2),
+            (Answer{WSYNC_INVALID_ARGUMENT,
+                    "invalid holdings: region outside the tensor: trainer rank 0 holds region [200:328, 0:16] of "
+                    "tensor 'embed.weight' [256, 16], outside the tensor"}));
+  EXPECT_EQ(holdings({{0, 2, origin, half}, {0, 2, middle, half}}, 0, 2),
+            (Answer{WSYNC_INVALID_ARGUMENT,
+                    "invalid holdings: overlapping regions: trainer rank 0 holds regions [0:128, 0:16] and [64:192, "
+                    "0:16] of tensor 'embed.weight' [256, 16], which overlap in [64:128, 0:16]"}));
+  EXPECT_EQ(holdings({{0, 2, origin, half}}, 2, 2),
+            (Answer{WSYNC_INVALID_ARGUMENT,
+                    "invalid holdings: rank 2 of 2 ranks: a sharded trainer has 1 to 4096 ranks, numbered from 0"}));
+  EXPECT_EQ(holdings({{9, 2, origin, half}}, 0, 2),
+            (Answer{WSYNC_INVALID_ARGUMENT,
+                    "invalid holdings: unknown tensor: trainer rank 0 holds tensor 9, and the manifest has 4"}));
+  EXPECT_EQ(holdings({{0, 1, origin, half}}, 0, 2),
+            (Answer{WSYNC_INVALID_ARGUMENT,
+                    "invalid holdings: rank mismatch: trainer rank 0 holds a region of 1 dimensions of tensor "
+                    "'embed.weight' [256, 16]"}));
+  EXPECT_EQ(holdings({{0, 2, nullptr, half}}, 0, 2),
+            (Answer{WSYNC_INVALID_ARGUMENT, "region 0: ndim 2 but its offset or extent is NULL"}));
+  EXPECT_EQ(wsync_trainer_declare_holdings(trainer.get(), nullptr, 1, 0, 2), WSYNC_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError(), "regions is NULL");
+  ASSERT_EQ(holdings({{0, 2, origin, half}}, 0, 2).first, WSYNC_OK) << lastError();
+  // Once it holds a region, a publish takes that region's tensor, not the manifest's.
+  sent_ = model_.content(1);
+  auto whole = model_.tensors(sent_);
+  EXPECT_EQ(wsync_trainer_publish(trainer.get(), 1, whole.data(), whole.size(), nullptr), WSYNC_MANIFEST_MISMATCH);
+  EXPECT_EQ(lastError(), "4 tensors for holdings of 1 regions");
+
+  // A worker's regions, against its own bound tensors.
+  auto bindings = engine_.bindings();
+  auto sliced = [&](std::vector<wsync_bound_region> regions) {
+    wsync_worker_config config = workerConfig(bus_, "sliced", engine_);
+    config.regions = regions.data();
+    config.region_count = regions.size();
+    wsync_worker* worker = nullptr;
+    const wsync_status status = wsync_worker_start(&config, bindings.data(), bindings.size(), &worker);
+    EXPECT_EQ(worker, nullptr);
+    wsync_worker_destroy(worker);
+    return Answer{status, lastError()};
+  };
+  const std::int64_t all[] = {256, 16};
+  EXPECT_EQ(sliced({{"embed.weight", 2, origin, half, 0, origin, all}}),
+            (Answer{WSYNC_INVALID_ARGUMENT,
+                    "region 0: region [0:128, 0:16] of tensor 'embed.weight' into tensor 'embed.weight' [256, 16]: "
+                    "the region's extents [128, 16] differ from the place's [256, 16]"}));
+  EXPECT_EQ(sliced({{"embed.weight", 2, origin, half, 7, origin, half}}),
+            (Answer{WSYNC_INVALID_ARGUMENT, "region 0 of 'embed.weight' goes into tensor 7 of 4"}));
+  EXPECT_EQ(sliced({{nullptr, 2, origin, half, 0, origin, half}}),
+            (Answer{WSYNC_INVALID_ARGUMENT, "region 0: tensor is NULL"}));
+  EXPECT_EQ(sliced({{"embed.weight", 2, nullptr, half, 0, origin, half}}),
+            (Answer{WSYNC_INVALID_ARGUMENT, "region 0 of 'embed.weight': ndim 2 but its offset or extent is NULL"}));
+  EXPECT_EQ(sliced({{"embed.weight", 2, origin, half, 0, late, half}}),
+            (Answer{WSYNC_INVALID_ARGUMENT,
+                    "region 0: region [0:128, 0:16] of tensor 'embed.weight' into tensor 'embed.weight' [256, 16]: "
+                    "the place [200:328, 0:16] is outside it"}));
+}
+
 }  // namespace
 }  // namespace wsync::capi_test

@@ -34,6 +34,8 @@ std::string_view toString(TrainerError error) {
       return "session";
     case TrainerError::InvalidManifest:
       return "invalid manifest";
+    case TrainerError::InvalidHoldings:
+      return "invalid holdings";
     case TrainerError::NoManifest:
       return "no manifest declared";
     case TrainerError::BufferMismatch:
@@ -151,12 +153,12 @@ tl::expected<void, TrainerFailure> TrainerAgent::declareHoldings(bus::SourceHold
   if (inFlight_) return bus::fail(TrainerError::Busy, "declare the holdings between versions");
   if (!manifest_) return bus::fail(TrainerError::NoManifest, "call declareManifest() first");
   if (count == 0 || count > bus::kMaxSources || rank >= count) {
-    return bus::fail(TrainerError::InvalidManifest, "rank " + std::to_string(rank) + " of " + std::to_string(count) +
+    return bus::fail(TrainerError::InvalidHoldings, "rank " + std::to_string(rank) + " of " + std::to_string(count) +
                                                         " ranks: a sharded trainer has 1 to " +
                                                         std::to_string(bus::kMaxSources) + " ranks, numbered from 0");
   }
   if (auto checked = bus::checkHoldings(*manifest_, holdings, "trainer rank " + std::to_string(rank)); !checked) {
-    return bus::fail(TrainerError::InvalidManifest, checked.error().describe());
+    return bus::fail(TrainerError::InvalidHoldings, checked.error().describe());
   }
   const bus::Digest digest = bus::digestOf(holdings);
   holdings_ = std::make_shared<const Holdings>(Holdings{std::move(holdings), digest, rank, count});

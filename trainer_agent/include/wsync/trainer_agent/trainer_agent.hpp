@@ -41,6 +41,7 @@ namespace wsync::trainer_agent {
 enum class TrainerError : std::uint8_t {
   Session,          // registration or the connection failed (see detail)
   InvalidManifest,  // the declared tensors do not form a valid manifest
+  InvalidHoldings,  // a sharded rank's regions or rank do not fit the manifest
   NoManifest,       // publish() before declareManifest()
   BufferMismatch,   // a published buffer's size differs from its tensor's
   Busy,             // a version is still in flight: wait for its outcome first
