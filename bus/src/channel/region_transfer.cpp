@@ -1,5 +1,7 @@
 #include "wsync/bus/channel/region_transfer.hpp"
 
+#include "wsync/bus/protocol/dtype.hpp"
+
 namespace wsync::bus {
 
 void PairDigest::add(std::uint64_t bytes, const Digest& digest) {
@@ -67,6 +69,63 @@ RegionTransferResult pairsFromMessage(const flatbuffers::Vector<flatbuffers::Off
     result.push_back(PairResult{pair->bytes(), pair->digest() != nullptr ? fromMessage(*pair->digest()) : Digest{}});
   }
   return result;
+}
+
+namespace {
+
+std::uint64_t heldBytes(const RegionPlan& plan, const HeldRegion& held) {
+  return volume(held.box) * elementBytes(plan.tensors()[held.tensor].dtype);
+}
+
+std::uint64_t localBytes(const LocalTensor& local) { return volume(wholeBox(local.shape)) * elementBytes(local.dtype); }
+
+}  // namespace
+
+std::optional<ChannelFailure> checkSourceBuffers(const RegionPlan& plan, std::uint32_t source,
+                                                 std::span<const std::span<const std::byte>> buffers) {
+  const std::string name = "source " + std::to_string(source);
+  if (source >= plan.sourceCount()) {
+    return ChannelFailure{ChannelError::PlanMismatch, name + " of a plan of " + std::to_string(plan.sourceCount())};
+  }
+  const SourceHoldings& holdings = plan.holdings(source);
+  if (buffers.size() != holdings.regions.size()) {
+    return ChannelFailure{ChannelError::PlanMismatch, name + " has " + std::to_string(buffers.size()) +
+                                                          " buffers for " + std::to_string(holdings.regions.size()) +
+                                                          " regions"};
+  }
+  for (std::size_t held = 0; held < buffers.size(); ++held) {
+    if (buffers[held].size() != heldBytes(plan, holdings.regions[held])) {
+      return ChannelFailure{ChannelError::PlanMismatch,
+                            name + "'s region " + std::to_string(held) + " (of '" +
+                                plan.tensors()[holdings.regions[held].tensor].name + "') needs " +
+                                std::to_string(heldBytes(plan, holdings.regions[held])) +
+                                " bytes, the bound buffer has " + std::to_string(buffers[held].size())};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ChannelFailure> checkReceiverLocals(const RegionPlan& plan, std::uint32_t receiver,
+                                                  std::span<const std::span<std::byte>> locals) {
+  const std::string name = "receiver " + std::to_string(receiver);
+  if (receiver >= plan.receiverCount()) {
+    return ChannelFailure{ChannelError::PlanMismatch, name + " of a plan of " + std::to_string(plan.receiverCount())};
+  }
+  const ReceiverBindings& bindings = plan.bindings(receiver);
+  if (locals.size() != bindings.locals.size()) {
+    return ChannelFailure{ChannelError::PlanMismatch, name + " has " + std::to_string(locals.size()) +
+                                                          " local tensors for " +
+                                                          std::to_string(bindings.locals.size())};
+  }
+  for (std::size_t local = 0; local < locals.size(); ++local) {
+    if (locals[local].size() != localBytes(bindings.locals[local])) {
+      return ChannelFailure{ChannelError::PlanMismatch,
+                            name + "'s local tensor '" + bindings.locals[local].name + "' needs " +
+                                std::to_string(localBytes(bindings.locals[local])) + " bytes, the bound buffer has " +
+                                std::to_string(locals[local].size())};
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace wsync::bus

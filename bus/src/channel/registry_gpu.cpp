@@ -29,6 +29,8 @@ tl::expected<std::unique_ptr<Channel>, ChannelFailure> openNccl(const msg::Trans
   config.rank = plan.nccl_rank();
   config.worldSize = plan.nccl_world_size();
   config.bufferCount = plan.buffer_count();
+  // A region round's steps stage what a broadcast's slices do: the round's bucket over the slices per bucket.
+  config.regionStepBytes = plan.bucket_bytes() / gpu::kNcclSlicesPerBucket;
   config.cancelProbe = setup.cancelProbe;
   auto enqueue = gpu::agentNcclEnqueue(std::getenv(gpu::kNcclEnqueueVariable));
   if (!enqueue) return tl::unexpected(enqueue.error());

@@ -25,8 +25,6 @@ std::uint64_t heldBytes(const RegionPlan& plan, const HeldRegion& held) {
   return volume(held.box) * elementBytes(plan.tensors()[held.tensor].dtype);
 }
 
-std::uint64_t localBytes(const LocalTensor& local) { return volume(wholeBox(local.shape)) * elementBytes(local.dtype); }
-
 std::string sourceName(std::uint32_t source) { return "source " + std::to_string(source); }
 
 // The checks' digests as pair results: bytes from the plan, the digest from the sample's sums over them.
@@ -205,23 +203,7 @@ tl::expected<std::vector<DeviceChecksumSums>, ChannelFailure> CudaIpcChannel::wa
 tl::expected<RegionTransferResult, ChannelFailure> CudaIpcChannel::sendRegions(
     std::uint64_t transfer, const RegionPlan& plan, std::uint32_t source,
     std::span<const std::span<const std::byte>> buffers, std::chrono::steady_clock::time_point deadline) {
-  if (source >= plan.sourceCount()) {
-    return fail(ChannelError::PlanMismatch, sourceName(source) + " of a plan of " + std::to_string(plan.sourceCount()));
-  }
-  const SourceHoldings& holdings = plan.holdings(source);
-  if (buffers.size() != holdings.regions.size()) {
-    return fail(ChannelError::PlanMismatch, sourceName(source) + " has " + std::to_string(buffers.size()) +
-                                                " buffers for " + std::to_string(holdings.regions.size()) + " regions");
-  }
-  for (std::size_t held = 0; held < buffers.size(); ++held) {
-    if (buffers[held].size() != heldBytes(plan, holdings.regions[held])) {
-      return fail(ChannelError::PlanMismatch, sourceName(source) + "'s region " + std::to_string(held) + " (of '" +
-                                                  plan.tensors()[holdings.regions[held].tensor].name + "') needs " +
-                                                  std::to_string(heldBytes(plan, holdings.regions[held])) +
-                                                  " bytes, the bound buffer has " +
-                                                  std::to_string(buffers[held].size()));
-    }
-  }
+  if (auto wrong = checkSourceBuffers(plan, source, buffers)) return tl::unexpected(std::move(*wrong));
   RegionTransferResult result(plan.receiverCount(), PairDigest().result());
   std::vector<std::uint32_t> receivers;
   for (std::uint32_t receiver = 0; receiver < plan.receiverCount(); ++receiver) {
@@ -273,24 +255,7 @@ tl::expected<RegionTransferResult, ChannelFailure> CudaIpcChannel::sendRegions(
 tl::expected<RegionTransferResult, ChannelFailure> CudaIpcChannel::receiveRegions(
     std::uint64_t transfer, const RegionPlan& plan, std::uint32_t receiver,
     std::span<const std::span<std::byte>> locals, std::chrono::steady_clock::time_point deadline) {
-  if (receiver >= plan.receiverCount()) {
-    return fail(ChannelError::PlanMismatch,
-                "receiver " + std::to_string(receiver) + " of a plan of " + std::to_string(plan.receiverCount()));
-  }
-  const ReceiverBindings& bindings = plan.bindings(receiver);
-  if (locals.size() != bindings.locals.size()) {
-    return fail(ChannelError::PlanMismatch, "receiver " + std::to_string(receiver) + " has " +
-                                                std::to_string(locals.size()) + " local tensors for " +
-                                                std::to_string(bindings.locals.size()));
-  }
-  for (std::size_t local = 0; local < locals.size(); ++local) {
-    if (locals[local].size() != localBytes(bindings.locals[local])) {
-      return fail(ChannelError::PlanMismatch,
-                  "receiver " + std::to_string(receiver) + "'s local tensor '" + bindings.locals[local].name +
-                      "' needs " + std::to_string(localBytes(bindings.locals[local])) +
-                      " bytes, the bound buffer has " + std::to_string(locals[local].size()));
-    }
-  }
+  if (auto wrong = checkReceiverLocals(plan, receiver, locals)) return tl::unexpected(std::move(*wrong));
   RegionTransferResult result(plan.sourceCount(), PairDigest().result());
   std::vector<std::uint32_t> sources;
   for (std::uint32_t source = 0; source < plan.sourceCount(); ++source) {

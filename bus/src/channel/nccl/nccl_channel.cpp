@@ -12,6 +12,7 @@
 
 #include "channel/gpu/copy_table.hpp"
 #include "channel/gpu/cuda_check.hpp"
+#include "channel/nccl/nccl_state.hpp"
 #include "channel/nccl/nccl_timeline_recorder.hpp"
 #include "wsync/bus/channel/nccl/blocking_call_guard.hpp"
 #include "wsync/bus/channel/nccl/broadcast_slices.hpp"
@@ -19,145 +20,6 @@
 #include "wsync/bus/core/log.hpp"
 
 namespace wsync::bus::gpu {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// How often a transfer still connecting or an abort draining looks again.
-constexpr std::chrono::microseconds kPollInterval{100};
-// After ncclCommAbort, how long the channel waits for its streams to drain (NCCL's kernels notice the abort flag
-// within microseconds; this only bounds a device that stopped answering).
-constexpr std::chrono::seconds kAbortDrainTimeout{10};
-constexpr std::uint32_t kMaxBuffers = 8;
-// The bucket plan's alignment must keep every piece's start in its tensor a multiple of 8 (the checksum reads
-// 8-byte words) and bucket offsets suited to 16-byte vector copies.
-constexpr std::uint32_t kMinAlignment = 16;
-
-ChannelFailure ncclFailure(const NcclLibrary& nccl, ncclComm_t comm, const char* call, ncclResult_t result) {
-  std::string detail = std::string(call) + ": " + nccl.getErrorString(result);
-  const char* last = nccl.getLastError(comm);
-  if (last != nullptr && *last != '\0') detail += std::string(" (") + last + ")";
-  return ChannelFailure{ChannelError::CommunicatorError, detail};
-}
-
-// Kernel blocks for the copies nothing runs beside: the sender's first pack (no broadcast has started) and a
-// receiver's last unpack (every broadcast is done). The whole GPU copies small tensors twice as fast as copyBlocks.
-constexpr std::uint32_t kUnoverlappedCopyBlocks = 1024;
-
-// How slice `slice` travels: straight between the tensors, or through a staging buffer.
-struct SliceRoute {
-  bool direct = false;     // its bucket is one piece that fills it: no staging buffer
-  std::uint32_t slot = 0;  // staged: the buffer it passes through (waits for it to be free, then frees it)
-  std::uint32_t bucket = 0;
-  std::uint64_t address = 0;  // what is broadcast: the tensor's bytes (direct) or the buffer's
-  std::uint64_t bytes = 0;    // broadcast count
-  std::uint64_t payload = 0;  // of which tensor bytes (padding excluded): progress
-  std::size_t batch = 0;      // the pack/unpack (or, direct, the checksum-only) batch of the copy table
-};
-
-}  // namespace
-
-struct NcclChannel::State {
-  explicit State(bool timelineOn) : timeline(timelineOn) {}
-
-  const NcclLibrary* nccl = nullptr;
-  ncclComm_t joined = nullptr;  // what the ranks joined (non-blocking)
-  ncclComm_t child = nullptr;   // NcclEnqueue::BlockingChild: the blocking communicator the broadcasts go through
-  // NcclEnqueue::BlockingChild: watches the child's calls. When it fires it aborts `joined`, not the child: the
-  // abort frees the communicator it is given, and the transfer thread is inside the child. The two share their
-  // abort flag (splitShare), which NCCL polls while a call waits for peers: the call returns, and the transfer
-  // thread aborts the child after it.
-  std::unique_ptr<BlockingCallGuard> guard;
-  bool broken = false;
-  int device = 0;
-  cudaStream_t commStream = nullptr;
-  cudaStream_t copyStream = nullptr;
-  std::vector<void*> buffers;
-  std::uint64_t bufferBytes = 0;
-  std::vector<cudaEvent_t> bufferFree;    // per buffer: its last slice broadcast (sender) or unpacked (receiver)
-  std::vector<cudaEvent_t> sliceReady;    // per slice: packed (sender) or received (receiver)
-  std::vector<cudaEvent_t> sliceDone;     // per slice: broadcast (sender) or unpacked (receiver)
-  detail::NcclTimelineRecorder timeline;  // config.timeline; a no-op without it
-  cudaEvent_t copyFinished = nullptr;
-  cudaEvent_t commFinished = nullptr;
-  DeviceChecksumSums* deviceSums = nullptr;
-  DeviceChecksumSums* hostSums = nullptr;  // pinned
-  detail::CopyTable table;
-  std::vector<SliceRoute> routes;
-  std::optional<Digest> tensorsKey;    // layout key of the tensors `routes` and `table` were built for
-  std::vector<std::uint64_t> planKey;  // ... and of the plan
-  std::uint64_t totalBytes = 0;
-
-  ~State() {
-    guard.reset();  // its thread first: it may abort `joined`
-    releaseBuffers();
-    for (auto* events : {&bufferFree, &sliceReady, &sliceDone}) {
-      for (cudaEvent_t event : *events) cudaEventDestroy(event);
-    }
-    timeline.release();
-    if (copyFinished != nullptr) cudaEventDestroy(copyFinished);
-    if (commFinished != nullptr) cudaEventDestroy(commFinished);
-    if (deviceSums != nullptr) cudaFree(deviceSums);
-    if (hostSums != nullptr) cudaFreeHost(hostSums);
-    if (commStream != nullptr) cudaStreamDestroy(commStream);
-    if (copyStream != nullptr) cudaStreamDestroy(copyStream);
-  }
-
-  // The communicator the broadcasts go through.
-  ncclComm_t broadcasts() const { return child != nullptr ? child : joined; }
-
-  void releaseBuffers() {
-    for (void* buffer : buffers) {
-      if (buffer != nullptr) cudaFree(buffer);
-    }
-    buffers.clear();
-    bufferBytes = 0;
-  }
-
-  // Waits while NCCL is still enqueueing or connecting (a non-blocking communicator's ncclInProgress): the first
-  // broadcast connects the ranks, and keeps retrying a dead peer, so the cancel probe and the stall timeout apply.
-  tl::expected<void, ChannelFailure> settle(ncclComm_t comm, const char* call, ncclResult_t result,
-                                            Clock::time_point deadline, const std::function<bool()>& cancel,
-                                            Clock::duration stallTimeout) {
-    const auto started = Clock::now();
-    while (result == ncclInProgress) {
-      const auto now = Clock::now();
-      if (now > deadline) return fail(ChannelError::Timeout, std::string(call) + " did not complete in time");
-      if (cancel && cancel()) return fail(ChannelError::Aborted, std::string("cancelled in ") + call);
-      if (now - started > stallTimeout) {
-        return fail(ChannelError::Timeout,
-                    std::string(call) + " made no progress for " +
-                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(stallTimeout).count()) +
-                        " ms: a peer is dead or stuck");
-      }
-      std::this_thread::sleep_for(kPollInterval);
-      nccl->commGetAsyncError(comm, &result);
-    }
-    if (result != ncclSuccess) return tl::unexpected(ncclFailure(*nccl, comm, call, result));
-    return {};
-  }
-
-  // Kills the communicators (NCCL's kernels return), drains the streams and marks the channel broken.
-  void abort() {
-    // The joined communicator first: that ends a split still being built, whose thread would fill `child` later.
-    if (joined != nullptr) {
-      nccl->commAbort(joined);
-      joined = nullptr;
-    }
-    if (ncclComm_t built = std::atomic_ref<ncclComm_t>(child).load(std::memory_order_acquire); built != nullptr) {
-      nccl->commAbort(built);
-      child = nullptr;
-    }
-    broken = true;
-    const auto drainDeadline = Clock::now() + kAbortDrainTimeout;
-    for (cudaStream_t stream : {commStream, copyStream}) {
-      while (cudaStreamQuery(stream) == cudaErrorNotReady && Clock::now() < drainDeadline) {
-        std::this_thread::sleep_for(kPollInterval);
-      }
-    }
-    cudaGetLastError();
-  }
-};
 
 namespace {
 
@@ -314,8 +176,13 @@ NcclChannel::~NcclChannel() {
 ChannelState NcclChannel::state() const { return state_->broken ? ChannelState::Broken : ChannelState::Usable; }
 
 ChannelMemory NcclChannel::memory() const {
-  return ChannelMemory{.bufferBytes = state_->bufferBytes * state_->buffers.size(),
+  ChannelMemory memory{.bufferBytes = state_->bufferBytes * state_->buffers.size(),
                        .tableBytes = state_->table.deviceBytes() + sizeof(DeviceChecksumSums)};
+  if (const NcclRegionState* regions = state_->regions.get()) {
+    memory.bufferBytes += regions->bufferBytes * regions->buffers.size();
+    memory.tableBytes += regions->table.deviceBytes() + regions->sumsCapacity * sizeof(DeviceChecksumSums);
+  }
+  return memory;
 }
 
 namespace {
@@ -368,7 +235,16 @@ tl::expected<TransferResult, ChannelFailure> NcclChannel::run(const BucketPlan& 
   if (auto laidOut = layOut(plan, tensors); !laidOut) return failed(laidOut.error());
   state.timeline.begin(entered);
   if (auto enqueued = enqueue(deadline); !enqueued) return failed(enqueued.error());
-  if (auto done = watch(plan, deadline); !done) return failed(done.error());
+  const WatchedTransfer watched{
+      .slices = state.routes.size(),
+      .payload = [&state](std::size_t slice) { return state.routes[slice].payload; },
+      .done =
+          [&](std::size_t next) {
+            return std::to_string(next == state.routes.size() ? plan.bucketCount() : state.routes[next].bucket) +
+                   " of " + std::to_string(plan.bucketCount()) + " buckets";
+          },
+      .call = "broadcast"};
+  if (auto done = watch(watched, deadline); !done) return failed(done.error());
   return finish();
 }
 
@@ -575,28 +451,27 @@ tl::expected<void, ChannelFailure> NcclChannel::broadcast(std::size_t index, Clo
 }
 
 // Progress is a slice finishing on this rank.
-tl::expected<void, ChannelFailure> NcclChannel::watch(const BucketPlan& plan, Clock::time_point deadline) {
+tl::expected<void, ChannelFailure> NcclChannel::watch(const WatchedTransfer& transfer, Clock::time_point deadline) {
   State& state = *state_;
-  const std::size_t sliceCount = state.routes.size();
   std::size_t nextSlice = 0;
   std::uint64_t bytesDone = 0;
   auto lastProgress = Clock::now();
   while (true) {
     const std::size_t firstPending = nextSlice;
-    while (nextSlice < sliceCount && cudaEventQuery(state.sliceDone[nextSlice]) == cudaSuccess) {
-      bytesDone += state.routes[nextSlice].payload;
+    while (nextSlice < transfer.slices && cudaEventQuery(state.sliceDone[nextSlice]) == cudaSuccess) {
+      bytesDone += transfer.payload(nextSlice);
       ++nextSlice;
       lastProgress = Clock::now();
     }
     if (nextSlice != firstPending) reportProgress(bytesDone);
-    if (nextSlice == sliceCount && cudaEventQuery(state.copyFinished) == cudaSuccess &&
+    if (nextSlice == transfer.slices && cudaEventQuery(state.copyFinished) == cudaSuccess &&
         cudaEventQuery(state.commFinished) == cudaSuccess) {
       break;
     }
-    if (auto stop = whyStop(plan, nextSlice, lastProgress, deadline)) return tl::unexpected(std::move(*stop));
+    if (auto stop = whyStop(transfer, nextSlice, lastProgress, deadline)) return tl::unexpected(std::move(*stop));
     // The last slice (a ramp's first-slice size: a fraction of a millisecond) is watched without sleeping, so that
     // the end is seen within microseconds, not a sleep's length late.
-    if (config_.pollInterval.count() > 0 && nextSlice + 1 < sliceCount) {
+    if (config_.pollInterval.count() > 0 && nextSlice + 1 < transfer.slices) {
       std::this_thread::sleep_for(config_.pollInterval);
     } else {
       std::this_thread::yield();
@@ -606,30 +481,26 @@ tl::expected<void, ChannelFailure> NcclChannel::watch(const BucketPlan& plan, Cl
   return {};
 }
 
-std::optional<ChannelFailure> NcclChannel::whyStop(const BucketPlan& plan, std::size_t nextSlice,
+std::optional<ChannelFailure> NcclChannel::whyStop(const WatchedTransfer& transfer, std::size_t nextSlice,
                                                    Clock::time_point lastProgress, Clock::time_point deadline) const {
   const State& state = *state_;
-  const auto bucketsDone = [&] {
-    return std::to_string(nextSlice == state.routes.size() ? plan.bucketCount() : state.routes[nextSlice].bucket) +
-           " of " + std::to_string(plan.bucketCount()) + " buckets";
-  };
   if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess && error != cudaErrorNotReady) {
     return detail::cudaFailure("transfer", error);
   }
   ncclResult_t asyncError = ncclSuccess;
   state.nccl->commGetAsyncError(state.broadcasts(), &asyncError);
   if (asyncError != ncclSuccess && asyncError != ncclInProgress) {
-    return ncclFailure(*state.nccl, state.broadcasts(), "broadcast", asyncError);
+    return ncclFailure(*state.nccl, state.broadcasts(), transfer.call, asyncError);
   }
   const auto now = Clock::now();
-  if (cancel_ && cancel_()) return ChannelFailure{ChannelError::Aborted, "cancelled after " + bucketsDone()};
-  if (now > deadline) return ChannelFailure{ChannelError::Timeout, "deadline passed after " + bucketsDone()};
+  if (cancel_ && cancel_()) return ChannelFailure{ChannelError::Aborted, "cancelled after " + transfer.done(nextSlice)};
+  if (now > deadline) return ChannelFailure{ChannelError::Timeout, "deadline passed after " + transfer.done(nextSlice)};
   if (now - lastProgress > config_.stallTimeout) {
     return ChannelFailure{
         ChannelError::Timeout,
-        "no broadcast finished for " +
+        std::string("no ") + transfer.call + " finished for " +
             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.stallTimeout).count()) +
-            " ms (after " + bucketsDone() + "): a peer is dead or stuck"};
+            " ms (after " + transfer.done(nextSlice) + "): a peer is dead or stuck"};
   }
   return std::nullopt;
 }

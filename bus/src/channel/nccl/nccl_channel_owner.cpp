@@ -12,8 +12,24 @@ std::uint32_t NcclChannelOwner::maxReceivers() const { return static_cast<std::u
 
 tl::expected<ChannelGrant, std::string> NcclChannelOwner::prepare(const ChannelMember& sender,
                                                                   std::span<const ChannelMember> receivers) {
-  if (receivers.empty()) return ChannelGrant{};  // nothing to broadcast to: no communicator
-  std::vector<std::string> members{sender.memberKey};
+  return grantFor(std::span(&sender, 1), receivers);
+}
+
+tl::expected<ChannelGrant, std::string> NcclChannelOwner::prepareSources(std::span<const ChannelMember> senders,
+                                                                         std::span<const ChannelMember> receivers) {
+  if (senders.empty()) return tl::unexpected(std::string("a region round on nccl needs at least one source"));
+  if (senders.size() + receivers.size() > kMaxAgents) {
+    return tl::unexpected(std::to_string(senders.size()) + " sources and " + std::to_string(receivers.size()) +
+                          " workers exceed the nccl channel's " + std::to_string(kMaxAgents) + " ranks");
+  }
+  return grantFor(senders, receivers);
+}
+
+tl::expected<ChannelGrant, std::string> NcclChannelOwner::grantFor(std::span<const ChannelMember> senders,
+                                                                   std::span<const ChannelMember> receivers) {
+  if (receivers.empty()) return ChannelGrant{};  // nothing to move to: no communicator
+  std::vector<std::string> members;
+  for (const ChannelMember& sender : senders) members.push_back(sender.memberKey);
   for (const ChannelMember& receiver : receivers) members.push_back(receiver.memberKey);
   if (!group_ || group_->members != members) {
     auto id = makeNcclUniqueId();

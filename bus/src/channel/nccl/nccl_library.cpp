@@ -38,6 +38,8 @@ tl::expected<NcclLibrary, ChannelFailure> load() {
   resolve(handle, "ncclCommFinalize", library.commFinalize, missing);
   resolve(handle, "ncclCommDestroy", library.commDestroy, missing);
   resolve(handle, "ncclBroadcast", library.broadcast, missing);
+  resolve(handle, "ncclSend", library.send, missing);
+  resolve(handle, "ncclRecv", library.recv, missing);
   resolve(handle, "ncclGroupStart", library.groupStart, missing);
   resolve(handle, "ncclGroupEnd", library.groupEnd, missing);
   resolve(handle, "ncclGetErrorString", library.getErrorString, missing);

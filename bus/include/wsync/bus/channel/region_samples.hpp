@@ -43,6 +43,12 @@ struct SampledRun {
 // pieces of that buffer in the segment's byte order.
 std::vector<SampledRun> sampledRuns(const RegionPlan& plan, const Segment& segment, std::span<const ByteRun> runs);
 
+// Every word of `segment`, where a buffer holds its bytes as `runs`, as pieces of that buffer in the segment's byte
+// order: the full check of a channel whose copies read every byte anyway (nccl packs and unpacks them).
+std::vector<SampledRun> wordRuns(const RegionPlan& plan, const Segment& segment, std::span<const ByteRun> runs);
+// Words in `segment`'s word space (its rows, each padded to whole words).
+std::uint64_t segmentWords(const RegionPlan& plan, const Segment& segment);
+
 // Bytes of one row of `segment` (its box's last extent, in elements of its tensor's dtype).
 std::uint64_t segmentRowBytes(const RegionPlan& plan, const Segment& segment);
 
@@ -50,5 +56,8 @@ std::uint64_t segmentRowBytes(const RegionPlan& plan, const Segment& segment);
 // from `buffer`, where its bytes lie as `runs`, into `sums`, as the GPU channels' kernels do.
 void addSampledSums(DeviceChecksumSums& sums, const RegionPlan& plan, std::uint32_t segmentIndex,
                     std::span<const std::byte> buffer, std::span<const ByteRun> runs);
+// The same over every word (wordRuns).
+void addWordSums(DeviceChecksumSums& sums, const RegionPlan& plan, std::uint32_t segmentIndex,
+                 std::span<const std::byte> buffer, std::span<const ByteRun> runs);
 
 }  // namespace wsync::bus

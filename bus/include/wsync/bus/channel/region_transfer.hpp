@@ -8,12 +8,15 @@
 // receivers share it, and a receiver hashes what it took as it copies. Both depend only on the plan and the bytes,
 // never on how a channel cuts segments into buckets, and a receiver that plans alone (RegionPlan) folds the same.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include <flatbuffers/flatbuffers.h>
 #include <wsync/schemas/control_generated.h>
 
+#include "wsync/bus/channel/channel_error.hpp"
+#include "wsync/bus/channel/region_plan.hpp"
 #include "wsync/bus/protocol/manifest.hpp"
 #include "wsync/bus/protocol/stream_digest.hpp"
 
@@ -48,6 +51,14 @@ Digest receiverDigestOf(std::span<const PairResult> fromSources);
 // A region round's version digest: over every source's holdings digest and what it sent each receiver, in source
 // order. It names the committed version the way the trainer's digest names a version of one source.
 Digest versionDigestOf(std::span<const Digest> holdings, std::span<const RegionTransferResult> sent);
+
+// Why `buffers` cannot be source `source`'s held regions in `plan` (how many, how large), if they cannot: a channel
+// checks before it reads them.
+std::optional<ChannelFailure> checkSourceBuffers(const RegionPlan& plan, std::uint32_t source,
+                                                 std::span<const std::span<const std::byte>> buffers);
+// The same for receiver `receiver`'s local tensors.
+std::optional<ChannelFailure> checkReceiverLocals(const RegionPlan& plan, std::uint32_t receiver,
+                                                  std::span<const std::span<std::byte>> locals);
 
 // UpdateDone's per-peer reports of a region round.
 flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<msg::PairDone>>> toMessage(

@@ -1,6 +1,7 @@
 #pragma once
 // The nccl channel (docs/gpu-channels.md): one communicator of the sender (rank 0) and every receiver (ranks 1..N),
-// buckets broadcast from rank 0.
+// buckets broadcast from rank 0; or, in a region round (docs/regions.md), of the sources (ranks 0..M-1) and the
+// receivers (ranks M..M+N-1), each pair's pieces sent point to point in steps (region_steps.hpp).
 //
 // Per broadcast (a slice, broadcast_slices.hpp): a bucket holding one piece (a run of one tensor that fills it) is
 // broadcast straight from the sender's tensor into the receiver's tensor; the other buckets' bytes, consecutive
@@ -70,6 +71,10 @@ inline constexpr std::uint32_t kNcclDefaultCopyBlocks = 32;
 // twice the bytes in the same time, which kNcclDefaultCopyBlocks do not make (the broadcasts wait for them).
 inline constexpr std::uint32_t kNcclDefaultRampCopyBlocks = 64;
 
+// A region step's staging by default: as the slices of a plan with the default GPU bucket (1 GiB) over
+// kNcclSlicesPerBucket, so that a region round's two buffers take a bucket, as a broadcast's do.
+inline constexpr std::uint64_t kNcclDefaultRegionStepBytes = std::uint64_t{512} << 20;
+
 struct NcclChannelConfig {
   NcclUniqueId uniqueId{};
   std::int32_t rank = -1;       // 0: the sender
@@ -98,6 +103,9 @@ struct NcclChannelConfig {
   // How broadcasts reach NCCL (NcclEnqueue). Every rank of a communicator must use the same: the child's split is
   // collective, so a rank that does not split leaves the others waiting until the deadline.
   NcclEnqueue enqueue = NcclEnqueue::BlockingChild;
+  // A region round's staging per step on each rank (region_steps.hpp; bufferCount buffers of it): 0 for
+  // kNcclDefaultRegionStepBytes. Every rank must use the same value: the sends' and receives' sizes must match.
+  std::uint64_t regionStepBytes = 0;
   // Profiling (nccl_timeline.hpp): timing events around every broadcast and copy, read back after each transfer.
   // Off in the agents; on, each slice costs four event records more.
   bool timeline = false;
@@ -132,6 +140,17 @@ class NcclChannel final : public Channel {
                                                        std::span<const std::span<std::byte>> tensors,
                                                        std::uint32_t receiver,
                                                        std::chrono::steady_clock::time_point deadline) override;
+
+  // Region rounds: the source of rank `source` and the receiver of rank sourceCount + `receiver`. Same contract as
+  // send() and receive(): the caller has finished writing `buffers`; on success the bytes are in `locals`. Each side's
+  // pair digests are the device checksum of every word of the pair's segments, folded by the pack and unpack copies.
+  bool carriesRegions() const override { return true; }
+  tl::expected<RegionTransferResult, ChannelFailure> sendRegions(
+      std::uint64_t transfer, const RegionPlan& plan, std::uint32_t source,
+      std::span<const std::span<const std::byte>> buffers, std::chrono::steady_clock::time_point deadline) override;
+  tl::expected<RegionTransferResult, ChannelFailure> receiveRegions(
+      std::uint64_t transfer, const RegionPlan& plan, std::uint32_t receiver,
+      std::span<const std::span<std::byte>> locals, std::chrono::steady_clock::time_point deadline) override;
 
   // Broken once the communicator was aborted: every later transfer fails at once.
   ChannelState state() const override;
@@ -176,13 +195,41 @@ class NcclChannel final : public Channel {
   std::uint32_t copyBlocks(std::size_t slice) const;
   // ... the slice's broadcast on the comm stream: blocking under the guard, or settled by polling.
   tl::expected<void, ChannelFailure> broadcast(std::size_t slice, Clock::time_point deadline);
-  // 3. The watchdog, until every stream's work is done: progress is a slice finishing on this rank.
-  tl::expected<void, ChannelFailure> watch(const BucketPlan& plan, Clock::time_point deadline);
+  // 3. The watchdog, until every stream's work is done: progress is a slice (a region step) finishing on this rank.
+  struct WatchedTransfer {
+    std::size_t slices = 0;                             // each done at its sliceDone event
+    std::function<std::uint64_t(std::size_t)> payload;  // the tensor bytes of a slice
+    std::function<std::string(std::size_t)> done;       // how far the transfer got, for a failure's text
+    const char* call = "";                              // what a slice is, in that text
+  };
+  tl::expected<void, ChannelFailure> watch(const WatchedTransfer& transfer, Clock::time_point deadline);
   // ... what ends the transfer at one look, if anything: a CUDA or NCCL error, a cancel, the deadline, a stall.
-  std::optional<ChannelFailure> whyStop(const BucketPlan& plan, std::size_t nextSlice, Clock::time_point lastProgress,
-                                        Clock::time_point deadline) const;
+  std::optional<ChannelFailure> whyStop(const WatchedTransfer& transfer, std::size_t nextSlice,
+                                        Clock::time_point lastProgress, Clock::time_point deadline) const;
   // 4. The timeline read back and the digest finished.
   tl::expected<TransferResult, ChannelFailure> finish();
+
+  // A region transfer (nccl_regions.cpp), both sides: `self` is the source's or receiver's index, `buffers` its held
+  // regions' buffers or its local tensors.
+  template <typename Byte>
+  tl::expected<RegionTransferResult, ChannelFailure> runRegions(const RegionPlan& plan, bool sending,
+                                                                std::uint32_t self,
+                                                                std::span<const std::span<Byte>> buffers,
+                                                                Clock::time_point deadline);
+  // 1. The steps, their staging, sums and copy table, rebuilt only when the plan, this side or its buffers changed.
+  template <typename Byte>
+  tl::expected<void, ChannelFailure> layOutRegions(const RegionPlan& plan, bool sending, std::uint32_t self,
+                                                   std::span<const std::span<Byte>> buffers);
+  tl::expected<void, ChannelFailure> allocateRegions(std::size_t peers);
+  // 2. Every step onto the streams: packs, then the step's sends as one group (source); the group's receives, then
+  // unpacks (receiver).
+  tl::expected<void, ChannelFailure> enqueueRegions(const RegionPlan& plan, bool sending, Clock::time_point deadline);
+  tl::expected<void, ChannelFailure> copyStep(std::size_t step, bool sending);
+  tl::expected<void, ChannelFailure> moveStep(std::size_t step, const RegionPlan& plan, bool sending,
+                                              Clock::time_point deadline);
+  // 3. watch(), then each pair's result from its sums.
+  tl::expected<RegionTransferResult, ChannelFailure> finishRegions(const RegionPlan& plan, bool sending,
+                                                                   std::uint32_t self);
 
   NcclChannelConfig config_;
   std::string key_;

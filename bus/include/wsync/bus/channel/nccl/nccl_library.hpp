@@ -21,6 +21,8 @@ struct NcclLibrary {
   decltype(&::ncclCommSplit) commSplit = nullptr;  // null before NCCL 2.18: NcclEnqueue::BlockingChild is then
                                                    // NonBlocking
   decltype(&::ncclBroadcast) broadcast = nullptr;
+  decltype(&::ncclSend) send = nullptr;
+  decltype(&::ncclRecv) recv = nullptr;
   decltype(&::ncclGroupStart) groupStart = nullptr;
   decltype(&::ncclGroupEnd) groupEnd = nullptr;
   decltype(&::ncclGetErrorString) getErrorString = nullptr;
