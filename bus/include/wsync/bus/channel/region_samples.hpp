@@ -1,15 +1,17 @@
 #pragma once
-// The sampled verification of region rounds on the GPU channels (docs/regions.md, "Verification on the GPU").
+// The verification of region rounds on the GPU channels (docs/regions.md, "Digests on the sending side too"): a
+// sample on cuda_ipc, every word on nccl (wordRuns), both in a segment's word space.
 //
-// On a GPU channel a source's bytes are read once, by whoever copies them (a cuda_ipc receiver's kernel reads the
-// source's memory in place). A digest of every byte on the sending side would be a second pass over the model's
+// On cuda_ipc a source's bytes are read once, by whoever copies them (a receiver's kernel reads the source's memory
+// in place). A digest of every byte on the sending side would be a second pass over the model's
 // memory: on one GPU half again the copy's traffic. So both sides fold the device checksum (device_checksum.hpp)
 // over the same sample of every segment instead: a window of kSampleWindowWords words every kSampleStrideWords
 // words of the segment's word space, from its first word on (a segment of up to a window is checked whole). The
 // source reads the sample from its own buffers; the receiver reads it from its local tensors after its copy, so what
 // is checked is what landed where the engine reads it: a receiver that copied from the wrong memory (another
 // source's, a freed block, a stale export), to the wrong place or not at all fails with the pair's digests apart,
-// at the cost of reading a 64th of the bytes once more on each side.
+// at the cost of reading a 64th of the bytes once more on each side. On nccl both sides copy every byte anyway (the
+// source's pack, the receiver's unpack), so they fold every word.
 //
 // A segment's word space: its bytes in row-major order, cut into rows (the box's last dimension), each row cut into
 // 8-byte words and its last word zero-padded. Row r's word w has index r * wordsPerRow + w. Every layout of the
