@@ -16,6 +16,7 @@
 #ifdef WSYNC_HAVE_CUDA
 #include "gpu.hpp"
 #include "regions.hpp"
+#include "shm_regions.hpp"
 #endif
 
 namespace wsync::bench {
@@ -170,6 +171,20 @@ int main(int argc, char** argv) {
   soakMode.add_option("--bin-dir", soak.binDir, "Folder of wsync-coordinator and wsync-worker");
   option(soakMode, "--child-log-level", soak.childLogLevel, "--log-level of the coordinator and workers")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+
+  ShmRegionBenchConfig shmRegions;
+  CLI::App& shmRegionsMode =
+      addMode(app, "shm-regions", "Region rounds over shm (M sharded sources) vs memcpy of what each receiver receives",
+              shmRegions, quick, status, [&](Report& report) { runShmRegionBenchmark(shmRegions, report); });
+  list(shmRegionsMode, "--models", shmRegions.models, "Models (cli::modelTensors)");
+  list(shmRegionsMode, "--sources", shmRegions.sources, "Source counts M")
+      ->check(CLI::Range(std::uint32_t{1}, std::uint32_t{64}));
+  list(shmRegionsMode, "--layouts", shmRegions.layouts, "Receivers: whole (1, every tensor whole), tp2 (2 TP halves)")
+      ->check(CLI::IsMember({"whole", "tp2"}));
+  option(shmRegionsMode, "--bucket-mib", shmRegions.bucketMiB, "Bucket of each source's ring")->check(positive);
+  option(shmRegionsMode, "--buffers", shmRegions.buffers, "Buckets per ring")->check(CLI::Range(2, 8));
+  option(shmRegionsMode, "--warmup", shmRegions.warmup, "Rounds before the measured ones");
+  option(shmRegionsMode, "--reps", shmRegions.reps, "Measured rounds")->check(positive);
 
 #ifdef WSYNC_HAVE_CUDA
   RegionBenchConfig regions;
