@@ -46,6 +46,15 @@ CLI::Option* list(CLI::App& app, const std::string& name, std::vector<T>& values
   return option(app, name, values, help)->delimiter(',');
 }
 
+// The region benchmarks' layouts (region_layouts.hpp): which models, how many sources, which receivers.
+template <typename Config>
+void regionLayoutOptions(CLI::App& mode, Config& config) {
+  list(mode, "--models", config.models, "Models (cli::modelTensors)");
+  list(mode, "--sources", config.sources, "Source counts M")->check(CLI::Range(std::uint32_t{1}, std::uint32_t{64}));
+  list(mode, "--layouts", config.layouts, "Receivers: whole (1, every tensor whole), tp2 (2 TP halves)")
+      ->check(CLI::IsMember({"whole", "tp2"}));
+}
+
 // An agent: hidden, started by a mode. Ctrl-C reaches the whole process group: agents leave stopping to the benchmark,
 // which reports the interruption instead of a dead agent. A failure goes to stderr; the benchmark sees the agent exit.
 template <typename Options>
@@ -176,11 +185,7 @@ int main(int argc, char** argv) {
   CLI::App& shmRegionsMode =
       addMode(app, "shm-regions", "Region rounds over shm (M sharded sources) vs memcpy of what each receiver receives",
               shmRegions, quick, status, [&](Report& report) { runShmRegionBenchmark(shmRegions, report); });
-  list(shmRegionsMode, "--models", shmRegions.models, "Models (cli::modelTensors)");
-  list(shmRegionsMode, "--sources", shmRegions.sources, "Source counts M")
-      ->check(CLI::Range(std::uint32_t{1}, std::uint32_t{64}));
-  list(shmRegionsMode, "--layouts", shmRegions.layouts, "Receivers: whole (1, every tensor whole), tp2 (2 TP halves)")
-      ->check(CLI::IsMember({"whole", "tp2"}));
+  regionLayoutOptions(shmRegionsMode, shmRegions);
   option(shmRegionsMode, "--bucket-mib", shmRegions.bucketMiB, "Bucket of each source's ring")->check(positive);
   option(shmRegionsMode, "--buffers", shmRegions.buffers, "Buckets per ring")->check(CLI::Range(2, 8));
   option(shmRegionsMode, "--warmup", shmRegions.warmup, "Rounds before the measured ones");
@@ -191,11 +196,7 @@ int main(int argc, char** argv) {
   CLI::App& regionsMode =
       addMode(app, "regions", "Region rounds over cuda_ipc (M sharded sources) vs a device copy of what each receives",
               regions, quick, status, [&](Report& report) { runRegionBenchmark(regions, report); });
-  list(regionsMode, "--models", regions.models, "Models (cli::modelTensors)");
-  list(regionsMode, "--sources", regions.sources, "Source process counts M")
-      ->check(CLI::Range(std::uint32_t{1}, std::uint32_t{64}));
-  list(regionsMode, "--layouts", regions.layouts, "Receivers: whole (1, every tensor whole), tp2 (2 TP halves)")
-      ->check(CLI::IsMember({"whole", "tp2"}));
+  regionLayoutOptions(regionsMode, regions);
   option(regionsMode, "--warmup", regions.warmup, "Rounds before the measured ones");
   option(regionsMode, "--reps", regions.reps, "Measured rounds")->check(CLI::Range(std::size_t{1}, std::size_t{60}));
   option(regionsMode, "--device", regions.device, "The GPU of every process");
